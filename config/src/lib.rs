@@ -1,0 +1,372 @@
+//! glovebox's on-disk state: where each file lives in the state directory, and `glovebox.yaml`
+//! in two stages (raw, as written; validated, with typed addresses and absolute paths).
+//!
+//! ```text
+//! <state>/glovebox.yaml                      listen address, accounts, token hashes
+//! <state>/accounts/<id>/permissions.yaml     the account's policy (read by the gate)
+//! <state>/accounts/<id>/token                the account's bearer token (0600; the user's copy)
+//! <state>/audit.db                           the audit store (owned by the gate)
+//! <state>/ticket.key                         the gate's master ticket key (0600)
+//! <state>/run/                               sockets and the lock of a running `glovebox up`
+//! ```
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The broker's default listen address: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
+
+/// Why the state or config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+    Invalid {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl ConfigError {
+    fn io(path: &Path, source: std::io::Error) -> ConfigError {
+        ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// The layout of one state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    pub fn new(root: impl Into<PathBuf>) -> StateDir {
+        StateDir { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("glovebox.yaml")
+    }
+    pub fn account_dir(&self, account: &str) -> PathBuf {
+        self.root.join("accounts").join(account)
+    }
+    pub fn permissions_file(&self, account: &str) -> PathBuf {
+        self.account_dir(account).join("permissions.yaml")
+    }
+    pub fn token_file(&self, account: &str) -> PathBuf {
+        self.account_dir(account).join("token")
+    }
+    pub fn audit_db(&self) -> PathBuf {
+        self.root.join("audit.db")
+    }
+    pub fn ticket_key(&self) -> PathBuf {
+        self.root.join("ticket.key")
+    }
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+    pub fn lock_file(&self) -> PathBuf {
+        self.run_dir().join("glovebox.lock")
+    }
+    pub fn gate_socket(&self) -> PathBuf {
+        self.run_dir().join("gate.sock")
+    }
+    pub fn executor_socket(&self, account: &str) -> PathBuf {
+        self.run_dir().join(format!("executor-{account}.sock"))
+    }
+    /// Written by `glovebox up` once the broker listens: its WebSocket URL.
+    pub fn broker_url_file(&self) -> PathBuf {
+        self.run_dir().join("broker.url")
+    }
+
+    /// Loads and validates `glovebox.yaml`.
+    pub fn load_config(&self) -> Result<Config, ConfigError> {
+        let path = self.config_file();
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::io(&path, e))?;
+        Config::parse(&text, &path)
+    }
+}
+
+/// `glovebox.yaml` as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    pub accounts: Vec<RawAccount>,
+}
+
+fn default_listen() -> String {
+    DEFAULT_LISTEN.to_owned()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccount {
+    pub id: String,
+    pub workdir: String,
+    /// SHA-256 (hex) of each bearer token that authenticates as this account.
+    #[serde(default)]
+    pub token_sha256: Vec<String>,
+}
+
+/// A validated account.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Account {
+    pub id: String,
+    pub workdir: PathBuf,
+    pub token_hashes: Vec<[u8; 32]>,
+}
+
+/// A validated `glovebox.yaml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub accounts: Vec<Account>,
+}
+
+impl Config {
+    /// Parses and validates the text of `glovebox.yaml` read from `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let invalid = |line: Option<usize>, message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            line,
+            message,
+        };
+        let raw: RawConfig = serde_yaml::from_str(text)
+            .map_err(|e| invalid(e.location().map(|l| l.line()), e.to_string()))?;
+        let listen: SocketAddr = raw.listen.parse().map_err(|_| {
+            invalid(
+                None,
+                format!(
+                    "listen: expected an address like {DEFAULT_LISTEN}, got {:?}",
+                    raw.listen
+                ),
+            )
+        })?;
+        if raw.accounts.is_empty() {
+            return Err(invalid(
+                None,
+                "accounts: expected at least one account".into(),
+            ));
+        }
+        let mut accounts: Vec<Account> = Vec::new();
+        for (i, a) in raw.accounts.iter().enumerate() {
+            let at = format!("accounts[{i}]");
+            if !is_valid_account_id(&a.id) {
+                return Err(invalid(
+                    None,
+                    format!(
+                        "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
+                        a.id
+                    ),
+                ));
+            }
+            if accounts.iter().any(|b| b.id == a.id) {
+                return Err(invalid(
+                    None,
+                    format!("{at}.id: duplicate account {:?}", a.id),
+                ));
+            }
+            let workdir = PathBuf::from(&a.workdir);
+            if !workdir.is_absolute() {
+                return Err(invalid(
+                    None,
+                    format!(
+                        "{at}.workdir: expected an absolute path, got {:?}",
+                        a.workdir
+                    ),
+                ));
+            }
+            let token_hashes = a
+                .token_sha256
+                .iter()
+                .map(|h| {
+                    let mut out = [0u8; 32];
+                    hex::decode_to_slice(h, &mut out).map(|_| out).map_err(|_| {
+                        invalid(None, format!("{at}.token_sha256: expected 64 hex digits"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            accounts.push(Account {
+                id: a.id.clone(),
+                workdir,
+                token_hashes,
+            });
+        }
+        Ok(Config { listen, accounts })
+    }
+
+    pub fn account(&self, id: &str) -> Option<&Account> {
+        self.accounts.iter().find(|a| a.id == id)
+    }
+}
+
+/// Whether `id` can name an account (and so a directory and a socket file).
+pub fn is_valid_account_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && !id.starts_with('.')
+        && !id.starts_with('-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// A new random bearer token (256 bits, hex).
+pub fn new_token() -> Result<String, std::io::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(hex::encode(bytes))
+}
+
+/// The SHA-256 of a token, as stored in `glovebox.yaml`.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Creates a directory (and parents) readable only by its owner.
+pub fn create_private_dir(path: &Path) -> Result<(), ConfigError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| ConfigError::io(path, e))
+}
+
+/// Writes a file readable only by its owner, atomically (temporary file, then rename).
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| ConfigError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/s/glovebox.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn valid_config() {
+        let hash = hex::encode(token_hash("t"));
+        let c = parse(&format!(
+            "listen: 127.0.0.1:9000\naccounts:\n  - id: alice\n    workdir: /home/alice\n    token_sha256: [{hash}]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(
+            c.account("alice").unwrap().token_hashes,
+            vec![token_hash("t")]
+        );
+        assert!(c.account("bob").is_none());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_expectation() {
+        let cases = [
+            (
+                "accounts:\n  - id: a\n    workdir: /w\n    shell: zsh\n",
+                "line 4: accounts[0]: unknown field `shell`",
+            ),
+            (
+                "listen: nowhere\naccounts: [{id: a, workdir: /w}]\n",
+                "listen: expected an address",
+            ),
+            ("accounts: []\n", "at least one account"),
+            ("accounts: [{id: ../x, workdir: /w}]\n", "accounts[0].id"),
+            (
+                "accounts: [{id: a, workdir: w}]\n",
+                "expected an absolute path",
+            ),
+            (
+                "accounts: [{id: a, workdir: /w}, {id: a, workdir: /v}]\n",
+                "duplicate account",
+            ),
+            (
+                "accounts: [{id: a, workdir: /w, token_sha256: [zz]}]\n",
+                "64 hex digits",
+            ),
+        ];
+        for (text, needle) in cases {
+            let err = parse(text).unwrap_err();
+            assert!(err.starts_with("/s/glovebox.yaml: "), "{err}");
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn account_ids() {
+        for ok in ["alice", "a.b", "user_1", "A-9"] {
+            assert!(is_valid_account_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "-x",
+            "a/b",
+            "a b",
+            &"x".repeat(65),
+        ] {
+            assert!(!is_valid_account_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn private_files_are_0600_and_tokens_are_random() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub");
+        create_private_dir(&p).unwrap();
+        let f = p.join("token");
+        write_private_file(&f, b"secret").unwrap();
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+    }
+}

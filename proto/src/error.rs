@@ -1,0 +1,114 @@
+//! The stable error codes clients see, with their wire strings and gRPC status mapping.
+
+use serde::{Deserialize, Serialize};
+
+/// A stable, client-visible error code. Internal causes go to logs, never to the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    Denied,
+    InvalidParams,
+    UnknownTool,
+    NotFound,
+    TooLarge,
+    Binary,
+    Changed,
+    Timeout,
+    NoClient,
+    ClientDisconnected,
+    Unavailable,
+    Busy,
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, for tables and tests.
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::Denied,
+        ErrorCode::InvalidParams,
+        ErrorCode::UnknownTool,
+        ErrorCode::NotFound,
+        ErrorCode::TooLarge,
+        ErrorCode::Binary,
+        ErrorCode::Changed,
+        ErrorCode::Timeout,
+        ErrorCode::NoClient,
+        ErrorCode::ClientDisconnected,
+        ErrorCode::Unavailable,
+        ErrorCode::Busy,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Denied => "denied",
+            ErrorCode::InvalidParams => "invalid_params",
+            ErrorCode::UnknownTool => "unknown_tool",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Binary => "binary",
+            ErrorCode::Changed => "changed",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::NoClient => "no_client",
+            ErrorCode::ClientDisconnected => "client_disconnected",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// Parses a wire string; unknown strings are `None` so callers can fail closed.
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// The gRPC status code a service uses when it reports this code as a status.
+    pub fn grpc_code(self) -> tonic::Code {
+        match self {
+            ErrorCode::Denied => tonic::Code::PermissionDenied,
+            ErrorCode::InvalidParams => tonic::Code::InvalidArgument,
+            ErrorCode::UnknownTool => tonic::Code::Unimplemented,
+            ErrorCode::NotFound => tonic::Code::NotFound,
+            ErrorCode::TooLarge => tonic::Code::OutOfRange,
+            ErrorCode::Binary => tonic::Code::FailedPrecondition,
+            ErrorCode::Changed => tonic::Code::Aborted,
+            ErrorCode::Timeout => tonic::Code::DeadlineExceeded,
+            ErrorCode::NoClient => tonic::Code::Unavailable,
+            ErrorCode::ClientDisconnected => tonic::Code::Unavailable,
+            ErrorCode::Unavailable => tonic::Code::Unavailable,
+            ErrorCode::Busy => tonic::Code::ResourceExhausted,
+            ErrorCode::Internal => tonic::Code::Internal,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Builds the in-band error message the executor returns over gRPC.
+pub fn tool_error(code: ErrorCode, message: impl Into<String>) -> crate::v1::ToolError {
+    crate::v1::ToolError {
+        code: code.as_str().to_owned(),
+        message: message.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_strings_round_trip_and_match_serde() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+        assert_eq!(ErrorCode::parse("DENIED"), None);
+        assert_eq!(ErrorCode::parse(""), None);
+    }
+}

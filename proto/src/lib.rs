@@ -1,0 +1,15 @@
+//! glovebox's wire contracts, and the only place a wire format is defined: the gRPC services
+//! between the broker, the gate and the executors (`v1`), the WebSocket frames clients speak
+//! (`ws`), the built-in tools' parameter types (`tools`) and the stable error codes (`error`).
+
+pub mod error;
+pub mod tools;
+pub mod ws;
+
+pub use error::ErrorCode;
+
+/// Generated gRPC and protobuf types of package `glovebox.v1`.
+#[allow(clippy::all, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+pub mod v1 {
+    tonic::include_proto!("glovebox.v1");
+}

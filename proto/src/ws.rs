@@ -1,0 +1,411 @@
+//! The WebSocket API's JSON frames (`/v1/ws`) and their pure parser.
+//!
+//! Every frame is a JSON object with a `type` field. Parsing is separate from the socket so that
+//! each malformed input has a unit test and a precise, client-visible error.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ErrorCode;
+
+/// The subprotocol browsers and clients negotiate; the server echoes only this one.
+pub const SUBPROTOCOL: &str = "glovebox.v1";
+/// Prefix of the subprotocol entry that carries a bearer token for browsers.
+pub const BEARER_PREFIX: &str = "bearer.";
+/// Longest call or ask id, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// What a connection does after `hello`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Invokes tools.
+    Agent,
+    /// Answers the account's asks.
+    Approver,
+}
+
+/// An approver's answer to an ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Once,
+    Always,
+    Deny,
+}
+
+/// A frame a client sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientFrame {
+    Hello {
+        role: Role,
+    },
+    Invoke {
+        call_id: String,
+        tool: String,
+        #[serde(default = "empty_object")]
+        params: serde_json::Value,
+    },
+    Answer {
+        ask_id: String,
+        decision: Decision,
+    },
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+/// A tool as advertised in `hello_ok`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+/// Facts about the machine an agent acts on. Informational: it carries no authority.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientContext {
+    pub os: String,
+    pub arch: String,
+    pub shell: String,
+    pub cwd: String,
+    pub sandbox_enabled: bool,
+    pub timezone: String,
+}
+
+/// An error as a client sees it: a stable code, a message and, for denials, why and which rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireError {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+}
+
+impl WireError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> WireError {
+        WireError {
+            code,
+            message: message.into(),
+            deny_reason: None,
+            rule: None,
+        }
+    }
+
+    pub fn denied(reason: impl Into<String>, rule: impl Into<String>) -> WireError {
+        let reason = reason.into();
+        WireError {
+            code: ErrorCode::Denied,
+            message: format!("denied: {reason}"),
+            deny_reason: Some(reason),
+            rule: Some(rule.into()),
+        }
+    }
+}
+
+/// One subject of an ask, as the approver sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskSubject {
+    /// `read` or `write`.
+    pub domain: String,
+    pub path: String,
+}
+
+/// A frame the server sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    HelloOk {
+        account: String,
+        connection_id: String,
+        role: Role,
+        tools: Vec<ToolSpec>,
+        context: ClientContext,
+    },
+    Result {
+        call_id: String,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<WireError>,
+    },
+    Ask {
+        ask_id: String,
+        call_id: String,
+        account: String,
+        tool: String,
+        subjects: Vec<AskSubject>,
+        preview: String,
+        expires_in_ms: u64,
+    },
+    /// A frame-level problem (malformed JSON, unknown type); the connection stays open.
+    Error { code: ErrorCode, message: String },
+}
+
+impl ServerFrame {
+    pub fn ok(call_id: String, result: serde_json::Value) -> ServerFrame {
+        ServerFrame::Result {
+            call_id,
+            ok: true,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    pub fn failed(call_id: String, error: WireError) -> ServerFrame {
+        ServerFrame::Result {
+            call_id,
+            ok: false,
+            result: None,
+            error: Some(error),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        // Serializing these plain data types cannot fail; fall back to a fixed error frame anyway.
+        serde_json::to_string(self).unwrap_or_else(|_| {
+            r#"{"type":"error","code":"internal","message":"could not encode frame"}"#.to_owned()
+        })
+    }
+}
+
+/// Why a client frame was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    MalformedJson(String),
+    NotAnObject,
+    MissingType,
+    UnknownType(String),
+    InvalidFields { frame_type: String, detail: String },
+    BadId(&'static str),
+}
+
+impl std::error::Error for FrameError {}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::MalformedJson(e) => write!(f, "malformed JSON frame: {e}"),
+            FrameError::NotAnObject => f.write_str("frame must be a JSON object"),
+            FrameError::MissingType => f.write_str("frame has no string field `type`"),
+            FrameError::UnknownType(t) => write!(f, "unknown frame type {t:?}"),
+            FrameError::InvalidFields { frame_type, detail } => {
+                write!(f, "invalid {frame_type} frame: {detail}")
+            }
+            FrameError::BadId(which) => write!(
+                f,
+                "{which} must be 1 to {MAX_ID_BYTES} characters of [A-Za-z0-9._:-]"
+            ),
+        }
+    }
+}
+
+const FRAME_TYPES: [&str; 3] = ["hello", "invoke", "answer"];
+
+/// Parses one text frame from a client.
+pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| FrameError::MalformedJson(e.to_string()))?;
+    let object = value.as_object().ok_or(FrameError::NotAnObject)?;
+    let frame_type = object
+        .get("type")
+        .and_then(|t| t.as_str())
+        .ok_or(FrameError::MissingType)?;
+    if !FRAME_TYPES.contains(&frame_type) {
+        return Err(FrameError::UnknownType(truncate(frame_type, 64)));
+    }
+    let frame_type = frame_type.to_owned();
+    let frame = ClientFrame::deserialize(value).map_err(|e| FrameError::InvalidFields {
+        frame_type,
+        detail: e.to_string(),
+    })?;
+    match &frame {
+        ClientFrame::Invoke { call_id, .. } if !is_valid_id(call_id) => {
+            Err(FrameError::BadId("call_id"))
+        }
+        ClientFrame::Answer { ask_id, .. } if !is_valid_id(ask_id) => {
+            Err(FrameError::BadId("ask_id"))
+        }
+        _ => Ok(frame),
+    }
+}
+
+/// Whether `id` is acceptable as a call or ask id.
+pub fn is_valid_id(id: &str) -> bool {
+    (1..=MAX_ID_BYTES).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    s.chars().take(max_chars).collect()
+}
+
+/// Extracts the bearer token from a `Sec-WebSocket-Protocol` header value, and whether the
+/// glovebox subprotocol was offered.
+pub fn bearer_from_subprotocols(header: &str) -> (Option<&str>, bool) {
+    let mut token = None;
+    let mut offered = false;
+    for entry in header.split(',').map(str::trim) {
+        if let Some(t) = entry.strip_prefix(BEARER_PREFIX) {
+            token = Some(t);
+        } else if entry == SUBPROTOCOL {
+            offered = true;
+        }
+    }
+    (token, offered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(text: &str, expected: Result<ClientFrame, &str>) {
+        let got = parse_client_frame(text);
+        match (got, expected) {
+            (Ok(frame), Ok(want)) => assert_eq!(frame, want, "{text}"),
+            (Err(err), Err(needle)) => {
+                let msg = err.to_string();
+                assert!(msg.contains(needle), "{text}: {msg:?} lacks {needle:?}")
+            }
+            (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_each_frame_type() {
+        check(
+            r#"{"type":"hello","role":"agent"}"#,
+            Ok(ClientFrame::Hello { role: Role::Agent }),
+        );
+        check(
+            r#"{"type":"hello","role":"approver"}"#,
+            Ok(ClientFrame::Hello {
+                role: Role::Approver,
+            }),
+        );
+        check(
+            r#"{"type":"invoke","call_id":"c-1","tool":"file_read","params":{"path":"a"}}"#,
+            Ok(ClientFrame::Invoke {
+                call_id: "c-1".into(),
+                tool: "file_read".into(),
+                params: json!({"path":"a"}),
+            }),
+        );
+        check(
+            r#"{"type":"invoke","call_id":"c-1","tool":"file_list"}"#,
+            Ok(ClientFrame::Invoke {
+                call_id: "c-1".into(),
+                tool: "file_list".into(),
+                params: json!({}),
+            }),
+        );
+        check(
+            r#"{"type":"answer","ask_id":"a1","decision":"always"}"#,
+            Ok(ClientFrame::Answer {
+                ask_id: "a1".into(),
+                decision: Decision::Always,
+            }),
+        );
+    }
+
+    #[test]
+    fn malformed_json() {
+        check("{", Err("malformed JSON"));
+        check("", Err("malformed JSON"));
+        check("\u{0}", Err("malformed JSON"));
+    }
+
+    #[test]
+    fn not_an_object() {
+        check("[1,2]", Err("JSON object"));
+        check("\"hello\"", Err("JSON object"));
+    }
+
+    #[test]
+    fn missing_or_non_string_type() {
+        check(r#"{"role":"agent"}"#, Err("no string field `type`"));
+        check(r#"{"type":5}"#, Err("no string field `type`"));
+    }
+
+    #[test]
+    fn unknown_type() {
+        check(r#"{"type":"rm_rf"}"#, Err("unknown frame type \"rm_rf\""));
+        check(
+            r#"{"type":"Hello","role":"agent"}"#,
+            Err("unknown frame type"),
+        );
+    }
+
+    #[test]
+    fn bad_fields() {
+        check(
+            r#"{"type":"hello","role":"root"}"#,
+            Err("invalid hello frame"),
+        );
+        check(r#"{"type":"hello"}"#, Err("missing field `role`"));
+        check(
+            r#"{"type":"hello","role":"agent","account":"bob"}"#,
+            Err("unknown field `account`"),
+        );
+        check(
+            r#"{"type":"answer","ask_id":"a","decision":"yes"}"#,
+            Err("invalid answer frame"),
+        );
+        check(
+            r#"{"type":"invoke","tool":"x"}"#,
+            Err("missing field `call_id`"),
+        );
+    }
+
+    #[test]
+    fn bad_ids() {
+        check(
+            r#"{"type":"invoke","call_id":"","tool":"file_read"}"#,
+            Err("call_id must be"),
+        );
+        check(
+            r#"{"type":"invoke","call_id":"a b","tool":"file_read"}"#,
+            Err("call_id must be"),
+        );
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        check(
+            &format!(r#"{{"type":"invoke","call_id":"{long}","tool":"file_read"}}"#),
+            Err("call_id must be"),
+        );
+        check(
+            r#"{"type":"answer","ask_id":"../x","decision":"once"}"#,
+            Err("ask_id must be"),
+        );
+    }
+
+    #[test]
+    fn subprotocol_bearer() {
+        assert_eq!(
+            bearer_from_subprotocols("glovebox.v1, bearer.abc"),
+            (Some("abc"), true)
+        );
+        assert_eq!(bearer_from_subprotocols("bearer.abc"), (Some("abc"), false));
+        assert_eq!(bearer_from_subprotocols("glovebox.v1"), (None, true));
+        assert_eq!(bearer_from_subprotocols(""), (None, false));
+    }
+
+    #[test]
+    fn server_frames_serialize_with_type_tags() {
+        let f = ServerFrame::failed("c".into(), WireError::denied("floor: .ssh", "floor:.ssh"));
+        let v: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+        assert_eq!(v["type"], "result");
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"]["code"], "denied");
+        assert_eq!(v["error"]["deny_reason"], "floor: .ssh");
+        assert_eq!(v["error"]["rule"], "floor:.ssh");
+        assert!(v.get("result").is_none());
+    }
+}

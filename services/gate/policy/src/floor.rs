@@ -1,0 +1,177 @@
+//! The secret floor: names that are denied whatever the rules say (unless the sandbox is off).
+//!
+//! Applied to every segment of a canonical path, case-insensitively, so a directory on the floor
+//! protects everything below it.
+
+/// Segment names denied outright.
+const EXACT: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".npmrc",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".vault-token",
+    ".password-store",
+    ".mozilla",
+    "keychains",
+];
+
+/// Segment name prefixes denied outright (`.env`, `.env.local`, `id_rsa.pub`, ...).
+const PREFIXES: &[&str] = &[".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
+
+/// Segment name suffixes denied outright.
+const SUFFIXES: &[&str] = &[".pem", ".key", ".pfx", ".p12", ".kdbx"];
+
+/// Consecutive segment pairs denied outright (credential files and browser profiles).
+const PAIRS: &[(&str, &str)] = &[
+    (".docker", "config.json"),
+    (".config", "google-chrome"),
+    (".config", "chromium"),
+    (".config", "bravesoftware"),
+    (".config", "gcloud"),
+    ("share", "keyrings"),
+];
+
+/// Why a path is on the floor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FloorHit {
+    /// The floor entry that matched, e.g. `.ssh` or `*.pem` or `glovebox state`.
+    pub entry: String,
+}
+
+impl FloorHit {
+    pub fn rule(&self) -> String {
+        format!("floor:{}", self.entry)
+    }
+
+    pub fn reason(&self) -> String {
+        format!("secret floor: {} is never accessible to agents", self.entry)
+    }
+}
+
+/// Checks a canonical absolute path against the floor. `protected` are directories (canonical,
+/// e.g. glovebox's own state dir) that are on the floor with everything below them.
+pub fn check(path: &str, protected: &[String]) -> Option<FloorHit> {
+    for root in protected {
+        if is_same_or_below(path, root) {
+            return Some(FloorHit {
+                entry: "glovebox state".to_owned(),
+            });
+        }
+    }
+    let segments: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    for (i, seg) in segments.iter().enumerate() {
+        if let Some(hit) = check_segment(seg) {
+            return Some(hit);
+        }
+        if let Some(next) = segments.get(i + 1) {
+            for (a, b) in PAIRS {
+                if seg == a && next == b {
+                    return Some(FloorHit {
+                        entry: format!("{a}/{b}"),
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+fn check_segment(seg: &str) -> Option<FloorHit> {
+    let hit = |entry: String| Some(FloorHit { entry });
+    if let Some(e) = EXACT.iter().find(|e| seg == **e) {
+        return hit((*e).to_owned());
+    }
+    if let Some(p) = PREFIXES.iter().find(|p| seg.starts_with(**p)) {
+        return hit(format!("{p}*"));
+    }
+    if let Some(s) = SUFFIXES.iter().find(|s| seg.ends_with(**s)) {
+        return hit(format!("*{s}"));
+    }
+    None
+}
+
+/// Whether `path` is `root` or below it, comparing whole segments (`/w/a` is not below `/w/ab`).
+pub fn is_same_or_below(path: &str, root: &str) -> bool {
+    let root = root.trim_end_matches('/');
+    if root.is_empty() {
+        return path.starts_with('/');
+    }
+    match path.strip_prefix(root) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str) -> Option<String> {
+        check(path, &["/var/lib/glovebox".to_owned()]).map(|h| h.entry)
+    }
+
+    #[test]
+    fn table() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("/home/u/.ssh", Some(".ssh")),
+            ("/home/u/.ssh/id_rsa", Some(".ssh")),
+            ("/home/u/x/.ssh/config", Some(".ssh")),
+            ("/home/u/.SSH/config", Some(".ssh")),
+            ("/home/u/.Ssh", Some(".ssh")),
+            ("/w/.env", Some(".env*")),
+            ("/w/.env.local", Some(".env*")),
+            ("/w/.ENV", Some(".env*")),
+            ("/w/key.pem", Some("*.pem")),
+            ("/w/KEY.PEM", Some("*.pem")),
+            ("/w/tls/server.key", Some("*.key")),
+            ("/w/a.p12", Some("*.p12")),
+            ("/w/a.pfx", Some("*.pfx")),
+            ("/w/vault.kdbx", Some("*.kdbx")),
+            ("/w/x/id_rsa", Some("id_rsa*")),
+            ("/w/x/id_ed25519.pub", Some("id_ed25519*")),
+            ("/home/u/.gnupg/pubring.kbx", Some(".gnupg")),
+            ("/home/u/.aws/credentials", Some(".aws")),
+            ("/home/u/.kube/config", Some(".kube")),
+            ("/home/u/.docker/config.json", Some(".docker/config.json")),
+            (
+                "/home/u/.config/google-chrome/Default",
+                Some(".config/google-chrome"),
+            ),
+            ("/home/u/.npmrc", Some(".npmrc")),
+            ("/home/u/.git-credentials", Some(".git-credentials")),
+            ("/var/lib/glovebox", Some("glovebox state")),
+            ("/var/lib/glovebox/audit.db", Some("glovebox state")),
+            // not on the floor
+            ("/w/readme.md", None),
+            ("/w/environment.md", None),
+            ("/w/monkey", None),
+            ("/w/keys/readme", None),
+            ("/w/ssh/config", None),
+            ("/home/u/.docker/other.json", None),
+            ("/home/u/.config/nvim/init.lua", None),
+            ("/var/lib/glovebox-other/x", None),
+            ("/w/pem", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(entry(path).as_deref(), *want, "{path}");
+        }
+    }
+
+    #[test]
+    fn segment_prefix_compare() {
+        assert!(is_same_or_below("/w/a", "/w/a"));
+        assert!(is_same_or_below("/w/a/b", "/w/a/"));
+        assert!(!is_same_or_below("/w/ab", "/w/a"));
+        assert!(!is_same_or_below("/w", "/w/a"));
+        assert!(is_same_or_below("/anything", "/"));
+    }
+}
