@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod tools;
+pub mod transport;
 pub mod ws;
 
 pub use error::ErrorCode;

@@ -1,1 +1,110 @@
-//! placeholder
+//! The gate: the one process that decides. It judges every planned call against the account's
+//! policy and the secret floor, signs tickets for what it allows or what an approver granted,
+//! persists "always" answers as exact rules, and owns the append-only audit store.
+//!
+//! Thin entry point: `glovebox gate --state-dir DIR` (see the `glovebox` crate) loads a
+//! [`GateConfig`], binds the socket and calls [`run`].
+
+pub mod audit;
+pub mod policies;
+pub mod service;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use glovebox_config::{ConfigError, StateDir};
+use glovebox_proto::transport;
+use glovebox_proto::v1::{audit_server::AuditServer, gate_server::GateServer};
+use glovebox_ticket::Key;
+use tokio::net::UnixListener;
+
+pub use audit::AuditStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{path}: {message}")]
+    State { path: PathBuf, message: String },
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
+    #[error("gate server: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// Everything the gate needs, validated.
+#[derive(Debug)]
+pub struct GateConfig {
+    pub state: StateDir,
+    /// (account id, canonical workdir)
+    pub accounts: Vec<(String, String)>,
+    pub master_key: Key,
+    /// Canonical directories on the floor (glovebox's own state).
+    pub protected: Vec<String>,
+}
+
+impl GateConfig {
+    /// Loads `glovebox.yaml` and the master ticket key from a state directory.
+    pub fn load(state: StateDir) -> Result<GateConfig, GateError> {
+        let config = state.load_config()?;
+        let key_path = state.ticket_key();
+        let key_bytes = std::fs::read(&key_path).map_err(|e| GateError::State {
+            path: key_path.clone(),
+            message: format!("read ticket key: {e}"),
+        })?;
+        let master_key = Key::from_bytes(&key_bytes).map_err(|e| GateError::State {
+            path: key_path.clone(),
+            message: e.to_string(),
+        })?;
+        let mut accounts = Vec::new();
+        for a in &config.accounts {
+            let canonical = std::fs::canonicalize(&a.workdir).map_err(|e| GateError::State {
+                path: a.workdir.clone(),
+                message: format!("workdir of account {:?}: {e}", a.id),
+            })?;
+            accounts.push((a.id.clone(), canonical.to_string_lossy().into_owned()));
+        }
+        let root = std::fs::canonicalize(state.root()).map_err(|e| GateError::State {
+            path: state.root().to_owned(),
+            message: e.to_string(),
+        })?;
+        Ok(GateConfig {
+            state,
+            accounts,
+            master_key,
+            protected: vec![root.to_string_lossy().into_owned()],
+        })
+    }
+}
+
+/// Serves the gate on `listener` until `shutdown` completes.
+pub async fn run(
+    config: GateConfig,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), GateError> {
+    let audit = AuditStore::open(&config.state.audit_db()).await?;
+    let policies = policies::AccountPolicies::new(&config.state, config.accounts, config.protected);
+    let state = Arc::new(service::GateState {
+        policies,
+        audit: audit.clone(),
+        master_key: config.master_key,
+    });
+    audit
+        .append(glovebox_proto::v1::AuditEvent {
+            source: "gate".into(),
+            kind: "service".into(),
+            outcome: "started".into(),
+            detail: format!("pid {}", std::process::id()),
+            ..Default::default()
+        })
+        .await;
+    let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
+    tonic::transport::Server::builder()
+        .add_service(GateServer::new(service::GateService(state.clone())))
+        .add_service(AuditServer::new(service::AuditService(state)))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}

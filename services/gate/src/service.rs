@@ -1,0 +1,314 @@
+//! The gate's gRPC services: `Gate` (decide, resolve, account info, health) and `Audit`.
+//!
+//! Every decision is written to the audit store before it is returned. Anything the gate cannot
+//! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use glovebox_policy::{Decision, Domain, Verdict};
+use glovebox_proto::tools::Tool;
+use glovebox_proto::v1::{
+    self as pb, AccountInfoRequest, AccountInfoResponse, Answer, AppendAck, AuditEvent,
+    DecideRequest, DecideResponse, HealthRequest, HealthResponse, Plan, ResolveRequest,
+    ResolveResponse, TicketBody, ToolCall,
+};
+use glovebox_ticket::{Key, TICKET_TTL_MS};
+use tonic::{Request, Response, Status};
+
+use crate::audit::AuditStore;
+use crate::policies::AccountPolicies;
+
+/// Shared by the `Gate` and `Audit` services.
+pub struct GateState {
+    pub policies: AccountPolicies,
+    pub audit: AuditStore,
+    pub master_key: Key,
+}
+
+#[derive(Clone)]
+pub struct GateService(pub Arc<GateState>);
+
+#[derive(Clone)]
+pub struct AuditService(pub Arc<GateState>);
+
+/// A judged call: the combined verdict and each subject's own.
+struct Judged {
+    verdict: Verdict,
+    per_subject: Vec<(Domain, String, Decision)>,
+}
+
+impl GateState {
+    fn judge(&self, call: &ToolCall, plan: &Plan) -> Judged {
+        let deny = |rule: &str, reason: String| Judged {
+            verdict: Verdict::new(Decision::Deny, rule, reason),
+            per_subject: Vec::new(),
+        };
+        let Some(current) = self.policies.current(&call.account) else {
+            return deny("account", "unknown account".to_owned());
+        };
+        let Some(tool) = Tool::from_name(&call.tool) else {
+            return deny("tool", format!("unknown tool {:?}", call.tool));
+        };
+        let Some(policy) = current.policy else {
+            let why = current.error.unwrap_or_else(|| "no policy".to_owned());
+            return deny(
+                "policy",
+                format!("the account's policy file is invalid: {why}"),
+            );
+        };
+        if plan.subjects.is_empty() {
+            return deny("plan", "the call names no subject".to_owned());
+        }
+        let expected = expected_domain(tool);
+        let mut per_subject = Vec::new();
+        let mut verdicts = Vec::new();
+        for subject in &plan.subjects {
+            let domain = match pb::Domain::try_from(subject.domain) {
+                Ok(pb::Domain::Read) => Domain::Read,
+                Ok(pb::Domain::Write) => Domain::Write,
+                _ => return deny("plan", "a subject has no domain".to_owned()),
+            };
+            if domain != expected {
+                return deny(
+                    "plan",
+                    format!("{} does not {} files", call.tool, domain.as_str()),
+                );
+            }
+            let v = policy.decide(domain, &subject.path);
+            per_subject.push((domain, subject.path.clone(), v.decision));
+            verdicts.push(v);
+        }
+        let verdict = Verdict::combine(verdicts)
+            .unwrap_or_else(|| Verdict::new(Decision::Deny, "plan", "the call names no subject"));
+        Judged {
+            verdict,
+            per_subject,
+        }
+    }
+
+    fn sign(&self, call: &ToolCall, plan: &Plan, approval: &str) -> pb::Ticket {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let body = TicketBody {
+            account: call.account.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            subjects: plan.subjects.clone(),
+            content_sha256: plan.content_sha256.clone(),
+            expires_at_ms: now_ms + TICKET_TTL_MS,
+            approval: approval.to_owned(),
+        };
+        let key = self.master_key.derive_account_key(&call.account);
+        glovebox_ticket::sign(&key, &body)
+    }
+
+    async fn audit(&self, event: AuditEvent) {
+        // A failed write is counted and reported by Health; the call still gets its answer.
+        let _ = self.audit.append(event).await;
+    }
+}
+
+fn expected_domain(tool: Tool) -> Domain {
+    match tool {
+        Tool::FileRead | Tool::FileList => Domain::Read,
+        Tool::FileWrite => Domain::Write,
+    }
+}
+
+fn subjects_text(plan: &Plan) -> String {
+    plan.subjects
+        .iter()
+        .map(|s| {
+            let domain = match pb::Domain::try_from(s.domain) {
+                Ok(pb::Domain::Read) => "read",
+                Ok(pb::Domain::Write) => "write",
+                _ => "?",
+            };
+            format!("{domain} {}", s.path)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn event(source: &str, kind: &str, call: &ToolCall) -> AuditEvent {
+    AuditEvent {
+        call_id: call.call_id.clone(),
+        account: call.account.clone(),
+        source: source.to_owned(),
+        kind: kind.to_owned(),
+        tool: call.tool.clone(),
+        ..Default::default()
+    }
+}
+
+fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
+    value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
+}
+
+#[tonic::async_trait]
+impl pb::gate_server::Gate for GateService {
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn decide(
+        &self,
+        request: Request<DecideRequest>,
+    ) -> Result<Response<DecideResponse>, Status> {
+        let started = Instant::now();
+        let DecideRequest { call, plan } = request.into_inner();
+        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let judged = self.0.judge(&call, &plan);
+        let v = &judged.verdict;
+        let ticket = (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, "auto"));
+        let mut e = event("gate", "decide", &call);
+        e.subject = subjects_text(&plan);
+        e.verdict = v.decision.as_str().to_owned();
+        e.rule = v.rule.clone();
+        e.reason = v.reason.clone();
+        if v.decision == Decision::Allow {
+            e.approval = "auto".to_owned();
+        }
+        e.duration_ms = started.elapsed().as_millis() as u64;
+        self.0.audit(e).await;
+        let verdict = match v.decision {
+            Decision::Allow => pb::Verdict::Allow,
+            Decision::Ask => pb::Verdict::Ask,
+            Decision::Deny => pb::Verdict::Deny,
+        };
+        Ok(Response::new(DecideResponse {
+            verdict: verdict as i32,
+            rule: v.rule.clone(),
+            reason: v.reason.clone(),
+            ticket,
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn resolve(
+        &self,
+        request: Request<ResolveRequest>,
+    ) -> Result<Response<ResolveResponse>, Status> {
+        let ResolveRequest { call, plan, answer } = request.into_inner();
+        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let answer = Answer::try_from(answer).unwrap_or(Answer::Unspecified);
+        let mut e = event("gate", "resolve", &call);
+        e.subject = subjects_text(&plan);
+        let response = match answer {
+            Answer::Once | Answer::Always => {
+                let judged = self.0.judge(&call, &plan);
+                if judged.verdict.decision == Decision::Deny {
+                    e.approval = "denied".to_owned();
+                    e.verdict = "deny".to_owned();
+                    e.rule = judged.verdict.rule.clone();
+                    e.reason = format!("an approval cannot lift a deny: {}", judged.verdict.reason);
+                    ResolveResponse {
+                        granted: false,
+                        ticket: None,
+                        rule: judged.verdict.rule,
+                        reason: judged.verdict.reason,
+                    }
+                } else {
+                    let approval = if answer == Answer::Always {
+                        "approved_always"
+                    } else {
+                        "approved"
+                    };
+                    e.approval = approval.to_owned();
+                    if answer == Answer::Always {
+                        let asked: Vec<(Domain, String)> = judged
+                            .per_subject
+                            .iter()
+                            .filter(|(_, _, d)| *d == Decision::Ask)
+                            .map(|(domain, path, _)| (*domain, path.clone()))
+                            .collect();
+                        match self.0.policies.add_exact_rules(&call.account, &asked) {
+                            Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),
+                            Err(why) => {
+                                tracing::error!(error = %why, "could not persist an always rule");
+                                e.detail =
+                                    "could not persist the always rule; approved once".to_owned();
+                            }
+                        }
+                    }
+                    ResolveResponse {
+                        granted: true,
+                        ticket: Some(self.0.sign(&call, &plan, approval)),
+                        rule: "approver".to_owned(),
+                        reason: format!("{approval} by the account's approver"),
+                    }
+                }
+            }
+            other => {
+                let (approval, reason) = match other {
+                    Answer::Deny => ("denied", "the approver denied this call"),
+                    Answer::Timeout => ("timeout", "the approver did not answer in time"),
+                    Answer::NoApprover => {
+                        ("no_approver", "no approver is connected for this account")
+                    }
+                    Answer::Cancelled => {
+                        ("cancelled", "the call was withdrawn before it was approved")
+                    }
+                    _ => ("denied", "the answer was not understood"),
+                };
+                e.approval = approval.to_owned();
+                e.reason = reason.to_owned();
+                ResolveResponse {
+                    granted: false,
+                    ticket: None,
+                    rule: "approver".to_owned(),
+                    reason: reason.to_owned(),
+                }
+            }
+        };
+        self.0.audit(e).await;
+        Ok(Response::new(response))
+    }
+
+    async fn account_info(
+        &self,
+        request: Request<AccountInfoRequest>,
+    ) -> Result<Response<AccountInfoResponse>, Status> {
+        let account = request.into_inner().account;
+        let current = self
+            .0
+            .policies
+            .current(&account)
+            .ok_or_else(|| Status::not_found("unknown account"))?;
+        Ok(Response::new(AccountInfoResponse {
+            sandbox_enabled: current.policy.as_ref().is_none_or(|p| p.sandbox_enabled()),
+            workdir: self
+                .0
+                .policies
+                .workdir(&account)
+                .unwrap_or_default()
+                .to_owned(),
+            policy_error: current.error.unwrap_or_default(),
+        }))
+    }
+
+    async fn health(&self, _: Request<HealthRequest>) -> Result<Response<HealthResponse>, Status> {
+        let h = self.0.audit.health();
+        Ok(Response::new(HealthResponse {
+            audit_healthy: h.healthy,
+            audit_failures: h.failures,
+            audit_rows: h.rows,
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::audit_server::Audit for AuditService {
+    async fn append(&self, request: Request<AuditEvent>) -> Result<Response<AppendAck>, Status> {
+        let event = request.into_inner();
+        if event.source.is_empty() || event.kind.is_empty() {
+            return Err(Status::invalid_argument(
+                "audit event needs a source and a kind",
+            ));
+        }
+        self.0.audit(event).await;
+        Ok(Response::new(AppendAck {}))
+    }
+}
