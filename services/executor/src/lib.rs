@@ -1,1 +1,61 @@
-//! placeholder
+//! An executor: one account's hands. It resolves paths as the account's user, previews writes,
+//! and performs file operations only on a gate-signed ticket, opening exactly what the ticket
+//! names (no symlinks followed, device and inode compared). It never decides policy.
+//!
+//! Thin entry point: `glovebox executor --state-dir DIR --account ID` (the supervisor writes the
+//! account's ticket key to its standard input) builds an [`ExecutorConfig`] and calls [`run`].
+
+pub mod error;
+pub mod fsio;
+pub mod ops;
+pub mod resolve;
+pub mod service;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use glovebox_proto::transport;
+use glovebox_proto::v1::{audit_client::AuditClient, executor_server::ExecutorServer};
+use glovebox_ticket::Key;
+use tokio::net::UnixListener;
+
+/// Calls one executor handles at once, per connection.
+pub const MAX_CONCURRENT_CALLS: usize = 64;
+
+/// Everything one executor needs.
+#[derive(Debug)]
+pub struct ExecutorConfig {
+    pub account: String,
+    /// Canonical workdir: relative paths resolve against it.
+    pub workdir: PathBuf,
+    /// This account's ticket key (derived by the supervisor).
+    pub key: Key,
+    /// Where the gate's audit service listens.
+    pub gate_socket: PathBuf,
+    /// Canonical directories on the floor (glovebox's own state), hidden from listings.
+    pub protected: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    #[error("executor server: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// Serves the executor on `listener` until `shutdown` completes.
+pub async fn run(
+    config: ExecutorConfig,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ExecutorError> {
+    let audit = AuditClient::new(transport::lazy_channel(&config.gate_socket)?);
+    let service = service::ExecutorService::new(Arc::new(config), audit);
+    let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
+    tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(MAX_CONCURRENT_CALLS)
+        .add_service(ExecutorServer::new(service))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}

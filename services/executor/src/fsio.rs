@@ -1,0 +1,157 @@
+//! Opening what a ticket names, and nothing else: `openat2` with `RESOLVE_NO_SYMLINKS` and
+//! `RESOLVE_NO_MAGICLINKS` on the canonical path, then a device and inode comparison against the
+//! state the executor recorded when it planned the call.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use glovebox_proto::ErrorCode;
+use glovebox_proto::v1::FileState;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use sha2::{Digest, Sha256};
+
+use crate::error::OpError;
+
+/// Refuse regular files bigger than this when hashing them for a write fingerprint.
+pub const MAX_FINGERPRINT_BYTES: u64 = 64 * 1024 * 1024;
+
+const NO_LINKS: ResolveFlags = ResolveFlags::NO_SYMLINKS.union(ResolveFlags::NO_MAGICLINKS);
+
+/// Opens a canonical absolute path without following any symbolic link on the way.
+pub fn open_no_links(path: &str, flags: OFlags) -> Result<OwnedFd, OpError> {
+    rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        NO_LINKS,
+    )
+    .map_err(|e| errno_error(e, path))
+}
+
+/// Opens `name` inside the directory `dir`, refusing symlinks and anything outside `dir`.
+pub fn open_beneath(
+    dir: &OwnedFd,
+    name: &str,
+    flags: OFlags,
+    mode: Mode,
+) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat2(
+        dir,
+        name,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        mode,
+        NO_LINKS | ResolveFlags::BENEATH,
+    )
+}
+
+pub fn errno_error(e: rustix::io::Errno, what: &str) -> OpError {
+    if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::XDEV {
+        // A symlink or mount appeared on a path that had none when it was planned.
+        return OpError::changed(what);
+    }
+    crate::resolve::io_error(std::io::Error::from(e), what)
+}
+
+/// The device, inode, size and modification time of an open file (no content hash).
+pub fn state_of(stat: &Stat) -> FileState {
+    FileState {
+        exists: true,
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        size: stat.st_size.max(0) as u64,
+        mtime_ns: stat
+            .st_mtime
+            .saturating_mul(1_000_000_000)
+            .saturating_add(stat.st_mtime_nsec as i64),
+        sha256: Vec::new(),
+    }
+}
+
+pub fn fstat(fd: &OwnedFd, what: &str) -> Result<Stat, OpError> {
+    rustix::fs::fstat(fd).map_err(|e| errno_error(e, what))
+}
+
+pub fn stat_path(path: &str) -> Result<Stat, OpError> {
+    rustix::fs::statat(rustix::fs::CWD, path, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| errno_error(e, path))
+}
+
+pub fn file_type(stat: &Stat) -> FileType {
+    FileType::from_raw_mode(stat.st_mode)
+}
+
+/// Refuses regular files with more than one name: their other names may lie outside the policy.
+pub fn refuse_hard_links(stat: &Stat, path: &str) -> Result<(), OpError> {
+    if file_type(stat) == FileType::RegularFile && stat.st_nlink > 1 {
+        return Err(OpError::new(
+            ErrorCode::Denied,
+            format!(
+                "{path} has {} hard links; refusing a file that has other names",
+                stat.st_nlink
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that an opened object is the one recorded in `expected` (same device and inode).
+pub fn check_identity(stat: &Stat, expected: &FileState, what: &str) -> Result<(), OpError> {
+    if !expected.exists || stat.st_dev != expected.dev || stat.st_ino != expected.ino {
+        return Err(OpError::changed(what));
+    }
+    Ok(())
+}
+
+/// Reads at most `limit` bytes from `fd`; `Err(too_large)` if there is more.
+pub fn read_capped(fd: OwnedFd, limit: u64, what: &str) -> Result<Vec<u8>, OpError> {
+    let mut buf = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| crate::resolve::io_error(e, what))?;
+    if buf.len() as u64 > limit {
+        return Err(OpError::new(
+            ErrorCode::TooLarge,
+            format!("{what} is larger than {limit} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
+pub fn sha256(bytes: &[u8]) -> Vec<u8> {
+    Sha256::digest(bytes).to_vec()
+}
+
+/// The full fingerprint of an existing regular file (for writes): identity, size, mtime, SHA-256.
+pub fn fingerprint(path: &str) -> Result<FileState, OpError> {
+    let fd = open_no_links(path, OFlags::RDONLY)?;
+    let stat = fstat(&fd, path)?;
+    if file_type(&stat) != FileType::RegularFile {
+        return Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("{path} is not a regular file"),
+        ));
+    }
+    refuse_hard_links(&stat, path)?;
+    let content = read_capped(fd, MAX_FINGERPRINT_BYTES, path)?;
+    let mut state = state_of(&stat);
+    state.sha256 = sha256(&content);
+    Ok(state)
+}
+
+/// The parent directory and final name of a canonical path.
+pub fn split_parent(path: &str) -> Result<(&str, &str), OpError> {
+    let p = Path::new(path);
+    match (
+        p.parent().and_then(Path::to_str),
+        p.file_name().and_then(|n| n.to_str()),
+    ) {
+        (Some(parent), Some(name)) => Ok((parent, name)),
+        _ => Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("{path} has no parent directory"),
+        )),
+    }
+}

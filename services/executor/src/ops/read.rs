@@ -1,0 +1,75 @@
+//! `file_read`: a UTF-8 text file of at most `MAX_READ_BYTES`.
+
+use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::{FileReadParams, MAX_READ_BYTES};
+use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use rustix::fs::{FileType, OFlags};
+use serde_json::json;
+
+use super::{Done, OpContext, bound_subject, subject};
+use crate::error::OpError;
+use crate::fsio;
+use crate::resolve::resolve;
+
+pub fn plan(ctx: &OpContext<'_>, p: &FileReadParams) -> Result<Plan, OpError> {
+    let r = resolve(&p.path, ctx.workdir)?;
+    if !r.exists {
+        return Err(OpError::new(
+            ErrorCode::NotFound,
+            format!("{}: not found", p.path),
+        ));
+    }
+    let stat = fsio::stat_path(&r.path)?;
+    match fsio::file_type(&stat) {
+        FileType::RegularFile => {}
+        FileType::Directory => {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!("{} is a directory; use file_list", p.path),
+            ));
+        }
+        _ => {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!("{} is not a regular file", p.path),
+            ));
+        }
+    }
+    fsio::refuse_hard_links(&stat, &p.path)?;
+    Ok(Plan {
+        subjects: vec![subject(Domain::Read, r.path, fsio::state_of(&stat))],
+        content_sha256: Vec::new(),
+    })
+}
+
+pub fn execute(
+    ctx: &OpContext<'_>,
+    p: &FileReadParams,
+    ticket: &TicketBody,
+) -> Result<Done, OpError> {
+    let r = resolve(&p.path, ctx.workdir)?;
+    let s = bound_subject(ticket, Domain::Read, &r.path)?;
+    let expected = s.state.clone().unwrap_or_default();
+    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
+    let stat = fsio::fstat(&fd, &p.path)?;
+    fsio::check_identity(&stat, &expected, &p.path)?;
+    if fsio::file_type(&stat) != FileType::RegularFile {
+        return Err(OpError::changed(&p.path));
+    }
+    fsio::refuse_hard_links(&stat, &p.path)?;
+    let bytes = fsio::read_capped(fd, MAX_READ_BYTES, &p.path)?;
+    if bytes.contains(&0) {
+        return Err(OpError::new(
+            ErrorCode::Binary,
+            format!("{} is a binary file", p.path),
+        ));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| OpError::new(ErrorCode::Binary, format!("{} is not UTF-8 text", p.path)))?;
+    let n = text.len() as u64;
+    let lines = text.lines().count();
+    Ok(Done {
+        result: json!({ "path": s.path, "content": text, "bytes": n, "lines": lines }),
+        bytes: n,
+    })
+}

@@ -1,0 +1,222 @@
+//! The executor's gRPC service: plan, preview, execute for one account.
+//!
+//! Plan and preview only look; execute acts, and only on a ticket that verifies under this
+//! account's key and names this call. Each execute sends one audit event to the gate.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::{Tool, ToolParams};
+use glovebox_proto::v1::{
+    self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanRequest, PlanResponse,
+    PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
+};
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+use crate::ExecutorConfig;
+use crate::error::OpError;
+use crate::ops::{self, OpContext};
+
+#[derive(Clone)]
+pub struct ExecutorService {
+    config: Arc<ExecutorConfig>,
+    audit: AuditClient<Channel>,
+}
+
+impl ExecutorService {
+    pub fn new(config: Arc<ExecutorConfig>, audit: AuditClient<Channel>) -> ExecutorService {
+        ExecutorService { config, audit }
+    }
+
+    fn parse(&self, call: &ToolCall) -> Result<ToolParams, OpError> {
+        if call.account != self.config.account {
+            return Err(OpError::new(
+                ErrorCode::Denied,
+                "this executor serves another account",
+            ));
+        }
+        let tool = Tool::from_name(&call.tool).ok_or_else(|| {
+            OpError::new(
+                ErrorCode::UnknownTool,
+                format!("unknown tool {:?}", call.tool),
+            )
+        })?;
+        let value: serde_json::Value = serde_json::from_str(&call.params_json).map_err(|e| {
+            OpError::new(
+                ErrorCode::InvalidParams,
+                format!("params are not JSON: {e}"),
+            )
+        })?;
+        tool.parse_params(&value)
+            .map_err(|e| OpError::new(ErrorCode::InvalidParams, e))
+    }
+
+    /// Runs blocking file system work off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&OpContext<'_>) -> Result<T, OpError> + Send + 'static,
+    ) -> Result<T, OpError> {
+        let config = self.config.clone();
+        tokio::task::spawn_blocking(move || {
+            let ctx = OpContext {
+                workdir: &config.workdir,
+                protected: &config.protected,
+            };
+            work(&ctx)
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(OpError::new(
+                ErrorCode::Internal,
+                "the operation failed unexpectedly",
+            ))
+        })
+    }
+}
+
+fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
+    value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(u64::MAX)
+}
+
+#[tonic::async_trait]
+impl pb::executor_server::Executor for ExecutorService {
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
+        let call = required(request.into_inner().call, "call")?;
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let outcome = match self.parse(&call) {
+            Ok(params) => self.blocking(move |ctx| ops::plan(ctx, &params)).await,
+            Err(e) => Err(e),
+        };
+        Ok(Response::new(match outcome {
+            Ok(plan) => PlanResponse {
+                plan: Some(plan),
+                error: None,
+            },
+            Err(e) => PlanResponse {
+                plan: None,
+                error: Some(e.to_proto()),
+            },
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn preview(
+        &self,
+        request: Request<PreviewRequest>,
+    ) -> Result<Response<PreviewResponse>, Status> {
+        let PreviewRequest { call, plan } = request.into_inner();
+        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let outcome = match self.parse(&call) {
+            Ok(params) => {
+                self.blocking(move |ctx| ops::preview(ctx, &params, &plan))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        Ok(Response::new(match outcome {
+            Ok((text, truncated)) => PreviewResponse {
+                text,
+                truncated,
+                error: None,
+            },
+            Err(e) => PreviewResponse {
+                text: String::new(),
+                truncated: false,
+                error: Some(e.to_proto()),
+            },
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn execute(
+        &self,
+        request: Request<ExecuteRequest>,
+    ) -> Result<Response<ExecuteResponse>, Status> {
+        let started = Instant::now();
+        let ExecuteRequest { call, ticket } = request.into_inner();
+        let call = required(call, "call")?;
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let mut event = AuditEvent {
+            call_id: call.call_id.clone(),
+            account: self.config.account.clone(),
+            source: "executor".into(),
+            kind: "execute".into(),
+            tool: call.tool.clone(),
+            ..Default::default()
+        };
+        let verified = match ticket {
+            None => Err(OpError::new(
+                ErrorCode::Denied,
+                "no ticket: the gate has not allowed this call",
+            )),
+            Some(t) => glovebox_ticket::verify(
+                &self.config.key,
+                &t,
+                now_ms(),
+                &self.config.account,
+                &call.call_id,
+                &call.tool,
+            )
+            .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}"))),
+        };
+        let outcome = match verified {
+            Err(e) => {
+                event.outcome = "refused".into();
+                Err(e)
+            }
+            Ok(body) => {
+                event.subject = body
+                    .subjects
+                    .iter()
+                    .map(|s| s.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                event.approval = body.approval.clone();
+                match self.parse(&call) {
+                    Ok(params) => {
+                        self.blocking(move |ctx| ops::execute(ctx, &params, &body))
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let response = match outcome {
+            Ok(done) => {
+                event.outcome = "ok".into();
+                event.bytes = done.bytes;
+                ExecuteResponse {
+                    result_json: done.result.to_string(),
+                    error: None,
+                }
+            }
+            Err(e) => {
+                if event.outcome.is_empty() {
+                    event.outcome = "error".into();
+                }
+                event.error_code = e.code.as_str().into();
+                event.reason = e.message.clone();
+                ExecuteResponse {
+                    result_json: String::new(),
+                    error: Some(e.to_proto()),
+                }
+            }
+        };
+        event.duration_ms = started.elapsed().as_millis() as u64;
+        if let Err(status) = self.audit.clone().append(event).await {
+            tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+        }
+        Ok(Response::new(response))
+    }
+}
