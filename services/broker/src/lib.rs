@@ -1,1 +1,191 @@
-//! placeholder
+//! The broker: how the world reaches glovebox. It terminates client WebSockets, authenticates
+//! them to an account, validates each call, and drives it through the account's executor (plan,
+//! preview, execute) and the gate (decide, resolve), asking the account's approver when the gate
+//! says ask. It decides nothing itself.
+//!
+//! Thin entry point: `glovebox broker --state-dir DIR --listen ADDR` builds a [`BrokerConfig`]
+//! and calls [`run`] with a bound listener.
+
+pub mod asks;
+pub mod auth;
+pub mod backends;
+pub mod connection;
+pub mod pipeline;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use glovebox_proto::ws::SUBPROTOCOL;
+use tokio::net::TcpListener;
+
+/// Largest WebSocket message or frame accepted, in bytes.
+pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// WebSocket connections served at once.
+pub const MAX_CONNECTIONS: usize = 4096;
+/// Asks that may wait for their turn, per account.
+pub const MAX_WAITING_ASKS: usize = 16;
+/// The default time an approver has to answer.
+pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Everything the broker needs, validated.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// (token hash, account) pairs.
+    pub tokens: Vec<([u8; 32], String)>,
+    pub gate_socket: PathBuf,
+    /// (account, executor socket) pairs.
+    pub executors: Vec<(String, PathBuf)>,
+    pub ask_timeout: Duration,
+    /// Reported in client context.
+    pub shell: String,
+    pub timezone: String,
+}
+
+impl BrokerConfig {
+    /// Builds the broker's configuration from a validated `glovebox.yaml`.
+    pub fn from_state(
+        state: &glovebox_config::StateDir,
+        config: &glovebox_config::Config,
+    ) -> BrokerConfig {
+        BrokerConfig {
+            tokens: config
+                .accounts
+                .iter()
+                .flat_map(|a| a.token_hashes.iter().map(|h| (*h, a.id.clone())))
+                .collect(),
+            gate_socket: state.gate_socket(),
+            executors: config
+                .accounts
+                .iter()
+                .map(|a| (a.id.clone(), state.executor_socket(&a.id)))
+                .collect(),
+            ask_timeout: DEFAULT_ASK_TIMEOUT,
+            shell: "/bin/sh".to_owned(),
+            timezone: "UTC".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("broker backends: {0}")]
+    Backends(#[from] tonic::transport::Error),
+    #[error("broker server: {0}")]
+    Serve(#[from] std::io::Error),
+}
+
+/// Shared state of a running broker.
+pub struct App {
+    pub config: BrokerConfig,
+    pub tokens: auth::TokenTable,
+    pub backends: backends::Backends,
+    pub asks: asks::Asks,
+    pub next_conn: AtomicU64,
+    connections: AtomicUsize,
+}
+
+/// Builds the HTTP router (WebSocket API and health).
+pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
+    let app = Arc::new(App {
+        tokens: auth::TokenTable::new(config.tokens.clone()),
+        backends: backends::Backends::new(&config.gate_socket, &config.executors)?,
+        asks: asks::Asks::new(config.ask_timeout, MAX_WAITING_ASKS),
+        next_conn: AtomicU64::new(1),
+        connections: AtomicUsize::new(0),
+        config,
+    });
+    Ok(Router::new()
+        .route("/v1/ws", get(ws_upgrade))
+        .route("/healthz", get(health))
+        .with_state(app))
+}
+
+/// Serves the broker on `listener` until `shutdown` completes.
+pub async fn run(
+    config: BrokerConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), BrokerError> {
+    let router = router(config)?;
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+struct ConnectionSlot(Arc<App>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn ws_upgrade(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let offered = auth::offered(&headers);
+    let Some(account) = offered
+        .token
+        .and_then(|t| app.tokens.authenticate(t))
+        .map(str::to_owned)
+    else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            "missing or invalid bearer token\n",
+        )
+            .into_response();
+    };
+    if app.connections.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
+        app.connections.fetch_sub(1, Ordering::Relaxed);
+        return (StatusCode::SERVICE_UNAVAILABLE, "too many connections\n").into_response();
+    }
+    let slot = ConnectionSlot(app.clone());
+    let ws = if offered.wants_subprotocol {
+        ws.protocols([SUBPROTOCOL])
+    } else {
+        ws
+    };
+    ws.max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| async move {
+            connection::serve(app, account, socket).await;
+            drop(slot);
+        })
+}
+
+async fn health(State(app): State<Arc<App>>) -> Response {
+    let mut gate = app.backends.gate.clone();
+    let mut req = tonic::Request::new(glovebox_proto::v1::HealthRequest {});
+    req.set_timeout(Duration::from_secs(2));
+    let (status, body) = match gate.health(req).await {
+        Ok(h) => {
+            let h = h.into_inner();
+            (
+                StatusCode::OK,
+                serde_json::json!({
+                    "ok": h.audit_healthy,
+                    "gate": "reachable",
+                    "audit": { "healthy": h.audit_healthy, "failures": h.audit_failures, "rows": h.audit_rows },
+                    "connections": app.connections.load(Ordering::Relaxed),
+                }),
+            )
+        }
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({ "ok": false, "gate": "unreachable" }),
+        ),
+    };
+    (status, axum::Json(body)).into_response()
+}

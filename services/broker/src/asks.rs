@@ -1,0 +1,274 @@
+//! Asks: routing a call that needs approval to its account's approver connections.
+//!
+//! One ask at a time per account (later asks wait their turn, up to a queue cap); no approver
+//! connected means an immediate "no approver"; no answer within the ask timeout means "timeout";
+//! the last approver disconnecting ends the pending ask. Routing is keyed by the account the
+//! connections authenticated as, never by anything in a frame.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::ws::Message;
+use glovebox_proto::ws::{Decision, ServerFrame};
+use tokio::sync::{mpsc, oneshot};
+
+/// How an ask ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskOutcome {
+    Answered(Decision),
+    Timeout,
+    NoApprover,
+    /// Every approver disconnected while the ask was pending.
+    ApproverGone,
+    /// Too many asks are already waiting for this account.
+    Busy,
+}
+
+struct Pending {
+    ask_id: String,
+    reply: oneshot::Sender<AskOutcome>,
+}
+
+#[derive(Default)]
+struct AccountAsks {
+    approvers: HashMap<u64, mpsc::Sender<Message>>,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    waiting: usize,
+    pending: Option<Pending>,
+}
+
+/// The ask state of every account.
+pub struct Asks {
+    accounts: Mutex<HashMap<String, AccountAsks>>,
+    timeout: Duration,
+    max_waiting: usize,
+}
+
+impl Asks {
+    pub fn new(timeout: Duration, max_waiting: usize) -> Asks {
+        Asks {
+            accounts: Mutex::new(HashMap::new()),
+            timeout,
+            max_waiting,
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AccountAsks>> {
+        self.accounts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add_approver(&self, account: &str, conn: u64, tx: mpsc::Sender<Message>) {
+        self.lock()
+            .entry(account.to_owned())
+            .or_default()
+            .approvers
+            .insert(conn, tx);
+    }
+
+    /// Removes an approver; if it was the last one, the pending ask ends as `ApproverGone`.
+    pub fn remove_approver(&self, account: &str, conn: u64) {
+        let mut accounts = self.lock();
+        if let Some(a) = accounts.get_mut(account) {
+            a.approvers.remove(&conn);
+            if a.approvers.is_empty() {
+                if let Some(p) = a.pending.take() {
+                    let _ = p.reply.send(AskOutcome::ApproverGone);
+                }
+            }
+        }
+    }
+
+    pub fn approver_count(&self, account: &str) -> usize {
+        self.lock().get(account).map_or(0, |a| a.approvers.len())
+    }
+
+    /// Delivers an approver's answer. Returns false if `ask_id` is not this account's pending ask.
+    pub fn answer(&self, account: &str, ask_id: &str, decision: Decision) -> bool {
+        let mut accounts = self.lock();
+        let Some(a) = accounts.get_mut(account) else {
+            return false;
+        };
+        match &a.pending {
+            Some(p) if p.ask_id == ask_id => {}
+            _ => return false,
+        }
+        match a.pending.take() {
+            Some(p) => p.reply.send(AskOutcome::Answered(decision)).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Asks the account's approvers; `frame` builds the ask frame from the ask id.
+    pub async fn ask(
+        &self,
+        account: &str,
+        frame: impl FnOnce(&str, u64) -> ServerFrame,
+    ) -> AskOutcome {
+        let turn = {
+            let mut accounts = self.lock();
+            let a = accounts.entry(account.to_owned()).or_default();
+            if a.approvers.is_empty() {
+                return AskOutcome::NoApprover;
+            }
+            if a.waiting >= self.max_waiting {
+                return AskOutcome::Busy;
+            }
+            a.waiting += 1;
+            a.turn.clone()
+        };
+        let _turn = turn.lock().await;
+        let ask_id = new_id("ask");
+        let (reply, wait) = oneshot::channel();
+        let approvers: Vec<mpsc::Sender<Message>> = {
+            let mut accounts = self.lock();
+            let a = accounts.entry(account.to_owned()).or_default();
+            a.waiting = a.waiting.saturating_sub(1);
+            if a.approvers.is_empty() {
+                return AskOutcome::NoApprover;
+            }
+            a.pending = Some(Pending {
+                ask_id: ask_id.clone(),
+                reply,
+            });
+            a.approvers.values().cloned().collect()
+        };
+        let text = frame(&ask_id, self.timeout.as_millis() as u64).to_json();
+        for tx in approvers {
+            let _ = tx.send(Message::Text(text.clone().into())).await;
+        }
+        let outcome = match tokio::time::timeout(self.timeout, wait).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => AskOutcome::ApproverGone,
+            Err(_) => AskOutcome::Timeout,
+        };
+        let mut accounts = self.lock();
+        if let Some(a) = accounts.get_mut(account) {
+            if a.pending.as_ref().is_some_and(|p| p.ask_id == ask_id) {
+                a.pending = None;
+            }
+        }
+        outcome
+    }
+}
+
+/// A random id with a prefix, e.g. `ask-3f2a...`.
+pub fn new_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 12];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Fall back to the clock: ids must be unique, not secret.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes.copy_from_slice(&nanos.to_le_bytes()[..12]);
+    }
+    format!("{prefix}-{}", hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(ask_id: &str, ms: u64) -> ServerFrame {
+        ServerFrame::Ask {
+            ask_id: ask_id.to_owned(),
+            call_id: "c".into(),
+            account: "a".into(),
+            tool: "file_write".into(),
+            subjects: vec![],
+            preview: String::new(),
+            expires_in_ms: ms,
+        }
+    }
+
+    async fn next_ask_id(rx: &mut mpsc::Receiver<Message>) -> String {
+        let Some(Message::Text(t)) = rx.recv().await else {
+            panic!("no ask frame")
+        };
+        let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+        v["ask_id"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn no_approver_is_immediate() {
+        let asks = Asks::new(Duration::from_secs(25), 4);
+        assert_eq!(asks.ask("a", frame).await, AskOutcome::NoApprover);
+    }
+
+    #[tokio::test]
+    async fn answer_reaches_the_pending_ask_only_for_its_account() {
+        let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
+        let (tx, mut rx) = mpsc::channel(8);
+        asks.add_approver("a", 1, tx);
+        let task = tokio::spawn({
+            let asks = asks.clone();
+            async move { asks.ask("a", frame).await }
+        });
+        let id = next_ask_id(&mut rx).await;
+        assert!(
+            !asks.answer("b", &id, Decision::Once),
+            "another account cannot answer"
+        );
+        assert!(!asks.answer("a", "ask-unknown", Decision::Once));
+        assert!(asks.answer("a", &id, Decision::Always));
+        assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Always));
+        assert!(
+            !asks.answer("a", &id, Decision::Once),
+            "an answered ask is gone"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unanswered_asks_time_out() {
+        let asks = Asks::new(Duration::from_secs(25), 4);
+        let (tx, _rx) = mpsc::channel(8);
+        asks.add_approver("a", 1, tx);
+        assert_eq!(asks.ask("a", frame).await, AskOutcome::Timeout);
+    }
+
+    #[tokio::test]
+    async fn last_approver_leaving_ends_the_ask() {
+        let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
+        let (tx, mut rx) = mpsc::channel(8);
+        asks.add_approver("a", 1, tx);
+        let task = tokio::spawn({
+            let asks = asks.clone();
+            async move { asks.ask("a", frame).await }
+        });
+        next_ask_id(&mut rx).await;
+        asks.remove_approver("a", 1);
+        assert_eq!(task.await.unwrap(), AskOutcome::ApproverGone);
+    }
+
+    #[tokio::test]
+    async fn one_ask_at_a_time_and_a_queue_cap() {
+        let asks = Arc::new(Asks::new(Duration::from_secs(25), 1));
+        let (tx, mut rx) = mpsc::channel(8);
+        asks.add_approver("a", 1, tx);
+        let first = tokio::spawn({
+            let asks = asks.clone();
+            async move { asks.ask("a", frame).await }
+        });
+        let id1 = next_ask_id(&mut rx).await;
+        let second = tokio::spawn({
+            let asks = asks.clone();
+            async move { asks.ask("a", frame).await }
+        });
+        tokio::task::yield_now().await;
+        // the second waits its turn: no frame yet, and a third is refused as busy
+        assert!(rx.try_recv().is_err());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(asks.ask("a", frame).await, AskOutcome::Busy);
+        assert!(asks.answer("a", &id1, Decision::Deny));
+        assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
+        let id2 = next_ask_id(&mut rx).await;
+        assert_ne!(id1, id2);
+        assert!(asks.answer("a", &id2, Decision::Once));
+        assert_eq!(second.await.unwrap(), AskOutcome::Answered(Decision::Once));
+    }
+}

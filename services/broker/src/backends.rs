@@ -1,0 +1,52 @@
+//! gRPC clients for the gate and each account's executor, over their Unix sockets. Channels
+//! connect lazily and reconnect, so a restarted service is picked up without a broker restart.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use glovebox_proto::transport::lazy_channel;
+use glovebox_proto::v1::{
+    audit_client::AuditClient, executor_client::ExecutorClient, gate_client::GateClient,
+};
+use tonic::transport::Channel;
+
+/// Longest a single gRPC call to a backend may take.
+pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+pub struct Backends {
+    pub gate: GateClient<Channel>,
+    pub audit: AuditClient<Channel>,
+    executors: HashMap<String, ExecutorClient<Channel>>,
+}
+
+impl Backends {
+    pub fn new(
+        gate_socket: &Path,
+        executors: &[(String, std::path::PathBuf)],
+    ) -> Result<Backends, tonic::transport::Error> {
+        let gate_channel = lazy_channel(gate_socket)?;
+        let mut clients = HashMap::new();
+        for (account, socket) in executors {
+            clients.insert(account.clone(), ExecutorClient::new(lazy_channel(socket)?));
+        }
+        Ok(Backends {
+            gate: GateClient::new(gate_channel.clone()),
+            audit: AuditClient::new(gate_channel),
+            executors: clients,
+        })
+    }
+
+    /// The executor of `account` (the authenticated account, never one named in a request).
+    pub fn executor(&self, account: &str) -> Option<ExecutorClient<Channel>> {
+        self.executors.get(account).cloned()
+    }
+}
+
+/// Wraps a message in a request with the backend deadline.
+pub fn request<T>(message: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    r.set_timeout(BACKEND_TIMEOUT);
+    r
+}

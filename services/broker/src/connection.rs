@@ -1,0 +1,307 @@
+//! One WebSocket connection on `/v1/ws`: the hello handshake, then invokes (agents) or answers
+//! (approvers). A bad frame gets an error frame and the connection goes on; an oversized frame
+//! closes it with 1008 (policy violation). Nothing a frame says changes whose connection it is.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures_util::{SinkExt, StreamExt};
+use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::Tool;
+use glovebox_proto::ws::{
+    ClientContext, ClientFrame, Role, ServerFrame, ToolSpec, WireError, parse_client_frame,
+};
+use tokio::sync::mpsc;
+
+use crate::App;
+use crate::asks::new_id;
+
+/// A connection must say hello within this time.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Calls one agent connection may have in flight.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Frames waiting to be written to one connection.
+const OUTBOX_DEPTH: usize = 256;
+/// WebSocket close code for a policy violation (e.g. an oversized frame).
+const CLOSE_POLICY: u16 = 1008;
+
+fn text(frame: &ServerFrame) -> Message {
+    Message::Text(frame.to_json().into())
+}
+
+fn frame_error(code: ErrorCode, message: impl Into<String>) -> Message {
+    text(&ServerFrame::Error {
+        code,
+        message: message.into(),
+    })
+}
+
+/// Serves one authenticated connection until it closes.
+pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
+    let (mut sink, mut stream) = socket.split();
+    let (tx, mut rx) = mpsc::channel::<Message>(OUTBOX_DEPTH);
+    let writer = tokio::spawn(async move {
+        while let Some(message) = rx.recv().await {
+            let closing = matches!(message, Message::Close(_));
+            if sink.send(message).await.is_err() || closing {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+
+    let connection_id = new_id("conn");
+    let role = match tokio::time::timeout(
+        HELLO_TIMEOUT,
+        hello(&app, &account, &connection_id, &mut stream, &tx),
+    )
+    .await
+    {
+        Ok(Some(role)) => role,
+        Ok(None) => {
+            drop(tx);
+            let _ = writer.await;
+            return;
+        }
+        Err(_) => {
+            let _ = tx
+                .send(frame_error(
+                    ErrorCode::InvalidParams,
+                    "no hello frame within 10 seconds",
+                ))
+                .await;
+            let _ = tx.send(Message::Close(None)).await;
+            drop(tx);
+            let _ = writer.await;
+            return;
+        }
+    };
+    tracing::info!(%account, %connection_id, ?role, "connection ready");
+    let conn_key = app
+        .next_conn
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if role == Role::Approver {
+        app.asks.add_approver(&account, conn_key, tx.clone());
+    }
+    let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+
+    while let Some(message) = stream.next().await {
+        let message = match message {
+            Ok(m) => m,
+            Err(e) => {
+                let oversized =
+                    e.to_string().contains("too long") || e.to_string().contains("Space limit");
+                let (code, reason) = if oversized {
+                    (CLOSE_POLICY, "frame too large")
+                } else {
+                    (1002, "protocol error")
+                };
+                let _ = tx
+                    .send(Message::Close(Some(CloseFrame {
+                        code,
+                        reason: reason.into(),
+                    })))
+                    .await;
+                break;
+            }
+        };
+        let text_frame = match message {
+            Message::Text(t) => t,
+            Message::Binary(_) => {
+                let _ = tx
+                    .send(frame_error(
+                        ErrorCode::InvalidParams,
+                        "binary frames are not accepted; send JSON text",
+                    ))
+                    .await;
+                continue;
+            }
+            Message::Close(_) => break,
+            Message::Ping(_) | Message::Pong(_) => continue,
+        };
+        let frame = match parse_client_frame(text_frame.as_str()) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = tx
+                    .send(frame_error(ErrorCode::InvalidParams, e.to_string()))
+                    .await;
+                continue;
+            }
+        };
+        match (role, frame) {
+            (_, ClientFrame::Hello { .. }) => {
+                let _ = tx
+                    .send(frame_error(
+                        ErrorCode::InvalidParams,
+                        "hello was already sent",
+                    ))
+                    .await;
+            }
+            (
+                Role::Agent,
+                ClientFrame::Invoke {
+                    call_id,
+                    tool,
+                    params,
+                },
+            ) => {
+                start_call(&app, &account, &tx, &in_flight, call_id, tool, params).await;
+            }
+            (Role::Approver, ClientFrame::Answer { ask_id, decision }) => {
+                if !app.asks.answer(&account, &ask_id, decision) {
+                    let _ = tx
+                        .send(frame_error(
+                            ErrorCode::InvalidParams,
+                            format!("no pending ask {ask_id} for this account"),
+                        ))
+                        .await;
+                }
+            }
+            (Role::Agent, ClientFrame::Answer { .. }) => {
+                let _ = tx
+                    .send(frame_error(
+                        ErrorCode::Denied,
+                        "agent connections cannot answer asks",
+                    ))
+                    .await;
+            }
+            (Role::Approver, ClientFrame::Invoke { call_id, .. }) => {
+                let error = WireError::new(
+                    ErrorCode::Denied,
+                    "approver connections cannot invoke tools",
+                );
+                let _ = tx.send(text(&ServerFrame::failed(call_id, error))).await;
+            }
+        }
+    }
+    if role == Role::Approver {
+        app.asks.remove_approver(&account, conn_key);
+    }
+    tracing::info!(%account, %connection_id, "connection closed");
+    drop(tx);
+    let _ = writer.await;
+}
+
+/// Waits for the hello frame and answers it. `None` if the connection ended first.
+async fn hello(
+    app: &App,
+    account: &str,
+    connection_id: &str,
+    stream: &mut futures_util::stream::SplitStream<WebSocket>,
+    tx: &mpsc::Sender<Message>,
+) -> Option<Role> {
+    while let Some(Ok(message)) = stream.next().await {
+        let Message::Text(t) = message else {
+            if matches!(message, Message::Close(_)) {
+                return None;
+            }
+            continue;
+        };
+        match parse_client_frame(t.as_str()) {
+            Ok(ClientFrame::Hello { role }) => {
+                let context = context(app, account).await;
+                let tools = Tool::ALL
+                    .iter()
+                    .map(|t| ToolSpec {
+                        name: t.name().to_owned(),
+                        description: t.description().to_owned(),
+                        input_schema: t.input_schema(),
+                    })
+                    .collect();
+                let ok = ServerFrame::HelloOk {
+                    account: account.to_owned(),
+                    connection_id: connection_id.to_owned(),
+                    role,
+                    tools,
+                    context,
+                };
+                let _ = tx.send(text(&ok)).await;
+                return Some(role);
+            }
+            Ok(_) => {
+                let _ = tx
+                    .send(frame_error(
+                        ErrorCode::InvalidParams,
+                        "the first frame must be hello",
+                    ))
+                    .await;
+            }
+            Err(e) => {
+                let _ = tx
+                    .send(frame_error(ErrorCode::InvalidParams, e.to_string()))
+                    .await;
+            }
+        }
+    }
+    None
+}
+
+async fn context(app: &App, account: &str) -> ClientContext {
+    let mut gate = app.backends.gate.clone();
+    let info = gate
+        .account_info(crate::backends::request(
+            glovebox_proto::v1::AccountInfoRequest {
+                account: account.to_owned(),
+            },
+        ))
+        .await
+        .ok()
+        .map(|r| r.into_inner());
+    ClientContext {
+        os: std::env::consts::OS.to_owned(),
+        arch: std::env::consts::ARCH.to_owned(),
+        shell: app.config.shell.clone(),
+        cwd: info.as_ref().map(|i| i.workdir.clone()).unwrap_or_default(),
+        // Unknown (gate unreachable) is reported as enabled: the gate, when back, still decides.
+        sandbox_enabled: info.as_ref().is_none_or(|i| i.sandbox_enabled),
+        timezone: app.config.timezone.clone(),
+    }
+}
+
+async fn start_call(
+    app: &Arc<App>,
+    account: &str,
+    tx: &mpsc::Sender<Message>,
+    in_flight: &Arc<Mutex<HashSet<String>>>,
+    call_id: String,
+    tool: String,
+    params: serde_json::Value,
+) {
+    let refused = {
+        let mut set = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if set.contains(&call_id) {
+            Some(WireError::new(
+                ErrorCode::InvalidParams,
+                "call_id is already in flight on this connection",
+            ))
+        } else if set.len() >= MAX_IN_FLIGHT {
+            Some(WireError::new(
+                ErrorCode::Busy,
+                format!("at most {MAX_IN_FLIGHT} calls may be in flight per connection"),
+            ))
+        } else {
+            set.insert(call_id.clone());
+            None
+        }
+    };
+    if let Some(error) = refused {
+        let _ = tx.send(text(&ServerFrame::failed(call_id, error))).await;
+        return;
+    }
+    let (app, account, tx, in_flight) = (
+        app.clone(),
+        account.to_owned(),
+        tx.clone(),
+        in_flight.clone(),
+    );
+    tokio::spawn(async move {
+        let result = crate::pipeline::run_call(&app, &account, &call_id, &tool, params).await;
+        in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&call_id);
+        let _ = tx.send(text(&result)).await;
+    });
+}
