@@ -112,6 +112,17 @@ pub struct RawConfig {
     pub accounts: Vec<RawAccount>,
 }
 
+impl RawConfig {
+    /// The YAML text of this config, with a header explaining the file.
+    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
+        Ok(format!(
+            "# glovebox configuration. Tokens are stored as SHA-256 hashes; each account's token is\n\
+             # in accounts/<id>/token. glovebox refuses to start on an invalid file.\n{}",
+            serde_yaml::to_string(self)?
+        ))
+    }
+}
+
 fn default_listen() -> String {
     DEFAULT_LISTEN.to_owned()
 }
@@ -228,11 +239,16 @@ pub fn is_valid_account_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+/// `N` bytes from the operating system's random source.
+pub fn random_bytes<const N: usize>() -> Result<[u8; N], std::io::Error> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(bytes)
+}
+
 /// A new random bearer token (256 bits, hex).
 pub fn new_token() -> Result<String, std::io::Error> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(hex::encode(bytes))
+    Ok(hex::encode(random_bytes::<32>()?))
 }
 
 /// The SHA-256 of a token, as stored in `glovebox.yaml`.

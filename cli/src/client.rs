@@ -1,0 +1,207 @@
+//! `glovebox call` and `glovebox approve`: terminal clients of the WebSocket API, acting as the
+//! account whose token file they read.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::{SinkExt, StreamExt};
+use glovebox_config::StateDir;
+use glovebox_proto::ws::{Role, ServerFrame};
+use tokio::io::AsyncBufReadExt;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// Where to connect and as whom.
+pub struct Target {
+    url: String,
+    token: String,
+}
+
+pub fn target(
+    state_dir: &Path,
+    account: Option<String>,
+    url: Option<String>,
+) -> anyhow::Result<Target> {
+    let state = StateDir::new(state_dir);
+    let config = state.load_config()?;
+    let account = match account {
+        Some(a) => a,
+        None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
+        None => {
+            let me = crate::init::default_account_name();
+            anyhow::ensure!(
+                config.account(&me).is_some(),
+                "several accounts are configured: choose one with --account"
+            );
+            me
+        }
+    };
+    anyhow::ensure!(
+        config.account(&account).is_some(),
+        "no account {account:?} in {}",
+        state.config_file().display()
+    );
+    let token_file = state.token_file(&account);
+    let token = std::fs::read_to_string(&token_file)
+        .with_context(|| {
+            format!(
+                "read the token of {account:?} from {}",
+                token_file.display()
+            )
+        })?
+        .trim()
+        .to_owned();
+    let url = match url {
+        Some(u) => u,
+        None => std::fs::read_to_string(state.broker_url_file())
+            .map(|s| s.trim().to_owned())
+            .with_context(|| {
+                format!(
+                    "is glovebox running? no broker URL in {}",
+                    state.broker_url_file().display()
+                )
+            })?,
+    };
+    Ok(Target { url, token })
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(target: &Target, role: Role) -> anyhow::Result<Socket> {
+    let mut request = target.url.as_str().into_client_request()?;
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {}", target.token).parse()?);
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .with_context(|| format!("connect to {}", target.url))?;
+    let hello = serde_json::json!({"type": "hello", "role": role});
+    socket.send(Message::Text(hello.to_string().into())).await?;
+    match next_frame(&mut socket).await? {
+        ServerFrame::HelloOk { .. } => Ok(socket),
+        other => anyhow::bail!("unexpected answer to hello: {other:?}"),
+    }
+}
+
+async fn next_frame(socket: &mut Socket) -> anyhow::Result<ServerFrame> {
+    loop {
+        match socket.next().await {
+            Some(Ok(Message::Text(t))) => {
+                return serde_json::from_str(t.as_str()).context("malformed frame from the broker");
+            }
+            Some(Ok(Message::Close(c))) => anyhow::bail!("the broker closed the connection: {c:?}"),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(e.into()),
+            None => anyhow::bail!("the broker closed the connection"),
+        }
+    }
+}
+
+pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<ExitCode> {
+    let params: serde_json::Value =
+        serde_json::from_str(params).context("params must be a JSON object")?;
+    let mut socket = connect(target, Role::Agent).await?;
+    let call_id = format!("cli-{}", hex::encode(glovebox_config::random_bytes::<8>()?));
+    let invoke =
+        serde_json::json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params});
+    socket
+        .send(Message::Text(invoke.to_string().into()))
+        .await?;
+    loop {
+        match next_frame(&mut socket).await? {
+            ServerFrame::Result {
+                call_id: id,
+                ok,
+                result,
+                error,
+            } if id == call_id => {
+                let _ = socket.close(None).await;
+                if ok {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&result.unwrap_or_default())?
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let error = serde_json::to_value(&error)?;
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "error": error }))?
+                );
+                return Ok(ExitCode::from(1));
+            }
+            ServerFrame::Error { code, message } => anyhow::bail!("{code}: {message}"),
+            _ => continue,
+        }
+    }
+}
+
+pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
+    let mut socket = connect(target, Role::Approver).await?;
+    eprintln!("waiting for asks (Ctrl-C to stop)");
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let frame = tokio::select! {
+            f = next_frame(&mut socket) => f?,
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        };
+        let ServerFrame::Ask {
+            ask_id,
+            call_id,
+            account,
+            tool,
+            subjects,
+            preview,
+            expires_in_ms,
+        } = frame
+        else {
+            if let ServerFrame::Error { code, message } = frame {
+                eprintln!("broker: {code}: {message}");
+            }
+            continue;
+        };
+        println!("\n── ask {ask_id} ── account {account} ── call {call_id}");
+        println!("tool: {tool}");
+        for s in &subjects {
+            println!("  {} {}", s.domain, s.path);
+        }
+        if !preview.is_empty() {
+            println!("{preview}");
+        }
+        let deadline = Instant::now() + Duration::from_millis(expires_in_ms);
+        let decision = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                println!("\n(timed out: denied)");
+                break None;
+            }
+            print!(
+                "\rallow? [y] once, [a] always, [n] deny ({:>2}s left): ",
+                left.as_secs() + 1
+            );
+            std::io::stdout().flush()?;
+            let line = tokio::select! {
+                l = stdin.next_line() => l?,
+                _ = tokio::time::sleep(left.min(Duration::from_secs(1))) => continue,
+            };
+            match line.as_deref().map(str::trim) {
+                Some("y") | Some("Y") => break Some("once"),
+                Some("a") | Some("A") => break Some("always"),
+                Some("n") | Some("N") | None => break Some("deny"),
+                Some(_) => continue,
+            }
+        };
+        if let Some(decision) = decision {
+            let answer =
+                serde_json::json!({"type": "answer", "ask_id": ask_id, "decision": decision});
+            socket
+                .send(Message::Text(answer.to_string().into()))
+                .await?;
+            println!("answered: {decision}");
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! First start: create the state directory with a default account for the user who runs
+//! `glovebox up` (workdir, bearer token, default policy) and the gate's ticket key.
+
+use std::path::Path;
+
+use anyhow::Context;
+use glovebox_config::{
+    Config, DEFAULT_LISTEN, RawAccount, RawConfig, StateDir, create_private_dir,
+    is_valid_account_id, new_token, random_bytes, token_hash, write_private_file,
+};
+use glovebox_policy::RawPolicy;
+
+/// The account name for the current OS user, or `default` if that name cannot name an account.
+pub fn default_account_name() -> String {
+    let uid = nix::unistd::Uid::effective();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .filter(|n| is_valid_account_id(n))
+        .unwrap_or_else(|| "default".to_owned())
+}
+
+/// Creates what is missing of the state directory. Returns the new account's id on first start.
+pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<String>> {
+    create_private_dir(state.root())?;
+    create_private_dir(&state.run_dir())?;
+    if !state.ticket_key().exists() {
+        write_private_file(
+            &state.ticket_key(),
+            &random_bytes::<{ glovebox_ticket::KEY_BYTES }>()?,
+        )?;
+    }
+    if state.config_file().exists() {
+        return Ok(None);
+    }
+    let workdir =
+        std::fs::canonicalize(workdir).with_context(|| format!("workdir {}", workdir.display()))?;
+    anyhow::ensure!(
+        workdir.is_dir(),
+        "workdir {} is not a directory",
+        workdir.display()
+    );
+    let account = default_account_name();
+    let token = new_token()?;
+    create_private_dir(&state.account_dir(&account))?;
+    write_private_file(&state.token_file(&account), format!("{token}\n").as_bytes())?;
+    let policy = RawPolicy::default_for_new_account().to_yaml()?;
+    write_private_file(&state.permissions_file(&account), policy.as_bytes())?;
+    let raw = RawConfig {
+        listen: DEFAULT_LISTEN.to_owned(),
+        accounts: vec![RawAccount {
+            id: account.clone(),
+            workdir: workdir.to_string_lossy().into_owned(),
+            token_sha256: vec![hex::encode(token_hash(&token))],
+        }],
+    };
+    let text = raw.to_yaml()?;
+    // What we write must be what we would accept.
+    Config::parse(&text, &state.config_file())?;
+    write_private_file(&state.config_file(), text.as_bytes())?;
+    Ok(Some(account))
+}

@@ -1,0 +1,344 @@
+//! `glovebox up`: first-start setup, then the gate, one executor per account and the broker as
+//! separate processes. Restarts a child that exits with backoff (logged and audited), and stops
+//! every child on Ctrl-C or SIGTERM. A child also stops by itself when the supervisor's end of its
+//! stdin closes, so none outlives a supervisor that was killed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use glovebox_config::{StateDir, write_private_file};
+use glovebox_proto::transport::lazy_channel;
+use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use crate::init;
+use crate::services::{await_ready, shutdown_signal};
+
+/// How long a child has to report readiness.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a child has to stop after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Restart backoff: first delay, and the most it grows to.
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A child that ran this long before exiting restarts with the first delay again.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+pub struct UpOptions {
+    pub state_dir: PathBuf,
+    pub workdir: PathBuf,
+    pub listen: Option<SocketAddr>,
+    pub ask_timeout_secs: u64,
+}
+
+/// One kind of child process.
+#[derive(Debug, Clone)]
+struct Spec {
+    name: String,
+    args: Vec<String>,
+    /// Written to the child's stdin first (the executor's ticket key).
+    stdin_line: Option<String>,
+}
+
+struct Running {
+    spec: Spec,
+    pid: u32,
+    generation: u64,
+    started: Instant,
+    /// Kept open: dropping it closes the child's lifeline.
+    stdin: Option<ChildStdin>,
+    ready: String,
+    failures: u32,
+}
+
+/// (child index, generation, exit description)
+type Exit = (usize, u64, String);
+
+pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(&o.state_dir);
+    let created = init::ensure_state(&state, &o.workdir)?;
+    let _lock = lock(&state)?;
+    let config = state.load_config()?;
+    for a in &config.accounts {
+        anyhow::ensure!(
+            a.workdir.is_dir(),
+            "workdir {} of account {:?} is not a directory",
+            a.workdir.display(),
+            a.id
+        );
+    }
+    let master = glovebox_ticket::Key::from_bytes(&std::fs::read(state.ticket_key())?)?;
+    let exe = std::env::current_exe().context("locate the glovebox binary")?;
+    let state_arg = state.root().display().to_string();
+
+    let mut specs = vec![Spec {
+        name: "gate".into(),
+        args: vec![
+            "gate".into(),
+            "--state-dir".into(),
+            state_arg.clone(),
+            "--exit-on-stdin-eof".into(),
+        ],
+        stdin_line: None,
+    }];
+    for a in &config.accounts {
+        specs.push(Spec {
+            name: format!("executor[{}]", a.id),
+            args: vec![
+                "executor".into(),
+                "--state-dir".into(),
+                state_arg.clone(),
+                "--account".into(),
+                a.id.clone(),
+            ],
+            stdin_line: Some(hex::encode(master.derive_account_key(&a.id).as_bytes())),
+        });
+    }
+    let mut broker_args = vec![
+        "broker".into(),
+        "--state-dir".into(),
+        state_arg.clone(),
+        "--exit-on-stdin-eof".into(),
+        "--ask-timeout-secs".into(),
+        o.ask_timeout_secs.to_string(),
+    ];
+    if let Some(listen) = o.listen {
+        broker_args.extend(["--listen".into(), listen.to_string()]);
+    }
+    specs.push(Spec {
+        name: "broker".into(),
+        args: broker_args,
+        stdin_line: None,
+    });
+
+    let (exits_tx, mut exits) = mpsc::channel::<Exit>(64);
+    let mut running: Vec<Running> = Vec::new();
+    for (index, spec) in specs.into_iter().enumerate() {
+        match start(&exe, &spec, index, 0, &exits_tx).await {
+            Ok(r) => running.push(r),
+            Err(e) => {
+                stop_all(&mut running, &mut exits).await;
+                return Err(e.context(format!("start {}", spec.name)));
+            }
+        }
+    }
+    let url = running.last().map(|r| r.ready.clone()).unwrap_or_default();
+    write_private_file(&state.broker_url_file(), format!("{url}\n").as_bytes())?;
+    let audit = AuditClient::new(lazy_channel(&state.gate_socket())?);
+    audit_service(
+        &audit,
+        "started",
+        &format!("glovebox up: {} processes", running.len()),
+    )
+    .await;
+    banner(&state, &config, &url, created.as_deref());
+
+    let signal = shutdown_signal(false);
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            _ = &mut signal => break,
+            Some((index, generation, how)) = exits.recv() => {
+                let Some(r) = running.get_mut(index) else { continue };
+                if r.generation != generation {
+                    continue;
+                }
+                r.failures = if r.started.elapsed() > STABLE_AFTER { 1 } else { r.failures + 1 };
+                let delay = backoff(r.failures);
+                tracing::warn!(child = %r.spec.name, pid = r.pid, exit = %how, restart_in_ms = delay.as_millis() as u64, "child exited; restarting");
+                let restarted = tokio::select! {
+                    _ = &mut signal => None,
+                    _ = tokio::time::sleep(delay) => Some(start(&exe, &r.spec.clone(), index, generation + 1, &exits_tx).await),
+                };
+                match restarted {
+                    None => break,
+                    Some(Ok(mut new)) => {
+                        new.failures = r.failures;
+                        let detail = format!("{} exited ({how}); restarted as pid {}", r.spec.name, new.pid);
+                        tracing::info!(child = %new.spec.name, pid = new.pid, "child restarted");
+                        *r = new;
+                        audit_service(&audit, "restarted", &detail).await;
+                    }
+                    Some(Err(e)) => {
+                        tracing::error!(child = %r.spec.name, error = %format!("{e:#}"), "restart failed; will retry");
+                        r.generation += 1;
+                        r.started = Instant::now();
+                        let _ = exits_tx.send((index, r.generation, "failed to start".into())).await;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("glovebox: stopping");
+    audit_service(&audit, "stopped", "glovebox up is stopping").await;
+    stop_all(&mut running, &mut exits).await;
+    let _ = std::fs::remove_file(state.broker_url_file());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn backoff(failures: u32) -> Duration {
+    let factor = 1u32 << failures.saturating_sub(1).min(10);
+    (BACKOFF_START * factor).min(BACKOFF_MAX)
+}
+
+async fn start(
+    exe: &std::path::Path,
+    spec: &Spec,
+    index: usize,
+    generation: u64,
+    exits: &mpsc::Sender<Exit>,
+) -> anyhow::Result<Running> {
+    let mut child = Command::new(exe)
+        .args(&spec.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("spawn {}", exe.display()))?;
+    let pid = child.id().context("child has no pid")?;
+    let mut stdin = child.stdin.take();
+    if let (Some(line), Some(pipe)) = (&spec.stdin_line, stdin.as_mut()) {
+        pipe.write_all(format!("{line}\n").as_bytes()).await?;
+        pipe.flush().await?;
+    }
+    let stdout = child.stdout.take().context("child has no stdout")?;
+    let exits = exits.clone();
+    tokio::spawn(async move {
+        let how = match child.wait().await {
+            Ok(status) => status.to_string(),
+            Err(e) => format!("wait failed: {e}"),
+        };
+        let _ = exits.send((index, generation, how)).await;
+    });
+    let mut reader = BufReader::new(stdout);
+    let ready = tokio::time::timeout(READY_TIMEOUT, await_ready(&mut reader))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "{} did not become ready within {READY_TIMEOUT:?}",
+                spec.name
+            )
+        })?
+        .with_context(|| spec.name.clone())?;
+    let name = spec.name.clone();
+    tokio::spawn(async move {
+        let mut lines = reader.lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[{name}] {line}");
+        }
+    });
+    Ok(Running {
+        spec: spec.clone(),
+        pid,
+        generation,
+        started: Instant::now(),
+        stdin,
+        ready,
+        failures: 0,
+    })
+}
+
+/// Stops children in reverse start order: SIGTERM, a grace period, then SIGKILL.
+async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    for r in running.iter_mut().rev() {
+        r.stdin = None;
+        let pid = Pid::from_raw(r.pid as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + STOP_GRACE;
+        let mut exited = false;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match tokio::time::timeout(left, exits.recv()).await {
+                Ok(Some((_, generation, _))) if generation == r.generation => {
+                    exited = true;
+                    break;
+                }
+                Ok(Some(_)) => continue,
+                _ => break,
+            }
+        }
+        if !exited {
+            tracing::warn!(child = %r.spec.name, "did not stop in time; killing it");
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+    }
+}
+
+async fn audit_service(
+    audit: &AuditClient<tonic::transport::Channel>,
+    outcome: &str,
+    detail: &str,
+) {
+    let event = AuditEvent {
+        source: "supervisor".into(),
+        kind: "service".into(),
+        outcome: outcome.into(),
+        detail: detail.into(),
+        ..Default::default()
+    };
+    let mut request = tonic::Request::new(event);
+    request.set_timeout(Duration::from_secs(5));
+    if let Err(status) = audit.clone().append(request).await {
+        tracing::error!(error = %status.message(), "could not audit a service event");
+    }
+}
+
+/// Takes the state directory's lock, so that a second `up` on it fails clearly.
+fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = state.lock_file();
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        let mut pid = String::new();
+        let _ = file.read_to_string(&mut pid);
+        anyhow::bail!(
+            "glovebox is already running on state dir {} (pid {}); stop it first or use --state-dir",
+            state.root().display(),
+            pid.trim()
+        );
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    writeln!(file, "{}", std::process::id())?;
+    Ok(file)
+}
+
+fn banner(state: &StateDir, config: &glovebox_config::Config, url: &str, created: Option<&str>) {
+    let uid = rustix::process::geteuid().as_raw();
+    let user = init::default_account_name();
+    println!("glovebox is up");
+    println!("  WebSocket: {url}");
+    for a in &config.accounts {
+        println!("  account:   {} (workdir {})", a.id, a.workdir.display());
+        println!("  token:     {}", state.token_file(&a.id).display());
+        println!("  policy:    {}", state.permissions_file(&a.id).display());
+    }
+    println!("  audit:     {}", state.audit_db().display());
+    if let Some(account) = created {
+        println!("  created account {account:?} on first start");
+    }
+    println!("  dev mode: OS identity separation is off; every service runs as {user} (uid {uid})");
+    if uid == 0 {
+        println!(
+            "  WARNING: running as root: the executor has root's reach, limited only by the policy"
+        );
+    }
+    println!(
+        "Try `glovebox call file_list` here and `glovebox approve` in another terminal. Ctrl-C stops."
+    );
+}
