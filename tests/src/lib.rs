@@ -1,1 +1,448 @@
-//! placeholder
+//! End-to-end test harness: starts the real `glovebox up` (which starts the gate, executors and
+//! broker as processes) in a temporary state directory and talks to it over its real sockets.
+//!
+//! One struct per process tree ([`Glovebox`]): temp dirs, a free port, readiness awaited by
+//! reading `up`'s banner (never a bare sleep), SIGTERM on drop, and the processes' stderr printed
+//! when a test fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// How long any single wait in a test may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The `glovebox` binary built alongside these tests (`target/<profile>/glovebox`).
+pub fn glovebox_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("GLOVEBOX_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/glovebox
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
+    let bin = profile_dir.join("glovebox");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` (or nextest), which builds it",
+        bin.display()
+    );
+    bin
+}
+
+/// A running `glovebox up` in its own temporary state directory.
+pub struct Glovebox {
+    pub dir: tempfile::TempDir,
+    pub state: PathBuf,
+    pub workdir: PathBuf,
+    pub url: String,
+    pub account: String,
+    pub token: String,
+    child: Option<Child>,
+    stderr_file: PathBuf,
+}
+
+/// Options for starting glovebox.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub ask_timeout_secs: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            ask_timeout_secs: 25,
+        }
+    }
+}
+
+impl Glovebox {
+    pub fn start() -> Glovebox {
+        Glovebox::start_with(Options::default())
+    }
+
+    pub fn start_with(options: Options) -> Glovebox {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let state = root.join("state");
+        let workdir = root.join("work");
+        std::fs::create_dir_all(&workdir).unwrap();
+        let stderr_file = root.join("stderr.log");
+        let (child, url) = spawn_up(&state, &workdir, &stderr_file, &options);
+        let config = std::fs::read_to_string(state.join("glovebox.yaml")).unwrap();
+        let account = config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("- id: "))
+            .expect("account id in glovebox.yaml")
+            .trim_matches('\'')
+            .trim_matches('"')
+            .to_owned();
+        let token = std::fs::read_to_string(state.join("accounts").join(&account).join("token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Glovebox {
+            dir,
+            state,
+            workdir,
+            url,
+            account,
+            token,
+            child: Some(child),
+            stderr_file,
+        }
+    }
+
+    /// The root of the temporary directory (holds `state/` and `work/`).
+    pub fn root(&self) -> PathBuf {
+        self.workdir.parent().unwrap().to_owned()
+    }
+
+    pub fn audit_db(&self) -> PathBuf {
+        self.state.join("audit.db")
+    }
+
+    pub fn permissions_file(&self) -> PathBuf {
+        self.state
+            .join("accounts")
+            .join(&self.account)
+            .join("permissions.yaml")
+    }
+
+    pub fn executor_socket(&self) -> PathBuf {
+        self.state
+            .join("run")
+            .join(format!("executor-{}.sock", self.account))
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_file).unwrap_or_default()
+    }
+
+    /// Runs `glovebox ARGS...` against this state dir and returns (exit code, stdout, stderr).
+    pub fn run_cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(glovebox_bin())
+            .args(args)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Pids of this instance's child services whose command line contains `service`.
+    pub fn service_pids(&self, service: &str) -> Vec<i32> {
+        let state = self.state.to_string_lossy().into_owned();
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if args.get(1).map(String::as_str) == Some(service) && args.iter().any(|a| a == &state)
+            {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    /// Sends SIGKILL to the one running `service` child and returns its pid.
+    pub fn kill_service(&self, service: &str) -> i32 {
+        let pids = self.service_pids(service);
+        assert_eq!(
+            pids.len(),
+            1,
+            "expected one {service} process, found {pids:?}"
+        );
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pids[0]),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        pids[0]
+    }
+
+    /// Waits until a `service` child with a pid other than `old` runs and `probe` succeeds.
+    pub async fn await_restart(&self, service: &str, old: i32) -> i32 {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let pids = self.service_pids(service);
+            if let [pid] = pids.as_slice()
+                && *pid != old
+                && self.socket_ready(service)
+            {
+                return *pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{service} was not restarted; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn socket_ready(&self, service: &str) -> bool {
+        let socket = match service {
+            "gate" => self.state.join("run/gate.sock"),
+            "executor" => self.executor_socket(),
+            _ => return true,
+        };
+        std::os::unix::net::UnixStream::connect(socket).is_ok()
+    }
+
+    /// Connects a WebSocket client as this instance's account.
+    pub async fn connect(&self, role: &str) -> Client {
+        Client::connect(&self.url, Auth::Header(&self.token), role).await
+    }
+
+    /// Queries the audit store with a fresh read-only connection.
+    pub async fn audit_pool(&self) -> sqlx::SqlitePool {
+        let url = format!("sqlite://{}?mode=ro", self.audit_db().display());
+        sqlx::SqlitePool::connect(&url).await.unwrap()
+    }
+
+    /// Stops `up` with SIGTERM and waits for it; returns its exit status.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Glovebox {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!("---- glovebox stderr ----\n{}", self.stderr());
+        }
+    }
+}
+
+fn spawn_up(
+    state: &Path,
+    workdir: &Path,
+    stderr_file: &Path,
+    options: &Options,
+) -> (Child, String) {
+    let stderr = std::fs::File::create(stderr_file).unwrap();
+    let mut child = Command::new(glovebox_bin())
+        .args(["up", "--listen", "127.0.0.1:0", "--ask-timeout-secs"])
+        .arg(options.ask_timeout_secs.to_string())
+        .arg("--state-dir")
+        .arg(state)
+        .arg("--workdir")
+        .arg(workdir)
+        .env("GLOVEBOX_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            if let Some(url) = line.trim().strip_prefix("WebSocket: ") {
+                let _ = tx.send(url.to_owned());
+            }
+            line.clear();
+        }
+        // keep draining until exit
+        let _ = reader.read_to_end(&mut Vec::new());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(url) => (child, url),
+        Err(_) => {
+            let _ = child.kill();
+            panic!(
+                "glovebox up did not become ready; stderr:\n{}",
+                std::fs::read_to_string(stderr_file).unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// How a client authenticates.
+pub enum Auth<'a> {
+    Header(&'a str),
+    Subprotocol(&'a str),
+    None,
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket client of `/v1/ws`.
+pub struct Client {
+    pub socket: Socket,
+    pub hello_ok: Value,
+}
+
+/// Opens a WebSocket without sending hello; returns the HTTP error status if the upgrade fails.
+pub async fn open(
+    url: &str,
+    auth: Auth<'_>,
+) -> Result<
+    (
+        Socket,
+        tokio_tungstenite::tungstenite::handshake::client::Response,
+    ),
+    u16,
+> {
+    let mut request = url.into_client_request().unwrap();
+    match auth {
+        Auth::Header(t) => {
+            request
+                .headers_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        Auth::Subprotocol(t) => {
+            request.headers_mut().insert(
+                "sec-websocket-protocol",
+                format!("glovebox.v1, bearer.{t}").parse().unwrap(),
+            );
+        }
+        Auth::None => {}
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok(pair) => Ok(pair),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            Err(response.status().as_u16())
+        }
+        Err(e) => panic!("connect: {e}"),
+    }
+}
+
+impl Client {
+    pub async fn connect(url: &str, auth: Auth<'_>, role: &str) -> Client {
+        let (socket, _) = open(url, auth).await.expect("websocket upgrade");
+        let mut client = Client {
+            socket,
+            hello_ok: Value::Null,
+        };
+        client.send(json!({"type": "hello", "role": role})).await;
+        let hello_ok = client.next().await;
+        assert_eq!(hello_ok["type"], "hello_ok", "{hello_ok}");
+        client.hello_ok = hello_ok;
+        client
+    }
+
+    pub async fn send(&mut self, frame: Value) {
+        self.socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+    }
+
+    pub async fn send_text(&mut self, text: &str) {
+        self.socket
+            .send(Message::Text(text.to_owned().into()))
+            .await
+            .unwrap();
+    }
+
+    /// The next JSON frame; panics on close or after `WAIT`.
+    pub async fn next(&mut self) -> Value {
+        match self.next_message().await {
+            Message::Text(t) => serde_json::from_str(t.as_str()).unwrap(),
+            other => panic!("expected a text frame, got {other:?}"),
+        }
+    }
+
+    /// The next message of any kind (pings skipped).
+    pub async fn next_message(&mut self) -> Message {
+        loop {
+            let msg = tokio::time::timeout(WAIT, self.socket.next())
+                .await
+                .expect("timed out waiting for a frame")
+                .expect("connection ended")
+                .expect("websocket error");
+            if !matches!(msg, Message::Ping(_) | Message::Pong(_)) {
+                return msg;
+            }
+        }
+    }
+
+    /// Sends an invoke and waits for its result frame (other frames are returned to no one).
+    pub async fn invoke(&mut self, call_id: &str, tool: &str, params: Value) -> Value {
+        self.send(json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params}))
+            .await;
+        self.result_for(call_id).await
+    }
+
+    pub async fn result_for(&mut self, call_id: &str) -> Value {
+        loop {
+            let frame = self.next().await;
+            if frame["type"] == "result" && frame["call_id"] == call_id {
+                return frame;
+            }
+        }
+    }
+
+    /// Waits for the next ask frame.
+    pub async fn next_ask(&mut self) -> Value {
+        loop {
+            let frame = self.next().await;
+            if frame["type"] == "ask" {
+                return frame;
+            }
+        }
+    }
+
+    pub async fn answer(&mut self, ask: &Value, decision: &str) {
+        self.send(json!({"type": "answer", "ask_id": ask["ask_id"], "decision": decision}))
+            .await;
+    }
+}
+
+/// Asserts a result frame failed with `code`, returning its error object.
+pub fn expect_error(result: &Value, code: &str) -> Value {
+    assert_eq!(result["ok"], false, "{result}");
+    assert_eq!(result["error"]["code"], code, "{result}");
+    result["error"].clone()
+}
+
+/// Asserts a result frame succeeded, returning its result.
+pub fn expect_ok(result: &Value) -> Value {
+    assert_eq!(result["ok"], true, "{result}");
+    result["result"].clone()
+}

@@ -75,10 +75,10 @@ impl Asks {
         let mut accounts = self.lock();
         if let Some(a) = accounts.get_mut(account) {
             a.approvers.remove(&conn);
-            if a.approvers.is_empty() {
-                if let Some(p) = a.pending.take() {
-                    let _ = p.reply.send(AskOutcome::ApproverGone);
-                }
+            if a.approvers.is_empty()
+                && let Some(p) = a.pending.take()
+            {
+                let _ = p.reply.send(AskOutcome::ApproverGone);
             }
         }
     }
@@ -147,10 +147,10 @@ impl Asks {
             Err(_) => AskOutcome::Timeout,
         };
         let mut accounts = self.lock();
-        if let Some(a) = accounts.get_mut(account) {
-            if a.pending.as_ref().is_some_and(|p| p.ask_id == ask_id) {
-                a.pending = None;
-            }
+        if let Some(a) = accounts.get_mut(account)
+            && a.pending.as_ref().is_some_and(|p| p.ask_id == ask_id)
+        {
+            a.pending = None;
         }
         outcome
     }

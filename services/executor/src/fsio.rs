@@ -9,7 +9,6 @@ use std::path::Path;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::v1::FileState;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
-use sha2::{Digest, Sha256};
 
 use crate::error::OpError;
 
@@ -65,7 +64,7 @@ pub fn state_of(stat: &Stat) -> FileState {
             .st_mtime
             .saturating_mul(1_000_000_000)
             .saturating_add(stat.st_mtime_nsec as i64),
-        sha256: Vec::new(),
+        content_tag: Vec::new(),
     }
 }
 
@@ -120,12 +119,9 @@ pub fn read_capped(fd: OwnedFd, limit: u64, what: &str) -> Result<Vec<u8>, OpErr
     Ok(buf)
 }
 
-pub fn sha256(bytes: &[u8]) -> Vec<u8> {
-    Sha256::digest(bytes).to_vec()
-}
-
-/// The full fingerprint of an existing regular file (for writes): identity, size, mtime, SHA-256.
-pub fn fingerprint(path: &str) -> Result<FileState, OpError> {
+/// The full fingerprint of an existing regular file (for writes): identity, size, mtime, and a
+/// keyed tag of its content (never a plain hash).
+pub fn fingerprint(path: &str, key: &glovebox_ticket::Key) -> Result<FileState, OpError> {
     let fd = open_no_links(path, OFlags::RDONLY)?;
     let stat = fstat(&fd, path)?;
     if file_type(&stat) != FileType::RegularFile {
@@ -137,7 +133,7 @@ pub fn fingerprint(path: &str) -> Result<FileState, OpError> {
     refuse_hard_links(&stat, path)?;
     let content = read_capped(fd, MAX_FINGERPRINT_BYTES, path)?;
     let mut state = state_of(&stat);
-    state.sha256 = sha256(&content);
+    state.content_tag = key.tag(&content);
     Ok(state)
 }
 

@@ -19,6 +19,8 @@ pub struct OpContext<'a> {
     pub workdir: &'a Path,
     /// Canonical directories on the floor (hidden from listings).
     pub protected: &'a [String],
+    /// This account's key: tags content so plans do not carry plain hashes.
+    pub key: &'a glovebox_ticket::Key,
 }
 
 /// Resolves a call's subjects.

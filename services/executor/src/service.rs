@@ -63,6 +63,7 @@ impl ExecutorService {
             let ctx = OpContext {
                 workdir: &config.workdir,
                 protected: &config.protected,
+                key: &config.key,
             };
             work(&ctx)
         })

@@ -97,7 +97,7 @@ impl GateState {
             call_id: call.call_id.clone(),
             tool: call.tool.clone(),
             subjects: plan.subjects.clone(),
-            content_sha256: plan.content_sha256.clone(),
+            content_tag: plan.content_tag.clone(),
             expires_at_ms: now_ms + TICKET_TTL_MS,
             approval: approval.to_owned(),
         };

@@ -14,22 +14,13 @@ use crate::resolve::resolve;
 
 pub fn plan(ctx: &OpContext<'_>, p: &FileListParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
-    if !r.exists {
-        return Err(OpError::new(
-            ErrorCode::NotFound,
-            format!("{}: not found", p.path),
-        ));
-    }
-    let stat = fsio::stat_path(&r.path)?;
-    if fsio::file_type(&stat) != FileType::Directory {
-        return Err(OpError::new(
-            ErrorCode::InvalidParams,
-            format!("{} is not a directory", p.path),
-        ));
-    }
     Ok(Plan {
-        subjects: vec![subject(Domain::Read, r.path, fsio::state_of(&stat))],
-        content_sha256: Vec::new(),
+        subjects: vec![subject(
+            Domain::Read,
+            r.path.clone(),
+            super::read::observed(&r),
+        )],
+        content_tag: Vec::new(),
     })
 }
 
@@ -50,7 +41,22 @@ pub fn execute(
     let r = resolve(&p.path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Read, &r.path)?;
     let expected = s.state.clone().unwrap_or_default();
-    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY | OFlags::DIRECTORY)?;
+    if !expected.exists {
+        return Err(OpError::new(
+            ErrorCode::NotFound,
+            format!("{}: not found", p.path),
+        ));
+    }
+    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY | OFlags::DIRECTORY).map_err(|e| {
+        if e.code == ErrorCode::InvalidParams {
+            OpError::new(
+                ErrorCode::InvalidParams,
+                format!("{} is not a directory", p.path),
+            )
+        } else {
+            e
+        }
+    })?;
     let stat = fsio::fstat(&fd, &p.path)?;
     fsio::check_identity(&stat, &expected, &p.path)?;
     let dir = rustix::fs::Dir::read_from(&fd).map_err(|e| fsio::errno_error(e, &p.path))?;

@@ -11,15 +11,41 @@ use crate::error::OpError;
 use crate::fsio;
 use crate::resolve::resolve;
 
+/// Only resolves: whether the file exists and what it is are reported after the gate decided,
+/// so a denied path cannot be probed for existence.
 pub fn plan(ctx: &OpContext<'_>, p: &FileReadParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
-    if !r.exists {
+    Ok(Plan {
+        subjects: vec![subject(Domain::Read, r.path.clone(), observed(&r))],
+        content_tag: Vec::new(),
+    })
+}
+
+/// What is at a resolved path now (identity only; `exists: false` if nothing is).
+pub fn observed(r: &crate::resolve::Resolved) -> glovebox_proto::v1::FileState {
+    match r.exists.then(|| fsio::stat_path(&r.path)) {
+        Some(Ok(stat)) => fsio::state_of(&stat),
+        _ => glovebox_proto::v1::FileState::default(),
+    }
+}
+
+pub fn execute(
+    ctx: &OpContext<'_>,
+    p: &FileReadParams,
+    ticket: &TicketBody,
+) -> Result<Done, OpError> {
+    let r = resolve(&p.path, ctx.workdir)?;
+    let s = bound_subject(ticket, Domain::Read, &r.path)?;
+    let expected = s.state.clone().unwrap_or_default();
+    if !expected.exists {
         return Err(OpError::new(
             ErrorCode::NotFound,
             format!("{}: not found", p.path),
         ));
     }
-    let stat = fsio::stat_path(&r.path)?;
+    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
+    let stat = fsio::fstat(&fd, &p.path)?;
+    fsio::check_identity(&stat, &expected, &p.path)?;
     match fsio::file_type(&stat) {
         FileType::RegularFile => {}
         FileType::Directory => {
@@ -34,27 +60,6 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileReadParams) -> Result<Plan, OpError> {
                 format!("{} is not a regular file", p.path),
             ));
         }
-    }
-    fsio::refuse_hard_links(&stat, &p.path)?;
-    Ok(Plan {
-        subjects: vec![subject(Domain::Read, r.path, fsio::state_of(&stat))],
-        content_sha256: Vec::new(),
-    })
-}
-
-pub fn execute(
-    ctx: &OpContext<'_>,
-    p: &FileReadParams,
-    ticket: &TicketBody,
-) -> Result<Done, OpError> {
-    let r = resolve(&p.path, ctx.workdir)?;
-    let s = bound_subject(ticket, Domain::Read, &r.path)?;
-    let expected = s.state.clone().unwrap_or_default();
-    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
-    let stat = fsio::fstat(&fd, &p.path)?;
-    fsio::check_identity(&stat, &expected, &p.path)?;
-    if fsio::file_type(&stat) != FileType::RegularFile {
-        return Err(OpError::changed(&p.path));
     }
     fsio::refuse_hard_links(&stat, &p.path)?;
     let bytes = fsio::read_capped(fd, MAX_READ_BYTES, &p.path)?;

@@ -23,7 +23,7 @@ pub const MAX_PREVIEW_BYTES: usize = 256 * 1024;
 pub fn plan(ctx: &OpContext<'_>, p: &FileWriteParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     let state = if r.exists {
-        fsio::fingerprint(&r.path)?
+        fsio::fingerprint(&r.path, ctx.key)?
     } else {
         FileState {
             exists: false,
@@ -32,12 +32,12 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileWriteParams) -> Result<Plan, OpError> {
     };
     Ok(Plan {
         subjects: vec![subject(Domain::Write, r.path, state)],
-        content_sha256: fsio::sha256(p.content.as_bytes()),
+        content_tag: ctx.key.tag(p.content.as_bytes()),
     })
 }
 
 pub fn preview(
-    _ctx: &OpContext<'_>,
+    ctx: &OpContext<'_>,
     p: &FileWriteParams,
     plan: &Plan,
 ) -> Result<(String, bool), OpError> {
@@ -53,7 +53,7 @@ pub fn preview(
         let stat = fsio::fstat(&fd, &p.path)?;
         fsio::check_identity(&stat, &planned, &p.path)?;
         let bytes = fsio::read_capped(fd, fsio::MAX_FINGERPRINT_BYTES, &p.path)?;
-        if fsio::sha256(&bytes) != planned.sha256 {
+        if ctx.key.tag(&bytes) != planned.content_tag {
             return Err(OpError::changed(&p.path));
         }
         bytes
@@ -113,7 +113,7 @@ pub fn execute(
 ) -> Result<Done, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Write, &r.path)?;
-    if fsio::sha256(p.content.as_bytes()) != ticket.content_sha256 {
+    if ctx.key.tag(p.content.as_bytes()) != ticket.content_tag {
         return Err(OpError::new(
             ErrorCode::Changed,
             "the content differs from what was approved",
@@ -124,7 +124,7 @@ pub fn execute(
         if !r.exists {
             return Err(OpError::changed(&p.path));
         }
-        replace(&s.path, &p.path, &expected, p.content.as_bytes())?;
+        replace(ctx, &s.path, &p.path, &expected, p.content.as_bytes())?;
         false
     } else {
         if r.exists {
@@ -144,6 +144,7 @@ pub fn execute(
 }
 
 fn replace(
+    ctx: &OpContext<'_>,
     canonical: &str,
     shown: &str,
     expected: &FileState,
@@ -164,7 +165,7 @@ fn replace(
         return Err(OpError::changed(shown));
     }
     let old = fsio::read_capped(current, fsio::MAX_FINGERPRINT_BYTES, shown)?;
-    if fsio::sha256(&old) != expected.sha256 {
+    if ctx.key.tag(&old) != expected.content_tag {
         return Err(OpError::changed(shown));
     }
     let mode = Mode::from_raw_mode(stat.st_mode & 0o7777);

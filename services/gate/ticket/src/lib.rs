@@ -67,6 +67,15 @@ impl Key {
         Key(key)
     }
 
+    /// A keyed digest of `data`: binds content in a plan without revealing a hash that could be
+    /// used to test guesses of the content.
+    pub fn tag(&self, data: &[u8]) -> Vec<u8> {
+        let mut mac = self.mac();
+        mac.update(b"glovebox.v1.content-tag\0");
+        mac.update(data);
+        mac.finalize().into_bytes().to_vec()
+    }
+
     fn mac(&self) -> HmacSha256 {
         // HMAC accepts keys of any length, so this cannot fail for 32 bytes.
         match <HmacSha256 as Mac>::new_from_slice(&self.0) {
@@ -140,7 +149,7 @@ mod tests {
                 path: "/w/a".into(),
                 state: None,
             }],
-            content_sha256: vec![],
+            content_tag: vec![],
             expires_at_ms: 1_000,
             approval: "auto".into(),
         }

@@ -1,0 +1,407 @@
+//! End to end through broker, gate and executor: reads, the secret floor, escapes judged by their
+//! real target, and writes that ask.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::symlink;
+use std::time::{Duration, Instant};
+
+use glovebox_e2e::{Glovebox, expect_error, expect_ok};
+use serde_json::json;
+
+#[tokio::test]
+async fn allowed_read_returns_the_content() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "hello\nworld\n").unwrap();
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(
+        &agent
+            .invoke("c1", "file_read", json!({"path": "hello.txt"}))
+            .await,
+    );
+    assert_eq!(r["content"], "hello\nworld\n");
+    assert_eq!(r["lines"], 2);
+    assert_eq!(r["path"], g.workdir.join("hello.txt").to_str().unwrap());
+}
+
+#[tokio::test]
+async fn hello_ok_lists_tools_and_context() {
+    let g = Glovebox::start();
+    let agent = g.connect("agent").await;
+    let h = &agent.hello_ok;
+    assert_eq!(h["account"], g.account);
+    let names: Vec<&str> = h["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["file_read", "file_list", "file_write"]);
+    assert_eq!(h["tools"][0]["input_schema"]["type"], "object");
+    assert_eq!(h["context"]["cwd"], g.workdir.to_str().unwrap());
+    assert_eq!(h["context"]["sandbox_enabled"], true);
+    assert_eq!(h["context"]["os"], "linux");
+}
+
+#[tokio::test]
+async fn floor_paths_are_denied_and_name_the_floor() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join("x/.ssh")).unwrap();
+    for (path, entry) in [
+        (".env", ".env*"),
+        ("x/.ssh/id_rsa", ".ssh"),
+        ("key.pem", "*.pem"),
+    ] {
+        std::fs::write(g.workdir.join(path), "secret").unwrap();
+        let mut agent = g.connect("agent").await;
+        let e = expect_error(
+            &agent
+                .invoke("c", "file_read", json!({ "path": path }))
+                .await,
+            "denied",
+        );
+        let reason = e["deny_reason"].as_str().unwrap();
+        assert!(
+            reason.contains("secret floor") && reason.contains(entry),
+            "{path}: {e}"
+        );
+        assert_eq!(e["rule"], format!("floor:{entry}"));
+    }
+}
+
+#[tokio::test]
+async fn a_symlink_to_a_floor_file_is_denied_by_its_target() {
+    let g = Glovebox::start();
+    let secrets = g.root().join("home/.ssh");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("id_ed25519"), "KEY").unwrap();
+    symlink(secrets.join("id_ed25519"), g.workdir.join("notes.txt")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let e = expect_error(
+        &agent
+            .invoke("c", "file_read", json!({"path": "notes.txt"}))
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "floor:.ssh", "{e}");
+}
+
+#[tokio::test]
+async fn dot_dot_escapes_are_judged_by_their_real_target() {
+    let g = Glovebox::start();
+    let outside = g.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("data.txt"), "outside").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "esc", "tool": "file_read", "params": {"path": "../outside/data.txt"}})).await;
+    let ask = approver.next_ask().await;
+    assert_eq!(
+        ask["subjects"][0]["path"],
+        outside.join("data.txt").to_str().unwrap(),
+        "{ask}"
+    );
+    assert_eq!(ask["subjects"][0]["domain"], "read");
+    approver.answer(&ask, "deny").await;
+    expect_error(&agent.result_for("esc").await, "denied");
+}
+
+#[tokio::test]
+async fn a_symlink_pointing_outside_is_judged_by_its_real_target() {
+    let g = Glovebox::start();
+    let outside = g.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("data.txt"), "outside").unwrap();
+    symlink(&outside, g.workdir.join("inside")).unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "s", "tool": "file_read", "params": {"path": "inside/data.txt"}})).await;
+    let ask = approver.next_ask().await;
+    assert_eq!(
+        ask["subjects"][0]["path"],
+        outside.join("data.txt").to_str().unwrap()
+    );
+    approver.answer(&ask, "once").await;
+    let r = expect_ok(&agent.result_for("s").await);
+    assert_eq!(r["content"], "outside");
+}
+
+#[tokio::test]
+async fn write_asks_and_once_writes_it() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("notes.txt"), "one\ntwo\n").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "w1", "tool": "file_write", "params": {"path": "notes.txt", "content": "one\n2\n"}}))
+        .await;
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["tool"], "file_write");
+    assert_eq!(ask["account"], g.account);
+    assert_eq!(ask["call_id"], "w1");
+    assert_eq!(ask["subjects"][0]["domain"], "write");
+    assert_eq!(ask["expires_in_ms"], 25_000);
+    let preview = ask["preview"].as_str().unwrap();
+    assert!(preview.contains("-two\n+2\n"), "{preview}");
+    approver.answer(&ask, "once").await;
+    let r = expect_ok(&agent.result_for("w1").await);
+    assert_eq!(r["bytes"], 6);
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("notes.txt")).unwrap(),
+        "one\n2\n"
+    );
+    // once is once: the next write asks again
+    agent.send(json!({"type": "invoke", "call_id": "w2", "tool": "file_write", "params": {"path": "notes.txt", "content": "x"}})).await;
+    let again = approver.next_ask().await;
+    assert_eq!(again["call_id"], "w2");
+    approver.answer(&again, "deny").await;
+    expect_error(&agent.result_for("w2").await, "denied");
+}
+
+#[tokio::test]
+async fn deny_leaves_the_file_unchanged() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("keep.txt"), "original").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "d", "tool": "file_write", "params": {"path": "keep.txt", "content": "changed"}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "deny").await;
+    let e = expect_error(&agent.result_for("d").await, "denied");
+    assert!(
+        e["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("approver denied"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("keep.txt")).unwrap(),
+        "original"
+    );
+}
+
+#[tokio::test]
+async fn always_persists_an_exact_rule_and_stops_asking() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "a1", "tool": "file_write", "params": {"path": "out[1].txt", "content": "v1"}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "always").await;
+    expect_ok(&agent.result_for("a1").await);
+    let target = g.workdir.join("out[1].txt");
+    let policy = std::fs::read_to_string(g.permissions_file()).unwrap();
+    let escaped = target
+        .to_str()
+        .unwrap()
+        .replace('[', "[[]")
+        .replace("1]", "1[]]");
+    assert!(
+        policy.contains(&escaped),
+        "exact, escaped rule for {}: {policy}",
+        target.display()
+    );
+    drop(approver);
+    // No approver is connected now, yet the same write goes through: the rule decides.
+    let r = agent
+        .invoke(
+            "a2",
+            "file_write",
+            json!({"path": "out[1].txt", "content": "v2"}),
+        )
+        .await;
+    expect_ok(&r);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "v2");
+    // ...and only that path: a sibling still asks (and is denied without an approver).
+    expect_error(
+        &agent
+            .invoke(
+                "a3",
+                "file_write",
+                json!({"path": "out1.txt", "content": "x"}),
+            )
+            .await,
+        "denied",
+    );
+}
+
+#[tokio::test]
+async fn no_approver_means_denied_at_once() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    let started = Instant::now();
+    let e = expect_error(
+        &agent
+            .invoke("n", "file_write", json!({"path": "a.txt", "content": "x"}))
+            .await,
+        "denied",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "denied after {:?}, not at once",
+        started.elapsed()
+    );
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("no approver"),
+        "{e}"
+    );
+    assert!(!g.workdir.join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn an_unanswered_ask_times_out_as_denied() {
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        ask_timeout_secs: 1,
+    });
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "t", "tool": "file_write", "params": {"path": "a.txt", "content": "x"}})).await;
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["expires_in_ms"], 1000);
+    let e = expect_error(&agent.result_for("t").await, "denied");
+    assert!(
+        e["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer in time"),
+        "{e}"
+    );
+    // a late answer changes nothing
+    approver.answer(&ask, "once").await;
+    let err = approver.next().await;
+    assert_eq!(err["type"], "error");
+    assert!(!g.workdir.join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn approver_disconnecting_denies_its_pending_ask() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "g", "tool": "file_write", "params": {"path": "a.txt", "content": "x"}})).await;
+    approver.next_ask().await;
+    drop(approver);
+    expect_error(&agent.result_for("g").await, "denied");
+    assert!(!g.workdir.join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn a_file_changed_after_approval_is_not_overwritten() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("race.txt"), "before").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "r", "tool": "file_write", "params": {"path": "race.txt", "content": "agent"}})).await;
+    let ask = approver.next_ask().await;
+    // Someone edits the file while the approver looks at the diff.
+    std::fs::write(g.workdir.join("race.txt"), "edited by the user").unwrap();
+    approver.answer(&ask, "once").await;
+    expect_error(&agent.result_for("r").await, "changed");
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("race.txt")).unwrap(),
+        "edited by the user"
+    );
+}
+
+#[tokio::test]
+async fn a_hard_linked_file_is_refused() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "data").unwrap();
+    std::fs::hard_link(g.workdir.join("a.txt"), g.root().join("elsewhere.txt")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let e = expect_error(
+        &agent
+            .invoke("h", "file_read", json!({"path": "a.txt"}))
+            .await,
+        "denied",
+    );
+    assert!(e["message"].as_str().unwrap().contains("hard links"), "{e}");
+}
+
+#[tokio::test]
+async fn list_hides_floor_entries() {
+    let g = Glovebox::start();
+    for name in ["visible.txt", ".env", "server.key"] {
+        std::fs::write(g.workdir.join(name), "x").unwrap();
+    }
+    std::fs::create_dir(g.workdir.join(".ssh")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(&agent.invoke("l", "file_list", json!({})).await);
+    let names: Vec<&str> = r["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["visible.txt"]);
+    assert_eq!(r["hidden"], 3);
+}
+
+#[tokio::test]
+async fn writing_through_a_dangling_symlink_is_refused() {
+    let g = Glovebox::start();
+    let target = g.root().join("outside-new.txt");
+    symlink(&target, g.workdir.join("trap")).unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let e = expect_error(
+        &agent
+            .invoke("t", "file_write", json!({"path": "trap", "content": "x"}))
+            .await,
+        "invalid_params",
+    );
+    assert!(e["message"].as_str().unwrap().contains("dangling"), "{e}");
+    assert!(!target.exists());
+    // nothing was asked
+    drop(agent);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), approver.next())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn the_cli_call_command_prints_results_and_errors() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("c.txt"), "from cli").unwrap();
+    let (code, out, _) = g.run_cli(&["call", "file_read", r#"{"path":"c.txt"}"#]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["content"], "from cli");
+    let (code, out, _) = g.run_cli(&["call", "file_read", r#"{"path":".env"}"#]);
+    assert_eq!(code, 1);
+    assert!(out.contains("\"denied\""), "{out}");
+}
+
+#[tokio::test]
+async fn existence_is_reported_only_after_the_gate_allowed_the_path() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    // A missing floor file is denied, exactly like an existing one: no existence probe.
+    let e = expect_error(
+        &agent
+            .invoke("m1", "file_read", json!({"path": "x/.ssh/id_rsa"}))
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "floor:.ssh");
+    // A missing file the policy allows is not found.
+    expect_error(
+        &agent
+            .invoke("m2", "file_read", json!({"path": "missing.txt"}))
+            .await,
+        "not_found",
+    );
+    // A directory given to file_read is a clear error, after the decision.
+    std::fs::create_dir(g.workdir.join("d")).unwrap();
+    let e = expect_error(
+        &agent.invoke("m3", "file_read", json!({"path": "d"})).await,
+        "invalid_params",
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("use file_list"),
+        "{e}"
+    );
+}

@@ -1,0 +1,374 @@
+//! The process boundary: tickets at the executor, failures of children, the supervisor's lock,
+//! and the audit rows all of this leaves behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use glovebox_e2e::{Glovebox, expect_error, expect_ok};
+use glovebox_proto::v1::{ExecuteRequest, Ticket, ToolCall, executor_client::ExecutorClient};
+use serde_json::json;
+
+async fn executor_client(g: &Glovebox) -> ExecutorClient<tonic::transport::Channel> {
+    let channel = glovebox_proto::transport::lazy_channel(&g.executor_socket()).unwrap();
+    ExecutorClient::new(channel)
+}
+
+fn write_call(g: &Glovebox, path: &str) -> ToolCall {
+    ToolCall {
+        account: g.account.clone(),
+        call_id: "direct".into(),
+        tool: "file_write".into(),
+        params_json: json!({"path": path, "content": "pwned"}).to_string(),
+    }
+}
+
+#[tokio::test]
+async fn the_executor_refuses_calls_without_a_valid_ticket() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("target.txt"), "safe").unwrap();
+    let mut exec = executor_client(&g).await;
+    // no ticket
+    let r = exec
+        .execute(ExecuteRequest {
+            call: Some(write_call(&g, "target.txt")),
+            ticket: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.error.as_ref().unwrap().code, "denied", "{r:?}");
+    // a forged ticket
+    let forged = Ticket {
+        body: vec![1, 2, 3],
+        mac: vec![0; 32],
+    };
+    let r = exec
+        .execute(ExecuteRequest {
+            call: Some(write_call(&g, "target.txt")),
+            ticket: Some(forged),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let e = r.error.unwrap();
+    assert_eq!(e.code, "denied");
+    assert!(e.message.contains("ticket refused"), "{}", e.message);
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("target.txt")).unwrap(),
+        "safe"
+    );
+}
+
+#[tokio::test]
+async fn a_ticket_for_one_call_cannot_be_replayed_for_another_path() {
+    // The executor binds a ticket to the call's subjects: a ticket for a.txt (allowed read) does
+    // not authorize reading b.txt under the same call id.
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    std::fs::write(g.workdir.join("b.txt"), "b").unwrap();
+    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(
+        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
+    );
+    let mut exec = executor_client(&g).await;
+    let call = |path: &str| ToolCall {
+        account: g.account.clone(),
+        call_id: "replay".into(),
+        tool: "file_read".into(),
+        params_json: json!({ "path": path }).to_string(),
+    };
+    let plan = exec
+        .plan(glovebox_proto::v1::PlanRequest {
+            call: Some(call("a.txt")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .plan
+        .unwrap();
+    let decided = gate
+        .decide(glovebox_proto::v1::DecideRequest {
+            call: Some(call("a.txt")),
+            plan: Some(plan),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ticket = decided.ticket.expect("read inside the workdir is allowed");
+    let r = exec
+        .execute(ExecuteRequest {
+            call: Some(call("b.txt")),
+            ticket: Some(ticket.clone()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.error.unwrap().code, "changed");
+    let r = exec
+        .execute(ExecuteRequest {
+            call: Some(call("a.txt")),
+            ticket: Some(ticket),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.error.is_none(), "{r:?}");
+    assert!(r.result_json.contains("\"content\":\"a\""));
+}
+
+#[tokio::test]
+async fn killing_the_executor_mid_call_fails_that_call_and_it_is_restarted() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "k", "tool": "file_write", "params": {"path": "k.txt", "content": "x"}})).await;
+    let ask = approver.next_ask().await;
+    let old = g.kill_service("executor");
+    approver.answer(&ask, "once").await;
+    let e = expect_error(&agent.result_for("k").await, "unavailable");
+    assert!(e["message"].as_str().unwrap().contains("executor"), "{e}");
+    assert!(!g.workdir.join("k.txt").exists());
+    let new = g.await_restart("executor", old).await;
+    assert_ne!(new, old);
+    std::fs::write(g.workdir.join("r.txt"), "after restart").unwrap();
+    let r = expect_ok(
+        &agent
+            .invoke("after", "file_read", json!({"path": "r.txt"}))
+            .await,
+    );
+    assert_eq!(r["content"], "after restart");
+    let pool = g.audit_pool().await;
+    let restarts: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM events WHERE kind = 'service' AND outcome = 'restarted' AND detail LIKE 'executor%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(restarts, 1);
+}
+
+#[tokio::test]
+async fn gate_unreachable_means_unavailable_and_nothing_runs() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut agent = g.connect("agent").await;
+    let old = g.kill_service("gate");
+    let e = expect_error(
+        &agent
+            .invoke("g", "file_read", json!({"path": "a.txt"}))
+            .await,
+        "unavailable",
+    );
+    assert!(e["message"].as_str().unwrap().contains("gate"), "{e}");
+    g.await_restart("gate", old).await;
+    expect_ok(
+        &agent
+            .invoke("g2", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn running_up_twice_on_one_state_dir_fails_clearly() {
+    let g = Glovebox::start();
+    let (code, _, err) = g.run_cli(&["up", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("already running"), "{err}");
+    // the first instance is unharmed
+    let mut agent = g.connect("agent").await;
+    expect_ok(&agent.invoke("l", "file_list", json!({})).await);
+}
+
+#[tokio::test]
+async fn stopping_up_stops_every_child() {
+    let mut g = Glovebox::start();
+    let children: Vec<i32> = ["gate", "executor", "broker"]
+        .iter()
+        .flat_map(|s| g.service_pids(s))
+        .collect();
+    assert_eq!(children.len(), 3, "{children:?}");
+    let status = g.stop().unwrap();
+    assert!(status.success(), "{status:?}");
+    for pid in children {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid),
+            "child {pid} outlived up"
+        );
+    }
+}
+
+/// (call_id, verdict, approval, outcome, error_code, bytes) of a `tool_calls` row.
+type CallRow = (String, Option<String>, Option<String>, Option<String>, Option<String>, Option<i64>);
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.contains(") Z "))
+        .unwrap_or(true)
+}
+
+#[tokio::test]
+async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "secret content 12345").unwrap();
+    std::fs::write(g.workdir.join(".env"), "TOKEN=x").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    expect_ok(
+        &agent
+            .invoke("read-ok", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    expect_error(
+        &agent
+            .invoke("read-floor", "file_read", json!({"path": ".env"}))
+            .await,
+        "denied",
+    );
+    agent.send(json!({"type": "invoke", "call_id": "write-ok", "tool": "file_write", "params": {"path": "w.txt", "content": "written words"}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    expect_ok(&agent.result_for("write-ok").await);
+    agent.send(json!({"type": "invoke", "call_id": "write-no", "tool": "file_write", "params": {"path": "w.txt", "content": "nope"}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "deny").await;
+    expect_error(&agent.result_for("write-no").await, "denied");
+    drop(approver);
+    expect_error(
+        &agent
+            .invoke(
+                "no-approver",
+                "file_write",
+                json!({"path": "z.txt", "content": "z"}),
+            )
+            .await,
+        "denied",
+    );
+    expect_error(
+        &agent
+            .invoke("bad-params", "file_read", json!({"nope": 1}))
+            .await,
+        "invalid_params",
+    );
+
+    let pool = g.audit_pool().await;
+    let rows: Vec<CallRow> = sqlx::query_as(
+        "SELECT call_id, verdict, approval, outcome, error_code, bytes FROM tool_calls ORDER BY started_at, call_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let find = |id: &str| {
+        rows.iter()
+            .find(|r| r.0 == id)
+            .unwrap_or_else(|| panic!("no tool_calls row for {id}: {rows:?}"))
+            .clone()
+    };
+    let s = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        find("read-ok"),
+        (
+            "read-ok".into(),
+            s("allow"),
+            s("auto"),
+            s("ok"),
+            None,
+            Some(20)
+        )
+    );
+    assert_eq!(
+        find("read-floor"),
+        (
+            "read-floor".into(),
+            s("deny"),
+            None,
+            s("denied"),
+            s("denied"),
+            None
+        )
+    );
+    assert_eq!(
+        find("write-ok"),
+        (
+            "write-ok".into(),
+            s("ask"),
+            s("approved"),
+            s("ok"),
+            None,
+            Some(13)
+        )
+    );
+    assert_eq!(
+        find("write-no"),
+        (
+            "write-no".into(),
+            s("ask"),
+            s("denied"),
+            s("denied"),
+            s("denied"),
+            None
+        )
+    );
+    assert_eq!(
+        find("no-approver"),
+        (
+            "no-approver".into(),
+            s("ask"),
+            s("no_approver"),
+            s("denied"),
+            s("denied"),
+            None
+        )
+    );
+    assert_eq!(
+        find("bad-params"),
+        (
+            "bad-params".into(),
+            None,
+            None,
+            s("error"),
+            s("invalid_params"),
+            None
+        )
+    );
+
+    // the floor denial names its rule; the subject is the canonical path
+    let (subject, rule): (String, String) =
+        sqlx::query_as("SELECT subject, rule FROM tool_calls WHERE call_id = 'read-floor'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        subject,
+        format!("read {}", g.workdir.join(".env").display())
+    );
+    assert_eq!(rule, "floor:.env*");
+
+    // never file contents
+    let dump: Vec<String> = sqlx::query_scalar(
+        "SELECT COALESCE(subject,'')||COALESCE(reason,'')||COALESCE(detail,'')||COALESCE(rule,'') FROM events",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for needle in ["secret content 12345", "written words", "TOKEN=x"] {
+        assert!(
+            !dump.iter().any(|d| d.contains(needle)),
+            "audit contains file content {needle:?}"
+        );
+    }
+    drop(pool);
+
+    // append-only: a writer connection cannot change or remove rows
+    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
+        .await
+        .unwrap();
+    for sql in [
+        "UPDATE events SET outcome = 'ok' WHERE call_id = 'write-no'",
+        "DELETE FROM events WHERE call_id = 'read-floor'",
+    ] {
+        let err = sqlx::query(sql).execute(&rw).await.unwrap_err().to_string();
+        assert!(err.contains("append-only"), "{sql}: {err}");
+    }
+    drop(rw);
+    let (code, out, _) = g.run_cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("audit chain verified"), "{out}");
+}
