@@ -196,7 +196,14 @@ async fn stopping_up_stops_every_child() {
 }
 
 /// (call_id, verdict, approval, outcome, error_code, bytes) of a `tool_calls` row.
-type CallRow = (String, Option<String>, Option<String>, Option<String>, Option<String>, Option<i64>);
+type CallRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
 
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
