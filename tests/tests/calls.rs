@@ -405,3 +405,87 @@ async fn existence_is_reported_only_after_the_gate_allowed_the_path() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn a_file_swapped_for_a_symlink_after_approval_is_not_followed() {
+    let g = Glovebox::start();
+    let outside = g.root().join("victim.txt");
+    std::fs::write(&outside, "precious").unwrap();
+    std::fs::write(g.workdir.join("target.txt"), "old").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "s", "tool": "file_write", "params": {"path": "target.txt", "content": "new"}})).await;
+    let ask = approver.next_ask().await;
+    std::fs::remove_file(g.workdir.join("target.txt")).unwrap();
+    symlink(&outside, g.workdir.join("target.txt")).unwrap();
+    approver.answer(&ask, "once").await;
+    expect_error(&agent.result_for("s").await, "changed");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious");
+}
+
+#[tokio::test]
+async fn a_parent_directory_swapped_for_a_symlink_after_approval_is_not_followed() {
+    let g = Glovebox::start();
+    let outside = g.root().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(g.workdir.join("sub")).unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "p", "tool": "file_write", "params": {"path": "sub/new.txt", "content": "x"}})).await;
+    let ask = approver.next_ask().await;
+    std::fs::remove_dir(g.workdir.join("sub")).unwrap();
+    symlink(&outside, g.workdir.join("sub")).unwrap();
+    approver.answer(&ask, "once").await;
+    let r = agent.result_for("p").await;
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(
+        !outside.join("new.txt").exists(),
+        "the write followed a symlink planted after approval"
+    );
+}
+
+#[tokio::test]
+async fn a_new_file_appearing_after_approval_is_not_overwritten() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "n", "tool": "file_write", "params": {"path": "fresh.txt", "content": "agent"}})).await;
+    let ask = approver.next_ask().await;
+    std::fs::write(g.workdir.join("fresh.txt"), "the user's").unwrap();
+    approver.answer(&ask, "once").await;
+    expect_error(&agent.result_for("n").await, "changed");
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("fresh.txt")).unwrap(),
+        "the user's"
+    );
+}
+
+#[tokio::test]
+async fn a_replaced_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let g = Glovebox::start();
+    let path = g.workdir.join("script.sh");
+    std::fs::write(&path, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "m", "tool": "file_write", "params": {"path": "script.sh", "content": "#!/bin/sh\necho hi\n"}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    expect_ok(&agent.result_for("m").await);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o750
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "#!/bin/sh\necho hi\n"
+    );
+    // no temporary file left behind
+    let leftovers: Vec<_> = std::fs::read_dir(&g.workdir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("glovebox"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
