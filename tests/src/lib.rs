@@ -27,11 +27,11 @@ pub fn glovebox_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> -> target/<profile>/glovebox
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target profile dir");
+    // target/<profile>/deps/<test> or target/<profile>/<bin> -> target/<profile>/glovebox
+    let mut profile_dir = exe.parent().expect("target profile dir");
+    if profile_dir.ends_with("deps") {
+        profile_dir = profile_dir.parent().expect("target profile dir");
+    }
     let bin = profile_dir.join("glovebox");
     assert!(
         bin.exists(),
