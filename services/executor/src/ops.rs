@@ -91,3 +91,25 @@ pub fn subject(
         state: Some(state),
     }
 }
+
+/// Re-resolves `path`, checks it is the ticket's one read subject, and opens it without following
+/// links; the opened object must be the one the ticket names. Returns (canonical path, fd, stat).
+pub fn open_approved_read(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+) -> Result<(String, std::os::fd::OwnedFd, rustix::fs::Stat), OpError> {
+    let r = crate::resolve::resolve(path, ctx.workdir)?;
+    let s = bound_subject(ticket, glovebox_proto::v1::Domain::Read, &r.path)?;
+    let expected = s.state.clone().unwrap_or_default();
+    if !expected.exists {
+        return Err(OpError::new(
+            glovebox_proto::ErrorCode::NotFound,
+            format!("{path}: not found"),
+        ));
+    }
+    let fd = crate::fsio::open_no_links(&s.path, rustix::fs::OFlags::RDONLY)?;
+    let stat = crate::fsio::fstat(&fd, path)?;
+    crate::fsio::check_identity(&stat, &expected, path)?;
+    Ok((s.path.clone(), fd, stat))
+}

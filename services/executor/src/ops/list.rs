@@ -4,10 +4,10 @@
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileListParams, MAX_LIST_ENTRIES};
 use glovebox_proto::v1::{Domain, Plan, TicketBody};
-use rustix::fs::{AtFlags, FileType, OFlags};
+use rustix::fs::{AtFlags, FileType};
 use serde_json::json;
 
-use super::{Done, OpContext, bound_subject, subject};
+use super::{Done, OpContext, subject};
 use crate::error::OpError;
 use crate::fsio;
 use crate::resolve::resolve;
@@ -38,27 +38,13 @@ pub fn execute(
     p: &FileListParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let r = resolve(&p.path, ctx.workdir)?;
-    let s = bound_subject(ticket, Domain::Read, &r.path)?;
-    let expected = s.state.clone().unwrap_or_default();
-    if !expected.exists {
+    let (path, fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
+    if fsio::file_type(&stat) != FileType::Directory {
         return Err(OpError::new(
-            ErrorCode::NotFound,
-            format!("{}: not found", p.path),
+            ErrorCode::InvalidParams,
+            format!("{} is not a directory", p.path),
         ));
     }
-    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY | OFlags::DIRECTORY).map_err(|e| {
-        if e.code == ErrorCode::InvalidParams {
-            OpError::new(
-                ErrorCode::InvalidParams,
-                format!("{} is not a directory", p.path),
-            )
-        } else {
-            e
-        }
-    })?;
-    let stat = fsio::fstat(&fd, &p.path)?;
-    fsio::check_identity(&stat, &expected, &p.path)?;
     let dir = rustix::fs::Dir::read_from(&fd).map_err(|e| fsio::errno_error(e, &p.path))?;
     let mut names = Vec::new();
     let mut hidden = 0u64;
@@ -72,7 +58,7 @@ pub fn execute(
             hidden += 1;
             continue;
         };
-        let full = format!("{}/{name}", s.path.trim_end_matches('/'));
+        let full = format!("{}/{name}", path.trim_end_matches('/'));
         if glovebox_policy::floor::check(&full, ctx.protected).is_some() {
             hidden += 1;
             continue;
@@ -96,7 +82,7 @@ pub fn execute(
         })
         .collect();
     Ok(Done {
-        result: json!({ "path": s.path, "entries": entries, "total": total, "truncated": truncated, "hidden": hidden }),
+        result: json!({ "path": path, "entries": entries, "total": total, "truncated": truncated, "hidden": hidden }),
         bytes: 0,
     })
 }

@@ -3,10 +3,10 @@
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileReadParams, MAX_READ_BYTES};
 use glovebox_proto::v1::{Domain, Plan, TicketBody};
-use rustix::fs::{FileType, OFlags};
+use rustix::fs::FileType;
 use serde_json::json;
 
-use super::{Done, OpContext, bound_subject, subject};
+use super::{Done, OpContext, subject};
 use crate::error::OpError;
 use crate::fsio;
 use crate::resolve::resolve;
@@ -34,18 +34,7 @@ pub fn execute(
     p: &FileReadParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let r = resolve(&p.path, ctx.workdir)?;
-    let s = bound_subject(ticket, Domain::Read, &r.path)?;
-    let expected = s.state.clone().unwrap_or_default();
-    if !expected.exists {
-        return Err(OpError::new(
-            ErrorCode::NotFound,
-            format!("{}: not found", p.path),
-        ));
-    }
-    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
-    let stat = fsio::fstat(&fd, &p.path)?;
-    fsio::check_identity(&stat, &expected, &p.path)?;
+    let (path, fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
     match fsio::file_type(&stat) {
         FileType::RegularFile => {}
         FileType::Directory => {
@@ -74,7 +63,7 @@ pub fn execute(
     let n = text.len() as u64;
     let lines = text.lines().count();
     Ok(Done {
-        result: json!({ "path": s.path, "content": text, "bytes": n, "lines": lines }),
+        result: json!({ "path": path, "content": text, "bytes": n, "lines": lines }),
         bytes: n,
     })
 }
