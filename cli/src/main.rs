@@ -126,7 +126,14 @@ pub struct Env {
     pub shell: String,
     pub timezone: String,
     pub log_filter: String,
+    /// The environment exec jobs get: an allowlist of this process's variables.
+    pub job_env: Vec<(String, String)>,
 }
+
+/// Variables passed from the service's environment to exec jobs; nothing else is.
+const JOB_ENV_ALLOWLIST: &[&str] = &[
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ",
+];
 
 impl Env {
     fn read() -> Env {
@@ -153,6 +160,7 @@ impl Env {
             shell: "/bin/sh".to_owned(),
             timezone,
             log_filter: std::env::var("GLOVEBOX_LOG").unwrap_or_else(|_| "info".to_owned()),
+            job_env: job_env(),
         }
     }
 
@@ -167,6 +175,17 @@ impl Env {
             self.cwd.join(dir)
         }
     }
+}
+
+fn job_env() -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = JOB_ENV_ALLOWLIST
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+        .collect();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()));
+    }
+    env
 }
 
 fn main() -> ExitCode {
@@ -241,7 +260,7 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
             exit_on_stdin_eof,
         } => services::gate(&env.state_dir(&state), exit_on_stdin_eof).await,
         Command::Executor { state, account } => {
-            services::executor(&env.state_dir(&state), &account).await
+            services::executor(&env, &env.state_dir(&state), &account).await
         }
         Command::Broker {
             state,

@@ -3,8 +3,12 @@
 //! Parameters are parsed by deserializing into these types (unknown fields refused), and the
 //! schema advertised to clients is derived from the same types, so the two cannot drift apart.
 
+pub mod exec;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+pub use exec::{ExecRunParams, ExecStatParams, ExecTailParams, JobParams, Stream};
 
 /// Longest path a client may name, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -21,16 +25,35 @@ pub enum Tool {
     FileRead,
     FileList,
     FileWrite,
+    ExecRun,
+    ExecStatus,
+    ExecTail,
+    ExecKill,
+    ExecStat,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 3] = [Tool::FileRead, Tool::FileList, Tool::FileWrite];
+    pub const ALL: [Tool; 8] = [
+        Tool::FileRead,
+        Tool::FileList,
+        Tool::FileWrite,
+        Tool::ExecRun,
+        Tool::ExecStatus,
+        Tool::ExecTail,
+        Tool::ExecKill,
+        Tool::ExecStat,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Tool::FileRead => "file_read",
             Tool::FileList => "file_list",
             Tool::FileWrite => "file_write",
+            Tool::ExecRun => "exec_run",
+            Tool::ExecStatus => "exec_status",
+            Tool::ExecTail => "exec_tail",
+            Tool::ExecKill => "exec_kill",
+            Tool::ExecStat => "exec_stat",
         }
     }
 
@@ -49,6 +72,19 @@ impl Tool {
             Tool::FileWrite => {
                 "Create or replace a text file. The user may be asked to approve the change after seeing a diff."
             }
+            Tool::ExecRun => {
+                "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail."
+            }
+            Tool::ExecStatus => {
+                "State of a job: running, exited (with exit code), killed, or timed out."
+            }
+            Tool::ExecTail => {
+                "Output of a job: the last N lines of stdout and stderr, or everything since a byte offset."
+            }
+            Tool::ExecKill => {
+                "Stop a job and every process it started (TERM, then KILL after a grace period)."
+            }
+            Tool::ExecStat => "List the account's jobs with their state.",
         }
     }
 
@@ -58,6 +94,10 @@ impl Tool {
             Tool::FileRead => schemars::schema_for!(FileReadParams),
             Tool::FileList => schemars::schema_for!(FileListParams),
             Tool::FileWrite => schemars::schema_for!(FileWriteParams),
+            Tool::ExecRun => schemars::schema_for!(ExecRunParams),
+            Tool::ExecStatus | Tool::ExecKill => schemars::schema_for!(JobParams),
+            Tool::ExecTail => schemars::schema_for!(ExecTailParams),
+            Tool::ExecStat => schemars::schema_for!(ExecStatParams),
         };
         schema.to_value()
     }
@@ -71,6 +111,11 @@ impl Tool {
             Tool::FileRead => ToolParams::FileRead(parse(params)?),
             Tool::FileList => ToolParams::FileList(parse(params)?),
             Tool::FileWrite => ToolParams::FileWrite(parse(params)?),
+            Tool::ExecRun => ToolParams::ExecRun(parse(params)?),
+            Tool::ExecStatus => ToolParams::ExecStatus(parse(params)?),
+            Tool::ExecTail => ToolParams::ExecTail(parse(params)?),
+            Tool::ExecKill => ToolParams::ExecKill(parse(params)?),
+            Tool::ExecStat => ToolParams::ExecStat(parse(params)?),
         };
         parsed.validate()?;
         Ok(parsed)
@@ -114,6 +159,11 @@ pub enum ToolParams {
     FileRead(FileReadParams),
     FileList(FileListParams),
     FileWrite(FileWriteParams),
+    ExecRun(ExecRunParams),
+    ExecStatus(JobParams),
+    ExecTail(ExecTailParams),
+    ExecKill(JobParams),
+    ExecStat(ExecStatParams),
 }
 
 impl ToolParams {
@@ -131,6 +181,31 @@ impl ToolParams {
                 }
                 Ok(())
             }
+            ToolParams::ExecRun(p) => {
+                exec::check_command(&p.command)?;
+                if let Some(cwd) = &p.cwd {
+                    check_path(cwd)?;
+                }
+                match p.timeout_s {
+                    Some(t) if !(1..=exec::MAX_TIMEOUT_S).contains(&t) => Err(format!(
+                        "timeout_s must be between 1 and {}",
+                        exec::MAX_TIMEOUT_S
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            ToolParams::ExecStatus(p) | ToolParams::ExecKill(p) => exec::check_job_id(&p.job_id),
+            ToolParams::ExecTail(p) => {
+                exec::check_job_id(&p.job_id)?;
+                match p.lines {
+                    Some(n) if !(1..=exec::MAX_TAIL_LINES).contains(&n) => Err(format!(
+                        "lines must be between 1 and {}",
+                        exec::MAX_TAIL_LINES
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            ToolParams::ExecStat(_) => Ok(()),
         }
     }
 }
@@ -236,6 +311,27 @@ mod tests {
     fn list_defaults_to_the_workdir() {
         let p = Tool::FileList.parse_params(&json!({})).unwrap();
         assert_eq!(p, ToolParams::FileList(FileListParams { path: ".".into() }));
+    }
+
+    #[test]
+    fn exec_params() {
+        let ok = Tool::ExecRun.parse_params(&json!({"command": "ls -la", "cwd": "src", "timeout_s": 5})).unwrap();
+        assert!(matches!(ok, ToolParams::ExecRun(ExecRunParams { timeout_s: Some(5), .. })));
+        for bad in [
+            json!({"command": ""}),
+            json!({"command": " \t\n"}),
+            json!({"command": "a\u{0}b"}),
+            json!({"command": "ls", "timeout_s": 0}),
+            json!({"command": "ls", "timeout_s": 3601}),
+            json!({"command": "x".repeat(exec::MAX_COMMAND_BYTES + 1)}),
+            json!({"command": "ls", "env": {"A": "b"}}),
+        ] {
+            assert!(Tool::ExecRun.parse_params(&bad).is_err(), "{bad}");
+        }
+        assert!(Tool::ExecTail.parse_params(&json!({"job_id": "job-1", "lines": 0})).is_err());
+        assert!(Tool::ExecTail.parse_params(&json!({"job_id": "job-1", "stream": "stdin"})).is_err());
+        assert!(Tool::ExecKill.parse_params(&json!({"job_id": "a/b"})).is_err());
+        assert!(Tool::ExecStat.parse_params(&json!({})).is_ok());
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl WireError {
 /// One subject of an ask, as the approver sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AskSubject {
-    /// `read` or `write`.
+    /// `read`, `write`, `delete`, `exec` (the path is the command) or `job`.
     pub domain: String,
     pub path: String,
 }

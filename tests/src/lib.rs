@@ -57,12 +57,15 @@ pub struct Glovebox {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub ask_timeout_secs: u64,
+    /// Extra environment variables for `glovebox up` (and so for its services).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             ask_timeout_secs: 25,
+            env: Vec::new(),
         }
     }
 }
@@ -270,6 +273,7 @@ fn spawn_up(
         .arg("--workdir")
         .arg(workdir)
         .env("GLOVEBOX_LOG", "info")
+        .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -431,6 +435,26 @@ impl Client {
     pub async fn answer(&mut self, ask: &Value, decision: &str) {
         self.send(json!({"type": "answer", "ask_id": ask["ask_id"], "decision": decision}))
             .await;
+    }
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Polls `check` every 20 ms until it is true; panics with `what` after `WAIT`.
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -36,7 +36,19 @@ async fn hello_ok_lists_tools_and_context() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["file_read", "file_list", "file_write"]);
+    assert_eq!(
+        names,
+        [
+            "file_read",
+            "file_list",
+            "file_write",
+            "exec_run",
+            "exec_status",
+            "exec_tail",
+            "exec_kill",
+            "exec_stat"
+        ]
+    );
     assert_eq!(h["tools"][0]["input_schema"]["type"], "object");
     assert_eq!(h["context"]["cwd"], g.workdir.to_str().unwrap());
     assert_eq!(h["context"]["sandbox_enabled"], true);
@@ -253,6 +265,7 @@ async fn no_approver_means_denied_at_once() {
 async fn an_unanswered_ask_times_out_as_denied() {
     let g = Glovebox::start_with(glovebox_e2e::Options {
         ask_timeout_secs: 1,
+        ..Default::default()
     });
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;

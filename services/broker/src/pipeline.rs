@@ -187,8 +187,12 @@ async fn ask(app: &App, call: &ToolCall, plan: &Plan) -> Result<Ticket, WireErro
             .iter()
             .map(|s| AskSubject {
                 domain: match pb::Domain::try_from(s.domain) {
+                    Ok(pb::Domain::Read) => "read",
                     Ok(pb::Domain::Write) => "write",
-                    _ => "read",
+                    Ok(pb::Domain::Delete) => "delete",
+                    Ok(pb::Domain::Exec) => "exec",
+                    Ok(pb::Domain::Job) => "job",
+                    _ => "unknown",
                 }
                 .to_owned(),
                 path: s.path.clone(),

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod fsio;
+pub mod jobs;
 pub mod ops;
 pub mod resolve;
 pub mod service;
@@ -35,12 +36,16 @@ pub struct ExecutorConfig {
     pub gate_socket: PathBuf,
     /// Canonical directories on the floor (glovebox's own state), hidden from listings.
     pub protected: Vec<String>,
+    /// The whole environment exec jobs get (an allowlist; never the service's own environment).
+    pub job_env: Vec<(String, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExecutorError {
     #[error("executor server: {0}")]
     Serve(#[from] tonic::transport::Error),
+    #[error("start the job reaper: {0}")]
+    Reaper(std::io::Error),
 }
 
 /// Serves the executor on `listener` until `shutdown` completes.
@@ -50,12 +55,24 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ExecutorError> {
     let audit = AuditClient::new(transport::lazy_channel(&config.gate_socket)?);
-    let service = service::ExecutorService::new(Arc::new(config), audit);
+    if let Err(e) = jobs::become_subreaper() {
+        tracing::warn!(error = %e, "cannot become a child subreaper: orphaned job processes may escape");
+    }
+    let jobs = Arc::new(jobs::JobTable::new(config.job_env.clone()));
+    let reaper = jobs.clone();
+    std::thread::Builder::new()
+        .name("job-reaper".into())
+        .spawn(move || reaper.reap_forever())
+        .map_err(ExecutorError::Reaper)?;
+    let service = service::ExecutorService::new(Arc::new(config), jobs.clone(), audit);
     let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
-    tonic::transport::Server::builder()
+    let served = tonic::transport::Server::builder()
         .concurrency_limit_per_connection(MAX_CONCURRENT_CALLS)
         .add_service(ExecutorServer::new(service))
         .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
+        .await;
+    // Nothing outlives the executor: stop every job and what it started.
+    jobs.kill_everything();
+    served?;
     Ok(())
 }

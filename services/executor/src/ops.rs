@@ -2,6 +2,7 @@
 //! with the same three steps: plan (resolve subjects), preview (what the approver sees) and
 //! execute (act on exactly what the ticket names).
 
+pub mod exec;
 pub mod list;
 pub mod read;
 pub mod write;
@@ -21,6 +22,8 @@ pub struct OpContext<'a> {
     pub protected: &'a [String],
     /// This account's key: tags content so plans do not carry plain hashes.
     pub key: &'a glovebox_ticket::Key,
+    /// This account's exec jobs.
+    pub jobs: &'a crate::jobs::JobTable,
 }
 
 /// Resolves a call's subjects.
@@ -29,6 +32,10 @@ pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
         ToolParams::FileRead(p) => read::plan(ctx, p),
         ToolParams::FileList(p) => list::plan(ctx, p),
         ToolParams::FileWrite(p) => write::plan(ctx, p),
+        ToolParams::ExecRun(p) => exec::plan_run(ctx, p),
+        ToolParams::ExecStatus(p) | ToolParams::ExecKill(p) => Ok(exec::plan_job(&p.job_id)),
+        ToolParams::ExecTail(p) => Ok(exec::plan_job(&p.job_id)),
+        ToolParams::ExecStat(_) => Ok(exec::plan_stat()),
     }
 }
 
@@ -40,7 +47,8 @@ pub fn preview(
 ) -> Result<(String, bool), OpError> {
     match params {
         ToolParams::FileWrite(p) => write::preview(ctx, p, plan),
-        ToolParams::FileRead(_) | ToolParams::FileList(_) => Ok((String::new(), false)),
+        ToolParams::ExecRun(p) => Ok(exec::preview_run(p, plan)),
+        _ => Ok((String::new(), false)),
     }
 }
 
@@ -61,6 +69,11 @@ pub fn execute(
         ToolParams::FileRead(p) => read::execute(ctx, p, ticket),
         ToolParams::FileList(p) => list::execute(ctx, p, ticket),
         ToolParams::FileWrite(p) => write::execute(ctx, p, ticket),
+        ToolParams::ExecRun(p) => exec::execute_run(ctx, p, ticket),
+        ToolParams::ExecStatus(p) => exec::execute_status(ctx, p, ticket),
+        ToolParams::ExecTail(p) => exec::execute_tail(ctx, p, ticket),
+        ToolParams::ExecKill(p) => exec::execute_kill(ctx, p, ticket),
+        ToolParams::ExecStat(_) => exec::execute_stat(ctx, ticket),
     }
 }
 

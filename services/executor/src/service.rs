@@ -22,12 +22,21 @@ use crate::ops::{self, OpContext};
 #[derive(Clone)]
 pub struct ExecutorService {
     config: Arc<ExecutorConfig>,
+    jobs: Arc<crate::jobs::JobTable>,
     audit: AuditClient<Channel>,
 }
 
 impl ExecutorService {
-    pub fn new(config: Arc<ExecutorConfig>, audit: AuditClient<Channel>) -> ExecutorService {
-        ExecutorService { config, audit }
+    pub fn new(
+        config: Arc<ExecutorConfig>,
+        jobs: Arc<crate::jobs::JobTable>,
+        audit: AuditClient<Channel>,
+    ) -> ExecutorService {
+        ExecutorService {
+            config,
+            jobs,
+            audit,
+        }
     }
 
     fn parse(&self, call: &ToolCall) -> Result<ToolParams, OpError> {
@@ -59,11 +68,13 @@ impl ExecutorService {
         work: impl FnOnce(&OpContext<'_>) -> Result<T, OpError> + Send + 'static,
     ) -> Result<T, OpError> {
         let config = self.config.clone();
+        let jobs = self.jobs.clone();
         tokio::task::spawn_blocking(move || {
             let ctx = OpContext {
                 workdir: &config.workdir,
                 protected: &config.protected,
                 key: &config.key,
+                jobs: &jobs,
             };
             work(&ctx)
         })

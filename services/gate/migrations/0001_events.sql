@@ -7,7 +7,8 @@ CREATE TABLE events (
     source      TEXT    NOT NULL,          -- gate | executor | broker | supervisor
     kind        TEXT    NOT NULL,          -- decide | resolve | execute | result | service | policy
     tool        TEXT,
-    subject     TEXT,                      -- canonical subjects, e.g. "read /home/a/w/x.txt"
+    subject     TEXT,                      -- canonical subjects, e.g. "read /home/a/w/x.txt"; commands
+                                           -- in full (masked) only once approved, else their length
     verdict     TEXT,                      -- allow | ask | deny
     rule        TEXT,                      -- the rule that decided
     reason      TEXT,
@@ -41,7 +42,8 @@ SELECT
     MIN(ts)                                                         AS started_at,
     MAX(account)                                                    AS account,
     MAX(tool)                                                       AS tool,
-    MAX(CASE WHEN kind = 'decide' THEN subject END)                 AS subject,
+    COALESCE(MAX(CASE WHEN kind = 'resolve' THEN subject END),
+             MAX(CASE WHEN kind = 'decide' THEN subject END))       AS subject,
     MAX(CASE WHEN kind = 'decide' THEN verdict END)                 AS verdict,
     MAX(CASE WHEN kind = 'decide' THEN rule END)                    AS rule,
     MAX(CASE WHEN kind = 'decide' THEN reason END)                  AS reason,

@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod policies;
+pub mod redact;
 pub mod service;
 
 use std::future::Future;

@@ -60,23 +60,46 @@ impl GateState {
         if plan.subjects.is_empty() {
             return deny("plan", "the call names no subject".to_owned());
         }
-        let expected = expected_domain(tool);
+        let expected = expected_domains(tool);
+        let domains: Vec<i32> = plan.subjects.iter().map(|s| s.domain).collect();
+        if domains.len() != expected.len()
+            || domains
+                .iter()
+                .zip(expected)
+                .any(|(got, want)| *got != *want as i32)
+        {
+            return deny("plan", format!("the plan does not fit {}", call.tool));
+        }
         let mut per_subject = Vec::new();
         let mut verdicts = Vec::new();
         for subject in &plan.subjects {
-            let domain = match pb::Domain::try_from(subject.domain) {
-                Ok(pb::Domain::Read) => Domain::Read,
-                Ok(pb::Domain::Write) => Domain::Write,
+            let v = match pb::Domain::try_from(subject.domain) {
+                Ok(pb::Domain::Read) => policy.decide(Domain::Read, &subject.path),
+                Ok(pb::Domain::Write) | Ok(pb::Domain::Delete) => {
+                    policy.decide(Domain::Write, &subject.path)
+                }
+                Ok(pb::Domain::Exec) if !policy.sandbox_enabled() => Verdict::new(
+                    Decision::Allow,
+                    "sandbox: false",
+                    "the sandbox is off for this account: everything is allowed",
+                ),
+                Ok(pb::Domain::Exec) => Verdict::new(
+                    Decision::Ask,
+                    "default",
+                    "no rule matches this command: the approver decides",
+                ),
+                Ok(pb::Domain::Job) => Verdict::new(
+                    Decision::Allow,
+                    "jobs",
+                    "an account may see and stop its own jobs",
+                ),
                 _ => return deny("plan", "a subject has no domain".to_owned()),
             };
-            if domain != expected {
-                return deny(
-                    "plan",
-                    format!("{} does not {} files", call.tool, domain.as_str()),
-                );
+            if let Ok(pb::Domain::Read) = pb::Domain::try_from(subject.domain) {
+                per_subject.push((Domain::Read, subject.path.clone(), v.decision));
+            } else if let Ok(pb::Domain::Write) = pb::Domain::try_from(subject.domain) {
+                per_subject.push((Domain::Write, subject.path.clone(), v.decision));
             }
-            let v = policy.decide(domain, &subject.path);
-            per_subject.push((domain, subject.path.clone(), v.decision));
             verdicts.push(v);
         }
         let verdict = Verdict::combine(verdicts)
@@ -111,23 +134,30 @@ impl GateState {
     }
 }
 
-fn expected_domain(tool: Tool) -> Domain {
+/// The domains of a tool's plan, in order. A plan that does not have exactly these is denied.
+fn expected_domains(tool: Tool) -> &'static [pb::Domain] {
+    use pb::Domain as D;
     match tool {
-        Tool::FileRead | Tool::FileList => Domain::Read,
-        Tool::FileWrite => Domain::Write,
+        Tool::FileRead | Tool::FileList => &[D::Read],
+        Tool::FileWrite => &[D::Write],
+        Tool::ExecRun => &[D::Exec, D::Read],
+        Tool::ExecStatus | Tool::ExecTail | Tool::ExecKill | Tool::ExecStat => &[D::Job],
     }
 }
 
-fn subjects_text(plan: &Plan) -> String {
+/// The subjects as the audit records them. Commands appear in full (masked) only when `ran`;
+/// otherwise only their length.
+fn subjects_text(plan: &Plan, ran: bool) -> String {
     plan.subjects
         .iter()
-        .map(|s| {
-            let domain = match pb::Domain::try_from(s.domain) {
-                Ok(pb::Domain::Read) => "read",
-                Ok(pb::Domain::Write) => "write",
-                _ => "?",
-            };
-            format!("{domain} {}", s.path)
+        .map(|s| match pb::Domain::try_from(s.domain) {
+            Ok(pb::Domain::Read) => format!("read {}", s.path),
+            Ok(pb::Domain::Write) => format!("write {}", s.path),
+            Ok(pb::Domain::Delete) => format!("delete {}", s.path),
+            Ok(pb::Domain::Exec) if ran => format!("exec {}", crate::redact::mask_command(&s.path)),
+            Ok(pb::Domain::Exec) => format!("exec {}", crate::redact::command_length(&s.path)),
+            Ok(pb::Domain::Job) => format!("job {}", s.path),
+            _ => "?".to_owned(),
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -163,7 +193,7 @@ impl pb::gate_server::Gate for GateService {
         let v = &judged.verdict;
         let ticket = (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, "auto"));
         let mut e = event("gate", "decide", &call);
-        e.subject = subjects_text(&plan);
+        e.subject = subjects_text(&plan, v.decision == Decision::Allow);
         e.verdict = v.decision.as_str().to_owned();
         e.rule = v.rule.clone();
         e.reason = v.reason.clone();
@@ -195,7 +225,7 @@ impl pb::gate_server::Gate for GateService {
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let answer = Answer::try_from(answer).unwrap_or(Answer::Unspecified);
         let mut e = event("gate", "resolve", &call);
-        e.subject = subjects_text(&plan);
+        e.subject = subjects_text(&plan, false);
         let response = match answer {
             Answer::Once | Answer::Always => {
                 let judged = self.0.judge(&call, &plan);
@@ -217,6 +247,7 @@ impl pb::gate_server::Gate for GateService {
                         "approved"
                     };
                     e.approval = approval.to_owned();
+                    e.subject = subjects_text(&plan, true);
                     if answer == Answer::Always {
                         let asked: Vec<(Domain, String)> = judged
                             .per_subject

@@ -1,0 +1,350 @@
+//! The account's exec jobs: `/bin/sh -c` processes in their own process group, with an allowlisted
+//! environment, output kept in capped buffers, a run-time limit, and nothing left behind when a job
+//! ends or is killed (see `tree`). One reaper collects every exit, including orphans that the
+//! executor adopts as a child subreaper.
+
+pub mod ring;
+pub mod tree;
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use glovebox_proto::ErrorCode;
+use rustix::process::WaitOptions;
+use serde_json::{Value, json};
+
+use crate::error::OpError;
+use ring::Ring;
+
+/// The shell every command runs under, by absolute path.
+pub const SHELL: &str = "/bin/sh";
+/// Jobs that may run at once per account.
+pub const MAX_RUNNING: usize = 8;
+/// Finished jobs kept for status and output; the oldest are forgotten first.
+pub const MAX_KEPT: usize = 64;
+/// Output kept per stream of a job.
+pub const OUTPUT_CAP: usize = 1024 * 1024;
+/// Time between TERM and KILL when a job is stopped.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    Running,
+    Exited(i32),
+    Signaled(i32),
+    Killed,
+    TimedOut,
+}
+
+impl JobState {
+    fn name(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Exited(_) => "exited",
+            JobState::Signaled(_) => "signaled",
+            JobState::Killed => "killed",
+            JobState::TimedOut => "timed_out",
+        }
+    }
+}
+
+struct Job {
+    id: String,
+    command: String,
+    cwd: String,
+    pid: i32,
+    started: Instant,
+    started_at_ms: u64,
+    deadline: Instant,
+    state: Mutex<(JobState, Option<Instant>)>,
+    stdout: Arc<Mutex<Ring>>,
+    stderr: Arc<Mutex<Ring>>,
+}
+
+impl Job {
+    fn state(&self) -> (JobState, Option<Instant>) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records how the job ended, unless an earlier end (kill, timeout) was already recorded.
+    fn finish(&self, how: JobState) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.0 == JobState::Running {
+            *s = (how, Some(Instant::now()));
+        } else if s.1.is_none() {
+            s.1 = Some(Instant::now());
+        }
+    }
+
+    fn summary(&self) -> Value {
+        let (state, ended) = self.state();
+        let runtime = ended
+            .unwrap_or_else(Instant::now)
+            .duration_since(self.started);
+        let mut v = json!({
+            "job_id": self.id,
+            "state": state.name(),
+            "command": self.command,
+            "cwd": self.cwd,
+            "pid": self.pid,
+            "started_at_ms": self.started_at_ms,
+            "runtime_ms": runtime.as_millis() as u64,
+            "stdout_bytes": lock(&self.stdout).total(),
+            "stderr_bytes": lock(&self.stderr).total(),
+        });
+        match state {
+            JobState::Exited(code) => v["exit_code"] = json!(code),
+            JobState::Signaled(sig) => v["signal"] = json!(sig),
+            _ => {}
+        }
+        v
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// All jobs of one account.
+pub struct JobTable {
+    jobs: Mutex<Vec<Arc<Job>>>,
+    env: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for JobTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobTable")
+            .field("jobs", &lock(&self.jobs).len())
+            .finish()
+    }
+}
+
+impl JobTable {
+    /// `env` is the complete environment jobs get (an allowlist chosen by the caller).
+    pub fn new(env: Vec<(String, String)>) -> JobTable {
+        JobTable {
+            jobs: Mutex::new(Vec::new()),
+            env,
+        }
+    }
+
+    fn find(&self, job_id: &str) -> Result<Arc<Job>, OpError> {
+        lock(&self.jobs)
+            .iter()
+            .find(|j| j.id == job_id)
+            .cloned()
+            .ok_or_else(|| {
+                OpError::new(
+                    ErrorCode::NotFound,
+                    format!("no job {job_id:?} for this account"),
+                )
+            })
+    }
+
+    /// Starts `command` in `cwd` (canonical, already checked). Returns the job's summary.
+    pub fn start(&self, command: &str, cwd: &str, timeout: Duration) -> Result<Value, OpError> {
+        let mut jobs = lock(&self.jobs);
+        let running = jobs
+            .iter()
+            .filter(|j| j.state().0 == JobState::Running)
+            .count();
+        if running >= MAX_RUNNING {
+            return Err(OpError::new(
+                ErrorCode::Busy,
+                format!("at most {MAX_RUNNING} jobs may run at once"),
+            ));
+        }
+        let id = new_job_id()?;
+        let mut cmd = Command::new(SHELL);
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(cwd)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(tree::MARKER_VAR, &id)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| crate::resolve::io_error(e, "the shell"))?;
+        let pid = child.id() as i32;
+        let stdout = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
+        let stderr = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
+        if let Some(out) = child.stdout.take() {
+            pump(out, stdout.clone());
+        }
+        if let Some(err) = child.stderr.take() {
+            pump(err, stderr.clone());
+        }
+        // The reaper collects the exit status; the Child handle is not waited on.
+        drop(child);
+        let now = Instant::now();
+        let job = Arc::new(Job {
+            id,
+            command: command.to_owned(),
+            cwd: cwd.to_owned(),
+            pid,
+            started: now,
+            started_at_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            deadline: now + timeout,
+            state: Mutex::new((JobState::Running, None)),
+            stdout,
+            stderr,
+        });
+        let summary = job.summary();
+        jobs.push(job);
+        prune(&mut jobs);
+        Ok(summary)
+    }
+
+    pub fn status(&self, job_id: &str) -> Result<Value, OpError> {
+        Ok(self.find(job_id)?.summary())
+    }
+
+    pub fn list(&self) -> Value {
+        let jobs: Vec<Value> = lock(&self.jobs).iter().map(|j| j.summary()).collect();
+        json!({ "jobs": jobs })
+    }
+
+    /// Output of a job: the last `lines` lines, or everything since `since`.
+    pub fn tail(
+        &self,
+        job_id: &str,
+        stream: glovebox_proto::tools::Stream,
+        lines: usize,
+        since: Option<u64>,
+    ) -> Result<Value, OpError> {
+        use glovebox_proto::tools::Stream;
+        let job = self.find(job_id)?;
+        let read = |ring: &Mutex<Ring>| {
+            let ring = lock(ring);
+            let chunk = match since {
+                Some(offset) => ring.since(offset),
+                None => ring.last_lines(lines),
+            };
+            json!({ "text": chunk.text, "start": chunk.start, "end": ring.total(), "dropped": chunk.dropped })
+        };
+        let mut v = json!({ "job_id": job.id, "state": job.state().0.name() });
+        if matches!(stream, Stream::Stdout | Stream::Both) {
+            v["stdout"] = read(&job.stdout);
+        }
+        if matches!(stream, Stream::Stderr | Stream::Both) {
+            v["stderr"] = read(&job.stderr);
+        }
+        Ok(v)
+    }
+
+    /// Stops a job and everything it started: TERM, a grace period, then KILL.
+    pub fn kill(&self, job_id: &str) -> Result<Value, OpError> {
+        let job = self.find(job_id)?;
+        if job.state().0 == JobState::Running {
+            {
+                let mut s = lock(&job.state);
+                *s = (JobState::Killed, None);
+            }
+            let marker = tree::marker(&job.id);
+            tree::terminate(job.pid, &marker);
+            let deadline = Instant::now() + KILL_GRACE;
+            while job.state().1.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            tree::kill_all(job.pid, &marker);
+        }
+        Ok(job.summary())
+    }
+
+    /// Records an exit the reaper collected; a job that ended takes its descendants with it.
+    fn reaped(&self, pid: i32, status: rustix::process::WaitStatus) {
+        let job = lock(&self.jobs).iter().find(|j| j.pid == pid).cloned();
+        let Some(job) = job else { return };
+        let how = match (status.exit_status(), status.terminating_signal()) {
+            (Some(code), _) => JobState::Exited(code),
+            (_, Some(sig)) => JobState::Signaled(sig),
+            _ => return,
+        };
+        job.finish(how);
+        tree::kill_all(job.pid, &tree::marker(&job.id));
+    }
+
+    /// Kills jobs that ran past their deadline.
+    fn enforce_deadlines(&self) {
+        let now = Instant::now();
+        let late: Vec<Arc<Job>> = lock(&self.jobs)
+            .iter()
+            .filter(|j| j.state().0 == JobState::Running && now >= j.deadline)
+            .cloned()
+            .collect();
+        for job in late {
+            *lock(&job.state) = (JobState::TimedOut, None);
+            tree::kill_all(job.pid, &tree::marker(&job.id));
+        }
+    }
+
+    /// Kills every running job (the executor is stopping).
+    pub fn kill_everything(&self) {
+        let jobs: Vec<Arc<Job>> = lock(&self.jobs).clone();
+        for job in jobs {
+            if job.state().0 == JobState::Running {
+                *lock(&job.state) = (JobState::Killed, None);
+            }
+            tree::kill_all(job.pid, &tree::marker(&job.id));
+        }
+    }
+
+    /// Collects every exited child (jobs and adopted orphans) and enforces deadlines. Runs on a
+    /// dedicated thread for the executor's lifetime.
+    pub fn reap_forever(self: Arc<Self>) {
+        loop {
+            while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+                self.reaped(pid.as_raw_nonzero().get(), status);
+            }
+            self.enforce_deadlines();
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+/// Makes the executor the reaper of its jobs' orphans, so that they can be found and killed.
+pub fn become_subreaper() -> std::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(std::io::Error::from)
+}
+
+fn pump(mut source: impl Read + Send + 'static, ring: Arc<Mutex<Ring>>) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = source.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            lock(&ring).push(&buf[..n]);
+        }
+    });
+}
+
+fn prune(jobs: &mut Vec<Arc<Job>>) {
+    while jobs.len() > MAX_KEPT {
+        match jobs.iter().position(|j| j.state().0 != JobState::Running) {
+            Some(i) => {
+                jobs.remove(i);
+            }
+            None => break,
+        }
+    }
+}
+
+fn new_job_id() -> Result<String, OpError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes)
+        .map_err(|_| OpError::new(ErrorCode::Internal, "no randomness for a job id"))?;
+    Ok(format!("job-{}", hex::encode(bytes)))
+}

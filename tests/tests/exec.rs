@@ -1,0 +1,375 @@
+//! The exec job model end to end: approval of the exact command, output and exit status, the
+//! allowlisted environment, run-time limits, and no process outliving its job.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use glovebox_e2e::{Client, Glovebox, Options, alive, eventually, expect_error, expect_ok};
+use serde_json::{Value, json};
+
+/// Starts `command` as a job, approving it once; returns the job id.
+async fn run(agent: &mut Client, approver: &mut Client, call_id: &str, params: Value) -> String {
+    agent
+        .send(json!({"type": "invoke", "call_id": call_id, "tool": "exec_run", "params": params}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    let r = expect_ok(&agent.result_for(call_id).await);
+    r["job_id"].as_str().unwrap().to_owned()
+}
+
+/// Polls `exec_status` until the job is no longer running.
+async fn finished(agent: &mut Client, job_id: &str) -> Value {
+    for i in 0..1500 {
+        let s = expect_ok(
+            &agent
+                .invoke(
+                    &format!("st-{job_id}-{i}"),
+                    "exec_status",
+                    json!({ "job_id": job_id }),
+                )
+                .await,
+        );
+        if s["state"] != "running" {
+            return s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("job {job_id} did not finish");
+}
+
+fn pids_in(dir: &Path, names: &[&str]) -> Vec<i32> {
+    names
+        .iter()
+        .map(|n| {
+            std::fs::read_to_string(dir.join(n))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_job_reports_output_streams_and_its_exit_code() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let job = run(
+        &mut agent,
+        &mut approver,
+        "r",
+        json!({"command": "echo hello; echo oops >&2; exit 3"}),
+    )
+    .await;
+    let status = finished(&mut agent, &job).await;
+    assert_eq!(status["state"], "exited", "{status}");
+    assert_eq!(status["exit_code"], 3);
+    let tail = expect_ok(
+        &agent
+            .invoke("t", "exec_tail", json!({ "job_id": job }))
+            .await,
+    );
+    assert_eq!(tail["stdout"]["text"], "hello\n");
+    assert_eq!(tail["stderr"]["text"], "oops\n");
+    let only_err = expect_ok(
+        &agent
+            .invoke(
+                "t2",
+                "exec_tail",
+                json!({ "job_id": job, "stream": "stderr" }),
+            )
+            .await,
+    );
+    assert!(only_err.get("stdout").is_none());
+    let list = expect_ok(&agent.invoke("l", "exec_stat", json!({})).await);
+    assert_eq!(list["jobs"][0]["job_id"], job);
+}
+
+#[tokio::test]
+async fn a_signal_is_reported_and_tail_since_an_offset_returns_the_rest() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let job = run(
+        &mut agent,
+        &mut approver,
+        "r",
+        json!({"command": "printf abc; sleep 0.2; printf def; kill -9 $$"}),
+    )
+    .await;
+    let status = finished(&mut agent, &job).await;
+    assert_eq!(
+        (status["state"].as_str(), status["signal"].as_i64()),
+        (Some("signaled"), Some(9)),
+        "{status}"
+    );
+    let rest = expect_ok(
+        &agent
+            .invoke(
+                "t",
+                "exec_tail",
+                json!({"job_id": job, "stream": "stdout", "since": 3}),
+            )
+            .await,
+    );
+    assert_eq!(rest["stdout"]["text"], "def");
+    assert_eq!(rest["stdout"]["start"], 3);
+    assert_eq!(rest["stdout"]["end"], 6);
+}
+
+#[tokio::test]
+async fn the_job_environment_is_an_allowlist() {
+    let g = Glovebox::start_with(Options {
+        env: vec![("GLOVEBOX_TEST_LEAK".into(), "service-secret".into())],
+        ..Default::default()
+    });
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let job = run(&mut agent, &mut approver, "r", json!({"command": "env"})).await;
+    finished(&mut agent, &job).await;
+    let out = expect_ok(
+        &agent
+            .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))
+            .await,
+    );
+    let env = out["stdout"]["text"].as_str().unwrap();
+    assert!(
+        !env.contains("service-secret") && !env.contains("GLOVEBOX_TEST_LEAK"),
+        "{env}"
+    );
+    assert!(!env.contains("GLOVEBOX_LOG"), "{env}");
+    assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+}
+
+#[tokio::test]
+async fn killing_a_job_leaves_no_process_behind() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; \
+                  sh -c 'sleep 100 & echo $! > p3'; sleep 100";
+    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
+    let dir = g.workdir.clone();
+    eventually("the job to record its children", || {
+        ["p1", "p2", "p3"].iter().all(|p| dir.join(p).exists())
+    })
+    .await;
+    let pids = pids_in(&g.workdir, &["p1", "p2", "p3"]);
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
+    let killed = expect_ok(
+        &agent
+            .invoke("k", "exec_kill", json!({ "job_id": job }))
+            .await,
+    );
+    assert_eq!(killed["state"], "killed");
+    eventually("every descendant to be gone", || {
+        pids.iter().all(|p| !alive(*p))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn descendants_die_when_the_job_ends() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; sleep 0.2; exit 0";
+    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
+    let status = finished(&mut agent, &job).await;
+    assert_eq!(status["exit_code"], 0);
+    let pids = pids_in(&g.workdir, &["p1", "p2"]);
+    eventually("background processes of a finished job to be gone", || {
+        pids.iter().all(|p| !alive(*p))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_job_past_its_timeout_is_killed() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let job = run(
+        &mut agent,
+        &mut approver,
+        "r",
+        json!({"command": "echo $$ > pid; sleep 60", "timeout_s": 1}),
+    )
+    .await;
+    let status = finished(&mut agent, &job).await;
+    assert_eq!(status["state"], "timed_out", "{status}");
+    let pid = pids_in(&g.workdir, &["pid"])[0];
+    eventually("the timed-out shell to be gone", || !alive(pid)).await;
+}
+
+#[tokio::test]
+async fn stopping_glovebox_kills_running_jobs() {
+    let mut g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    run(
+        &mut agent,
+        &mut approver,
+        "r",
+        json!({"command": "setsid sleep 100 & echo $! > p1; sleep 100"}),
+    )
+    .await;
+    let dir = g.workdir.clone();
+    eventually("the job to start its child", || dir.join("p1").exists()).await;
+    let pid = pids_in(&g.workdir, &["p1"])[0];
+    assert!(alive(pid));
+    g.stop();
+    eventually("the job's processes to die with the executor", || {
+        !alive(pid)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_denied_command_does_not_run_and_is_audited_by_length_only() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "no", "tool": "exec_run", "params": {"command": "touch classified-marker"}})).await;
+    let ask = approver.next_ask().await;
+    assert_eq!(
+        ask["subjects"][0],
+        json!({"domain": "exec", "path": "touch classified-marker"})
+    );
+    assert!(
+        ask["preview"]
+            .as_str()
+            .unwrap()
+            .contains("shell:   /bin/sh -c"),
+        "{ask}"
+    );
+    approver.answer(&ask, "deny").await;
+    expect_error(&agent.result_for("no").await, "denied");
+    assert!(!g.workdir.join("classified-marker").exists());
+
+    let job = run(
+        &mut agent,
+        &mut approver,
+        "yes",
+        json!({"command": "echo GITHUB_TOKEN=ghp_supersecret123 > /dev/null"}),
+    )
+    .await;
+    finished(&mut agent, &job).await;
+    let pool = g.audit_pool().await;
+    let denied: String = sqlx::query_scalar("SELECT subject FROM tool_calls WHERE call_id = 'no'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!denied.contains("classified"), "{denied}");
+    assert!(denied.contains("<command of 23 bytes>"), "{denied}");
+    let approved: String =
+        sqlx::query_scalar("SELECT subject FROM tool_calls WHERE call_id = 'yes'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(
+        approved.contains("exec echo GITHUB_TOKEN=**** > /dev/null"),
+        "{approved}"
+    );
+    assert!(!approved.contains("supersecret"), "{approved}");
+}
+
+#[tokio::test]
+async fn the_working_directory_is_judged_by_its_real_path() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join(".ssh")).unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let e = expect_error(
+        &agent
+            .invoke("f", "exec_run", json!({"command": "ls", "cwd": ".ssh"}))
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "floor:.ssh");
+    let outside = g.root().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, g.workdir.join("link")).unwrap();
+    agent.send(json!({"type": "invoke", "call_id": "o", "tool": "exec_run", "params": {"command": "pwd", "cwd": "link"}})).await;
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["subjects"][1]["path"], outside.to_str().unwrap());
+    approver.answer(&ask, "deny").await;
+    expect_error(&agent.result_for("o").await, "denied");
+}
+
+#[tokio::test]
+async fn the_number_of_running_jobs_is_capped() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let mut jobs = Vec::new();
+    for i in 0..8 {
+        jobs.push(
+            run(
+                &mut agent,
+                &mut approver,
+                &format!("r{i}"),
+                json!({"command": "sleep 100"}),
+            )
+            .await,
+        );
+    }
+    agent.send(json!({"type": "invoke", "call_id": "ninth", "tool": "exec_run", "params": {"command": "sleep 100"}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    expect_error(&agent.result_for("ninth").await, "busy");
+    for (i, job) in jobs.iter().enumerate() {
+        expect_ok(
+            &agent
+                .invoke(&format!("k{i}"), "exec_kill", json!({ "job_id": job }))
+                .await,
+        );
+    }
+    // a slot is free again
+    run(
+        &mut agent,
+        &mut approver,
+        "again",
+        json!({"command": "true"}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bad_exec_params_and_unknown_jobs() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    for (i, params) in [
+        json!({"command": "   "}),
+        json!({"command": "ls", "timeout_s": 0}),
+        json!({"command": "ls", "timeout_s": 99999}),
+        json!({"command": 5}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        expect_error(
+            &agent.invoke(&format!("b{i}"), "exec_run", params).await,
+            "invalid_params",
+        );
+    }
+    expect_error(
+        &agent
+            .invoke(
+                "u",
+                "exec_status",
+                json!({"job_id": "job-0000000000000000"}),
+            )
+            .await,
+        "not_found",
+    );
+    expect_error(
+        &agent
+            .invoke("v", "exec_tail", json!({"job_id": "../../etc"}))
+            .await,
+        "invalid_params",
+    );
+}
