@@ -52,6 +52,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
         accounts: vec![RawAccount {
             id: account.clone(),
             workdir: workdir.to_string_lossy().into_owned(),
+            roots: Vec::new(),
             token_sha256: vec![hex::encode(token_hash(&token))],
         }],
     };

@@ -197,6 +197,19 @@ fn main() -> ExitCode {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // The executor confines itself before any thread exists, so every thread and job inherits it.
+    let prepared = match &cli.command {
+        Command::Executor { state, account } => {
+            match services::prepare_executor(&env, &env.state_dir(state), account) {
+                Ok(prepared) => Some(prepared),
+                Err(e) => {
+                    eprintln!("glovebox: {e:#}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => None,
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -204,7 +217,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = runtime.block_on(dispatch(cli.command, env));
+    let result = match prepared {
+        Some(prepared) => runtime.block_on(services::executor(prepared)),
+        None => runtime.block_on(dispatch(cli.command, env)),
+    };
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -259,9 +275,7 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
             state,
             exit_on_stdin_eof,
         } => services::gate(&env.state_dir(&state), exit_on_stdin_eof).await,
-        Command::Executor { state, account } => {
-            services::executor(&env, &env.state_dir(&state), &account).await
-        }
+        Command::Executor { .. } => anyhow::bail!("internal error: the executor runs from main"),
         Command::Broker {
             state,
             listen,

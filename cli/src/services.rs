@@ -61,7 +61,22 @@ pub async fn gate(state_dir: &Path, exit_on_stdin_eof: bool) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn executor(env: &Env, state_dir: &Path, account: &str) -> anyhow::Result<ExitCode> {
+/// An executor ready to serve: configured, its key read, its sandbox applied.
+pub struct PreparedExecutor {
+    config: glovebox_executor::ExecutorConfig,
+    socket: std::path::PathBuf,
+    listener: std::os::unix::net::UnixListener,
+    enforcement: glovebox_executor::sandbox::Enforcement,
+}
+
+/// Everything the executor does before its first thread starts: read the config and the key,
+/// bind its socket, then apply the Landlock sandbox (which every later thread and job inherits).
+pub fn prepare_executor(
+    env: &Env,
+    state_dir: &Path,
+    account: &str,
+) -> anyhow::Result<PreparedExecutor> {
+    use std::io::BufRead;
     let state = StateDir::new(state_dir);
     let config = state.load_config()?;
     let entry = config.account(account).with_context(|| {
@@ -72,32 +87,74 @@ pub async fn executor(env: &Env, state_dir: &Path, account: &str) -> anyhow::Res
     })?;
     let workdir = std::fs::canonicalize(&entry.workdir)
         .with_context(|| format!("workdir {} of account {account:?}", entry.workdir.display()))?;
+    let roots = entry
+        .roots
+        .iter()
+        .map(|r| {
+            std::fs::canonicalize(r)
+                .with_context(|| format!("root {} of account {account:?}", r.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // The supervisor writes this account's ticket key (hex) as the first line of stdin and keeps
     // the pipe open: its closing is the signal to stop.
-    let mut stdin = BufReader::new(tokio::io::stdin());
     let mut line = String::new();
-    tokio::time::timeout(Duration::from_secs(10), stdin.read_line(&mut line))
-        .await
-        .context("waiting for the ticket key on stdin")??;
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("read the ticket key from stdin")?;
     let key_bytes = hex::decode(line.trim()).context("ticket key on stdin is not hex")?;
     let key = glovebox_ticket::Key::from_bytes(&key_bytes)?;
     let root = std::fs::canonicalize(state.root())?;
-    let executor_config = glovebox_executor::ExecutorConfig {
-        account: account.to_owned(),
-        workdir,
-        key,
-        gate_socket: state.gate_socket(),
-        protected: vec![root.to_string_lossy().into_owned()],
-        job_env: env.job_env.clone(),
-    };
     let socket = state.executor_socket(account);
-    let listener =
-        bind_private_socket(&socket).with_context(|| format!("bind {}", socket.display()))?;
-    ready(&socket.display().to_string());
-    let lifeline = async move {
+    let listener = bind_private_socket_std(&socket)?;
+    let plan = glovebox_executor::sandbox::SandboxPlan::for_roots(&roots, &state.run_dir());
+    let enforcement = glovebox_executor::sandbox::apply(&plan)?;
+    Ok(PreparedExecutor {
+        config: glovebox_executor::ExecutorConfig {
+            account: account.to_owned(),
+            workdir,
+            key,
+            gate_socket: state.gate_socket(),
+            protected: vec![root.to_string_lossy().into_owned()],
+            job_env: env.job_env.clone(),
+        },
+        socket,
+        listener,
+        enforcement,
+    })
+}
+
+fn bind_private_socket_std(socket: &Path) -> anyhow::Result<std::os::unix::net::UnixListener> {
+    // Bound before the runtime exists; handed to tokio once it does.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    let listener = runtime
+        .block_on(async { bind_private_socket(socket) })
+        .with_context(|| format!("bind {}", socket.display()))?;
+    let std_listener = listener.into_std()?;
+    drop(runtime);
+    Ok(std_listener)
+}
+
+pub async fn executor(prepared: PreparedExecutor) -> anyhow::Result<ExitCode> {
+    let PreparedExecutor {
+        config,
+        socket,
+        listener,
+        enforcement,
+    } = prepared;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::UnixListener::from_std(listener)?;
+    ready(&format!("{} {}", socket.display(), enforcement.describe()));
+    if enforcement == glovebox_executor::sandbox::Enforcement::None {
+        tracing::warn!(
+            "this kernel has no Landlock: the executor is confined by the gate and OS permissions only"
+        );
+    }
+    let lifeline = async {
         let mut rest = Vec::new();
-        let mut reader = stdin;
-        let _ = reader.read_to_end(&mut rest).await;
+        let _ = tokio::io::stdin().read_to_end(&mut rest).await;
     };
     let shutdown = async move {
         tokio::select! {
@@ -105,7 +162,7 @@ pub async fn executor(env: &Env, state_dir: &Path, account: &str) -> anyhow::Res
             _ = lifeline => {}
         }
     };
-    glovebox_executor::run(executor_config, listener, shutdown).await?;
+    glovebox_executor::run(config, listener, shutdown).await?;
     let _ = std::fs::remove_file(&socket);
     Ok(ExitCode::SUCCESS)
 }

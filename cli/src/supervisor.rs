@@ -136,7 +136,21 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         &format!("glovebox up: {} processes", running.len()),
     )
     .await;
-    banner(&state, &config, &url, created.as_deref());
+    let sandboxes: Vec<(String, String)> = running
+        .iter()
+        .filter(|r| r.spec.name.starts_with("executor"))
+        .map(|r| {
+            (
+                r.spec.name.clone(),
+                r.ready
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or("landlock=unknown")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    banner(&state, &config, &url, created.as_deref(), &sandboxes);
 
     let signal = shutdown_signal(false);
     tokio::pin!(signal);
@@ -318,7 +332,13 @@ fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
-fn banner(state: &StateDir, config: &glovebox_config::Config, url: &str, created: Option<&str>) {
+fn banner(
+    state: &StateDir,
+    config: &glovebox_config::Config,
+    url: &str,
+    created: Option<&str>,
+    sandboxes: &[(String, String)],
+) {
     let uid = rustix::process::geteuid().as_raw();
     let user = init::default_account_name();
     println!("glovebox is up");
@@ -327,6 +347,11 @@ fn banner(state: &StateDir, config: &glovebox_config::Config, url: &str, created
         println!("  account:   {} (workdir {})", a.id, a.workdir.display());
         println!("  token:     {}", state.token_file(&a.id).display());
         println!("  policy:    {}", state.permissions_file(&a.id).display());
+        let roots: Vec<String> = a.roots.iter().map(|r| r.display().to_string()).collect();
+        println!("  roots:     {}", roots.join(", "));
+    }
+    for (name, status) in sandboxes {
+        println!("  sandbox:   {name} {status}");
     }
     println!("  audit:     {}", state.audit_db().display());
     if let Some(account) = created {

@@ -132,6 +132,9 @@ fn default_listen() -> String {
 pub struct RawAccount {
     pub id: String,
     pub workdir: String,
+    /// Directories the account's executor and jobs may touch at all (Landlock); default: the workdir.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
     /// SHA-256 (hex) of each bearer token that authenticates as this account.
     #[serde(default)]
     pub token_sha256: Vec<String>,
@@ -142,6 +145,8 @@ pub struct RawAccount {
 pub struct Account {
     pub id: String,
     pub workdir: PathBuf,
+    /// Absolute; never empty (the workdir when none are configured).
+    pub roots: Vec<PathBuf>,
     pub token_hashes: Vec<[u8; 32]>,
 }
 
@@ -215,9 +220,24 @@ impl Config {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let mut roots = Vec::new();
+            for r in &a.roots {
+                let root = PathBuf::from(r);
+                if !root.is_absolute() {
+                    return Err(invalid(
+                        None,
+                        format!("{at}.roots: expected absolute paths, got {r:?}"),
+                    ));
+                }
+                roots.push(root);
+            }
+            if roots.is_empty() {
+                roots.push(workdir.clone());
+            }
             accounts.push(Account {
                 id: a.id.clone(),
                 workdir,
+                roots,
                 token_hashes,
             });
         }
@@ -311,6 +331,10 @@ mod tests {
             vec![token_hash("t")]
         );
         assert!(c.account("bob").is_none());
+        assert_eq!(
+            c.account("alice").unwrap().roots,
+            vec![PathBuf::from("/home/alice")]
+        );
     }
 
     #[test]

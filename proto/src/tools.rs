@@ -315,8 +315,16 @@ mod tests {
 
     #[test]
     fn exec_params() {
-        let ok = Tool::ExecRun.parse_params(&json!({"command": "ls -la", "cwd": "src", "timeout_s": 5})).unwrap();
-        assert!(matches!(ok, ToolParams::ExecRun(ExecRunParams { timeout_s: Some(5), .. })));
+        let ok = Tool::ExecRun
+            .parse_params(&json!({"command": "ls -la", "cwd": "src", "timeout_s": 5}))
+            .unwrap();
+        assert!(matches!(
+            ok,
+            ToolParams::ExecRun(ExecRunParams {
+                timeout_s: Some(5),
+                ..
+            })
+        ));
         for bad in [
             json!({"command": ""}),
             json!({"command": " \t\n"}),
@@ -328,9 +336,21 @@ mod tests {
         ] {
             assert!(Tool::ExecRun.parse_params(&bad).is_err(), "{bad}");
         }
-        assert!(Tool::ExecTail.parse_params(&json!({"job_id": "job-1", "lines": 0})).is_err());
-        assert!(Tool::ExecTail.parse_params(&json!({"job_id": "job-1", "stream": "stdin"})).is_err());
-        assert!(Tool::ExecKill.parse_params(&json!({"job_id": "a/b"})).is_err());
+        assert!(
+            Tool::ExecTail
+                .parse_params(&json!({"job_id": "job-1", "lines": 0}))
+                .is_err()
+        );
+        assert!(
+            Tool::ExecTail
+                .parse_params(&json!({"job_id": "job-1", "stream": "stdin"}))
+                .is_err()
+        );
+        assert!(
+            Tool::ExecKill
+                .parse_params(&json!({"job_id": "a/b"}))
+                .is_err()
+        );
         assert!(Tool::ExecStat.parse_params(&json!({})).is_ok());
     }
 

@@ -10,6 +10,7 @@ pub mod fsio;
 pub mod jobs;
 pub mod ops;
 pub mod resolve;
+pub mod sandbox;
 pub mod service;
 
 use std::future::Future;
