@@ -53,6 +53,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
             id: account.clone(),
             workdir: workdir.to_string_lossy().into_owned(),
             roots: Vec::new(),
+            run_as: None,
             token_sha256: vec![hex::encode(token_hash(&token))],
         }],
     };

@@ -5,6 +5,7 @@
 //! The environment is read here, once, and passed down as plain values.
 
 mod client;
+mod identity;
 mod init;
 mod services;
 mod supervisor;
@@ -85,17 +86,15 @@ enum Command {
     Gate {
         #[command(flatten)]
         state: StateArgs,
+        /// A user whose executor may append audit events (repeatable).
+        #[arg(long = "audit-peer-uid", value_name = "UID")]
+        audit_peer_uids: Vec<u32>,
         /// Stop when standard input closes (the supervisor's lifeline).
         #[arg(long)]
         exit_on_stdin_eof: bool,
     },
     /// Run one account's executor (normally started by `up`, which writes its key to stdin).
-    Executor {
-        #[command(flatten)]
-        state: StateArgs,
-        #[arg(long)]
-        account: String,
-    },
+    Executor(services::ExecutorArgs),
     /// Run the broker (normally started by `up`).
     Broker {
         #[command(flatten)]
@@ -199,15 +198,13 @@ fn main() -> ExitCode {
         .init();
     // The executor confines itself before any thread exists, so every thread and job inherits it.
     let prepared = match &cli.command {
-        Command::Executor { state, account } => {
-            match services::prepare_executor(&env, &env.state_dir(state), account) {
-                Ok(prepared) => Some(prepared),
-                Err(e) => {
-                    eprintln!("glovebox: {e:#}");
-                    return ExitCode::from(2);
-                }
+        Command::Executor(args) => match services::prepare_executor(&env, args) {
+            Ok(prepared) => Some(prepared),
+            Err(e) => {
+                eprintln!("glovebox: {e:#}");
+                return ExitCode::from(2);
             }
-        }
+        },
         _ => None,
     };
     let runtime = match tokio::runtime::Runtime::new() {
@@ -273,9 +270,10 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
         } => services::audit_verify(&env.state_dir(&state)).await,
         Command::Gate {
             state,
+            audit_peer_uids,
             exit_on_stdin_eof,
-        } => services::gate(&env.state_dir(&state), exit_on_stdin_eof).await,
-        Command::Executor { .. } => anyhow::bail!("internal error: the executor runs from main"),
+        } => services::gate(&env.state_dir(&state), audit_peer_uids, exit_on_stdin_eof).await,
+        Command::Executor(_) => anyhow::bail!("internal error: the executor runs from main"),
         Command::Broker {
             state,
             listen,

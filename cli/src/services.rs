@@ -49,15 +49,31 @@ fn ready(line: &str) {
     println!("READY {line}");
 }
 
-pub async fn gate(state_dir: &Path, exit_on_stdin_eof: bool) -> anyhow::Result<ExitCode> {
+pub async fn gate(
+    state_dir: &Path,
+    audit_peer_uids: Vec<u32>,
+    exit_on_stdin_eof: bool,
+) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
-    let config = glovebox_gate::GateConfig::load(state.clone())?;
+    let mut config = glovebox_gate::GateConfig::load(state.clone())?;
+    config.audit_peer_uids = audit_peer_uids;
     let socket = state.gate_socket();
     let listener =
         bind_private_socket(&socket).with_context(|| format!("bind {}", socket.display()))?;
+    // Reachable by other users' executors; the gate checks each peer's uid.
+    let audit_socket = state.audit_socket();
+    let audit_listener = glovebox_proto::transport::bind_socket(&audit_socket, 0o666)
+        .with_context(|| format!("bind {}", audit_socket.display()))?;
     ready(&socket.display().to_string());
-    glovebox_gate::run(config, listener, shutdown_signal(exit_on_stdin_eof)).await?;
+    glovebox_gate::run(
+        config,
+        listener,
+        Some(audit_listener),
+        shutdown_signal(exit_on_stdin_eof),
+    )
+    .await?;
     let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(&audit_socket);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -69,30 +85,51 @@ pub struct PreparedExecutor {
     enforcement: glovebox_executor::sandbox::Enforcement,
 }
 
-/// Everything the executor does before its first thread starts: read the config and the key,
-/// bind its socket, then apply the Landlock sandbox (which every later thread and job inherits).
-pub fn prepare_executor(
-    env: &Env,
-    state_dir: &Path,
-    account: &str,
-) -> anyhow::Result<PreparedExecutor> {
+/// How the supervisor starts an executor. The executor reads nothing of the state directory:
+/// it may run as another user, so everything it needs comes in its arguments and its stdin.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExecutorArgs {
+    #[arg(long)]
+    pub account: String,
+    #[arg(long, value_name = "DIR")]
+    pub workdir: std::path::PathBuf,
+    /// A directory the executor and its jobs may touch (repeatable; default: the workdir).
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<std::path::PathBuf>,
+    /// Where to listen.
+    #[arg(long, value_name = "PATH")]
+    pub socket: std::path::PathBuf,
+    /// The gate's audit socket.
+    #[arg(long, value_name = "PATH")]
+    pub audit_socket: std::path::PathBuf,
+    /// A directory on the floor, hidden from listings (repeatable; glovebox's state).
+    #[arg(long = "protected", value_name = "DIR")]
+    pub protected: Vec<std::path::PathBuf>,
+}
+
+/// Everything the executor does before its first thread starts: check its identity, read the
+/// key, bind its socket, then apply the Landlock sandbox (which every later thread and job
+/// inherits).
+pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<PreparedExecutor> {
     use std::io::BufRead;
-    let state = StateDir::new(state_dir);
-    let config = state.load_config()?;
-    let entry = config.account(account).with_context(|| {
+    crate::identity::verify_cannot_regain_root()?;
+    let workdir = std::fs::canonicalize(&args.workdir).with_context(|| {
         format!(
-            "no account {account:?} in {}",
-            state.config_file().display()
+            "workdir {} of account {:?}",
+            args.workdir.display(),
+            args.account
         )
     })?;
-    let workdir = std::fs::canonicalize(&entry.workdir)
-        .with_context(|| format!("workdir {} of account {account:?}", entry.workdir.display()))?;
-    let roots = entry
-        .roots
+    let roots = if args.roots.is_empty() {
+        vec![workdir.clone()]
+    } else {
+        args.roots.clone()
+    };
+    let roots = roots
         .iter()
         .map(|r| {
             std::fs::canonicalize(r)
-                .with_context(|| format!("root {} of account {account:?}", r.display()))
+                .with_context(|| format!("root {} of account {:?}", r.display(), args.account))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     // The supervisor writes this account's ticket key (hex) as the first line of stdin and keeps
@@ -104,21 +141,24 @@ pub fn prepare_executor(
         .context("read the ticket key from stdin")?;
     let key_bytes = hex::decode(line.trim()).context("ticket key on stdin is not hex")?;
     let key = glovebox_ticket::Key::from_bytes(&key_bytes)?;
-    let root = std::fs::canonicalize(state.root())?;
-    let socket = state.executor_socket(account);
-    let listener = bind_private_socket_std(&socket)?;
-    let plan = glovebox_executor::sandbox::SandboxPlan::for_roots(&roots, &state.run_dir());
+    let listener = bind_private_socket_std(&args.socket)?;
+    let runtime_dir = args.socket.parent().unwrap_or(Path::new("/nonexistent"));
+    let plan = glovebox_executor::sandbox::SandboxPlan::for_roots(&roots, runtime_dir);
     let enforcement = glovebox_executor::sandbox::apply(&plan)?;
     Ok(PreparedExecutor {
         config: glovebox_executor::ExecutorConfig {
-            account: account.to_owned(),
+            account: args.account.clone(),
             workdir,
             key,
-            gate_socket: state.gate_socket(),
-            protected: vec![root.to_string_lossy().into_owned()],
+            gate_socket: args.audit_socket.clone(),
+            protected: args
+                .protected
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
             job_env: env.job_env.clone(),
         },
-        socket,
+        socket: args.socket.clone(),
         listener,
         enforcement,
     })

@@ -16,8 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::init;
 use crate::services::{await_ready, shutdown_signal};
+use crate::{identity, init};
 
 /// How long a child has to report readiness.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -43,6 +43,10 @@ struct Spec {
     args: Vec<String>,
     /// Written to the child's stdin first (the executor's ticket key).
     stdin_line: Option<String>,
+    /// (uid, gid) to run as, when it differs from the supervisor's.
+    run_as: Option<(u32, u32)>,
+    /// Environment variables set for the child (on top of the supervisor's).
+    env: Vec<(String, String)>,
 }
 
 struct Running {
@@ -76,27 +80,61 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locate the glovebox binary")?;
     let state_arg = state.root().display().to_string();
 
+    let mut identities = Vec::new();
+    for a in &config.accounts {
+        let identity = identity::resolve(a)?;
+        identity::prepare_run_dir(&state, &a.id, &identity)?;
+        identities.push(identity);
+    }
+    let mut gate_args: Vec<String> = vec![
+        "gate".into(),
+        "--state-dir".into(),
+        state_arg.clone(),
+        "--exit-on-stdin-eof".into(),
+    ];
+    for identity in identities.iter().filter(|i| i.drops) {
+        gate_args.extend(["--audit-peer-uid".into(), identity.uid.to_string()]);
+    }
     let mut specs = vec![Spec {
         name: "gate".into(),
-        args: vec![
-            "gate".into(),
-            "--state-dir".into(),
-            state_arg.clone(),
-            "--exit-on-stdin-eof".into(),
-        ],
+        args: gate_args,
         stdin_line: None,
+        run_as: None,
+        env: Vec::new(),
     }];
-    for a in &config.accounts {
+    let protected = std::fs::canonicalize(state.root())?.display().to_string();
+    for (a, identity) in config.accounts.iter().zip(&identities) {
+        let mut args: Vec<String> = vec![
+            "executor".into(),
+            "--account".into(),
+            a.id.clone(),
+            "--workdir".into(),
+            a.workdir.display().to_string(),
+            "--socket".into(),
+            state.executor_socket(&a.id).display().to_string(),
+            "--audit-socket".into(),
+            state.audit_socket().display().to_string(),
+            "--protected".into(),
+            protected.clone(),
+        ];
+        for root in &a.roots {
+            args.extend(["--root".into(), root.display().to_string()]);
+        }
+        let env = if identity.drops {
+            vec![
+                ("HOME".to_owned(), identity.home.clone()),
+                ("USER".to_owned(), identity.name.clone()),
+                ("LOGNAME".to_owned(), identity.name.clone()),
+            ]
+        } else {
+            Vec::new()
+        };
         specs.push(Spec {
             name: format!("executor[{}]", a.id),
-            args: vec![
-                "executor".into(),
-                "--state-dir".into(),
-                state_arg.clone(),
-                "--account".into(),
-                a.id.clone(),
-            ],
+            args,
             stdin_line: Some(hex::encode(master.derive_account_key(&a.id).as_bytes())),
+            run_as: identity.drops.then_some((identity.uid, identity.gid)),
+            env,
         });
     }
     let mut broker_args = vec![
@@ -114,6 +152,8 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         name: "broker".into(),
         args: broker_args,
         stdin_line: None,
+        run_as: None,
+        env: Vec::new(),
     });
 
     let (exits_tx, mut exits) = mpsc::channel::<Exit>(64);
@@ -207,8 +247,14 @@ async fn start(
     generation: u64,
     exits: &mpsc::Sender<Exit>,
 ) -> anyhow::Result<Running> {
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some((uid, gid)) = spec.run_as {
+        // As root, std also drops every supplementary group before changing user.
+        command.uid(uid).gid(gid);
+    }
+    let mut child = command
         .args(&spec.args)
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -357,7 +403,21 @@ fn banner(
     if let Some(account) = created {
         println!("  created account {account:?} on first start");
     }
-    println!("  dev mode: OS identity separation is off; every service runs as {user} (uid {uid})");
+    let separated: Vec<&str> = config
+        .accounts
+        .iter()
+        .filter_map(|a| a.run_as.as_deref())
+        .collect();
+    if separated.len() == config.accounts.len() {
+        println!(
+            "  identities: each executor runs as its account's run_as user ({})",
+            separated.join(", ")
+        );
+    } else {
+        println!(
+            "  dev mode: OS identity separation is off; services run as {user} (uid {uid}) unless an account sets run_as"
+        );
+    }
     if uid == 0 {
         println!(
             "  WARNING: running as root: the executor has root's reach, limited only by the policy"

@@ -8,6 +8,7 @@
 //! <state>/audit.db                           the audit store (owned by the gate)
 //! <state>/ticket.key                         the gate's master ticket key (0600)
 //! <state>/run/                               sockets and the lock of a running `glovebox up`
+//! <state>/run/exec-<id>/                      the account's executor socket (owned by its run_as user)
 //! ```
 
 use std::io::Write;
@@ -87,8 +88,16 @@ impl StateDir {
     pub fn gate_socket(&self) -> PathBuf {
         self.run_dir().join("gate.sock")
     }
+    /// A directory of the account's own (its executor may run as another OS user).
+    pub fn executor_run_dir(&self, account: &str) -> PathBuf {
+        self.run_dir().join(format!("exec-{account}"))
+    }
     pub fn executor_socket(&self, account: &str) -> PathBuf {
-        self.run_dir().join(format!("executor-{account}.sock"))
+        self.executor_run_dir(account).join("executor.sock")
+    }
+    /// The gate's audit-only socket, which executors running as other users connect to.
+    pub fn audit_socket(&self) -> PathBuf {
+        self.run_dir().join("audit.sock")
     }
     /// Written by `glovebox up` once the broker listens: its WebSocket URL.
     pub fn broker_url_file(&self) -> PathBuf {
@@ -132,6 +141,10 @@ fn default_listen() -> String {
 pub struct RawAccount {
     pub id: String,
     pub workdir: String,
+    /// The OS user the account's executor and jobs run as (needs `glovebox up` as root); default:
+    /// the user who runs glovebox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as: Option<String>,
     /// Directories the account's executor and jobs may touch at all (Landlock); default: the workdir.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
@@ -147,6 +160,7 @@ pub struct Account {
     pub workdir: PathBuf,
     /// Absolute; never empty (the workdir when none are configured).
     pub roots: Vec<PathBuf>,
+    pub run_as: Option<String>,
     pub token_hashes: Vec<[u8; 32]>,
 }
 
@@ -234,10 +248,19 @@ impl Config {
             if roots.is_empty() {
                 roots.push(workdir.clone());
             }
+            if let Some(user) = &a.run_as
+                && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
+            {
+                return Err(invalid(
+                    None,
+                    format!("{at}.run_as: expected an unprivileged user name, got {user:?}"),
+                ));
+            }
             accounts.push(Account {
                 id: a.id.clone(),
                 workdir,
                 roots,
+                run_as: a.run_as.clone(),
                 token_hashes,
             });
         }

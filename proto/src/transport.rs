@@ -10,6 +10,12 @@ use tonic::transport::{Channel, Endpoint};
 
 /// Binds a Unix socket readable and writable only by its owner, replacing a stale socket file.
 pub fn bind_private_socket(path: &Path) -> std::io::Result<UnixListener> {
+    bind_socket(path, 0o600)
+}
+
+/// Binds a Unix socket with `mode`, replacing a stale socket file. Access is decided by the peer
+/// check on each connection; the mode only lets other users' processes reach it at all.
+pub fn bind_socket(path: &Path, mode: u32) -> std::io::Result<UnixListener> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)?,
         Ok(_) => {
@@ -22,7 +28,7 @@ pub fn bind_private_socket(path: &Path) -> std::io::Result<UnixListener> {
         Err(e) => return Err(e),
     }
     let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(listener)
 }
 

@@ -59,6 +59,9 @@ pub struct Options {
     pub ask_timeout_secs: u64,
     /// Extra environment variables for `glovebox up` (and so for its services).
     pub env: Vec<(String, String)>,
+    /// Run the account's executor as this OS user (the state is written before `up` starts, and
+    /// the workdir is given to that user).
+    pub run_as: Option<String>,
 }
 
 impl Default for Options {
@@ -66,6 +69,7 @@ impl Default for Options {
         Options {
             ask_timeout_secs: 25,
             env: Vec::new(),
+            run_as: None,
         }
     }
 }
@@ -82,6 +86,9 @@ impl Glovebox {
         let workdir = root.join("work");
         std::fs::create_dir_all(&workdir).unwrap();
         let stderr_file = root.join("stderr.log");
+        if let Some(user) = &options.run_as {
+            write_state_for(&state, &workdir, user);
+        }
         let (child, url) = spawn_up(&state, &workdir, &stderr_file, &options);
         let config = std::fs::read_to_string(state.join("glovebox.yaml")).unwrap();
         let account = config
@@ -126,7 +133,8 @@ impl Glovebox {
     pub fn executor_socket(&self) -> PathBuf {
         self.state
             .join("run")
-            .join(format!("executor-{}.sock", self.account))
+            .join(format!("exec-{}", self.account))
+            .join("executor.sock")
     }
 
     pub fn stderr(&self) -> String {
@@ -164,7 +172,8 @@ impl Glovebox {
                 .split(|b| *b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            if args.get(1).map(String::as_str) == Some(service) && args.iter().any(|a| a == &state)
+            if args.get(1).map(String::as_str) == Some(service)
+                && args.iter().any(|a| a.starts_with(&state))
             {
                 pids.push(pid);
             }
@@ -256,6 +265,39 @@ impl Drop for Glovebox {
             eprintln!("---- glovebox stderr ----\n{}", self.stderr());
         }
     }
+}
+
+/// Writes a state directory whose one account `test` runs as `user`, and hands the workdir to it.
+fn write_state_for(state: &Path, workdir: &Path, user: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let account = "test";
+    let token = format!("token-{}", workdir.display()).replace('/', "-");
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()));
+    std::fs::create_dir_all(state.join("accounts").join(account)).unwrap();
+    std::fs::write(
+        state.join("glovebox.yaml"),
+        format!(
+            "accounts:\n  - id: {account}\n    workdir: {}\n    run_as: {user}\n    token_sha256: [{hash}]\n",
+            workdir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(state.join("accounts").join(account).join("token"), &token).unwrap();
+    std::fs::write(
+        state
+            .join("accounts")
+            .join(account)
+            .join("permissions.yaml"),
+        "paths:\n  read:\n    allow: ['./**']\n",
+    )
+    .unwrap();
+    let pw = nix::unistd::User::from_name(user)
+        .unwrap()
+        .expect("run_as user exists");
+    nix::unistd::chown(workdir, Some(pw.uid), Some(pw.gid)).unwrap();
+    // The temporary root must be traversable for that user to reach the workdir.
+    let root = workdir.parent().unwrap();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).unwrap();
 }
 
 fn spawn_up(

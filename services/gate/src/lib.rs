@@ -43,6 +43,8 @@ pub struct GateConfig {
     pub master_key: Key,
     /// Canonical directories on the floor (glovebox's own state).
     pub protected: Vec<String>,
+    /// Users (besides the gate's own and root) whose executors may append audit events.
+    pub audit_peer_uids: Vec<u32>,
 }
 
 impl GateConfig {
@@ -75,17 +77,23 @@ impl GateConfig {
             accounts,
             master_key,
             protected: vec![root.to_string_lossy().into_owned()],
+            audit_peer_uids: Vec::new(),
         })
     }
 }
 
-/// Serves the gate on `listener` until `shutdown` completes.
+/// Serves the gate on `listener` (Gate and Audit, for the broker and the supervisor) and, if
+/// given, the Audit service alone on `audit_listener` (for executors running as other users)
+/// until `shutdown` completes.
 pub async fn run(
     config: GateConfig,
     listener: UnixListener,
-    shutdown: impl Future<Output = ()> + Send,
+    audit_listener: Option<UnixListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GateError> {
     let audit = AuditStore::open(&config.state.audit_db()).await?;
+    let mut audit_peers = transport::default_allowed_uids();
+    audit_peers.extend(&config.audit_peer_uids);
     let policies = policies::AccountPolicies::new(&config.state, config.accounts, config.protected);
     let state = Arc::new(service::GateState {
         policies,
@@ -101,11 +109,32 @@ pub async fn run(
             ..Default::default()
         })
         .await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let audit_only = audit_listener.map(|l| {
+        let incoming = transport::peer_checked_incoming(l, audit_peers);
+        tonic::transport::Server::builder()
+            .add_service(AuditServer::new(service::AuditService(state.clone())))
+            .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
+    });
     let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
-    tonic::transport::Server::builder()
+    let main = tonic::transport::Server::builder()
         .add_service(GateServer::new(service::GateService(state.clone())))
         .add_service(AuditServer::new(service::AuditService(state)))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
+        .serve_with_incoming_shutdown(incoming, stopped(stop_rx));
+    match audit_only {
+        Some(audit_only) => {
+            let (a, b) = tokio::join!(main, audit_only);
+            a?;
+            b?;
+        }
+        None => main.await?,
+    }
     Ok(())
 }

@@ -1,0 +1,144 @@
+//! Per-account OS identity: with `run_as`, the executor and its jobs run as that user, with no
+//! way back to root, so the kernel refuses what that user may not touch even when the gate allowed
+//! it. These tests need root (as CI has) to switch users; elsewhere they say so and stop.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+
+use glovebox_e2e::{Client, Glovebox, Options, expect_error, expect_ok};
+use serde_json::{Value, json};
+
+const USER: &str = "nobody";
+
+fn start() -> Option<Glovebox> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: switching users needs root");
+        return None;
+    }
+    Some(Glovebox::start_with(Options {
+        run_as: Some(USER.into()),
+        ..Default::default()
+    }))
+}
+
+fn nobody_uid() -> u32 {
+    nix::unistd::User::from_name(USER)
+        .unwrap()
+        .unwrap()
+        .uid
+        .as_raw()
+}
+
+async fn run_job(agent: &mut Client, approver: &mut Client, command: &str) -> String {
+    agent.send(json!({"type": "invoke", "call_id": "job", "tool": "exec_run", "params": {"command": command}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    let job = expect_ok(&agent.result_for("job").await)["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut status = Value::Null;
+    for i in 0..500 {
+        status = expect_ok(
+            &agent
+                .invoke(&format!("s{i}"), "exec_status", json!({ "job_id": job }))
+                .await,
+        );
+        if status["state"] != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status["state"], "exited", "{status}");
+    let tail = expect_ok(
+        &agent
+            .invoke("t", "exec_tail", json!({ "job_id": job }))
+            .await,
+    );
+    tail["stdout"]["text"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_executor_process_runs_as_the_account_user() {
+    let Some(g) = start() else { return };
+    let pids = g.service_pids("executor");
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pids[0])).unwrap();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    let uids: Vec<u32> = uid_line
+        .split_whitespace()
+        .skip(1)
+        .map(|u| u.parse().unwrap())
+        .collect();
+    assert_eq!(
+        uids,
+        vec![nobody_uid(); 4],
+        "real, effective, saved and fs uid: {uid_line}"
+    );
+    let groups = status.lines().find(|l| l.starts_with("Groups:")).unwrap();
+    assert_eq!(groups.trim(), "Groups:", "supplementary groups are dropped");
+    let nnp = status
+        .lines()
+        .find(|l| l.starts_with("NoNewPrivs:"))
+        .unwrap();
+    assert!(nnp.ends_with('1'), "{nnp}");
+}
+
+#[tokio::test]
+async fn jobs_run_as_the_account_user_without_capabilities() {
+    let Some(g) = start() else { return };
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let out = run_job(
+        &mut agent,
+        &mut approver,
+        "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; echo HOME=$HOME",
+    )
+    .await;
+    let mut lines = out.lines();
+    assert_eq!(lines.next().unwrap(), nobody_uid().to_string(), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    let home = nix::unistd::User::from_name(USER).unwrap().unwrap().dir;
+    assert!(out.contains(&format!("HOME={}", home.display())), "{out}");
+}
+
+#[tokio::test]
+async fn a_root_only_file_is_refused_even_with_a_valid_ticket() {
+    let Some(g) = start() else { return };
+    let private = g.workdir.join("root-only.txt");
+    std::fs::write(&private, "root's secret").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let public = g.workdir.join("shared.txt");
+    std::fs::write(&public, "for everyone").unwrap();
+    std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut agent = g.connect("agent").await;
+    // The policy allows reads in the workdir, so the gate signs a ticket; the kernel says no.
+    let e = expect_error(
+        &agent
+            .invoke("r", "file_read", json!({"path": "root-only.txt"}))
+            .await,
+        "denied",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("operating system refused"),
+        "{e}"
+    );
+    let ok = expect_ok(
+        &agent
+            .invoke("p", "file_read", json!({"path": "shared.txt"}))
+            .await,
+    );
+    assert_eq!(ok["content"], "for everyone");
+    // and the executor, running as another user, still reached the audit
+    let pool = g.audit_pool().await;
+    let bytes: Option<i64> = sqlx::query_scalar("SELECT bytes FROM tool_calls WHERE call_id = 'p'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(bytes, Some(12));
+}
