@@ -153,10 +153,11 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
             ask_id,
             call_id,
             account,
-            tool,
-            subjects,
-            preview,
+            connection_id,
             expires_in_ms,
+            display,
+            warning,
+            ..
         } = frame
         else {
             if let ServerFrame::Error { code, message } = frame {
@@ -164,13 +165,19 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
             }
             continue;
         };
-        println!("\n── ask {ask_id} ── account {account} ── call {call_id}");
-        println!("tool: {tool}");
-        for s in &subjects {
+        // Only the display form is shown: hidden characters appear as ⟨…⟩ tokens.
+        println!(
+            "\n── ask {ask_id} ── account {account} ── connection {connection_id} ── call {call_id}"
+        );
+        if let Some(warning) = &warning {
+            println!("WARNING: {warning}");
+        }
+        println!("tool: {}", display.tool);
+        for s in &display.subjects {
             println!("  {} {}", s.domain, s.path);
         }
-        if !preview.is_empty() {
-            println!("{preview}");
+        if !display.preview.is_empty() {
+            println!("{}", display.preview);
         }
         let deadline = Instant::now() + Duration::from_millis(expires_in_ms);
         let decision = loop {
@@ -187,6 +194,13 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
             let line = tokio::select! {
                 l = stdin.next_line() => l?,
                 _ = tokio::time::sleep(left.min(Duration::from_secs(1))) => continue,
+                f = next_frame(&mut socket) => match f? {
+                    ServerFrame::AskClosed { ask_id: closed, reason } if closed == ask_id => {
+                        println!("\n(ask closed: {reason})");
+                        break None;
+                    }
+                    _ => continue,
+                },
             };
             match line.as_deref().map(str::trim) {
                 Some("y") | Some("Y") => break Some("once"),

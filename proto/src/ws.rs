@@ -50,6 +50,10 @@ pub enum ClientFrame {
         ask_id: String,
         decision: Decision,
     },
+    /// Withdraws a call of this connection: its pending ask is denied.
+    Cancel {
+        call_id: String,
+    },
 }
 
 fn empty_object() -> serde_json::Value {
@@ -115,6 +119,38 @@ pub struct AskSubject {
     pub path: String,
 }
 
+/// The display form of an ask (see `crate::display`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskDisplay {
+    pub tool: String,
+    pub subjects: Vec<AskSubject>,
+    pub preview: String,
+}
+
+impl AskDisplay {
+    /// The display form of an ask's untrusted fields, and whether any of them was flagged.
+    pub fn of(tool: &str, subjects: &[AskSubject], preview: &str) -> (AskDisplay, bool) {
+        let mut flagged = false;
+        let mut reveal = |s: &str| {
+            let r = crate::display::reveal(s);
+            flagged |= r.flagged;
+            r.text
+        };
+        let display = AskDisplay {
+            tool: reveal(tool),
+            subjects: subjects
+                .iter()
+                .map(|s| AskSubject {
+                    domain: s.domain.clone(),
+                    path: reveal(&s.path),
+                })
+                .collect(),
+            preview: reveal(preview),
+        };
+        (display, flagged)
+    }
+}
+
 /// A frame the server sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -138,11 +174,20 @@ pub enum ServerFrame {
         ask_id: String,
         call_id: String,
         account: String,
+        /// The agent connection that made the call.
+        connection_id: String,
         tool: String,
         subjects: Vec<AskSubject>,
         preview: String,
         expires_in_ms: u64,
+        /// What to show the approver: the same fields with hidden characters made visible.
+        display: AskDisplay,
+        /// Set when any field held hidden or deceptive characters.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
     },
+    /// An ask ended without an answer (timeout, withdrawn): approvers can stop showing it.
+    AskClosed { ask_id: String, reason: String },
     /// A frame-level problem (malformed JSON, unknown type); the connection stays open.
     Error { code: ErrorCode, message: String },
 }
@@ -205,7 +250,7 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-const FRAME_TYPES: [&str; 3] = ["hello", "invoke", "answer"];
+const FRAME_TYPES: [&str; 4] = ["hello", "invoke", "answer", "cancel"];
 
 /// Parses one text frame from a client.
 pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
@@ -225,7 +270,9 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         detail: e.to_string(),
     })?;
     match &frame {
-        ClientFrame::Invoke { call_id, .. } if !is_valid_id(call_id) => {
+        ClientFrame::Invoke { call_id, .. } | ClientFrame::Cancel { call_id }
+            if !is_valid_id(call_id) =>
+        {
             Err(FrameError::BadId("call_id"))
         }
         ClientFrame::Answer { ask_id, .. } if !is_valid_id(ask_id) => {

@@ -280,6 +280,11 @@ async fn an_unanswered_ask_times_out_as_denied() {
             .contains("did not answer in time"),
         "{e}"
     );
+    let closed = approver.next().await;
+    assert_eq!(
+        closed,
+        json!({"type": "ask_closed", "ask_id": ask["ask_id"], "reason": "timeout"})
+    );
     // a late answer changes nothing
     approver.answer(&ask, "once").await;
     let err = approver.next().await;
@@ -501,4 +506,97 @@ async fn a_replaced_file_keeps_its_mode() {
         .filter(|e| e.file_name().to_string_lossy().contains("glovebox"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[tokio::test]
+async fn hidden_characters_in_an_ask_are_shown_as_tokens_and_flagged() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let name = "invoice\u{202E}fdp.exe";
+    agent
+        .send(
+            json!({"type": "invoke", "call_id": "b", "tool": "file_write",
+                     "params": {"path": name, "content": "\u{1b}[2Jok\r\n"}}),
+        )
+        .await;
+    let ask = approver.next_ask().await;
+    // The raw fields are what will run; the display form is what a person reads.
+    assert!(ask["subjects"][0]["path"].as_str().unwrap().ends_with(name));
+    let shown = ask["display"]["subjects"][0]["path"].as_str().unwrap();
+    assert!(shown.ends_with("invoice⟨U+202E⟩fdp.exe"), "{shown}");
+    let preview = ask["display"]["preview"].as_str().unwrap();
+    assert!(preview.contains("⟨ESC[2J⟩ok⟨CRLF⟩"), "{preview}");
+    assert!(
+        ask["warning"]
+            .as_str()
+            .unwrap()
+            .contains("hidden or control characters"),
+        "{ask}"
+    );
+    assert_eq!(ask["connection_id"], agent.hello_ok["connection_id"]);
+    approver.answer(&ask, "deny").await;
+    expect_error(&agent.result_for("b").await, "denied");
+    // a plain ask carries no warning
+    agent.send(json!({"type": "invoke", "call_id": "p", "tool": "file_write", "params": {"path": "plain.txt", "content": "x"}})).await;
+    let ask = approver.next_ask().await;
+    assert!(ask.get("warning").is_none(), "{ask}");
+    approver.answer(&ask, "deny").await;
+}
+
+#[tokio::test]
+async fn an_agent_can_withdraw_a_call_waiting_for_approval() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "w", "tool": "file_write", "params": {"path": "w.txt", "content": "x"}})).await;
+    let ask = approver.next_ask().await;
+    agent.send(json!({"type": "cancel", "call_id": "w"})).await;
+    let e = expect_error(&agent.result_for("w").await, "denied");
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("withdrawn"),
+        "{e}"
+    );
+    let closed = approver.next().await;
+    assert_eq!(
+        closed,
+        json!({"type": "ask_closed", "ask_id": ask["ask_id"], "reason": "withdrawn"})
+    );
+    // a late answer to the withdrawn ask is refused, and nothing was written
+    approver.answer(&ask, "once").await;
+    assert_eq!(approver.next().await["type"], "error");
+    assert!(!g.workdir.join("w.txt").exists());
+    // cancelling a call that is not in flight is an error frame
+    agent
+        .send(json!({"type": "cancel", "call_id": "nope"}))
+        .await;
+    assert_eq!(agent.next().await["type"], "error");
+    let pool = g.audit_pool().await;
+    let approval: String =
+        sqlx::query_scalar("SELECT approval FROM tool_calls WHERE call_id = 'w'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(approval, "cancelled");
+}
+
+#[tokio::test]
+async fn a_disconnecting_agent_withdraws_its_pending_asks() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "d", "tool": "file_write", "params": {"path": "d.txt", "content": "x"}})).await;
+    let ask = approver.next_ask().await;
+    drop(agent);
+    let closed = approver.next().await;
+    assert_eq!(closed["type"], "ask_closed");
+    assert_eq!(closed["ask_id"], ask["ask_id"]);
+    // the approver is free for the next ask at once
+    let mut other = g.connect("agent").await;
+    other.send(json!({"type": "invoke", "call_id": "n", "tool": "file_write", "params": {"path": "n.txt", "content": "y"}})).await;
+    let next = approver.next_ask().await;
+    assert_eq!(next["call_id"], "n");
+    approver.answer(&next, "once").await;
+    expect_ok(&other.result_for("n").await);
+    assert!(!g.workdir.join("d.txt").exists());
 }

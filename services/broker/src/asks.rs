@@ -23,6 +23,8 @@ pub enum AskOutcome {
     ApproverGone,
     /// Too many asks are already waiting for this account.
     Busy,
+    /// The agent withdrew the call.
+    Cancelled,
 }
 
 struct Pending {
@@ -103,12 +105,15 @@ impl Asks {
         }
     }
 
-    /// Asks the account's approvers; `frame` builds the ask frame from the ask id.
+    /// Asks the account's approvers; `frame` builds the ask frame from the ask id. `cancelled`
+    /// completes when the caller withdraws the call (waiting for its turn or for an answer).
     pub async fn ask(
         &self,
         account: &str,
         frame: impl FnOnce(&str, u64) -> ServerFrame,
+        cancelled: impl std::future::Future<Output = ()>,
     ) -> AskOutcome {
+        tokio::pin!(cancelled);
         let turn = {
             let mut accounts = self.lock();
             let a = accounts.entry(account.to_owned()).or_default();
@@ -121,13 +126,19 @@ impl Asks {
             a.waiting += 1;
             a.turn.clone()
         };
-        let _turn = turn.lock().await;
+        let turn = tokio::select! {
+            guard = turn.lock() => Some(guard),
+            _ = &mut cancelled => None,
+        };
         let ask_id = new_id("ask");
         let (reply, wait) = oneshot::channel();
         let approvers: Vec<mpsc::Sender<Message>> = {
             let mut accounts = self.lock();
             let a = accounts.entry(account.to_owned()).or_default();
             a.waiting = a.waiting.saturating_sub(1);
+            if turn.is_none() {
+                return AskOutcome::Cancelled;
+            }
             if a.approvers.is_empty() {
                 return AskOutcome::NoApprover;
             }
@@ -138,20 +149,45 @@ impl Asks {
             a.approvers.values().cloned().collect()
         };
         let text = frame(&ask_id, self.timeout.as_millis() as u64).to_json();
-        for tx in approvers {
+        for tx in &approvers {
             let _ = tx.send(Message::Text(text.clone().into())).await;
         }
-        let outcome = match tokio::time::timeout(self.timeout, wait).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => AskOutcome::ApproverGone,
-            Err(_) => AskOutcome::Timeout,
+        let outcome = tokio::select! {
+            answered = tokio::time::timeout(self.timeout, wait) => match answered {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => AskOutcome::ApproverGone,
+                Err(_) => AskOutcome::Timeout,
+            },
+            _ = &mut cancelled => AskOutcome::Cancelled,
         };
-        let mut accounts = self.lock();
-        if let Some(a) = accounts.get_mut(account)
-            && a.pending.as_ref().is_some_and(|p| p.ask_id == ask_id)
-        {
-            a.pending = None;
+        let remaining: Vec<mpsc::Sender<Message>> = {
+            let mut accounts = self.lock();
+            match accounts.get_mut(account) {
+                Some(a) => {
+                    if a.pending.as_ref().is_some_and(|p| p.ask_id == ask_id) {
+                        a.pending = None;
+                    }
+                    a.approvers.values().cloned().collect()
+                }
+                None => Vec::new(),
+            }
+        };
+        if !matches!(outcome, AskOutcome::Answered(_)) {
+            let reason = match outcome {
+                AskOutcome::Timeout => "timeout",
+                AskOutcome::Cancelled => "withdrawn",
+                _ => "closed",
+            };
+            let closed = ServerFrame::AskClosed {
+                ask_id: ask_id.clone(),
+                reason: reason.to_owned(),
+            }
+            .to_json();
+            for tx in remaining {
+                let _ = tx.send(Message::Text(closed.clone().into())).await;
+            }
         }
+        drop(turn);
         outcome
     }
 }
@@ -179,10 +215,13 @@ mod tests {
             ask_id: ask_id.to_owned(),
             call_id: "c".into(),
             account: "a".into(),
+            connection_id: "conn".into(),
             tool: "file_write".into(),
             subjects: vec![],
             preview: String::new(),
             expires_in_ms: ms,
+            display: glovebox_proto::ws::AskDisplay::of("file_write", &[], "").0,
+            warning: None,
         }
     }
 
@@ -197,7 +236,10 @@ mod tests {
     #[tokio::test]
     async fn no_approver_is_immediate() {
         let asks = Asks::new(Duration::from_secs(25), 4);
-        assert_eq!(asks.ask("a", frame).await, AskOutcome::NoApprover);
+        assert_eq!(
+            asks.ask("a", frame, std::future::pending()).await,
+            AskOutcome::NoApprover
+        );
     }
 
     #[tokio::test]
@@ -207,7 +249,7 @@ mod tests {
         asks.add_approver("a", 1, tx);
         let task = tokio::spawn({
             let asks = asks.clone();
-            async move { asks.ask("a", frame).await }
+            async move { asks.ask("a", frame, std::future::pending()).await }
         });
         let id = next_ask_id(&mut rx).await;
         assert!(
@@ -228,7 +270,10 @@ mod tests {
         let asks = Asks::new(Duration::from_secs(25), 4);
         let (tx, _rx) = mpsc::channel(8);
         asks.add_approver("a", 1, tx);
-        assert_eq!(asks.ask("a", frame).await, AskOutcome::Timeout);
+        assert_eq!(
+            asks.ask("a", frame, std::future::pending()).await,
+            AskOutcome::Timeout
+        );
     }
 
     #[tokio::test]
@@ -238,7 +283,7 @@ mod tests {
         asks.add_approver("a", 1, tx);
         let task = tokio::spawn({
             let asks = asks.clone();
-            async move { asks.ask("a", frame).await }
+            async move { asks.ask("a", frame, std::future::pending()).await }
         });
         next_ask_id(&mut rx).await;
         asks.remove_approver("a", 1);
@@ -252,18 +297,21 @@ mod tests {
         asks.add_approver("a", 1, tx);
         let first = tokio::spawn({
             let asks = asks.clone();
-            async move { asks.ask("a", frame).await }
+            async move { asks.ask("a", frame, std::future::pending()).await }
         });
         let id1 = next_ask_id(&mut rx).await;
         let second = tokio::spawn({
             let asks = asks.clone();
-            async move { asks.ask("a", frame).await }
+            async move { asks.ask("a", frame, std::future::pending()).await }
         });
         tokio::task::yield_now().await;
         // the second waits its turn: no frame yet, and a third is refused as busy
         assert!(rx.try_recv().is_err());
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(asks.ask("a", frame).await, AskOutcome::Busy);
+        assert_eq!(
+            asks.ask("a", frame, std::future::pending()).await,
+            AskOutcome::Busy
+        );
         assert!(asks.answer("a", &id1, Decision::Deny));
         assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
         let id2 = next_ask_id(&mut rx).await;

@@ -2,7 +2,7 @@
 //! (approvers). A bad frame gets an error frame and the connection goes on; an oversized frame
 //! closes it with 1008 (policy violation). Nothing a frame says changes whose connection it is.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +36,13 @@ fn frame_error(code: ErrorCode, message: impl Into<String>) -> Message {
         code,
         message: message.into(),
     })
+}
+
+/// The calls in flight on one agent connection, each with the switch that withdraws it.
+type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Serves one authenticated connection until it closes.
@@ -85,7 +92,7 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
     if role == Role::Approver {
         app.asks.add_approver(&account, conn_key, tx.clone());
     }
-    let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let in_flight: InFlight = Arc::default();
 
     while let Some(message) = stream.next().await {
         let message = match message {
@@ -147,7 +154,11 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
                     params,
                 },
             ) => {
-                start_call(&app, &account, &tx, &in_flight, call_id, tool, params).await;
+                let origin = crate::pipeline::Origin {
+                    account: account.clone(),
+                    connection_id: connection_id.clone(),
+                };
+                start_call(&app, origin, &tx, &in_flight, call_id, tool, params).await;
             }
             (Role::Approver, ClientFrame::Answer { ask_id, decision }) => {
                 if !app.asks.answer(&account, &ask_id, decision) {
@@ -167,6 +178,28 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
                     ))
                     .await;
             }
+            (Role::Agent, ClientFrame::Cancel { call_id }) => {
+                let found = lock(&in_flight)
+                    .get(&call_id)
+                    .map(|cancel| cancel.send(true))
+                    .is_some();
+                if !found {
+                    let _ = tx
+                        .send(frame_error(
+                            ErrorCode::InvalidParams,
+                            format!("no call {call_id} is in flight on this connection"),
+                        ))
+                        .await;
+                }
+            }
+            (Role::Approver, ClientFrame::Cancel { .. }) => {
+                let _ = tx
+                    .send(frame_error(
+                        ErrorCode::Denied,
+                        "approver connections have no calls to cancel",
+                    ))
+                    .await;
+            }
             (Role::Approver, ClientFrame::Invoke { call_id, .. }) => {
                 let error = WireError::new(
                     ErrorCode::Denied,
@@ -178,6 +211,10 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
     }
     if role == Role::Approver {
         app.asks.remove_approver(&account, conn_key);
+    }
+    // Nobody is left to receive the results: withdraw what is still waiting for approval.
+    for cancel in lock(&in_flight).values() {
+        let _ = cancel.send(true);
     }
     tracing::info!(%account, %connection_id, "connection closed");
     drop(tx);
@@ -262,16 +299,17 @@ async fn context(app: &App, account: &str) -> ClientContext {
 
 async fn start_call(
     app: &Arc<App>,
-    account: &str,
+    origin: crate::pipeline::Origin,
     tx: &mpsc::Sender<Message>,
-    in_flight: &Arc<Mutex<HashSet<String>>>,
+    in_flight: &InFlight,
     call_id: String,
     tool: String,
     params: serde_json::Value,
 ) {
+    let (cancel, cancelled) = tokio::sync::watch::channel(false);
     let refused = {
-        let mut set = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        if set.contains(&call_id) {
+        let mut set = lock(in_flight);
+        if set.contains_key(&call_id) {
             Some(WireError::new(
                 ErrorCode::InvalidParams,
                 "call_id is already in flight on this connection",
@@ -282,7 +320,7 @@ async fn start_call(
                 format!("at most {MAX_IN_FLIGHT} calls may be in flight per connection"),
             ))
         } else {
-            set.insert(call_id.clone());
+            set.insert(call_id.clone(), cancel);
             None
         }
     };
@@ -290,18 +328,11 @@ async fn start_call(
         let _ = tx.send(text(&ServerFrame::failed(call_id, error))).await;
         return;
     }
-    let (app, account, tx, in_flight) = (
-        app.clone(),
-        account.to_owned(),
-        tx.clone(),
-        in_flight.clone(),
-    );
+    let (app, tx, in_flight) = (app.clone(), tx.clone(), in_flight.clone());
     tokio::spawn(async move {
-        let result = crate::pipeline::run_call(&app, &account, &call_id, &tool, params).await;
-        in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&call_id);
+        let result =
+            crate::pipeline::run_call(&app, &origin, &call_id, &tool, params, cancelled).await;
+        lock(&in_flight).remove(&call_id);
         let _ = tx.send(text(&result)).await;
     });
 }

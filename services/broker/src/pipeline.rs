@@ -10,23 +10,32 @@ use glovebox_proto::v1::{
     self as pb, Answer, AuditEvent, DecideRequest, ExecuteRequest, Plan, PlanRequest,
     PreviewRequest, ResolveRequest, Ticket, ToolCall,
 };
-use glovebox_proto::ws::{AskSubject, Decision, ServerFrame, WireError};
+use glovebox_proto::ws::{AskDisplay, AskSubject, Decision, ServerFrame, WireError};
 
 use crate::App;
 use crate::asks::AskOutcome;
 use crate::backends::request;
 
-/// Runs one call for `account` and returns the result frame.
-#[tracing::instrument(skip(app, params), fields(account = %account))]
+/// Who made a call: the authenticated account and the connection it came on.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub account: String,
+    pub connection_id: String,
+}
+
+/// Runs one call and returns the result frame.
+#[tracing::instrument(skip(app, params), fields(account = %origin.account))]
 pub async fn run_call(
     app: &App,
-    account: &str,
+    origin: &Origin,
     call_id: &str,
     tool: &str,
     params: serde_json::Value,
+    cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> ServerFrame {
+    let account = origin.account.as_str();
     let started = Instant::now();
-    let outcome = steps(app, account, call_id, tool, params).await;
+    let outcome = steps(app, origin, call_id, tool, params, cancelled).await;
     let mut event = AuditEvent {
         call_id: call_id.to_owned(),
         account: account.to_owned(),
@@ -77,11 +86,13 @@ fn from_tool_error(e: pb::ToolError) -> WireError {
 
 async fn steps(
     app: &App,
-    account: &str,
+    origin: &Origin,
     call_id: &str,
     tool_name: &str,
     params: serde_json::Value,
+    cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
+    let account = origin.account.as_str();
     let tool = Tool::from_name(tool_name).ok_or_else(|| {
         WireError::new(
             ErrorCode::UnknownTool,
@@ -126,7 +137,9 @@ async fn steps(
         .into_inner();
     let ticket = match pb::Verdict::try_from(decided.verdict) {
         Ok(pb::Verdict::Allow) => decided.ticket,
-        Ok(pb::Verdict::Ask) => Some(ask(app, &call, &plan).await?),
+        Ok(pb::Verdict::Ask) => {
+            Some(ask(app, &call, &plan, &origin.connection_id, cancelled).await?)
+        }
         _ => return Err(WireError::denied(decided.reason, decided.rule)),
     };
     let ticket = ticket.ok_or_else(|| {
@@ -161,7 +174,13 @@ async fn steps(
 }
 
 /// Shows the call to the account's approver and turns the answer into a ticket (or a denial).
-async fn ask(app: &App, call: &ToolCall, plan: &Plan) -> Result<Ticket, WireError> {
+async fn ask(
+    app: &App,
+    call: &ToolCall,
+    plan: &Plan,
+    connection_id: &str,
+    mut cancelled: tokio::sync::watch::Receiver<bool>,
+) -> Result<Ticket, WireError> {
     let mut executor = app
         .backends
         .executor(&call.account)
@@ -198,16 +217,33 @@ async fn ask(app: &App, call: &ToolCall, plan: &Plan) -> Result<Ticket, WireErro
                 path: s.path.clone(),
             })
             .collect();
+        let (display, flagged) = AskDisplay::of(&call.tool, &subjects, &preview.text);
+        let warning = flagged.then(|| {
+            "this request contains hidden or control characters; they are shown as ⟨…⟩ tokens"
+                .to_owned()
+        });
         app.asks
-            .ask(&call.account, |ask_id, expires_in_ms| ServerFrame::Ask {
-                ask_id: ask_id.to_owned(),
-                call_id: call.call_id.clone(),
-                account: call.account.clone(),
-                tool: call.tool.clone(),
-                subjects,
-                preview: preview.text,
-                expires_in_ms,
-            })
+            .ask(
+                &call.account,
+                |ask_id, expires_in_ms| ServerFrame::Ask {
+                    ask_id: ask_id.to_owned(),
+                    call_id: call.call_id.clone(),
+                    account: call.account.clone(),
+                    connection_id: connection_id.to_owned(),
+                    tool: call.tool.clone(),
+                    subjects,
+                    preview: preview.text,
+                    expires_in_ms,
+                    display,
+                    warning,
+                },
+                async move {
+                    if cancelled.wait_for(|c| *c).await.is_err() {
+                        // The connection's bookkeeping is gone; only an explicit cancel withdraws.
+                        std::future::pending::<()>().await;
+                    }
+                },
+            )
             .await
     };
     let answer = match outcome {
@@ -217,6 +253,7 @@ async fn ask(app: &App, call: &ToolCall, plan: &Plan) -> Result<Ticket, WireErro
         AskOutcome::Timeout => Answer::Timeout,
         AskOutcome::NoApprover => Answer::NoApprover,
         AskOutcome::ApproverGone => Answer::NoApprover,
+        AskOutcome::Cancelled => Answer::Cancelled,
         AskOutcome::Busy => {
             return Err(WireError::new(
                 ErrorCode::Busy,
