@@ -68,10 +68,14 @@ pub fn target(
     Ok(Target { url, token })
 }
 
-type Socket =
+pub type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn connect(target: &Target, role: Role) -> anyhow::Result<Socket> {
+/// Connects and says hello; returns the socket and the `hello_ok` frame.
+pub async fn connect_with_hello(
+    target: &Target,
+    role: Role,
+) -> anyhow::Result<(Socket, ServerFrame)> {
     let mut request = target.url.as_str().into_client_request()?;
     request
         .headers_mut()
@@ -79,15 +83,27 @@ async fn connect(target: &Target, role: Role) -> anyhow::Result<Socket> {
     let (mut socket, _) = tokio_tungstenite::connect_async(request)
         .await
         .with_context(|| format!("connect to {}", target.url))?;
-    let hello = serde_json::json!({"type": "hello", "role": role});
-    socket.send(Message::Text(hello.to_string().into())).await?;
+    send_json(
+        &mut socket,
+        &serde_json::json!({"type": "hello", "role": role}),
+    )
+    .await?;
     match next_frame(&mut socket).await? {
-        ServerFrame::HelloOk { .. } => Ok(socket),
+        ok @ ServerFrame::HelloOk { .. } => Ok((socket, ok)),
         other => anyhow::bail!("unexpected answer to hello: {other:?}"),
     }
 }
 
-async fn next_frame(socket: &mut Socket) -> anyhow::Result<ServerFrame> {
+pub async fn send_json(socket: &mut Socket, frame: &serde_json::Value) -> anyhow::Result<()> {
+    socket.send(Message::Text(frame.to_string().into())).await?;
+    Ok(())
+}
+
+async fn connect(target: &Target, role: Role) -> anyhow::Result<Socket> {
+    Ok(connect_with_hello(target, role).await?.0)
+}
+
+pub async fn next_frame(socket: &mut Socket) -> anyhow::Result<ServerFrame> {
     loop {
         match socket.next().await {
             Some(Ok(Message::Text(t))) => {

@@ -7,6 +7,7 @@
 mod client;
 mod identity;
 mod init;
+mod mcp_bridge;
 mod services;
 mod supervisor;
 
@@ -71,6 +72,11 @@ enum Command {
         /// Parameters as a JSON object.
         #[arg(default_value = "{}")]
         params: String,
+    },
+    /// Serve the account's tools as an MCP server on stdin/stdout, forwarding to the running broker.
+    Mcp {
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// Answer the account's asks in this terminal: y (once), a (always), n (deny).
     Approve {
@@ -255,6 +261,14 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
                 &tool,
                 &params,
             )
+            .await
+        }
+        Command::Mcp { client } => {
+            mcp_bridge::serve(&client::target(
+                &env.state_dir(&client.state),
+                client.account,
+                client.url,
+            )?)
             .await
         }
         Command::Approve { client } => {

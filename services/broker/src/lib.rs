@@ -10,6 +10,7 @@ pub mod asks;
 pub mod auth;
 pub mod backends;
 pub mod connection;
+pub mod mcp;
 pub mod pipeline;
 
 use std::future::Future;
@@ -103,10 +104,17 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
         connections: AtomicUsize::new(0),
         config,
     });
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp::service(app.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            mcp::require_bearer,
+        ));
     Ok(Router::new()
         .route("/v1/ws", get(ws_upgrade))
         .route("/healthz", get(health))
-        .with_state(app))
+        .with_state(app)
+        .merge(mcp))
 }
 
 /// Serves the broker on `listener` until `shutdown` completes.

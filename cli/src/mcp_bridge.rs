@@ -1,0 +1,112 @@
+//! `glovebox mcp`: an MCP server on stdin/stdout for clients that only launch stdio servers. It
+//! forwards every call to the running broker over the WebSocket API, as the account whose token
+//! it reads, so the gate, the approver and the audit see exactly what they see for any agent.
+//! stdout carries only the MCP protocol; diagnostics go to stderr.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use glovebox_proto::ws::{Role, ServerFrame, ToolSpec};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use tokio::sync::Mutex;
+
+use crate::client::{Socket, Target, connect_with_hello, next_frame, send_json};
+
+#[derive(Clone)]
+struct Bridge {
+    socket: Arc<Mutex<Socket>>,
+    tools: Arc<Vec<ToolSpec>>,
+}
+
+pub async fn serve(target: &Target) -> anyhow::Result<ExitCode> {
+    let (socket, hello_ok) = connect_with_hello(target, Role::Agent).await?;
+    let ServerFrame::HelloOk { tools, account, .. } = hello_ok else {
+        anyhow::bail!("unexpected answer to hello");
+    };
+    eprintln!(
+        "glovebox mcp: serving {} tools of account {account} on stdio",
+        tools.len()
+    );
+    let bridge = Bridge {
+        socket: Arc::new(Mutex::new(socket)),
+        tools: Arc::new(tools),
+    };
+    let running = bridge.serve(rmcp::transport::stdio()).await?;
+    running.waiting().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+impl ServerHandler for Bridge {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("glovebox", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .tools
+            .iter()
+            .map(|t| {
+                let schema = match &t.input_schema {
+                    serde_json::Value::Object(map) => map.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                rmcp::model::Tool::new(t.name.clone(), t.description.clone(), Arc::new(schema))
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call_id = format!(
+            "stdio-{}",
+            hex::encode(glovebox_config::random_bytes::<8>().unwrap_or_default())
+        );
+        let params = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let invoke = serde_json::json!({"type": "invoke", "call_id": call_id, "tool": request.name, "params": params});
+        let mut socket = self.socket.lock().await;
+        let internal =
+            |e: anyhow::Error| ErrorData::internal_error(format!("broker connection: {e}"), None);
+        send_json(&mut socket, &invoke).await.map_err(internal)?;
+        loop {
+            match next_frame(&mut socket).await.map_err(internal)? {
+                ServerFrame::Result {
+                    call_id: id,
+                    ok,
+                    result,
+                    error,
+                } if id == call_id => {
+                    let result = if ok {
+                        CallToolResult::success(vec![ContentBlock::text(
+                            result.unwrap_or_default().to_string(),
+                        )])
+                    } else {
+                        let text = match error {
+                            Some(e) => match &e.rule {
+                                Some(rule) => format!("{}: {} (rule: {rule})", e.code, e.message),
+                                None => format!("{}: {}", e.code, e.message),
+                            },
+                            None => "the call failed".to_owned(),
+                        };
+                        CallToolResult::error(vec![ContentBlock::text(text)])
+                    };
+                    return Ok(result.into());
+                }
+                _ => continue,
+            }
+        }
+    }
+}
