@@ -2,6 +2,7 @@
 //! between the broker, the gate and the executors (`v1`), the WebSocket frames clients speak
 //! (`ws`), the built-in tools' parameter types (`tools`) and the stable error codes (`error`).
 
+pub mod client_tools;
 pub mod display;
 pub mod error;
 pub mod tools;

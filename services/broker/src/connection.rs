@@ -239,7 +239,7 @@ async fn hello(
         match parse_client_frame(t.as_str()) {
             Ok(ClientFrame::Hello { role }) => {
                 let context = context(app, account).await;
-                let tools = Tool::ALL
+                let mut tools: Vec<ToolSpec> = Tool::ALL
                     .iter()
                     .map(|t| ToolSpec {
                         name: t.name().to_owned(),
@@ -247,6 +247,11 @@ async fn hello(
                         input_schema: t.input_schema(),
                     })
                     .collect();
+                tools.extend(app.registry.tools(account).into_iter().map(|t| ToolSpec {
+                    name: glovebox_proto::client_tools::exposed_name(&t.name),
+                    description: t.description,
+                    input_schema: t.input_schema,
+                }));
                 let ok = ServerFrame::HelloOk {
                     account: account.to_owned(),
                     connection_id: connection_id.to_owned(),

@@ -9,9 +9,11 @@
 pub mod asks;
 pub mod auth;
 pub mod backends;
+pub mod client_tools;
 pub mod connection;
 pub mod mcp;
 pub mod pipeline;
+pub mod registry;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -90,6 +92,7 @@ pub struct App {
     pub tokens: auth::TokenTable,
     pub backends: backends::Backends,
     pub asks: asks::Asks,
+    pub registry: registry::Registry,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -100,6 +103,10 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
         tokens: auth::TokenTable::new(config.tokens.clone()),
         backends: backends::Backends::new(&config.gate_socket, &config.executors)?,
         asks: asks::Asks::new(config.ask_timeout, MAX_WAITING_ASKS),
+        registry: registry::Registry::new(
+            registry::DEFAULT_MAX_PROVIDERS,
+            registry::DEFAULT_CALL_TIMEOUT,
+        ),
         next_conn: AtomicU64::new(1),
         connections: AtomicUsize::new(0),
         config,
@@ -112,6 +119,7 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
         ));
     Ok(Router::new()
         .route("/v1/ws", get(ws_upgrade))
+        .route("/v1/client-tools", get(client_tools::upgrade))
         .route("/healthz", get(health))
         .with_state(app)
         .merge(mcp))

@@ -71,9 +71,10 @@ pub struct McpHandler {
     app: Arc<App>,
 }
 
-/// The built-in tools as MCP tools, with hints for clients.
-pub fn tools() -> Vec<rmcp::model::Tool> {
-    Tool::ALL
+/// The built-in tools and the account's client tools as MCP tools, with hints for clients.
+pub fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
+    let client_tools = account.map(|a| app.registry.tools(a)).unwrap_or_default();
+    let mut tools: Vec<rmcp::model::Tool> = Tool::ALL
         .iter()
         .map(|t| {
             let schema = match t.input_schema() {
@@ -95,7 +96,19 @@ pub fn tools() -> Vec<rmcp::model::Tool> {
                     .destructive(destructive),
             )
         })
-        .collect()
+        .collect();
+    tools.extend(client_tools.into_iter().map(|t| {
+        let schema = match t.input_schema {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        rmcp::model::Tool::new(
+            glovebox_proto::client_tools::exposed_name(&t.name),
+            t.description,
+            Arc::new(schema),
+        )
+    }));
+    tools
 }
 
 fn account_of(context: &RequestContext<RoleServer>) -> Option<String> {
@@ -120,9 +133,13 @@ impl ServerHandler for McpHandler {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let account = account_of(&context);
+        Ok(ListToolsResult::with_all_items(tools(
+            &self.app,
+            account.as_deref(),
+        )))
     }
 
     async fn call_tool(

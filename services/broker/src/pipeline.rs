@@ -93,6 +93,9 @@ async fn steps(
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
     let account = origin.account.as_str();
+    if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
+        return client_tool(app, origin, call_id, tool_name, bare, params, cancelled).await;
+    }
     let tool = Tool::from_name(tool_name).ok_or_else(|| {
         WireError::new(
             ErrorCode::UnknownTool,
@@ -111,8 +114,6 @@ async fn steps(
         .backends
         .executor(account)
         .ok_or_else(|| unavailable("the account's executor"))?;
-    let mut gate = app.backends.gate.clone();
-
     let planned = executor
         .plan(request(PlanRequest {
             call: Some(call.clone()),
@@ -127,27 +128,7 @@ async fn steps(
         .plan
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "the executor returned no plan"))?;
 
-    let decided = gate
-        .decide(request(DecideRequest {
-            call: Some(call.clone()),
-            plan: Some(plan.clone()),
-        }))
-        .await
-        .map_err(|_| unavailable("the gate"))?
-        .into_inner();
-    let ticket = match pb::Verdict::try_from(decided.verdict) {
-        Ok(pb::Verdict::Allow) => decided.ticket,
-        Ok(pb::Verdict::Ask) => {
-            Some(ask(app, &call, &plan, &origin.connection_id, cancelled).await?)
-        }
-        _ => return Err(WireError::denied(decided.reason, decided.rule)),
-    };
-    let ticket = ticket.ok_or_else(|| {
-        WireError::new(
-            ErrorCode::Internal,
-            "the gate allowed the call without a ticket",
-        )
-    })?;
+    let ticket = authorize(app, origin, &call, &plan, cancelled, Preview::Executor).await?;
 
     let executed = executor
         .execute(request(ExecuteRequest {
@@ -173,6 +154,130 @@ async fn steps(
     })
 }
 
+/// What the approver is shown as the preview of an ask.
+enum Preview {
+    /// The executor renders it (a diff for writes; command, shell and cwd for exec).
+    Executor,
+    Text(String),
+}
+
+/// Largest preview of a client tool's input, in bytes.
+const MAX_INPUT_PREVIEW: usize = 16 * 1024;
+
+/// The gate's verdict on a planned call, asking the approver when it says ask. A ticket means go.
+async fn authorize(
+    app: &App,
+    origin: &Origin,
+    call: &ToolCall,
+    plan: &Plan,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+    preview: Preview,
+) -> Result<Ticket, WireError> {
+    let mut gate = app.backends.gate.clone();
+    let decided = gate
+        .decide(request(DecideRequest {
+            call: Some(call.clone()),
+            plan: Some(plan.clone()),
+        }))
+        .await
+        .map_err(|_| unavailable("the gate"))?
+        .into_inner();
+    let ticket = match pb::Verdict::try_from(decided.verdict) {
+        Ok(pb::Verdict::Allow) => decided.ticket,
+        Ok(pb::Verdict::Ask) => {
+            Some(ask(app, call, plan, &origin.connection_id, cancelled, preview).await?)
+        }
+        _ => return Err(WireError::denied(decided.reason, decided.rule)),
+    };
+    ticket.ok_or_else(|| {
+        WireError::new(
+            ErrorCode::Internal,
+            "the gate allowed the call without a ticket",
+        )
+    })
+}
+
+/// A call to a provider's tool (`client__<name>`): judged by the gate like any call, then routed
+/// to the most recent provider of the caller's own account.
+async fn client_tool(
+    app: &App,
+    origin: &Origin,
+    call_id: &str,
+    exposed: &str,
+    bare: &str,
+    params: serde_json::Value,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+) -> Result<serde_json::Value, WireError> {
+    use crate::registry::RegistryError;
+    if !params.is_object() {
+        return Err(WireError::new(
+            ErrorCode::InvalidParams,
+            "params must be a JSON object",
+        ));
+    }
+    if !app.registry.provides(&origin.account, bare) {
+        return Err(WireError::new(
+            ErrorCode::NoClient,
+            "no connected client provides this tool",
+        ));
+    }
+    let call = ToolCall {
+        account: origin.account.clone(),
+        call_id: call_id.to_owned(),
+        tool: exposed.to_owned(),
+        params_json: params.to_string(),
+    };
+    let plan = Plan {
+        subjects: vec![pb::Subject {
+            domain: pb::Domain::Tool as i32,
+            path: exposed.to_owned(),
+            state: None,
+        }],
+        content_tag: Vec::new(),
+    };
+    let mut shown = serde_json::to_string_pretty(&params).unwrap_or_default();
+    if shown.len() > MAX_INPUT_PREVIEW {
+        let mut cut = MAX_INPUT_PREVIEW;
+        while !shown.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        shown.truncate(cut);
+        shown.push_str("\n[input truncated]");
+    }
+    authorize(
+        app,
+        origin,
+        &call,
+        &plan,
+        cancelled,
+        Preview::Text(format!("input:\n{shown}\n")),
+    )
+    .await?;
+    app.registry
+        .invoke(&origin.account, bare, params, call_id)
+        .await
+        .map_err(|e| match e {
+            RegistryError::NoClient => WireError::new(
+                ErrorCode::NoClient,
+                "no connected client provides this tool",
+            ),
+            RegistryError::ClientDisconnected => WireError::new(
+                ErrorCode::ClientDisconnected,
+                "the client disconnected before it answered",
+            ),
+            RegistryError::Timeout => {
+                WireError::new(ErrorCode::Timeout, "the client did not answer in time")
+            }
+            RegistryError::TooManyConnections => {
+                WireError::new(ErrorCode::Busy, "too many client connections")
+            }
+            RegistryError::Failed(message) => WireError::new(
+                ErrorCode::Internal,
+                format!("the client tool failed: {message}"),
+            ),
+        })
+}
+
 /// Shows the call to the account's approver and turns the answer into a ticket (or a denial).
 async fn ask(
     app: &App,
@@ -180,27 +285,34 @@ async fn ask(
     plan: &Plan,
     connection_id: &str,
     mut cancelled: tokio::sync::watch::Receiver<bool>,
+    preview: Preview,
 ) -> Result<Ticket, WireError> {
-    let mut executor = app
-        .backends
-        .executor(&call.account)
-        .ok_or_else(|| unavailable("the account's executor"))?;
     let mut gate = app.backends.gate.clone();
     // Without an approver, deny at once: no preview, no waiting.
     let outcome = if app.asks.approver_count(&call.account) == 0 {
         AskOutcome::NoApprover
     } else {
-        let preview = executor
-            .preview(request(PreviewRequest {
-                call: Some(call.clone()),
-                plan: Some(plan.clone()),
-            }))
-            .await
-            .map_err(|_| unavailable("the account's executor"))?
-            .into_inner();
-        if let Some(e) = preview.error {
-            return Err(from_tool_error(e));
-        }
+        let preview_text = match preview {
+            Preview::Text(text) => text,
+            Preview::Executor => {
+                let mut executor = app
+                    .backends
+                    .executor(&call.account)
+                    .ok_or_else(|| unavailable("the account's executor"))?;
+                let preview = executor
+                    .preview(request(PreviewRequest {
+                        call: Some(call.clone()),
+                        plan: Some(plan.clone()),
+                    }))
+                    .await
+                    .map_err(|_| unavailable("the account's executor"))?
+                    .into_inner();
+                if let Some(e) = preview.error {
+                    return Err(from_tool_error(e));
+                }
+                preview.text
+            }
+        };
         let subjects: Vec<AskSubject> = plan
             .subjects
             .iter()
@@ -211,13 +323,14 @@ async fn ask(
                     Ok(pb::Domain::Delete) => "delete",
                     Ok(pb::Domain::Exec) => "exec",
                     Ok(pb::Domain::Job) => "job",
+                    Ok(pb::Domain::Tool) => "tool",
                     _ => "unknown",
                 }
                 .to_owned(),
                 path: s.path.clone(),
             })
             .collect();
-        let (display, flagged) = AskDisplay::of(&call.tool, &subjects, &preview.text);
+        let (display, flagged) = AskDisplay::of(&call.tool, &subjects, &preview_text);
         let warning = flagged.then(|| {
             "this request contains hidden or control characters; they are shown as ⟨…⟩ tokens"
                 .to_owned()
@@ -232,7 +345,7 @@ async fn ask(
                     connection_id: connection_id.to_owned(),
                     tool: call.tool.clone(),
                     subjects,
-                    preview: preview.text,
+                    preview: preview_text,
                     expires_in_ms,
                     display,
                     warning,

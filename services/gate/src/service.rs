@@ -47,7 +47,7 @@ impl GateState {
         let Some(current) = self.policies.current(&call.account) else {
             return deny("account", "unknown account".to_owned());
         };
-        let Some(tool) = Tool::from_name(&call.tool) else {
+        let Some(expected) = expected_domains(&call.tool) else {
             return deny("tool", format!("unknown tool {:?}", call.tool));
         };
         let Some(policy) = current.policy else {
@@ -60,7 +60,6 @@ impl GateState {
         if plan.subjects.is_empty() {
             return deny("plan", "the call names no subject".to_owned());
         }
-        let expected = expected_domains(tool);
         let domains: Vec<i32> = plan.subjects.iter().map(|s| s.domain).collect();
         if domains.len() != expected.len()
             || domains
@@ -92,6 +91,16 @@ impl GateState {
                     Decision::Allow,
                     "jobs",
                     "an account may see and stop its own jobs",
+                ),
+                Ok(pb::Domain::Tool) if !policy.sandbox_enabled() => Verdict::new(
+                    Decision::Allow,
+                    "sandbox: false",
+                    "the sandbox is off for this account: everything is allowed",
+                ),
+                Ok(pb::Domain::Tool) if subject.path == call.tool => Verdict::new(
+                    Decision::Ask,
+                    "default",
+                    "no rule matches this tool: the approver decides",
                 ),
                 _ => return deny("plan", "a subject has no domain".to_owned()),
             };
@@ -135,14 +144,17 @@ impl GateState {
 }
 
 /// The domains of a tool's plan, in order. A plan that does not have exactly these is denied.
-fn expected_domains(tool: Tool) -> &'static [pb::Domain] {
+fn expected_domains(tool: &str) -> Option<&'static [pb::Domain]> {
     use pb::Domain as D;
-    match tool {
+    if glovebox_proto::client_tools::bare_name(tool).is_some() {
+        return Some(&[D::Tool]);
+    }
+    Some(match Tool::from_name(tool)? {
         Tool::FileRead | Tool::FileList => &[D::Read],
         Tool::FileWrite => &[D::Write],
         Tool::ExecRun => &[D::Exec, D::Read],
         Tool::ExecStatus | Tool::ExecTail | Tool::ExecKill | Tool::ExecStat => &[D::Job],
-    }
+    })
 }
 
 /// The subjects as the audit records them. Commands appear in full (masked) only when `ran`;
@@ -157,6 +169,7 @@ fn subjects_text(plan: &Plan, ran: bool) -> String {
             Ok(pb::Domain::Exec) if ran => format!("exec {}", crate::redact::mask_command(&s.path)),
             Ok(pb::Domain::Exec) => format!("exec {}", crate::redact::command_length(&s.path)),
             Ok(pb::Domain::Job) => format!("job {}", s.path),
+            Ok(pb::Domain::Tool) => format!("tool {}", s.path),
             _ => "?".to_owned(),
         })
         .collect::<Vec<_>>()

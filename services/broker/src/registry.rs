@@ -1,0 +1,370 @@
+//! The client-tools registry: which provider connections of which account offer which tools, and
+//! the delegate-and-block invoke that routes a call to the most recently registered provider of
+//! the caller's account and waits for its result. Transport-agnostic: a provider is a channel of
+//! JSON text frames, so the registry is unit-tested with fake senders.
+//!
+//! Routing keys are the authenticated account only; nothing in a call can name another account.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use glovebox_proto::client_tools::{ClientToolSpec, ToProviderFrame};
+use tokio::sync::{mpsc, oneshot};
+
+/// Provider connections per account.
+pub const DEFAULT_MAX_PROVIDERS: usize = 8;
+/// How long an agent's call waits for a provider's result.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryError {
+    NoClient,
+    ClientDisconnected,
+    Timeout,
+    TooManyConnections,
+    /// The provider answered `ok: false`.
+    Failed(String),
+}
+
+struct Provider {
+    key: u64,
+    connection_id: String,
+    /// Registration order: the highest is the most recent.
+    seq: u64,
+    tools: Vec<ClientToolSpec>,
+    send: mpsc::Sender<String>,
+}
+
+struct Pending {
+    account: String,
+    provider: u64,
+    reply: oneshot::Sender<Result<serde_json::Value, RegistryError>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    providers: HashMap<String, Vec<Provider>>,
+    pending: HashMap<String, Pending>,
+    next: u64,
+}
+
+pub struct Registry {
+    inner: Mutex<Inner>,
+    max_providers: usize,
+    timeout: Duration,
+}
+
+impl Registry {
+    pub fn new(max_providers: usize, timeout: Duration) -> Registry {
+        Registry {
+            inner: Mutex::new(Inner::default()),
+            max_providers,
+            timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes a provider slot for a new connection of `account`. Returns its key.
+    pub fn connect(
+        &self,
+        account: &str,
+        connection_id: &str,
+        send: mpsc::Sender<String>,
+    ) -> Result<u64, RegistryError> {
+        let mut inner = self.lock();
+        inner.next += 1;
+        let key = inner.next;
+        let list = inner.providers.entry(account.to_owned()).or_default();
+        if list.len() >= self.max_providers {
+            return Err(RegistryError::TooManyConnections);
+        }
+        list.push(Provider {
+            key,
+            connection_id: connection_id.to_owned(),
+            seq: 0,
+            tools: Vec::new(),
+            send,
+        });
+        Ok(key)
+    }
+
+    /// Sets (replaces) a connection's tools and makes it the most recent provider of its account.
+    pub fn set_tools(&self, account: &str, key: u64, tools: Vec<ClientToolSpec>) {
+        let mut inner = self.lock();
+        inner.next += 1;
+        let seq = inner.next;
+        if let Some(p) = inner
+            .providers
+            .get_mut(account)
+            .and_then(|l| l.iter_mut().find(|p| p.key == key))
+        {
+            p.tools = tools;
+            p.seq = seq;
+        }
+    }
+
+    /// Removes a connection; its pending calls fail with `ClientDisconnected`.
+    pub fn disconnect(&self, account: &str, key: u64) {
+        let mut inner = self.lock();
+        if let Some(list) = inner.providers.get_mut(account) {
+            list.retain(|p| p.key != key);
+        }
+        let failed: Vec<String> = inner
+            .pending
+            .iter()
+            .filter(|(_, p)| p.account == account && p.provider == key)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in failed {
+            if let Some(p) = inner.pending.remove(&id) {
+                let _ = p.reply.send(Err(RegistryError::ClientDisconnected));
+            }
+        }
+    }
+
+    /// The tools the account's providers offer; for a name offered twice, the most recent wins.
+    pub fn tools(&self, account: &str) -> Vec<ClientToolSpec> {
+        let inner = self.lock();
+        let mut providers: Vec<&Provider> = inner
+            .providers
+            .get(account)
+            .map(|l| l.iter().collect())
+            .unwrap_or_default();
+        providers.sort_by_key(|p| std::cmp::Reverse(p.seq));
+        let mut out: Vec<ClientToolSpec> = Vec::new();
+        for p in providers {
+            for t in &p.tools {
+                if !out.iter().any(|o| o.name == t.name) {
+                    out.push(t.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether any provider of the account offers `tool` (bare name).
+    pub fn provides(&self, account: &str, tool: &str) -> bool {
+        self.tools(account).iter().any(|t| t.name == tool)
+    }
+
+    /// Sends the call to the most recent provider of `account` offering `tool` and waits for its
+    /// result, the provider's disconnect, or the timeout.
+    pub async fn invoke(
+        &self,
+        account: &str,
+        tool: &str,
+        input: serde_json::Value,
+        call_id: &str,
+    ) -> Result<serde_json::Value, RegistryError> {
+        let (reply, wait) = oneshot::channel();
+        let (send, connection) = {
+            let mut inner = self.lock();
+            let provider = inner
+                .providers
+                .get(account)
+                .and_then(|l| {
+                    l.iter()
+                        .filter(|p| p.tools.iter().any(|t| t.name == tool))
+                        .max_by_key(|p| p.seq)
+                })
+                .map(|p| (p.key, p.send.clone(), p.connection_id.clone()));
+            let Some((key, send, connection)) = provider else {
+                return Err(RegistryError::NoClient);
+            };
+            inner.pending.insert(
+                call_id.to_owned(),
+                Pending {
+                    account: account.to_owned(),
+                    provider: key,
+                    reply,
+                },
+            );
+            (send, connection)
+        };
+        tracing::debug!(%account, %tool, %connection, call_id, "invoking a client tool");
+        let frame = ToProviderFrame::Invoke {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            input,
+            run_id: None,
+            agent_id: None,
+        };
+        if send.send(frame.to_json()).await.is_err() {
+            self.lock().pending.remove(call_id);
+            return Err(RegistryError::ClientDisconnected);
+        }
+        let outcome = match tokio::time::timeout(self.timeout, wait).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(RegistryError::ClientDisconnected),
+            Err(_) => Err(RegistryError::Timeout),
+        };
+        self.lock().pending.remove(call_id);
+        outcome
+    }
+
+    /// Delivers a provider's result. Only the provider the call was sent to can complete it.
+    pub fn complete(
+        &self,
+        account: &str,
+        key: u64,
+        call_id: &str,
+        result: Result<serde_json::Value, String>,
+    ) -> bool {
+        let mut inner = self.lock();
+        match inner.pending.get(call_id) {
+            Some(p) if p.account == account && p.provider == key => {}
+            _ => return false,
+        }
+        match inner.pending.remove(call_id) {
+            Some(p) => p.reply.send(result.map_err(RegistryError::Failed)).is_ok(),
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str) -> ClientToolSpec {
+        ClientToolSpec {
+            name: name.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn provider(r: &Registry, account: &str, tools: &[&str]) -> (u64, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(8);
+        let key = r.connect(account, "conn", tx).unwrap();
+        r.set_tools(account, key, tools.iter().map(|t| tool(t)).collect());
+        (key, rx)
+    }
+
+    async fn invoked_call_id(rx: &mut mpsc::Receiver<String>) -> String {
+        let frame: serde_json::Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
+        assert_eq!(frame["type"], "invoke");
+        frame["call_id"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn round_trip() {
+        let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
+        let (key, mut rx) = provider(&r, "alice", &["click"]);
+        let call = tokio::spawn({
+            let r = r.clone();
+            async move { r.invoke("alice", "click", json!({"x": 1}), "c1").await }
+        });
+        let id = invoked_call_id(&mut rx).await;
+        assert!(r.complete("alice", key, &id, Ok(json!("done"))));
+        assert_eq!(call.await.unwrap(), Ok(json!("done")));
+    }
+
+    #[tokio::test]
+    async fn no_client_wrong_tool_and_wrong_account() {
+        let r = Registry::new(8, DEFAULT_CALL_TIMEOUT);
+        assert_eq!(
+            r.invoke("alice", "click", json!({}), "c").await,
+            Err(RegistryError::NoClient)
+        );
+        let (_key, _rx) = provider(&r, "bob", &["click"]);
+        assert_eq!(
+            r.invoke("alice", "click", json!({}), "c").await,
+            Err(RegistryError::NoClient)
+        );
+        assert_eq!(
+            r.invoke("bob", "fill", json!({}), "c").await,
+            Err(RegistryError::NoClient)
+        );
+    }
+
+    #[tokio::test]
+    async fn another_provider_cannot_complete_a_call() {
+        let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
+        let (key, mut rx) = provider(&r, "alice", &["click"]);
+        let (other, _orx) = provider(&r, "alice", &["fill"]);
+        let (bobs, _brx) = provider(&r, "bob", &["click"]);
+        let call = tokio::spawn({
+            let r = r.clone();
+            async move { r.invoke("alice", "click", json!({}), "c9").await }
+        });
+        let id = invoked_call_id(&mut rx).await;
+        assert!(!r.complete("alice", other, &id, Ok(json!("forged"))));
+        assert!(!r.complete("bob", bobs, &id, Ok(json!("forged"))));
+        assert!(r.complete("alice", key, &id, Err("element not found".into())));
+        assert_eq!(
+            call.await.unwrap(),
+            Err(RegistryError::Failed("element not found".into()))
+        );
+    }
+
+    #[tokio::test]
+    async fn disconnect_mid_call_fails_the_call() {
+        let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
+        let (key, mut rx) = provider(&r, "alice", &["click"]);
+        let call = tokio::spawn({
+            let r = r.clone();
+            async move { r.invoke("alice", "click", json!({}), "c").await }
+        });
+        invoked_call_id(&mut rx).await;
+        r.disconnect("alice", key);
+        assert_eq!(call.await.unwrap(), Err(RegistryError::ClientDisconnected));
+        assert!(r.tools("alice").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_provider_times_out() {
+        let r = Registry::new(8, Duration::from_secs(30));
+        let (_key, _rx) = provider(&r, "alice", &["click"]);
+        assert_eq!(
+            r.invoke("alice", "click", json!({}), "c").await,
+            Err(RegistryError::Timeout)
+        );
+    }
+
+    #[tokio::test]
+    async fn most_recently_registered_wins() {
+        let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
+        let (_old, mut old_rx) = provider(&r, "alice", &["click"]);
+        let (new, mut new_rx) = provider(&r, "alice", &["click"]);
+        let call = tokio::spawn({
+            let r = r.clone();
+            async move { r.invoke("alice", "click", json!({}), "c").await }
+        });
+        let id = invoked_call_id(&mut new_rx).await;
+        assert!(
+            old_rx.try_recv().is_err(),
+            "the older provider receives nothing"
+        );
+        assert!(r.complete("alice", new, &id, Ok(json!(1))));
+        assert_eq!(call.await.unwrap(), Ok(json!(1)));
+    }
+
+    #[test]
+    fn per_account_cap_and_slot_reuse() {
+        let r = Registry::new(2, DEFAULT_CALL_TIMEOUT);
+        let (a, _ra) = provider(&r, "alice", &[]);
+        let (_b, _rb) = provider(&r, "alice", &[]);
+        let (tx, _rx) = mpsc::channel(1);
+        assert_eq!(
+            r.connect("alice", "c", tx.clone()),
+            Err(RegistryError::TooManyConnections)
+        );
+        assert!(
+            r.connect("bob", "c", tx.clone()).is_ok(),
+            "the cap is per account"
+        );
+        r.disconnect("alice", a);
+        assert!(
+            r.connect("alice", "c", tx).is_ok(),
+            "a slot is reused after disconnect"
+        );
+    }
+}

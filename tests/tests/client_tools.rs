@@ -1,0 +1,253 @@
+//! Client tools (`/v1/client-tools`, the loomcycle client-tools protocol v1): providers register
+//! tools, agents of the same account call them as `client__<name>` through the gate, and every
+//! failure path (no provider, disconnect mid-call, too many connections) is a clear error.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use futures_util::{SinkExt, StreamExt};
+use glovebox_e2e::{Glovebox, WAIT, expect_error, expect_ok};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+struct Provider {
+    socket: Socket,
+    protocol: Option<String>,
+}
+
+fn endpoint(g: &Glovebox) -> String {
+    g.url.replace("/v1/ws", "/v1/client-tools")
+}
+
+async fn open_provider(g: &Glovebox, token: &str) -> Result<Provider, u16> {
+    let mut request = endpoint(g).into_client_request().unwrap();
+    request.headers_mut().insert(
+        "sec-websocket-protocol",
+        format!("loomcycle.client-tools.v1, bearer.{token}")
+            .parse()
+            .unwrap(),
+    );
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((socket, response)) => Ok(Provider {
+            socket,
+            protocol: response
+                .headers()
+                .get("sec-websocket-protocol")
+                .map(|v| v.to_str().unwrap().to_owned()),
+        }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+impl Provider {
+    async fn send(&mut self, v: Value) {
+        self.socket
+            .send(Message::Text(v.to_string().into()))
+            .await
+            .unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        loop {
+            let msg = tokio::time::timeout(WAIT, self.socket.next())
+                .await
+                .expect("provider frame")
+                .expect("open")
+                .expect("ok");
+            match msg {
+                Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
+                Message::Close(c) => {
+                    return json!({"type": "closed", "code": c.map(|c| u16::from(c.code))});
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    async fn register(&mut self, tools: &[&str]) -> Value {
+        let tools: Vec<Value> = tools
+            .iter()
+            .map(|t| json!({"name": t, "description": format!("{t} tool"), "input_schema": {"type": "object"}}))
+            .collect();
+        self.send(json!({"type": "hello", "client": "test-extension", "tools": tools}))
+            .await;
+        let ok = self.next().await;
+        assert_eq!(ok["type"], "hello_ok", "{ok}");
+        ok
+    }
+}
+
+#[tokio::test]
+async fn a_provider_registers_and_an_agent_calls_its_tool_through_the_gate() {
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    assert_eq!(
+        provider.protocol.as_deref(),
+        Some("loomcycle.client-tools.v1"),
+        "only the app protocol is echoed"
+    );
+    let ok = provider
+        .register(&["browser_read_page", "browser.bad", "click", &"x".repeat(60)])
+        .await;
+    assert_eq!(ok["accepted"], json!(["browser_read_page", "click"]));
+
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let names: Vec<&str> = agent.hello_ok["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"client__browser_read_page") && names.contains(&"client__click"),
+        "{names:?}"
+    );
+
+    agent.send(json!({"type": "invoke", "call_id": "c1", "tool": "client__browser_read_page", "params": {"tab": 1}})).await;
+    let ask = approver.next_ask().await;
+    assert_eq!(
+        ask["subjects"][0],
+        json!({"domain": "tool", "path": "client__browser_read_page"})
+    );
+    assert!(
+        ask["preview"].as_str().unwrap().contains("\"tab\": 1"),
+        "{ask}"
+    );
+    approver.answer(&ask, "once").await;
+    let invoke = provider.next().await;
+    assert_eq!(invoke["type"], "invoke");
+    assert_eq!(invoke["tool"], "browser_read_page");
+    assert_eq!(invoke["input"], json!({"tab": 1}));
+    provider.send(json!({"type": "result", "call_id": invoke["call_id"], "ok": true, "output": "page text"})).await;
+    let r = expect_ok(&agent.result_for("c1").await);
+    assert_eq!(r, json!("page text"));
+
+    // a provider-side failure reaches the agent as an error with the provider's message
+    agent
+        .send(json!({"type": "invoke", "call_id": "c2", "tool": "client__click", "params": {}}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    let invoke = provider.next().await;
+    provider.send(json!({"type": "result", "call_id": invoke["call_id"], "ok": false, "error": "no such element"})).await;
+    let e = agent.result_for("c2").await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no such element"),
+        "{e}"
+    );
+
+    // ping frames are answered
+    provider.send(json!({"type": "ping"})).await;
+    assert_eq!(provider.next().await["type"], "pong");
+}
+
+#[tokio::test]
+async fn without_a_provider_the_call_fails_with_no_client() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    expect_error(
+        &agent.invoke("n", "client__click", json!({})).await,
+        "no_client",
+    );
+    expect_error(
+        &agent.invoke("bad", "client__a.b", json!({})).await,
+        "unknown_tool",
+    );
+}
+
+#[tokio::test]
+async fn a_provider_disconnecting_mid_call_fails_that_call() {
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider.register(&["slow"]).await;
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "d", "tool": "client__slow", "params": {}}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    assert_eq!(provider.next().await["type"], "invoke");
+    drop(provider);
+    expect_error(&agent.result_for("d").await, "client_disconnected");
+    // and the tool is gone with its provider
+    expect_error(
+        &agent.invoke("after", "client__slow", json!({})).await,
+        "no_client",
+    );
+}
+
+#[tokio::test]
+async fn the_most_recently_registered_provider_wins() {
+    let g = Glovebox::start();
+    let mut old = open_provider(&g, &g.token).await.unwrap();
+    old.register(&["read_page"]).await;
+    let mut new = open_provider(&g, &g.token).await.unwrap();
+    new.register(&["read_page"]).await;
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "m", "tool": "client__read_page", "params": {}}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    let invoke = new.next().await;
+    new.send(
+        json!({"type": "result", "call_id": invoke["call_id"], "ok": true, "output": "newest"}),
+    )
+    .await;
+    assert_eq!(expect_ok(&agent.result_for("m").await), json!("newest"));
+    // the older one received nothing
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(200), old.socket.next())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn the_ninth_provider_connection_is_refused_and_a_slot_is_reused() {
+    let g = Glovebox::start();
+    let mut providers = Vec::new();
+    for _ in 0..8 {
+        let mut p = open_provider(&g, &g.token).await.unwrap();
+        p.register(&["t"]).await;
+        providers.push(p);
+    }
+    let mut ninth = open_provider(&g, &g.token).await.unwrap();
+    let refused = ninth.next().await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains("too many"),
+        "{refused}"
+    );
+    assert_eq!(ninth.next().await, json!({"type": "closed", "code": 1008}));
+    drop(providers.pop());
+    // the slot frees once the server sees the close; retry until it does
+    let mut reused = None;
+    for _ in 0..100 {
+        let mut p = open_provider(&g, &g.token).await.unwrap();
+        p.send(json!({"type": "hello", "tools": [{"name": "t"}]}))
+            .await;
+        if p.next().await["type"] == "hello_ok" {
+            reused = Some(p);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(reused.is_some(), "a slot was not reused after a disconnect");
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_refused_before_the_upgrade() {
+    let g = Glovebox::start();
+    assert_eq!(open_provider(&g, "wrong").await.err(), Some(401));
+}
