@@ -83,6 +83,20 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Switch an account's tools on (its agents see and may call them, through the gate).
+    Enable {
+        #[command(flatten)]
+        state: StateArgs,
+        #[arg(long)]
+        account: String,
+    },
+    /// Switch an account's tools off: its agents see no tools and every call is refused.
+    Disable {
+        #[command(flatten)]
+        state: StateArgs,
+        #[arg(long)]
+        account: String,
+    },
     /// Audit store commands.
     Audit {
         #[command(subcommand)]
@@ -262,6 +276,12 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
                 &params,
             )
             .await
+        }
+        Command::Enable { state, account } => {
+            services::set_enabled(&env.state_dir(&state), &account, true)
+        }
+        Command::Disable { state, account } => {
+            services::set_enabled(&env.state_dir(&state), &account, false)
         }
         Command::Mcp { client } => {
             mcp_bridge::serve(&client::target(

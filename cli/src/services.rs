@@ -269,3 +269,26 @@ pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
         }
     }
 }
+
+/// `glovebox enable|disable`: edits `enabled` in `glovebox.yaml`; the broker follows the file.
+pub fn set_enabled(state_dir: &Path, account: &str, enabled: bool) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(state_dir);
+    let mut raw = state.load_raw_config()?;
+    let entry = raw
+        .accounts
+        .iter_mut()
+        .find(|a| a.id == account)
+        .with_context(|| {
+            format!(
+                "no account {account:?} in {}",
+                state.config_file().display()
+            )
+        })?;
+    entry.enabled = enabled;
+    state.save_raw_config(&raw)?;
+    println!(
+        "tools are {} for account {account}",
+        if enabled { "on" } else { "off" }
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::services::{await_ready, shutdown_signal};
+use crate::services::await_ready;
 use crate::{identity, init};
 
 /// How long a child has to report readiness.
@@ -64,6 +64,11 @@ struct Running {
 type Exit = (usize, u64, String);
 
 pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
+    // Take over SIGTERM and SIGINT before anything starts, so a stop during start-up still stops
+    // every child that was started.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
     let state = StateDir::new(&o.state_dir);
     let created = init::ensure_state(&state, &o.workdir)?;
     let _lock = lock(&state)?;
@@ -192,7 +197,12 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         .collect();
     banner(&state, &config, &url, created.as_deref(), &sandboxes);
 
-    let signal = shutdown_signal(false);
+    let signal = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    };
     tokio::pin!(signal);
     loop {
         tokio::select! {

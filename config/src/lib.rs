@@ -104,6 +104,30 @@ impl StateDir {
         self.run_dir().join("broker.url")
     }
 
+    /// Reads `glovebox.yaml` as written (for commands that edit it).
+    pub fn load_raw_config(&self) -> Result<RawConfig, ConfigError> {
+        let path = self.config_file();
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::io(&path, e))?;
+        Config::parse(&text, &path)?;
+        serde_yaml::from_str(&text).map_err(|e| ConfigError::Invalid {
+            path: path.clone(),
+            line: e.location().map(|l| l.line()),
+            message: e.to_string(),
+        })
+    }
+
+    /// Validates and writes `glovebox.yaml` atomically.
+    pub fn save_raw_config(&self, raw: &RawConfig) -> Result<(), ConfigError> {
+        let path = self.config_file();
+        let text = raw.to_yaml().map_err(|e| ConfigError::Invalid {
+            path: path.clone(),
+            line: None,
+            message: e.to_string(),
+        })?;
+        Config::parse(&text, &path)?;
+        write_private_file(&path, text.as_bytes())
+    }
+
     /// Loads and validates `glovebox.yaml`.
     pub fn load_config(&self) -> Result<Config, ConfigError> {
         let path = self.config_file();
@@ -148,6 +172,10 @@ pub struct RawAccount {
     /// Directories the account's executor and jobs may touch at all (Landlock); default: the workdir.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// Whether the account's agents get tools at all. Off unless switched on
+    /// (`glovebox enable --account ID`); the account `up` creates for its user is on.
+    #[serde(default)]
+    pub enabled: bool,
     /// SHA-256 (hex) of each bearer token that authenticates as this account.
     #[serde(default)]
     pub token_sha256: Vec<String>,
@@ -161,6 +189,7 @@ pub struct Account {
     /// Absolute; never empty (the workdir when none are configured).
     pub roots: Vec<PathBuf>,
     pub run_as: Option<String>,
+    pub enabled: bool,
     pub token_hashes: Vec<[u8; 32]>,
 }
 
@@ -261,6 +290,7 @@ impl Config {
                 workdir,
                 roots,
                 run_as: a.run_as.clone(),
+                enabled: a.enabled,
                 token_hashes,
             });
         }

@@ -62,6 +62,9 @@ pub struct Options {
     /// Run the account's executor as this OS user (the state is written before `up` starts, and
     /// the workdir is given to that user).
     pub run_as: Option<String>,
+    /// Several accounts (id, enabled), each with its own workdir `work-<id>` and token; the first
+    /// is the harness's default account.
+    pub accounts: Vec<(String, bool)>,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
             ask_timeout_secs: 25,
             env: Vec::new(),
             run_as: None,
+            accounts: Vec::new(),
         }
     }
 }
@@ -89,8 +93,15 @@ impl Glovebox {
         if let Some(user) = &options.run_as {
             write_state_for(&state, &workdir, user);
         }
+        if !options.accounts.is_empty() {
+            write_accounts(&state, &root, &options.accounts);
+        }
         let (child, url) = spawn_up(&state, &workdir, &stderr_file, &options);
         let config = std::fs::read_to_string(state.join("glovebox.yaml")).unwrap();
+        let workdir = match options.accounts.first() {
+            Some((id, _)) => root.join(format!("work-{id}")),
+            None => workdir,
+        };
         let account = config
             .lines()
             .find_map(|l| l.trim().strip_prefix("- id: "))
@@ -226,6 +237,19 @@ impl Glovebox {
         std::os::unix::net::UnixStream::connect(socket).is_ok()
     }
 
+    /// The bearer token of one of several accounts.
+    pub fn token_of(&self, account: &str) -> String {
+        std::fs::read_to_string(self.state.join("accounts").join(account).join("token"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    /// Connects a WebSocket client as one of several accounts.
+    pub async fn connect_as(&self, account: &str, role: &str) -> Client {
+        Client::connect(&self.url, Auth::Header(&self.token_of(account)), role).await
+    }
+
     /// Connects a WebSocket client as this instance's account.
     pub async fn connect(&self, role: &str) -> Client {
         Client::connect(&self.url, Auth::Header(&self.token), role).await
@@ -267,6 +291,30 @@ impl Drop for Glovebox {
     }
 }
 
+/// Writes a state directory with several accounts, each with its workdir and token.
+fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)]) {
+    let mut yaml = String::from("accounts:\n");
+    for (id, enabled) in accounts {
+        let workdir = root.join(format!("work-{id}"));
+        std::fs::create_dir_all(&workdir).unwrap();
+        let token = format!("token-of-{id}-{}", root.display()).replace('/', "-");
+        let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()));
+        yaml.push_str(&format!(
+            "  - id: {id}\n    workdir: {}\n    enabled: {enabled}\n    token_sha256: [{hash}]\n",
+            workdir.display()
+        ));
+        let dir = state.join("accounts").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("token"), &token).unwrap();
+        std::fs::write(
+            dir.join("permissions.yaml"),
+            "paths:\n  read:\n    allow: ['./**']\n",
+        )
+        .unwrap();
+    }
+    std::fs::write(state.join("glovebox.yaml"), yaml).unwrap();
+}
+
 /// Writes a state directory whose one account `test` runs as `user`, and hands the workdir to it.
 fn write_state_for(state: &Path, workdir: &Path, user: &str) {
     use std::os::unix::fs::PermissionsExt;
@@ -277,7 +325,7 @@ fn write_state_for(state: &Path, workdir: &Path, user: &str) {
     std::fs::write(
         state.join("glovebox.yaml"),
         format!(
-            "accounts:\n  - id: {account}\n    workdir: {}\n    run_as: {user}\n    token_sha256: [{hash}]\n",
+            "accounts:\n  - id: {account}\n    workdir: {}\n    run_as: {user}\n    enabled: true\n    token_sha256: [{hash}]\n",
             workdir.display()
         ),
     )

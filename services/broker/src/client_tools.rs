@@ -62,6 +62,8 @@ async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
     let writer = tokio::spawn(async move {
         loop {
             tokio::select! {
+                // Frames queued before a close go out first.
+                biased;
                 Some(text) = rx.recv() => {
                     if sink.send(Message::Text(text.into())).await.is_err() {
                         break;

@@ -252,6 +252,10 @@ async fn hello(
                     description: t.description,
                     input_schema: t.input_schema,
                 }));
+                // A switched-off account's agents see no tools (and every invoke is refused).
+                if !app.enablement.is_enabled(account) {
+                    tools.clear();
+                }
                 let ok = ServerFrame::HelloOk {
                     account: account.to_owned(),
                     connection_id: connection_id.to_owned(),

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod backends;
 pub mod client_tools;
 pub mod connection;
+pub mod enablement;
 pub mod mcp;
 pub mod pipeline;
 pub mod registry;
@@ -51,6 +52,9 @@ pub struct BrokerConfig {
     /// Reported in client context.
     pub shell: String,
     pub timezone: String,
+    /// Which accounts have tools switched on, and the file to follow for changes.
+    pub enabled: Vec<(String, bool)>,
+    pub config_file: Option<PathBuf>,
 }
 
 impl BrokerConfig {
@@ -74,6 +78,12 @@ impl BrokerConfig {
             ask_timeout: DEFAULT_ASK_TIMEOUT,
             shell: "/bin/sh".to_owned(),
             timezone: "UTC".to_owned(),
+            enabled: config
+                .accounts
+                .iter()
+                .map(|a| (a.id.clone(), a.enabled))
+                .collect(),
+            config_file: Some(state.config_file()),
         }
     }
 }
@@ -93,6 +103,7 @@ pub struct App {
     pub backends: backends::Backends,
     pub asks: asks::Asks,
     pub registry: registry::Registry,
+    pub enablement: enablement::Enablement,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -106,6 +117,10 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
         registry: registry::Registry::new(
             registry::DEFAULT_MAX_PROVIDERS,
             registry::DEFAULT_CALL_TIMEOUT,
+        ),
+        enablement: enablement::Enablement::new(
+            config.config_file.clone(),
+            config.enabled.iter().cloned().collect(),
         ),
         next_conn: AtomicU64::new(1),
         connections: AtomicUsize::new(0),

@@ -93,6 +93,14 @@ async fn steps(
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
     let account = origin.account.as_str();
+    if !app.enablement.is_enabled(account) {
+        return Err(WireError::denied(
+            format!(
+                "tools are switched off for account {account}; an administrator can run `glovebox enable --account {account}`"
+            ),
+            "enablement",
+        ));
+    }
     if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
         return client_tool(app, origin, call_id, tool_name, bare, params, cancelled).await;
     }
