@@ -186,6 +186,8 @@ pub enum ServerFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         warning: Option<String>,
     },
+    /// The account went from no call in flight to some (`active: true`), or back.
+    Activity { account: String, active: bool },
     /// An ask ended without an answer (timeout, withdrawn): approvers can stop showing it.
     AskClosed { ask_id: String, reason: String },
     /// A frame-level problem (malformed JSON, unknown type); the connection stays open.

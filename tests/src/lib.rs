@@ -474,8 +474,18 @@ impl Client {
             .unwrap();
     }
 
-    /// The next JSON frame; panics on close or after `WAIT`.
+    /// The next JSON frame other than an activity event; panics on close or after `WAIT`.
     pub async fn next(&mut self) -> Value {
+        loop {
+            let frame = self.next_any().await;
+            if frame["type"] != "activity" {
+                return frame;
+            }
+        }
+    }
+
+    /// The next JSON frame, activity events included.
+    pub async fn next_any(&mut self) -> Value {
         match self.next_message().await {
             Message::Text(t) => serde_json::from_str(t.as_str()).unwrap(),
             other => panic!("expected a text frame, got {other:?}"),

@@ -600,3 +600,25 @@ async fn a_disconnecting_agent_withdraws_its_pending_asks() {
     expect_ok(&other.result_for("n").await);
     assert!(!g.workdir.join("d.txt").exists());
 }
+
+#[tokio::test]
+async fn approvers_see_the_account_become_busy_and_idle() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "w", "tool": "file_write", "params": {"path": "a.txt", "content": "x"}})).await;
+    let busy = approver.next_any().await;
+    assert_eq!(
+        busy,
+        json!({"type": "activity", "account": g.account, "active": true})
+    );
+    let ask = approver.next_any().await;
+    assert_eq!(ask["type"], "ask");
+    approver.answer(&ask, "once").await;
+    expect_ok(&agent.result_for("w").await);
+    let idle = approver.next_any().await;
+    assert_eq!(
+        idle,
+        json!({"type": "activity", "account": g.account, "active": false})
+    );
+}

@@ -38,6 +38,8 @@ struct AccountAsks {
     turn: Arc<tokio::sync::Mutex<()>>,
     waiting: usize,
     pending: Option<Pending>,
+    /// Calls of this account in flight, for activity events.
+    in_flight: usize,
 }
 
 /// The ask state of every account.
@@ -81,6 +83,37 @@ impl Asks {
                 && let Some(p) = a.pending.take()
             {
                 let _ = p.reply.send(AskOutcome::ApproverGone);
+            }
+        }
+    }
+
+    /// Counts a call starting (`true`) or ending (`false`) and tells the account's approvers when
+    /// the account goes from idle to busy or back.
+    pub fn activity(&self, account: &str, starting: bool) {
+        let (changed, approvers) = {
+            let mut accounts = self.lock();
+            let a = accounts.entry(account.to_owned()).or_default();
+            let before = a.in_flight;
+            a.in_flight = if starting {
+                before + 1
+            } else {
+                before.saturating_sub(1)
+            };
+            let changed = (before == 0) != (a.in_flight == 0);
+            (
+                changed.then_some(a.in_flight > 0),
+                a.approvers.values().cloned().collect::<Vec<_>>(),
+            )
+        };
+        if let Some(active) = changed {
+            let frame = ServerFrame::Activity {
+                account: account.to_owned(),
+                active,
+            }
+            .to_json();
+            for tx in approvers {
+                // Activity is advisory: a full outbox drops it rather than slowing calls.
+                let _ = tx.try_send(Message::Text(frame.clone().into()));
             }
         }
     }

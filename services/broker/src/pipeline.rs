@@ -35,7 +35,9 @@ pub async fn run_call(
 ) -> ServerFrame {
     let account = origin.account.as_str();
     let started = Instant::now();
+    app.asks.activity(account, true);
     let outcome = steps(app, origin, call_id, tool, params, cancelled).await;
+    app.asks.activity(account, false);
     let mut event = AuditEvent {
         call_id: call_id.to_owned(),
         account: account.to_owned(),
