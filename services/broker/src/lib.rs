@@ -33,6 +33,8 @@ use tokio::net::TcpListener;
 
 /// Largest WebSocket message or frame accepted, in bytes.
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// Read and write buffer of each WebSocket connection.
+pub const WS_BUFFER_BYTES: usize = 8 * 1024;
 /// WebSocket connections served at once.
 pub const MAX_CONNECTIONS: usize = 4096;
 /// Asks that may wait for their turn, per account.
@@ -188,7 +190,10 @@ async fn ws_upgrade(
     } else {
         ws
     };
-    ws.max_message_size(MAX_FRAME_BYTES)
+    // Small I/O buffers: most connections are idle most of the time (frames still go up to the cap).
+    ws.read_buffer_size(WS_BUFFER_BYTES)
+        .write_buffer_size(WS_BUFFER_BYTES)
+        .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
             connection::serve(app, account, socket).await;

@@ -1,0 +1,142 @@
+//! The broker's costs, measured against a real `glovebox up`:
+//! 1. memory: the broker's resident set before and after 1,000 idle WebSocket connections that
+//!    said hello;
+//! 2. overhead: an allowed 4 KiB `file_read` through the broker (WebSocket) against the same
+//!    backend calls made directly over gRPC (executor Plan, gate Decide, executor Execute), in the
+//!    same run — the difference is what the broker adds.
+//!
+//! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin broker-bench`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use glovebox_e2e::{Auth, Client, Glovebox, expect_ok};
+use glovebox_proto::transport::lazy_channel;
+use glovebox_proto::v1::{
+    DecideRequest, ExecuteRequest, PlanRequest, ToolCall, executor_client::ExecutorClient,
+    gate_client::GateClient,
+};
+use serde_json::json;
+
+const CONNECTIONS: usize = 1000;
+const CALLS: usize = 1000;
+const WARMUP: usize = 200;
+
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn p99(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[(v.len() * 99) / 100]
+}
+
+fn raise_fd_limit() {
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 8192, 8192);
+}
+
+#[tokio::main]
+async fn main() {
+    raise_fd_limit();
+    let g = Glovebox::start();
+    let broker = g.service_pids("broker")[0];
+    std::fs::write(g.workdir.join("4k.txt"), "x".repeat(4096)).unwrap();
+
+    // 1. memory of idle connections
+    let before = rss_kib(broker);
+    let mut idle = Vec::with_capacity(CONNECTIONS);
+    for _ in 0..CONNECTIONS {
+        idle.push(Client::connect(&g.url, Auth::Header(&g.token), "agent").await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = rss_kib(broker);
+    println!("broker-bench: {CONNECTIONS} idle WebSocket connections (each said hello)");
+    println!(
+        "  broker RSS {before} KiB -> {after} KiB: {:.1} KiB per connection",
+        (after.saturating_sub(before)) as f64 / CONNECTIONS as f64
+    );
+    drop(idle);
+
+    // 2. overhead per call
+    let mut agent = g.connect("agent").await;
+    let mut executor = ExecutorClient::new(lazy_channel(&g.executor_socket()).unwrap());
+    let mut gate = GateClient::new(lazy_channel(&g.state.join("run/gate.sock")).unwrap());
+    let direct = |i: usize| ToolCall {
+        account: g.account.clone(),
+        call_id: format!("direct-{i}"),
+        tool: "file_read".into(),
+        params_json: json!({"path": "4k.txt"}).to_string(),
+    };
+    let mut through = Vec::with_capacity(CALLS);
+    let mut backend = Vec::with_capacity(CALLS);
+    for i in 0..WARMUP + CALLS {
+        let t = Instant::now();
+        let r = agent
+            .invoke(&format!("b{i}"), "file_read", json!({"path": "4k.txt"}))
+            .await;
+        let d1 = t.elapsed();
+        assert_eq!(expect_ok(&r)["bytes"], 4096);
+        let call = direct(i);
+        let t = Instant::now();
+        let plan = executor
+            .plan(PlanRequest {
+                call: Some(call.clone()),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .plan
+            .unwrap();
+        let decided = gate
+            .decide(DecideRequest {
+                call: Some(call.clone()),
+                plan: Some(plan),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let done = executor
+            .execute(ExecuteRequest {
+                call: Some(call),
+                ticket: decided.ticket,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let d2 = t.elapsed();
+        assert!(done.error.is_none(), "{done:?}");
+        if i >= WARMUP {
+            through.push(d1);
+            backend.push(d2);
+        }
+    }
+    let (m1, m2) = (median(through.clone()), median(backend.clone()));
+    println!("allowed 4 KiB file_read, {CALLS} calls after {WARMUP} warm-up, interleaved:");
+    println!(
+        "  through the broker (WebSocket)        median {:>8.1} µs  p99 {:>8.1} µs",
+        m1.as_secs_f64() * 1e6,
+        p99(through).as_secs_f64() * 1e6
+    );
+    println!(
+        "  backend calls made directly (gRPC)    median {:>8.1} µs  p99 {:>8.1} µs",
+        m2.as_secs_f64() * 1e6,
+        p99(backend).as_secs_f64() * 1e6
+    );
+    println!(
+        "  the broker adds {:.1} µs per call (median difference; ratio {:.2}x)",
+        (m1.as_secs_f64() - m2.as_secs_f64()) * 1e6,
+        m1.as_secs_f64() / m2.as_secs_f64()
+    );
+}
