@@ -126,6 +126,9 @@ pub struct Env {
     pub shell: String,
     pub timezone: String,
     pub log_filter: String,
+    /// The user's trash (freedesktop layout): `$XDG_DATA_HOME/Trash`, by default
+    /// `$HOME/.local/share/Trash`.
+    pub trash_dir: PathBuf,
 }
 
 impl Env {
@@ -137,6 +140,10 @@ impl Env {
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| home.join(".local/state"));
+        let data_home = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".local/share"));
         let timezone = std::env::var("TZ")
             .ok()
             .filter(|t| !t.is_empty())
@@ -153,6 +160,7 @@ impl Env {
             shell: "/bin/sh".to_owned(),
             timezone,
             log_filter: std::env::var("GLOVEBOX_LOG").unwrap_or_else(|_| "info".to_owned()),
+            trash_dir: data_home.join("Trash"),
         }
     }
 
@@ -241,7 +249,7 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
             exit_on_stdin_eof,
         } => services::gate(&env.state_dir(&state), exit_on_stdin_eof).await,
         Command::Executor { state, account } => {
-            services::executor(&env.state_dir(&state), &account).await
+            services::executor(&env, &env.state_dir(&state), &account).await
         }
         Command::Broker {
             state,

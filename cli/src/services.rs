@@ -61,7 +61,7 @@ pub async fn gate(state_dir: &Path, exit_on_stdin_eof: bool) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn executor(state_dir: &Path, account: &str) -> anyhow::Result<ExitCode> {
+pub async fn executor(env: &Env, state_dir: &Path, account: &str) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let config = state.load_config()?;
     let entry = config.account(account).with_context(|| {
@@ -88,6 +88,8 @@ pub async fn executor(state_dir: &Path, account: &str) -> anyhow::Result<ExitCod
         key,
         gate_socket: state.gate_socket(),
         protected: vec![root.to_string_lossy().into_owned()],
+        // Dev mode: executors run as the user who ran `up`, so the account's trash is theirs.
+        trash_dir: env.trash_dir.clone(),
     };
     let socket = state.executor_socket(account);
     let listener =

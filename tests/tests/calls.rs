@@ -36,7 +36,21 @@ async fn hello_ok_lists_tools_and_context() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["file_read", "file_list", "file_write"]);
+    assert_eq!(
+        names,
+        [
+            "file_read",
+            "file_list",
+            "file_write",
+            "file_edit",
+            "file_grep",
+            "file_find",
+            "file_count",
+            "file_head_tail",
+            "file_delete",
+            "file_move"
+        ]
+    );
     assert_eq!(h["tools"][0]["input_schema"]["type"], "object");
     assert_eq!(h["context"]["cwd"], g.workdir.to_str().unwrap());
     assert_eq!(h["context"]["sandbox_enabled"], true);

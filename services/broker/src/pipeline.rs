@@ -188,6 +188,7 @@ async fn ask(app: &App, call: &ToolCall, plan: &Plan) -> Result<Ticket, WireErro
             .map(|s| AskSubject {
                 domain: match pb::Domain::try_from(s.domain) {
                     Ok(pb::Domain::Write) => "write",
+                    Ok(pb::Domain::Delete) => "delete",
                     _ => "read",
                 }
                 .to_owned(),

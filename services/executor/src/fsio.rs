@@ -122,6 +122,14 @@ pub fn read_capped(fd: OwnedFd, limit: u64, what: &str) -> Result<Vec<u8>, OpErr
 /// The full fingerprint of an existing regular file (for writes): identity, size, mtime, and a
 /// keyed tag of its content (never a plain hash).
 pub fn fingerprint(path: &str, key: &glovebox_ticket::Key) -> Result<FileState, OpError> {
+    fingerprint_and_content(path, key).map(|(state, _)| state)
+}
+
+/// [`fingerprint`], and the content it was computed over.
+pub fn fingerprint_and_content(
+    path: &str,
+    key: &glovebox_ticket::Key,
+) -> Result<(FileState, Vec<u8>), OpError> {
     let fd = open_no_links(path, OFlags::RDONLY)?;
     let stat = fstat(&fd, path)?;
     if file_type(&stat) != FileType::RegularFile {
@@ -134,7 +142,7 @@ pub fn fingerprint(path: &str, key: &glovebox_ticket::Key) -> Result<FileState, 
     let content = read_capped(fd, MAX_FINGERPRINT_BYTES, path)?;
     let mut state = state_of(&stat);
     state.content_tag = key.tag(&content);
-    Ok(state)
+    Ok((state, content))
 }
 
 /// The parent directory and final name of a canonical path.

@@ -10,6 +10,8 @@ pub mod fsio;
 pub mod ops;
 pub mod resolve;
 pub mod service;
+pub mod trash;
+pub mod walk;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -35,6 +37,8 @@ pub struct ExecutorConfig {
     pub gate_socket: PathBuf,
     /// Canonical directories on the floor (glovebox's own state), hidden from listings.
     pub protected: Vec<String>,
+    /// The account's trash directory (freedesktop layout), where `file_delete` moves things.
+    pub trash_dir: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]

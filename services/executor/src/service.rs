@@ -64,6 +64,7 @@ impl ExecutorService {
                 workdir: &config.workdir,
                 protected: &config.protected,
                 key: &config.key,
+                trash_dir: &config.trash_dir,
             };
             work(&ctx)
         })

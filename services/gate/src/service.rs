@@ -60,21 +60,27 @@ impl GateState {
         if plan.subjects.is_empty() {
             return deny("plan", "the call names no subject".to_owned());
         }
-        let expected = expected_domain(tool);
+        let expected = expected_domains(tool);
         let mut per_subject = Vec::new();
         let mut verdicts = Vec::new();
         for subject in &plan.subjects {
-            let domain = match pb::Domain::try_from(subject.domain) {
-                Ok(pb::Domain::Read) => Domain::Read,
-                Ok(pb::Domain::Write) => Domain::Write,
+            let wire = match pb::Domain::try_from(subject.domain) {
+                Ok(d @ (pb::Domain::Read | pb::Domain::Write | pb::Domain::Delete)) => d,
                 _ => return deny("plan", "a subject has no domain".to_owned()),
             };
-            if domain != expected {
+            if !expected.contains(&wire) {
                 return deny(
                     "plan",
-                    format!("{} does not {} files", call.tool, domain.as_str()),
+                    format!("{} does not {} files", call.tool, domain_name(wire)),
                 );
             }
+            let domain = match wire {
+                pb::Domain::Read => Domain::Read,
+                // delete domain: until the policy has its own delete rules, a delete subject is
+                // judged by the write rules (deny still beats allow; the floor still applies).
+                // Map `pb::Domain::Delete` to the policy's delete domain here.
+                pb::Domain::Write | pb::Domain::Delete | pb::Domain::Unspecified => Domain::Write,
+            };
             let v = policy.decide(domain, &subject.path);
             per_subject.push((domain, subject.path.clone(), v.decision));
             verdicts.push(v);
@@ -111,10 +117,29 @@ impl GateState {
     }
 }
 
-fn expected_domain(tool: Tool) -> Domain {
+/// The domains a tool's subjects may be judged in. A plan naming any other domain is denied.
+fn expected_domains(tool: Tool) -> &'static [pb::Domain] {
     match tool {
-        Tool::FileRead | Tool::FileList => Domain::Read,
-        Tool::FileWrite => Domain::Write,
+        Tool::FileRead
+        | Tool::FileList
+        | Tool::FileGrep
+        | Tool::FileFind
+        | Tool::FileCount
+        | Tool::FileHeadTail => &[pb::Domain::Read],
+        Tool::FileWrite | Tool::FileEdit => &[pb::Domain::Write],
+        Tool::FileDelete => &[pb::Domain::Delete],
+        // The source is removed from where it was and read into its new place; the destination
+        // is written.
+        Tool::FileMove => &[pb::Domain::Delete, pb::Domain::Read, pb::Domain::Write],
+    }
+}
+
+fn domain_name(domain: pb::Domain) -> &'static str {
+    match domain {
+        pb::Domain::Read => "read",
+        pb::Domain::Write => "write",
+        pb::Domain::Delete => "delete",
+        pb::Domain::Unspecified => "?",
     }
 }
 
@@ -122,11 +147,9 @@ fn subjects_text(plan: &Plan) -> String {
     plan.subjects
         .iter()
         .map(|s| {
-            let domain = match pb::Domain::try_from(s.domain) {
-                Ok(pb::Domain::Read) => "read",
-                Ok(pb::Domain::Write) => "write",
-                _ => "?",
-            };
+            let domain = pb::Domain::try_from(s.domain)
+                .map(domain_name)
+                .unwrap_or("?");
             format!("{domain} {}", s.path)
         })
         .collect::<Vec<_>>()

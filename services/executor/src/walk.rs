@@ -1,0 +1,150 @@
+//! Walking a tree for `file_grep` and `file_find`: ripgrep's `ignore` walker (parallel, links
+//! never followed), every entry checked against the floor before it is looked at, a deadline
+//! checked between entries, and counters for what was left out.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use glovebox_proto::ErrorCode;
+use ignore::{DirEntry, WalkBuilder, WalkState};
+
+use crate::error::OpError;
+use crate::ops::{OpContext, hidden};
+
+/// A point in time after which a search stops and says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    pub fn after(d: Duration) -> Deadline {
+        Deadline(Instant::now() + d)
+    }
+
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.0
+    }
+}
+
+/// Which entries a walk honours filters for (ripgrep's defaults unless the call says otherwise).
+#[derive(Debug, Clone)]
+pub struct WalkOptions<'a> {
+    pub hidden: bool,
+    pub no_ignore: bool,
+    /// ripgrep-style globs on paths below the root; `!` excludes.
+    pub globs: &'a [String],
+}
+
+/// What a walk saw and left out.
+#[derive(Debug, Default)]
+pub struct WalkStats {
+    /// Entries on the floor (or otherwise hidden from this account): never opened.
+    pub hidden: AtomicU64,
+    /// Symbolic links met in the tree: never followed.
+    pub links: AtomicU64,
+    pub timed_out: AtomicBool,
+    /// Set by a visitor that has all the results it may return.
+    pub full: AtomicBool,
+}
+
+impl WalkStats {
+    pub fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// One visible entry below the root: its canonical path and the walker's entry.
+pub struct Visit<'e> {
+    pub path: &'e str,
+    pub entry: &'e DirEntry,
+}
+
+/// Walks the tree at the canonical directory `root`, calling a visitor made by `make` (one per
+/// thread) for every entry that is not the root, not hidden and not a symbolic link. The
+/// visitor returns whether to keep going.
+pub fn walk<'s, F, V>(
+    ctx: &'s OpContext<'s>,
+    root: &str,
+    options: &WalkOptions<'_>,
+    deadline: Deadline,
+    stats: &'s WalkStats,
+    mut make: F,
+) -> Result<(), OpError>
+where
+    F: FnMut() -> V,
+    V: FnMut(Visit<'_>) -> bool + Send + 's,
+{
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .follow_links(false)
+        .same_file_system(false)
+        .hidden(!options.hidden)
+        .ignore(!options.no_ignore)
+        .git_ignore(!options.no_ignore)
+        .git_global(!options.no_ignore)
+        .git_exclude(!options.no_ignore)
+        .parents(!options.no_ignore)
+        .threads(threads());
+    if !options.globs.is_empty() {
+        let mut overrides = ignore::overrides::OverrideBuilder::new(root);
+        for g in options.globs {
+            overrides
+                .add(g)
+                .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("glob {g:?}: {e}")))?;
+        }
+        let overrides = overrides
+            .build()
+            .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("globs: {e}")))?;
+        builder.overrides(overrides);
+    }
+    builder.build_parallel().run(|| {
+        let mut visit = make();
+        Box::new(move |entry| {
+            if stats.full.load(Ordering::Relaxed) {
+                return WalkState::Quit;
+            }
+            if deadline.passed() {
+                stats.timed_out.store(true, Ordering::Relaxed);
+                return WalkState::Quit;
+            }
+            let entry = match entry {
+                Ok(entry) => entry,
+                // Unreadable directories and the like are skipped, as ripgrep does.
+                Err(_) => return WalkState::Continue,
+            };
+            if entry.depth() == 0 {
+                return WalkState::Continue;
+            }
+            let Some(path) = entry.path().to_str() else {
+                WalkStats::count(&stats.hidden);
+                return WalkState::Skip;
+            };
+            if hidden(ctx, path).is_some() {
+                WalkStats::count(&stats.hidden);
+                return WalkState::Skip;
+            }
+            if entry.path_is_symlink() {
+                WalkStats::count(&stats.links);
+                return WalkState::Skip;
+            }
+            if visit(Visit {
+                path,
+                entry: &entry,
+            }) {
+                WalkState::Continue
+            } else {
+                WalkState::Quit
+            }
+        })
+    });
+    Ok(())
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get().min(8))
+        .unwrap_or(2)
+}
