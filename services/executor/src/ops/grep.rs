@@ -420,6 +420,24 @@ mod tests {
     }
 
     #[test]
+    fn nested_trees_are_walked() {
+        let f = Fixture::new();
+        for (i, d) in ["a/b/1", "a/c/2", "d/e/3", "d/e/4"].iter().enumerate() {
+            std::fs::create_dir_all(f.work.join("tree").join(d)).unwrap();
+            std::fs::write(
+                f.work.join("tree").join(d).join(format!("x_{i}.rs")),
+                "needle\n".repeat(100),
+            )
+            .unwrap();
+        }
+        let mut p = params("needle");
+        p.path = "tree".into();
+        p.max_results = Some(1000);
+        let r = run(&f, &p).unwrap();
+        assert_eq!(r["count"], 400, "{r}");
+    }
+
+    #[test]
     fn bad_patterns_are_invalid_params() {
         let f = Fixture::new();
         assert_eq!(
