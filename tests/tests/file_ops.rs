@@ -333,7 +333,7 @@ async fn hard_linked_files_are_refused_for_every_op() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "shared\n").unwrap();
     std::fs::hard_link(g.workdir.join("a.txt"), g.root().join("elsewhere.txt")).unwrap();
-    let mut approver = g.connect("approver").await;
+    let _approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     let e = expect_error(
         &agent
@@ -350,8 +350,8 @@ async fn hard_linked_files_are_refused_for_every_op() {
             json!({"source": "a.txt", "destination": "b.txt"}),
         ),
     ] {
-        let (_, result) = asked(&mut agent, &mut approver, id, tool, params, "once").await;
-        let e = expect_error(&result, "denied");
+        // refused before the approver is asked (and again after approval: see the unit tests)
+        let e = expect_error(&agent.invoke(id, tool, params).await, "denied");
         assert!(
             e["message"].as_str().unwrap().contains("hard links"),
             "{tool}: {e}"
@@ -433,18 +433,15 @@ async fn delete_of_a_directory_holding_ssh_is_refused() {
     let g = Glovebox::start();
     std::fs::create_dir_all(g.workdir.join("proj/deep/.ssh")).unwrap();
     std::fs::write(g.workdir.join("proj/deep/.ssh/id_rsa"), "KEY").unwrap();
-    let mut approver = g.connect("approver").await;
+    let _approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    let (_, result) = asked(
-        &mut agent,
-        &mut approver,
-        "d",
-        "file_delete",
-        json!({"path": "proj"}),
-        "once",
-    )
-    .await;
-    let e = expect_error(&result, "denied");
+    // refused before the approver is asked (and again after approval: see the unit tests)
+    let e = expect_error(
+        &agent
+            .invoke("d", "file_delete", json!({"path": "proj"}))
+            .await,
+        "denied",
+    );
     assert!(e["message"].as_str().unwrap().contains(".ssh"), "{e}");
     assert!(g.workdir.join("proj/deep/.ssh/id_rsa").exists());
     // the floor entry itself is denied outright, nobody is asked

@@ -32,9 +32,10 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileDeleteParams) -> Result<Plan, OpError> 
     })
 }
 
+/// Checks the refusals before anyone is asked (they are checked again when the call executes).
 pub fn preview(
     ctx: &OpContext<'_>,
-    _p: &FileDeleteParams,
+    p: &FileDeleteParams,
     plan: &Plan,
 ) -> Result<(String, bool), OpError> {
     let [s] = plan.subjects.as_slice() else {
@@ -43,6 +44,8 @@ pub fn preview(
             "a delete plan has one subject",
         ));
     };
+    refuse_trash_ancestor(ctx, &s.path)?;
+    open_movable(ctx, &s.path, &p.path, &s.state.clone().unwrap_or_default())?;
     Ok((
         format!(
             "move to the trash ({}): {}\n",

@@ -28,9 +28,10 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileMoveParams) -> Result<Plan, OpError> {
     })
 }
 
+/// Checks the source's refusals before anyone is asked (and again when the call executes).
 pub fn preview(
-    _ctx: &OpContext<'_>,
-    _p: &FileMoveParams,
+    ctx: &OpContext<'_>,
+    p: &FileMoveParams,
     plan: &Plan,
 ) -> Result<(String, bool), OpError> {
     let [src, _, dst] = plan.subjects.as_slice() else {
@@ -39,6 +40,13 @@ pub fn preview(
             "a move plan has three subjects",
         ));
     };
+    refuse_trash_ancestor(ctx, &src.path)?;
+    open_movable(
+        ctx,
+        &src.path,
+        &p.source,
+        &src.state.clone().unwrap_or_default(),
+    )?;
     Ok((format!("move {}\n  to {}\n", src.path, dst.path), false))
 }
 
