@@ -195,6 +195,7 @@ async fn main() {
             r["skipped"]
         );
         assert_eq!(r["truncated"], false, "{name}");
+        assert_eq!(r["files_searched"].as_u64(), Some(files), "{name}: {r}");
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         for i in 0..runs {
