@@ -27,7 +27,7 @@ pub struct Trashed {
 
 /// Opens (creating if needed, mode 0700) the trash's `files/` and `info/` directories, without
 /// following links below the canonical trash root.
-fn open_trash(trash: &Path) -> Result<(String, OwnedFd, OwnedFd), OpError> {
+fn open_trash(trash: &Path) -> Result<(OwnedFd, OwnedFd), OpError> {
     let fail = |what: &str| {
         OpError::new(
             ErrorCode::Internal,
@@ -50,17 +50,12 @@ fn open_trash(trash: &Path) -> Result<(String, OwnedFd, OwnedFd), OpError> {
         .ok_or_else(|| fail("directory"))?;
     let files = fsio::open_no_links(&format!("{root}/files"), OFlags::RDONLY | OFlags::DIRECTORY)?;
     let info = fsio::open_no_links(&format!("{root}/info"), OFlags::RDONLY | OFlags::DIRECTORY)?;
-    Ok((root, files, info))
-}
-
-/// The canonical trash root (created if missing), for comparing subjects against it.
-pub fn canonical_root(trash: &Path) -> Result<String, OpError> {
-    open_trash(trash).map(|(root, _, _)| root)
+    Ok((files, info))
 }
 
 /// Moves `name` in the directory `dir` (whose canonical path is `original`'s parent) to the trash.
 pub fn put(trash: &Path, dir: &OwnedFd, name: &str, original: &str) -> Result<Trashed, OpError> {
-    let (_, files, info) = open_trash(trash)?;
+    let (files, info) = open_trash(trash)?;
     let body = info_text(original, SystemTime::now());
     for i in 1..=MAX_NAME_TRIES {
         let candidate = if i == 1 {

@@ -170,7 +170,13 @@ fn check_tree(
 
 /// Refuses to act on the trash itself or anything that holds it.
 pub fn refuse_trash_ancestor(ctx: &OpContext<'_>, path: &str) -> Result<(), OpError> {
-    let trash = crate::trash::canonical_root(ctx.trash_dir)?;
+    // Resolved without creating it: a preview only looks.
+    let trash = ctx
+        .trash_dir
+        .to_str()
+        .map(|t| crate::resolve::resolve(t, ctx.workdir))
+        .ok_or_else(|| OpError::new(ErrorCode::Internal, "the trash path is not UTF-8"))??
+        .path;
     if glovebox_policy::floor::is_same_or_below(&trash, path) {
         return Err(OpError::new(
             ErrorCode::InvalidParams,
@@ -292,8 +298,18 @@ mod tests {
     #[test]
     fn the_trash_itself_is_refused() {
         let f = Fixture::new();
+        std::fs::create_dir_all(f.root.join("home")).unwrap();
+        // before the trash exists: refused, and the preview does not create it
+        let p = FileDeleteParams {
+            path: f.root.join("home").to_str().unwrap().into(),
+        };
+        let planned = plan(&f.ctx(), &p).unwrap();
+        let e = preview(&f.ctx(), &p, &planned).unwrap_err();
+        assert!(e.message.contains("holds the trash"), "{}", e.message);
+        assert!(!f.trash.exists());
         std::fs::create_dir_all(&f.trash).unwrap();
         let e = run(&f, f.root.join("home").to_str().unwrap()).unwrap_err();
         assert!(e.message.contains("holds the trash"), "{}", e.message);
+        assert!(f.trash.exists());
     }
 }
