@@ -143,8 +143,60 @@ where
     Ok(())
 }
 
+/// Checks, after a walk, that the canonical root still is the directory that was opened (same
+/// device and inode, not a link): a root swapped mid-walk fails the call instead of returning
+/// what was found under something else.
+pub fn check_root_unchanged(root: &str, opened: &rustix::fs::Stat) -> Result<(), OpError> {
+    let now = crate::fsio::stat_path(root)?;
+    if now.st_dev != opened.st_dev || now.st_ino != opened.st_ino {
+        return Err(OpError::changed(root));
+    }
+    Ok(())
+}
+
+/// Whether every component of the canonical `path` is still a real directory, not a link
+/// (one `openat2` with `RESOLVE_NO_SYMLINKS` on its parent). Names found by a walk are returned
+/// only if this holds, so a directory swapped for a link mid-walk lends no names.
+pub fn parent_has_no_links(path: &str) -> bool {
+    match crate::fsio::split_parent(path) {
+        Ok((parent, _)) => crate::fsio::open_no_links(
+            parent,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+        )
+        .is_ok(),
+        Err(_) => false,
+    }
+}
+
 fn threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get().min(8))
         .unwrap_or(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_root_swapped_for_a_link_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let tree = root.join("tree");
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let tree_s = tree.to_str().unwrap();
+        let opened = crate::fsio::stat_path(tree_s).unwrap();
+        check_root_unchanged(tree_s, &opened).unwrap();
+        assert!(parent_has_no_links(tree.join("sub/x").to_str().unwrap()));
+        std::fs::rename(&tree, root.join("moved")).unwrap();
+        symlink(&elsewhere, &tree).unwrap();
+        assert_eq!(
+            check_root_unchanged(tree_s, &opened).unwrap_err().code,
+            ErrorCode::Changed
+        );
+        assert!(!parent_has_no_links(tree.join("x").to_str().unwrap()));
+    }
 }

@@ -15,7 +15,9 @@ use serde_json::json;
 use super::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
-use crate::walk::{Deadline, WalkOptions, WalkStats, walk};
+use crate::walk::{
+    Deadline, WalkOptions, WalkStats, check_root_unchanged, parent_has_no_links, walk,
+};
 
 /// Paths returned when the call does not say.
 pub const DEFAULT_RESULTS: u32 = 200;
@@ -69,6 +71,10 @@ pub fn execute(
                 if !set.is_match(name) {
                     return true;
                 }
+                if !parent_has_no_links(visit.path) {
+                    WalkStats::count(&stats_ref.links);
+                    return true;
+                }
                 let kind = match visit.entry.file_type() {
                     Some(t) if t.is_dir() => "dir",
                     Some(t) if t.is_file() => "file",
@@ -86,6 +92,7 @@ pub fn execute(
             }
         })?;
     }
+    check_root_unchanged(&root, &stat)?;
     let timed_out = stats.timed_out.load(Ordering::Relaxed) || deadline.passed();
     let full = stats.full.load(Ordering::Relaxed);
     let mut found = found.into_inner().unwrap_or_default();

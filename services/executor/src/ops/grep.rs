@@ -19,7 +19,7 @@ use serde_json::json;
 use super::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
-use crate::walk::{Deadline, WalkOptions, WalkStats, walk};
+use crate::walk::{Deadline, WalkOptions, WalkStats, check_root_unchanged, walk};
 
 /// Matching lines returned when the call does not say.
 pub const DEFAULT_RESULTS: u32 = 200;
@@ -248,6 +248,7 @@ pub fn execute(
                     !shared.deadline.passed() && !shared.stats.full.load(Ordering::Relaxed)
                 }
             })?;
+            check_root_unchanged(&root, &stat)?;
         }
         _ => {
             return Err(OpError::new(
