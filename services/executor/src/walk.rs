@@ -2,6 +2,9 @@
 //! never followed), every entry checked against the floor before it is looked at, a deadline
 //! checked between entries, and counters for what was left out.
 
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -88,6 +91,35 @@ where
         .git_exclude(!options.no_ignore)
         .parents(!options.no_ignore)
         .threads(threads());
+    let unsafe_ignores = Arc::new(AtomicU64::new(0));
+    if !options.no_ignore {
+        // The walker reads ignore files itself, by path. Only plain files are let through: a
+        // directory whose ignore file is a link or has other names is not entered (and counted
+        // as hidden), and ignore files above the root are honoured only if all are plain.
+        if !ignore_files_are_plain(Path::new(root)) {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!(
+                    "an ignore file in {root} is a link or has other names; search with no_ignore"
+                ),
+            ));
+        }
+        builder.parents(
+            Path::new(root)
+                .ancestors()
+                .skip(1)
+                .all(ignore_files_are_plain),
+        );
+        let counter = unsafe_ignores.clone();
+        builder.filter_entry(move |e| {
+            let plain =
+                !e.file_type().is_some_and(|t| t.is_dir()) || ignore_files_are_plain(e.path());
+            if !plain {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            plain
+        });
+    }
     if !options.globs.is_empty() {
         let mut overrides = ignore::overrides::OverrideBuilder::new(root);
         for g in options.globs {
@@ -140,7 +172,22 @@ where
             }
         })
     });
+    stats
+        .hidden
+        .fetch_add(unsafe_ignores.load(Ordering::Relaxed), Ordering::Relaxed);
     Ok(())
+}
+
+/// Whether the ignore files the walker would read in `dir` are absent or plain files with one
+/// name (never a link that could point at a floor entry).
+pub fn ignore_files_are_plain(dir: &Path) -> bool {
+    [".gitignore", ".ignore", ".git"].iter().all(|name| {
+        match std::fs::symlink_metadata(dir.join(name)) {
+            Err(_) => true,
+            Ok(m) if m.file_type().is_dir() => *name == ".git",
+            Ok(m) => m.file_type().is_file() && m.nlink() == 1,
+        }
+    })
 }
 
 /// Checks, after a walk, that the canonical root still is the directory that was opened (same
@@ -198,5 +245,20 @@ mod tests {
             ErrorCode::Changed
         );
         assert!(!parent_has_no_links(tree.join("x").to_str().unwrap()));
+    }
+
+    #[test]
+    fn ignore_files_must_be_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert!(ignore_files_are_plain(d));
+        std::fs::write(d.join(".gitignore"), "target\n").unwrap();
+        std::fs::create_dir(d.join(".git")).unwrap();
+        assert!(ignore_files_are_plain(d));
+        std::fs::hard_link(d.join(".gitignore"), d.join("other")).unwrap();
+        assert!(!ignore_files_are_plain(d));
+        std::fs::remove_file(d.join("other")).unwrap();
+        symlink(d.join("secret"), d.join(".ignore")).unwrap();
+        assert!(!ignore_files_are_plain(d));
     }
 }

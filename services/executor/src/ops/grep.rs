@@ -380,6 +380,30 @@ mod tests {
     }
 
     #[test]
+    fn ignore_files_that_are_links_are_never_read() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.root.join("home/.ssh")).unwrap();
+        std::fs::write(f.root.join("home/.ssh/id_rsa"), "*.txt\n").unwrap();
+        std::fs::create_dir_all(f.work.join("sub")).unwrap();
+        std::fs::write(f.work.join("sub/a.txt"), "needle\n").unwrap();
+        std::fs::write(f.work.join("b.txt"), "needle\n").unwrap();
+        symlink(
+            f.root.join("home/.ssh/id_rsa"),
+            f.work.join("sub/.gitignore"),
+        )
+        .unwrap();
+        let r = run(&f, &params("needle")).unwrap();
+        assert_eq!(paths(&r), [f.path("b.txt")], "{r}");
+        assert_eq!(r["skipped"]["hidden"], 1, "{r}");
+        let mut p = params("needle");
+        p.no_ignore = true;
+        assert_eq!(paths(&run(&f, &p).unwrap()).len(), 2);
+        p.no_ignore = false;
+        p.path = "sub".into();
+        assert_eq!(run(&f, &p).unwrap_err().code, ErrorCode::InvalidParams);
+    }
+
+    #[test]
     fn result_cap_and_time_cap() {
         let f = Fixture::new();
         std::fs::write(f.work.join("a.txt"), "x\n".repeat(50)).unwrap();
