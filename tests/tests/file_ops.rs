@@ -133,6 +133,14 @@ async fn grep_never_reads_the_floor_or_follows_links_out_of_the_tree() {
     );
     assert_eq!(r["skipped"]["links"], 3, "{r}");
     assert!(r["skipped"]["hidden"].as_u64().unwrap() >= 3, "{r}");
+    // the audit records the pattern's kind and length, never the pattern
+    let pool = g.audit_pool().await;
+    let detail: String =
+        sqlx::query_scalar("SELECT detail FROM events WHERE source = 'executor' AND call_id = 'g'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(detail, "pattern: regex, 6 bytes; globs: 0; flags: hidden");
 }
 
 #[tokio::test]

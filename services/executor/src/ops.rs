@@ -107,6 +107,48 @@ pub fn execute(
     }
 }
 
+/// What the audit may record about a call's parameters beyond its subjects: never contents, and
+/// for searches only the pattern's kind, length and flags.
+pub fn audit_detail(params: &ToolParams) -> String {
+    match params {
+        ToolParams::FileGrep(p) => {
+            let mut flags = Vec::new();
+            for (on, name) in [
+                (p.case_insensitive, "case_insensitive"),
+                (p.hidden, "hidden"),
+                (p.no_ignore, "no_ignore"),
+            ] {
+                if on {
+                    flags.push(name);
+                }
+            }
+            format!(
+                "pattern: {}, {} bytes; globs: {}; flags: {}",
+                if p.literal { "literal" } else { "regex" },
+                p.pattern.len(),
+                p.globs.len(),
+                if flags.is_empty() {
+                    "none".to_owned()
+                } else {
+                    flags.join(",")
+                }
+            )
+        }
+        ToolParams::FileFind(p) => format!("name globs: {}", p.names.len()),
+        ToolParams::FileEdit(p) => format!(
+            "replace {} bytes with {} bytes{}",
+            p.old_string.len(),
+            p.new_string.len(),
+            if p.replace_all {
+                ", every occurrence"
+            } else {
+                ""
+            }
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The plan of a call that only reads `path`: one read subject, resolved, identity only.
 pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
     let r = crate::resolve::resolve(path, ctx.workdir)?;
@@ -260,5 +302,35 @@ pub mod testing {
             expires_at_ms: u64::MAX,
             approval: "auto".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::tools::Tool;
+
+    #[test]
+    fn audit_details_never_carry_patterns_or_contents() {
+        let p = Tool::FileGrep
+            .parse_params(&serde_json::json!({"pattern": "hunter2", "case_insensitive": true, "globs": ["*.rs"]}))
+            .unwrap();
+        let d = audit_detail(&p);
+        assert_eq!(
+            d,
+            "pattern: regex, 7 bytes; globs: 1; flags: case_insensitive"
+        );
+        let p = Tool::FileEdit
+            .parse_params(
+                &serde_json::json!({"path": "a", "old_string": "secret", "new_string": "x"}),
+            )
+            .unwrap();
+        let d = audit_detail(&p);
+        assert_eq!(d, "replace 6 bytes with 1 bytes");
+        assert!(!d.contains("secret"));
+        let p = Tool::FileRead
+            .parse_params(&serde_json::json!({"path": "a"}))
+            .unwrap();
+        assert_eq!(audit_detail(&p), "");
     }
 }

@@ -187,6 +187,7 @@ impl pb::executor_server::Executor for ExecutorService {
                 event.approval = body.approval.clone();
                 match self.parse(&call) {
                     Ok(params) => {
+                        event.detail = ops::audit_detail(&params);
                         self.blocking(move |ctx| ops::execute(ctx, &params, &body))
                             .await
                     }
