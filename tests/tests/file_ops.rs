@@ -223,7 +223,7 @@ async fn a_catastrophic_regex_stops_at_the_time_cap() {
 }
 
 #[tokio::test]
-async fn oversized_and_binary_inputs() {
+async fn grep_skips_oversized_and_binary_files() {
     let g = Glovebox::start();
     let big: String = (1..=150_000).map(|i| format!("needle {i}\n")).collect();
     std::fs::write(g.workdir.join("big.txt"), &big).unwrap();
@@ -248,6 +248,15 @@ async fn oversized_and_binary_inputs() {
             .await,
         "too_large",
     );
+}
+
+#[tokio::test]
+async fn a_big_file_is_read_by_range_tail_and_count() {
+    let g = Glovebox::start();
+    let big: String = (1..=150_000).map(|i| format!("needle {i}\n")).collect();
+    std::fs::write(g.workdir.join("big.txt"), &big).unwrap();
+    std::fs::write(g.workdir.join("bin.dat"), b"needle\0\x01\x02").unwrap();
+    let mut agent = g.connect("agent").await;
     expect_error(
         &agent
             .invoke("r", "file_read", json!({"path": "big.txt"}))
@@ -290,7 +299,12 @@ async fn oversized_and_binary_inputs() {
             .await,
         "binary",
     );
-    // params over the limits are refused before anything runs
+}
+
+#[tokio::test]
+async fn params_over_the_limits_are_refused_before_anything_runs() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
     let r = agent.invoke("l", "file_list", json!({"depth": 6})).await;
     expect_error(&r, "invalid_params");
     let r = agent
