@@ -18,28 +18,42 @@ pub const MAX_FINGERPRINT_BYTES: u64 = 64 * 1024 * 1024;
 const NO_LINKS: ResolveFlags = ResolveFlags::NO_SYMLINKS.union(ResolveFlags::NO_MAGICLINKS);
 
 /// Opens a canonical absolute path without following any symbolic link on the way.
+/// `O_NONBLOCK` keeps a FIFO (or a device) put where a file was expected from blocking the open;
+/// it changes nothing for regular files and directories, and callers check the type after.
 pub fn open_no_links(path: &str, flags: OFlags) -> Result<OwnedFd, OpError> {
+    // `openat2` refuses `O_PATH` with anything but `O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW`.
+    let nonblock = if flags.contains(OFlags::PATH) {
+        OFlags::empty()
+    } else {
+        OFlags::NONBLOCK
+    };
     rustix::fs::openat2(
         rustix::fs::CWD,
         path,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | nonblock,
         Mode::empty(),
         NO_LINKS,
     )
     .map_err(|e| errno_error(e, path))
 }
 
-/// Opens `name` inside the directory `dir`, refusing symlinks and anything outside `dir`.
+/// Opens `name` inside the directory `dir`, refusing symlinks and anything outside `dir`
+/// (non-blocking like [`open_no_links`]).
 pub fn open_beneath(
     dir: &OwnedFd,
     name: &str,
     flags: OFlags,
     mode: Mode,
 ) -> rustix::io::Result<OwnedFd> {
+    let nonblock = if flags.contains(OFlags::PATH) {
+        OFlags::empty()
+    } else {
+        OFlags::NONBLOCK
+    };
     rustix::fs::openat2(
         dir,
         name,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | nonblock,
         mode,
         NO_LINKS | ResolveFlags::BENEATH,
     )

@@ -239,6 +239,23 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_does_not_block_the_executor() {
+        let f = Fixture::new();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            f.work.join("big.txt").as_path(),
+            FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            run(&f, None, None).unwrap_err().code,
+            ErrorCode::InvalidParams
+        );
+    }
+
+    #[test]
     fn a_line_longer_than_the_cap_is_skipped_not_held() {
         let f = Fixture::new();
         let long = "x".repeat(MAX_READ_BYTES as usize + 10);
