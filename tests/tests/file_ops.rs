@@ -558,3 +558,59 @@ async fn move_across_a_symlink_is_judged_at_its_target() {
     assert_eq!(expect_ok(&result)["destination"], dst);
     assert_eq!(std::fs::read_to_string(outside.join("a.txt")).unwrap(), "A");
 }
+
+#[tokio::test]
+async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
+    use glovebox_proto::v1::{DecideRequest, Domain, Plan, Subject, ToolCall, Verdict};
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(
+        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
+    );
+    let path = g.workdir.join("a.txt").to_str().unwrap().to_owned();
+    let subject = |domain: Domain| Subject {
+        domain: domain as i32,
+        path: path.clone(),
+        state: None,
+    };
+    let cases = [
+        // a move that leaves out its delete and write subjects
+        ("file_move", vec![subject(Domain::Read)]),
+        // a delete dressed up as a read
+        ("file_delete", vec![subject(Domain::Read)]),
+        // a read with a second, unrelated subject
+        (
+            "file_read",
+            vec![subject(Domain::Read), subject(Domain::Read)],
+        ),
+        (
+            "file_move",
+            vec![
+                subject(Domain::Write),
+                subject(Domain::Read),
+                subject(Domain::Delete),
+            ],
+        ),
+    ];
+    for (tool, subjects) in cases {
+        let r = gate
+            .decide(DecideRequest {
+                call: Some(ToolCall {
+                    account: g.account.clone(),
+                    call_id: "shape".into(),
+                    tool: tool.into(),
+                    params_json: "{}".into(),
+                }),
+                plan: Some(Plan {
+                    subjects,
+                    content_tag: Vec::new(),
+                }),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.verdict, Verdict::Deny as i32, "{tool}: {r:?}");
+        assert_eq!(r.rule, "plan", "{tool}: {r:?}");
+        assert!(r.ticket.is_none());
+    }
+}

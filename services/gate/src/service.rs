@@ -61,6 +61,14 @@ impl GateState {
             return deny("plan", "the call names no subject".to_owned());
         }
         let expected = expected_domains(tool);
+        let shape: Vec<i32> = plan.subjects.iter().map(|s| s.domain).collect();
+        if shape.len() != expected.len() || shape.iter().zip(expected).any(|(a, b)| *a != *b as i32)
+        {
+            return deny(
+                "plan",
+                format!("the plan's subjects do not fit {}", call.tool),
+            );
+        }
         let mut per_subject = Vec::new();
         let mut verdicts = Vec::new();
         for subject in &plan.subjects {
@@ -117,7 +125,7 @@ impl GateState {
     }
 }
 
-/// The domains a tool's subjects may be judged in. A plan naming any other domain is denied.
+/// The domains of a tool's subjects, in order. A plan of any other shape is denied.
 fn expected_domains(tool: Tool) -> &'static [pb::Domain] {
     match tool {
         Tool::FileRead
