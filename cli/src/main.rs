@@ -147,6 +147,9 @@ pub struct Env {
     pub log_filter: String,
     /// The environment exec jobs get: an allowlist of this process's variables.
     pub job_env: Vec<(String, String)>,
+    /// The user's trash (freedesktop layout): `$XDG_DATA_HOME/Trash`, by default
+    /// `$HOME/.local/share/Trash`.
+    pub trash_dir: PathBuf,
 }
 
 /// Variables passed from the service's environment to exec jobs; nothing else is.
@@ -163,6 +166,10 @@ impl Env {
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| home.join(".local/state"));
+        let data_home = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".local/share"));
         let timezone = std::env::var("TZ")
             .ok()
             .filter(|t| !t.is_empty())
@@ -180,6 +187,7 @@ impl Env {
             timezone,
             log_filter: std::env::var("GLOVEBOX_LOG").unwrap_or_else(|_| "info".to_owned()),
             job_env: job_env(),
+            trash_dir: data_home.join("Trash"),
         }
     }
 
@@ -262,6 +270,7 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(|| env.cwd.clone()),
                 listen,
                 ask_timeout_secs,
+                trash_dir: env.trash_dir.clone(),
             };
             supervisor::up(options).await
         }

@@ -105,6 +105,9 @@ pub struct ExecutorArgs {
     /// A directory on the floor, hidden from listings (repeatable; glovebox's state).
     #[arg(long = "protected", value_name = "DIR")]
     pub protected: Vec<std::path::PathBuf>,
+    /// The account user's trash (freedesktop layout), where `file_delete` moves things.
+    #[arg(long, value_name = "DIR")]
+    pub trash: std::path::PathBuf,
 }
 
 /// Everything the executor does before its first thread starts: check its identity, read the
@@ -142,8 +145,18 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
     let key_bytes = hex::decode(line.trim()).context("ticket key on stdin is not hex")?;
     let key = glovebox_ticket::Key::from_bytes(&key_bytes)?;
     let listener = bind_private_socket_std(&args.socket)?;
+    // The trash must exist (as this user) before the sandbox is applied, to be granted. A user
+    // without a writable home has no trash: deletes then fail, nothing else does.
     let runtime_dir = args.socket.parent().unwrap_or(Path::new("/nonexistent"));
-    let plan = glovebox_executor::sandbox::SandboxPlan::for_roots(&roots, runtime_dir);
+    let mut plan = glovebox_executor::sandbox::SandboxPlan::for_roots(&roots, runtime_dir);
+    match std::fs::create_dir_all(&args.trash) {
+        Ok(()) => plan.full.push(args.trash.clone()),
+        Err(e) => tracing::warn!(
+            trash = %args.trash.display(),
+            error = %e,
+            "no trash for this account: file_delete will fail"
+        ),
+    }
     let enforcement = glovebox_executor::sandbox::apply(&plan)?;
     Ok(PreparedExecutor {
         config: glovebox_executor::ExecutorConfig {
@@ -157,6 +170,7 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
             job_env: env.job_env.clone(),
+            trash_dir: args.trash.clone(),
         },
         socket: args.socket.clone(),
         listener,

@@ -34,6 +34,8 @@ pub struct UpOptions {
     pub workdir: PathBuf,
     pub listen: Option<SocketAddr>,
     pub ask_timeout_secs: u64,
+    /// The trash of the user running `up`, for accounts without `run_as`.
+    pub trash_dir: PathBuf,
 }
 
 /// One kind of child process.
@@ -125,6 +127,12 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         for root in &a.roots {
             args.extend(["--root".into(), root.display().to_string()]);
         }
+        let trash = if identity.drops {
+            std::path::PathBuf::from(&identity.home).join(".local/share/Trash")
+        } else {
+            o.trash_dir.clone()
+        };
+        args.extend(["--trash".into(), trash.display().to_string()]);
         let env = if identity.drops {
             vec![
                 ("HOME".to_owned(), identity.home.clone()),

@@ -18,6 +18,18 @@ pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
 pub const MAX_READ_BYTES: u64 = 1024 * 1024;
 /// Most entries `file_list` returns.
 pub const MAX_LIST_ENTRIES: usize = 1000;
+/// Deepest `file_list` recursion.
+pub const MAX_LIST_DEPTH: u32 = 5;
+/// Most matches or names `file_grep` and `file_find` return.
+pub const MAX_SEARCH_RESULTS: u32 = 1000;
+/// Longest time `file_grep` and `file_find` may take, in milliseconds.
+pub const MAX_SEARCH_MILLIS: u64 = 10_000;
+/// Longest search pattern or glob, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 4096;
+/// Most globs one search may carry.
+pub const MAX_GLOBS: usize = 64;
+/// Most lines `file_head_tail` returns.
+pub const MAX_HEAD_TAIL_LINES: u32 = 10_000;
 
 /// A built-in tool. The set is closed: unknown names are refused, never passed through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,6 +37,13 @@ pub enum Tool {
     FileRead,
     FileList,
     FileWrite,
+    FileEdit,
+    FileGrep,
+    FileFind,
+    FileCount,
+    FileHeadTail,
+    FileDelete,
+    FileMove,
     ExecRun,
     ExecStatus,
     ExecTail,
@@ -33,10 +52,17 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Tool; 8] = [
+    pub const ALL: [Tool; 15] = [
         Tool::FileRead,
         Tool::FileList,
         Tool::FileWrite,
+        Tool::FileEdit,
+        Tool::FileGrep,
+        Tool::FileFind,
+        Tool::FileCount,
+        Tool::FileHeadTail,
+        Tool::FileDelete,
+        Tool::FileMove,
         Tool::ExecRun,
         Tool::ExecStatus,
         Tool::ExecTail,
@@ -49,6 +75,13 @@ impl Tool {
             Tool::FileRead => "file_read",
             Tool::FileList => "file_list",
             Tool::FileWrite => "file_write",
+            Tool::FileEdit => "file_edit",
+            Tool::FileGrep => "file_grep",
+            Tool::FileFind => "file_find",
+            Tool::FileCount => "file_count",
+            Tool::FileHeadTail => "file_head_tail",
+            Tool::FileDelete => "file_delete",
+            Tool::FileMove => "file_move",
             Tool::ExecRun => "exec_run",
             Tool::ExecStatus => "exec_status",
             Tool::ExecTail => "exec_tail",
@@ -64,14 +97,27 @@ impl Tool {
     pub fn description(self) -> &'static str {
         match self {
             Tool::FileRead => {
-                "Read a UTF-8 text file (up to 1 MiB). Relative paths resolve against the account's workdir."
+                "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir."
             }
             Tool::FileList => {
-                "List a directory's entries with type, size and modification time (up to 1000 entries)."
+                "List a directory's entries with type, size and modification time, optionally to a depth of 5 (up to 1000 entries)."
             }
             Tool::FileWrite => {
                 "Create or replace a text file. The user may be asked to approve the change after seeing a diff."
             }
+            Tool::FileEdit => {
+                "Replace an exact string in a text file (it must occur exactly once unless replace_all is set); returns the diff."
+            }
+            Tool::FileGrep => {
+                "Search file contents for a regex or literal in a file or a directory tree, with glob filters, a result cap and a time cap."
+            }
+            Tool::FileFind => "Find files and directories whose names match globs in a tree.",
+            Tool::FileCount => "Count the lines, words and bytes of a file.",
+            Tool::FileHeadTail => "Return the first or the last N lines of a text file.",
+            Tool::FileDelete => {
+                "Move a file or directory to the account's trash (never a permanent delete)."
+            }
+            Tool::FileMove => "Move or rename a file or directory; never replaces an existing one.",
             Tool::ExecRun => {
                 "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail."
             }
@@ -94,6 +140,13 @@ impl Tool {
             Tool::FileRead => schemars::schema_for!(FileReadParams),
             Tool::FileList => schemars::schema_for!(FileListParams),
             Tool::FileWrite => schemars::schema_for!(FileWriteParams),
+            Tool::FileEdit => schemars::schema_for!(FileEditParams),
+            Tool::FileGrep => schemars::schema_for!(FileGrepParams),
+            Tool::FileFind => schemars::schema_for!(FileFindParams),
+            Tool::FileCount => schemars::schema_for!(FileCountParams),
+            Tool::FileHeadTail => schemars::schema_for!(FileHeadTailParams),
+            Tool::FileDelete => schemars::schema_for!(FileDeleteParams),
+            Tool::FileMove => schemars::schema_for!(FileMoveParams),
             Tool::ExecRun => schemars::schema_for!(ExecRunParams),
             Tool::ExecStatus | Tool::ExecKill => schemars::schema_for!(JobParams),
             Tool::ExecTail => schemars::schema_for!(ExecTailParams),
@@ -111,6 +164,13 @@ impl Tool {
             Tool::FileRead => ToolParams::FileRead(parse(params)?),
             Tool::FileList => ToolParams::FileList(parse(params)?),
             Tool::FileWrite => ToolParams::FileWrite(parse(params)?),
+            Tool::FileEdit => ToolParams::FileEdit(parse(params)?),
+            Tool::FileGrep => ToolParams::FileGrep(parse(params)?),
+            Tool::FileFind => ToolParams::FileFind(parse(params)?),
+            Tool::FileCount => ToolParams::FileCount(parse(params)?),
+            Tool::FileHeadTail => ToolParams::FileHeadTail(parse(params)?),
+            Tool::FileDelete => ToolParams::FileDelete(parse(params)?),
+            Tool::FileMove => ToolParams::FileMove(parse(params)?),
             Tool::ExecRun => ToolParams::ExecRun(parse(params)?),
             Tool::ExecStatus => ToolParams::ExecStatus(parse(params)?),
             Tool::ExecTail => ToolParams::ExecTail(parse(params)?),
@@ -128,6 +188,13 @@ impl Tool {
 pub struct FileReadParams {
     /// File to read; relative paths resolve against the account's workdir.
     pub path: String,
+    /// First line to return, counting from 1. Set it (or `limit`) to read part of a file
+    /// bigger than 1 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Most lines to return (the reply is still cut at 1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
 }
 
 /// Parameters of `file_list`.
@@ -137,6 +204,9 @@ pub struct FileListParams {
     /// Directory to list; defaults to the account's workdir.
     #[serde(default = "workdir")]
     pub path: String,
+    /// How many levels to descend: 1 (the default) lists the directory itself, at most 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
 }
 
 fn workdir() -> String {
@@ -153,12 +223,129 @@ pub struct FileWriteParams {
     pub content: String,
 }
 
+/// Parameters of `file_edit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileEditParams {
+    /// Existing text file to edit.
+    pub path: String,
+    /// The exact text to replace (not empty).
+    pub old_string: String,
+    /// The text to put in its place.
+    pub new_string: String,
+    /// Replace every occurrence instead of requiring exactly one.
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// Parameters of `file_grep`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileGrepParams {
+    /// The regular expression (Rust regex syntax), or the text to find when `literal` is set.
+    pub pattern: String,
+    /// File or directory to search; defaults to the account's workdir.
+    #[serde(default = "workdir")]
+    pub path: String,
+    /// Treat `pattern` as plain text.
+    #[serde(default)]
+    pub literal: bool,
+    /// Match case-insensitively.
+    #[serde(default)]
+    pub case_insensitive: bool,
+    /// Globs on paths below `path` that select files (`*.rs`); a leading `!` excludes (`!target/**`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub globs: Vec<String>,
+    /// Also search hidden files and directories.
+    #[serde(default)]
+    pub hidden: bool,
+    /// Do not honour `.gitignore` and `.ignore` files.
+    #[serde(default)]
+    pub no_ignore: bool,
+    /// Most matching lines to return (default 200, at most 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_results: Option<u32>,
+    /// Time cap in milliseconds (default and most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Parameters of `file_find`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileFindParams {
+    /// Globs matched against each entry's name (`*.rs`, `Cargo.toml`); any one may match.
+    pub names: Vec<String>,
+    /// Directory to search; defaults to the account's workdir.
+    #[serde(default = "workdir")]
+    pub path: String,
+    /// Also look in hidden directories and at hidden names.
+    #[serde(default)]
+    pub hidden: bool,
+    /// Do not honour `.gitignore` and `.ignore` files.
+    #[serde(default)]
+    pub no_ignore: bool,
+    /// Most paths to return (default 200, at most 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_results: Option<u32>,
+    /// Time cap in milliseconds (default and most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Parameters of `file_count`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileCountParams {
+    /// File to count.
+    pub path: String,
+}
+
+/// Parameters of `file_head_tail`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileHeadTailParams {
+    /// Text file to read.
+    pub path: String,
+    /// How many lines (default 10, at most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<u32>,
+    /// The last lines instead of the first.
+    #[serde(default)]
+    pub tail: bool,
+}
+
+/// Parameters of `file_delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileDeleteParams {
+    /// File, directory or symbolic link to move to the trash (a link itself, never its target).
+    pub path: String,
+}
+
+/// Parameters of `file_move`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileMoveParams {
+    /// What to move (a link itself, never its target).
+    pub source: String,
+    /// The new path; it must not exist yet.
+    pub destination: String,
+}
+
 /// Validated parameters of one call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolParams {
     FileRead(FileReadParams),
     FileList(FileListParams),
     FileWrite(FileWriteParams),
+    FileEdit(FileEditParams),
+    FileGrep(FileGrepParams),
+    FileFind(FileFindParams),
+    FileCount(FileCountParams),
+    FileHeadTail(FileHeadTailParams),
+    FileDelete(FileDeleteParams),
+    FileMove(FileMoveParams),
     ExecRun(ExecRunParams),
     ExecStatus(JobParams),
     ExecTail(ExecTailParams),
@@ -169,17 +356,75 @@ pub enum ToolParams {
 impl ToolParams {
     fn validate(&self) -> Result<(), String> {
         match self {
-            ToolParams::FileRead(p) => check_path(&p.path),
-            ToolParams::FileList(p) => check_path(&p.path),
-            ToolParams::FileWrite(p) => {
+            ToolParams::FileRead(p) => {
                 check_path(&p.path)?;
-                if p.content.len() > MAX_WRITE_BYTES {
-                    return Err(format!(
-                        "content is {} bytes, more than the {MAX_WRITE_BYTES} allowed",
-                        p.content.len()
-                    ));
+                if p.offset == Some(0) {
+                    return Err("offset counts from 1".to_owned());
+                }
+                if p.limit == Some(0) {
+                    return Err("limit must be at least 1".to_owned());
                 }
                 Ok(())
+            }
+            ToolParams::FileList(p) => {
+                check_path(&p.path)?;
+                check_range("depth", p.depth.map(u64::from), 1, MAX_LIST_DEPTH.into())
+            }
+            ToolParams::FileWrite(p) => {
+                check_path(&p.path)?;
+                check_size("content", &p.content, MAX_WRITE_BYTES)
+            }
+            ToolParams::FileEdit(p) => {
+                check_path(&p.path)?;
+                if p.old_string.is_empty() {
+                    return Err("old_string must not be empty".to_owned());
+                }
+                check_size("old_string", &p.old_string, MAX_WRITE_BYTES)?;
+                check_size("new_string", &p.new_string, MAX_WRITE_BYTES)
+            }
+            ToolParams::FileGrep(p) => {
+                check_path(&p.path)?;
+                if p.pattern.is_empty() {
+                    return Err("pattern must not be empty".to_owned());
+                }
+                check_size("pattern", &p.pattern, MAX_PATTERN_BYTES)?;
+                check_globs(&p.globs)?;
+                check_range(
+                    "max_results",
+                    p.max_results.map(u64::from),
+                    1,
+                    MAX_SEARCH_RESULTS.into(),
+                )?;
+                check_range("timeout_ms", p.timeout_ms, 1, MAX_SEARCH_MILLIS)
+            }
+            ToolParams::FileFind(p) => {
+                check_path(&p.path)?;
+                if p.names.is_empty() {
+                    return Err("names must hold at least one glob".to_owned());
+                }
+                check_globs(&p.names)?;
+                check_range(
+                    "max_results",
+                    p.max_results.map(u64::from),
+                    1,
+                    MAX_SEARCH_RESULTS.into(),
+                )?;
+                check_range("timeout_ms", p.timeout_ms, 1, MAX_SEARCH_MILLIS)
+            }
+            ToolParams::FileCount(p) => check_path(&p.path),
+            ToolParams::FileHeadTail(p) => {
+                check_path(&p.path)?;
+                check_range(
+                    "lines",
+                    p.lines.map(u64::from),
+                    1,
+                    MAX_HEAD_TAIL_LINES.into(),
+                )
+            }
+            ToolParams::FileDelete(p) => check_path(&p.path),
+            ToolParams::FileMove(p) => {
+                check_path(&p.source)?;
+                check_path(&p.destination)
             }
             ToolParams::ExecRun(p) => {
                 exec::check_command(&p.command)?;
@@ -208,6 +453,38 @@ impl ToolParams {
             ToolParams::ExecStat(_) => Ok(()),
         }
     }
+}
+
+fn check_size(what: &str, text: &str, max: usize) -> Result<(), String> {
+    if text.len() > max {
+        return Err(format!(
+            "{what} is {} bytes, more than the {max} allowed",
+            text.len()
+        ));
+    }
+    Ok(())
+}
+
+fn check_range(what: &str, value: Option<u64>, min: u64, max: u64) -> Result<(), String> {
+    match value {
+        Some(v) if !(min..=max).contains(&v) => {
+            Err(format!("{what} must be between {min} and {max}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_globs(globs: &[String]) -> Result<(), String> {
+    if globs.len() > MAX_GLOBS {
+        return Err(format!("at most {MAX_GLOBS} globs are allowed"));
+    }
+    for g in globs {
+        if g.is_empty() {
+            return Err("a glob must not be empty".to_owned());
+        }
+        check_size("a glob", g, MAX_PATTERN_BYTES)?;
+    }
+    Ok(())
 }
 
 fn check_path(path: &str) -> Result<(), String> {
@@ -310,7 +587,74 @@ mod tests {
     #[test]
     fn list_defaults_to_the_workdir() {
         let p = Tool::FileList.parse_params(&json!({})).unwrap();
-        assert_eq!(p, ToolParams::FileList(FileListParams { path: ".".into() }));
+        assert_eq!(
+            p,
+            ToolParams::FileList(FileListParams {
+                path: ".".into(),
+                depth: None
+            })
+        );
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        let bad = [
+            (Tool::FileList, json!({"depth": 6})),
+            (Tool::FileList, json!({"depth": 0})),
+            (Tool::FileRead, json!({"path": "a", "offset": 0})),
+            (Tool::FileRead, json!({"path": "a", "limit": 0})),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "old_string": "", "new_string": "x"}),
+            ),
+            (Tool::FileGrep, json!({"pattern": ""})),
+            (Tool::FileGrep, json!({"pattern": "x", "max_results": 1001})),
+            (
+                Tool::FileGrep,
+                json!({"pattern": "x", "timeout_ms": 10_001}),
+            ),
+            (Tool::FileGrep, json!({"pattern": "x", "globs": [""]})),
+            (Tool::FileFind, json!({"names": []})),
+            (Tool::FileHeadTail, json!({"path": "a", "lines": 10_001})),
+            (Tool::FileMove, json!({"source": "a"})),
+        ];
+        for (tool, params) in bad {
+            assert!(
+                tool.parse_params(&params).is_err(),
+                "{} {params}",
+                tool.name()
+            );
+        }
+        let good = [
+            (Tool::FileList, json!({"depth": 5})),
+            (
+                Tool::FileRead,
+                json!({"path": "a", "offset": 3, "limit": 2}),
+            ),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "old_string": "x", "new_string": "", "replace_all": true}),
+            ),
+            (
+                Tool::FileGrep,
+                json!({"pattern": "x", "globs": ["*.rs", "!target/**"], "literal": true}),
+            ),
+            (Tool::FileFind, json!({"names": ["*.rs"]})),
+            (Tool::FileCount, json!({"path": "a"})),
+            (
+                Tool::FileHeadTail,
+                json!({"path": "a", "lines": 3, "tail": true}),
+            ),
+            (Tool::FileDelete, json!({"path": "a"})),
+            (Tool::FileMove, json!({"source": "a", "destination": "b"})),
+        ];
+        for (tool, params) in good {
+            assert!(
+                tool.parse_params(&params).is_ok(),
+                "{} {params}",
+                tool.name()
+            );
+        }
     }
 
     #[test]

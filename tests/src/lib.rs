@@ -130,6 +130,11 @@ impl Glovebox {
         self.workdir.parent().unwrap().to_owned()
     }
 
+    /// The account's trash: `up` runs with `HOME` set to `<root>/home`.
+    pub fn trash_dir(&self) -> PathBuf {
+        self.root().join("home/.local/share/Trash")
+    }
+
     pub fn audit_db(&self) -> PathBuf {
         self.state.join("audit.db")
     }
@@ -364,6 +369,9 @@ fn spawn_up(
         .arg(workdir)
         .env("GLOVEBOX_LOG", "info")
         .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        // The services' own home (the trash lives there), never the real user's.
+        .env("HOME", workdir.parent().unwrap().join("home"))
+        .env_remove("XDG_DATA_HOME")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

@@ -18,28 +18,42 @@ pub const MAX_FINGERPRINT_BYTES: u64 = 64 * 1024 * 1024;
 const NO_LINKS: ResolveFlags = ResolveFlags::NO_SYMLINKS.union(ResolveFlags::NO_MAGICLINKS);
 
 /// Opens a canonical absolute path without following any symbolic link on the way.
+/// `O_NONBLOCK` keeps a FIFO (or a device) put where a file was expected from blocking the open;
+/// it changes nothing for regular files and directories, and callers check the type after.
 pub fn open_no_links(path: &str, flags: OFlags) -> Result<OwnedFd, OpError> {
+    // `openat2` refuses `O_PATH` with anything but `O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW`.
+    let nonblock = if flags.contains(OFlags::PATH) {
+        OFlags::empty()
+    } else {
+        OFlags::NONBLOCK
+    };
     rustix::fs::openat2(
         rustix::fs::CWD,
         path,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | nonblock,
         Mode::empty(),
         NO_LINKS,
     )
     .map_err(|e| errno_error(e, path))
 }
 
-/// Opens `name` inside the directory `dir`, refusing symlinks and anything outside `dir`.
+/// Opens `name` inside the directory `dir`, refusing symlinks and anything outside `dir`
+/// (non-blocking like [`open_no_links`]).
 pub fn open_beneath(
     dir: &OwnedFd,
     name: &str,
     flags: OFlags,
     mode: Mode,
 ) -> rustix::io::Result<OwnedFd> {
+    let nonblock = if flags.contains(OFlags::PATH) {
+        OFlags::empty()
+    } else {
+        OFlags::NONBLOCK
+    };
     rustix::fs::openat2(
         dir,
         name,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | nonblock,
         mode,
         NO_LINKS | ResolveFlags::BENEATH,
     )
@@ -122,6 +136,14 @@ pub fn read_capped(fd: OwnedFd, limit: u64, what: &str) -> Result<Vec<u8>, OpErr
 /// The full fingerprint of an existing regular file (for writes): identity, size, mtime, and a
 /// keyed tag of its content (never a plain hash).
 pub fn fingerprint(path: &str, key: &glovebox_ticket::Key) -> Result<FileState, OpError> {
+    fingerprint_and_content(path, key).map(|(state, _)| state)
+}
+
+/// [`fingerprint`], and the content it was computed over.
+pub fn fingerprint_and_content(
+    path: &str,
+    key: &glovebox_ticket::Key,
+) -> Result<(FileState, Vec<u8>), OpError> {
     let fd = open_no_links(path, OFlags::RDONLY)?;
     let stat = fstat(&fd, path)?;
     if file_type(&stat) != FileType::RegularFile {
@@ -134,7 +156,7 @@ pub fn fingerprint(path: &str, key: &glovebox_ticket::Key) -> Result<FileState, 
     let content = read_capped(fd, MAX_FINGERPRINT_BYTES, path)?;
     let mut state = state_of(&stat);
     state.content_tag = key.tag(&content);
-    Ok(state)
+    Ok((state, content))
 }
 
 /// The parent directory and final name of a canonical path.

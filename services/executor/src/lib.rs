@@ -12,6 +12,8 @@ pub mod ops;
 pub mod resolve;
 pub mod sandbox;
 pub mod service;
+pub mod trash;
+pub mod walk;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -39,6 +41,8 @@ pub struct ExecutorConfig {
     pub protected: Vec<String>,
     /// The whole environment exec jobs get (an allowlist; never the service's own environment).
     pub job_env: Vec<(String, String)>,
+    /// The account's trash directory (freedesktop layout), where `file_delete` moves things.
+    pub trash_dir: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,15 @@
 //! with the same three steps: plan (resolve subjects), preview (what the approver sees) and
 //! execute (act on exactly what the ticket names).
 
+pub mod count;
+pub mod delete;
+pub mod edit;
 pub mod exec;
+pub mod find;
+pub mod grep;
+pub mod head_tail;
 pub mod list;
+pub mod moves;
 pub mod read;
 pub mod write;
 
@@ -24,6 +31,20 @@ pub struct OpContext<'a> {
     pub key: &'a glovebox_ticket::Key,
     /// This account's exec jobs.
     pub jobs: &'a crate::jobs::JobTable,
+    /// The account's trash (freedesktop layout: `files/` and `info/`).
+    pub trash_dir: &'a Path,
+}
+
+/// Why an entry met while listing or walking a tree is left out, or `None` to show it. Floor
+/// entries are hidden (and never opened); this is the one place where entries the account's
+/// policy denies will be hidden too.
+pub fn hidden(ctx: &OpContext<'_>, canonical: &str) -> Option<String> {
+    if let Some(hit) = glovebox_policy::floor::check(canonical, ctx.protected) {
+        return Some(hit.rule());
+    }
+    // Extension point: denied-by-policy entries are hidden here once the executor holds the
+    // account's compiled read rules.
+    None
 }
 
 /// Resolves a call's subjects.
@@ -36,6 +57,13 @@ pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
         ToolParams::ExecStatus(p) | ToolParams::ExecKill(p) => Ok(exec::plan_job(&p.job_id)),
         ToolParams::ExecTail(p) => Ok(exec::plan_job(&p.job_id)),
         ToolParams::ExecStat(_) => Ok(exec::plan_stat()),
+        ToolParams::FileEdit(p) => edit::plan(ctx, p),
+        ToolParams::FileGrep(p) => read_plan(ctx, &p.path),
+        ToolParams::FileFind(p) => read_plan(ctx, &p.path),
+        ToolParams::FileCount(p) => read_plan(ctx, &p.path),
+        ToolParams::FileHeadTail(p) => read_plan(ctx, &p.path),
+        ToolParams::FileDelete(p) => delete::plan(ctx, p),
+        ToolParams::FileMove(p) => moves::plan(ctx, p),
     }
 }
 
@@ -47,8 +75,20 @@ pub fn preview(
 ) -> Result<(String, bool), OpError> {
     match params {
         ToolParams::FileWrite(p) => write::preview(ctx, p, plan),
+        ToolParams::FileEdit(p) => edit::preview(ctx, p, plan),
+        ToolParams::FileDelete(p) => delete::preview(ctx, p, plan),
+        ToolParams::FileMove(p) => moves::preview(ctx, p, plan),
         ToolParams::ExecRun(p) => Ok(exec::preview_run(p, plan)),
-        _ => Ok((String::new(), false)),
+        ToolParams::FileRead(_)
+        | ToolParams::FileList(_)
+        | ToolParams::FileGrep(_)
+        | ToolParams::FileFind(_)
+        | ToolParams::FileCount(_)
+        | ToolParams::FileHeadTail(_)
+        | ToolParams::ExecStatus(_)
+        | ToolParams::ExecTail(_)
+        | ToolParams::ExecKill(_)
+        | ToolParams::ExecStat(_) => Ok((String::new(), false)),
     }
 }
 
@@ -74,7 +114,69 @@ pub fn execute(
         ToolParams::ExecTail(p) => exec::execute_tail(ctx, p, ticket),
         ToolParams::ExecKill(p) => exec::execute_kill(ctx, p, ticket),
         ToolParams::ExecStat(_) => exec::execute_stat(ctx, ticket),
+        ToolParams::FileEdit(p) => edit::execute(ctx, p, ticket),
+        ToolParams::FileGrep(p) => grep::execute(ctx, p, ticket),
+        ToolParams::FileFind(p) => find::execute(ctx, p, ticket),
+        ToolParams::FileCount(p) => count::execute(ctx, p, ticket),
+        ToolParams::FileHeadTail(p) => head_tail::execute(ctx, p, ticket),
+        ToolParams::FileDelete(p) => delete::execute(ctx, p, ticket),
+        ToolParams::FileMove(p) => moves::execute(ctx, p, ticket),
     }
+}
+
+/// What the audit may record about a call's parameters beyond its subjects: never contents, and
+/// for searches only the pattern's kind, length and flags.
+pub fn audit_detail(params: &ToolParams) -> String {
+    match params {
+        ToolParams::FileGrep(p) => {
+            let mut flags = Vec::new();
+            for (on, name) in [
+                (p.case_insensitive, "case_insensitive"),
+                (p.hidden, "hidden"),
+                (p.no_ignore, "no_ignore"),
+            ] {
+                if on {
+                    flags.push(name);
+                }
+            }
+            format!(
+                "pattern: {}, {} bytes; globs: {}; flags: {}",
+                if p.literal { "literal" } else { "regex" },
+                p.pattern.len(),
+                p.globs.len(),
+                if flags.is_empty() {
+                    "none".to_owned()
+                } else {
+                    flags.join(",")
+                }
+            )
+        }
+        ToolParams::FileFind(p) => format!("name globs: {}", p.names.len()),
+        ToolParams::FileEdit(p) => format!(
+            "replace {} bytes with {} bytes{}",
+            p.old_string.len(),
+            p.new_string.len(),
+            if p.replace_all {
+                ", every occurrence"
+            } else {
+                ""
+            }
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The plan of a call that only reads `path`: one read subject, resolved, identity only.
+pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
+    let r = crate::resolve::resolve(path, ctx.workdir)?;
+    Ok(Plan {
+        subjects: vec![subject(
+            glovebox_proto::v1::Domain::Read,
+            r.path.clone(),
+            read::observed(&r),
+        )],
+        content_tag: Vec::new(),
+    })
 }
 
 /// The ticket's one subject, checked against the path this call resolves to now.
@@ -83,13 +185,40 @@ pub fn bound_subject<'t>(
     domain: glovebox_proto::v1::Domain,
     resolved: &str,
 ) -> Result<&'t glovebox_proto::v1::Subject, OpError> {
-    match ticket.subjects.as_slice() {
-        [s] if s.domain == domain as i32 && s.path == resolved => Ok(s),
-        _ => Err(OpError::new(
-            glovebox_proto::ErrorCode::Changed,
-            "the path no longer resolves to what was approved",
-        )),
+    let [s] = bound_subjects(ticket, &[(domain, resolved)])?[..] else {
+        return Err(not_approved());
+    };
+    Ok(s)
+}
+
+/// The ticket's subjects, checked one by one (domain and path, in order) against what this call
+/// resolves to now.
+pub fn bound_subjects<'t>(
+    ticket: &'t TicketBody,
+    wanted: &[(glovebox_proto::v1::Domain, &str)],
+) -> Result<Vec<&'t glovebox_proto::v1::Subject>, OpError> {
+    if ticket.subjects.len() != wanted.len() {
+        return Err(not_approved());
     }
+    ticket
+        .subjects
+        .iter()
+        .zip(wanted)
+        .map(|(s, (domain, path))| {
+            if s.domain == *domain as i32 && s.path == *path {
+                Ok(s)
+            } else {
+                Err(not_approved())
+            }
+        })
+        .collect()
+}
+
+fn not_approved() -> OpError {
+    OpError::new(
+        glovebox_proto::ErrorCode::Changed,
+        "the path no longer resolves to what was approved",
+    )
 }
 
 /// A subject for `path` in `domain` with the given state.
@@ -125,4 +254,103 @@ pub fn open_approved_read(
     let stat = crate::fsio::fstat(&fd, path)?;
     crate::fsio::check_identity(&stat, &expected, path)?;
     Ok((s.path.clone(), fd, stat))
+}
+
+#[cfg(test)]
+pub mod testing {
+    //! A temporary workdir and trash for op tests, and tickets made straight from plans (what
+    //! the gate would sign on an allow).
+
+    use std::path::PathBuf;
+
+    use glovebox_proto::v1::{Plan, TicketBody};
+
+    use super::OpContext;
+
+    pub struct Fixture {
+        _dir: tempfile::TempDir,
+        pub root: PathBuf,
+        pub work: PathBuf,
+        pub trash: PathBuf,
+        pub protected: Vec<String>,
+        pub key: glovebox_ticket::Key,
+        pub jobs: crate::jobs::JobTable,
+    }
+
+    #[allow(clippy::new_without_default)]
+    impl Fixture {
+        pub fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(dir.path()).unwrap();
+            let work = root.join("work");
+            std::fs::create_dir_all(&work).unwrap();
+            let state = root.join("state");
+            std::fs::create_dir_all(&state).unwrap();
+            Fixture {
+                _dir: dir,
+                trash: root.join("home/.local/share/Trash"),
+                protected: vec![state.to_string_lossy().into_owned()],
+                work,
+                root,
+                key: glovebox_ticket::Key::from_bytes(&[7u8; 32]).unwrap(),
+                jobs: crate::jobs::JobTable::new(Vec::new()),
+            }
+        }
+
+        pub fn ctx(&self) -> OpContext<'_> {
+            OpContext {
+                workdir: &self.work,
+                protected: &self.protected,
+                key: &self.key,
+                jobs: &self.jobs,
+                trash_dir: &self.trash,
+            }
+        }
+
+        pub fn path(&self, rel: &str) -> String {
+            self.work.join(rel).to_string_lossy().into_owned()
+        }
+    }
+
+    pub fn ticket_for(plan: &Plan) -> TicketBody {
+        TicketBody {
+            account: "a".into(),
+            call_id: "c".into(),
+            tool: "t".into(),
+            subjects: plan.subjects.clone(),
+            content_tag: plan.content_tag.clone(),
+            expires_at_ms: u64::MAX,
+            approval: "auto".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::tools::Tool;
+
+    #[test]
+    fn audit_details_never_carry_patterns_or_contents() {
+        let p = Tool::FileGrep
+            .parse_params(&serde_json::json!({"pattern": "hunter2", "case_insensitive": true, "globs": ["*.rs"]}))
+            .unwrap();
+        let d = audit_detail(&p);
+        assert_eq!(
+            d,
+            "pattern: regex, 7 bytes; globs: 1; flags: case_insensitive"
+        );
+        let p = Tool::FileEdit
+            .parse_params(
+                &serde_json::json!({"path": "a", "old_string": "secret", "new_string": "x"}),
+            )
+            .unwrap();
+        let d = audit_detail(&p);
+        assert_eq!(d, "replace 6 bytes with 1 bytes");
+        assert!(!d.contains("secret"));
+        let p = Tool::FileRead
+            .parse_params(&serde_json::json!({"path": "a"}))
+            .unwrap();
+        assert_eq!(audit_detail(&p), "");
+    }
 }

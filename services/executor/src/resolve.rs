@@ -46,6 +46,44 @@ pub fn resolve(input: &str, workdir: &Path) -> Result<Resolved, OpError> {
     }
 }
 
+/// Resolves `input` as an entry itself, for calls that remove or move it: the parent directory is
+/// resolved like any path (links and `..` followed, and it must exist), the last component is kept
+/// as named, so a symbolic link names the link, never its target.
+pub fn resolve_entry(input: &str, workdir: &Path) -> Result<Resolved, OpError> {
+    let invalid = |m: &str| OpError::new(ErrorCode::InvalidParams, m);
+    if input.is_empty() || input.contains('\0') || input.len() > MAX_PATH_BYTES {
+        return resolve(input, workdir);
+    }
+    let absolute = if Path::new(input).is_absolute() {
+        PathBuf::from(input)
+    } else {
+        workdir.join(input)
+    };
+    let (Some(parent), Some(name)) = (absolute.parent(), absolute.file_name()) else {
+        return Err(invalid("path must name an entry (not `/`, `.` or `..`)"));
+    };
+    let name = name
+        .to_str()
+        .ok_or_else(|| invalid("path is not valid UTF-8"))?;
+    let parent = parent
+        .to_str()
+        .ok_or_else(|| invalid("path is not valid UTF-8"))?;
+    let base = resolve(parent, workdir)?;
+    if !base.exists {
+        return Err(OpError::new(
+            ErrorCode::NotFound,
+            format!("{input}: not found"),
+        ));
+    }
+    let path = utf8(Path::new(&base.path).join(name))?;
+    let exists = match std::fs::symlink_metadata(&path) {
+        Ok(_) => true,
+        Err(e) if e.kind() == ErrorKind::NotFound => false,
+        Err(e) => return Err(io_error(e, input)),
+    };
+    Ok(Resolved { path, exists })
+}
+
 /// `absolute` does not exist: find the nearest existing ancestor and append the missing tail.
 fn resolve_missing(absolute: &Path) -> Result<Resolved, OpError> {
     let components: Vec<Component<'_>> = absolute.components().collect();
@@ -269,6 +307,26 @@ mod tests {
         assert_eq!(
             ok(&t, "sub//..//a.txt").path,
             format!("{}/w/a.txt", t.root.display())
+        );
+    }
+
+    #[test]
+    fn entries_keep_their_last_component() {
+        let t = tree();
+        let r = resolve_entry("link-to-file", &t.work).unwrap();
+        assert_eq!(r.path, format!("{}/w/link-to-file", t.root.display()));
+        assert!(r.exists);
+        let r = resolve_entry("link-to-dir/secret.txt", &t.work).unwrap();
+        assert_eq!(r.path, format!("{}/outside/secret.txt", t.root.display()));
+        let r = resolve_entry("dangling", &t.work).unwrap();
+        assert!(r.exists, "a dangling link is an entry that exists");
+        assert_eq!(
+            resolve_entry("sub/..", &t.work).unwrap_err().code,
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
+            resolve_entry("missing/x", &t.work).unwrap_err().code,
+            ErrorCode::NotFound
         );
     }
 

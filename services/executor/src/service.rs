@@ -75,6 +75,7 @@ impl ExecutorService {
                 protected: &config.protected,
                 key: &config.key,
                 jobs: &jobs,
+                trash_dir: &config.trash_dir,
             };
             work(&ctx)
         })
@@ -197,6 +198,7 @@ impl pb::executor_server::Executor for ExecutorService {
                 event.approval = body.approval.clone();
                 match self.parse(&call) {
                     Ok(params) => {
+                        event.detail = ops::audit_detail(&params);
                         self.blocking(move |ctx| ops::execute(ctx, &params, &body))
                             .await
                     }

@@ -74,6 +74,8 @@ impl GateState {
         for subject in &plan.subjects {
             let v = match pb::Domain::try_from(subject.domain) {
                 Ok(pb::Domain::Read) => policy.decide(Domain::Read, &subject.path),
+                // delete domain: until the policy has its own delete rules, a delete subject is
+                // judged by the write rules (deny still beats allow; the floor still applies).
                 Ok(pb::Domain::Write) | Ok(pb::Domain::Delete) => {
                     policy.decide(Domain::Write, &subject.path)
                 }
@@ -106,7 +108,9 @@ impl GateState {
             };
             if let Ok(pb::Domain::Read) = pb::Domain::try_from(subject.domain) {
                 per_subject.push((Domain::Read, subject.path.clone(), v.decision));
-            } else if let Ok(pb::Domain::Write) = pb::Domain::try_from(subject.domain) {
+            } else if let Ok(pb::Domain::Write | pb::Domain::Delete) =
+                pb::Domain::try_from(subject.domain)
+            {
                 per_subject.push((Domain::Write, subject.path.clone(), v.decision));
             }
             verdicts.push(v);
@@ -150,8 +154,17 @@ fn expected_domains(tool: &str) -> Option<&'static [pb::Domain]> {
         return Some(&[D::Tool]);
     }
     Some(match Tool::from_name(tool)? {
-        Tool::FileRead | Tool::FileList => &[D::Read],
-        Tool::FileWrite => &[D::Write],
+        Tool::FileRead
+        | Tool::FileList
+        | Tool::FileGrep
+        | Tool::FileFind
+        | Tool::FileCount
+        | Tool::FileHeadTail => &[D::Read],
+        Tool::FileWrite | Tool::FileEdit => &[D::Write],
+        Tool::FileDelete => &[D::Delete],
+        // The source is removed from where it was and read into its new place; the destination
+        // is written.
+        Tool::FileMove => &[D::Delete, D::Read, D::Write],
         Tool::ExecRun => &[D::Exec, D::Read],
         Tool::ExecStatus | Tool::ExecTail | Tool::ExecKill | Tool::ExecStat => &[D::Job],
     })

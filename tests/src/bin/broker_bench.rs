@@ -5,7 +5,7 @@
 //!    backend calls made directly over gRPC (executor Plan, gate Decide, executor Execute), in the
 //!    same run — the difference is what the broker adds.
 //!
-//! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin broker-bench`
+//! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin glovebox-broker-bench`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

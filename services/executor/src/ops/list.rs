@@ -1,10 +1,13 @@
-//! `file_list`: a directory's entries with type, size and modification time. Entries on the
-//! secret floor are hidden (and counted); at most `MAX_LIST_ENTRIES` are returned.
+//! `file_list`: a directory's entries with type, size and modification time, optionally to a depth
+//! of `MAX_LIST_DEPTH`. Entries on the secret floor are hidden (and counted), links are listed but
+//! never followed; at most `MAX_LIST_ENTRIES` are returned.
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileListParams, MAX_LIST_ENTRIES};
 use glovebox_proto::v1::{Domain, Plan, TicketBody};
-use rustix::fs::{AtFlags, FileType};
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde_json::json;
 
 use super::{Done, OpContext, subject};
@@ -33,6 +36,77 @@ fn type_name(t: FileType) -> &'static str {
     }
 }
 
+/// Entries looked at before a deep listing stops (it then says it was cut).
+const MAX_SCANNED: usize = 100_000;
+
+struct Listing {
+    entries: Vec<serde_json::Value>,
+    hidden: u64,
+    scanned: usize,
+}
+
+/// Lists `dir` (canonical path `path`, shown below the root as `prefix`), descending `depth - 1`
+/// more levels. Directories are opened beneath their parent without following links; symbolic
+/// links are listed, never followed; hidden entries are neither listed nor entered.
+fn list_dir(
+    ctx: &OpContext<'_>,
+    dir: &OwnedFd,
+    path: &str,
+    prefix: &str,
+    depth: u32,
+    out: &mut Listing,
+) -> Result<(), OpError> {
+    let entries = rustix::fs::Dir::read_from(dir).map_err(|e| fsio::errno_error(e, path))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| fsio::errno_error(e, path))?;
+        let bytes = entry.file_name().to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let Ok(name) = std::str::from_utf8(bytes) else {
+            out.hidden += 1;
+            continue;
+        };
+        let full = format!("{}/{name}", path.trim_end_matches('/'));
+        if super::hidden(ctx, &full).is_some() {
+            out.hidden += 1;
+            continue;
+        }
+        names.push(name.to_owned());
+    }
+    names.sort_unstable();
+    for name in names {
+        if out.scanned >= MAX_SCANNED {
+            return Ok(());
+        }
+        out.scanned += 1;
+        let Ok(st) = rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let kind = fsio::file_type(&st);
+        let shown = format!("{prefix}{name}");
+        out.entries.push(json!({
+            "name": shown,
+            "type": type_name(kind),
+            "size": st.st_size.max(0),
+            "mtime": st.st_mtime,
+        }));
+        if depth > 1 && kind == FileType::Directory {
+            let full = format!("{}/{name}", path.trim_end_matches('/'));
+            if let Ok(sub) = fsio::open_beneath(
+                dir,
+                &name,
+                OFlags::RDONLY | OFlags::DIRECTORY,
+                Mode::empty(),
+            ) {
+                list_dir(ctx, &sub, &full, &format!("{shown}/"), depth - 1, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn execute(
     ctx: &OpContext<'_>,
     p: &FileListParams,
@@ -45,44 +119,76 @@ pub fn execute(
             format!("{} is not a directory", p.path),
         ));
     }
-    let dir = rustix::fs::Dir::read_from(&fd).map_err(|e| fsio::errno_error(e, &p.path))?;
-    let mut names = Vec::new();
-    let mut hidden = 0u64;
-    for entry in dir {
-        let entry = entry.map_err(|e| fsio::errno_error(e, &p.path))?;
-        let bytes = entry.file_name().to_bytes();
-        if bytes == b"." || bytes == b".." {
-            continue;
-        }
-        let Ok(name) = std::str::from_utf8(bytes) else {
-            hidden += 1;
-            continue;
-        };
-        let full = format!("{}/{name}", path.trim_end_matches('/'));
-        if glovebox_policy::floor::check(&full, ctx.protected).is_some() {
-            hidden += 1;
-            continue;
-        }
-        names.push(name.to_owned());
-    }
-    names.sort_unstable();
-    let total = names.len();
-    let truncated = total > MAX_LIST_ENTRIES;
-    names.truncate(MAX_LIST_ENTRIES);
-    let entries: Vec<serde_json::Value> = names
-        .iter()
-        .filter_map(|name| {
-            let st = rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
-            Some(json!({
-                "name": name,
-                "type": type_name(fsio::file_type(&st)),
-                "size": st.st_size.max(0),
-                "mtime": st.st_mtime,
-            }))
-        })
-        .collect();
+    let mut listing = Listing {
+        entries: Vec::new(),
+        hidden: 0,
+        scanned: 0,
+    };
+    list_dir(ctx, &fd, &path, "", p.depth.unwrap_or(1), &mut listing)?;
+    let total = listing.entries.len();
+    let truncated = total > MAX_LIST_ENTRIES || listing.scanned >= MAX_SCANNED;
+    listing.entries.truncate(MAX_LIST_ENTRIES);
     Ok(Done {
-        result: json!({ "path": path, "entries": entries, "total": total, "truncated": truncated, "hidden": hidden }),
+        result: json!({
+            "path": path, "entries": listing.entries, "total": total,
+            "truncated": truncated, "hidden": listing.hidden,
+        }),
         bytes: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{Fixture, ticket_for};
+    use std::os::unix::fs::symlink;
+
+    fn run(f: &Fixture, depth: Option<u32>) -> serde_json::Value {
+        let p = FileListParams {
+            path: ".".into(),
+            depth,
+        };
+        let planned = plan(&f.ctx(), &p).unwrap();
+        execute(&f.ctx(), &p, &ticket_for(&planned)).unwrap().result
+    }
+
+    fn names(r: &serde_json::Value) -> Vec<&str> {
+        r["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn depth_hides_the_floor_and_does_not_follow_links() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("a/b/c")).unwrap();
+        std::fs::create_dir_all(f.work.join("a/.ssh")).unwrap();
+        std::fs::write(f.work.join("a/b/x.txt"), "x").unwrap();
+        std::fs::create_dir_all(f.root.join("outside")).unwrap();
+        std::fs::write(f.root.join("outside/o.txt"), "o").unwrap();
+        symlink(f.root.join("outside"), f.work.join("a/out")).unwrap();
+        assert_eq!(names(&run(&f, None)), ["a"]);
+        let r = run(&f, Some(5));
+        assert_eq!(names(&r), ["a", "a/b", "a/b/c", "a/b/x.txt", "a/out"]);
+        assert_eq!(r["entries"][4]["type"], "symlink");
+        assert_eq!(r["hidden"], 1);
+        assert_eq!(names(&run(&f, Some(2))), ["a", "a/b", "a/out"]);
+    }
+
+    #[test]
+    fn more_than_the_cap_is_cut_and_says_so() {
+        let f = Fixture::new();
+        for i in 0..1005 {
+            std::fs::write(f.work.join(format!("{i:04}")), "").unwrap();
+        }
+        let r = run(&f, None);
+        assert_eq!(r["entries"].as_array().unwrap().len(), MAX_LIST_ENTRIES);
+        assert_eq!(
+            (r["total"].as_u64(), r["truncated"].as_bool()),
+            (Some(1005), Some(true))
+        );
+    }
 }

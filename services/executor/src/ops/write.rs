@@ -48,24 +48,34 @@ pub fn preview(
         ));
     };
     let planned = s.state.clone().unwrap_or_default();
-    let old = if planned.exists {
-        let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
-        let stat = fsio::fstat(&fd, &p.path)?;
-        fsio::check_identity(&stat, &planned, &p.path)?;
-        let bytes = fsio::read_capped(fd, fsio::MAX_FINGERPRINT_BYTES, &p.path)?;
-        if ctx.key.tag(&bytes) != planned.content_tag {
-            return Err(OpError::changed(&p.path));
-        }
-        bytes
-    } else {
-        Vec::new()
-    };
+    let old = planned_content(ctx, &s.path, &p.path, &planned)?;
     Ok(render_diff(
         &s.path,
         &old,
         p.content.as_bytes(),
         planned.exists,
     ))
+}
+
+/// The content of the file a plan fingerprinted (empty if it did not exist), checked against the
+/// plan's identity and content tag.
+pub fn planned_content(
+    ctx: &OpContext<'_>,
+    canonical: &str,
+    shown: &str,
+    planned: &FileState,
+) -> Result<Vec<u8>, OpError> {
+    if !planned.exists {
+        return Ok(Vec::new());
+    }
+    let fd = fsio::open_no_links(canonical, OFlags::RDONLY)?;
+    let stat = fsio::fstat(&fd, shown)?;
+    fsio::check_identity(&stat, planned, shown)?;
+    let bytes = fsio::read_capped(fd, fsio::MAX_FINGERPRINT_BYTES, shown)?;
+    if ctx.key.tag(&bytes) != planned.content_tag {
+        return Err(OpError::changed(shown));
+    }
+    Ok(bytes)
 }
 
 /// A unified diff of `old` → `new`, cut at `MAX_PREVIEW_BYTES`. Returns (text, truncated).
@@ -124,7 +134,9 @@ pub fn execute(
         if !r.exists {
             return Err(OpError::changed(&p.path));
         }
-        replace(ctx, &s.path, &p.path, &expected, p.content.as_bytes())?;
+        replace_with(ctx, &s.path, &p.path, &expected, |_old| {
+            Ok(p.content.as_bytes().to_vec())
+        })?;
         false
     } else {
         if r.exists {
@@ -143,13 +155,17 @@ pub fn execute(
     })
 }
 
-fn replace(
+/// Replaces an existing regular file atomically (temporary file in the same directory, then
+/// rename, keeping the mode) with what `new_content` makes of its current content — but only
+/// while the file is still the one approved: same device, inode, size, mtime and content tag,
+/// one link, opened without following links. Returns the old content and the new.
+pub fn replace_with(
     ctx: &OpContext<'_>,
     canonical: &str,
     shown: &str,
     expected: &FileState,
-    content: &[u8],
-) -> Result<(), OpError> {
+    new_content: impl FnOnce(&[u8]) -> Result<Vec<u8>, OpError>,
+) -> Result<(Vec<u8>, Vec<u8>), OpError> {
     let (parent, name) = fsio::split_parent(canonical)?;
     let dir = fsio::open_no_links(parent, OFlags::RDONLY | OFlags::DIRECTORY)?;
     let current = fsio::open_beneath(&dir, name, OFlags::RDONLY, Mode::empty())
@@ -168,6 +184,7 @@ fn replace(
     if ctx.key.tag(&old) != expected.content_tag {
         return Err(OpError::changed(shown));
     }
+    let content = new_content(&old)?;
     let mode = Mode::from_raw_mode(stat.st_mode & 0o7777);
     let tmp = temp_name(name)?;
     let result = (|| {
@@ -179,14 +196,14 @@ fn replace(
         )
         .map_err(|e| fsio::errno_error(e, shown))?;
         rustix::fs::fchmod(&fd, mode).map_err(|e| fsio::errno_error(e, shown))?;
-        write_all(fd, content, shown)?;
+        write_all(fd, &content, shown)?;
         rustix::fs::renameat(&dir, tmp.as_str(), &dir, name)
             .map_err(|e| fsio::errno_error(e, shown))
     })();
     if result.is_err() {
         let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), rustix::fs::AtFlags::empty());
     }
-    result
+    result.map(|()| (old, content))
 }
 
 fn create(canonical: &str, shown: &str, content: &[u8]) -> Result<(), OpError> {

@@ -1,0 +1,315 @@
+//! `file_delete`: moves an entry (a file, a directory, or a link itself) to the account's trash;
+//! never a permanent delete. A hard-linked file, or a directory holding a floor entry or a
+//! hard-linked file anywhere inside it, is refused.
+
+use std::os::fd::OwnedFd;
+
+use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::FileDeleteParams;
+use glovebox_proto::v1::{Domain, FileState, Plan, TicketBody};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use serde_json::json;
+
+use super::{Done, OpContext, bound_subject, subject};
+use crate::error::OpError;
+use crate::fsio;
+use crate::resolve::resolve_entry;
+
+/// Most entries a directory may hold (at any depth) to be deleted or moved.
+pub const MAX_TREE_ENTRIES: u64 = 100_000;
+/// Deepest directory nesting checked before a directory is deleted or moved.
+const MAX_TREE_DEPTH: u32 = 64;
+
+pub fn plan(ctx: &OpContext<'_>, p: &FileDeleteParams) -> Result<Plan, OpError> {
+    let r = resolve_entry(&p.path, ctx.workdir)?;
+    Ok(Plan {
+        subjects: vec![subject(
+            Domain::Delete,
+            r.path.clone(),
+            super::read::observed(&r),
+        )],
+        content_tag: Vec::new(),
+    })
+}
+
+/// Checks the refusals before anyone is asked (they are checked again when the call executes).
+pub fn preview(
+    ctx: &OpContext<'_>,
+    p: &FileDeleteParams,
+    plan: &Plan,
+) -> Result<(String, bool), OpError> {
+    let [s] = plan.subjects.as_slice() else {
+        return Err(OpError::new(
+            ErrorCode::Internal,
+            "a delete plan has one subject",
+        ));
+    };
+    refuse_trash_ancestor(ctx, &s.path)?;
+    open_movable(ctx, &s.path, &p.path, &s.state.clone().unwrap_or_default())?;
+    Ok((
+        format!(
+            "move to the trash ({}): {}\n",
+            ctx.trash_dir.display(),
+            s.path
+        ),
+        false,
+    ))
+}
+
+/// An entry opened for removal: its directory, its name there, and what it is.
+pub struct Entry {
+    pub dir: OwnedFd,
+    pub name: String,
+    pub kind: FileType,
+}
+
+/// Opens the parent of the canonical `path` without following links, checks that the entry is
+/// the one the ticket names (device and inode, not followed), and refuses hard-linked files and
+/// directories holding floor entries or hard-linked files.
+pub fn open_movable(
+    ctx: &OpContext<'_>,
+    path: &str,
+    shown: &str,
+    expected: &FileState,
+) -> Result<Entry, OpError> {
+    if !expected.exists {
+        return Err(OpError::new(
+            ErrorCode::NotFound,
+            format!("{shown}: not found"),
+        ));
+    }
+    let (parent, name) = fsio::split_parent(path)?;
+    let dir = fsio::open_no_links(parent, OFlags::RDONLY | OFlags::DIRECTORY)?;
+    let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| fsio::errno_error(e, shown))?;
+    fsio::check_identity(&stat, expected, shown)?;
+    let kind = fsio::file_type(&stat);
+    match kind {
+        FileType::RegularFile => fsio::refuse_hard_links(&stat, shown)?,
+        FileType::Directory => {
+            let fd = fsio::open_beneath(
+                &dir,
+                name,
+                OFlags::RDONLY | OFlags::DIRECTORY,
+                Mode::empty(),
+            )
+            .map_err(|e| fsio::errno_error(e, shown))?;
+            let mut seen = 0;
+            check_tree(ctx, fd, path, 0, &mut seen)?;
+        }
+        _ => {}
+    }
+    Ok(Entry {
+        dir,
+        name: name.to_owned(),
+        kind,
+    })
+}
+
+/// Refuses a tree that holds a floor entry or a hard-linked file, at any depth.
+fn check_tree(
+    ctx: &OpContext<'_>,
+    dir: OwnedFd,
+    path: &str,
+    depth: u32,
+    seen: &mut u64,
+) -> Result<(), OpError> {
+    if depth > MAX_TREE_DEPTH {
+        return Err(OpError::new(
+            ErrorCode::TooLarge,
+            format!("{path} is nested more than {MAX_TREE_DEPTH} levels deep"),
+        ));
+    }
+    let entries = rustix::fs::Dir::read_from(&dir).map_err(|e| fsio::errno_error(e, path))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| fsio::errno_error(e, path))?;
+        let bytes = entry.file_name().to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        *seen += 1;
+        if *seen > MAX_TREE_ENTRIES {
+            return Err(OpError::new(
+                ErrorCode::TooLarge,
+                format!("{path} holds more than {MAX_TREE_ENTRIES} entries"),
+            ));
+        }
+        let name = String::from_utf8_lossy(bytes);
+        let full = format!("{path}/{name}");
+        if let Some(hit) = glovebox_policy::floor::check(&full, ctx.protected) {
+            return Err(OpError::new(
+                ErrorCode::Denied,
+                format!(
+                    "{path} contains {full}, which is on the secret floor ({})",
+                    hit.entry
+                ),
+            ));
+        }
+        let stat = rustix::fs::statat(&dir, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| fsio::errno_error(e, &full))?;
+        match fsio::file_type(&stat) {
+            FileType::RegularFile => fsio::refuse_hard_links(&stat, &full)?,
+            FileType::Directory => {
+                let sub = rustix::fs::openat2(
+                    &dir,
+                    entry.file_name(),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                    rustix::fs::ResolveFlags::NO_SYMLINKS
+                        | rustix::fs::ResolveFlags::NO_MAGICLINKS
+                        | rustix::fs::ResolveFlags::BENEATH,
+                )
+                .map_err(|e| fsio::errno_error(e, &full))?;
+                check_tree(ctx, sub, &full, depth + 1, seen)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Refuses to act on the trash itself or anything that holds it.
+pub fn refuse_trash_ancestor(ctx: &OpContext<'_>, path: &str) -> Result<(), OpError> {
+    // Resolved without creating it: a preview only looks.
+    let trash = ctx
+        .trash_dir
+        .to_str()
+        .map(|t| crate::resolve::resolve(t, ctx.workdir))
+        .ok_or_else(|| OpError::new(ErrorCode::Internal, "the trash path is not UTF-8"))??
+        .path;
+    if glovebox_policy::floor::is_same_or_below(&trash, path) {
+        return Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("{path} holds the trash; refusing to move it"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn execute(
+    ctx: &OpContext<'_>,
+    p: &FileDeleteParams,
+    ticket: &TicketBody,
+) -> Result<Done, OpError> {
+    let r = resolve_entry(&p.path, ctx.workdir)?;
+    let s = bound_subject(ticket, Domain::Delete, &r.path)?;
+    refuse_trash_ancestor(ctx, &s.path)?;
+    let expected = s.state.clone().unwrap_or_default();
+    let entry = open_movable(ctx, &s.path, &p.path, &expected)?;
+    let trashed = crate::trash::put(ctx.trash_dir, &entry.dir, &entry.name, &s.path)?;
+    let kind = match entry.kind {
+        FileType::RegularFile => "file",
+        FileType::Directory => "dir",
+        FileType::Symlink => "symlink",
+        _ => "other",
+    };
+    Ok(Done {
+        result: json!({
+            "path": s.path,
+            "type": kind,
+            "trashed_as": ctx.trash_dir.join(&trashed.file).to_string_lossy(),
+            "trash_info": ctx.trash_dir.join(&trashed.info).to_string_lossy(),
+        }),
+        bytes: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{Fixture, ticket_for};
+    use std::os::unix::fs::symlink;
+
+    fn run(f: &Fixture, path: &str) -> Result<serde_json::Value, OpError> {
+        let p = FileDeleteParams { path: path.into() };
+        let plan = plan(&f.ctx(), &p)?;
+        execute(&f.ctx(), &p, &ticket_for(&plan)).map(|d| d.result)
+    }
+
+    #[test]
+    fn a_file_goes_to_the_trash_with_its_info() {
+        let f = Fixture::new();
+        std::fs::write(f.work.join("a.txt"), "A").unwrap();
+        let r = run(&f, "a.txt").unwrap();
+        assert!(!f.work.join("a.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(f.trash.join("files/a.txt")).unwrap(),
+            "A"
+        );
+        let info = std::fs::read_to_string(f.trash.join("info/a.txt.trashinfo")).unwrap();
+        assert!(
+            info.starts_with(&format!("[Trash Info]\nPath={}\n", f.path("a.txt"))),
+            "{info}"
+        );
+        assert_eq!(r["type"], "file");
+    }
+
+    #[test]
+    fn a_link_is_trashed_not_its_target() {
+        let f = Fixture::new();
+        std::fs::write(f.root.join("target.txt"), "T").unwrap();
+        symlink(f.root.join("target.txt"), f.work.join("l")).unwrap();
+        assert_eq!(run(&f, "l").unwrap()["type"], "symlink");
+        assert_eq!(
+            std::fs::read_to_string(f.root.join("target.txt")).unwrap(),
+            "T"
+        );
+        assert!(
+            std::fs::symlink_metadata(f.trash.join("files/l"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn refusals_leave_everything_in_place() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("d/deep/.ssh")).unwrap();
+        std::fs::write(f.work.join("d/deep/.ssh/id_rsa"), "K").unwrap();
+        let e = run(&f, "d").unwrap_err();
+        assert_eq!(e.code, ErrorCode::Denied);
+        assert!(e.message.contains(".ssh"), "{}", e.message);
+        assert!(f.work.join("d/deep/.ssh/id_rsa").exists());
+
+        std::fs::create_dir_all(f.work.join("h")).unwrap();
+        std::fs::write(f.work.join("h/x"), "X").unwrap();
+        std::fs::hard_link(f.work.join("h/x"), f.root.join("elsewhere")).unwrap();
+        assert!(run(&f, "h").unwrap_err().message.contains("hard links"));
+        assert!(run(&f, "h/x").unwrap_err().message.contains("hard links"));
+        assert!(f.work.join("h/x").exists());
+    }
+
+    #[test]
+    fn a_swapped_entry_is_refused() {
+        let f = Fixture::new();
+        std::fs::write(f.work.join("a.txt"), "A").unwrap();
+        let p = FileDeleteParams {
+            path: "a.txt".into(),
+        };
+        let planned = plan(&f.ctx(), &p).unwrap();
+        std::fs::write(f.work.join("b.txt"), "B").unwrap();
+        std::fs::rename(f.work.join("b.txt"), f.work.join("a.txt")).unwrap();
+        let e = execute(&f.ctx(), &p, &ticket_for(&planned)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Changed);
+        assert!(f.work.join("a.txt").exists());
+    }
+
+    #[test]
+    fn the_trash_itself_is_refused() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.root.join("home")).unwrap();
+        // before the trash exists: refused, and the preview does not create it
+        let p = FileDeleteParams {
+            path: f.root.join("home").to_str().unwrap().into(),
+        };
+        let planned = plan(&f.ctx(), &p).unwrap();
+        let e = preview(&f.ctx(), &p, &planned).unwrap_err();
+        assert!(e.message.contains("holds the trash"), "{}", e.message);
+        assert!(!f.trash.exists());
+        std::fs::create_dir_all(&f.trash).unwrap();
+        let e = run(&f, f.root.join("home").to_str().unwrap()).unwrap_err();
+        assert!(e.message.contains("holds the trash"), "{}", e.message);
+        assert!(f.trash.exists());
+    }
+}

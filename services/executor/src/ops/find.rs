@@ -1,0 +1,181 @@
+//! `file_find`: entries whose names match globs, in a tree walked like `file_grep` walks it
+//! (floor entries hidden, links reported but never followed), with a result cap and a time cap.
+
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::{FileFindParams, MAX_SEARCH_MILLIS};
+use glovebox_proto::v1::TicketBody;
+use rustix::fs::FileType;
+use serde_json::json;
+
+use super::{Done, OpContext};
+use crate::error::OpError;
+use crate::fsio;
+use crate::walk::{
+    Deadline, WalkOptions, WalkStats, check_root_unchanged, parent_has_no_links, walk,
+};
+
+/// Paths returned when the call does not say.
+pub const DEFAULT_RESULTS: u32 = 200;
+
+fn names(globs: &[String]) -> Result<GlobSet, OpError> {
+    let mut set = GlobSetBuilder::new();
+    for g in globs {
+        let glob = GlobBuilder::new(g)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("glob {g:?}: {e}")))?;
+        set.add(glob);
+    }
+    set.build()
+        .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("globs: {e}")))
+}
+
+pub fn execute(
+    ctx: &OpContext<'_>,
+    p: &FileFindParams,
+    ticket: &TicketBody,
+) -> Result<Done, OpError> {
+    let set = names(&p.names)?;
+    let millis = p
+        .timeout_ms
+        .unwrap_or(MAX_SEARCH_MILLIS)
+        .min(MAX_SEARCH_MILLIS);
+    let deadline = Deadline::after(Duration::from_millis(millis));
+    let (root, _fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
+    if fsio::file_type(&stat) != FileType::Directory {
+        return Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("{} is not a directory", p.path),
+        ));
+    }
+    let max = p.max_results.unwrap_or(DEFAULT_RESULTS) as usize;
+    let stats = WalkStats::default();
+    let found: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
+    let options = WalkOptions {
+        hidden: p.hidden,
+        no_ignore: p.no_ignore,
+        globs: &[],
+    };
+    {
+        let (found, set, stats_ref) = (&found, &set, &stats);
+        walk(ctx, &root, &options, deadline, &stats, || {
+            move |visit| {
+                let Some(name) = visit.entry.file_name().to_str() else {
+                    return true;
+                };
+                if !set.is_match(name) {
+                    return true;
+                }
+                if !parent_has_no_links(visit.path) {
+                    WalkStats::count(&stats_ref.links);
+                    return true;
+                }
+                let kind = match visit.entry.file_type() {
+                    Some(t) if t.is_dir() => "dir",
+                    Some(t) if t.is_file() => "file",
+                    _ => "other",
+                };
+                let Ok(mut found) = found.lock() else {
+                    return false;
+                };
+                if found.len() >= max {
+                    stats_ref.full.store(true, Ordering::Relaxed);
+                    return false;
+                }
+                found.push((visit.path.to_owned(), kind));
+                true
+            }
+        })?;
+    }
+    check_root_unchanged(&root, &stat)?;
+    let timed_out = stats.timed_out.load(Ordering::Relaxed) || deadline.passed();
+    let full = stats.full.load(Ordering::Relaxed);
+    let mut found = found.into_inner().unwrap_or_default();
+    found.sort_unstable();
+    let entries: Vec<serde_json::Value> = found
+        .iter()
+        .map(|(path, kind)| json!({"path": path, "type": kind}))
+        .collect();
+    Ok(Done {
+        result: json!({
+            "path": root,
+            "entries": entries,
+            "count": entries.len(),
+            "truncated": full || timed_out,
+            "timed_out": timed_out,
+            "hidden": WalkStats::get(&stats.hidden),
+            "links": WalkStats::get(&stats.links),
+        }),
+        bytes: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::read_plan;
+    use crate::ops::testing::{Fixture, ticket_for};
+    use std::os::unix::fs::symlink;
+
+    fn params(names: &[&str]) -> FileFindParams {
+        FileFindParams {
+            names: names.iter().map(|s| (*s).to_owned()).collect(),
+            path: ".".into(),
+            hidden: true,
+            no_ignore: false,
+            max_results: None,
+            timeout_ms: None,
+        }
+    }
+
+    fn run(f: &Fixture, p: &FileFindParams) -> serde_json::Value {
+        let plan = read_plan(&f.ctx(), &p.path).unwrap();
+        execute(&f.ctx(), p, &ticket_for(&plan)).unwrap().result
+    }
+
+    #[test]
+    fn finds_names_hides_the_floor_and_never_follows_links() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("a/b")).unwrap();
+        std::fs::create_dir_all(f.work.join(".ssh")).unwrap();
+        std::fs::write(f.work.join("a/b/x.rs"), "").unwrap();
+        std::fs::write(f.work.join("y.rs"), "").unwrap();
+        std::fs::write(f.work.join("z.txt"), "").unwrap();
+        std::fs::write(f.work.join(".ssh/k.rs"), "").unwrap();
+        std::fs::write(f.work.join("server.key"), "").unwrap();
+        let outside = f.root.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("o.rs"), "").unwrap();
+        symlink(&outside, f.work.join("out")).unwrap();
+        let r = run(&f, &params(&["*.rs", "*.key"]));
+        let got: Vec<&str> = r["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, [f.path("a/b/x.rs"), f.path("y.rs")], "{r}");
+        assert_eq!(r["hidden"], 2, "{r}");
+        assert_eq!(r["links"], 1, "{r}");
+    }
+
+    #[test]
+    fn result_cap() {
+        let f = Fixture::new();
+        for i in 0..30 {
+            std::fs::write(f.work.join(format!("{i}.txt")), "").unwrap();
+        }
+        let mut p = params(&["*.txt"]);
+        p.max_results = Some(5);
+        let r = run(&f, &p);
+        assert_eq!(
+            (r["count"].as_u64(), r["truncated"].as_bool()),
+            (Some(5), Some(true))
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! Walking a tree for `file_grep` and `file_find`: ripgrep's `ignore` walker (parallel, links
+//! never followed), every entry checked against the floor before it is looked at, a deadline
+//! checked between entries, and counters for what was left out.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use glovebox_proto::ErrorCode;
+use ignore::{DirEntry, WalkBuilder, WalkState};
+
+use crate::error::OpError;
+use crate::ops::{OpContext, hidden};
+
+/// A point in time after which a search stops and says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    pub fn after(d: Duration) -> Deadline {
+        Deadline(Instant::now() + d)
+    }
+
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.0
+    }
+}
+
+/// Which entries a walk honours filters for (ripgrep's defaults unless the call says otherwise).
+#[derive(Debug, Clone)]
+pub struct WalkOptions<'a> {
+    pub hidden: bool,
+    pub no_ignore: bool,
+    /// ripgrep-style globs on paths below the root; `!` excludes.
+    pub globs: &'a [String],
+}
+
+/// What a walk saw and left out.
+#[derive(Debug, Default)]
+pub struct WalkStats {
+    /// Entries on the floor (or otherwise hidden from this account): never opened.
+    pub hidden: AtomicU64,
+    /// Symbolic links met in the tree: never followed.
+    pub links: AtomicU64,
+    pub timed_out: AtomicBool,
+    /// Set by a visitor that has all the results it may return.
+    pub full: AtomicBool,
+}
+
+impl WalkStats {
+    pub fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// One visible entry below the root: its canonical path and the walker's entry.
+pub struct Visit<'e> {
+    pub path: &'e str,
+    pub entry: &'e DirEntry,
+}
+
+/// Walks the tree at the canonical directory `root`, calling a visitor made by `make` (one per
+/// thread) for every entry that is not the root, not hidden and not a symbolic link. The
+/// visitor returns whether to keep going.
+pub fn walk<'s, F, V>(
+    ctx: &'s OpContext<'s>,
+    root: &str,
+    options: &WalkOptions<'_>,
+    deadline: Deadline,
+    stats: &'s WalkStats,
+    mut make: F,
+) -> Result<(), OpError>
+where
+    F: FnMut() -> V,
+    V: FnMut(Visit<'_>) -> bool + Send + 's,
+{
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .follow_links(false)
+        .same_file_system(false)
+        .hidden(!options.hidden)
+        .ignore(!options.no_ignore)
+        .git_ignore(!options.no_ignore)
+        .git_global(!options.no_ignore)
+        .git_exclude(!options.no_ignore)
+        .parents(!options.no_ignore)
+        .threads(threads());
+    let unsafe_ignores = Arc::new(AtomicU64::new(0));
+    if !options.no_ignore {
+        // The walker reads ignore files itself, by path. Only plain files are let through: a
+        // directory whose ignore file is a link or has other names is not entered (and counted
+        // as hidden), and ignore files above the root are honoured only if all are plain.
+        if !ignore_files_are_plain(Path::new(root)) {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!(
+                    "an ignore file in {root} is a link or has other names; search with no_ignore"
+                ),
+            ));
+        }
+        builder.parents(
+            Path::new(root)
+                .ancestors()
+                .skip(1)
+                .all(ignore_files_are_plain),
+        );
+        let counter = unsafe_ignores.clone();
+        builder.filter_entry(move |e| {
+            let plain =
+                !e.file_type().is_some_and(|t| t.is_dir()) || ignore_files_are_plain(e.path());
+            if !plain {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            plain
+        });
+    }
+    if !options.globs.is_empty() {
+        let mut overrides = ignore::overrides::OverrideBuilder::new(root);
+        for g in options.globs {
+            overrides
+                .add(g)
+                .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("glob {g:?}: {e}")))?;
+        }
+        let overrides = overrides
+            .build()
+            .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("globs: {e}")))?;
+        builder.overrides(overrides);
+    }
+    builder.build_parallel().run(|| {
+        let mut visit = make();
+        Box::new(move |entry| {
+            if stats.full.load(Ordering::Relaxed) {
+                return WalkState::Quit;
+            }
+            if deadline.passed() {
+                stats.timed_out.store(true, Ordering::Relaxed);
+                return WalkState::Quit;
+            }
+            let entry = match entry {
+                Ok(entry) => entry,
+                // Unreadable directories and the like are skipped, as ripgrep does.
+                Err(_) => return WalkState::Continue,
+            };
+            if entry.depth() == 0 {
+                return WalkState::Continue;
+            }
+            let Some(path) = entry.path().to_str() else {
+                WalkStats::count(&stats.hidden);
+                return WalkState::Skip;
+            };
+            if hidden(ctx, path).is_some() {
+                WalkStats::count(&stats.hidden);
+                return WalkState::Skip;
+            }
+            if entry.path_is_symlink() {
+                WalkStats::count(&stats.links);
+                return WalkState::Skip;
+            }
+            if visit(Visit {
+                path,
+                entry: &entry,
+            }) {
+                WalkState::Continue
+            } else {
+                WalkState::Quit
+            }
+        })
+    });
+    stats
+        .hidden
+        .fetch_add(unsafe_ignores.load(Ordering::Relaxed), Ordering::Relaxed);
+    Ok(())
+}
+
+/// Whether the ignore files the walker would read in `dir` are absent or plain files with one
+/// name (never a link that could point at a floor entry).
+pub fn ignore_files_are_plain(dir: &Path) -> bool {
+    [".gitignore", ".ignore", ".git"].iter().all(|name| {
+        match std::fs::symlink_metadata(dir.join(name)) {
+            Err(_) => true,
+            Ok(m) if m.file_type().is_dir() => *name == ".git",
+            Ok(m) => m.file_type().is_file() && m.nlink() == 1,
+        }
+    })
+}
+
+/// Checks, after a walk, that the canonical root still is the directory that was opened (same
+/// device and inode, not a link): a root swapped mid-walk fails the call instead of returning
+/// what was found under something else.
+pub fn check_root_unchanged(root: &str, opened: &rustix::fs::Stat) -> Result<(), OpError> {
+    let now = crate::fsio::stat_path(root)?;
+    if now.st_dev != opened.st_dev || now.st_ino != opened.st_ino {
+        return Err(OpError::changed(root));
+    }
+    Ok(())
+}
+
+/// Whether every component of the canonical `path` is still a real directory, not a link
+/// (one `openat2` with `RESOLVE_NO_SYMLINKS` on its parent). Names found by a walk are returned
+/// only if this holds, so a directory swapped for a link mid-walk lends no names.
+pub fn parent_has_no_links(path: &str) -> bool {
+    match crate::fsio::split_parent(path) {
+        Ok((parent, _)) => crate::fsio::open_no_links(
+            parent,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+        )
+        .is_ok(),
+        Err(_) => false,
+    }
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get().min(8))
+        .unwrap_or(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_root_swapped_for_a_link_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let tree = root.join("tree");
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let tree_s = tree.to_str().unwrap();
+        let opened = crate::fsio::stat_path(tree_s).unwrap();
+        check_root_unchanged(tree_s, &opened).unwrap();
+        assert!(parent_has_no_links(tree.join("sub/x").to_str().unwrap()));
+        std::fs::rename(&tree, root.join("moved")).unwrap();
+        symlink(&elsewhere, &tree).unwrap();
+        assert_eq!(
+            check_root_unchanged(tree_s, &opened).unwrap_err().code,
+            ErrorCode::Changed
+        );
+        assert!(!parent_has_no_links(tree.join("x").to_str().unwrap()));
+    }
+
+    #[test]
+    fn ignore_files_must_be_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert!(ignore_files_are_plain(d));
+        std::fs::write(d.join(".gitignore"), "target\n").unwrap();
+        std::fs::create_dir(d.join(".git")).unwrap();
+        assert!(ignore_files_are_plain(d));
+        std::fs::hard_link(d.join(".gitignore"), d.join("other")).unwrap();
+        assert!(!ignore_files_are_plain(d));
+        std::fs::remove_file(d.join("other")).unwrap();
+        symlink(d.join("secret"), d.join(".ignore")).unwrap();
+        assert!(!ignore_files_are_plain(d));
+    }
+}

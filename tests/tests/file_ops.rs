@@ -1,0 +1,616 @@
+//! End to end, adversarially, for the file op set: edits, searches, listings, deletes to the
+//! trash and moves, against traversal, symbolic links, hard links, the secret floor, a
+//! catastrophic regex and oversized inputs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::symlink;
+use std::time::{Duration, Instant};
+
+use glovebox_e2e::{Client, Glovebox, expect_error, expect_ok};
+use serde_json::{Value, json};
+
+/// Invokes a call that asks, answers the ask with `answer`, and returns (ask, result).
+async fn asked(
+    agent: &mut Client,
+    approver: &mut Client,
+    call_id: &str,
+    tool: &str,
+    params: Value,
+    answer: &str,
+) -> (Value, Value) {
+    agent
+        .send(json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params}))
+        .await;
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["call_id"], call_id, "{ask}");
+    approver.answer(&ask, answer).await;
+    (ask, agent.result_for(call_id).await)
+}
+
+fn paths(list: &Value, key: &str) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m[key].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn edit_asks_with_the_diff_and_replaces_once() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let params = json!({"path": "a.txt", "old_string": "two", "new_string": "2"});
+    let (ask, result) = asked(&mut agent, &mut approver, "e1", "file_edit", params, "once").await;
+    assert_eq!(ask["subjects"][0]["domain"], "write");
+    assert!(
+        ask["preview"].as_str().unwrap().contains("-two\n+2\n"),
+        "{ask}"
+    );
+    let r = expect_ok(&result);
+    assert_eq!(r["replacements"], 1);
+    assert!(r["diff"].as_str().unwrap().contains("-two\n+2\n"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("a.txt")).unwrap(),
+        "one\n2\nthree\n"
+    );
+}
+
+#[tokio::test]
+async fn edit_matching_zero_or_two_times_fails_and_leaves_the_file() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "x and x\n").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    // Ambiguous: the preview already says so, so the call fails before anyone is asked.
+    let r = agent
+        .invoke(
+            "e2",
+            "file_edit",
+            json!({"path": "a.txt", "old_string": "x", "new_string": "y"}),
+        )
+        .await;
+    let e = expect_error(&r, "invalid_params");
+    assert!(e["message"].as_str().unwrap().contains("2 times"), "{e}");
+    let r = agent
+        .invoke(
+            "e0",
+            "file_edit",
+            json!({"path": "a.txt", "old_string": "zzz", "new_string": "y"}),
+        )
+        .await;
+    let e = expect_error(&r, "invalid_params");
+    assert!(
+        e["message"].as_str().unwrap().contains("does not occur"),
+        "{e}"
+    );
+    // replace_all makes the ambiguous one valid
+    let params =
+        json!({"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": true});
+    let (_, result) = asked(&mut agent, &mut approver, "ea", "file_edit", params, "once").await;
+    assert_eq!(expect_ok(&result)["replacements"], 2);
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("a.txt")).unwrap(),
+        "y and y\n"
+    );
+}
+
+#[tokio::test]
+async fn grep_never_reads_the_floor_or_follows_links_out_of_the_tree() {
+    let g = Glovebox::start();
+    let home = g.root().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), "needle KEY\n").unwrap();
+    let outside = g.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("o.txt"), "needle outside\n").unwrap();
+    let w = &g.workdir;
+    std::fs::create_dir_all(w.join("src")).unwrap();
+    std::fs::create_dir_all(w.join("proj/.ssh")).unwrap();
+    std::fs::write(w.join("src/a.rs"), "let needle = 1;\n").unwrap();
+    std::fs::write(w.join(".env"), "needle=secret\n").unwrap();
+    std::fs::write(w.join("proj/.ssh/id_ed25519"), "needle\n").unwrap();
+    std::fs::write(w.join("tls.key"), "needle\n").unwrap();
+    symlink(&outside, w.join("out")).unwrap();
+    symlink(home.join(".ssh/id_rsa"), w.join("notes.txt")).unwrap();
+    symlink(home.join(".ssh"), w.join("keys")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(
+        &agent
+            .invoke(
+                "g",
+                "file_grep",
+                json!({"pattern": "needle", "hidden": true}),
+            )
+            .await,
+    );
+    assert_eq!(
+        paths(&r["matches"], "path"),
+        [w.join("src/a.rs").to_str().unwrap()],
+        "{r}"
+    );
+    assert_eq!(r["skipped"]["links"], 3, "{r}");
+    assert!(r["skipped"]["hidden"].as_u64().unwrap() >= 3, "{r}");
+    // the audit records the pattern's kind and length, never the pattern
+    let pool = g.audit_pool().await;
+    let detail: String =
+        sqlx::query_scalar("SELECT detail FROM events WHERE source = 'executor' AND call_id = 'g'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(detail, "pattern: regex, 6 bytes; globs: 0; flags: hidden");
+}
+
+#[tokio::test]
+async fn grep_roots_are_judged_like_any_path() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join(".ssh")).unwrap();
+    std::fs::create_dir_all(g.workdir.join("src")).unwrap();
+    std::fs::create_dir_all(g.root().join("outside")).unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let e = expect_error(
+        &agent
+            .invoke("f", "file_grep", json!({"pattern": "x", "path": ".ssh"}))
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "floor:.ssh", "{e}");
+    // traversal out of the workdir is judged where it lands, so it asks
+    let (ask, result) = asked(
+        &mut agent,
+        &mut approver,
+        "t",
+        "file_grep",
+        json!({"pattern": "x", "path": "src/../../outside"}),
+        "deny",
+    )
+    .await;
+    assert_eq!(
+        ask["subjects"][0]["path"],
+        g.root().join("outside").to_str().unwrap()
+    );
+    expect_error(&result, "denied");
+}
+
+#[tokio::test]
+async fn a_catastrophic_regex_stops_at_the_time_cap() {
+    let g = Glovebox::start();
+    // Random a/b text and a pattern whose DFA is exponential: every byte is slow to match.
+    let mut x: u64 = 1;
+    let text: String = (0..400_000)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            match (i % 1000, (x >> 33) & 1) {
+                (999, _) => '\n',
+                (_, 0) => 'a',
+                _ => 'b',
+            }
+        })
+        .collect();
+    for i in 0..20 {
+        std::fs::write(g.workdir.join(format!("f{i}.txt")), &text).unwrap();
+    }
+    let mut agent = g.connect("agent").await;
+    let started = Instant::now();
+    let r = expect_ok(
+        &agent
+            .invoke(
+                "slow",
+                "file_grep",
+                json!({"pattern": r"(?:a|b)*a(?:a|b){30}c", "timeout_ms": 300}),
+            )
+            .await,
+    );
+    assert_eq!(r["timed_out"], true, "{r}");
+    assert_eq!(r["truncated"], true, "{r}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // the executor is still responsive
+    std::fs::write(g.workdir.join("ok.txt"), "fine\n").unwrap();
+    expect_ok(
+        &agent
+            .invoke("r", "file_read", json!({"path": "ok.txt"}))
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn grep_skips_oversized_and_binary_files() {
+    let g = Glovebox::start();
+    let big: String = (1..=150_000).map(|i| format!("needle {i}\n")).collect();
+    std::fs::write(g.workdir.join("big.txt"), &big).unwrap();
+    std::fs::write(g.workdir.join("bin.dat"), b"needle\0\x01\x02").unwrap();
+    std::fs::write(g.workdir.join("small.txt"), "needle\n").unwrap();
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(
+        &agent
+            .invoke("g", "file_grep", json!({"pattern": "needle"}))
+            .await,
+    );
+    assert_eq!(r["count"], 1, "{r}");
+    assert_eq!(r["skipped"]["too_large"], 1);
+    assert_eq!(r["skipped"]["binary"], 1);
+    expect_error(
+        &agent
+            .invoke(
+                "g1",
+                "file_grep",
+                json!({"pattern": "needle", "path": "big.txt"}),
+            )
+            .await,
+        "too_large",
+    );
+}
+
+#[tokio::test]
+async fn a_big_file_is_read_by_range_tail_and_count() {
+    let g = Glovebox::start();
+    let big: String = (1..=150_000).map(|i| format!("needle {i}\n")).collect();
+    std::fs::write(g.workdir.join("big.txt"), &big).unwrap();
+    std::fs::write(g.workdir.join("bin.dat"), b"needle\0\x01\x02").unwrap();
+    let mut agent = g.connect("agent").await;
+    expect_error(
+        &agent
+            .invoke("r", "file_read", json!({"path": "big.txt"}))
+            .await,
+        "too_large",
+    );
+    let r = expect_ok(
+        &agent
+            .invoke(
+                "r2",
+                "file_read",
+                json!({"path": "big.txt", "offset": 149_999, "limit": 5}),
+            )
+            .await,
+    );
+    assert_eq!(r["content"], "needle 149999\nneedle 150000\n");
+    assert_eq!(r["total_lines"], 150_000);
+    assert_eq!(r["truncated"], false);
+    let r = expect_ok(
+        &agent
+            .invoke(
+                "t",
+                "file_head_tail",
+                json!({"path": "big.txt", "lines": 2, "tail": true}),
+            )
+            .await,
+    );
+    assert_eq!(r["content"], "needle 149999\nneedle 150000\n");
+    let r = expect_ok(
+        &agent
+            .invoke("c", "file_count", json!({"path": "big.txt"}))
+            .await,
+    );
+    assert_eq!(r["lines"], 150_000);
+    assert_eq!(r["words"], 300_000);
+    assert_eq!(r["bytes"], big.len());
+    expect_error(
+        &agent
+            .invoke("b", "file_head_tail", json!({"path": "bin.dat"}))
+            .await,
+        "binary",
+    );
+}
+
+#[tokio::test]
+async fn params_over_the_limits_are_refused_before_anything_runs() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    let r = agent.invoke("l", "file_list", json!({"depth": 6})).await;
+    expect_error(&r, "invalid_params");
+    let r = agent
+        .invoke("p", "file_grep", json!({"pattern": "x".repeat(5000)}))
+        .await;
+    expect_error(&r, "invalid_params");
+}
+
+#[tokio::test]
+async fn find_and_list_hide_the_floor_and_do_not_follow_links() {
+    let g = Glovebox::start();
+    let w = &g.workdir;
+    std::fs::create_dir_all(w.join("a/b")).unwrap();
+    std::fs::create_dir_all(w.join("a/.aws")).unwrap();
+    std::fs::write(w.join("a/b/x.rs"), "").unwrap();
+    std::fs::write(w.join("a/.aws/creds.rs"), "").unwrap();
+    std::fs::write(w.join("a/server.pem"), "").unwrap();
+    let outside = g.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("o.rs"), "").unwrap();
+    symlink(&outside, w.join("a/out")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(
+        &agent
+            .invoke(
+                "f",
+                "file_find",
+                json!({"names": ["*.rs", "*.pem"], "hidden": true}),
+            )
+            .await,
+    );
+    assert_eq!(
+        paths(&r["entries"], "path"),
+        [w.join("a/b/x.rs").to_str().unwrap()],
+        "{r}"
+    );
+    let r = expect_ok(&agent.invoke("l", "file_list", json!({"depth": 5})).await);
+    assert_eq!(
+        paths(&r["entries"], "name"),
+        ["a", "a/b", "a/b/x.rs", "a/out"],
+        "{r}"
+    );
+    assert_eq!(r["hidden"], 2);
+}
+
+#[tokio::test]
+async fn hard_linked_files_are_refused_for_every_op() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "shared\n").unwrap();
+    std::fs::hard_link(g.workdir.join("a.txt"), g.root().join("elsewhere.txt")).unwrap();
+    let _approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let e = expect_error(
+        &agent
+            .invoke("r", "file_read", json!({"path": "a.txt"}))
+            .await,
+        "denied",
+    );
+    assert!(e["message"].as_str().unwrap().contains("hard links"), "{e}");
+    for (id, tool, params) in [
+        ("d", "file_delete", json!({"path": "a.txt"})),
+        (
+            "m",
+            "file_move",
+            json!({"source": "a.txt", "destination": "b.txt"}),
+        ),
+    ] {
+        // refused before the approver is asked (and again after approval: see the unit tests)
+        let e = expect_error(&agent.invoke(id, tool, params).await, "denied");
+        assert!(
+            e["message"].as_str().unwrap().contains("hard links"),
+            "{tool}: {e}"
+        );
+    }
+    // file_write and file_edit are refused when they are planned
+    let e = expect_error(
+        &agent
+            .invoke("w", "file_write", json!({"path": "a.txt", "content": "x"}))
+            .await,
+        "denied",
+    );
+    assert!(e["message"].as_str().unwrap().contains("hard links"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("a.txt")).unwrap(),
+        "shared\n"
+    );
+    assert!(!g.workdir.join("b.txt").exists());
+}
+
+#[tokio::test]
+async fn delete_moves_to_the_trash_in_the_freedesktop_layout() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join("d/sub")).unwrap();
+    std::fs::write(g.workdir.join("d/sub/f.txt"), "F").unwrap();
+    std::fs::write(g.workdir.join("a b.txt"), "A").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (ask, result) = asked(
+        &mut agent,
+        &mut approver,
+        "d1",
+        "file_delete",
+        json!({"path": "a b.txt"}),
+        "once",
+    )
+    .await;
+    assert_eq!(ask["subjects"][0]["domain"], "delete");
+    assert!(ask["preview"].as_str().unwrap().contains("trash"), "{ask}");
+    let r = expect_ok(&result);
+    let trash = g.trash_dir();
+    assert_eq!(
+        r["trashed_as"],
+        trash.join("files/a b.txt").to_str().unwrap()
+    );
+    assert!(!g.workdir.join("a b.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(trash.join("files/a b.txt")).unwrap(),
+        "A"
+    );
+    let info = std::fs::read_to_string(trash.join("info/a b.txt.trashinfo")).unwrap();
+    let encoded = g.workdir.join("a%20b.txt");
+    assert!(
+        info.starts_with(&format!(
+            "[Trash Info]\nPath={}\nDeletionDate=",
+            encoded.display()
+        )),
+        "{info}"
+    );
+    let (_, result) = asked(
+        &mut agent,
+        &mut approver,
+        "d2",
+        "file_delete",
+        json!({"path": "d"}),
+        "once",
+    )
+    .await;
+    assert_eq!(expect_ok(&result)["type"], "dir");
+    assert_eq!(
+        std::fs::read_to_string(trash.join("files/d/sub/f.txt")).unwrap(),
+        "F"
+    );
+    assert!(trash.join("info/d.trashinfo").exists());
+}
+
+#[tokio::test]
+async fn delete_of_a_directory_holding_ssh_is_refused() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join("proj/deep/.ssh")).unwrap();
+    std::fs::write(g.workdir.join("proj/deep/.ssh/id_rsa"), "KEY").unwrap();
+    let _approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    // refused before the approver is asked (and again after approval: see the unit tests)
+    let e = expect_error(
+        &agent
+            .invoke("d", "file_delete", json!({"path": "proj"}))
+            .await,
+        "denied",
+    );
+    assert!(e["message"].as_str().unwrap().contains(".ssh"), "{e}");
+    assert!(g.workdir.join("proj/deep/.ssh/id_rsa").exists());
+    // the floor entry itself is denied outright, nobody is asked
+    let e = expect_error(
+        &agent
+            .invoke("d2", "file_delete", json!({"path": "proj/deep/.ssh"}))
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "floor:.ssh", "{e}");
+    assert!(!g.trash_dir().join("files/proj").exists());
+}
+
+#[tokio::test]
+async fn delete_of_a_link_trashes_the_link_not_its_target() {
+    let g = Glovebox::start();
+    let target = g.root().join("precious.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    symlink(&target, g.workdir.join("link")).unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (ask, result) = asked(
+        &mut agent,
+        &mut approver,
+        "d",
+        "file_delete",
+        json!({"path": "link"}),
+        "once",
+    )
+    .await;
+    assert_eq!(
+        ask["subjects"][0]["path"],
+        g.workdir.join("link").to_str().unwrap()
+    );
+    assert_eq!(expect_ok(&result)["type"], "symlink");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+}
+
+#[tokio::test]
+async fn move_across_a_symlink_is_judged_at_its_target() {
+    let g = Glovebox::start();
+    let outside = g.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(g.root().join("home/.ssh")).unwrap();
+    symlink(&outside, g.workdir.join("out")).unwrap();
+    symlink(g.root().join("home/.ssh"), g.workdir.join("keys")).unwrap();
+    std::fs::write(g.workdir.join("a.txt"), "A").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    // into the floor through a link: denied by the floor, nobody asked
+    let e = expect_error(
+        &agent
+            .invoke(
+                "m0",
+                "file_move",
+                json!({"source": "a.txt", "destination": "keys/authorized_keys"}),
+            )
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "floor:.ssh", "{e}");
+    let (ask, result) = asked(
+        &mut agent,
+        &mut approver,
+        "m1",
+        "file_move",
+        json!({"source": "a.txt", "destination": "out/a.txt"}),
+        "once",
+    )
+    .await;
+    let subjects: Vec<(String, String)> = ask["subjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["domain"].as_str().unwrap().to_owned(),
+                s["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let src = g.workdir.join("a.txt").to_str().unwrap().to_owned();
+    let dst = outside.join("a.txt").to_str().unwrap().to_owned();
+    assert_eq!(
+        subjects,
+        [
+            ("delete".to_owned(), src.clone()),
+            ("read".to_owned(), src),
+            ("write".to_owned(), dst.clone())
+        ]
+    );
+    assert_eq!(expect_ok(&result)["destination"], dst);
+    assert_eq!(std::fs::read_to_string(outside.join("a.txt")).unwrap(), "A");
+}
+
+#[tokio::test]
+async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
+    use glovebox_proto::v1::{DecideRequest, Domain, Plan, Subject, ToolCall, Verdict};
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(
+        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
+    );
+    let path = g.workdir.join("a.txt").to_str().unwrap().to_owned();
+    let subject = |domain: Domain| Subject {
+        domain: domain as i32,
+        path: path.clone(),
+        state: None,
+    };
+    let cases = [
+        // a move that leaves out its delete and write subjects
+        ("file_move", vec![subject(Domain::Read)]),
+        // a delete dressed up as a read
+        ("file_delete", vec![subject(Domain::Read)]),
+        // a read with a second, unrelated subject
+        (
+            "file_read",
+            vec![subject(Domain::Read), subject(Domain::Read)],
+        ),
+        (
+            "file_move",
+            vec![
+                subject(Domain::Write),
+                subject(Domain::Read),
+                subject(Domain::Delete),
+            ],
+        ),
+    ];
+    for (tool, subjects) in cases {
+        let r = gate
+            .decide(DecideRequest {
+                call: Some(ToolCall {
+                    account: g.account.clone(),
+                    call_id: "shape".into(),
+                    tool: tool.into(),
+                    params_json: "{}".into(),
+                }),
+                plan: Some(Plan {
+                    subjects,
+                    content_tag: Vec::new(),
+                }),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.verdict, Verdict::Deny as i32, "{tool}: {r:?}");
+        assert_eq!(r.rule, "plan", "{tool}: {r:?}");
+        assert!(r.ticket.is_none());
+    }
+}
