@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use glovebox_config::{StateDir, write_private_file};
-use glovebox_policy::{Domain, Policy, RawPolicy};
+use glovebox_policy::{Domain, Kind, Policy, RawPolicy, RawRule, Section, edit, exact_path_rule};
 
 /// What identifies one version of a file on disk.
 type Stamp = (SystemTime, u64, u64);
@@ -126,15 +126,19 @@ impl AccountPolicies {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(format!("{}: {e}", entry.file.display())),
         };
-        let mut raw =
-            RawPolicy::parse(&text).map_err(|e| format!("{}: {e}", entry.file.display()))?;
-        let added = subjects
-            .iter()
-            .filter(|(domain, path)| raw.add_exact_allow(*domain, path))
-            .count();
+        let mut text = text;
+        let mut added = 0;
+        for (domain, path) in subjects {
+            let rule = RawRule::Pattern(exact_path_rule(path));
+            let edited = edit::add_rule(&text, Section::for_domain(*domain), Kind::Allow, &rule)
+                .map_err(|e| format!("{}: {e}", entry.file.display()))?;
+            if let Some(e) = edited {
+                text = e.text;
+                added += 1;
+            }
+        }
         if added > 0 {
-            let yaml = raw.to_yaml().map_err(|e| e.to_string())?;
-            write_private_file(&entry.file, yaml.as_bytes()).map_err(|e| e.to_string())?;
+            write_private_file(&entry.file, text.as_bytes()).map_err(|e| e.to_string())?;
         }
         // Force a reload on the next decision.
         cache.stamp = None;
