@@ -5,9 +5,11 @@
 //! Thin entry point: `glovebox gate --state-dir DIR` (see the `glovebox` crate) loads a
 //! [`GateConfig`], binds the socket and calls [`run`].
 
+pub mod admin;
 pub mod audit;
 pub mod policies;
 pub mod service;
+pub mod watch;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -42,7 +44,13 @@ pub struct GateConfig {
     pub master_key: Key,
     /// Canonical directories on the floor (glovebox's own state).
     pub protected: Vec<String>,
+    /// Directories of the administrator's managed policy files (`*.yaml`): `<state>/managed`,
+    /// and `/etc/glovebox/policy.d` in system mode ([`GateConfig::with_system_policy`]).
+    pub managed_dirs: Vec<PathBuf>,
 }
+
+/// Where the administrator's managed policy lives when glovebox runs as a system service.
+pub const SYSTEM_POLICY_DIR: &str = "/etc/glovebox/policy.d";
 
 impl GateConfig {
     /// Loads `glovebox.yaml` and the master ticket key from a state directory.
@@ -69,12 +77,20 @@ impl GateConfig {
             path: state.root().to_owned(),
             message: e.to_string(),
         })?;
+        let managed_dirs = vec![state.root().join("managed")];
         Ok(GateConfig {
             state,
             accounts,
             master_key,
             protected: vec![root.to_string_lossy().into_owned()],
+            managed_dirs,
         })
+    }
+
+    /// Adds the system-wide managed policy directory (system mode).
+    pub fn with_system_policy(mut self, dir: PathBuf) -> GateConfig {
+        self.managed_dirs.push(dir);
+        self
     }
 }
 
@@ -85,7 +101,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), GateError> {
     let audit = AuditStore::open(&config.state.audit_db()).await?;
-    let policies = policies::AccountPolicies::new(&config.state, config.accounts, config.protected);
+    let policies = policies::AccountPolicies::new(
+        &config.state,
+        config.accounts,
+        config.protected,
+        config.managed_dirs,
+    );
     let state = Arc::new(service::GateState {
         policies,
         audit: audit.clone(),
@@ -100,6 +121,11 @@ pub async fn run(
             ..Default::default()
         })
         .await;
+    for id in state.policies.account_ids() {
+        let _ = state.policies.current(id);
+    }
+    state.flush_policy_events().await;
+    watch::spawn(state.clone());
     let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
     tonic::transport::Server::builder()
         .add_service(GateServer::new(service::GateService(state.clone())))

@@ -1,4 +1,5 @@
-//! The gate's gRPC services: `Gate` (decide, resolve, account info, health) and `Audit`.
+//! The gate's gRPC services: `Gate` (decide, resolve, account info, health, and rule management
+//! in [`crate::admin`]) and `Audit`.
 //!
 //! Every decision is written to the audit store before it is returned. Anything the gate cannot
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
@@ -9,9 +10,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use glovebox_policy::{Decision, Domain, Verdict};
 use glovebox_proto::tools::Tool;
 use glovebox_proto::v1::{
-    self as pb, AccountInfoRequest, AccountInfoResponse, Answer, AppendAck, AuditEvent,
-    DecideRequest, DecideResponse, HealthRequest, HealthResponse, Plan, ResolveRequest,
-    ResolveResponse, TicketBody, ToolCall,
+    self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
+    AuditEvent, DecideRequest, DecideResponse, ExplainRequest, ExplainResponse, HealthRequest,
+    HealthResponse, ListRulesRequest, ListRulesResponse, Plan, PolicyChangeResponse,
+    ResetRulesRequest, ResolveRequest, ResolveResponse, RevokeRuleRequest, SetConfinementRequest,
+    SetSandboxRequest, TicketBody, ToolCall,
 };
 use glovebox_ticket::{Key, TICKET_TTL_MS};
 use tonic::{Request, Response, Status};
@@ -75,7 +78,7 @@ impl GateState {
                     format!("{} does not {} files", call.tool, domain.as_str()),
                 );
             }
-            let v = policy.decide(domain, &subject.path);
+            let v = policy.decide_at(domain, &subject.path, Some(crate::policies::now_unix()));
             per_subject.push((domain, subject.path.clone(), v.decision));
             verdicts.push(v);
         }
@@ -103,6 +106,21 @@ impl GateState {
         };
         let key = self.master_key.derive_account_key(&call.account);
         glovebox_ticket::sign(&key, &body)
+    }
+
+    /// Appends an audit event (kind `policy`) for each policy change or failed reload.
+    pub(crate) async fn flush_policy_events(&self) {
+        for ev in self.policies.take_events() {
+            self.audit(AuditEvent {
+                account: ev.account,
+                source: "gate".into(),
+                kind: "policy".into(),
+                outcome: ev.outcome,
+                detail: ev.detail,
+                ..Default::default()
+            })
+            .await;
+        }
     }
 
     async fn audit(&self, event: AuditEvent) {
@@ -160,6 +178,7 @@ impl pb::gate_server::Gate for GateService {
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let judged = self.0.judge(&call, &plan);
+        self.0.flush_policy_events().await;
         let v = &judged.verdict;
         let ticket = (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, "auto"));
         let mut e = event("gate", "decide", &call);
@@ -286,6 +305,12 @@ impl pb::gate_server::Gate for GateService {
                 .unwrap_or_default()
                 .to_owned(),
             policy_error: current.error.unwrap_or_default(),
+            confined: current.policy.as_ref().is_some_and(|p| p.confined()),
+            policy_warnings: current
+                .policy
+                .as_ref()
+                .map(|p| p.warnings().to_vec())
+                .unwrap_or_default(),
         }))
     }
 
@@ -295,7 +320,73 @@ impl pb::gate_server::Gate for GateService {
             audit_healthy: h.healthy,
             audit_failures: h.failures,
             audit_rows: h.rows,
+            policy_errors: self.0.policies.errors(),
         }))
+    }
+
+    async fn list_rules(
+        &self,
+        request: Request<ListRulesRequest>,
+    ) -> Result<Response<ListRulesResponse>, Status> {
+        let r = self.0.list_rules(&request.into_inner().account).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn add_rule(
+        &self,
+        request: Request<AddRuleRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        Ok(Response::new(self.0.add_rule(request.into_inner()).await?))
+    }
+
+    async fn revoke_rule(
+        &self,
+        request: Request<RevokeRuleRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        Ok(Response::new(
+            self.0.revoke_rule(request.into_inner()).await?,
+        ))
+    }
+
+    async fn reset_rules(
+        &self,
+        request: Request<ResetRulesRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        let account = request.into_inner().account;
+        Ok(Response::new(self.0.reset_rules(&account).await?))
+    }
+
+    async fn set_confinement(
+        &self,
+        request: Request<SetConfinementRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        let r = request.into_inner();
+        let resp = self
+            .0
+            .set_switch(&r.account, "confine_to_workdir", r.enabled)
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn set_sandbox(
+        &self,
+        request: Request<SetSandboxRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        let r = request.into_inner();
+        if !r.enabled && !r.confirm {
+            return Err(Status::failed_precondition(
+                "turning the sandbox off allows everything, the secret floor too: confirm it explicitly",
+            ));
+        }
+        let resp = self.0.set_switch(&r.account, "sandbox", r.enabled).await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn explain(
+        &self,
+        request: Request<ExplainRequest>,
+    ) -> Result<Response<ExplainResponse>, Status> {
+        Ok(Response::new(self.0.explain(request.into_inner()).await?))
     }
 }
 

@@ -43,6 +43,18 @@ const PAIRS: &[(&str, &str)] = &[
     ("share", "keyrings"),
 ];
 
+/// Every floor entry as shown to people (`.ssh`, `.env*`, `*.pem`, `.docker/config.json`, ...).
+pub fn entries() -> Vec<String> {
+    EXACT
+        .iter()
+        .map(|e| (*e).to_owned())
+        .chain(PREFIXES.iter().map(|p| format!("{p}*")))
+        .chain(SUFFIXES.iter().map(|s| format!("*{s}")))
+        .chain(PAIRS.iter().map(|(a, b)| format!("{a}/{b}")))
+        .chain(std::iter::once("glovebox state".to_owned()))
+        .collect()
+}
+
 /// Why a path is on the floor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FloorHit {
