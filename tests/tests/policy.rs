@@ -493,3 +493,100 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[tokio::test]
+async fn the_policy_command_lists_adds_explains_and_guards_the_sandbox() {
+    let g = Glovebox::start();
+    let acct = g.account.clone();
+    std::fs::create_dir_all(g.workdir.join("docs")).unwrap();
+    let (code, out, err) = g.run_cli(&[
+        "policy",
+        "explain",
+        "--account",
+        &acct,
+        "--read",
+        "docs/../a.txt",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let subject = format!("subject: {}/a.txt", g.workdir.display());
+    assert!(
+        out.contains("verdict: allow") && out.contains(&subject),
+        "{out}"
+    );
+    assert!(
+        out.contains("layer:   account") && out.contains("rule:    paths.read.allow[0]: ./**"),
+        "{out}"
+    );
+    assert!(out.contains("why:"), "{out}");
+    let (_, out, _) = g.run_cli(&[
+        "policy",
+        "explain",
+        "--account",
+        &acct,
+        "--read",
+        ".ssh/id_rsa",
+    ]);
+    assert!(
+        out.contains("verdict: deny")
+            && out.contains("layer:   floor")
+            && out.contains("rule:    floor:.ssh"),
+        "{out}"
+    );
+    let (code, out, err) = g.run_cli(&[
+        "policy",
+        "add",
+        "--account",
+        &acct,
+        "commands",
+        "allow",
+        "cargo test",
+        "--exact",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("changed: commands.allow: cargo test"), "{out}");
+    let (_, out, _) = g.run_cli(&[
+        "policy",
+        "explain",
+        "--exec",
+        "cargo test; rm -rf ~",
+        "--cwd",
+        ".",
+    ]);
+    assert!(
+        out.contains("verdict: ask") && out.contains("rule:    default"),
+        "{out}"
+    );
+    let (_, out, _) = g.run_cli(&["policy", "explain", "--exec", "cargo test"]);
+    assert!(
+        out.contains("verdict: allow") && out.contains("commands.allow[0]"),
+        "{out}"
+    );
+    let (_, out, _) = g.run_cli(&["policy", "list"]);
+    assert!(
+        out.contains("floor (read-only, always denied): .ssh"),
+        "{out}"
+    );
+    assert!(
+        out.contains("account:\n") && out.contains("  commands.allow[0]: cargo test"),
+        "{out}"
+    );
+    let (code, out, _) = g.run_cli(&["policy", "revoke", "commands", "allow", "cargo test"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("changed: commands.allow[0]: cargo test"),
+        "{out}"
+    );
+    let (code, _, err) = g.run_cli(&["policy", "sandbox", "off"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--confirm"), "{err}");
+    let (_, out, _) = g.run_cli(&["policy", "explain", "--read", ".env"]);
+    assert!(
+        out.contains("verdict: deny"),
+        "the sandbox is still on: {out}"
+    );
+    let (code, out, _) = g.run_cli(&["policy", "confine", "on"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("confine_to_workdir: true"), "{out}");
+    let (code, _, err) = g.run_cli(&["policy", "explain", "--read", "a", "--write", "b"]);
+    assert_ne!(code, 0, "one subject at a time: {err}");
+}
