@@ -182,6 +182,19 @@ async fn a_managed_deny_cannot_be_loosened_by_the_account() {
         e["deny_reason"].as_str().unwrap().contains("managed"),
         "{e}"
     );
+    // the audit row of the decision names the layer
+    let pool = g.audit_pool().await;
+    let details: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT detail FROM events WHERE kind = 'decide' AND verdict = 'deny' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        details.last().cloned().flatten().as_deref(),
+        Some("layer: managed"),
+        "{details:?}"
+    );
     // The account's own allow, added through rule management, does not loosen it.
     let r = gate(&g)
         .add_rule(pb::AddRuleRequest {

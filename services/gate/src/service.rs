@@ -186,6 +186,7 @@ impl pb::gate_server::Gate for GateService {
         e.verdict = v.decision.as_str().to_owned();
         e.rule = v.rule.clone();
         e.reason = v.reason.clone();
+        e.detail = format!("layer: {}", v.layer.as_str());
         if v.decision == Decision::Allow {
             e.approval = "auto".to_owned();
         }
@@ -201,6 +202,7 @@ impl pb::gate_server::Gate for GateService {
             rule: v.rule.clone(),
             reason: v.reason.clone(),
             ticket,
+            layer: v.layer.as_str().to_owned(),
         }))
     }
 
