@@ -8,6 +8,7 @@ mod client;
 mod identity;
 mod init;
 mod mcp_bridge;
+mod policy_cmd;
 mod services;
 mod supervisor;
 
@@ -96,6 +97,17 @@ enum Command {
         state: StateArgs,
         #[arg(long)]
         account: String,
+    },
+    /// Manage and explain an account's policy (talks to the running gate).
+    Policy {
+        /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
+        #[arg(long, value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+        /// Account whose policy to manage (default: the only account).
+        #[arg(long, global = true)]
+        account: Option<String>,
+        #[command(subcommand)]
+        command: policy_cmd::PolicyCommand,
     },
     /// Audit store commands.
     Audit {
@@ -308,6 +320,11 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
             )?)
             .await
         }
+        Command::Policy {
+            state_dir,
+            account,
+            command,
+        } => policy_cmd::run(&env.state_dir(&StateArgs { state_dir }), account, command).await,
         Command::Audit {
             command: AuditCommand::Verify { state },
         } => services::audit_verify(&env.state_dir(&state)).await,

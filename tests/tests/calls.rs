@@ -211,11 +211,12 @@ async fn always_persists_an_exact_rule_and_stops_asking() {
     expect_ok(&agent.result_for("a1").await);
     let target = g.workdir.join("out[1].txt");
     let policy = std::fs::read_to_string(g.permissions_file()).unwrap();
+    // The glob escapes `[` and `]` with a backslash, which the YAML double-quoted scalar doubles.
     let escaped = target
         .to_str()
         .unwrap()
-        .replace('[', "[[]")
-        .replace("1]", "1[]]");
+        .replace('[', "\\\\[")
+        .replace(']', "\\\\]");
     assert!(
         policy.contains(&escaped),
         "exact, escaped rule for {}: {policy}",

@@ -5,10 +5,12 @@
 //! Thin entry point: `glovebox gate --state-dir DIR` (see the `glovebox` crate) loads a
 //! [`GateConfig`], binds the socket and calls [`run`].
 
+pub mod admin;
 pub mod audit;
 pub mod policies;
 pub mod redact;
 pub mod service;
+pub mod watch;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -45,7 +47,13 @@ pub struct GateConfig {
     pub protected: Vec<String>,
     /// Users (besides the gate's own and root) whose executors may append audit events.
     pub audit_peer_uids: Vec<u32>,
+    /// Directories of the administrator's managed policy files (`*.yaml`): `<state>/managed`,
+    /// and `/etc/glovebox/policy.d` in system mode ([`GateConfig::with_system_policy`]).
+    pub managed_dirs: Vec<PathBuf>,
 }
+
+/// Where the administrator's managed policy lives when glovebox runs as a system service.
+pub const SYSTEM_POLICY_DIR: &str = "/etc/glovebox/policy.d";
 
 impl GateConfig {
     /// Loads `glovebox.yaml` and the master ticket key from a state directory.
@@ -72,13 +80,21 @@ impl GateConfig {
             path: state.root().to_owned(),
             message: e.to_string(),
         })?;
+        let managed_dirs = vec![state.root().join("managed")];
         Ok(GateConfig {
             state,
             accounts,
             master_key,
             protected: vec![root.to_string_lossy().into_owned()],
             audit_peer_uids: Vec::new(),
+            managed_dirs,
         })
+    }
+
+    /// Adds the system-wide managed policy directory (system mode).
+    pub fn with_system_policy(mut self, dir: PathBuf) -> GateConfig {
+        self.managed_dirs.push(dir);
+        self
     }
 }
 
@@ -94,7 +110,12 @@ pub async fn run(
     let audit = AuditStore::open(&config.state.audit_db()).await?;
     let mut audit_peers = transport::default_allowed_uids();
     audit_peers.extend(&config.audit_peer_uids);
-    let policies = policies::AccountPolicies::new(&config.state, config.accounts, config.protected);
+    let policies = policies::AccountPolicies::new(
+        &config.state,
+        config.accounts,
+        config.protected,
+        config.managed_dirs,
+    );
     let state = Arc::new(service::GateState {
         policies,
         audit: audit.clone(),
@@ -109,6 +130,11 @@ pub async fn run(
             ..Default::default()
         })
         .await;
+    for id in state.policies.account_ids() {
+        let _ = state.policies.current(id);
+    }
+    state.flush_policy_events().await;
+    watch::spawn(state.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;

@@ -1,22 +1,41 @@
-//! Each account's current policy: loaded from `permissions.yaml`, reloaded when the file changes,
-//! and updated when an approver answers "always".
+//! Each account's current policy, compiled from three layers of files: the administrator's
+//! managed files (every `*.yaml` in the managed directories), the account's `permissions.yaml`
+//! and the project's `<workdir>/.glovebox/permissions.yaml`.
 //!
-//! A hand edit that does not parse keeps the last good policy (and the error is reported); an
-//! account whose file never parsed is denied everything until it is fixed.
+//! Files are reloaded when they change: the account and project files are checked (one `stat`
+//! each) on every decision, and a file watcher ([`crate::watch`]) tells this module when a
+//! managed directory changed. A change that does not compile keeps the last good policy and
+//! records the error (file, line, what was expected); an account whose files never compiled is
+//! denied everything until they are fixed. Every change yields a [`PolicyEvent`] for the audit.
+//! The rule-management operations edit the account file's text, keeping its comments.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use glovebox_config::{StateDir, write_private_file};
-use glovebox_policy::{Domain, Policy, RawPolicy};
+use glovebox_policy::{
+    Inputs, Kind, Policy, RawPolicy, RawRule, Section, Source, applies_to, edit, exact_path_rule,
+};
 
 /// What identifies one version of a file on disk.
-type Stamp = (SystemTime, u64, u64);
+type Stamp = Option<(SystemTime, u64, u64)>;
 
+/// A policy change or a failed reload, for the audit and the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyEvent {
+    pub account: String,
+    /// `reloaded`, `invalid`, `rule_added`, `rule_revoked`, `reset`, `confinement`, `sandbox`
+    pub outcome: String,
+    pub detail: String,
+}
+
+#[derive(Default)]
 struct Cached {
-    stamp: Option<Stamp>,
+    /// Stamps of the account file, the project file, and the managed generation they saw.
+    stamps: Option<(Stamp, Stamp, u64)>,
     policy: Option<Arc<Policy>>,
     error: Option<String>,
 }
@@ -24,71 +43,174 @@ struct Cached {
 struct AccountEntry {
     workdir: String,
     file: PathBuf,
+    project_file: PathBuf,
     cache: Mutex<Cached>,
+}
+
+/// Managed files as last read: (file name, parsed policy) or the error.
+#[derive(Default)]
+struct Managed {
+    stamps: Vec<(PathBuf, Stamp)>,
+    files: Vec<(String, RawPolicy, i64)>,
+    error: Option<String>,
 }
 
 /// The policy of every configured account.
 pub struct AccountPolicies {
     accounts: HashMap<String, AccountEntry>,
     protected: Vec<String>,
+    managed_dirs: Vec<PathBuf>,
+    managed: Mutex<Managed>,
+    /// Bumped when a managed file actually changed.
+    managed_version: AtomicU64,
+    events: Mutex<Vec<PolicyEvent>>,
+    /// Serializes edits of policy files.
+    edit_lock: Mutex<()>,
 }
 
-/// An account's policy as of now, and the problem with its file if there is one.
+/// An account's policy as of now, and the problem with its files if there is one.
 pub struct Current {
     pub policy: Option<Arc<Policy>>,
     pub error: Option<String>,
 }
 
+/// Why a rule-management operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("unknown account {0:?}")]
+    UnknownAccount(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{file}: {message}")]
+    File { file: String, message: String },
+}
+
 impl AccountPolicies {
-    /// `accounts` are (id, canonical workdir); `protected` are canonical directories on the floor.
+    /// `accounts` are (id, canonical workdir); `protected` are canonical directories on the
+    /// floor; `managed_dirs` hold the administrator's `*.yaml` files.
     pub fn new(
         state: &StateDir,
         accounts: Vec<(String, String)>,
         protected: Vec<String>,
+        managed_dirs: Vec<PathBuf>,
     ) -> AccountPolicies {
         let accounts = accounts
             .into_iter()
             .map(|(id, workdir)| {
-                let file = state.permissions_file(&id);
                 let entry = AccountEntry {
+                    file: state.permissions_file(&id),
+                    project_file: Path::new(&workdir)
+                        .join(glovebox_policy::policy::PROJECT_DIR)
+                        .join("permissions.yaml"),
                     workdir,
-                    file,
-                    cache: Mutex::new(Cached {
-                        stamp: None,
-                        policy: None,
-                        error: None,
-                    }),
+                    cache: Mutex::new(Cached::default()),
                 };
                 (id, entry)
             })
             .collect();
-        AccountPolicies {
+        let policies = AccountPolicies {
             accounts,
             protected,
-        }
+            managed_dirs,
+            managed: Mutex::new(Managed::default()),
+            managed_version: AtomicU64::new(0),
+            events: Mutex::new(Vec::new()),
+            edit_lock: Mutex::new(()),
+        };
+        policies.refresh_managed();
+        policies
+    }
+
+    pub fn account_ids(&self) -> impl Iterator<Item = &str> {
+        self.accounts.keys().map(String::as_str)
     }
 
     pub fn workdir(&self, account: &str) -> Option<&str> {
         self.accounts.get(account).map(|e| e.workdir.as_str())
     }
 
-    /// The account's policy, reloading the file if it changed. `None` for unknown accounts.
+    /// The directories and files the watcher should observe.
+    pub fn watched_paths(&self) -> Vec<PathBuf> {
+        let mut paths = self.managed_dirs.clone();
+        for e in self.accounts.values() {
+            if let Some(dir) = e.file.parent() {
+                paths.push(dir.to_owned());
+            }
+            paths.push(PathBuf::from(&e.workdir));
+            if let Some(dir) = e.project_file.parent() {
+                paths.push(dir.to_owned());
+            }
+        }
+        paths
+    }
+
+    /// Called by the watcher: something changed on disk; reload what changed.
+    pub fn invalidate(&self) {
+        self.refresh_managed();
+        for id in self.accounts.keys() {
+            let _ = self.current(id);
+        }
+    }
+
+    /// Policy changes and failed reloads since the last call.
+    pub fn take_events(&self) -> Vec<PolicyEvent> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn push_event(&self, account: &str, outcome: &str, detail: String) {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(PolicyEvent {
+                account: account.to_owned(),
+                outcome: outcome.to_owned(),
+                detail,
+            });
+    }
+
+    /// Every account's current policy error, as `account: error`.
+    pub fn errors(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .accounts
+            .keys()
+            .filter_map(|id| {
+                self.current(id)
+                    .and_then(|c| c.error)
+                    .map(|e| format!("{id}: {e}"))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The account's policy, reloading files that changed. `None` for unknown accounts.
     pub fn current(&self, account: &str) -> Option<Current> {
         let entry = self.accounts.get(account)?;
+        let generation = self.managed_version.load(Ordering::SeqCst);
         let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let stamp = stamp_of(&entry.file);
-        if cache.policy.is_none() || stamp != cache.stamp {
-            cache.stamp = stamp;
-            match self.load(entry) {
+        let stamps = (
+            stamp_of(&entry.file),
+            stamp_of(&entry.project_file),
+            generation,
+        );
+        if cache.policy.is_none() || cache.stamps != Some(stamps) {
+            let first = cache.stamps.is_none();
+            let old_error = cache.error.clone();
+            cache.stamps = Some(stamps);
+            match self.load(account, entry) {
                 Ok(policy) => {
-                    if cache.policy.is_some() {
-                        tracing::info!(account, file = %entry.file.display(), "reloaded policy");
-                    }
                     cache.policy = Some(Arc::new(policy));
                     cache.error = None;
+                    if !first || old_error.is_some() {
+                        tracing::info!(account, "reloaded policy");
+                        self.push_event(account, "reloaded", summary(cache.policy.as_deref()));
+                    }
                 }
                 Err(error) => {
-                    tracing::error!(account, %error, "policy file is invalid; keeping the last good policy");
+                    if old_error.as_deref() != Some(error.as_str()) {
+                        tracing::error!(account, %error, "policy is invalid; keeping the last good policy");
+                        self.push_event(account, "invalid", error.clone());
+                    }
                     cache.error = Some(error);
                 }
             }
@@ -99,54 +221,288 @@ impl AccountPolicies {
         })
     }
 
-    fn load(&self, entry: &AccountEntry) -> Result<Policy, String> {
+    fn load(&self, account: &str, entry: &AccountEntry) -> Result<Policy, String> {
+        let managed = self.managed_sources(account)?;
+        let account_src = read_source(&entry.file)?.unwrap_or_else(|| {
+            Source::new(entry.file.display().to_string(), RawPolicy::default(), 0)
+        });
+        let project = read_source(&entry.project_file)?;
+        Policy::compile_layers(&Inputs {
+            workdir: entry.workdir.clone(),
+            protected: self.protected.clone(),
+            managed,
+            account: account_src,
+            project,
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// Re-reads the managed directories if any file in them changed.
+    fn refresh_managed(&self) {
+        let mut managed = self.managed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut files: Vec<PathBuf> = Vec::new();
+        let mut error = None;
+        for dir in &self.managed_dirs {
+            match std::fs::read_dir(dir) {
+                Ok(entries) => files.extend(
+                    entries
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml")),
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => error = Some(format!("{}: {e}", dir.display())),
+            }
+        }
+        files.sort();
+        let stamps: Vec<(PathBuf, Stamp)> =
+            files.iter().map(|f| (f.clone(), stamp_of(f))).collect();
+        let first = self.managed_version.load(Ordering::SeqCst) == 0;
+        if !first && stamps == managed.stamps && error == managed.error {
+            return;
+        }
+        managed.stamps = stamps;
+        let mut parsed = Vec::new();
+        for f in &files {
+            match read_source(f) {
+                Ok(Some(s)) => parsed.push((s.name, s.raw, s.modified)),
+                Ok(None) => {}
+                Err(e) => error = Some(e),
+            }
+        }
+        if error.is_none() {
+            managed.files = parsed;
+        } else if first {
+            // Never read: nothing to keep, so every account is denied until it is fixed.
+            managed.files.clear();
+        }
+        managed.error = error;
+        self.managed_version.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The managed files that apply to `account`, as last read.
+    fn managed_sources(&self, account: &str) -> Result<Vec<Source>, String> {
+        let managed = self.managed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = &managed.error {
+            return Err(e.clone());
+        }
+        Ok(managed
+            .files
+            .iter()
+            .filter(|(_, raw, _)| applies_to(raw, account))
+            .map(|(name, raw, modified)| Source::new(name.clone(), raw.clone(), *modified))
+            .collect())
+    }
+
+    fn entry(&self, account: &str) -> Result<&AccountEntry, EditError> {
+        self.accounts
+            .get(account)
+            .ok_or_else(|| EditError::UnknownAccount(account.to_owned()))
+    }
+
+    /// Reads, edits and writes the account file under the edit lock, then reloads.
+    fn edit_file(
+        &self,
+        account: &str,
+        outcome: &str,
+        change: impl FnOnce(&str) -> Result<Option<(String, String)>, EditError>,
+    ) -> Result<Option<String>, EditError> {
+        let entry = self.entry(account)?;
+        let _guard = self.edit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let file_err = |message: String| EditError::File {
+            file: entry.file.display().to_string(),
+            message,
+        };
         let text = match std::fs::read_to_string(&entry.file) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(format!("{}: {e}", entry.file.display())),
+            Err(e) => return Err(file_err(e.to_string())),
         };
-        let raw = RawPolicy::parse(&text).map_err(|e| format!("{}: {e}", entry.file.display()))?;
-        Policy::compile(&raw, &entry.workdir, self.protected.clone())
-            .map_err(|e| format!("{}: {e}", entry.file.display()))
+        let Some((new_text, summary)) = change(&text)? else {
+            return Ok(None);
+        };
+        write_private_file(&entry.file, new_text.as_bytes())
+            .map_err(|e| file_err(e.to_string()))?;
+        self.push_event(account, outcome, summary.clone());
+        let _ = self.current(account);
+        Ok(Some(summary))
     }
 
-    /// Persists an exact allow rule for each (domain, canonical path) and reloads the policy.
+    /// Persists an exact allow rule for each (section, subject) ("always" answers): a canonical
+    /// path, a command line or a tool name, matching that one subject only.
     pub fn add_exact_rules(
         &self,
         account: &str,
-        subjects: &[(Domain, String)],
+        subjects: &[(Section, String)],
     ) -> Result<usize, String> {
-        let entry = self
-            .accounts
-            .get(account)
-            .ok_or_else(|| format!("unknown account {account:?}"))?;
-        let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let text = match std::fs::read_to_string(&entry.file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(format!("{}: {e}", entry.file.display())),
-        };
-        let mut raw =
-            RawPolicy::parse(&text).map_err(|e| format!("{}: {e}", entry.file.display()))?;
-        let added = subjects
-            .iter()
-            .filter(|(domain, path)| raw.add_exact_allow(*domain, path))
-            .count();
-        if added > 0 {
-            let yaml = raw.to_yaml().map_err(|e| e.to_string())?;
-            write_private_file(&entry.file, yaml.as_bytes()).map_err(|e| e.to_string())?;
-        }
-        // Force a reload on the next decision.
-        cache.stamp = None;
-        cache.policy = None;
-        drop(cache);
-        let _ = self.current(account);
+        let mut added = 0;
+        self.edit_file(account, "rule_added", |text| {
+            let mut text = text.to_owned();
+            let mut names = Vec::new();
+            for (section, subject) in subjects {
+                let section = *section;
+                let pattern = match section {
+                    Section::Commands => glovebox_policy::permissions::exact_command_rule(subject),
+                    _ => exact_path_rule(subject),
+                };
+                let rule = RawRule::Pattern(pattern);
+                let edited = edit::add_rule(&text, section, Kind::Allow, &rule)
+                    .map_err(|e| EditError::Invalid(e.to_string()))?;
+                if let Some(e) = edited {
+                    text = e.text;
+                    names.push(format!("{}.allow: {}", section.name(), rule.pattern()));
+                }
+            }
+            added = names.len();
+            Ok((!names.is_empty()).then(|| (text, format!("always: {}", names.join("; ")))))
+        })
+        .map_err(|e| e.to_string())?;
         Ok(added)
+    }
+
+    /// Adds one rule to the account file. Returns a summary, or `None` if it was already there.
+    pub fn add_rule(
+        &self,
+        account: &str,
+        section: Section,
+        kind: Kind,
+        rule: RawRule,
+    ) -> Result<Option<String>, EditError> {
+        self.edit_file(account, "rule_added", |text| {
+            let edited = edit::add_rule(text, section, kind, &rule)
+                .map_err(|e| EditError::Invalid(e.to_string()))?;
+            Ok(edited.map(|e| {
+                let mut s = format!(
+                    "{}.{}: {}{}",
+                    section.name(),
+                    kind.as_str(),
+                    rule.pattern(),
+                    rule.expires()
+                        .map(|x| format!(" (expires {x})"))
+                        .unwrap_or_default()
+                );
+                if e.rewritten {
+                    s.push_str(" (file rewritten; comments were lost)");
+                }
+                (e.text, s)
+            }))
+        })
+    }
+
+    /// Removes the rule at `index` of a list, if its pattern is still `pattern`.
+    pub fn revoke_rule(
+        &self,
+        account: &str,
+        section: Section,
+        kind: Kind,
+        index: usize,
+        pattern: &str,
+    ) -> Result<Option<String>, EditError> {
+        self.edit_file(account, "rule_revoked", |text| {
+            let raw = RawPolicy::parse(text).map_err(|e| EditError::Invalid(e.to_string()))?;
+            let list = raw.rules(section, kind);
+            let index = if pattern.is_empty() {
+                index
+            } else {
+                list.iter()
+                    .position(|r| r.pattern() == pattern)
+                    .ok_or_else(|| {
+                        EditError::Invalid(format!(
+                            "{}.{} has no rule {pattern:?}",
+                            section.name(),
+                            kind.as_str()
+                        ))
+                    })?
+            };
+            let Some(rule) = list.get(index) else {
+                return Err(EditError::Invalid(format!(
+                    "{}.{}[{index}] does not exist",
+                    section.name(),
+                    kind.as_str()
+                )));
+            };
+            let summary = format!(
+                "{}.{}[{index}]: {}",
+                section.name(),
+                kind.as_str(),
+                rule.pattern()
+            );
+            let e = edit::remove_rule(text, section, kind, index)
+                .map_err(|e| EditError::Invalid(e.to_string()))?;
+            Ok(Some((e.text, summary)))
+        })
+    }
+
+    /// Empties the account's own rules (switches kept): everything asks again.
+    pub fn reset_rules(&self, account: &str) -> Result<Option<String>, EditError> {
+        self.edit_file(account, "reset", |text| {
+            let new = edit::reset(text).map_err(|e| EditError::Invalid(e.to_string()))?;
+            Ok(Some((
+                new,
+                "every rule of the account file removed".to_owned(),
+            )))
+        })
+    }
+
+    /// Sets `confine_to_workdir` or `sandbox` in the account file.
+    pub fn set_switch(
+        &self,
+        account: &str,
+        key: &str,
+        value: bool,
+    ) -> Result<Option<String>, EditError> {
+        let outcome = if key == "sandbox" {
+            "sandbox"
+        } else {
+            "confinement"
+        };
+        self.edit_file(account, outcome, |text| {
+            let e =
+                edit::set_flag(text, key, value).map_err(|e| EditError::Invalid(e.to_string()))?;
+            Ok(Some((e.text, format!("{key}: {value}"))))
+        })
     }
 }
 
-fn stamp_of(path: &std::path::Path) -> Option<Stamp> {
+fn summary(policy: Option<&Policy>) -> String {
+    match policy {
+        Some(p) => format!(
+            "{} rule(s); sandbox {}; confined {}",
+            p.rules().count(),
+            if p.sandbox_enabled() { "on" } else { "OFF" },
+            p.confined()
+        ),
+        None => "no policy".to_owned(),
+    }
+}
+
+/// Reads and parses one policy file; `None` when it does not exist.
+fn read_source(path: &Path) -> Result<Option<Source>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let raw = RawPolicy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let modified = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    Ok(Some(Source::new(path.display().to_string(), raw, modified)))
+}
+
+fn stamp_of(path: &Path) -> Stamp {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.modified().ok()?, meta.len(), meta.ino()))
+}
+
+/// Unix seconds now.
+pub fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }

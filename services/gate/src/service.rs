@@ -1,4 +1,5 @@
-//! The gate's gRPC services: `Gate` (decide, resolve, account info, health) and `Audit`.
+//! The gate's gRPC services: `Gate` (decide, resolve, account info, health, and rule management
+//! in [`crate::admin`]) and `Audit`.
 //!
 //! Every decision is written to the audit store before it is returned. Anything the gate cannot
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
@@ -6,12 +7,15 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use glovebox_policy::permissions::Section;
 use glovebox_policy::{Decision, Domain, Verdict};
 use glovebox_proto::tools::Tool;
 use glovebox_proto::v1::{
-    self as pb, AccountInfoRequest, AccountInfoResponse, Answer, AppendAck, AuditEvent,
-    DecideRequest, DecideResponse, HealthRequest, HealthResponse, Plan, ResolveRequest,
-    ResolveResponse, TicketBody, ToolCall,
+    self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
+    AuditEvent, DecideRequest, DecideResponse, ExplainRequest, ExplainResponse, HealthRequest,
+    HealthResponse, ListRulesRequest, ListRulesResponse, Plan, PolicyChangeResponse,
+    ResetRulesRequest, ResolveRequest, ResolveResponse, RevokeRuleRequest, SetConfinementRequest,
+    SetSandboxRequest, TicketBody, ToolCall,
 };
 use glovebox_ticket::{Key, TICKET_TTL_MS};
 use tonic::{Request, Response, Status};
@@ -35,7 +39,7 @@ pub struct AuditService(pub Arc<GateState>);
 /// A judged call: the combined verdict and each subject's own.
 struct Judged {
     verdict: Verdict,
-    per_subject: Vec<(Domain, String, Decision)>,
+    per_subject: Vec<(Section, String, Decision)>,
 }
 
 impl GateState {
@@ -69,49 +73,51 @@ impl GateState {
         {
             return deny("plan", format!("the plan does not fit {}", call.tool));
         }
+        let now = Some(crate::policies::now_unix());
         let mut per_subject = Vec::new();
         let mut verdicts = Vec::new();
-        for subject in &plan.subjects {
-            let v = match pb::Domain::try_from(subject.domain) {
-                Ok(pb::Domain::Read) => policy.decide(Domain::Read, &subject.path),
-                // delete domain: until the policy has its own delete rules, a delete subject is
-                // judged by the write rules (deny still beats allow; the floor still applies).
-                Ok(pb::Domain::Write) | Ok(pb::Domain::Delete) => {
-                    policy.decide(Domain::Write, &subject.path)
+        for (i, subject) in plan.subjects.iter().enumerate() {
+            let (v, section) = match pb::Domain::try_from(subject.domain) {
+                Ok(pb::Domain::Read) => (
+                    policy.decide_at(Domain::Read, &subject.path, now),
+                    Some(Section::PathsRead),
+                ),
+                Ok(pb::Domain::Write) => (
+                    policy.decide_at(Domain::Write, &subject.path, now),
+                    Some(Section::PathsWrite),
+                ),
+                Ok(pb::Domain::Delete) => (
+                    policy.decide_at(Domain::Delete, &subject.path, now),
+                    Some(Section::Delete),
+                ),
+                Ok(pb::Domain::Exec) => {
+                    // The command's working directory is the plan's next subject.
+                    let cwd = plan
+                        .subjects
+                        .get(i + 1)
+                        .map(|s| s.path.as_str())
+                        .unwrap_or_default();
+                    (
+                        policy.decide_command_at(&subject.path, cwd, now),
+                        Some(Section::Commands),
+                    )
                 }
-                Ok(pb::Domain::Exec) if !policy.sandbox_enabled() => Verdict::new(
-                    Decision::Allow,
-                    "sandbox: false",
-                    "the sandbox is off for this account: everything is allowed",
+                Ok(pb::Domain::Job) => (
+                    Verdict::new(
+                        Decision::Allow,
+                        "jobs",
+                        "an account may see and stop its own jobs",
+                    ),
+                    None,
                 ),
-                Ok(pb::Domain::Exec) => Verdict::new(
-                    Decision::Ask,
-                    "default",
-                    "no rule matches this command: the approver decides",
-                ),
-                Ok(pb::Domain::Job) => Verdict::new(
-                    Decision::Allow,
-                    "jobs",
-                    "an account may see and stop its own jobs",
-                ),
-                Ok(pb::Domain::Tool) if !policy.sandbox_enabled() => Verdict::new(
-                    Decision::Allow,
-                    "sandbox: false",
-                    "the sandbox is off for this account: everything is allowed",
-                ),
-                Ok(pb::Domain::Tool) if subject.path == call.tool => Verdict::new(
-                    Decision::Ask,
-                    "default",
-                    "no rule matches this tool: the approver decides",
+                Ok(pb::Domain::Tool) if subject.path == call.tool => (
+                    policy.decide_tool_at(&subject.path, now),
+                    Some(Section::Tools),
                 ),
                 _ => return deny("plan", "a subject has no domain".to_owned()),
             };
-            if let Ok(pb::Domain::Read) = pb::Domain::try_from(subject.domain) {
-                per_subject.push((Domain::Read, subject.path.clone(), v.decision));
-            } else if let Ok(pb::Domain::Write | pb::Domain::Delete) =
-                pb::Domain::try_from(subject.domain)
-            {
-                per_subject.push((Domain::Write, subject.path.clone(), v.decision));
+            if let Some(section) = section {
+                per_subject.push((section, subject.path.clone(), v.decision));
             }
             verdicts.push(v);
         }
@@ -139,6 +145,21 @@ impl GateState {
         };
         let key = self.master_key.derive_account_key(&call.account);
         glovebox_ticket::sign(&key, &body)
+    }
+
+    /// Appends an audit event (kind `policy`) for each policy change or failed reload.
+    pub(crate) async fn flush_policy_events(&self) {
+        for ev in self.policies.take_events() {
+            self.audit(AuditEvent {
+                account: ev.account,
+                source: "gate".into(),
+                kind: "policy".into(),
+                outcome: ev.outcome,
+                detail: ev.detail,
+                ..Default::default()
+            })
+            .await;
+        }
     }
 
     async fn audit(&self, event: AuditEvent) {
@@ -216,6 +237,7 @@ impl pb::gate_server::Gate for GateService {
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let judged = self.0.judge(&call, &plan);
+        self.0.flush_policy_events().await;
         let v = &judged.verdict;
         let ticket = (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, "auto"));
         let mut e = event("gate", "decide", &call);
@@ -223,6 +245,7 @@ impl pb::gate_server::Gate for GateService {
         e.verdict = v.decision.as_str().to_owned();
         e.rule = v.rule.clone();
         e.reason = v.reason.clone();
+        e.detail = format!("layer: {}", v.layer.as_str());
         if v.decision == Decision::Allow {
             e.approval = "auto".to_owned();
         }
@@ -238,6 +261,7 @@ impl pb::gate_server::Gate for GateService {
             rule: v.rule.clone(),
             reason: v.reason.clone(),
             ticket,
+            layer: v.layer.as_str().to_owned(),
         }))
     }
 
@@ -275,7 +299,7 @@ impl pb::gate_server::Gate for GateService {
                     e.approval = approval.to_owned();
                     e.subject = subjects_text(&plan, true);
                     if answer == Answer::Always {
-                        let asked: Vec<(Domain, String)> = judged
+                        let asked: Vec<(Section, String)> = judged
                             .per_subject
                             .iter()
                             .filter(|(_, _, d)| *d == Decision::Ask)
@@ -343,6 +367,12 @@ impl pb::gate_server::Gate for GateService {
                 .unwrap_or_default()
                 .to_owned(),
             policy_error: current.error.unwrap_or_default(),
+            confined: current.policy.as_ref().is_some_and(|p| p.confined()),
+            policy_warnings: current
+                .policy
+                .as_ref()
+                .map(|p| p.warnings().to_vec())
+                .unwrap_or_default(),
         }))
     }
 
@@ -352,7 +382,73 @@ impl pb::gate_server::Gate for GateService {
             audit_healthy: h.healthy,
             audit_failures: h.failures,
             audit_rows: h.rows,
+            policy_errors: self.0.policies.errors(),
         }))
+    }
+
+    async fn list_rules(
+        &self,
+        request: Request<ListRulesRequest>,
+    ) -> Result<Response<ListRulesResponse>, Status> {
+        let r = self.0.list_rules(&request.into_inner().account).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn add_rule(
+        &self,
+        request: Request<AddRuleRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        Ok(Response::new(self.0.add_rule(request.into_inner()).await?))
+    }
+
+    async fn revoke_rule(
+        &self,
+        request: Request<RevokeRuleRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        Ok(Response::new(
+            self.0.revoke_rule(request.into_inner()).await?,
+        ))
+    }
+
+    async fn reset_rules(
+        &self,
+        request: Request<ResetRulesRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        let account = request.into_inner().account;
+        Ok(Response::new(self.0.reset_rules(&account).await?))
+    }
+
+    async fn set_confinement(
+        &self,
+        request: Request<SetConfinementRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        let r = request.into_inner();
+        let resp = self
+            .0
+            .set_switch(&r.account, "confine_to_workdir", r.enabled)
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn set_sandbox(
+        &self,
+        request: Request<SetSandboxRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        let r = request.into_inner();
+        if !r.enabled && !r.confirm {
+            return Err(Status::failed_precondition(
+                "turning the sandbox off allows everything, the secret floor too: confirm it explicitly",
+            ));
+        }
+        let resp = self.0.set_switch(&r.account, "sandbox", r.enabled).await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn explain(
+        &self,
+        request: Request<ExplainRequest>,
+    ) -> Result<Response<ExplainResponse>, Status> {
+        Ok(Response::new(self.0.explain(request.into_inner()).await?))
     }
 }
 

@@ -1,4 +1,4 @@
-//! Verdicts: what was decided, by which rule, and why.
+//! Verdicts: what was decided, in which layer, by which rule, and why.
 
 /// The outcome of judging a subject. Ordered so that combining verdicts is `max()`:
 /// the strictest wins.
@@ -19,11 +19,12 @@ impl Decision {
     }
 }
 
-/// What a subject is judged for.
+/// What a path is judged for. Commands and tool names have their own entry points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Domain {
     Read,
     Write,
+    Delete,
 }
 
 impl Domain {
@@ -31,23 +32,63 @@ impl Domain {
         match self {
             Domain::Read => "read",
             Domain::Write => "write",
+            Domain::Delete => "delete",
         }
     }
 }
 
-/// A decision with the rule that made it and a reason a person can read.
+/// Where the deciding rule lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layer {
+    /// The built-in secret floor (and glovebox's own files).
+    Floor,
+    /// The administrator's files (`<state>/managed/*.yaml`, `/etc/glovebox/policy.d/*.yaml`).
+    Managed,
+    /// The account's own `permissions.yaml`.
+    Account,
+    /// `<workdir>/.glovebox/permissions.yaml`, which can only tighten.
+    Project,
+    /// No rule: the default (ask), or a subject the policy cannot judge (deny).
+    Default,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Floor => "floor",
+            Layer::Managed => "managed",
+            Layer::Account => "account",
+            Layer::Project => "project",
+            Layer::Default => "default",
+        }
+    }
+}
+
+/// A decision with the layer and rule that made it and a reason a person can read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub decision: Decision,
+    pub layer: Layer,
     /// Names the deciding rule, e.g. `floor:.ssh` or `paths.read.allow[0]: /w/**`.
     pub rule: String,
     pub reason: String,
 }
 
 impl Verdict {
+    /// A verdict outside any policy layer (e.g. an unknown account or a malformed plan).
     pub fn new(decision: Decision, rule: impl Into<String>, reason: impl Into<String>) -> Verdict {
+        Verdict::in_layer(Layer::Default, decision, rule, reason)
+    }
+
+    pub fn in_layer(
+        layer: Layer,
+        decision: Decision,
+        rule: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Verdict {
         Verdict {
             decision,
+            layer,
             rule: rule.into(),
             reason: reason.into(),
         }

@@ -1,7 +1,13 @@
 //! The secret floor: names that are denied whatever the rules say (unless the sandbox is off).
 //!
 //! Applied to every segment of a canonical path, case-insensitively, so a directory on the floor
-//! protects everything below it.
+//! protects everything below it. Before comparing, each segment is folded ([`fold_segment`]):
+//! Unicode compatibility forms (fullwidth letters, ligatures, the Kelvin sign, long s) become their
+//! plain letters, combining marks and invisible format characters are dropped, case is folded,
+//! and trailing dots and spaces are trimmed. `．ＳＳＨ`, `.s\u{200b}sh` and `.ssh.` are all `.ssh`.
+
+use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::is_combining_mark;
 
 /// Segment names denied outright.
 const EXACT: &[&str] = &[
@@ -12,6 +18,7 @@ const EXACT: &[&str] = &[
     ".kube",
     ".npmrc",
     ".netrc",
+    "_netrc",
     ".pgpass",
     ".git-credentials",
     ".vault-token",
@@ -35,6 +42,18 @@ const PAIRS: &[(&str, &str)] = &[
     (".config", "gcloud"),
     ("share", "keyrings"),
 ];
+
+/// Every floor entry as shown to people (`.ssh`, `.env*`, `*.pem`, `.docker/config.json`, ...).
+pub fn entries() -> Vec<String> {
+    EXACT
+        .iter()
+        .map(|e| (*e).to_owned())
+        .chain(PREFIXES.iter().map(|p| format!("{p}*")))
+        .chain(SUFFIXES.iter().map(|s| format!("*{s}")))
+        .chain(PAIRS.iter().map(|(a, b)| format!("{a}/{b}")))
+        .chain(std::iter::once("glovebox state".to_owned()))
+        .collect()
+}
 
 /// Why a path is on the floor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +85,7 @@ pub fn check(path: &str, protected: &[String]) -> Option<FloorHit> {
     let segments: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
-        .map(str::to_lowercase)
+        .map(fold_segment)
         .collect();
     for (i, seg) in segments.iter().enumerate() {
         if let Some(hit) = check_segment(seg) {
@@ -83,6 +102,45 @@ pub fn check(path: &str, protected: &[String]) -> Option<FloorHit> {
         }
     }
     None
+}
+
+/// Folds one path segment for comparison with the floor: NFKD, combining marks and format
+/// characters (zero-width spaces and joiners, soft hyphen, bidi controls, BOM) dropped, lowercase,
+/// NFKC, trailing dots and spaces trimmed.
+pub fn fold_segment(seg: &str) -> String {
+    let stripped: String = seg
+        .nfkd()
+        .filter(|c| !is_combining_mark(*c) && !is_invisible(*c))
+        .collect();
+    let folded: String = stripped.to_lowercase().nfkc().collect();
+    let trimmed = folded.trim_end_matches(['.', ' ']);
+    if trimmed.is_empty() {
+        folded
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{061c}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{17b4}'
+            | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+    )
 }
 
 fn check_segment(seg: &str) -> Option<FloorHit> {
@@ -160,6 +218,14 @@ mod tests {
             ("/home/u/.config/nvim/init.lua", None),
             ("/var/lib/glovebox-other/x", None),
             ("/w/pem", None),
+            // Unicode and case variants fold onto the floor
+            ("/home/u/\u{ff0e}\u{ff33}\u{ff33}\u{ff28}/k", Some(".ssh")),
+            ("/home/u/.s\u{200b}sh/k", Some(".ssh")),
+            ("/home/u/.ssh./k", Some(".ssh")),
+            ("/home/u/.\u{17f}sh/k", Some(".ssh")),
+            ("/w/a.\u{212a}ey", Some("*.key")),
+            ("/w/.e\u{301}nv", Some(".env*")),
+            ("/w/_NETRC", Some("_netrc")),
         ];
         for (path, want) in cases {
             assert_eq!(entry(path).as_deref(), *want, "{path}");

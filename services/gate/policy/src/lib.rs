@@ -1,12 +1,22 @@
 //! glovebox's policy decision, as pure functions: no file system, no clock, no network.
 //!
-//! The gate loads `permissions.yaml` (IO at its edge), compiles it here into a [`Policy`], and
-//! asks [`Policy::decide`] for each canonical subject. The executor uses [`floor`] to hide secret
-//! entries from listings. Every verdict carries the rule that decided and why.
+//! The gate loads the policy files (IO at its edge): the administrator's managed files, the
+//! account's `permissions.yaml` and the project's `<workdir>/.glovebox/permissions.yaml`. It
+//! compiles them here into a [`Policy`] and asks it about each canonical subject
+//! ([`Policy::decide_at`], [`Policy::decide_command_at`], [`Policy::decide_tool_at`]), passing
+//! the time in. The executor uses [`floor`] to hide secret entries from listings. Every verdict
+//! names its layer, the rule that decided, and why. [`edit`] changes a policy file's text without
+//! losing its comments.
 
 pub mod decision;
+pub mod edit;
+pub mod expiry;
 pub mod floor;
 pub mod permissions;
+pub mod policy;
 
-pub use decision::{Decision, Domain, Verdict};
-pub use permissions::{Policy, PolicyError, RawPolicy};
+pub use decision::{Decision, Domain, Layer, Verdict};
+pub use permissions::{
+    Capability, Kind, PolicyError, RawPolicy, RawRule, Section, exact_command_rule, exact_path_rule,
+};
+pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to};

@@ -1,27 +1,82 @@
-//! `permissions.yaml`: the raw schema, its compiled form, and the decision over it.
+//! `permissions.yaml` as written: the raw schema shared by the account file, the project file and
+//! the administrator's managed files, before any glob or regex is compiled.
 //!
-//! Two stages: [`RawPolicy`] is exactly what the file says (unknown keys refused); [`Policy`] has
-//! every glob resolved against the account's workdir and compiled.
+//! Unknown keys are refused, so a typo (`alow:`) is an error with a line number rather than a
+//! rule that silently does nothing.
 
-use globset::{Glob, GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{Decision, Domain, Verdict};
-use crate::floor;
+use crate::decision::Domain;
 
 /// The file as written, before validation.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPolicy {
-    /// `false` lifts every check, the secret floor too. Shown as a warning everywhere.
+    /// `false` lifts every check of the account's own layers and the secret floor. Managed denies
+    /// and capability caps still apply. Shown as a warning everywhere.
     #[serde(default = "yes")]
     pub sandbox: bool,
+    /// Outside the workdir, what would ask is denied instead.
+    #[serde(default)]
+    pub confine_to_workdir: bool,
+    /// Managed files only: the accounts this file applies to (all when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounts: Option<Vec<String>>,
+    /// Managed files only: capability caps (`read-only`, `no-exec`, `no-delete`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cap: Vec<Capability>,
     #[serde(default)]
     pub paths: RawPaths,
+    /// Regexes over the whole command line (anchored at both ends).
+    #[serde(default)]
+    pub commands: RawRules,
+    /// Globs over canonical paths, for deleting. A `paths` deny also denies delete.
+    #[serde(default)]
+    pub delete: RawRules,
+    /// Globs over tool names (`client__*`, `pack__github__*`).
+    #[serde(default)]
+    pub tools: RawRules,
+}
+
+impl Default for RawPolicy {
+    fn default() -> RawPolicy {
+        RawPolicy {
+            sandbox: true,
+            confine_to_workdir: false,
+            accounts: None,
+            cap: Vec::new(),
+            paths: RawPaths::default(),
+            commands: RawRules::default(),
+            delete: RawRules::default(),
+            tools: RawRules::default(),
+        }
+    }
 }
 
 fn yes() -> bool {
     true
+}
+
+/// A capability an administrator can take away from an account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// No writes, no deletes, no commands (a command can write).
+    ReadOnly,
+    /// No commands.
+    NoExec,
+    /// No deletes.
+    NoDelete,
+}
+
+impl Capability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::ReadOnly => "read-only",
+            Capability::NoExec => "no-exec",
+            Capability::NoDelete => "no-delete",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -37,34 +92,154 @@ pub struct RawPaths {
 #[serde(deny_unknown_fields)]
 pub struct RawRules {
     #[serde(default)]
-    pub allow: Vec<String>,
+    pub allow: Vec<RawRule>,
     #[serde(default)]
-    pub deny: Vec<String>,
+    pub deny: Vec<RawRule>,
+}
+
+/// One rule: a bare pattern, or a pattern with an expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RawRule {
+    Pattern(String),
+    Detailed(RawDetailedRule),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDetailedRule {
+    pub rule: String,
+    /// RFC 3339 time or a duration (`8h`, `7d`); after it the rule no longer applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+}
+
+impl RawRule {
+    pub fn pattern(&self) -> &str {
+        match self {
+            RawRule::Pattern(p) => p,
+            RawRule::Detailed(d) => &d.rule,
+        }
+    }
+
+    pub fn expires(&self) -> Option<&str> {
+        match self {
+            RawRule::Pattern(_) => None,
+            RawRule::Detailed(d) => d.expires.as_deref(),
+        }
+    }
+
+    pub fn new(pattern: impl Into<String>, expires: Option<String>) -> RawRule {
+        match expires {
+            None => RawRule::Pattern(pattern.into()),
+            Some(e) => RawRule::Detailed(RawDetailedRule {
+                rule: pattern.into(),
+                expires: Some(e),
+            }),
+        }
+    }
+}
+
+impl From<&str> for RawRule {
+    fn from(p: &str) -> RawRule {
+        RawRule::Pattern(p.to_owned())
+    }
+}
+
+/// A rule list of the policy file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Section {
+    PathsRead,
+    PathsWrite,
+    Commands,
+    Delete,
+    Tools,
+}
+
+impl Section {
+    pub const ALL: [Section; 5] = [
+        Section::PathsRead,
+        Section::PathsWrite,
+        Section::Commands,
+        Section::Delete,
+        Section::Tools,
+    ];
+
+    /// The YAML keys leading to the section, e.g. `["paths", "read"]`.
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            Section::PathsRead => &["paths", "read"],
+            Section::PathsWrite => &["paths", "write"],
+            Section::Commands => &["commands"],
+            Section::Delete => &["delete"],
+            Section::Tools => &["tools"],
+        }
+    }
+
+    /// `paths.read`, `commands`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::PathsRead => "paths.read",
+            Section::PathsWrite => "paths.write",
+            Section::Commands => "commands",
+            Section::Delete => "delete",
+            Section::Tools => "tools",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Section> {
+        Section::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    pub fn for_domain(domain: Domain) -> Section {
+        match domain {
+            Domain::Read => Section::PathsRead,
+            Domain::Write => Section::PathsWrite,
+            Domain::Delete => Section::Delete,
+        }
+    }
+}
+
+/// Allow or deny list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Allow,
+    Deny,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Allow => "allow",
+            Kind::Deny => "deny",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Kind> {
+        match name {
+            "allow" => Some(Kind::Allow),
+            "deny" => Some(Kind::Deny),
+            _ => None,
+        }
+    }
 }
 
 impl RawPolicy {
     /// The policy `glovebox up` writes for a new account: reads inside the workdir are allowed,
     /// writes ask, the floor denies, everything else asks.
     pub fn default_for_new_account() -> RawPolicy {
-        RawPolicy {
-            sandbox: true,
-            paths: RawPaths {
-                read: RawRules {
-                    allow: vec!["./**".to_owned()],
-                    deny: Vec::new(),
-                },
-                write: RawRules::default(),
-            },
-        }
+        let mut raw = RawPolicy::default();
+        raw.paths.read.allow.push("./**".into());
+        raw
     }
 
     /// Parses the YAML text of a policy file.
     pub fn parse(text: &str) -> Result<RawPolicy, PolicyError> {
-        if text.trim().is_empty() {
-            return Ok(RawPolicy {
-                sandbox: true,
-                ..RawPolicy::default()
-            });
+        if text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            return Ok(RawPolicy::default());
         }
         serde_yaml::from_str(text).map_err(|e| PolicyError::Yaml {
             line: e.location().map(|l| l.line()),
@@ -81,30 +256,92 @@ impl RawPolicy {
         Ok(format!("{HEADER}{body}"))
     }
 
-    /// Adds an allow rule for exactly one canonical path (an "always" answer). Returns whether
-    /// the rule was new.
-    pub fn add_exact_allow(&mut self, domain: Domain, canonical_path: &str) -> bool {
-        let rule = globset::escape(canonical_path);
-        let rules = match domain {
-            Domain::Read => &mut self.paths.read.allow,
-            Domain::Write => &mut self.paths.write.allow,
+    pub fn rules(&self, section: Section, kind: Kind) -> &Vec<RawRule> {
+        let r = match section {
+            Section::PathsRead => &self.paths.read,
+            Section::PathsWrite => &self.paths.write,
+            Section::Commands => &self.commands,
+            Section::Delete => &self.delete,
+            Section::Tools => &self.tools,
         };
+        match kind {
+            Kind::Allow => &r.allow,
+            Kind::Deny => &r.deny,
+        }
+    }
+
+    pub fn rules_mut(&mut self, section: Section, kind: Kind) -> &mut Vec<RawRule> {
+        let r = match section {
+            Section::PathsRead => &mut self.paths.read,
+            Section::PathsWrite => &mut self.paths.write,
+            Section::Commands => &mut self.commands,
+            Section::Delete => &mut self.delete,
+            Section::Tools => &mut self.tools,
+        };
+        match kind {
+            Kind::Allow => &mut r.allow,
+            Kind::Deny => &mut r.deny,
+        }
+    }
+
+    /// Adds an allow rule for exactly one canonical path (an "always" answer) to this struct.
+    /// Returns whether the rule was new. To keep the file's comments, use
+    /// [`crate::edit::add_rule`] on its text instead.
+    pub fn add_exact_allow(&mut self, domain: Domain, canonical_path: &str) -> bool {
+        let rule = RawRule::Pattern(exact_path_rule(canonical_path));
+        let rules = self.rules_mut(Section::for_domain(domain), Kind::Allow);
         if rules.contains(&rule) {
             return false;
         }
         rules.push(rule);
         true
     }
+
+    /// Every rule pattern in the file with its section and kind.
+    pub fn all_rules(&self) -> impl Iterator<Item = (Section, Kind, usize, &RawRule)> {
+        Section::ALL.into_iter().flat_map(move |s| {
+            [Kind::Deny, Kind::Allow].into_iter().flat_map(move |k| {
+                self.rules(s, k)
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, r)| (s, k, i, r))
+            })
+        })
+    }
 }
 
-const HEADER: &str = "\
+/// A glob that matches exactly `path` and nothing else: every glob metacharacter and the escape
+/// character itself are escaped.
+pub fn exact_path_rule(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 8);
+    for c in path.chars() {
+        match c {
+            '?' | '*' | '[' | ']' | '{' | '}' | '\\' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A regex that matches exactly `command` (commands are anchored when compiled).
+pub fn exact_command_rule(command: &str) -> String {
+    regex::escape(command)
+}
+
+pub(crate) const HEADER: &str = "\
 # glovebox permissions for one account.
-# paths.read / paths.write: `allow` and `deny` lists of globs over canonical paths.
+# paths.read / paths.write / delete: `allow` and `deny` lists of globs over canonical paths.
 #   Relative globs resolve against the account's workdir; `*` stays inside one directory,
 #   `**` crosses directories, and `dir/**` covers `dir` itself.
-# Deny beats allow; a path no rule matches asks the approver.
+# commands: regexes that must match the whole command line.
+# tools: globs over tool names (client__*, pack__<pack>__*).
+# A rule may be `{rule: PATTERN, expires: 2026-12-31T18:00:00Z}` or `expires: 8h`.
+# Deny beats allow; a subject no rule matches asks the approver.
 # The secret floor (.ssh, .env*, *.pem, ...) is always denied while `sandbox` is true.
-# Edits are picked up on the next call; \"always\" answers append exact rules here.
+# Edits are picked up at once; \"always\" answers append exact rules here.
 ";
 
 /// Why a policy file could not be used.
@@ -116,320 +353,7 @@ pub enum PolicyError {
         message: String,
     },
     #[error("{rule}: {message}")]
-    BadGlob { rule: String, message: String },
-}
-
-#[derive(Debug, Clone)]
-struct Rule {
-    /// e.g. `paths.read.allow[0]: ./**`
-    name: String,
-    matchers: Vec<GlobMatcher>,
-}
-
-impl Rule {
-    fn matches(&self, path: &str) -> bool {
-        self.matchers.iter().any(|m| m.is_match(path))
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-struct Rules {
-    allow: Vec<Rule>,
-    deny: Vec<Rule>,
-}
-
-/// A validated policy with compiled globs, ready to decide.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    sandbox: bool,
-    read: Rules,
-    write: Rules,
-    /// Canonical directories on the floor with everything below (glovebox's own state).
-    protected: Vec<String>,
-}
-
-impl Policy {
-    /// Compiles `raw` for an account whose canonical workdir is `workdir`.
-    pub fn compile(
-        raw: &RawPolicy,
-        workdir: &str,
-        protected: Vec<String>,
-    ) -> Result<Policy, PolicyError> {
-        Ok(Policy {
-            sandbox: raw.sandbox,
-            read: compile_rules("paths.read", &raw.paths.read, workdir)?,
-            write: compile_rules("paths.write", &raw.paths.write, workdir)?,
-            protected,
-        })
-    }
-
-    pub fn sandbox_enabled(&self) -> bool {
-        self.sandbox
-    }
-
-    /// Judges one canonical absolute path for one domain.
-    pub fn decide(&self, domain: Domain, path: &str) -> Verdict {
-        if !self.sandbox {
-            return Verdict::new(
-                Decision::Allow,
-                "sandbox: false",
-                "the sandbox is off for this account: everything is allowed",
-            );
-        }
-        if !path.starts_with('/') {
-            return Verdict::new(
-                Decision::Deny,
-                "canonical",
-                "subject is not an absolute path",
-            );
-        }
-        if let Some(hit) = floor::check(path, &self.protected) {
-            return Verdict::new(Decision::Deny, hit.rule(), hit.reason());
-        }
-        let rules = match domain {
-            Domain::Read => &self.read,
-            Domain::Write => &self.write,
-        };
-        if let Some(rule) = rules.deny.iter().find(|r| r.matches(path)) {
-            return Verdict::new(
-                Decision::Deny,
-                rule.name.clone(),
-                format!("{} is denied by {}", domain.as_str(), rule.name),
-            );
-        }
-        if let Some(rule) = rules.allow.iter().find(|r| r.matches(path)) {
-            return Verdict::new(
-                Decision::Allow,
-                rule.name.clone(),
-                format!("{} is allowed by {}", domain.as_str(), rule.name),
-            );
-        }
-        Verdict::new(
-            Decision::Ask,
-            "default",
-            format!(
-                "no rule matches this {}: the approver decides",
-                domain.as_str()
-            ),
-        )
-    }
-}
-
-fn compile_rules(prefix: &str, raw: &RawRules, workdir: &str) -> Result<Rules, PolicyError> {
-    let compile_list = |kind: &str, list: &[String]| -> Result<Vec<Rule>, PolicyError> {
-        list.iter()
-            .enumerate()
-            .map(|(i, pattern)| {
-                let name = format!("{prefix}.{kind}[{i}]: {pattern}");
-                compile_rule(pattern, workdir)
-                    .map(|matchers| Rule {
-                        name: name.clone(),
-                        matchers,
-                    })
-                    .map_err(|message| PolicyError::BadGlob {
-                        rule: name,
-                        message,
-                    })
-            })
-            .collect()
-    };
-    Ok(Rules {
-        allow: compile_list("allow", &raw.allow)?,
-        deny: compile_list("deny", &raw.deny)?,
-    })
-}
-
-fn compile_rule(pattern: &str, workdir: &str) -> Result<Vec<GlobMatcher>, String> {
-    if pattern.trim().is_empty() {
-        return Err("empty glob".to_owned());
-    }
-    if pattern.starts_with('~') {
-        return Err(
-            "`~` is not expanded; write an absolute path or one relative to the workdir".to_owned(),
-        );
-    }
-    let absolute = if pattern.starts_with('/') {
-        normalize_glob(pattern)
-    } else {
-        normalize_glob(&format!("{}/{pattern}", workdir.trim_end_matches('/')))
-    };
-    let mut patterns = vec![absolute.clone()];
-    // `dir/**` also covers `dir` itself.
-    if let Some(dir) = absolute.strip_suffix("/**") {
-        patterns.push(if dir.is_empty() {
-            "/".to_owned()
-        } else {
-            dir.to_owned()
-        });
-    }
-    patterns
-        .iter()
-        .map(|p| build_glob(p).map(|g| g.compile_matcher()))
-        .collect()
-}
-
-fn build_glob(pattern: &str) -> Result<Glob, String> {
-    GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()
-        .map_err(|e| e.to_string())
-}
-
-/// Removes `.` and empty segments and applies `..` lexically to a glob's segments.
-fn normalize_glob(pattern: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    for seg in pattern.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                out.pop();
-            }
-            s => out.push(s),
-        }
-    }
-    format!("/{}", out.join("/"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use Decision::*;
-    use Domain::*;
-
-    fn policy(yaml: &str) -> Policy {
-        let raw = RawPolicy::parse(yaml).unwrap();
-        Policy::compile(&raw, "/w", vec!["/state".to_owned()]).unwrap()
-    }
-
-    const DEFAULT: &str = "paths:\n  read:\n    allow: ['./**']\n";
-
-    fn check(p: &Policy, cases: &[(Domain, &str, Decision, &str)]) {
-        for (domain, path, want, rule_needle) in cases {
-            let v = p.decide(*domain, path);
-            assert_eq!(v.decision, *want, "{domain:?} {path}: {v:?}");
-            assert!(
-                v.rule.contains(rule_needle),
-                "{domain:?} {path}: rule {:?} lacks {rule_needle:?}",
-                v.rule
-            );
-        }
-    }
-
-    #[test]
-    fn default_policy_table() {
-        let p = policy(DEFAULT);
-        check(
-            &p,
-            &[
-                (Read, "/w", Allow, "paths.read.allow[0]"),
-                (Read, "/w/a.txt", Allow, "paths.read.allow[0]"),
-                (Read, "/w/deep/er/a.txt", Allow, "paths.read.allow[0]"),
-                (Read, "/w/.env", Deny, "floor:.env*"),
-                (Read, "/w/x/.ssh/id_rsa", Deny, "floor:.ssh"),
-                (Read, "/w/key.pem", Deny, "floor:*.pem"),
-                (Read, "/wx/a.txt", Ask, "default"),
-                (Read, "/w_secret/a.txt", Ask, "default"),
-                (Read, "/etc/passwd", Ask, "default"),
-                (Read, "/state/audit.db", Deny, "floor:glovebox state"),
-                (Write, "/w/a.txt", Ask, "default"),
-                (Write, "/w/.env", Deny, "floor"),
-                (Read, "relative/path", Deny, "canonical"),
-                (Read, "", Deny, "canonical"),
-            ],
-        );
-    }
-
-    #[test]
-    fn deny_beats_allow_and_star_stays_in_one_directory() {
-        let p = policy(
-            "paths:\n  read:\n    allow: ['./**']\n    deny: ['./private/**', '/w/*.log']\n  write:\n    allow: ['./out/*']\n",
-        );
-        check(
-            &p,
-            &[
-                (Read, "/w/private", Deny, "paths.read.deny[0]"),
-                (Read, "/w/private/a", Deny, "paths.read.deny[0]"),
-                (Read, "/w/privateer/a", Allow, "allow"),
-                (Read, "/w/x.log", Deny, "paths.read.deny[1]"),
-                (Read, "/w/sub/x.log", Allow, "allow"),
-                (Write, "/w/out/a", Allow, "paths.write.allow[0]"),
-                (Write, "/w/out/sub/a", Ask, "default"),
-                (Write, "/w/a", Ask, "default"),
-            ],
-        );
-    }
-
-    #[test]
-    fn sandbox_off_allows_everything_including_the_floor() {
-        let p = policy("sandbox: false\n");
-        assert!(!p.sandbox_enabled());
-        check(
-            &p,
-            &[
-                (Read, "/w/.ssh/id_rsa", Allow, "sandbox: false"),
-                (Write, "/etc/passwd", Allow, "sandbox"),
-            ],
-        );
-    }
-
-    #[test]
-    fn exact_always_rules_match_one_path_only() {
-        let mut raw = RawPolicy::parse(DEFAULT).unwrap();
-        assert!(raw.add_exact_allow(Write, "/w/a[1]*.txt"));
-        assert!(!raw.add_exact_allow(Write, "/w/a[1]*.txt"));
-        let p = Policy::compile(&raw, "/w", vec![]).unwrap();
-        check(
-            &p,
-            &[
-                (Write, "/w/a[1]*.txt", Allow, "paths.write.allow[0]"),
-                (Write, "/w/a1x.txt", Ask, "default"),
-                (Write, "/w/a[1]zz.txt", Ask, "default"),
-                (Read, "/w/a[1]*.txt", Allow, "paths.read"),
-            ],
-        );
-        // and it survives a round trip through the file
-        let text = raw.to_yaml().unwrap();
-        assert!(text.starts_with("# glovebox permissions"));
-        assert_eq!(RawPolicy::parse(&text).unwrap(), raw);
-    }
-
-    #[test]
-    fn errors_name_the_line_and_the_rule() {
-        let err = RawPolicy::parse("paths:\n  read:\n    alow: []\n").unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains("line 3") && msg.contains("unknown field `alow`"),
-            "{msg}"
-        );
-        let raw = RawPolicy::parse("paths:\n  write:\n    deny: ['[unclosed']\n").unwrap();
-        let err = Policy::compile(&raw, "/w", vec![]).unwrap_err().to_string();
-        assert!(err.starts_with("paths.write.deny[0]: [unclosed"), "{err}");
-        let raw = RawPolicy::parse("paths:\n  read:\n    allow: ['~/x']\n").unwrap();
-        assert!(
-            Policy::compile(&raw, "/w", vec![])
-                .unwrap_err()
-                .to_string()
-                .contains("`~`")
-        );
-    }
-
-    #[test]
-    fn empty_file_is_an_empty_sandboxed_policy() {
-        let p = policy("");
-        assert!(p.sandbox_enabled());
-        check(&p, &[(Read, "/w/a", Ask, "default")]);
-    }
-
-    #[test]
-    fn relative_globs_normalize_dot_dot() {
-        let p = policy("paths:\n  read:\n    allow: ['../shared/**']\n");
-        check(
-            &p,
-            &[
-                (Read, "/shared/x", Allow, "allow[0]"),
-                (Read, "/w/shared/x", Ask, "default"),
-            ],
-        );
-    }
+    BadRule { rule: String, message: String },
+    #[error("{key}: {message}")]
+    NotAllowedHere { key: String, message: String },
 }

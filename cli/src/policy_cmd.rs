@@ -1,0 +1,318 @@
+//! `glovebox policy ...`: list, add, revoke and reset an account's rules, toggle confinement and
+//! the sandbox, and explain a decision, by talking to the running gate over its Unix socket.
+//!
+//! The gate's socket accepts only this user (and root); agent connections go through the broker,
+//! which has no path to these methods.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use glovebox_config::StateDir;
+use glovebox_proto::v1::{self as pb, explain_request::Subject, gate_client::GateClient};
+use tonic::transport::Channel;
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCommand {
+    /// List every rule by layer: the floor and managed rules are read-only.
+    List,
+    /// Add a rule to the account's own file, e.g. `add paths.read allow './docs/**'`.
+    Add {
+        /// paths.read | paths.write | commands | delete | tools
+        section: String,
+        /// allow | deny
+        kind: String,
+        pattern: String,
+        /// Match exactly this path or command (escape every glob or regex character).
+        #[arg(long)]
+        exact: bool,
+        /// RFC 3339 time or a duration (8h, 7d) after which the rule no longer applies.
+        #[arg(long)]
+        expires: Option<String>,
+    },
+    /// Remove one rule of the account's own file, named by its pattern or its index.
+    Revoke {
+        section: String,
+        kind: String,
+        /// The rule's pattern as listed.
+        pattern: Option<String>,
+        #[arg(long, conflicts_with = "pattern")]
+        index: Option<u32>,
+    },
+    /// Remove every rule of the account's own file: everything asks again.
+    Reset,
+    /// Explain which layer and rule decide a subject, and why.
+    Explain(ExplainArgs),
+    /// Confine the account to its workdir (outside it, what would ask is denied).
+    Confine { state: Switch },
+    /// Turn the sandbox on or off. Off allows everything, the secret floor too.
+    Sandbox {
+        state: Switch,
+        /// Required to turn the sandbox off.
+        #[arg(long)]
+        confirm: bool,
+    },
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+#[derive(Args, Debug)]
+#[group(skip)]
+#[command(group(
+    clap::ArgGroup::new("subject")
+        .required(true)
+        .multiple(false)
+        .args(["read", "write", "delete", "exec", "tool"])
+))]
+pub struct ExplainArgs {
+    #[arg(long, value_name = "PATH")]
+    read: Option<String>,
+    #[arg(long, value_name = "PATH")]
+    write: Option<String>,
+    #[arg(long, value_name = "PATH")]
+    delete: Option<String>,
+    #[arg(long, value_name = "COMMAND")]
+    exec: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    tool: Option<String>,
+    /// Working directory of --exec (default: the account's workdir).
+    #[arg(long, value_name = "DIR", requires = "exec")]
+    cwd: Option<String>,
+}
+
+/// The account to manage: the one named, or the only one configured.
+fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> {
+    let config = state.load_config()?;
+    let id = match account {
+        Some(a) => a,
+        None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
+        None => anyhow::bail!("several accounts are configured: choose one with --account"),
+    };
+    anyhow::ensure!(
+        config.account(&id).is_some(),
+        "no account {id:?} in {}",
+        state.config_file().display()
+    );
+    Ok(id)
+}
+
+fn client(state: &StateDir) -> anyhow::Result<GateClient<Channel>> {
+    let socket = state.gate_socket();
+    let channel = glovebox_proto::transport::lazy_channel(&socket)
+        .with_context(|| format!("gate socket {}", socket.display()))?;
+    Ok(GateClient::new(channel))
+}
+
+fn gate_error(status: tonic::Status) -> anyhow::Error {
+    match status.code() {
+        tonic::Code::Unavailable => {
+            anyhow::anyhow!("is glovebox running? the gate is not reachable")
+        }
+        _ => anyhow::anyhow!("{}", status.message()),
+    }
+}
+
+fn print_change(r: pb::PolicyChangeResponse) -> ExitCode {
+    if r.changed {
+        println!("changed: {}", r.summary);
+    } else {
+        println!("unchanged: the rule is already there");
+    }
+    ExitCode::SUCCESS
+}
+
+pub async fn run(
+    state_dir: &Path,
+    account_arg: Option<String>,
+    command: PolicyCommand,
+) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(state_dir);
+    let account = account(&state, account_arg)?;
+    let mut gate = client(&state)?;
+    match command {
+        PolicyCommand::List => {
+            let r = gate
+                .list_rules(pb::ListRulesRequest {
+                    account: account.clone(),
+                })
+                .await
+                .map_err(gate_error)?
+                .into_inner();
+            print_list(&account, &r);
+            Ok(ExitCode::SUCCESS)
+        }
+        PolicyCommand::Add {
+            section,
+            kind,
+            pattern,
+            exact,
+            expires,
+        } => {
+            let r = gate
+                .add_rule(pb::AddRuleRequest {
+                    account,
+                    section,
+                    kind,
+                    pattern,
+                    expires: expires.unwrap_or_default(),
+                    exact,
+                })
+                .await
+                .map_err(gate_error)?;
+            Ok(print_change(r.into_inner()))
+        }
+        PolicyCommand::Revoke {
+            section,
+            kind,
+            pattern,
+            index,
+        } => {
+            anyhow::ensure!(
+                pattern.is_some() || index.is_some(),
+                "name the rule to revoke by its pattern or with --index"
+            );
+            let r = gate
+                .revoke_rule(pb::RevokeRuleRequest {
+                    account,
+                    section,
+                    kind,
+                    index: index.unwrap_or(0),
+                    pattern: pattern.unwrap_or_default(),
+                })
+                .await
+                .map_err(gate_error)?;
+            Ok(print_change(r.into_inner()))
+        }
+        PolicyCommand::Reset => {
+            let r = gate
+                .reset_rules(pb::ResetRulesRequest { account })
+                .await
+                .map_err(gate_error)?;
+            Ok(print_change(r.into_inner()))
+        }
+        PolicyCommand::Confine { state } => {
+            let r = gate
+                .set_confinement(pb::SetConfinementRequest {
+                    account,
+                    enabled: state == Switch::On,
+                })
+                .await
+                .map_err(gate_error)?;
+            Ok(print_change(r.into_inner()))
+        }
+        PolicyCommand::Sandbox { state, confirm } => {
+            if state == Switch::Off && !confirm {
+                eprintln!(
+                    "glovebox: turning the sandbox off lets agents do anything this account can, \
+                     secrets included; run again with --confirm to do it"
+                );
+                return Ok(ExitCode::from(1));
+            }
+            let r = gate
+                .set_sandbox(pb::SetSandboxRequest {
+                    account,
+                    enabled: state == Switch::On,
+                    confirm,
+                })
+                .await
+                .map_err(gate_error)?;
+            Ok(print_change(r.into_inner()))
+        }
+        PolicyCommand::Explain(args) => {
+            let subject = if let Some(p) = args.read {
+                Subject::Read(p)
+            } else if let Some(p) = args.write {
+                Subject::Write(p)
+            } else if let Some(p) = args.delete {
+                Subject::Delete(p)
+            } else if let Some(c) = args.exec {
+                Subject::Exec(c)
+            } else if let Some(t) = args.tool {
+                Subject::Tool(t)
+            } else {
+                anyhow::bail!("name a subject: --read, --write, --delete, --exec or --tool");
+            };
+            let r = gate
+                .explain(pb::ExplainRequest {
+                    account,
+                    subject: Some(subject),
+                    cwd: args.cwd.unwrap_or_default(),
+                })
+                .await
+                .map_err(gate_error)?
+                .into_inner();
+            let verdict = match pb::Verdict::try_from(r.verdict) {
+                Ok(pb::Verdict::Allow) => "allow",
+                Ok(pb::Verdict::Ask) => "ask",
+                _ => "deny",
+            };
+            println!("verdict: {verdict}");
+            println!("subject: {}", r.subject);
+            println!("layer:   {}", r.layer);
+            println!("rule:    {}", r.rule);
+            println!("why:     {}", r.reason);
+            for w in &r.warnings {
+                println!("warning: {w}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_list(account: &str, r: &pb::ListRulesResponse) {
+    println!("account {account} (workdir {})", r.workdir);
+    if !r.sandbox_enabled {
+        println!("WARNING: the sandbox is OFF: everything is allowed, the secret floor too");
+    }
+    println!(
+        "confined to workdir: {}",
+        if r.confined { "yes" } else { "no" }
+    );
+    for c in &r.caps {
+        println!("capped: {c}");
+    }
+    if !r.error.is_empty() {
+        println!("ERROR (the last good policy applies): {}", r.error);
+    }
+    let floor: Vec<&str> = r
+        .rules
+        .iter()
+        .filter(|x| x.layer == "floor")
+        .map(|x| x.pattern.as_str())
+        .collect();
+    println!("floor (read-only, always denied): {}", floor.join(" "));
+    for layer in ["managed", "account", "project"] {
+        let rules: Vec<&pb::PolicyRule> = r.rules.iter().filter(|x| x.layer == layer).collect();
+        if rules.is_empty() {
+            continue;
+        }
+        let note = match layer {
+            "managed" => " (read-only)",
+            "project" => " (can only tighten)",
+            _ => "",
+        };
+        println!("{layer}{note}:");
+        for x in rules {
+            let mut line = format!("  {}.{}[{}]: {}", x.section, x.kind, x.index, x.pattern);
+            if !x.expires.is_empty() {
+                line.push_str(&format!(
+                    "  ({} {})",
+                    if x.expired { "expired" } else { "expires" },
+                    x.expires
+                ));
+            }
+            if layer != "account" {
+                line.push_str(&format!("  [{}]", x.file));
+            }
+            println!("{line}");
+        }
+    }
+    for w in &r.warnings {
+        println!("warning: {w}");
+    }
+}

@@ -1,0 +1,740 @@
+//! The compiled policy: every layer's globs and regexes built into sets, and the decision.
+//!
+//! Order of a path decision (the first that applies wins):
+//! 1. not an absolute path → deny;
+//! 2. a managed deny or a managed capability cap → deny (even with the sandbox off);
+//! 3. `sandbox: false` in the account file → allow;
+//! 4. the secret floor, glovebox's own state and the project policy file → deny;
+//! 5. any deny of the account or project layer (for delete: also any `paths` deny) → deny;
+//! 6. an allow of the managed or account layer → allow (project allows never apply);
+//! 7. confinement on and the path outside the workdir → deny;
+//! 8. ask.
+//!
+//! Rules past their expiry are skipped. Without a clock ([`Policy::decide`]) a rule that has an
+//! expiry is treated as expired when it would allow and as live when it would deny.
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use regex::RegexSet;
+
+use crate::decision::{Decision, Domain, Layer, Verdict};
+use crate::expiry::Expiry;
+use crate::floor;
+use crate::permissions::{Capability, Kind, PolicyError, RawPolicy, RawRule, Section};
+
+/// One layer's file, as the caller loaded it.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Names the file in messages (its path).
+    pub name: String,
+    pub raw: RawPolicy,
+    /// Unix seconds of the file's last modification: the anchor of duration expiries.
+    pub modified: i64,
+}
+
+impl Source {
+    pub fn new(name: impl Into<String>, raw: RawPolicy, modified: i64) -> Source {
+        Source {
+            name: name.into(),
+            raw,
+            modified,
+        }
+    }
+}
+
+/// Everything a policy is compiled from.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The account's canonical workdir.
+    pub workdir: String,
+    /// Canonical directories on the floor with everything below (glovebox's own state).
+    pub protected: Vec<String>,
+    /// Managed files that apply to this account (see [`applies_to`]).
+    pub managed: Vec<Source>,
+    pub account: Source,
+    pub project: Option<Source>,
+}
+
+/// Whether a managed file applies to `account`.
+pub fn applies_to(raw: &RawPolicy, account: &str) -> bool {
+    raw.accounts
+        .as_ref()
+        .is_none_or(|ids| ids.iter().any(|a| a == account))
+}
+
+/// Metadata of one compiled rule.
+#[derive(Debug, Clone)]
+pub struct RuleInfo {
+    pub layer: Layer,
+    pub section: Section,
+    pub kind: Kind,
+    /// Index in its list in the file.
+    pub index: usize,
+    pub pattern: String,
+    /// Unix seconds after which the rule no longer applies.
+    pub expires: Option<i64>,
+    /// The file it came from.
+    pub file: String,
+}
+
+impl RuleInfo {
+    /// e.g. `paths.read.allow[0]: ./**`
+    pub fn name(&self) -> String {
+        format!(
+            "{}.{}[{}]: {}",
+            self.section.name(),
+            self.kind.as_str(),
+            self.index,
+            self.pattern
+        )
+    }
+
+    fn live(&self, now: Option<i64>) -> bool {
+        match (self.expires, now) {
+            (None, _) => true,
+            (Some(t), Some(now)) => now < t,
+            // No clock: expiring allows do not apply, expiring denies do.
+            (Some(_), None) => self.kind == Kind::Deny,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Matcher {
+    Globs(GlobSet),
+    Regexes(RegexSet),
+    Empty,
+}
+
+/// One list (one layer, section and kind), compiled into one set.
+#[derive(Debug, Clone)]
+struct List {
+    matcher: Matcher,
+    /// Set index → rule index (one rule can compile to two globs).
+    owners: Vec<usize>,
+    rules: Vec<RuleInfo>,
+}
+
+impl List {
+    /// The first live rule that matches `subject`.
+    fn first_match(&self, subject: &str, now: Option<i64>) -> Option<&RuleInfo> {
+        let hits: Vec<usize> = match &self.matcher {
+            Matcher::Empty => return None,
+            Matcher::Globs(set) => set.matches(subject),
+            Matcher::Regexes(set) => set.matches(subject).into_iter().collect(),
+        };
+        hits.into_iter()
+            .filter_map(|i| self.owners.get(i).copied())
+            .filter(|r| self.rules.get(*r).is_some_and(|r| r.live(now)))
+            .min()
+            .and_then(|r| self.rules.get(r))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct LayerLists {
+    layer: Layer,
+    /// Indexed by (section, kind).
+    lists: Vec<((Section, Kind), List)>,
+}
+
+impl LayerLists {
+    fn list(&self, section: Section, kind: Kind) -> Option<&List> {
+        self.lists
+            .iter()
+            .find(|(k, _)| *k == (section, kind))
+            .map(|(_, l)| l)
+    }
+}
+
+/// A validated policy with compiled rules, ready to decide.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    sandbox: bool,
+    confine: bool,
+    /// Which layer turned confinement on.
+    confine_layer: Layer,
+    caps: Vec<(Capability, String)>,
+    workdir: String,
+    protected: Vec<String>,
+    /// Managed, account, project: in that order.
+    layers: Vec<LayerLists>,
+    warnings: Vec<String>,
+}
+
+/// The `.glovebox` directory in a workdir holds the project policy: agents may not change it.
+pub const PROJECT_DIR: &str = ".glovebox";
+
+impl Policy {
+    /// Compiles a single account file (no managed or project layer) for an account whose
+    /// canonical workdir is `workdir`.
+    pub fn compile(
+        raw: &RawPolicy,
+        workdir: &str,
+        protected: Vec<String>,
+    ) -> Result<Policy, PolicyError> {
+        Policy::compile_layers(&Inputs {
+            workdir: workdir.to_owned(),
+            protected,
+            managed: Vec::new(),
+            account: Source::new("permissions.yaml", raw.clone(), 0),
+            project: None,
+        })
+    }
+
+    /// Compiles every layer. Managed files must already be filtered with [`applies_to`].
+    pub fn compile_layers(inputs: &Inputs) -> Result<Policy, PolicyError> {
+        let workdir = inputs.workdir.trim_end_matches('/').to_owned();
+        let mut warnings = Vec::new();
+        let mut layers = Vec::new();
+        let mut caps = Vec::new();
+        for m in &inputs.managed {
+            if !m.raw.sandbox {
+                warnings.push(format!(
+                    "{}: `sandbox` in a managed file has no effect",
+                    m.name
+                ));
+            }
+            for c in &m.raw.cap {
+                caps.push((*c, m.name.clone()));
+            }
+            layers.push(compile_layer(Layer::Managed, m, &workdir, &mut warnings)?);
+        }
+        let account = &inputs.account;
+        for (key, set) in [
+            ("accounts", account.raw.accounts.is_some()),
+            ("cap", !account.raw.cap.is_empty()),
+        ] {
+            if set {
+                return Err(PolicyError::NotAllowedHere {
+                    key: key.to_owned(),
+                    message: "only managed policy files may set this".to_owned(),
+                });
+            }
+        }
+        layers.push(compile_layer(
+            Layer::Account,
+            account,
+            &workdir,
+            &mut warnings,
+        )?);
+        let mut confine = account.raw.confine_to_workdir;
+        let mut confine_layer = Layer::Account;
+        if let Some(project) = &inputs.project {
+            let p = &project.raw;
+            if p.accounts.is_some() || !p.cap.is_empty() {
+                warnings.push(format!(
+                    "{}: `accounts` and `cap` only apply in managed files; ignored",
+                    project.name
+                ));
+            }
+            if !p.sandbox {
+                warnings.push(format!(
+                    "{}: a project file cannot turn the sandbox off; ignored",
+                    project.name
+                ));
+            }
+            if p.confine_to_workdir && !confine {
+                confine = true;
+                confine_layer = Layer::Project;
+            }
+            for (section, kind, i, rule) in p.all_rules() {
+                if kind == Kind::Allow {
+                    warnings.push(format!(
+                        "{}: {}.allow[{i}]: {} is ignored: a project file can only tighten",
+                        project.name,
+                        section.name(),
+                        rule.pattern()
+                    ));
+                }
+            }
+            layers.push(compile_layer(
+                Layer::Project,
+                project,
+                &workdir,
+                &mut warnings,
+            )?);
+        }
+        if !account.raw.sandbox {
+            warnings.push(
+                "the sandbox is off for this account: everything is allowed, the secret floor too"
+                    .to_owned(),
+            );
+        }
+        Ok(Policy {
+            sandbox: account.raw.sandbox,
+            confine,
+            confine_layer,
+            caps,
+            workdir,
+            protected: inputs.protected.clone(),
+            layers,
+            warnings,
+        })
+    }
+
+    pub fn sandbox_enabled(&self) -> bool {
+        self.sandbox
+    }
+
+    pub fn confined(&self) -> bool {
+        self.confine
+    }
+
+    pub fn workdir(&self) -> &str {
+        &self.workdir
+    }
+
+    /// Rules that can never take effect, ignored project allows, and other things to report.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Every compiled rule, managed first, then the account's, then the project's.
+    pub fn rules(&self) -> impl Iterator<Item = &RuleInfo> {
+        self.layers
+            .iter()
+            .flat_map(|l| l.lists.iter().flat_map(|(_, list)| list.rules.iter()))
+    }
+
+    /// Capability caps set by managed files, with the file that set each.
+    pub fn caps(&self) -> &[(Capability, String)] {
+        &self.caps
+    }
+
+    /// Judges one canonical absolute path, without a clock (see the module docs).
+    pub fn decide(&self, domain: Domain, path: &str) -> Verdict {
+        self.decide_at(domain, path, None)
+    }
+
+    /// Judges one canonical absolute path at `now` (Unix seconds).
+    pub fn decide_at(&self, domain: Domain, path: &str, now: Option<i64>) -> Verdict {
+        if !path.starts_with('/') || path.contains('\0') {
+            return Verdict::new(
+                Decision::Deny,
+                "canonical",
+                "subject is not a canonical absolute path",
+            );
+        }
+        if let Some(v) = self.cap_verdict(domain_cap(domain)) {
+            return v;
+        }
+        let section = Section::for_domain(domain);
+        let deny_sections: &[Section] = match domain {
+            Domain::Delete => &[Section::Delete, Section::PathsWrite, Section::PathsRead],
+            _ => std::slice::from_ref(&section),
+        };
+        let verb = domain.as_str();
+        if let Some(v) = self.deny_in(&[Layer::Managed], deny_sections, path, now, verb) {
+            return v;
+        }
+        if !self.sandbox {
+            return sandbox_off();
+        }
+        if let Some(hit) = floor::check(path, &self.protected) {
+            return Verdict::in_layer(Layer::Floor, Decision::Deny, hit.rule(), hit.reason());
+        }
+        if domain != Domain::Read {
+            let project_dir = format!("{}/{PROJECT_DIR}", self.workdir);
+            if floor::is_same_or_below(path, &project_dir) {
+                return Verdict::in_layer(
+                    Layer::Floor,
+                    Decision::Deny,
+                    "floor:project policy",
+                    format!("{project_dir} holds the project's policy: agents cannot change it"),
+                );
+            }
+        }
+        if let Some(v) = self.deny_in(
+            &[Layer::Account, Layer::Project],
+            deny_sections,
+            path,
+            now,
+            verb,
+        ) {
+            return v;
+        }
+        if let Some(v) = self.allow_in(section, path, now, verb) {
+            return v;
+        }
+        if self.confine && !floor::is_same_or_below(path, &self.workdir) {
+            return Verdict::in_layer(
+                self.confine_layer,
+                Decision::Deny,
+                "confine_to_workdir",
+                format!(
+                    "{verb} outside the workdir {} is denied: the account is confined to it",
+                    self.workdir
+                ),
+            );
+        }
+        ask(verb)
+    }
+
+    /// Judges a command line run in `cwd`, without a clock.
+    pub fn decide_command(&self, command: &str, cwd: &str) -> Verdict {
+        self.decide_command_at(command, cwd, None)
+    }
+
+    /// Judges a command line run in `cwd` at `now`. Commands are matched whole; confinement
+    /// does not apply to them, but the floor applies to their working directory.
+    pub fn decide_command_at(&self, command: &str, cwd: &str, now: Option<i64>) -> Verdict {
+        if command.trim().is_empty() {
+            return Verdict::new(Decision::Deny, "command", "the command is empty");
+        }
+        if command.contains('\0') {
+            return Verdict::new(Decision::Deny, "command", "the command contains a NUL byte");
+        }
+        if let Some(v) = self.cap_verdict(Some(Capability::NoExec)) {
+            return v;
+        }
+        let s = [Section::Commands];
+        if let Some(v) = self.deny_in(&[Layer::Managed], &s, command, now, "the command") {
+            return v;
+        }
+        if !self.sandbox {
+            return sandbox_off();
+        }
+        if !cwd.starts_with('/') {
+            return Verdict::new(
+                Decision::Deny,
+                "canonical",
+                "the working directory is not a canonical absolute path",
+            );
+        }
+        if let Some(hit) = floor::check(cwd, &self.protected) {
+            return Verdict::in_layer(Layer::Floor, Decision::Deny, hit.rule(), hit.reason());
+        }
+        let layers = [Layer::Account, Layer::Project];
+        if let Some(v) = self.deny_in(&layers, &s, command, now, "the command") {
+            return v;
+        }
+        if let Some(v) = self.allow_in(Section::Commands, command, now, "the command") {
+            return v;
+        }
+        ask("command")
+    }
+
+    /// Judges a tool name (client tools and pack tools), without a clock.
+    pub fn decide_tool(&self, name: &str) -> Verdict {
+        self.decide_tool_at(name, None)
+    }
+
+    pub fn decide_tool_at(&self, name: &str, now: Option<i64>) -> Verdict {
+        if name.is_empty() {
+            return Verdict::new(Decision::Deny, "tool", "the tool name is empty");
+        }
+        let s = [Section::Tools];
+        if let Some(v) = self.deny_in(&[Layer::Managed], &s, name, now, "the tool") {
+            return v;
+        }
+        if !self.sandbox {
+            return sandbox_off();
+        }
+        let layers = [Layer::Account, Layer::Project];
+        if let Some(v) = self.deny_in(&layers, &s, name, now, "the tool") {
+            return v;
+        }
+        if let Some(v) = self.allow_in(Section::Tools, name, now, "the tool") {
+            return v;
+        }
+        ask("tool")
+    }
+
+    fn cap_verdict(&self, needed: Option<Capability>) -> Option<Verdict> {
+        let needed = needed?;
+        let (cap, file) = self.caps.iter().find(|(c, _)| {
+            *c == needed || (*c == Capability::ReadOnly && needed != Capability::ReadOnly)
+        })?;
+        Some(Verdict::in_layer(
+            Layer::Managed,
+            Decision::Deny,
+            format!("cap: {}", cap.as_str()),
+            format!(
+                "the administrator capped this account to {} ({file})",
+                cap.as_str()
+            ),
+        ))
+    }
+
+    fn deny_in(
+        &self,
+        layers: &[Layer],
+        sections: &[Section],
+        subject: &str,
+        now: Option<i64>,
+        verb: &str,
+    ) -> Option<Verdict> {
+        for l in self.layers.iter().filter(|l| layers.contains(&l.layer)) {
+            for section in sections {
+                if let Some(rule) = l
+                    .list(*section, Kind::Deny)
+                    .and_then(|list| list.first_match(subject, now))
+                {
+                    return Some(Verdict::in_layer(
+                        l.layer,
+                        Decision::Deny,
+                        rule.name(),
+                        format!(
+                            "{verb} is denied by the {} rule {} ({})",
+                            l.layer.as_str(),
+                            rule.name(),
+                            rule.file
+                        ),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    fn allow_in(
+        &self,
+        section: Section,
+        subject: &str,
+        now: Option<i64>,
+        verb: &str,
+    ) -> Option<Verdict> {
+        for l in self
+            .layers
+            .iter()
+            .filter(|l| matches!(l.layer, Layer::Managed | Layer::Account))
+        {
+            if let Some(rule) = l
+                .list(section, Kind::Allow)
+                .and_then(|list| list.first_match(subject, now))
+            {
+                return Some(Verdict::in_layer(
+                    l.layer,
+                    Decision::Allow,
+                    rule.name(),
+                    format!(
+                        "{verb} is allowed by the {} rule {} ({})",
+                        l.layer.as_str(),
+                        rule.name(),
+                        rule.file
+                    ),
+                ));
+            }
+        }
+        None
+    }
+}
+
+fn domain_cap(domain: Domain) -> Option<Capability> {
+    match domain {
+        Domain::Read => None,
+        Domain::Write => Some(Capability::ReadOnly),
+        Domain::Delete => Some(Capability::NoDelete),
+    }
+}
+
+fn sandbox_off() -> Verdict {
+    Verdict::in_layer(
+        Layer::Account,
+        Decision::Allow,
+        "sandbox: false",
+        "the sandbox is off for this account: everything is allowed",
+    )
+}
+
+fn ask(what: &str) -> Verdict {
+    Verdict::new(
+        Decision::Ask,
+        "default",
+        format!("no rule matches this {what}: the approver decides"),
+    )
+}
+
+fn compile_layer(
+    layer: Layer,
+    source: &Source,
+    workdir: &str,
+    warnings: &mut Vec<String>,
+) -> Result<LayerLists, PolicyError> {
+    let mut lists = Vec::new();
+    for section in Section::ALL {
+        for kind in [Kind::Deny, Kind::Allow] {
+            if layer == Layer::Project && kind == Kind::Allow {
+                continue;
+            }
+            let raw = source.raw.rules(section, kind);
+            let list = compile_list(layer, source, section, kind, raw, workdir, warnings)?;
+            lists.push(((section, kind), list));
+        }
+    }
+    Ok(LayerLists { layer, lists })
+}
+
+fn compile_list(
+    layer: Layer,
+    source: &Source,
+    section: Section,
+    kind: Kind,
+    raw: &[RawRule],
+    workdir: &str,
+    warnings: &mut Vec<String>,
+) -> Result<List, PolicyError> {
+    let mut rules = Vec::new();
+    let mut owners = Vec::new();
+    let mut globs = GlobSetBuilder::new();
+    let mut regexes = Vec::new();
+    for (index, rule) in raw.iter().enumerate() {
+        let info = RuleInfo {
+            layer,
+            section,
+            kind,
+            index,
+            pattern: rule.pattern().to_owned(),
+            expires: None,
+            file: source.name.clone(),
+        };
+        let bad = |message: String| PolicyError::BadRule {
+            rule: format!("{}: {}", source.name, info.name()),
+            message,
+        };
+        let expires = match rule.expires() {
+            Some(e) => Some(Expiry::parse(e).map_err(bad)?.resolve(source.modified)),
+            None => None,
+        };
+        let pattern = rule.pattern();
+        match section {
+            Section::Commands => {
+                if pattern.trim().is_empty() {
+                    return Err(bad("empty regex".to_owned()));
+                }
+                let anchored = format!("^(?:{pattern})$");
+                regex::Regex::new(&anchored).map_err(|e| bad(e.to_string()))?;
+                regexes.push(anchored);
+                owners.push(index);
+            }
+            Section::Tools => {
+                let g = GlobBuilder::new(pattern)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
+                if !pattern.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?' | '[' | ']')
+                }) {
+                    warnings.push(format!(
+                        "{}: {}: tool names are [a-zA-Z0-9_-]: this pattern can never match",
+                        source.name,
+                        info.name()
+                    ));
+                }
+                globs.add(g);
+                owners.push(index);
+            }
+            _ => {
+                let (patterns, warning) = path_globs(pattern, workdir).map_err(bad)?;
+                if let Some(w) = warning {
+                    warnings.push(format!("{}: {}: {w}", source.name, info.name()));
+                }
+                if kind == Kind::Allow
+                    && let Some(hit) = floor::check(&literal_prefix(&patterns[0]), &[])
+                {
+                    warnings.push(format!(
+                        "{}: {}: never applies: everything it matches is on the secret floor ({})",
+                        source.name,
+                        info.name(),
+                        hit.entry
+                    ));
+                }
+                for p in patterns {
+                    globs.add(build_glob(&p).map_err(bad)?);
+                    owners.push(index);
+                }
+            }
+        }
+        rules.push(RuleInfo { expires, ..info });
+    }
+    let matcher = if rules.is_empty() {
+        Matcher::Empty
+    } else if section == Section::Commands {
+        Matcher::Regexes(RegexSet::new(&regexes).map_err(|e| PolicyError::BadRule {
+            rule: format!("{}: {}", source.name, section.name()),
+            message: e.to_string(),
+        })?)
+    } else {
+        Matcher::Globs(globs.build().map_err(|e| PolicyError::BadRule {
+            rule: format!("{}: {}", source.name, section.name()),
+            message: e.to_string(),
+        })?)
+    };
+    Ok(List {
+        matcher,
+        owners,
+        rules,
+    })
+}
+
+/// The absolute glob(s) a path rule compiles to, and a warning when the rule is likely not what
+/// its author meant.
+fn path_globs(pattern: &str, workdir: &str) -> Result<(Vec<String>, Option<String>), String> {
+    if pattern.trim().is_empty() {
+        return Err("empty glob".to_owned());
+    }
+    if pattern.starts_with('~') {
+        return Err(
+            "`~` is not expanded; write an absolute path or one relative to the workdir".to_owned(),
+        );
+    }
+    let mut warning = None;
+    if pattern.starts_with("**") {
+        warning = Some(format!(
+            "relative, so it only matches inside the workdir {workdir}; write `/{pattern}` to match everywhere"
+        ));
+    }
+    let absolute = if pattern.starts_with('/') {
+        normalize_glob(pattern)
+    } else {
+        normalize_glob(&format!("{workdir}/{pattern}"))
+    };
+    if pattern.ends_with('/') && !pattern.ends_with("**/") {
+        warning = Some("a trailing `/` is ignored: canonical paths never end in one".to_owned());
+    }
+    let mut patterns = vec![absolute.clone()];
+    // `dir/**` also covers `dir` itself.
+    if let Some(dir) = absolute.strip_suffix("/**") {
+        patterns.push(if dir.is_empty() {
+            "/".to_owned()
+        } else {
+            dir.to_owned()
+        });
+    }
+    Ok((patterns, warning))
+}
+
+/// The part of an absolute glob before its first metacharacter, cut back to a whole segment.
+fn literal_prefix(glob: &str) -> String {
+    let cut = glob.find(['*', '?', '[', '{', '\\']).unwrap_or(glob.len());
+    let prefix = &glob[..cut];
+    if cut == glob.len() {
+        return prefix.to_owned();
+    }
+    match prefix.rfind('/') {
+        Some(i) => prefix[..i].to_owned(),
+        None => String::new(),
+    }
+}
+
+fn build_glob(pattern: &str) -> Result<Glob, String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Removes `.` and empty segments and applies `..` lexically to a glob's segments.
+fn normalize_glob(pattern: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for seg in pattern.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            s => out.push(s),
+        }
+    }
+    format!("/{}", out.join("/"))
+}

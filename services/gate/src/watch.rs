@@ -1,0 +1,69 @@
+//! Hot reload: a file watcher (`notify`) on the managed directories, each account's directory,
+//! each workdir and its `.glovebox` directory. A change reloads the policies that changed and
+//! audits the outcome; a slow poll covers events the watcher missed.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::service::GateState;
+
+/// How long to wait for an editor's burst of events to settle.
+const DEBOUNCE: Duration = Duration::from_millis(50);
+/// Reload check even without events (a watcher can miss some, e.g. on network file systems).
+const POLL: Duration = Duration::from_secs(2);
+
+/// Starts the watcher task; it runs until the runtime stops.
+pub fn spawn(state: Arc<GateState>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok() {
+            let _ = tx.send(());
+        }
+    });
+    let mut watcher = match watcher {
+        Ok(w) => Some(w),
+        Err(error) => {
+            tracing::warn!(%error, "no file watcher; policy changes are seen on the next call and every 2 s");
+            None
+        }
+    };
+    let mut watched: HashSet<PathBuf> = HashSet::new();
+    let mut add_watches =
+        move |state: &GateState, watcher: &mut Option<notify::RecommendedWatcher>| {
+            let Some(w) = watcher.as_mut() else { return };
+            for path in state.policies.watched_paths() {
+                if !watched.contains(&path) && path.is_dir() {
+                    match w.watch(&path, RecursiveMode::NonRecursive) {
+                        Ok(()) => {
+                            watched.insert(path);
+                        }
+                        Err(error) => {
+                            tracing::warn!(path = %path.display(), %error, "cannot watch a policy directory")
+                        }
+                    }
+                }
+            }
+        };
+    add_watches(&state, &mut watcher);
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::time::timeout(POLL, rx.recv()).await;
+            if let Ok(None) = event {
+                return;
+            }
+            if let Ok(Some(())) = event {
+                tokio::time::sleep(DEBOUNCE).await;
+                while rx.try_recv().is_ok() {}
+            }
+            let s = state.clone();
+            let _ = tokio::task::spawn_blocking(move || s.policies.invalidate()).await;
+            add_watches(&state, &mut watcher);
+            state.flush_policy_events().await;
+        }
+    });
+}

@@ -1,0 +1,605 @@
+//! The policy end to end: hand edits picked up without a restart, invalid edits keeping the last
+//! good policy, managed and project layers that cannot be loosened, expiring rules, rule
+//! management over the gate's socket (and never from an agent connection), and `policy explain`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use glovebox_e2e::{Glovebox, WAIT, expect_error, expect_ok};
+use glovebox_proto::v1::{self as pb, gate_client::GateClient};
+use serde_json::{Value, json};
+
+fn gate(g: &Glovebox) -> GateClient<tonic::transport::Channel> {
+    GateClient::new(
+        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
+    )
+}
+
+/// Polls `probe` until it returns `Some`, failing the test after `WAIT`.
+async fn eventually<T, F, Fut>(what: &str, g: &Glovebox, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; stderr:\n{}",
+            g.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn read(g: &Glovebox, path: &str) -> Value {
+    let mut agent = g.connect("agent").await;
+    agent
+        .invoke("r", "file_read", json!({ "path": path }))
+        .await
+}
+
+async fn explain(g: &Glovebox, subject: pb::explain_request::Subject) -> pb::ExplainResponse {
+    gate(g)
+        .explain(pb::ExplainRequest {
+            account: g.account.clone(),
+            subject: Some(subject),
+            cwd: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn policy_events(g: &Glovebox) -> Vec<(String, String)> {
+    let pool = g.audit_pool().await;
+    sqlx::query_as::<_, (String, String)>(
+        "SELECT outcome, detail FROM events WHERE kind = 'policy' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_hand_edit_is_picked_up_without_a_restart_and_audited() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    expect_ok(&read(&g, "a.txt").await);
+    let mut text = std::fs::read_to_string(g.permissions_file()).unwrap();
+    text.push_str("# my own note\n");
+    text = text.replace("    deny: []\n", "    deny: ['./a.txt']\n");
+    assert!(text.contains("./a.txt"), "{text}");
+    std::fs::write(g.permissions_file(), &text).unwrap();
+    let e = eventually("the edit to apply", &g, || async {
+        let r = read(&g, "a.txt").await;
+        (r["ok"] == false).then_some(r)
+    })
+    .await;
+    let e = expect_error(&e, "denied");
+    assert_eq!(e["rule"], "paths.read.deny[0]: ./a.txt", "{e}");
+    let events = eventually("a policy audit event", &g, || async {
+        let ev = policy_events(&g).await;
+        ev.iter().any(|(o, _)| o == "reloaded").then_some(ev)
+    })
+    .await;
+    assert!(
+        events.iter().any(|(_, d)| d.contains("rule(s)")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_edit_keeps_the_last_good_policy_and_reports_where() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    std::fs::write(
+        g.permissions_file(),
+        "paths:\n  read:\n    alow: ['./**']\n",
+    )
+    .unwrap();
+    let health = eventually("health to report the error", &g, || async {
+        let h = gate(&g)
+            .health(pb::HealthRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        (!h.policy_errors.is_empty()).then_some(h)
+    })
+    .await;
+    let err = &health.policy_errors[0];
+    assert!(
+        err.contains("permissions.yaml")
+            && err.contains("line 3")
+            && err.contains("alow")
+            && err.contains("expected"),
+        "{err}"
+    );
+    // the last good policy still decides: reads in the workdir are allowed
+    expect_ok(&read(&g, "a.txt").await);
+    let info = gate(&g)
+        .account_info(pb::AccountInfoRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(info.policy_error.contains("line 3"), "{info:?}");
+    let events = eventually("the invalid edit in the audit", &g, || async {
+        let ev = policy_events(&g).await;
+        ev.iter().any(|(o, _)| o == "invalid").then_some(ev)
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|(o, d)| o == "invalid" && d.contains("line 3")),
+        "{events:?}"
+    );
+    // fixing the file clears the error
+    std::fs::write(
+        g.permissions_file(),
+        "paths:\n  read:\n    allow: ['./**']\n",
+    )
+    .unwrap();
+    eventually("the error to clear", &g, || async {
+        let h = gate(&g)
+            .health(pb::HealthRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        h.policy_errors.is_empty().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_managed_deny_cannot_be_loosened_by_the_account() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("secret.txt"), "s").unwrap();
+    expect_ok(&read(&g, "secret.txt").await);
+    let managed = g.state.join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    std::fs::write(
+        managed.join("corp.yaml"),
+        format!(
+            "paths:\n  read:\n    deny: ['{}/secret.txt']\n",
+            g.workdir.display()
+        ),
+    )
+    .unwrap();
+    let e = eventually("the managed deny", &g, || async {
+        let r = read(&g, "secret.txt").await;
+        (r["ok"] == false).then_some(r)
+    })
+    .await;
+    let e = expect_error(&e, "denied");
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("managed"),
+        "{e}"
+    );
+    // the audit row of the decision names the layer
+    let pool = g.audit_pool().await;
+    let details: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT detail FROM events WHERE kind = 'decide' AND verdict = 'deny' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        details.last().cloned().flatten().as_deref(),
+        Some("layer: managed"),
+        "{details:?}"
+    );
+    // The account's own allow, added through rule management, does not loosen it.
+    let r = gate(&g)
+        .add_rule(pb::AddRuleRequest {
+            account: g.account.clone(),
+            section: "paths.read".into(),
+            kind: "allow".into(),
+            pattern: "./secret.txt".into(),
+            expires: String::new(),
+            exact: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.changed, "{r:?}");
+    expect_error(&read(&g, "secret.txt").await, "denied");
+    let x = explain(&g, pb::explain_request::Subject::Read("secret.txt".into())).await;
+    assert_eq!(x.layer, "managed", "{x:?}");
+    assert_eq!(x.verdict, pb::Verdict::Deny as i32);
+    // and the listing shows the managed rule as read-only
+    let list = gate(&g)
+        .list_rules(pb::ListRulesRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let m = list.rules.iter().find(|r| r.layer == "managed").unwrap();
+    assert!(m.read_only && m.pattern.ends_with("/secret.txt"), "{m:?}");
+    assert!(
+        list.rules
+            .iter()
+            .any(|r| r.layer == "floor" && r.pattern == ".ssh" && r.read_only)
+    );
+}
+
+#[tokio::test]
+async fn a_project_file_can_only_tighten() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join("vendor")).unwrap();
+    std::fs::write(g.workdir.join("vendor/lib.txt"), "v").unwrap();
+    std::fs::create_dir_all(g.workdir.join(".glovebox")).unwrap();
+    std::fs::write(
+        g.workdir.join(".glovebox/permissions.yaml"),
+        "sandbox: false\npaths:\n  read:\n    deny: ['./vendor/**']\n  write:\n    allow: ['./**']\n",
+    )
+    .unwrap();
+    let e = eventually("the project deny", &g, || async {
+        let r = read(&g, "vendor/lib.txt").await;
+        (r["ok"] == false).then_some(r)
+    })
+    .await;
+    assert_eq!(
+        expect_error(&e, "denied")["rule"],
+        "paths.read.deny[0]: ./vendor/**"
+    );
+    // its write allow is ignored: the write still asks (and with no approver, is denied)
+    let x = explain(&g, pb::explain_request::Subject::Write("new.txt".into())).await;
+    assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
+    assert!(
+        x.warnings.iter().any(|w| w.contains("can only tighten")),
+        "{x:?}"
+    );
+    assert!(
+        x.warnings
+            .iter()
+            .any(|w| w.contains("cannot turn the sandbox off")),
+        "{x:?}"
+    );
+    // its sandbox: false is ignored: the floor still applies
+    std::fs::write(g.workdir.join(".env"), "K=V").unwrap();
+    expect_error(&read(&g, ".env").await, "denied");
+    // and an agent cannot rewrite the project policy
+    let mut agent = g.connect("agent").await;
+    let r = agent
+        .invoke(
+            "w",
+            "file_write",
+            json!({"path": ".glovebox/permissions.yaml", "content": "paths: {}\n"}),
+        )
+        .await;
+    assert_eq!(
+        expect_error(&r, "denied")["rule"],
+        "floor:project policy",
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_rule_no_longer_applies() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("old.txt"), "o").unwrap();
+    std::fs::write(g.workdir.join("new.txt"), "n").unwrap();
+    std::fs::write(
+        g.permissions_file(),
+        "paths:\n  read:\n    allow:\n      - {rule: './old.txt', expires: '2020-01-01T00:00:00Z'}\n      - {rule: './new.txt', expires: '2999-01-01T00:00:00Z'}\n",
+    )
+    .unwrap();
+    // The expired allow does not apply, so the read asks; no approver is connected: denied.
+    let e = eventually("the new policy", &g, || async {
+        let r = read(&g, "old.txt").await;
+        (r["ok"] == false).then_some(r)
+    })
+    .await;
+    assert_ne!(
+        expect_error(&e, "denied")["rule"],
+        "paths.read.allow[0]: ./old.txt"
+    );
+    expect_ok(&read(&g, "new.txt").await);
+    let list = gate(&g)
+        .list_rules(pb::ListRulesRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let old = list
+        .rules
+        .iter()
+        .find(|r| r.pattern == "./old.txt")
+        .unwrap();
+    assert!(
+        old.expired && old.expires == "2020-01-01T00:00:00Z",
+        "{old:?}"
+    );
+}
+
+#[tokio::test]
+async fn rule_management_keeps_comments_and_every_change_is_audited() {
+    let g = Glovebox::start();
+    let mut gate = gate(&g);
+    let mut text = std::fs::read_to_string(g.permissions_file()).unwrap();
+    text.push_str("# hand-written note\n");
+    std::fs::write(g.permissions_file(), &text).unwrap();
+    let add = |section: &str, kind: &str, pattern: &str, exact: bool| pb::AddRuleRequest {
+        account: g.account.clone(),
+        section: section.into(),
+        kind: kind.into(),
+        pattern: pattern.into(),
+        expires: "8h".into(),
+        exact,
+    };
+    let r = gate
+        .add_rule(add("commands", "allow", "git status; ls", true))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.changed && r.summary.contains("expires"), "{r:?}");
+    let text = std::fs::read_to_string(g.permissions_file()).unwrap();
+    assert!(text.contains("# hand-written note"), "{text}");
+    let x = explain(
+        &g,
+        pb::explain_request::Subject::Exec("git status; ls".into()),
+    )
+    .await;
+    assert_eq!(x.verdict, pb::Verdict::Allow as i32, "{x:?}");
+    let x = explain(
+        &g,
+        pb::explain_request::Subject::Exec("git status; ls; id".into()),
+    )
+    .await;
+    assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
+    let r = gate
+        .revoke_rule(pb::RevokeRuleRequest {
+            account: g.account.clone(),
+            section: "commands".into(),
+            kind: "allow".into(),
+            index: 0,
+            pattern: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.changed, "{r:?}");
+    let x = explain(
+        &g,
+        pb::explain_request::Subject::Exec("git status; ls".into()),
+    )
+    .await;
+    assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
+    gate.set_confinement(pb::SetConfinementRequest {
+        account: g.account.clone(),
+        enabled: true,
+    })
+    .await
+    .unwrap();
+    let x = explain(
+        &g,
+        pb::explain_request::Subject::Read("/etc/hostname".into()),
+    )
+    .await;
+    assert_eq!(
+        (x.verdict, x.rule.as_str()),
+        (pb::Verdict::Deny as i32, "confine_to_workdir"),
+        "{x:?}"
+    );
+    let refused = gate
+        .set_sandbox(pb::SetSandboxRequest {
+            account: g.account.clone(),
+            enabled: false,
+            confirm: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    gate.set_sandbox(pb::SetSandboxRequest {
+        account: g.account.clone(),
+        enabled: false,
+        confirm: true,
+    })
+    .await
+    .unwrap();
+    let info = gate
+        .account_info(pb::AccountInfoRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!info.sandbox_enabled && info.confined, "{info:?}");
+    gate.reset_rules(pb::ResetRulesRequest {
+        account: g.account.clone(),
+    })
+    .await
+    .unwrap();
+    let x = explain(&g, pb::explain_request::Subject::Read("a.txt".into())).await;
+    assert_eq!(x.rule, "sandbox: false", "switches survive a reset: {x:?}");
+    let outcomes: Vec<String> = policy_events(&g)
+        .await
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect();
+    for want in [
+        "rule_added",
+        "rule_revoked",
+        "confinement",
+        "sandbox",
+        "reset",
+    ] {
+        assert!(
+            outcomes.iter().any(|o| o == want),
+            "{want} missing from {outcomes:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_agent_connection_cannot_reach_rule_management() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    for tool in [
+        "add_rule",
+        "AddRule",
+        "policy_add",
+        "set_sandbox",
+        "explain",
+    ] {
+        let r = agent
+            .invoke(
+                "m",
+                tool,
+                json!({"account": g.account, "enabled": false, "confirm": true}),
+            )
+            .await;
+        expect_error(&r, "unknown_tool");
+    }
+    agent
+        .send(json!({"type": "set_sandbox", "enabled": false, "confirm": true}))
+        .await;
+    let frame = agent.next().await;
+    assert_eq!(frame["type"], "error", "{frame}");
+    let info = gate(&g)
+        .account_info(pb::AccountInfoRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(info.sandbox_enabled);
+    // The broker has no code path to the management methods at all.
+    let broker_src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../services/broker/src");
+    let files = walk(&broker_src);
+    assert!(files.len() > 3, "{}", broker_src.display());
+    for entry in files {
+        let text = std::fs::read_to_string(&entry).unwrap();
+        for method in [
+            "list_rules",
+            "add_rule",
+            "revoke_rule",
+            "reset_rules",
+            "set_confinement",
+            "set_sandbox",
+            ".explain(",
+        ] {
+            assert!(!text.contains(method), "{} calls {method}", entry.display());
+        }
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_policy_command_lists_adds_explains_and_guards_the_sandbox() {
+    let g = Glovebox::start();
+    let acct = g.account.clone();
+    std::fs::create_dir_all(g.workdir.join("docs")).unwrap();
+    let (code, out, err) = g.run_cli(&[
+        "policy",
+        "explain",
+        "--account",
+        &acct,
+        "--read",
+        "docs/../a.txt",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let subject = format!("subject: {}/a.txt", g.workdir.display());
+    assert!(
+        out.contains("verdict: allow") && out.contains(&subject),
+        "{out}"
+    );
+    assert!(
+        out.contains("layer:   account") && out.contains("rule:    paths.read.allow[0]: ./**"),
+        "{out}"
+    );
+    assert!(out.contains("why:"), "{out}");
+    let (_, out, _) = g.run_cli(&[
+        "policy",
+        "explain",
+        "--account",
+        &acct,
+        "--read",
+        ".ssh/id_rsa",
+    ]);
+    assert!(
+        out.contains("verdict: deny")
+            && out.contains("layer:   floor")
+            && out.contains("rule:    floor:.ssh"),
+        "{out}"
+    );
+    let (code, out, err) = g.run_cli(&[
+        "policy",
+        "add",
+        "--account",
+        &acct,
+        "commands",
+        "allow",
+        "cargo test",
+        "--exact",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("changed: commands.allow: cargo test"), "{out}");
+    let (_, out, _) = g.run_cli(&[
+        "policy",
+        "explain",
+        "--exec",
+        "cargo test; rm -rf ~",
+        "--cwd",
+        ".",
+    ]);
+    assert!(
+        out.contains("verdict: ask") && out.contains("rule:    default"),
+        "{out}"
+    );
+    let (_, out, _) = g.run_cli(&["policy", "explain", "--exec", "cargo test"]);
+    assert!(
+        out.contains("verdict: allow") && out.contains("commands.allow[0]"),
+        "{out}"
+    );
+    let (_, out, _) = g.run_cli(&["policy", "list"]);
+    assert!(
+        out.contains("floor (read-only, always denied): .ssh"),
+        "{out}"
+    );
+    assert!(
+        out.contains("account:\n") && out.contains("  commands.allow[0]: cargo test"),
+        "{out}"
+    );
+    let (code, out, _) = g.run_cli(&["policy", "revoke", "commands", "allow", "cargo test"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("changed: commands.allow[0]: cargo test"),
+        "{out}"
+    );
+    let (code, _, err) = g.run_cli(&["policy", "sandbox", "off"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--confirm"), "{err}");
+    let (_, out, _) = g.run_cli(&["policy", "explain", "--read", ".env"]);
+    assert!(
+        out.contains("verdict: deny"),
+        "the sandbox is still on: {out}"
+    );
+    let (code, out, _) = g.run_cli(&["policy", "confine", "on"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("confine_to_workdir: true"), "{out}");
+    let (code, _, err) = g.run_cli(&["policy", "explain", "--read", "a", "--write", "b"]);
+    assert_ne!(code, 0, "one subject at a time: {err}");
+}
