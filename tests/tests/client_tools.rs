@@ -251,3 +251,40 @@ async fn a_wrong_token_is_refused_before_the_upgrade() {
     let g = Glovebox::start();
     assert_eq!(open_provider(&g, "wrong").await.err(), Some(401));
 }
+
+#[tokio::test]
+async fn always_on_a_client_tool_persists_a_tool_rule() {
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider.register(&["read_page", "click"]).await;
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "a", "tool": "client__read_page", "params": {}}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "always").await;
+    let invoke = provider.next().await;
+    provider
+        .send(json!({"type": "result", "call_id": invoke["call_id"], "ok": true, "output": 1}))
+        .await;
+    expect_ok(&agent.result_for("a").await);
+    drop(approver);
+    agent
+        .send(json!({"type": "invoke", "call_id": "b", "tool": "client__read_page", "params": {}}))
+        .await;
+    let invoke = provider.next().await;
+    assert_eq!(
+        invoke["tool"], "read_page",
+        "no ask: the tool rule allowed it"
+    );
+    provider
+        .send(json!({"type": "result", "call_id": invoke["call_id"], "ok": true, "output": 2}))
+        .await;
+    assert_eq!(expect_ok(&agent.result_for("b").await), json!(2));
+    // another tool of the same provider still asks (and no approver is connected)
+    expect_error(
+        &agent.invoke("c", "client__click", json!({})).await,
+        "denied",
+    );
+}

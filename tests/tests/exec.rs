@@ -373,3 +373,34 @@ async fn bad_exec_params_and_unknown_jobs() {
         "invalid_params",
     );
 }
+
+#[tokio::test]
+async fn always_on_a_command_persists_an_exact_command_rule() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "a", "tool": "exec_run", "params": {"command": "echo one && echo two"}})).await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "always").await;
+    expect_ok(&agent.result_for("a").await);
+    let policy = std::fs::read_to_string(g.permissions_file()).unwrap();
+    assert!(policy.contains("commands:"), "{policy}");
+    drop(approver);
+    // the same command runs without asking (no approver is connected now) ...
+    expect_ok(
+        &agent
+            .invoke("b", "exec_run", json!({"command": "echo one && echo two"}))
+            .await,
+    );
+    // ... and the rule is anchored: anything appended still asks, and is denied here
+    expect_error(
+        &agent
+            .invoke(
+                "c",
+                "exec_run",
+                json!({"command": "echo one && echo two; rm -rf ~"}),
+            )
+            .await,
+        "denied",
+    );
+}
