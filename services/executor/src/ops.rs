@@ -33,18 +33,46 @@ pub struct OpContext<'a> {
     pub jobs: &'a crate::jobs::JobTable,
     /// The account's trash (freedesktop layout: `files/` and `info/`).
     pub trash_dir: &'a Path,
+    /// The account's read denies, as the ticket carries them (listings and searches only).
+    pub denied: Option<&'a globset::GlobSet>,
 }
 
-/// Why an entry met while listing or walking a tree is left out, or `None` to show it. Floor
-/// entries are hidden (and never opened); this is the one place where entries the account's
-/// policy denies will be hidden too.
+/// Why an entry met while listing or walking a tree is left out, or `None` to show it: entries on
+/// the floor, and entries the account's policy denies reading (from the ticket). Hidden entries
+/// are never opened.
 pub fn hidden(ctx: &OpContext<'_>, canonical: &str) -> Option<String> {
     if let Some(hit) = glovebox_policy::floor::check(canonical, ctx.protected) {
         return Some(hit.rule());
     }
-    // Extension point: denied-by-policy entries are hidden here once the executor holds the
-    // account's compiled read rules.
+    if ctx.denied.is_some_and(|set| set.is_match(canonical)) {
+        return Some("policy: read denied".to_owned());
+    }
     None
+}
+
+/// Compiles the globs a ticket says to hide; a glob that does not compile hides everything
+/// (fail closed).
+pub fn denied_set(globs: &[String]) -> globset::GlobSet {
+    let mut builder = globset::GlobSetBuilder::new();
+    for g in globs {
+        match glovebox_policy::build_glob(g) {
+            Ok(glob) => {
+                builder.add(glob);
+            }
+            Err(_) => {
+                if let Ok(all) = glovebox_policy::build_glob("/**") {
+                    builder.add(all);
+                }
+            }
+        }
+    }
+    builder.build().unwrap_or_else(|_| {
+        let mut all = globset::GlobSetBuilder::new();
+        if let Ok(g) = globset::Glob::new("**") {
+            all.add(g);
+        }
+        all.build().unwrap_or_default()
+    })
 }
 
 /// Resolves a call's subjects.
@@ -304,6 +332,7 @@ pub mod testing {
                 key: &self.key,
                 jobs: &self.jobs,
                 trash_dir: &self.trash,
+                denied: None,
             }
         }
 
@@ -321,6 +350,7 @@ pub mod testing {
             content_tag: plan.content_tag.clone(),
             expires_at_ms: u64::MAX,
             approval: "auto".into(),
+            hidden_globs: Vec::new(),
         }
     }
 }

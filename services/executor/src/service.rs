@@ -76,6 +76,7 @@ impl ExecutorService {
                 key: &config.key,
                 jobs: &jobs,
                 trash_dir: &config.trash_dir,
+                denied: None,
             };
             work(&ctx)
         })
@@ -199,8 +200,15 @@ impl pb::executor_server::Executor for ExecutorService {
                 match self.parse(&call) {
                     Ok(params) => {
                         event.detail = ops::audit_detail(&params);
-                        self.blocking(move |ctx| ops::execute(ctx, &params, &body))
-                            .await
+                        self.blocking(move |ctx| {
+                            let denied = ops::denied_set(&body.hidden_globs);
+                            let ctx = OpContext {
+                                denied: Some(&denied),
+                                ..ctx.clone()
+                            };
+                            ops::execute(&ctx, &params, &body)
+                        })
+                        .await
                     }
                     Err(e) => Err(e),
                 }

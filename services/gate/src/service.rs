@@ -142,9 +142,26 @@ impl GateState {
             content_tag: plan.content_tag.clone(),
             expires_at_ms: now_ms + TICKET_TTL_MS,
             approval: approval.to_owned(),
+            hidden_globs: self.hidden_globs(call),
         };
         let key = self.master_key.derive_account_key(&call.account);
         glovebox_ticket::sign(&key, &body)
+    }
+
+    /// What a listing or search must hide: the account's read denies (tools that walk only).
+    fn hidden_globs(&self, call: &ToolCall) -> Vec<String> {
+        let walks = matches!(
+            Tool::from_name(&call.tool),
+            Some(Tool::FileList | Tool::FileGrep | Tool::FileFind)
+        );
+        if !walks {
+            return Vec::new();
+        }
+        self.policies
+            .current(&call.account)
+            .and_then(|c| c.policy)
+            .map(|p| p.read_deny_globs(Some(crate::policies::now_unix())))
+            .unwrap_or_default()
     }
 
     /// Appends an audit event (kind `policy`) for each policy change or failed reload.

@@ -19,4 +19,4 @@ pub use decision::{Decision, Domain, Layer, Verdict};
 pub use permissions::{
     Capability, Kind, PolicyError, RawPolicy, RawRule, Section, exact_command_rule, exact_path_rule,
 };
-pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to};
+pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to, build_glob};

@@ -112,6 +112,8 @@ struct List {
     /// Set index → rule index (one rule can compile to two globs).
     owners: Vec<usize>,
     rules: Vec<RuleInfo>,
+    /// The absolute globs of a path list, with their rule index (for [`Policy::read_deny_globs`]).
+    path_globs: Vec<(String, usize)>,
 }
 
 impl List {
@@ -299,6 +301,25 @@ impl Policy {
     /// Capability caps set by managed files, with the file that set each.
     pub fn caps(&self) -> &[(Capability, String)] {
         &self.caps
+    }
+
+    /// The absolute globs of every live read deny (managed, account and project layers; with the
+    /// sandbox off, managed only): what a listing or a search must hide besides the floor.
+    pub fn read_deny_globs(&self, now: Option<i64>) -> Vec<String> {
+        let mut out = Vec::new();
+        for l in &self.layers {
+            if !self.sandbox && l.layer != Layer::Managed {
+                continue;
+            }
+            if let Some(list) = l.list(Section::PathsRead, Kind::Deny) {
+                for (glob, rule) in &list.path_globs {
+                    if list.rules.get(*rule).is_some_and(|r| r.live(now)) && !out.contains(glob) {
+                        out.push(glob.clone());
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Judges one canonical absolute path, without a clock (see the module docs).
@@ -578,6 +599,7 @@ fn compile_list(
     let mut owners = Vec::new();
     let mut globs = GlobSetBuilder::new();
     let mut regexes = Vec::new();
+    let mut compiled_paths = Vec::new();
     for (index, rule) in raw.iter().enumerate() {
         let info = RuleInfo {
             layer,
@@ -641,6 +663,7 @@ fn compile_list(
                 for p in patterns {
                     globs.add(build_glob(&p).map_err(bad)?);
                     owners.push(index);
+                    compiled_paths.push((p, index));
                 }
             }
         }
@@ -663,6 +686,7 @@ fn compile_list(
         matcher,
         owners,
         rules,
+        path_globs: compiled_paths,
     })
 }
 
@@ -716,7 +740,9 @@ fn literal_prefix(glob: &str) -> String {
     }
 }
 
-fn build_glob(pattern: &str) -> Result<Glob, String> {
+/// Builds a path glob the way policies do (`*` stays in one segment, `\\` escapes). Executors use
+/// it for the globs a ticket tells them to hide.
+pub fn build_glob(pattern: &str) -> Result<Glob, String> {
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)

@@ -152,6 +152,7 @@ mod tests {
             content_tag: vec![],
             expires_at_ms: 1_000,
             approval: "auto".into(),
+            hidden_globs: Vec::new(),
         }
     }
 
