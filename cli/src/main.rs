@@ -159,6 +159,8 @@ pub struct Env {
     pub log_filter: String,
     /// The environment exec jobs get: an allowlist of this process's variables.
     pub job_env: Vec<(String, String)>,
+    /// This process's whole environment, for an account's own job allowlist (`job_env`).
+    pub environment: Vec<(String, String)>,
     /// The user's trash (freedesktop layout): `$XDG_DATA_HOME/Trash`, by default
     /// `$HOME/.local/share/Trash`.
     pub trash_dir: PathBuf,
@@ -198,7 +200,8 @@ impl Env {
             shell: "/bin/sh".to_owned(),
             timezone,
             log_filter: std::env::var("GLOVEBOX_LOG").unwrap_or_else(|_| "info".to_owned()),
-            job_env: job_env(),
+            job_env: job_env(JOB_ENV_ALLOWLIST),
+            environment: std::env::vars().collect(),
             trash_dir: data_home.join("Trash"),
         }
     }
@@ -216,8 +219,8 @@ impl Env {
     }
 }
 
-fn job_env() -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = JOB_ENV_ALLOWLIST
+fn job_env(names: &[&str]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = names
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
         .collect();

@@ -108,6 +108,23 @@ pub struct ExecutorArgs {
     /// The account user's trash (freedesktop layout), where `file_delete` moves things.
     #[arg(long, value_name = "DIR")]
     pub trash: std::path::PathBuf,
+    /// A variable jobs may inherit (repeatable; default: PATH, HOME, LANG, LC_*, TERM, USER,
+    /// LOGNAME, TZ).
+    #[arg(long = "job-env", value_name = "NAME")]
+    pub job_env: Vec<String>,
+}
+
+/// The environment jobs get: the allowlisted variables of `environment`, and a PATH.
+fn allowlisted(environment: &[(String, String)], names: &[String]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = environment
+        .iter()
+        .filter(|(k, _)| names.contains(k))
+        .cloned()
+        .collect();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()));
+    }
+    env
 }
 
 /// Everything the executor does before its first thread starts: check its identity, read the
@@ -169,7 +186,11 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
                 .iter()
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
-            job_env: env.job_env.clone(),
+            job_env: if args.job_env.is_empty() {
+                env.job_env.clone()
+            } else {
+                allowlisted(&env.environment, &args.job_env)
+            },
             trash_dir: args.trash.clone(),
         },
         socket: args.socket.clone(),

@@ -133,6 +133,9 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
             o.trash_dir.clone()
         };
         args.extend(["--trash".into(), trash.display().to_string()]);
+        for name in &a.job_env {
+            args.extend(["--job-env".into(), name.clone()]);
+        }
         let env = if identity.drops {
             vec![
                 ("HOME".to_owned(), identity.home.clone()),

@@ -172,6 +172,10 @@ pub struct RawAccount {
     /// Directories the account's executor and jobs may touch at all (Landlock); default: the workdir.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// Environment variables the account's jobs inherit from the service (names only; default:
+    /// PATH, HOME, LANG, LC_ALL, LC_CTYPE, TERM, USER, LOGNAME, TZ). Nothing else ever reaches a job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_env: Vec<String>,
     /// Whether the account's agents get tools at all. Off unless switched on
     /// (`glovebox enable --account ID`); the account `up` creates for its user is on.
     #[serde(default)]
@@ -189,6 +193,7 @@ pub struct Account {
     /// Absolute; never empty (the workdir when none are configured).
     pub roots: Vec<PathBuf>,
     pub run_as: Option<String>,
+    pub job_env: Vec<String>,
     pub enabled: bool,
     pub token_hashes: Vec<[u8; 32]>,
 }
@@ -290,6 +295,7 @@ impl Config {
                 workdir,
                 roots,
                 run_as: a.run_as.clone(),
+                job_env: a.job_env.clone(),
                 enabled: a.enabled,
                 token_hashes,
             });

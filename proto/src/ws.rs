@@ -54,6 +54,10 @@ pub enum ClientFrame {
     Cancel {
         call_id: String,
     },
+    /// Switches the account's tools on or off (approver connections only).
+    SetEnabled {
+        enabled: bool,
+    },
 }
 
 fn empty_object() -> serde_json::Value {
@@ -186,6 +190,8 @@ pub enum ServerFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         warning: Option<String>,
     },
+    /// The account's tools were switched on or off (the answer to `set_enabled`).
+    Enabled { account: String, enabled: bool },
     /// The account went from no call in flight to some (`active: true`), or back.
     Activity { account: String, active: bool },
     /// An ask ended without an answer (timeout, withdrawn): approvers can stop showing it.
@@ -252,7 +258,7 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-const FRAME_TYPES: [&str; 4] = ["hello", "invoke", "answer", "cancel"];
+const FRAME_TYPES: [&str; 5] = ["hello", "invoke", "answer", "cancel", "set_enabled"];
 
 /// Parses one text frame from a client.
 pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {

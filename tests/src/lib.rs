@@ -65,6 +65,8 @@ pub struct Options {
     /// Several accounts (id, enabled), each with its own workdir `work-<id>` and token; the first
     /// is the harness's default account.
     pub accounts: Vec<(String, bool)>,
+    /// `job_env` of those accounts (variable names jobs inherit).
+    pub job_env: Vec<String>,
 }
 
 impl Default for Options {
@@ -74,6 +76,7 @@ impl Default for Options {
             env: Vec::new(),
             run_as: None,
             accounts: Vec::new(),
+            job_env: Vec::new(),
         }
     }
 }
@@ -94,7 +97,7 @@ impl Glovebox {
             write_state_for(&state, &workdir, user);
         }
         if !options.accounts.is_empty() {
-            write_accounts(&state, &root, &options.accounts);
+            write_accounts(&state, &root, &options.accounts, &options.job_env);
         }
         let (child, url) = spawn_up(&state, &workdir, &stderr_file, &options);
         let config = std::fs::read_to_string(state.join("glovebox.yaml")).unwrap();
@@ -297,7 +300,7 @@ impl Drop for Glovebox {
 }
 
 /// Writes a state directory with several accounts, each with its workdir and token.
-fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)]) {
+fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], job_env: &[String]) {
     let mut yaml = String::from("accounts:\n");
     for (id, enabled) in accounts {
         let workdir = root.join(format!("work-{id}"));
@@ -308,6 +311,9 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)]) {
             "  - id: {id}\n    workdir: {}\n    enabled: {enabled}\n    token_sha256: [{hash}]\n",
             workdir.display()
         ));
+        if !job_env.is_empty() {
+            yaml.push_str(&format!("    job_env: [{}]\n", job_env.join(", ")));
+        }
         let dir = state.join("accounts").join(id);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("token"), &token).unwrap();

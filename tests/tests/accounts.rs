@@ -158,3 +158,49 @@ async fn a_switched_off_account_gets_no_tools_until_enabled() {
     assert_eq!(code, 2);
     assert!(err.contains(r#"no account "mallory""#), "{err}");
 }
+
+#[tokio::test]
+async fn an_approver_can_switch_its_own_account_and_an_agent_cannot() {
+    let g = two_accounts(true);
+    let mut alice = g.connect_as("alice", "agent").await;
+    let mut alice_approver = g.connect_as("alice", "approver").await;
+    let mut bob = g.connect_as("bob", "agent").await;
+
+    alice
+        .send(json!({"type": "set_enabled", "enabled": false}))
+        .await;
+    let refused = alice.next().await;
+    assert_eq!(
+        (refused["type"].as_str(), refused["code"].as_str()),
+        (Some("error"), Some("denied"))
+    );
+    expect_ok(&alice.invoke("still", "file_list", json!({})).await);
+
+    alice_approver
+        .send(json!({"type": "set_enabled", "enabled": false}))
+        .await;
+    let done = alice_approver.next().await;
+    assert_eq!(
+        done,
+        json!({"type": "enabled", "account": "alice", "enabled": false})
+    );
+    let e = expect_error(&alice.invoke("off", "file_list", json!({})).await, "denied");
+    assert_eq!(e["rule"], "enablement");
+    // only alice's account was switched
+    expect_ok(&bob.invoke("b", "file_list", json!({})).await);
+
+    alice_approver
+        .send(json!({"type": "set_enabled", "enabled": true}))
+        .await;
+    assert_eq!(alice_approver.next().await["enabled"], true);
+    expect_ok(&alice.invoke("on", "file_list", json!({})).await);
+
+    let pool = g.audit_pool().await;
+    let switches: Vec<String> = sqlx::query_scalar(
+        "SELECT outcome FROM events WHERE kind = 'enablement' AND account = 'alice' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(switches, ["disabled", "enabled"]);
+}

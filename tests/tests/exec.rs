@@ -404,3 +404,32 @@ async fn always_on_a_command_persists_an_exact_command_rule() {
         "denied",
     );
 }
+
+#[tokio::test]
+async fn an_account_chooses_which_variables_its_jobs_inherit() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("alice".into(), true)],
+        job_env: vec!["GLOVEBOX_TEST_SHARED".into()],
+        env: vec![
+            ("GLOVEBOX_TEST_SHARED".into(), "visible".into()),
+            ("GLOVEBOX_TEST_LEAK".into(), "hidden".into()),
+        ],
+        ..Default::default()
+    });
+    let mut approver = g.connect_as("alice", "approver").await;
+    let mut agent = g.connect_as("alice", "agent").await;
+    let job = run(&mut agent, &mut approver, "r", json!({"command": "env"})).await;
+    finished(&mut agent, &job).await;
+    let out = expect_ok(
+        &agent
+            .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))
+            .await,
+    );
+    let env = out["stdout"]["text"].as_str().unwrap();
+    assert!(env.contains("GLOVEBOX_TEST_SHARED=visible"), "{env}");
+    assert!(
+        !env.contains("GLOVEBOX_TEST_LEAK") && !env.contains("HOME="),
+        "{env}"
+    );
+    assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+}

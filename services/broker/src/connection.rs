@@ -192,6 +192,33 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
                         .await;
                 }
             }
+            (Role::Approver, ClientFrame::SetEnabled { enabled }) => {
+                let mut gate = app.backends.gate.clone();
+                let request = crate::backends::request(glovebox_proto::v1::SetEnabledRequest {
+                    account: account.clone(),
+                    enabled,
+                    by: "approver".into(),
+                });
+                let reply = match gate.set_enabled(request).await {
+                    Ok(r) => text(&ServerFrame::Enabled {
+                        account: account.clone(),
+                        enabled: r.into_inner().enabled,
+                    }),
+                    Err(_) => frame_error(
+                        ErrorCode::Unavailable,
+                        "could not switch the account's tools; the gate is unavailable",
+                    ),
+                };
+                let _ = tx.send(reply).await;
+            }
+            (Role::Agent, ClientFrame::SetEnabled { .. }) => {
+                let _ = tx
+                    .send(frame_error(
+                        ErrorCode::Denied,
+                        "agent connections cannot switch tools on or off",
+                    ))
+                    .await;
+            }
             (Role::Approver, ClientFrame::Cancel { .. }) => {
                 let _ = tx
                     .send(frame_error(

@@ -120,6 +120,7 @@ pub async fn run(
         policies,
         audit: audit.clone(),
         master_key: config.master_key,
+        state_dir: config.state.clone(),
     });
     audit
         .append(glovebox_proto::v1::AuditEvent {

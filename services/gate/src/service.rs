@@ -28,6 +28,8 @@ pub struct GateState {
     pub policies: AccountPolicies,
     pub audit: AuditStore,
     pub master_key: Key,
+    /// For `SetEnabled`, which edits `glovebox.yaml`.
+    pub state_dir: glovebox_config::StateDir,
 }
 
 #[derive(Clone)]
@@ -363,6 +365,51 @@ impl pb::gate_server::Gate for GateService {
         };
         self.0.audit(e).await;
         Ok(Response::new(response))
+    }
+
+    async fn set_enabled(
+        &self,
+        request: Request<pb::SetEnabledRequest>,
+    ) -> Result<Response<pb::SetEnabledResponse>, Status> {
+        let pb::SetEnabledRequest {
+            account,
+            enabled,
+            by,
+        } = request.into_inner();
+        if self.0.policies.workdir(&account).is_none() {
+            return Err(Status::not_found("unknown account"));
+        }
+        let state = self.0.state_dir.clone();
+        let target = account.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let mut raw = state.load_raw_config()?;
+            if let Some(a) = raw.accounts.iter_mut().find(|a| a.id == target) {
+                a.enabled = enabled;
+            }
+            state.save_raw_config(&raw)
+        })
+        .await
+        .map_err(|_| Status::internal("could not write the configuration"))?;
+        if let Err(e) = written {
+            tracing::error!(error = %e, "could not switch an account's tools");
+            return Err(Status::internal("could not write the configuration"));
+        }
+        let by = if by == "approver" {
+            "approver"
+        } else {
+            "admin"
+        };
+        self.0
+            .audit(AuditEvent {
+                account: account.clone(),
+                source: "gate".into(),
+                kind: "enablement".into(),
+                outcome: if enabled { "enabled" } else { "disabled" }.into(),
+                detail: format!("switched by the {by}"),
+                ..Default::default()
+            })
+            .await;
+        Ok(Response::new(pb::SetEnabledResponse { enabled }))
     }
 
     async fn account_info(
