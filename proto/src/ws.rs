@@ -163,6 +163,8 @@ pub enum ServerFrame {
         account: String,
         connection_id: String,
         role: Role,
+        /// `desktop` or `web` (from the `profile` query parameter of the upgrade).
+        profile: String,
         tools: Vec<ToolSpec>,
         context: ClientContext,
     },

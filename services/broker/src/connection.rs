@@ -46,7 +46,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Serves one authenticated connection until it closes.
-pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
+pub async fn serve(
+    app: Arc<App>,
+    account: String,
+    profile: crate::profiles::Profile,
+    socket: WebSocket,
+) {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Message>(OUTBOX_DEPTH);
     let writer = tokio::spawn(async move {
@@ -62,7 +67,7 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
     let connection_id = new_id("conn");
     let role = match tokio::time::timeout(
         HELLO_TIMEOUT,
-        hello(&app, &account, &connection_id, &mut stream, &tx),
+        hello(&app, &account, profile, &connection_id, &mut stream, &tx),
     )
     .await
     {
@@ -157,6 +162,7 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
                 let origin = crate::pipeline::Origin {
                     account: account.clone(),
                     connection_id: connection_id.clone(),
+                    profile,
                 };
                 start_call(&app, origin, &tx, &in_flight, call_id, tool, params).await;
             }
@@ -252,6 +258,7 @@ pub async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
 async fn hello(
     app: &App,
     account: &str,
+    profile: crate::profiles::Profile,
     connection_id: &str,
     stream: &mut futures_util::stream::SplitStream<WebSocket>,
     tx: &mpsc::Sender<Message>,
@@ -283,10 +290,12 @@ async fn hello(
                 if !app.enablement.is_enabled(account) {
                     tools.clear();
                 }
+                tools.retain(|t| profile.allows(&t.name));
                 let ok = ServerFrame::HelloOk {
                     account: account.to_owned(),
                     connection_id: connection_id.to_owned(),
                     role,
+                    profile: profile.as_str().to_owned(),
                     tools,
                     context,
                 };

@@ -14,6 +14,7 @@ pub mod connection;
 pub mod enablement;
 pub mod mcp;
 pub mod pipeline;
+pub mod profiles;
 pub mod registry;
 
 use std::future::Future;
@@ -106,6 +107,7 @@ pub struct App {
     pub asks: asks::Asks,
     pub registry: registry::Registry,
     pub enablement: enablement::Enablement,
+    pub sessions: profiles::Sessions,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -124,6 +126,7 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
             config.config_file.clone(),
             config.enabled.iter().cloned().collect(),
         ),
+        sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
         next_conn: AtomicU64::new(1),
         connections: AtomicUsize::new(0),
         config,
@@ -166,6 +169,7 @@ impl Drop for ConnectionSlot {
 async fn ws_upgrade(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
     ws: WebSocketUpgrade,
 ) -> Response {
     let offered = auth::offered(&headers);
@@ -180,6 +184,35 @@ async fn ws_upgrade(
         )
             .into_response();
     };
+    let profile = match query.get("profile").map(String::as_str) {
+        None => profiles::Profile::Desktop,
+        Some(p) => match profiles::Profile::parse(p) {
+            Some(p) => p,
+            None => {
+                return (StatusCode::BAD_REQUEST, "profile must be desktop or web\n")
+                    .into_response();
+            }
+        },
+    };
+    if let Some(session) = query.get("session") {
+        if !glovebox_proto::ws::is_valid_id(session) {
+            return (
+                StatusCode::BAD_REQUEST,
+                "session must be 1 to 128 characters of [A-Za-z0-9._:-]\n",
+            )
+                .into_response();
+        }
+        if let Err(bound) = app.sessions.bind(&account, session, profile) {
+            return (
+                StatusCode::CONFLICT,
+                format!(
+                    "profile mismatch: session {session} is a {} session\n",
+                    bound.as_str()
+                ),
+            )
+                .into_response();
+        }
+    }
     if app.connections.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
         app.connections.fetch_sub(1, Ordering::Relaxed);
         return (StatusCode::SERVICE_UNAVAILABLE, "too many connections\n").into_response();
@@ -196,7 +229,7 @@ async fn ws_upgrade(
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
-            connection::serve(app, account, socket).await;
+            connection::serve(app, account, profile, socket).await;
             drop(slot);
         })
 }

@@ -153,6 +153,7 @@ impl ServerHandler for McpHandler {
         let origin = Origin {
             account,
             connection_id: new_id("mcp"),
+            profile: crate::profiles::Profile::Desktop,
         };
         let params = serde_json::Value::Object(request.arguments.unwrap_or_default());
         // MCP cancellation is not wired to asks yet: an ask ends by answer or timeout.

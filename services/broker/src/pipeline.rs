@@ -21,6 +21,7 @@ use crate::backends::request;
 pub struct Origin {
     pub account: String,
     pub connection_id: String,
+    pub profile: crate::profiles::Profile,
 }
 
 /// Runs one call and returns the result frame.
@@ -101,6 +102,15 @@ async fn steps(
                 "tools are switched off for account {account}; an administrator can run `glovebox enable --account {account}`"
             ),
             "enablement",
+        ));
+    }
+    if !origin.profile.allows(tool_name) {
+        return Err(WireError::denied(
+            format!(
+                "{tool_name} is not available to {} connections",
+                origin.profile.as_str()
+            ),
+            "profile",
         ));
     }
     if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {

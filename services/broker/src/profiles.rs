@@ -1,0 +1,109 @@
+//! Connection profiles: a connection says whether it is a `desktop` client (the default: it may use
+//! the tools that act on this machine) or a `web` client (a browser tab: client tools only). A
+//! session, once bound to a profile, cannot be resumed with another (HTTP 409).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// Sessions remembered for the profile check; the oldest are forgotten first.
+pub const MAX_SESSIONS: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Desktop,
+    Web,
+}
+
+impl Profile {
+    pub fn parse(s: &str) -> Option<Profile> {
+        match s {
+            "desktop" => Some(Profile::Desktop),
+            "web" => Some(Profile::Web),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Desktop => "desktop",
+            Profile::Web => "web",
+        }
+    }
+
+    /// Whether a connection of this profile may see and call `tool`: the built-in file and exec
+    /// tools are for desktop clients; client tools are for every profile.
+    pub fn allows(self, tool: &str) -> bool {
+        self == Profile::Desktop || glovebox_proto::client_tools::bare_name(tool).is_some()
+    }
+}
+
+/// (account, session) → profile, and the keys in the order they were first seen.
+type Bound = (
+    HashMap<(String, String), Profile>,
+    VecDeque<(String, String)>,
+);
+
+/// Which profile each (account, session) was first seen with.
+pub struct Sessions {
+    inner: Mutex<Bound>,
+    cap: usize,
+}
+
+impl Sessions {
+    pub fn new(cap: usize) -> Sessions {
+        Sessions {
+            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+            cap,
+        }
+    }
+
+    /// Binds a session to a profile, or returns the profile it is already bound to if different.
+    pub fn bind(&self, account: &str, session: &str, profile: Profile) -> Result<(), Profile> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (account.to_owned(), session.to_owned());
+        if let Some(bound) = inner.0.get(&key) {
+            return if *bound == profile {
+                Ok(())
+            } else {
+                Err(*bound)
+            };
+        }
+        if inner.1.len() >= self.cap
+            && let Some(old) = inner.1.pop_front()
+        {
+            inner.0.remove(&old);
+        }
+        inner.0.insert(key.clone(), profile);
+        inner.1.push_back(key);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_limit_tools() {
+        assert!(Profile::Desktop.allows("file_read") && Profile::Desktop.allows("client__x"));
+        assert!(!Profile::Web.allows("file_read") && !Profile::Web.allows("exec_run"));
+        assert!(Profile::Web.allows("client__read_page"));
+        assert_eq!(Profile::parse("mobile"), None);
+    }
+
+    #[test]
+    fn a_session_keeps_its_profile_per_account() {
+        let s = Sessions::new(2);
+        assert_eq!(s.bind("a", "s1", Profile::Web), Ok(()));
+        assert_eq!(s.bind("a", "s1", Profile::Web), Ok(()));
+        assert_eq!(s.bind("a", "s1", Profile::Desktop), Err(Profile::Web));
+        assert_eq!(
+            s.bind("b", "s1", Profile::Desktop),
+            Ok(()),
+            "sessions are per account"
+        );
+        // the cap forgets the oldest
+        assert_eq!(s.bind("a", "s2", Profile::Desktop), Ok(()));
+        assert_eq!(s.bind("a", "s1", Profile::Desktop), Ok(()));
+    }
+}
