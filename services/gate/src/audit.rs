@@ -130,6 +130,16 @@ impl AuditStore {
     }
 
     /// Appends one event and waits until it is written. Returns whether it was.
+    /// Queues one event behind every event queued before it, without waiting for the commit.
+    /// Used where answering fast matters (a decision): the row is still written before any row
+    /// queued later (the call's execute and result), and a failed write is counted as usual.
+    pub async fn enqueue(&self, event: AuditEvent) {
+        let (done, _ignored) = oneshot::channel();
+        if self.jobs.send(Job { event, done }).await.is_err() {
+            self.record_failure("audit writer has stopped");
+        }
+    }
+
     pub async fn append(&self, event: AuditEvent) -> bool {
         let (done, wait) = oneshot::channel();
         if self.jobs.send(Job { event, done }).await.is_err() {

@@ -269,7 +269,9 @@ impl pb::gate_server::Gate for GateService {
             e.approval = "auto".to_owned();
         }
         e.duration_ms = started.elapsed().as_millis() as u64;
-        self.0.audit(e).await;
+        // Queued in order before the answer (the call's later rows land after it); not awaited,
+        // so a decision costs no disk round trip.
+        self.0.audit.enqueue(e).await;
         let verdict = match v.decision {
             Decision::Allow => pb::Verdict::Allow,
             Decision::Ask => pb::Verdict::Ask,
