@@ -546,6 +546,28 @@ impl Client {
         }
     }
 
+    /// Polls `exec_status` until the job is no longer running; returns its last status.
+    pub async fn wait_job(&mut self, job_id: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        for i in 0.. {
+            let call_id = format!("status-{job_id}-{i}");
+            let status = expect_ok(
+                &self
+                    .invoke(&call_id, "exec_status", json!({ "job_id": job_id }))
+                    .await,
+            );
+            if status["state"] != "running" {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {job_id} did not finish: {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        unreachable!()
+    }
+
     pub async fn answer(&mut self, ask: &Value, decision: &str) {
         self.send(json!({"type": "answer", "ask_id": ask["ask_id"], "decision": decision}))
             .await;

@@ -86,18 +86,7 @@ async fn jobs_inherit_the_sandbox() {
     )
     .await;
     let job = expect_ok(&r)["job_id"].as_str().unwrap().to_owned();
-    let mut state = Value::Null;
-    for i in 0..500 {
-        state = expect_ok(
-            &agent
-                .invoke(&format!("s{i}"), "exec_status", json!({ "job_id": job }))
-                .await,
-        );
-        if state["state"] != "running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let state = agent.wait_job(&job).await;
     assert_eq!(state["state"], "exited", "{state}");
     let tail = expect_ok(
         &agent

@@ -19,24 +19,8 @@ async fn run(agent: &mut Client, approver: &mut Client, call_id: &str, params: V
     r["job_id"].as_str().unwrap().to_owned()
 }
 
-/// Polls `exec_status` until the job is no longer running.
 async fn finished(agent: &mut Client, job_id: &str) -> Value {
-    for i in 0..1500 {
-        let s = expect_ok(
-            &agent
-                .invoke(
-                    &format!("st-{job_id}-{i}"),
-                    "exec_status",
-                    json!({ "job_id": job_id }),
-                )
-                .await,
-        );
-        if s["state"] != "running" {
-            return s;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    panic!("job {job_id} did not finish");
+    agent.wait_job(job_id).await
 }
 
 fn pids_in(dir: &Path, names: &[&str]) -> Vec<i32> {

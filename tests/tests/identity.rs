@@ -7,7 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use glovebox_e2e::{Client, Glovebox, Options, expect_error, expect_ok};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const USER: &str = "nobody";
 
@@ -38,18 +38,7 @@ async fn run_job(agent: &mut Client, approver: &mut Client, command: &str) -> St
         .as_str()
         .unwrap()
         .to_owned();
-    let mut status = Value::Null;
-    for i in 0..500 {
-        status = expect_ok(
-            &agent
-                .invoke(&format!("s{i}"), "exec_status", json!({ "job_id": job }))
-                .await,
-        );
-        if status["state"] != "running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "exited", "{status}");
     let tail = expect_ok(
         &agent

@@ -40,6 +40,24 @@ impl TokenTable {
     }
 }
 
+/// The account a request's bearer token authenticates as.
+pub fn account_of(tokens: &TokenTable, headers: &HeaderMap) -> Option<String> {
+    offered(headers)
+        .token
+        .and_then(|t| tokens.authenticate(t))
+        .map(str::to_owned)
+}
+
+/// The answer to a request without a valid token: it says nothing about which accounts exist.
+pub fn unauthorized() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::UNAUTHORIZED,
+        "missing or invalid bearer token\n",
+    )
+        .into_response()
+}
+
 /// Reads the bearer token a WebSocket upgrade request offers.
 pub fn offered(headers: &HeaderMap) -> Offered<'_> {
     let (proto_token, wants_subprotocol) = headers

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use glovebox_proto::client_tools::{
     ProviderFrame, SUBPROTOCOLS, ToProviderFrame, accept_tools, parse_provider_frame,
@@ -25,17 +25,8 @@ pub async fn upgrade(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let offered = crate::auth::offered(&headers);
-    let Some(account) = offered
-        .token
-        .and_then(|t| app.tokens.authenticate(t))
-        .map(str::to_owned)
-    else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "missing or invalid bearer token\n",
-        )
-            .into_response();
+    let Some(account) = crate::auth::account_of(&app.tokens, &headers) else {
+        return crate::auth::unauthorized();
     };
     let protocol = headers
         .get("sec-websocket-protocol")

@@ -172,17 +172,8 @@ async fn ws_upgrade(
     axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let offered = auth::offered(&headers);
-    let Some(account) = offered
-        .token
-        .and_then(|t| app.tokens.authenticate(t))
-        .map(str::to_owned)
-    else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "missing or invalid bearer token\n",
-        )
-            .into_response();
+    let Some(account) = auth::account_of(&app.tokens, &headers) else {
+        return auth::unauthorized();
     };
     let profile = match query.get("profile").map(String::as_str) {
         None => profiles::Profile::Desktop,
@@ -218,7 +209,7 @@ async fn ws_upgrade(
         return (StatusCode::SERVICE_UNAVAILABLE, "too many connections\n").into_response();
     }
     let slot = ConnectionSlot(app.clone());
-    let ws = if offered.wants_subprotocol {
+    let ws = if auth::offered(&headers).wants_subprotocol {
         ws.protocols([SUBPROTOCOL])
     } else {
         ws

@@ -8,9 +8,8 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use glovebox_proto::tools::Tool;
 use glovebox_proto::ws::ServerFrame;
 use rmcp::model::{
@@ -36,23 +35,14 @@ pub async fn require_bearer(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let offered = crate::auth::offered(request.headers());
-    let account = offered
-        .token
-        .and_then(|t| app.tokens.authenticate(t))
-        .map(str::to_owned);
-    match account {
+    match crate::auth::account_of(&app.tokens, request.headers()) {
         Some(account) => {
             request
                 .extensions_mut()
                 .insert(AuthenticatedAccount(account));
             next.run(request).await
         }
-        None => (
-            StatusCode::UNAUTHORIZED,
-            "missing or invalid bearer token\n",
-        )
-            .into_response(),
+        None => crate::auth::unauthorized(),
     }
 }
 
