@@ -192,6 +192,7 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
                 allowlisted(&env.environment, &args.job_env)
             },
             trash_dir: args.trash.clone(),
+            sandbox: enforcement.describe().to_owned(),
         },
         socket: args.socket.clone(),
         listener,

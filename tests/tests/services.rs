@@ -379,3 +379,42 @@ async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("audit chain verified"), "{out}");
 }
+
+async fn healthz(g: &Glovebox) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = g
+        .url
+        .trim_start_matches("ws://")
+        .trim_end_matches("/v1/ws")
+        .to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code: u16 = response[9..12].parse().unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    // the body may be chunked: take the JSON object inside it
+    let start = body.find('{').unwrap();
+    let end = body.rfind('}').unwrap();
+    (code, serde_json::from_str(&body[start..=end]).unwrap())
+}
+
+#[tokio::test]
+async fn health_reports_the_sandbox_of_each_executor_and_an_executor_down() {
+    let g = Glovebox::start();
+    let (code, body) = healthz(&g).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["ok"], true);
+    assert_eq!(body["audit"]["healthy"], true);
+    let executor = &body["executors"][g.account.as_str()];
+    assert_eq!(executor["reachable"], true, "{body}");
+    assert_eq!(executor["sandbox"], "landlock=fully_enforced");
+    let old = g.kill_service("executor");
+    let (code, body) = healthz(&g).await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["executors"][g.account.as_str()]["reachable"], false);
+    g.await_restart("executor", old).await;
+    let (code, _) = healthz(&g).await;
+    assert_eq!(code, 200);
+}

@@ -39,6 +39,13 @@ impl Backends {
     }
 
     /// The executor of `account` (the authenticated account, never one named in a request).
+    /// Every account that has an executor.
+    pub fn accounts(&self) -> Vec<String> {
+        let mut accounts: Vec<String> = self.executors.keys().cloned().collect();
+        accounts.sort();
+        accounts
+    }
+
     pub fn executor(&self, account: &str) -> Option<ExecutorClient<Channel>> {
         self.executors.get(account).cloned()
     }

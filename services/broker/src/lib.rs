@@ -229,22 +229,53 @@ async fn health(State(app): State<Arc<App>>) -> Response {
     let mut gate = app.backends.gate.clone();
     let mut req = tonic::Request::new(glovebox_proto::v1::HealthRequest {});
     req.set_timeout(Duration::from_secs(2));
-    let (status, body) = match gate.health(req).await {
-        Ok(h) => {
-            let h = h.into_inner();
+    let gate_health = gate.health(req).await.ok().map(|h| h.into_inner());
+    let mut executors = serde_json::Map::new();
+    let mut executors_ok = true;
+    for account in app.backends.accounts() {
+        let status = match app.backends.executor(&account) {
+            Some(mut client) => {
+                let mut req = tonic::Request::new(glovebox_proto::v1::ExecutorStatusRequest {});
+                req.set_timeout(Duration::from_secs(2));
+                client.status(req).await.ok().map(|s| s.into_inner())
+            }
+            None => None,
+        };
+        let entry = match status {
+            Some(s) => {
+                // Where the kernel has no Landlock, health says so rather than pretending.
+                executors_ok &= s.sandbox != "landlock=not_available";
+                serde_json::json!({ "reachable": true, "sandbox": s.sandbox, "uid": s.uid, "running_jobs": s.running_jobs })
+            }
+            None => {
+                executors_ok = false;
+                serde_json::json!({ "reachable": false })
+            }
+        };
+        executors.insert(account, entry);
+    }
+    let (status, body) = match gate_health {
+        Some(h) => {
+            let ok = h.audit_healthy && h.policy_errors.is_empty() && executors_ok;
             (
-                StatusCode::OK,
+                if ok {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                },
                 serde_json::json!({
-                    "ok": h.audit_healthy,
+                    "ok": ok,
                     "gate": "reachable",
                     "audit": { "healthy": h.audit_healthy, "failures": h.audit_failures, "rows": h.audit_rows },
+                    "policy_errors": h.policy_errors,
+                    "executors": executors,
                     "connections": app.connections.load(Ordering::Relaxed),
                 }),
             )
         }
-        Err(_) => (
+        None => (
             StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({ "ok": false, "gate": "unreachable" }),
+            serde_json::json!({ "ok": false, "gate": "unreachable", "executors": executors }),
         ),
     };
     (status, axum::Json(body)).into_response()

@@ -210,6 +210,14 @@ impl JobTable {
         Ok(self.find(job_id)?.summary())
     }
 
+    /// Jobs still running.
+    pub fn running(&self) -> usize {
+        lock(&self.jobs)
+            .iter()
+            .filter(|j| j.state().0 == JobState::Running)
+            .count()
+    }
+
     pub fn list(&self) -> Value {
         let jobs: Vec<Value> = lock(&self.jobs).iter().map(|j| j.summary()).collect();
         json!({ "jobs": jobs })

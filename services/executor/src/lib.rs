@@ -43,6 +43,8 @@ pub struct ExecutorConfig {
     pub job_env: Vec<(String, String)>,
     /// The account's trash directory (freedesktop layout), where `file_delete` moves things.
     pub trash_dir: PathBuf,
+    /// How the OS boundary was applied (reported by `Status`), e.g. `landlock=fully_enforced`.
+    pub sandbox: String,
 }
 
 #[derive(Debug, thiserror::Error)]

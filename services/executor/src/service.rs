@@ -241,4 +241,15 @@ impl pb::executor_server::Executor for ExecutorService {
         }
         Ok(Response::new(response))
     }
+
+    async fn status(
+        &self,
+        _request: Request<pb::ExecutorStatusRequest>,
+    ) -> Result<Response<pb::ExecutorStatusResponse>, Status> {
+        Ok(Response::new(pb::ExecutorStatusResponse {
+            sandbox: self.config.sandbox.clone(),
+            uid: rustix::process::geteuid().as_raw(),
+            running_jobs: self.jobs.running() as u32,
+        }))
+    }
 }
