@@ -254,6 +254,22 @@ async fn a_denied_command_does_not_run_and_is_audited_by_length_only() {
             .fetch_one(&pool)
             .await
             .unwrap();
+    // the administrators' view of commands says the same, and holds only exec_run calls
+    let commands: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT call_id, approval FROM commands ORDER BY started_at")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let ids: Vec<&str> = commands.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(ids.len(), 2, "only the two exec_run calls: {commands:?}");
+    assert!(
+        commands.contains(&("no".to_owned(), Some("denied".to_owned()))),
+        "{commands:?}"
+    );
+    assert!(
+        commands.contains(&("yes".to_owned(), Some("approved".to_owned()))),
+        "{commands:?}"
+    );
     assert!(
         approved.contains("exec echo GITHUB_TOKEN=**** > /dev/null"),
         "{approved}"

@@ -72,13 +72,22 @@ impl std::fmt::Debug for AuditStore {
 
 /// The embedded schema migrations.
 pub fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "events".into(),
-        MigrationType::Simple,
-        include_str!("../migrations/0001_events.sql").into_sql_str(),
-        false,
-    )])
+    Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "events".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0001_events.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            "commands view".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0002_commands_view.sql").into_sql_str(),
+            false,
+        ),
+    ])
 }
 
 /// Opens (creating if needed) and migrates the SQLite file at `path`.
