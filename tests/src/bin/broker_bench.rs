@@ -3,7 +3,8 @@
 //!    said hello;
 //! 2. overhead: an allowed 4 KiB `file_read` through the broker (WebSocket) against the same
 //!    backend calls made directly over gRPC (executor Plan, gate Decide, executor Execute), in the
-//!    same run — the difference is what the broker adds.
+//!    same run — the difference is what the broker adds; and the executor's Execute alone (with a
+//!    ticket the gate signed for that call).
 //!
 //! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin glovebox-broker-bench`
 
@@ -81,6 +82,7 @@ async fn main() {
     };
     let mut through = Vec::with_capacity(CALLS);
     let mut backend = Vec::with_capacity(CALLS);
+    let mut execute_only = Vec::with_capacity(CALLS);
     for i in 0..WARMUP + CALLS {
         let t = Instant::now();
         let r = agent
@@ -107,6 +109,7 @@ async fn main() {
             .await
             .unwrap()
             .into_inner();
+        let t_exec = Instant::now();
         let done = executor
             .execute(ExecuteRequest {
                 call: Some(call),
@@ -115,11 +118,13 @@ async fn main() {
             .await
             .unwrap()
             .into_inner();
+        let d_exec = t_exec.elapsed();
         let d2 = t.elapsed();
         assert!(done.error.is_none(), "{done:?}");
         if i >= WARMUP {
             through.push(d1);
             backend.push(d2);
+            execute_only.push(d_exec);
         }
     }
     let (m1, m2) = (median(through.clone()), median(backend.clone()));
@@ -133,6 +138,11 @@ async fn main() {
         "  backend calls made directly (gRPC)    median {:>8.1} µs  p99 {:>8.1} µs",
         m2.as_secs_f64() * 1e6,
         p99(backend).as_secs_f64() * 1e6
+    );
+    println!(
+        "  executor Execute alone (gRPC, ticket)  median {:>8.1} µs  p99 {:>8.1} µs",
+        median(execute_only.clone()).as_secs_f64() * 1e6,
+        p99(execute_only).as_secs_f64() * 1e6
     );
     println!(
         "  the broker adds {:.1} µs per call (median difference; ratio {:.2}x)",
