@@ -10,7 +10,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use glovebox_config::StateDir;
-use glovebox_proto::v1::{self as pb, explain_request::Subject, gate_client::GateClient};
+use glovebox_proto::v1::{
+    self as pb, explain_request::Subject, gate_admin_client::GateAdminClient,
+};
 use tonic::transport::Channel;
 
 #[derive(Subcommand, Debug)]
@@ -101,11 +103,11 @@ fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> 
     Ok(id)
 }
 
-fn client(state: &StateDir) -> anyhow::Result<GateClient<Channel>> {
-    let socket = state.gate_socket();
+fn client(state: &StateDir) -> anyhow::Result<GateAdminClient<Channel>> {
+    let socket = state.admin_socket();
     let channel = glovebox_proto::transport::lazy_channel(&socket)
         .with_context(|| format!("gate socket {}", socket.display()))?;
-    Ok(GateClient::new(channel))
+    Ok(GateAdminClient::new(channel))
 }
 
 fn gate_error(status: tonic::Status) -> anyhow::Error {

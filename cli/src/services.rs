@@ -64,16 +64,21 @@ pub async fn gate(
     let audit_socket = state.audit_socket();
     let audit_listener = glovebox_proto::transport::bind_socket(&audit_socket, 0o666)
         .with_context(|| format!("bind {}", audit_socket.display()))?;
+    let admin_socket = state.admin_socket();
+    let admin_listener = bind_private_socket(&admin_socket)
+        .with_context(|| format!("bind {}", admin_socket.display()))?;
     ready(&socket.display().to_string());
     glovebox_gate::run(
         config,
         listener,
         Some(audit_listener),
+        Some(admin_listener),
         shutdown_signal(exit_on_stdin_eof),
     )
     .await?;
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(&audit_socket);
+    let _ = std::fs::remove_file(&admin_socket);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -95,6 +95,10 @@ impl StateDir {
     pub fn executor_socket(&self, account: &str) -> PathBuf {
         self.executor_run_dir(account).join("executor.sock")
     }
+    /// The gate's rule-management socket (`glovebox policy ...`); the broker never connects to it.
+    pub fn admin_socket(&self) -> PathBuf {
+        self.run_dir().join("admin.sock")
+    }
     /// The gate's audit-only socket, which executors running as other users connect to.
     pub fn audit_socket(&self) -> PathBuf {
         self.run_dir().join("audit.sock")

@@ -7,8 +7,15 @@
 use std::time::{Duration, Instant};
 
 use glovebox_e2e::{Glovebox, WAIT, expect_error, expect_ok};
-use glovebox_proto::v1::{self as pb, gate_client::GateClient};
+use glovebox_proto::v1::{self as pb, gate_admin_client::GateAdminClient, gate_client::GateClient};
 use serde_json::{Value, json};
+
+/// Rule management: the gate's admin socket, which the broker never connects to.
+fn admin(g: &Glovebox) -> GateAdminClient<tonic::transport::Channel> {
+    GateAdminClient::new(
+        glovebox_proto::transport::lazy_channel(&g.state.join("run/admin.sock")).unwrap(),
+    )
+}
 
 fn gate(g: &Glovebox) -> GateClient<tonic::transport::Channel> {
     GateClient::new(
@@ -44,7 +51,7 @@ async fn read(g: &Glovebox, path: &str) -> Value {
 }
 
 async fn explain(g: &Glovebox, subject: pb::explain_request::Subject) -> pb::ExplainResponse {
-    gate(g)
+    admin(g)
         .explain(pb::ExplainRequest {
             account: g.account.clone(),
             subject: Some(subject),
@@ -196,7 +203,7 @@ async fn a_managed_deny_cannot_be_loosened_by_the_account() {
         "{details:?}"
     );
     // The account's own allow, added through rule management, does not loosen it.
-    let r = gate(&g)
+    let r = admin(&g)
         .add_rule(pb::AddRuleRequest {
             account: g.account.clone(),
             section: "paths.read".into(),
@@ -214,7 +221,7 @@ async fn a_managed_deny_cannot_be_loosened_by_the_account() {
     assert_eq!(x.layer, "managed", "{x:?}");
     assert_eq!(x.verdict, pb::Verdict::Deny as i32);
     // and the listing shows the managed rule as read-only
-    let list = gate(&g)
+    let list = admin(&g)
         .list_rules(pb::ListRulesRequest {
             account: g.account.clone(),
         })
@@ -303,7 +310,7 @@ async fn an_expired_rule_no_longer_applies() {
         "paths.read.allow[0]: ./old.txt"
     );
     expect_ok(&read(&g, "new.txt").await);
-    let list = gate(&g)
+    let list = admin(&g)
         .list_rules(pb::ListRulesRequest {
             account: g.account.clone(),
         })
@@ -324,7 +331,7 @@ async fn an_expired_rule_no_longer_applies() {
 #[tokio::test]
 async fn rule_management_keeps_comments_and_every_change_is_audited() {
     let g = Glovebox::start();
-    let mut gate = gate(&g);
+    let mut admin_client = admin(&g);
     let mut text = std::fs::read_to_string(g.permissions_file()).unwrap();
     text.push_str("# hand-written note\n");
     std::fs::write(g.permissions_file(), &text).unwrap();
@@ -336,7 +343,7 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         expires: "8h".into(),
         exact,
     };
-    let r = gate
+    let r = admin_client
         .add_rule(add("commands", "allow", "git status; ls", true))
         .await
         .unwrap()
@@ -356,7 +363,7 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
     )
     .await;
     assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
-    let r = gate
+    let r = admin_client
         .revoke_rule(pb::RevokeRuleRequest {
             account: g.account.clone(),
             section: "commands".into(),
@@ -374,12 +381,13 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
     )
     .await;
     assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
-    gate.set_confinement(pb::SetConfinementRequest {
-        account: g.account.clone(),
-        enabled: true,
-    })
-    .await
-    .unwrap();
+    admin_client
+        .set_confinement(pb::SetConfinementRequest {
+            account: g.account.clone(),
+            enabled: true,
+        })
+        .await
+        .unwrap();
     let x = explain(
         &g,
         pb::explain_request::Subject::Read("/etc/hostname".into()),
@@ -390,7 +398,7 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         (pb::Verdict::Deny as i32, "confine_to_workdir"),
         "{x:?}"
     );
-    let refused = gate
+    let refused = admin_client
         .set_sandbox(pb::SetSandboxRequest {
             account: g.account.clone(),
             enabled: false,
@@ -399,14 +407,15 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-    gate.set_sandbox(pb::SetSandboxRequest {
-        account: g.account.clone(),
-        enabled: false,
-        confirm: true,
-    })
-    .await
-    .unwrap();
-    let info = gate
+    admin_client
+        .set_sandbox(pb::SetSandboxRequest {
+            account: g.account.clone(),
+            enabled: false,
+            confirm: true,
+        })
+        .await
+        .unwrap();
+    let info = gate(&g)
         .account_info(pb::AccountInfoRequest {
             account: g.account.clone(),
         })
@@ -414,11 +423,12 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         .unwrap()
         .into_inner();
     assert!(!info.sandbox_enabled && info.confined, "{info:?}");
-    gate.reset_rules(pb::ResetRulesRequest {
-        account: g.account.clone(),
-    })
-    .await
-    .unwrap();
+    admin_client
+        .reset_rules(pb::ResetRulesRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap();
     let x = explain(&g, pb::explain_request::Subject::Read("a.txt".into())).await;
     assert_eq!(x.rule, "sandbox: false", "switches survive a reset: {x:?}");
     let outcomes: Vec<String> = policy_events(&g)
@@ -473,6 +483,17 @@ async fn an_agent_connection_cannot_reach_rule_management() {
         .unwrap()
         .into_inner();
     assert!(info.sandbox_enabled);
+    // The socket the broker uses does not serve rule management at all.
+    let mut on_gate_socket = GateAdminClient::new(
+        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
+    );
+    let refused = on_gate_socket
+        .list_rules(pb::ListRulesRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unimplemented, "{refused:?}");
     // The broker has no code path to the management methods at all.
     let broker_src =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../services/broker/src");
@@ -488,6 +509,9 @@ async fn an_agent_connection_cannot_reach_rule_management() {
             "set_confinement",
             "set_sandbox",
             ".explain(",
+            "admin.sock",
+            "admin_socket",
+            "gate_admin",
         ] {
             assert!(!text.contains(method), "{} calls {method}", entry.display());
         }

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use glovebox_config::{ConfigError, StateDir};
 use glovebox_proto::transport;
-use glovebox_proto::v1::{audit_server::AuditServer, gate_server::GateServer};
+use glovebox_proto::v1::{
+    audit_server::AuditServer, gate_admin_server::GateAdminServer, gate_server::GateServer,
+};
 use glovebox_ticket::Key;
 use tokio::net::UnixListener;
 
@@ -105,6 +107,7 @@ pub async fn run(
     config: GateConfig,
     listener: UnixListener,
     audit_listener: Option<UnixListener>,
+    admin_listener: Option<UnixListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GateError> {
     let audit = AuditStore::open(&config.state.audit_db()).await?;
@@ -150,18 +153,32 @@ pub async fn run(
             .add_service(AuditServer::new(service::AuditService(state.clone())))
             .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
     });
+    let admin = admin_listener.map(|l| {
+        let incoming = transport::peer_checked_incoming(l, transport::default_allowed_uids());
+        tonic::transport::Server::builder()
+            .add_service(GateAdminServer::new(service::AdminService(state.clone())))
+            .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
+    });
     let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
     let main = tonic::transport::Server::builder()
         .add_service(GateServer::new(service::GateService(state.clone())))
         .add_service(AuditServer::new(service::AuditService(state)))
         .serve_with_incoming_shutdown(incoming, stopped(stop_rx));
-    match audit_only {
-        Some(audit_only) => {
-            let (a, b) = tokio::join!(main, audit_only);
-            a?;
-            b?;
+    let audit_only = async move {
+        match audit_only {
+            Some(server) => server.await,
+            None => Ok(()),
         }
-        None => main.await?,
-    }
+    };
+    let admin = async move {
+        match admin {
+            Some(server) => server.await,
+            None => Ok(()),
+        }
+    };
+    let (a, b, c) = tokio::join!(main, audit_only, admin);
+    a?;
+    b?;
+    c?;
     Ok(())
 }

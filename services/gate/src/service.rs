@@ -451,7 +451,14 @@ impl pb::gate_server::Gate for GateService {
             policy_errors: self.0.policies.errors(),
         }))
     }
+}
 
+/// The `GateAdmin` service: rule management and explain (see `admin.rs`), on the admin socket.
+#[derive(Clone)]
+pub struct AdminService(pub Arc<GateState>);
+
+#[tonic::async_trait]
+impl pb::gate_admin_server::GateAdmin for AdminService {
     async fn list_rules(
         &self,
         request: Request<ListRulesRequest>,
