@@ -166,7 +166,9 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
         .context("read the ticket key from stdin")?;
     let key_bytes = hex::decode(line.trim()).context("ticket key on stdin is not hex")?;
     let key = glovebox_ticket::Key::from_bytes(&key_bytes)?;
-    let listener = bind_private_socket_std(&args.socket)?;
+    // Bound before any thread starts; handed to tokio once the runtime exists.
+    let listener = glovebox_proto::transport::bind_std_socket(&args.socket, 0o600)
+        .with_context(|| format!("bind {}", args.socket.display()))?;
     // The trash must exist (as this user) before the sandbox is applied, to be granted. A user
     // without a writable home has no trash: deletes then fail, nothing else does.
     let runtime_dir = args.socket.parent().unwrap_or(Path::new("/nonexistent"));
@@ -203,19 +205,6 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
         listener,
         enforcement,
     })
-}
-
-fn bind_private_socket_std(socket: &Path) -> anyhow::Result<std::os::unix::net::UnixListener> {
-    // Bound before the runtime exists; handed to tokio once it does.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    let listener = runtime
-        .block_on(async { bind_private_socket(socket) })
-        .with_context(|| format!("bind {}", socket.display()))?;
-    let std_listener = listener.into_std()?;
-    drop(runtime);
-    Ok(std_listener)
 }
 
 pub async fn executor(prepared: PreparedExecutor) -> anyhow::Result<ExitCode> {

@@ -16,6 +16,17 @@ pub fn bind_private_socket(path: &Path) -> std::io::Result<UnixListener> {
 /// Binds a Unix socket with `mode`, replacing a stale socket file. Access is decided by the peer
 /// check on each connection; the mode only lets other users' processes reach it at all.
 pub fn bind_socket(path: &Path, mode: u32) -> std::io::Result<UnixListener> {
+    let listener = bind_std_socket(path, mode)?;
+    listener.set_nonblocking(true)?;
+    UnixListener::from_std(listener)
+}
+
+/// [`bind_socket`] without a runtime, for a process that binds before its threads start (the
+/// executor, which confines itself first); hand it to tokio with `UnixListener::from_std`.
+pub fn bind_std_socket(
+    path: &Path,
+    mode: u32,
+) -> std::io::Result<std::os::unix::net::UnixListener> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)?,
         Ok(_) => {
@@ -27,7 +38,7 @@ pub fn bind_socket(path: &Path, mode: u32) -> std::io::Result<UnixListener> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let listener = UnixListener::bind(path)?;
+    let listener = std::os::unix::net::UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(listener)
 }
