@@ -185,6 +185,11 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     }
     let url = running.last().map(|r| r.ready.clone()).unwrap_or_default();
     write_private_file(&state.broker_url_file(), format!("{url}\n").as_bytes())?;
+    // A restarted broker listens where the first one did (even when that was port 0), so the URL
+    // clients were given stays right.
+    if let (Some(broker), Some(addr)) = (running.last_mut(), listen_addr_of(&url)) {
+        pin_listen(&mut broker.spec.args, &addr);
+    }
     let audit = AuditClient::new(lazy_channel(&state.gate_socket())?);
     audit_service(
         &audit,
@@ -254,6 +259,20 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     stop_all(&mut running, &mut exits).await;
     let _ = std::fs::remove_file(state.broker_url_file());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `host:port` of a `ws://host:port/...` URL.
+fn listen_addr_of(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("ws://")?;
+    Some(rest.split('/').next()?.to_owned())
+}
+
+/// Sets `--listen ADDR` in a broker's arguments, replacing any earlier one.
+fn pin_listen(args: &mut Vec<String>, addr: &str) {
+    if let Some(i) = args.iter().position(|a| a == "--listen") {
+        args.drain(i..(i + 2).min(args.len()));
+    }
+    args.extend(["--listen".to_owned(), addr.to_owned()]);
 }
 
 fn backoff(failures: u32) -> Duration {
@@ -447,4 +466,41 @@ fn banner(
     println!(
         "Try `glovebox call file_list` here and `glovebox approve` in another terminal. Ctrl-C stops."
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restarted_broker_keeps_the_address_it_first_bound() {
+        assert_eq!(
+            listen_addr_of("ws://127.0.0.1:41234/v1/ws").as_deref(),
+            Some("127.0.0.1:41234")
+        );
+        assert_eq!(listen_addr_of("http://x/"), None);
+        let mut args: Vec<String> = ["broker", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"]
+            .map(String::from)
+            .to_vec();
+        pin_listen(&mut args, "127.0.0.1:41234");
+        assert_eq!(
+            args,
+            [
+                "broker",
+                "--exit-on-stdin-eof",
+                "--listen",
+                "127.0.0.1:41234"
+            ]
+        );
+        let mut args: Vec<String> = vec!["broker".into()];
+        pin_listen(&mut args, "[::1]:7420");
+        assert_eq!(args, ["broker", "--listen", "[::1]:7420"]);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        assert_eq!(backoff(1), BACKOFF_START);
+        assert_eq!(backoff(2), BACKOFF_START * 2);
+        assert_eq!(backoff(40), BACKOFF_MAX);
+    }
 }

@@ -240,6 +240,13 @@ impl Glovebox {
         let socket = match service {
             "gate" => self.state.join("run/gate.sock"),
             "executor" => self.executor_socket(),
+            "broker" => {
+                let addr = self
+                    .url
+                    .trim_start_matches("ws://")
+                    .trim_end_matches("/v1/ws");
+                return std::net::TcpStream::connect(addr).is_ok();
+            }
             _ => return true,
         };
         std::os::unix::net::UnixStream::connect(socket).is_ok()

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use futures_util::StreamExt;
 use glovebox_e2e::{Glovebox, expect_error, expect_ok};
 use glovebox_proto::v1::{ExecuteRequest, Ticket, ToolCall, executor_client::ExecutorClient};
 use serde_json::json;
@@ -417,4 +418,48 @@ async fn health_reports_the_sandbox_of_each_executor_and_an_executor_down() {
     g.await_restart("executor", old).await;
     let (code, _) = healthz(&g).await;
     assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn a_crashed_broker_comes_back_on_the_same_address() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut agent = g.connect("agent").await;
+    let old = g.kill_service("broker");
+    // the open connection ends with its broker
+    let gone = tokio::time::timeout(glovebox_e2e::WAIT, agent.socket.next())
+        .await
+        .unwrap();
+    assert!(
+        !matches!(
+            gone,
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Text(_)))
+        ),
+        "{gone:?}"
+    );
+    g.await_restart("broker", old).await;
+    // the URL `up` printed (port 0 was asked for) still works
+    let mut again = g.connect("agent").await;
+    expect_ok(
+        &again
+            .invoke("r", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    let url = std::fs::read_to_string(g.state.join("run/broker.url")).unwrap();
+    assert_eq!(url.trim(), g.url);
+}
+
+#[tokio::test]
+async fn a_gate_crash_while_an_ask_is_pending_fails_the_call_closed() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent.send(json!({"type": "invoke", "call_id": "w", "tool": "file_write", "params": {"path": "w.txt", "content": "x"}})).await;
+    let ask = approver.next_ask().await;
+    let old = g.kill_service("gate");
+    approver.answer(&ask, "once").await;
+    let e = expect_error(&agent.result_for("w").await, "unavailable");
+    assert!(e["message"].as_str().unwrap().contains("gate"), "{e}");
+    assert!(!g.workdir.join("w.txt").exists());
+    g.await_restart("gate", old).await;
 }
