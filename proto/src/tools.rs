@@ -389,13 +389,7 @@ impl ToolParams {
                 }
                 check_size("pattern", &p.pattern, MAX_PATTERN_BYTES)?;
                 check_globs(&p.globs)?;
-                check_range(
-                    "max_results",
-                    p.max_results.map(u64::from),
-                    1,
-                    MAX_SEARCH_RESULTS.into(),
-                )?;
-                check_range("timeout_ms", p.timeout_ms, 1, MAX_SEARCH_MILLIS)
+                check_search_caps(p.max_results, p.timeout_ms)
             }
             ToolParams::FileFind(p) => {
                 check_path(&p.path)?;
@@ -403,13 +397,7 @@ impl ToolParams {
                     return Err("names must hold at least one glob".to_owned());
                 }
                 check_globs(&p.names)?;
-                check_range(
-                    "max_results",
-                    p.max_results.map(u64::from),
-                    1,
-                    MAX_SEARCH_RESULTS.into(),
-                )?;
-                check_range("timeout_ms", p.timeout_ms, 1, MAX_SEARCH_MILLIS)
+                check_search_caps(p.max_results, p.timeout_ms)
             }
             ToolParams::FileCount(p) => check_path(&p.path),
             ToolParams::FileHeadTail(p) => {
@@ -453,6 +441,17 @@ impl ToolParams {
             ToolParams::ExecStat(_) => Ok(()),
         }
     }
+}
+
+/// The result and time caps `file_grep` and `file_find` share.
+fn check_search_caps(max_results: Option<u32>, timeout_ms: Option<u64>) -> Result<(), String> {
+    check_range(
+        "max_results",
+        max_results.map(u64::from),
+        1,
+        MAX_SEARCH_RESULTS.into(),
+    )?;
+    check_range("timeout_ms", timeout_ms, 1, MAX_SEARCH_MILLIS)
 }
 
 fn check_size(what: &str, text: &str, max: usize) -> Result<(), String> {

@@ -258,6 +258,12 @@ mod tests {
         }
     }
 
+    /// An ask of account `a` on its own task, never withdrawn.
+    fn spawn_ask(asks: &Arc<Asks>) -> tokio::task::JoinHandle<AskOutcome> {
+        let asks = asks.clone();
+        tokio::spawn(async move { asks.ask("a", frame, std::future::pending()).await })
+    }
+
     async fn next_ask_id(rx: &mut mpsc::Receiver<Message>) -> String {
         let Some(Message::Text(t)) = rx.recv().await else {
             panic!("no ask frame")
@@ -280,10 +286,7 @@ mod tests {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
         let (tx, mut rx) = mpsc::channel(8);
         asks.add_approver("a", 1, tx);
-        let task = tokio::spawn({
-            let asks = asks.clone();
-            async move { asks.ask("a", frame, std::future::pending()).await }
-        });
+        let task = spawn_ask(&asks);
         let id = next_ask_id(&mut rx).await;
         assert!(
             !asks.answer("b", &id, Decision::Once),
@@ -314,10 +317,7 @@ mod tests {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
         let (tx, mut rx) = mpsc::channel(8);
         asks.add_approver("a", 1, tx);
-        let task = tokio::spawn({
-            let asks = asks.clone();
-            async move { asks.ask("a", frame, std::future::pending()).await }
-        });
+        let task = spawn_ask(&asks);
         next_ask_id(&mut rx).await;
         asks.remove_approver("a", 1);
         assert_eq!(task.await.unwrap(), AskOutcome::ApproverGone);
@@ -328,15 +328,9 @@ mod tests {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 1));
         let (tx, mut rx) = mpsc::channel(8);
         asks.add_approver("a", 1, tx);
-        let first = tokio::spawn({
-            let asks = asks.clone();
-            async move { asks.ask("a", frame, std::future::pending()).await }
-        });
+        let first = spawn_ask(&asks);
         let id1 = next_ask_id(&mut rx).await;
-        let second = tokio::spawn({
-            let asks = asks.clone();
-            async move { asks.ask("a", frame, std::future::pending()).await }
-        });
+        let second = spawn_ask(&asks);
         tokio::task::yield_now().await;
         // the second waits its turn: no frame yet, and a third is refused as busy
         assert!(rx.try_recv().is_err());
@@ -351,5 +345,66 @@ mod tests {
         assert_ne!(id1, id2);
         assert!(asks.answer("a", &id2, Decision::Once));
         assert_eq!(second.await.unwrap(), AskOutcome::Answered(Decision::Once));
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_ask_frees_its_place_and_tells_the_approvers() {
+        let asks = Arc::new(Asks::new(Duration::from_secs(25), 1));
+        let (tx, mut rx) = mpsc::channel(8);
+        asks.add_approver("a", 1, tx);
+        let first = spawn_ask(&asks);
+        let id1 = next_ask_id(&mut rx).await;
+        // a second ask waits its turn (the one waiting place), then is withdrawn while waiting
+        let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+        let waiting = tokio::spawn({
+            let asks = asks.clone();
+            async move {
+                asks.ask("a", frame, async {
+                    let _ = cancelled.await;
+                })
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            asks.ask("a", frame, std::future::pending()).await,
+            AskOutcome::Busy
+        );
+        let _ = cancel.send(());
+        assert_eq!(waiting.await.unwrap(), AskOutcome::Cancelled);
+        // its waiting place is free again
+        let third = spawn_ask(&asks);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(asks.answer("a", &id1, Decision::Deny));
+        assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
+        let id3 = next_ask_id(&mut rx).await;
+        assert!(asks.answer("a", &id3, Decision::Once));
+        assert_eq!(third.await.unwrap(), AskOutcome::Answered(Decision::Once));
+
+        // withdrawn while shown: the approvers hear that it closed
+        let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+        let shown = tokio::spawn({
+            let asks = asks.clone();
+            async move {
+                asks.ask("a", frame, async {
+                    let _ = cancelled.await;
+                })
+                .await
+            }
+        });
+        let id4 = next_ask_id(&mut rx).await;
+        let _ = cancel.send(());
+        assert_eq!(shown.await.unwrap(), AskOutcome::Cancelled);
+        let Some(Message::Text(t)) = rx.recv().await else {
+            panic!("no ask_closed frame")
+        };
+        let closed: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+        assert_eq!(closed["type"], "ask_closed");
+        assert_eq!(closed["ask_id"], id4.as_str());
+        assert_eq!(closed["reason"], "withdrawn");
+        assert!(
+            !asks.answer("a", &id4, Decision::Once),
+            "a withdrawn ask cannot be answered"
+        );
     }
 }
