@@ -227,15 +227,16 @@ impl Asks {
 
 /// A random id with a prefix, e.g. `ask-3f2a...`.
 pub fn new_id(prefix: &str) -> String {
-    let mut bytes = [0u8; 12];
-    if getrandom::fill(&mut bytes).is_err() {
+    let bytes = glovebox_config::random_bytes::<12>().unwrap_or_else(|_| {
         // Fall back to the clock: ids must be unique, not secret.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
+        let mut bytes = [0u8; 12];
         bytes.copy_from_slice(&nanos.to_le_bytes()[..12]);
-    }
+        bytes
+    });
     format!("{prefix}-{}", hex::encode(bytes))
 }
 

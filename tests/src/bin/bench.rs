@@ -9,25 +9,20 @@
 
 use std::time::{Duration, Instant};
 
+use glovebox_e2e::stats::{median, p99};
 use glovebox_e2e::{Glovebox, expect_ok};
 use serde_json::json;
 
 const WARMUP: usize = 200;
 const CALLS: usize = 1000;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx]
-}
-
-fn report(name: &str, mut samples: Vec<Duration>) -> Duration {
-    samples.sort_unstable();
-    let median = percentile(&samples, 0.5);
+fn report(name: &str, samples: Vec<Duration>) -> Duration {
+    let median = median(&samples);
     println!(
         "{name:<48} n={:<5} median {:>9.1} µs   p99 {:>9.1} µs",
         samples.len(),
         median.as_secs_f64() * 1e6,
-        percentile(&samples, 0.99).as_secs_f64() * 1e6
+        p99(&samples).as_secs_f64() * 1e6
     );
     median
 }

@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use glovebox_e2e::stats::{median, p99};
 use glovebox_e2e::{Auth, Client, Glovebox, expect_ok};
 use glovebox_proto::transport::lazy_channel;
 use glovebox_proto::v1::{
@@ -32,16 +33,6 @@ fn rss_kib(pid: i32) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
-fn p99(mut v: Vec<Duration>) -> Duration {
-    v.sort_unstable();
-    v[(v.len() * 99) / 100]
 }
 
 fn raise_fd_limit() {
@@ -127,22 +118,22 @@ async fn main() {
             execute_only.push(d_exec);
         }
     }
-    let (m1, m2) = (median(through.clone()), median(backend.clone()));
+    let (m1, m2) = (median(&through), median(&backend));
     println!("allowed 4 KiB file_read, {CALLS} calls after {WARMUP} warm-up, interleaved:");
     println!(
         "  through the broker (WebSocket)        median {:>8.1} µs  p99 {:>8.1} µs",
         m1.as_secs_f64() * 1e6,
-        p99(through).as_secs_f64() * 1e6
+        p99(&through).as_secs_f64() * 1e6
     );
     println!(
         "  backend calls made directly (gRPC)    median {:>8.1} µs  p99 {:>8.1} µs",
         m2.as_secs_f64() * 1e6,
-        p99(backend).as_secs_f64() * 1e6
+        p99(&backend).as_secs_f64() * 1e6
     );
     println!(
         "  executor Execute alone (gRPC, ticket)  median {:>8.1} µs  p99 {:>8.1} µs",
-        median(execute_only.clone()).as_secs_f64() * 1e6,
-        p99(execute_only).as_secs_f64() * 1e6
+        median(&execute_only).as_secs_f64() * 1e6,
+        p99(&execute_only).as_secs_f64() * 1e6
     );
     println!(
         "  the broker adds {:.1} µs per call (median difference; ratio {:.2}x)",

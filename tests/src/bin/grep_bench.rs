@@ -12,6 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use glovebox_e2e::stats::median;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -79,11 +80,6 @@ fn generate(root: &Path, mb: u64) -> (u64, u64, u64, u64) {
         bytes += text.len() as u64;
     }
     (files, bytes, lit, re)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -219,7 +215,7 @@ async fn main() {
                 theirs.push(d);
             }
         }
-        line(name, median(ours), rg.then(|| median(theirs)));
+        line(name, median(&ours), rg.then(|| median(&theirs)));
     }
     let find_params = json!({"path": "tree", "names": ["*_1?.rs"], "max_results": 1000});
     let (_, r) = time_call(&mut agent, "fw", "file_find", &find_params).await;
@@ -236,8 +232,8 @@ async fn main() {
     }
     line(
         &format!("file_find ({found} names)"),
-        median(ours),
-        Some(median(theirs)),
+        median(&ours),
+        Some(median(&theirs)),
     );
 
     let content: String = (0..4096).map(|i| (b'a' + (i % 26) as u8) as char).collect();
