@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use glovebox_proto::ws::{Role, ServerFrame, ToolSpec};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -55,13 +55,7 @@ impl ServerHandler for Bridge {
         let tools = self
             .tools
             .iter()
-            .map(|t| {
-                let schema = match &t.input_schema {
-                    serde_json::Value::Object(map) => map.clone(),
-                    _ => serde_json::Map::new(),
-                };
-                rmcp::model::Tool::new(t.name.clone(), t.description.clone(), Arc::new(schema))
-            })
+            .map(|t| glovebox_broker::mcp::mcp_tool(&t.name, &t.description, &t.input_schema))
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -82,30 +76,9 @@ impl ServerHandler for Bridge {
             |e: anyhow::Error| ErrorData::internal_error(format!("broker connection: {e}"), None);
         send_json(&mut socket, &invoke).await.map_err(internal)?;
         loop {
-            match next_frame(&mut socket).await.map_err(internal)? {
-                ServerFrame::Result {
-                    call_id: id,
-                    ok,
-                    result,
-                    error,
-                } if id == call_id => {
-                    let result = if ok {
-                        CallToolResult::success(vec![ContentBlock::text(
-                            result.unwrap_or_default().to_string(),
-                        )])
-                    } else {
-                        let text = match error {
-                            Some(e) => match &e.rule {
-                                Some(rule) => format!("{}: {} (rule: {rule})", e.code, e.message),
-                                None => format!("{}: {}", e.code, e.message),
-                            },
-                            None => "the call failed".to_owned(),
-                        };
-                        CallToolResult::error(vec![ContentBlock::text(text)])
-                    };
-                    return Ok(result.into());
-                }
-                _ => continue,
+            let frame = next_frame(&mut socket).await.map_err(internal)?;
+            if matches!(&frame, ServerFrame::Result { call_id: id, .. } if *id == call_id) {
+                return Ok(glovebox_broker::mcp::call_result(frame).into());
             }
         }
     }

@@ -90,6 +90,35 @@ impl Tool {
         }
     }
 
+    /// Whether the tool only looks (an MCP `readOnlyHint`).
+    pub fn is_read_only(self) -> bool {
+        matches!(
+            self,
+            Tool::FileRead
+                | Tool::FileList
+                | Tool::FileGrep
+                | Tool::FileFind
+                | Tool::FileCount
+                | Tool::FileHeadTail
+                | Tool::ExecStatus
+                | Tool::ExecTail
+                | Tool::ExecStat
+        )
+    }
+
+    /// Whether the tool may change or remove what exists (an MCP `destructiveHint`).
+    pub fn is_destructive(self) -> bool {
+        matches!(
+            self,
+            Tool::FileWrite
+                | Tool::FileEdit
+                | Tool::FileDelete
+                | Tool::FileMove
+                | Tool::ExecRun
+                | Tool::ExecKill
+        )
+    }
+
     pub fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.into_iter().find(|t| t.name() == name)
     }
@@ -651,6 +680,18 @@ mod tests {
             assert!(
                 tool.parse_params(&params).is_ok(),
                 "{} {params}",
+                tool.name()
+            );
+        }
+    }
+
+    #[test]
+    fn every_tool_either_only_looks_or_may_change_things() {
+        for tool in Tool::ALL {
+            assert_ne!(
+                tool.is_read_only(),
+                tool.is_destructive(),
+                "{}",
                 tool.name()
             );
         }

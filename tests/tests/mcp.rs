@@ -66,9 +66,16 @@ async fn real_client_session(mode: &str, expect_http_origin: bool) {
         names.contains(&"file_read") && names.contains(&"exec_run"),
         "{names:?}"
     );
-    if expect_http_origin {
-        assert_eq!(tools["read_only"]["file_read"], true);
-        assert_eq!(tools["read_only"]["file_write"], false);
+    // hints come from the same source over HTTP and over the stdio bridge
+    for (tool, read_only) in [
+        ("file_read", true),
+        ("file_grep", true),
+        ("exec_status", true),
+        ("file_write", false),
+        ("file_delete", false),
+        ("exec_run", false),
+    ] {
+        assert_eq!(tools["read_only"][tool], read_only, "{tool}: {tools}");
     }
 
     let read = next(&mut lines).await;

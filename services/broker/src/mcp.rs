@@ -61,44 +61,65 @@ pub struct McpHandler {
     app: Arc<App>,
 }
 
-/// The built-in tools and the account's client tools as MCP tools, with hints for clients.
+/// One tool as MCP describes it; built-in tools carry read-only and destructive hints.
+pub fn mcp_tool(
+    name: &str,
+    description: &str,
+    input_schema: &serde_json::Value,
+) -> rmcp::model::Tool {
+    let schema = match input_schema {
+        serde_json::Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let tool = rmcp::model::Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema));
+    match Tool::from_name(name) {
+        Some(t) => tool.annotate(
+            ToolAnnotations::new()
+                .read_only(t.is_read_only())
+                .destructive(t.is_destructive()),
+        ),
+        None => tool,
+    }
+}
+
+/// The built-in tools and the account's client tools as MCP tools.
 pub fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
     let client_tools = account.map(|a| app.registry.tools(a)).unwrap_or_default();
-    let mut tools: Vec<rmcp::model::Tool> = Tool::ALL
+    Tool::ALL
         .iter()
-        .map(|t| {
-            let schema = match t.input_schema() {
-                serde_json::Value::Object(map) => map,
-                _ => serde_json::Map::new(),
-            };
-            let read_only = matches!(
-                t,
-                Tool::FileRead
-                    | Tool::FileList
-                    | Tool::ExecStatus
-                    | Tool::ExecTail
-                    | Tool::ExecStat
-            );
-            let destructive = matches!(t, Tool::FileWrite | Tool::ExecRun | Tool::ExecKill);
-            rmcp::model::Tool::new(t.name(), t.description(), Arc::new(schema)).annotate(
-                ToolAnnotations::new()
-                    .read_only(read_only)
-                    .destructive(destructive),
+        .map(|t| mcp_tool(t.name(), t.description(), &t.input_schema()))
+        .chain(client_tools.iter().map(|t| {
+            mcp_tool(
+                &glovebox_proto::client_tools::exposed_name(&t.name),
+                &t.description,
+                &t.input_schema,
             )
-        })
-        .collect();
-    tools.extend(client_tools.into_iter().map(|t| {
-        let schema = match t.input_schema {
-            serde_json::Value::Object(map) => map,
-            _ => serde_json::Map::new(),
-        };
-        rmcp::model::Tool::new(
-            glovebox_proto::client_tools::exposed_name(&t.name),
-            t.description,
-            Arc::new(schema),
-        )
-    }));
-    tools
+        }))
+        .collect()
+}
+
+/// A call's result frame as an MCP tool result: a denial or failure is a tool error whose text
+/// the model can read (code, message, and the rule that decided).
+pub fn call_result(frame: ServerFrame) -> CallToolResult {
+    match frame {
+        ServerFrame::Result {
+            ok: true, result, ..
+        } => CallToolResult::success(vec![ContentBlock::text(
+            result.unwrap_or_default().to_string(),
+        )]),
+        ServerFrame::Result {
+            error: Some(error), ..
+        } => {
+            let mut text = format!("{}: {}", error.code, error.message);
+            if let Some(rule) = &error.rule {
+                text.push_str(&format!(" (rule: {rule})"));
+            }
+            CallToolResult::error(vec![ContentBlock::text(text)])
+        }
+        _ => CallToolResult::error(vec![ContentBlock::text(
+            "internal: the call produced no result",
+        )]),
+    }
 }
 
 fn account_of(context: &RequestContext<RoleServer>) -> Option<String> {
@@ -157,26 +178,7 @@ impl ServerHandler for McpHandler {
             never,
         )
         .await;
-        let result = match frame {
-            ServerFrame::Result {
-                ok: true, result, ..
-            } => {
-                let value = result.unwrap_or_default();
-                CallToolResult::success(vec![ContentBlock::text(value.to_string())])
-            }
-            ServerFrame::Result {
-                error: Some(error), ..
-            } => {
-                let mut text = format!("{}: {}", error.code, error.message);
-                if let Some(rule) = &error.rule {
-                    text.push_str(&format!(" (rule: {rule})"));
-                }
-                CallToolResult::error(vec![ContentBlock::text(text)])
-            }
-            _ => CallToolResult::error(vec![ContentBlock::text(
-                "internal: the call produced no result",
-            )]),
-        };
+        let result = call_result(frame);
         Ok(result.into())
     }
 }
