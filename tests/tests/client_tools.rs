@@ -288,3 +288,53 @@ async fn always_on_a_client_tool_persists_a_tool_rule() {
         "denied",
     );
 }
+
+#[tokio::test]
+async fn malformed_and_oversized_provider_frames() {
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider
+        .socket
+        .send(Message::Text("{not json".into()))
+        .await
+        .unwrap();
+    let e = provider.next().await;
+    assert_eq!(e["type"], "error", "{e}");
+    // a result for a call that was never sent to this provider is refused, not delivered anywhere
+    provider
+        .send(json!({"type": "result", "call_id": "mcp-call-forged", "ok": true, "output": 1}))
+        .await;
+    let e = provider.next().await;
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("no call mcp-call-forged"),
+        "{e}"
+    );
+    // a frame over the 1 MiB cap closes the connection with a policy violation
+    let huge = json!({"type": "hello", "tools": [{"name": "x", "description": "d".repeat(2 * 1024 * 1024)}]}).to_string();
+    let (mut sink, mut stream) = provider.socket.split();
+    let sender = tokio::spawn(async move { sink.send(Message::Text(huge.into())).await });
+    let closed = loop {
+        match tokio::time::timeout(WAIT, stream.next())
+            .await
+            .expect("no close frame")
+        {
+            Some(Ok(Message::Close(frame))) => break frame,
+            Some(Ok(_)) => continue,
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    };
+    assert_eq!(closed.map(|f| u16::from(f.code)), Some(1008));
+    let _ = sender.await;
+    // and nothing it sent was registered
+    let agent = g.connect("agent").await;
+    assert!(
+        !agent.hello_ok["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "client__x")
+    );
+}

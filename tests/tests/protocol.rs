@@ -191,3 +191,42 @@ async fn the_first_frame_must_be_hello() {
         "{frame}"
     );
 }
+
+#[tokio::test]
+async fn binary_frames_and_a_second_hello_are_refused_without_closing() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut agent = g.connect("agent").await;
+    agent
+        .socket
+        .send(Message::Binary(vec![0xff, 0x00, 0x7b].into()))
+        .await
+        .unwrap();
+    let frame = agent.next().await;
+    assert_eq!(
+        (frame["type"].as_str(), frame["code"].as_str()),
+        (Some("error"), Some("invalid_params")),
+        "{frame}"
+    );
+    agent
+        .send(json!({"type": "hello", "role": "approver"}))
+        .await;
+    let frame = agent.next().await;
+    assert!(
+        frame["message"]
+            .as_str()
+            .unwrap()
+            .contains("hello was already sent"),
+        "{frame}"
+    );
+    // still an agent, still working: the second hello changed nothing
+    expect_ok(
+        &agent
+            .invoke("after", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    agent
+        .send(json!({"type": "answer", "ask_id": "ask-1", "decision": "once"}))
+        .await;
+    assert_eq!(agent.next().await["code"], "denied");
+}

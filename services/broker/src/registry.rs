@@ -148,7 +148,10 @@ impl Registry {
 
     /// Whether any provider of the account offers `tool` (bare name).
     pub fn provides(&self, account: &str, tool: &str) -> bool {
-        self.tools(account).iter().any(|t| t.name == tool)
+        self.lock()
+            .providers
+            .get(account)
+            .is_some_and(|l| l.iter().any(|p| p.tools.iter().any(|t| t.name == tool)))
     }
 
     /// Sends the call to the most recent provider of `account` offering `tool` and waits for its
