@@ -222,17 +222,8 @@ pub async fn executor(prepared: PreparedExecutor) -> anyhow::Result<ExitCode> {
             "this kernel has no Landlock: the executor is confined by the gate and OS permissions only"
         );
     }
-    let lifeline = async {
-        let mut rest = Vec::new();
-        let _ = tokio::io::stdin().read_to_end(&mut rest).await;
-    };
-    let shutdown = async move {
-        tokio::select! {
-            _ = shutdown_signal(false) => {}
-            _ = lifeline => {}
-        }
-    };
-    glovebox_executor::run(config, listener, shutdown).await?;
+    // After the key, stdin stays open as the supervisor's lifeline, as for the other services.
+    glovebox_executor::run(config, listener, shutdown_signal(true)).await?;
     let _ = std::fs::remove_file(&socket);
     Ok(ExitCode::SUCCESS)
 }

@@ -278,6 +278,14 @@ impl Glovebox {
         sqlx::SqlitePool::connect(&url).await.unwrap()
     }
 
+    /// Kills `up` itself with SIGKILL (no chance to stop its children) and reaps it.
+    pub fn kill_up(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Stops `up` with SIGTERM and waits for it; returns its exit status.
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;

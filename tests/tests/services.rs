@@ -189,10 +189,7 @@ async fn stopping_up_stops_every_child() {
     let status = g.stop().unwrap();
     assert!(status.success(), "{status:?}");
     for pid in children {
-        assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid),
-            "child {pid} outlived up"
-        );
+        assert!(!glovebox_e2e::alive(pid), "child {pid} outlived up");
     }
 }
 
@@ -205,12 +202,6 @@ type CallRow = (
     Option<String>,
     Option<i64>,
 );
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.contains(") Z "))
-        .unwrap_or(true)
-}
 
 #[tokio::test]
 async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
@@ -462,4 +453,19 @@ async fn a_gate_crash_while_an_ask_is_pending_fails_the_call_closed() {
     assert!(e["message"].as_str().unwrap().contains("gate"), "{e}");
     assert!(!g.workdir.join("w.txt").exists());
     g.await_restart("gate", old).await;
+}
+
+#[tokio::test]
+async fn children_stop_by_themselves_when_up_is_killed() {
+    let mut g = Glovebox::start();
+    let children: Vec<i32> = ["gate", "executor", "broker"]
+        .iter()
+        .flat_map(|s| g.service_pids(s))
+        .collect();
+    assert_eq!(children.len(), 3, "{children:?}");
+    g.kill_up();
+    glovebox_e2e::eventually("every child to notice its closed lifeline and stop", || {
+        children.iter().all(|pid| !glovebox_e2e::alive(*pid))
+    })
+    .await;
 }
