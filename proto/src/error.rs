@@ -1,4 +1,5 @@
-//! The stable error codes clients see, with their wire strings and gRPC status mapping.
+//! The stable error codes clients see, and their wire strings. Services carry them in-band
+//! (`ToolError`), never as gRPC statuses, so a code means the same on every path.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,25 +62,6 @@ impl ErrorCode {
     /// Parses a wire string; unknown strings are `None` so callers can fail closed.
     pub fn parse(s: &str) -> Option<ErrorCode> {
         ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
-    /// The gRPC status code a service uses when it reports this code as a status.
-    pub fn grpc_code(self) -> tonic::Code {
-        match self {
-            ErrorCode::Denied => tonic::Code::PermissionDenied,
-            ErrorCode::InvalidParams => tonic::Code::InvalidArgument,
-            ErrorCode::UnknownTool => tonic::Code::Unimplemented,
-            ErrorCode::NotFound => tonic::Code::NotFound,
-            ErrorCode::TooLarge => tonic::Code::OutOfRange,
-            ErrorCode::Binary => tonic::Code::FailedPrecondition,
-            ErrorCode::Changed => tonic::Code::Aborted,
-            ErrorCode::Timeout => tonic::Code::DeadlineExceeded,
-            ErrorCode::NoClient => tonic::Code::Unavailable,
-            ErrorCode::ClientDisconnected => tonic::Code::Unavailable,
-            ErrorCode::Unavailable => tonic::Code::Unavailable,
-            ErrorCode::Busy => tonic::Code::ResourceExhausted,
-            ErrorCode::Internal => tonic::Code::Internal,
-        }
     }
 }
 

@@ -58,10 +58,6 @@ impl Asks {
         }
     }
 
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AccountAsks>> {
         self.accounts.lock().unwrap_or_else(|p| p.into_inner())
     }
