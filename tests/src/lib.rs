@@ -95,15 +95,23 @@ impl Glovebox {
         let workdir = root.join("work");
         std::fs::create_dir_all(&workdir).unwrap();
         let stderr_file = root.join("stderr.log");
-        if let Some(user) = &options.run_as {
-            write_state_for(&state, &workdir, user);
-        }
-        if !options.accounts.is_empty() {
-            write_accounts(&state, &root, &options.accounts, &options.job_env);
+        // With run_as, one account `test` runs as that user; with accounts, those accounts.
+        let accounts = match &options.run_as {
+            Some(_) => vec![("test".to_owned(), true)],
+            None => options.accounts.clone(),
+        };
+        if !accounts.is_empty() {
+            write_accounts(
+                &state,
+                &root,
+                &accounts,
+                &options.job_env,
+                options.run_as.as_deref(),
+            );
         }
         let (child, url) = spawn_up(&state, &workdir, &stderr_file, &options);
         let config = std::fs::read_to_string(state.join("glovebox.yaml")).unwrap();
-        let workdir = match options.accounts.first() {
+        let workdir = match accounts.first() {
             Some((id, _)) => root.join(format!("work-{id}")),
             None => workdir,
         };
@@ -316,8 +324,17 @@ impl Drop for Glovebox {
     }
 }
 
-/// Writes a state directory with several accounts, each with its workdir and token.
-fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], job_env: &[String]) {
+/// Writes a state directory with several accounts, each with its workdir `work-<id>`, token and
+/// default policy. With `run_as`, every account runs as that OS user and its workdir is handed to
+/// that user.
+fn write_accounts(
+    state: &Path,
+    root: &Path,
+    accounts: &[(String, bool)],
+    job_env: &[String],
+    run_as: Option<&str>,
+) {
+    use std::os::unix::fs::PermissionsExt;
     let mut yaml = String::from("accounts:\n");
     for (id, enabled) in accounts {
         let workdir = root.join(format!("work-{id}"));
@@ -331,6 +348,13 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], job_en
         if !job_env.is_empty() {
             yaml.push_str(&format!("    job_env: [{}]\n", job_env.join(", ")));
         }
+        if let Some(user) = run_as {
+            yaml.push_str(&format!("    run_as: {user}\n"));
+            let pw = nix::unistd::User::from_name(user)
+                .unwrap()
+                .expect("run_as user exists");
+            nix::unistd::chown(&workdir, Some(pw.uid), Some(pw.gid)).unwrap();
+        }
         let dir = state.join("accounts").join(id);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("token"), &token).unwrap();
@@ -341,39 +365,10 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], job_en
         .unwrap();
     }
     std::fs::write(state.join("glovebox.yaml"), yaml).unwrap();
-}
-
-/// Writes a state directory whose one account `test` runs as `user`, and hands the workdir to it.
-fn write_state_for(state: &Path, workdir: &Path, user: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let account = "test";
-    let token = format!("token-{}", workdir.display()).replace('/', "-");
-    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()));
-    std::fs::create_dir_all(state.join("accounts").join(account)).unwrap();
-    std::fs::write(
-        state.join("glovebox.yaml"),
-        format!(
-            "accounts:\n  - id: {account}\n    workdir: {}\n    run_as: {user}\n    enabled: true\n    token_sha256: [{hash}]\n",
-            workdir.display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(state.join("accounts").join(account).join("token"), &token).unwrap();
-    std::fs::write(
-        state
-            .join("accounts")
-            .join(account)
-            .join("permissions.yaml"),
-        "paths:\n  read:\n    allow: ['./**']\n",
-    )
-    .unwrap();
-    let pw = nix::unistd::User::from_name(user)
-        .unwrap()
-        .expect("run_as user exists");
-    nix::unistd::chown(workdir, Some(pw.uid), Some(pw.gid)).unwrap();
-    // The temporary root must be traversable for that user to reach the workdir.
-    let root = workdir.parent().unwrap();
-    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    if run_as.is_some() {
+        // The temporary root must be traversable for that user to reach the workdirs.
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
 }
 
 fn spawn_up(
