@@ -284,6 +284,30 @@ pub fn open_approved_read(
     Ok((s.path.clone(), fd, stat))
 }
 
+/// [`open_approved_read`] for the ops that read one file's content (`file_read`, `file_count`,
+/// `file_head_tail`): the object must be a regular file with one name.
+pub fn open_approved_file(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+) -> Result<(String, std::os::fd::OwnedFd, rustix::fs::Stat), OpError> {
+    use rustix::fs::FileType;
+    let (canonical, fd, stat) = open_approved_read(ctx, path, ticket)?;
+    let wrong_type = |what: &str| {
+        OpError::new(
+            glovebox_proto::ErrorCode::InvalidParams,
+            format!("{path} is {what}"),
+        )
+    };
+    match crate::fsio::file_type(&stat) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(wrong_type("a directory; use file_list")),
+        _ => return Err(wrong_type("not a regular file")),
+    }
+    crate::fsio::refuse_hard_links(&stat, path)?;
+    Ok((canonical, fd, stat))
+}
+
 #[cfg(test)]
 pub mod testing {
     //! A temporary workdir and trash for op tests, and tickets made straight from plans (what

@@ -7,7 +7,6 @@ use glovebox_proto::v1::{Domain, Plan, TicketBody};
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
-use rustix::fs::FileType;
 use serde_json::json;
 
 use super::{Done, OpContext, subject};
@@ -42,23 +41,7 @@ pub fn execute(
     p: &FileReadParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
-    match fsio::file_type(&stat) {
-        FileType::RegularFile => {}
-        FileType::Directory => {
-            return Err(OpError::new(
-                ErrorCode::InvalidParams,
-                format!("{} is a directory; use file_list", p.path),
-            ));
-        }
-        _ => {
-            return Err(OpError::new(
-                ErrorCode::InvalidParams,
-                format!("{} is not a regular file", p.path),
-            ));
-        }
-    }
-    fsio::refuse_hard_links(&stat, &p.path)?;
+    let (path, fd, _) = super::open_approved_file(ctx, &p.path, ticket)?;
     if p.offset.is_some() || p.limit.is_some() {
         return read_range(path, fd, p);
     }
@@ -244,7 +227,7 @@ mod tests {
         rustix::fs::mknodat(
             rustix::fs::CWD,
             f.work.join("big.txt").as_path(),
-            FileType::Fifo,
+            rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
             0,
         )
