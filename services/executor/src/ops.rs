@@ -78,7 +78,7 @@ pub fn denied_set(globs: &[String]) -> globset::GlobSet {
 /// Resolves a call's subjects.
 pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
     match params {
-        ToolParams::FileRead(p) => read::plan(ctx, p),
+        ToolParams::FileRead(p) => read_plan(ctx, &p.path),
         ToolParams::FileList(p) => list::plan(ctx, p),
         ToolParams::FileWrite(p) => write::plan(ctx, p),
         ToolParams::ExecRun(p) => exec::plan_run(ctx, p),
@@ -194,7 +194,9 @@ pub fn audit_detail(params: &ToolParams) -> String {
     }
 }
 
-/// The plan of a call that only reads `path`: one read subject, resolved, identity only.
+/// The plan of a call that only reads `path`: one read subject, resolved, identity only. Whether
+/// the file exists and what it is are reported after the gate decided, so a denied path cannot be
+/// probed for existence.
 pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
     let r = crate::resolve::resolve(path, ctx.workdir)?;
     Ok(Plan {

@@ -3,30 +3,19 @@
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileReadParams, MAX_READ_BYTES};
-use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use glovebox_proto::v1::TicketBody;
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Done, OpContext, subject};
+use super::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
-use crate::resolve::resolve;
 use crate::walk::Deadline;
 
 /// How long a ranged read may spend reaching its first line and counting the rest.
 const RANGE_COUNT_MILLIS: u64 = 10_000;
-
-/// Only resolves: whether the file exists and what it is are reported after the gate decided,
-/// so a denied path cannot be probed for existence.
-pub fn plan(ctx: &OpContext<'_>, p: &FileReadParams) -> Result<Plan, OpError> {
-    let r = resolve(&p.path, ctx.workdir)?;
-    Ok(Plan {
-        subjects: vec![subject(Domain::Read, r.path.clone(), observed(&r))],
-        content_tag: Vec::new(),
-    })
-}
 
 /// What is at a resolved path now (identity only; `exists: false` if nothing is).
 pub fn observed(r: &crate::resolve::Resolved) -> glovebox_proto::v1::FileState {
@@ -195,7 +184,7 @@ mod tests {
             offset,
             limit,
         };
-        let planned = plan(&f.ctx(), &p)?;
+        let planned = crate::ops::read_plan(&f.ctx(), &p.path)?;
         execute(&f.ctx(), &p, &ticket_for(&planned)).map(|d| d.result)
     }
 
