@@ -297,11 +297,17 @@ impl JobTable {
         }
     }
 
-    /// Kills every running job (the executor is stopping).
+    /// Kills every job whose exit was not collected yet (the executor is stopping). A collected
+    /// job took its descendants with it (`reaped`), and its process group id may since have been
+    /// reused by processes that are none of its own.
     pub fn kill_everything(&self) {
         let jobs: Vec<Arc<Job>> = lock(&self.jobs).clone();
         for job in jobs {
-            if job.state().0 == JobState::Running {
+            let (state, ended) = job.state();
+            if ended.is_some() {
+                continue;
+            }
+            if state == JobState::Running {
                 *lock(&job.state) = (JobState::Killed, None);
             }
             tree::kill_all(job.pid, &tree::marker(&job.id));
