@@ -19,21 +19,15 @@ async fn run(agent: &mut Client, approver: &mut Client, call_id: &str, params: V
     r["job_id"].as_str().unwrap().to_owned()
 }
 
-async fn finished(agent: &mut Client, job_id: &str) -> Value {
-    agent.wait_job(job_id).await
+/// The pid a job wrote to `dir/name`, once the whole line is there (`echo $! > f` creates the
+/// file before it writes to it).
+fn pid_in(dir: &Path, name: &str) -> Option<i32> {
+    let text = std::fs::read_to_string(dir.join(name)).ok()?;
+    text.strip_suffix('\n')?.parse().ok()
 }
 
 fn pids_in(dir: &Path, names: &[&str]) -> Vec<i32> {
-    names
-        .iter()
-        .map(|n| {
-            std::fs::read_to_string(dir.join(n))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap()
-        })
-        .collect()
+    names.iter().map(|n| pid_in(dir, n).unwrap()).collect()
 }
 
 #[tokio::test]
@@ -48,7 +42,7 @@ async fn a_job_reports_output_streams_and_its_exit_code() {
         json!({"command": "echo hello; echo oops >&2; exit 3"}),
     )
     .await;
-    let status = finished(&mut agent, &job).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "exited", "{status}");
     assert_eq!(status["exit_code"], 3);
     let tail = expect_ok(
@@ -84,7 +78,7 @@ async fn a_signal_is_reported_and_tail_since_an_offset_returns_the_rest() {
         json!({"command": "printf abc; sleep 0.2; printf def; kill -9 $$"}),
     )
     .await;
-    let status = finished(&mut agent, &job).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(
         (status["state"].as_str(), status["signal"].as_i64()),
         (Some("signaled"), Some(9)),
@@ -113,7 +107,7 @@ async fn the_job_environment_is_an_allowlist() {
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     let job = run(&mut agent, &mut approver, "r", json!({"command": "env"})).await;
-    finished(&mut agent, &job).await;
+    agent.wait_job(&job).await;
     let out = expect_ok(
         &agent
             .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))
@@ -138,7 +132,7 @@ async fn killing_a_job_leaves_no_process_behind() {
     let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
     let dir = g.workdir.clone();
     eventually("the job to record its children", || {
-        ["p1", "p2", "p3"].iter().all(|p| dir.join(p).exists())
+        ["p1", "p2", "p3"].iter().all(|p| pid_in(&dir, p).is_some())
     })
     .await;
     let pids = pids_in(&g.workdir, &["p1", "p2", "p3"]);
@@ -162,7 +156,7 @@ async fn descendants_die_when_the_job_ends() {
     let mut agent = g.connect("agent").await;
     let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; sleep 0.2; exit 0";
     let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
-    let status = finished(&mut agent, &job).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(status["exit_code"], 0);
     let pids = pids_in(&g.workdir, &["p1", "p2"]);
     eventually("background processes of a finished job to be gone", || {
@@ -183,7 +177,7 @@ async fn a_job_past_its_timeout_is_killed() {
         json!({"command": "echo $$ > pid; sleep 60", "timeout_s": 1}),
     )
     .await;
-    let status = finished(&mut agent, &job).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "timed_out", "{status}");
     let pid = pids_in(&g.workdir, &["pid"])[0];
     eventually("the timed-out shell to be gone", || !alive(pid)).await;
@@ -202,7 +196,10 @@ async fn stopping_glovebox_kills_running_jobs() {
     )
     .await;
     let dir = g.workdir.clone();
-    eventually("the job to start its child", || dir.join("p1").exists()).await;
+    eventually("the job to start its child", || {
+        pid_in(&dir, "p1").is_some()
+    })
+    .await;
     let pid = pids_in(&g.workdir, &["p1"])[0];
     assert!(alive(pid));
     g.stop();
@@ -241,7 +238,7 @@ async fn a_denied_command_does_not_run_and_is_audited_by_length_only() {
         json!({"command": "echo GITHUB_TOKEN=ghp_supersecret123 > /dev/null"}),
     )
     .await;
-    finished(&mut agent, &job).await;
+    agent.wait_job(&job).await;
     let pool = g.audit_pool().await;
     let denied: String = sqlx::query_scalar("SELECT subject FROM tool_calls WHERE call_id = 'no'")
         .fetch_one(&pool)
@@ -419,7 +416,7 @@ async fn an_account_chooses_which_variables_its_jobs_inherit() {
     let mut approver = g.connect_as("alice", "approver").await;
     let mut agent = g.connect_as("alice", "agent").await;
     let job = run(&mut agent, &mut approver, "r", json!({"command": "env"})).await;
-    finished(&mut agent, &job).await;
+    agent.wait_job(&job).await;
     let out = expect_ok(
         &agent
             .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))
