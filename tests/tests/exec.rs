@@ -166,6 +166,26 @@ async fn descendants_die_when_the_job_ends() {
 }
 
 #[tokio::test]
+async fn a_job_that_kills_its_own_process_group_leaves_nothing_behind() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let script = "setsid sleep 100 & echo $! > p1; sleep 0.2; kill -9 0";
+    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
+    let status = agent.wait_job(&job).await;
+    assert_eq!(
+        (status["state"].as_str(), status["signal"].as_i64()),
+        (Some("signaled"), Some(9)),
+        "{status}"
+    );
+    let pids = pids_in(&g.workdir, &["p1"]);
+    eventually("the process that left the group to be gone", || {
+        pids.iter().all(|p| !alive(*p))
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_job_past_its_timeout_is_killed() {
     let g = Glovebox::start();
     let mut approver = g.connect("approver").await;
