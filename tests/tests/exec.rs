@@ -364,6 +364,11 @@ async fn bad_exec_params_and_unknown_jobs() {
         json!({"command": "ls", "timeout_s": 0}),
         json!({"command": "ls", "timeout_s": 99999}),
         json!({"command": 5}),
+        json!({"command": "echo a\u{0}b"}),
+        json!({ "command": "x".repeat(64 * 1024 + 1) }),
+        json!({"command": "ls", "timeout_s": -1}),
+        json!({"command": "ls", "cwd": 7}),
+        json!({"command": "ls", "env": {"LD_PRELOAD": "/tmp/x.so"}}),
     ]
     .into_iter()
     .enumerate()
