@@ -19,6 +19,15 @@ async fn run(agent: &mut Client, approver: &mut Client, call_id: &str, params: V
     r["job_id"].as_str().unwrap().to_owned()
 }
 
+/// A fresh glovebox, its agent, and a job running `params` (approved once).
+async fn started_job(params: Value) -> (Glovebox, Client, String) {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let job = run(&mut agent, &mut approver, "r", params).await;
+    (g, agent, job)
+}
+
 /// The pid a job wrote to `dir/name`, once the whole line is there (`echo $! > f` creates the
 /// file before it writes to it).
 fn pid_in(dir: &Path, name: &str) -> Option<i32> {
@@ -32,16 +41,8 @@ fn pids_in(dir: &Path, names: &[&str]) -> Vec<i32> {
 
 #[tokio::test]
 async fn a_job_reports_output_streams_and_its_exit_code() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
-    let job = run(
-        &mut agent,
-        &mut approver,
-        "r",
-        json!({"command": "echo hello; echo oops >&2; exit 3"}),
-    )
-    .await;
+    let (_g, mut agent, job) =
+        started_job(json!({"command": "echo hello; echo oops >&2; exit 3"})).await;
     let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "exited", "{status}");
     assert_eq!(status["exit_code"], 3);
@@ -68,16 +69,8 @@ async fn a_job_reports_output_streams_and_its_exit_code() {
 
 #[tokio::test]
 async fn a_signal_is_reported_and_tail_since_an_offset_returns_the_rest() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
-    let job = run(
-        &mut agent,
-        &mut approver,
-        "r",
-        json!({"command": "printf abc; sleep 0.2; printf def; kill -9 $$"}),
-    )
-    .await;
+    let (_g, mut agent, job) =
+        started_job(json!({"command": "printf abc; sleep 0.2; printf def; kill -9 $$"})).await;
     let status = agent.wait_job(&job).await;
     assert_eq!(
         (status["state"].as_str(), status["signal"].as_i64()),
@@ -124,12 +117,9 @@ async fn the_job_environment_is_an_allowlist() {
 
 #[tokio::test]
 async fn killing_a_job_leaves_no_process_behind() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
     let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; \
                   sh -c 'sleep 100 & echo $! > p3'; sleep 100";
-    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
+    let (g, mut agent, job) = started_job(json!({ "command": script })).await;
     let dir = g.workdir.clone();
     eventually("the job to record its children", || {
         ["p1", "p2", "p3"].iter().all(|p| pid_in(&dir, p).is_some())
@@ -151,11 +141,8 @@ async fn killing_a_job_leaves_no_process_behind() {
 
 #[tokio::test]
 async fn descendants_die_when_the_job_ends() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
     let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; sleep 0.2; exit 0";
-    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
+    let (g, mut agent, job) = started_job(json!({ "command": script })).await;
     let status = agent.wait_job(&job).await;
     assert_eq!(status["exit_code"], 0);
     let pids = pids_in(&g.workdir, &["p1", "p2"]);
@@ -167,11 +154,8 @@ async fn descendants_die_when_the_job_ends() {
 
 #[tokio::test]
 async fn a_job_that_kills_its_own_process_group_leaves_nothing_behind() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
     let script = "setsid sleep 100 & echo $! > p1; sleep 0.2; kill -9 0";
-    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
+    let (g, mut agent, job) = started_job(json!({ "command": script })).await;
     let status = agent.wait_job(&job).await;
     assert_eq!(
         (status["state"].as_str(), status["signal"].as_i64()),
@@ -187,16 +171,8 @@ async fn a_job_that_kills_its_own_process_group_leaves_nothing_behind() {
 
 #[tokio::test]
 async fn a_job_past_its_timeout_is_killed() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
-    let job = run(
-        &mut agent,
-        &mut approver,
-        "r",
-        json!({"command": "echo $$ > pid; sleep 60", "timeout_s": 1}),
-    )
-    .await;
+    let (g, mut agent, job) =
+        started_job(json!({"command": "echo $$ > pid; sleep 60", "timeout_s": 1})).await;
     let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "timed_out", "{status}");
     let pid = pids_in(&g.workdir, &["pid"])[0];
