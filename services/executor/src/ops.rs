@@ -409,4 +409,35 @@ mod tests {
             .unwrap();
         assert_eq!(audit_detail(&p), "");
     }
+
+    #[test]
+    fn only_a_regular_file_with_one_name_is_opened_for_its_content() {
+        use super::testing::{Fixture, ticket_for};
+        use glovebox_proto::ErrorCode;
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("dir")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            f.work.join("fifo").as_path(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        std::fs::write(f.work.join("linked"), "x").unwrap();
+        std::fs::hard_link(f.work.join("linked"), f.root.join("other-name")).unwrap();
+        std::fs::write(f.work.join("plain"), "x").unwrap();
+        let open = |name: &str| {
+            let ticket = ticket_for(&read_plan(&f.ctx(), name).unwrap());
+            open_approved_file(&f.ctx(), name, &ticket).map(|(path, _, _)| path)
+        };
+        for (name, code) in [
+            ("dir", ErrorCode::InvalidParams),
+            ("fifo", ErrorCode::InvalidParams),
+            ("linked", ErrorCode::Denied),
+        ] {
+            assert_eq!(open(name).unwrap_err().code, code, "{name}");
+        }
+        assert_eq!(open("plain").unwrap(), f.path("plain"));
+    }
 }
