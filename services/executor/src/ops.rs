@@ -209,6 +209,18 @@ pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
     })
 }
 
+/// The one subject of a plan this executor made for a single-path tool (preview gets the plan
+/// back from the broker).
+pub fn planned_subject(plan: &Plan) -> Result<&glovebox_proto::v1::Subject, OpError> {
+    match plan.subjects.as_slice() {
+        [s] => Ok(s),
+        _ => Err(OpError::new(
+            glovebox_proto::ErrorCode::Internal,
+            "the plan does not have exactly one subject",
+        )),
+    }
+}
+
 /// The ticket's one subject, checked against the path this call resolves to now.
 pub fn bound_subject<'t>(
     ticket: &'t TicketBody,
