@@ -19,36 +19,31 @@ async fn run(agent: &mut Client, approver: &mut Client, call_id: &str, params: V
     r["job_id"].as_str().unwrap().to_owned()
 }
 
-async fn finished(agent: &mut Client, job_id: &str) -> Value {
-    agent.wait_job(job_id).await
+/// A fresh glovebox, its agent, and a job running `params` (approved once).
+async fn started_job(params: Value) -> (Glovebox, Client, String) {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let job = run(&mut agent, &mut approver, "r", params).await;
+    (g, agent, job)
+}
+
+/// The pid a job wrote to `dir/name`, once the whole line is there (`echo $! > f` creates the
+/// file before it writes to it).
+fn pid_in(dir: &Path, name: &str) -> Option<i32> {
+    let text = std::fs::read_to_string(dir.join(name)).ok()?;
+    text.strip_suffix('\n')?.parse().ok()
 }
 
 fn pids_in(dir: &Path, names: &[&str]) -> Vec<i32> {
-    names
-        .iter()
-        .map(|n| {
-            std::fs::read_to_string(dir.join(n))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap()
-        })
-        .collect()
+    names.iter().map(|n| pid_in(dir, n).unwrap()).collect()
 }
 
 #[tokio::test]
 async fn a_job_reports_output_streams_and_its_exit_code() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
-    let job = run(
-        &mut agent,
-        &mut approver,
-        "r",
-        json!({"command": "echo hello; echo oops >&2; exit 3"}),
-    )
-    .await;
-    let status = finished(&mut agent, &job).await;
+    let (_g, mut agent, job) =
+        started_job(json!({"command": "echo hello; echo oops >&2; exit 3"})).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "exited", "{status}");
     assert_eq!(status["exit_code"], 3);
     let tail = expect_ok(
@@ -74,17 +69,9 @@ async fn a_job_reports_output_streams_and_its_exit_code() {
 
 #[tokio::test]
 async fn a_signal_is_reported_and_tail_since_an_offset_returns_the_rest() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
-    let job = run(
-        &mut agent,
-        &mut approver,
-        "r",
-        json!({"command": "printf abc; sleep 0.2; printf def; kill -9 $$"}),
-    )
-    .await;
-    let status = finished(&mut agent, &job).await;
+    let (_g, mut agent, job) =
+        started_job(json!({"command": "printf abc; sleep 0.2; printf def; kill -9 $$"})).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(
         (status["state"].as_str(), status["signal"].as_i64()),
         (Some("signaled"), Some(9)),
@@ -113,7 +100,7 @@ async fn the_job_environment_is_an_allowlist() {
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     let job = run(&mut agent, &mut approver, "r", json!({"command": "env"})).await;
-    finished(&mut agent, &job).await;
+    agent.wait_job(&job).await;
     let out = expect_ok(
         &agent
             .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))
@@ -130,15 +117,12 @@ async fn the_job_environment_is_an_allowlist() {
 
 #[tokio::test]
 async fn killing_a_job_leaves_no_process_behind() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
     let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; \
                   sh -c 'sleep 100 & echo $! > p3'; sleep 100";
-    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
+    let (g, mut agent, job) = started_job(json!({ "command": script })).await;
     let dir = g.workdir.clone();
     eventually("the job to record its children", || {
-        ["p1", "p2", "p3"].iter().all(|p| dir.join(p).exists())
+        ["p1", "p2", "p3"].iter().all(|p| pid_in(&dir, p).is_some())
     })
     .await;
     let pids = pids_in(&g.workdir, &["p1", "p2", "p3"]);
@@ -157,12 +141,9 @@ async fn killing_a_job_leaves_no_process_behind() {
 
 #[tokio::test]
 async fn descendants_die_when_the_job_ends() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
     let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; sleep 0.2; exit 0";
-    let job = run(&mut agent, &mut approver, "r", json!({ "command": script })).await;
-    let status = finished(&mut agent, &job).await;
+    let (g, mut agent, job) = started_job(json!({ "command": script })).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(status["exit_code"], 0);
     let pids = pids_in(&g.workdir, &["p1", "p2"]);
     eventually("background processes of a finished job to be gone", || {
@@ -172,18 +153,27 @@ async fn descendants_die_when_the_job_ends() {
 }
 
 #[tokio::test]
-async fn a_job_past_its_timeout_is_killed() {
-    let g = Glovebox::start();
-    let mut approver = g.connect("approver").await;
-    let mut agent = g.connect("agent").await;
-    let job = run(
-        &mut agent,
-        &mut approver,
-        "r",
-        json!({"command": "echo $$ > pid; sleep 60", "timeout_s": 1}),
-    )
+async fn a_job_that_kills_its_own_process_group_leaves_nothing_behind() {
+    let script = "setsid sleep 100 & echo $! > p1; sleep 0.2; kill -9 0";
+    let (g, mut agent, job) = started_job(json!({ "command": script })).await;
+    let status = agent.wait_job(&job).await;
+    assert_eq!(
+        (status["state"].as_str(), status["signal"].as_i64()),
+        (Some("signaled"), Some(9)),
+        "{status}"
+    );
+    let pids = pids_in(&g.workdir, &["p1"]);
+    eventually("the process that left the group to be gone", || {
+        pids.iter().all(|p| !alive(*p))
+    })
     .await;
-    let status = finished(&mut agent, &job).await;
+}
+
+#[tokio::test]
+async fn a_job_past_its_timeout_is_killed() {
+    let (g, mut agent, job) =
+        started_job(json!({"command": "echo $$ > pid; sleep 60", "timeout_s": 1})).await;
+    let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "timed_out", "{status}");
     let pid = pids_in(&g.workdir, &["pid"])[0];
     eventually("the timed-out shell to be gone", || !alive(pid)).await;
@@ -202,7 +192,10 @@ async fn stopping_glovebox_kills_running_jobs() {
     )
     .await;
     let dir = g.workdir.clone();
-    eventually("the job to start its child", || dir.join("p1").exists()).await;
+    eventually("the job to start its child", || {
+        pid_in(&dir, "p1").is_some()
+    })
+    .await;
     let pid = pids_in(&g.workdir, &["p1"])[0];
     assert!(alive(pid));
     g.stop();
@@ -241,7 +234,7 @@ async fn a_denied_command_does_not_run_and_is_audited_by_length_only() {
         json!({"command": "echo GITHUB_TOKEN=ghp_supersecret123 > /dev/null"}),
     )
     .await;
-    finished(&mut agent, &job).await;
+    agent.wait_job(&job).await;
     let pool = g.audit_pool().await;
     let denied: String = sqlx::query_scalar("SELECT subject FROM tool_calls WHERE call_id = 'no'")
         .fetch_one(&pool)
@@ -347,6 +340,11 @@ async fn bad_exec_params_and_unknown_jobs() {
         json!({"command": "ls", "timeout_s": 0}),
         json!({"command": "ls", "timeout_s": 99999}),
         json!({"command": 5}),
+        json!({"command": "echo a\u{0}b"}),
+        json!({ "command": "x".repeat(64 * 1024 + 1) }),
+        json!({"command": "ls", "timeout_s": -1}),
+        json!({"command": "ls", "cwd": 7}),
+        json!({"command": "ls", "env": {"LD_PRELOAD": "/tmp/x.so"}}),
     ]
     .into_iter()
     .enumerate()
@@ -419,7 +417,7 @@ async fn an_account_chooses_which_variables_its_jobs_inherit() {
     let mut approver = g.connect_as("alice", "approver").await;
     let mut agent = g.connect_as("alice", "agent").await;
     let job = run(&mut agent, &mut approver, "r", json!({"command": "env"})).await;
-    finished(&mut agent, &job).await;
+    agent.wait_job(&job).await;
     let out = expect_ok(
         &agent
             .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))

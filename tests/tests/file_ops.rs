@@ -28,6 +28,12 @@ async fn asked(
     (ask, agent.result_for(call_id).await)
 }
 
+/// Invokes a call the secret floor denies outright (nobody is asked).
+async fn denied_by_the_floor(agent: &mut Client, call_id: &str, tool: &str, params: Value) {
+    let e = expect_error(&agent.invoke(call_id, tool, params).await, "denied");
+    assert_eq!(e["rule"], "floor:.ssh", "{tool}: {e}");
+}
+
 fn paths(list: &Value, key: &str) -> Vec<String> {
     list.as_array()
         .unwrap()
@@ -151,13 +157,13 @@ async fn grep_roots_are_judged_like_any_path() {
     std::fs::create_dir_all(g.root().join("outside")).unwrap();
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    let e = expect_error(
-        &agent
-            .invoke("f", "file_grep", json!({"pattern": "x", "path": ".ssh"}))
-            .await,
-        "denied",
-    );
-    assert_eq!(e["rule"], "floor:.ssh", "{e}");
+    denied_by_the_floor(
+        &mut agent,
+        "f",
+        "file_grep",
+        json!({"pattern": "x", "path": ".ssh"}),
+    )
+    .await;
     // traversal out of the workdir is judged where it lands, so it asks
     let (ask, result) = asked(
         &mut agent,
@@ -357,14 +363,27 @@ async fn hard_linked_files_are_refused_for_every_op() {
     std::fs::hard_link(g.workdir.join("a.txt"), g.root().join("elsewhere.txt")).unwrap();
     let _approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    let e = expect_error(
-        &agent
-            .invoke("r", "file_read", json!({"path": "a.txt"}))
-            .await,
-        "denied",
-    );
-    assert!(e["message"].as_str().unwrap().contains("hard links"), "{e}");
+    // The writes are refused when they are planned, before the approver is asked (and again
+    // after approval: see the unit tests); the reads when they open the file.
     for (id, tool, params) in [
+        ("r", "file_read", json!({"path": "a.txt"})),
+        (
+            "h",
+            "file_head_tail",
+            json!({"path": "a.txt", "tail": true}),
+        ),
+        ("c", "file_count", json!({"path": "a.txt"})),
+        (
+            "g",
+            "file_grep",
+            json!({"pattern": "shared", "path": "a.txt"}),
+        ),
+        ("w", "file_write", json!({"path": "a.txt", "content": "x"})),
+        (
+            "e",
+            "file_edit",
+            json!({"path": "a.txt", "old_string": "shared", "new_string": "x"}),
+        ),
         ("d", "file_delete", json!({"path": "a.txt"})),
         (
             "m",
@@ -372,21 +391,12 @@ async fn hard_linked_files_are_refused_for_every_op() {
             json!({"source": "a.txt", "destination": "b.txt"}),
         ),
     ] {
-        // refused before the approver is asked (and again after approval: see the unit tests)
         let e = expect_error(&agent.invoke(id, tool, params).await, "denied");
         assert!(
             e["message"].as_str().unwrap().contains("hard links"),
             "{tool}: {e}"
         );
     }
-    // file_write and file_edit are refused when they are planned
-    let e = expect_error(
-        &agent
-            .invoke("w", "file_write", json!({"path": "a.txt", "content": "x"}))
-            .await,
-        "denied",
-    );
-    assert!(e["message"].as_str().unwrap().contains("hard links"), "{e}");
     assert_eq!(
         std::fs::read_to_string(g.workdir.join("a.txt")).unwrap(),
         "shared\n"
@@ -467,13 +477,13 @@ async fn delete_of_a_directory_holding_ssh_is_refused() {
     assert!(e["message"].as_str().unwrap().contains(".ssh"), "{e}");
     assert!(g.workdir.join("proj/deep/.ssh/id_rsa").exists());
     // the floor entry itself is denied outright, nobody is asked
-    let e = expect_error(
-        &agent
-            .invoke("d2", "file_delete", json!({"path": "proj/deep/.ssh"}))
-            .await,
-        "denied",
-    );
-    assert_eq!(e["rule"], "floor:.ssh", "{e}");
+    denied_by_the_floor(
+        &mut agent,
+        "d2",
+        "file_delete",
+        json!({"path": "proj/deep/.ssh"}),
+    )
+    .await;
     assert!(!g.trash_dir().join("files/proj").exists());
 }
 
@@ -514,17 +524,13 @@ async fn move_across_a_symlink_is_judged_at_its_target() {
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     // into the floor through a link: denied by the floor, nobody asked
-    let e = expect_error(
-        &agent
-            .invoke(
-                "m0",
-                "file_move",
-                json!({"source": "a.txt", "destination": "keys/authorized_keys"}),
-            )
-            .await,
-        "denied",
-    );
-    assert_eq!(e["rule"], "floor:.ssh", "{e}");
+    denied_by_the_floor(
+        &mut agent,
+        "m0",
+        "file_move",
+        json!({"source": "a.txt", "destination": "keys/authorized_keys"}),
+    )
+    .await;
     let (ask, result) = asked(
         &mut agent,
         &mut approver,

@@ -3,7 +3,7 @@
 //! state the executor recorded when it planned the call.
 
 use std::io::Read;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use glovebox_proto::ErrorCode;
@@ -21,18 +21,12 @@ const NO_LINKS: ResolveFlags = ResolveFlags::NO_SYMLINKS.union(ResolveFlags::NO_
 /// `O_NONBLOCK` keeps a FIFO (or a device) put where a file was expected from blocking the open;
 /// it changes nothing for regular files and directories, and callers check the type after.
 pub fn open_no_links(path: &str, flags: OFlags) -> Result<OwnedFd, OpError> {
-    // `openat2` refuses `O_PATH` with anything but `O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW`.
-    let nonblock = if flags.contains(OFlags::PATH) {
-        OFlags::empty()
-    } else {
-        OFlags::NONBLOCK
-    };
-    rustix::fs::openat2(
+    openat2_no_links(
         rustix::fs::CWD,
         path,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | nonblock,
+        flags,
         Mode::empty(),
-        NO_LINKS,
+        ResolveFlags::empty(),
     )
     .map_err(|e| errno_error(e, path))
 }
@@ -45,6 +39,17 @@ pub fn open_beneath(
     flags: OFlags,
     mode: Mode,
 ) -> rustix::io::Result<OwnedFd> {
+    openat2_no_links(dir, name, flags, mode, ResolveFlags::BENEATH)
+}
+
+fn openat2_no_links(
+    dir: impl AsFd,
+    path: &str,
+    flags: OFlags,
+    mode: Mode,
+    resolve: ResolveFlags,
+) -> rustix::io::Result<OwnedFd> {
+    // `openat2` refuses `O_PATH` with anything but `O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW`.
     let nonblock = if flags.contains(OFlags::PATH) {
         OFlags::empty()
     } else {
@@ -52,10 +57,10 @@ pub fn open_beneath(
     };
     rustix::fs::openat2(
         dir,
-        name,
+        path,
         flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | nonblock,
         mode,
-        NO_LINKS | ResolveFlags::BENEATH,
+        NO_LINKS | resolve,
     )
 }
 

@@ -67,12 +67,12 @@ struct Job {
 
 impl Job {
     fn state(&self) -> (JobState, Option<Instant>) {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+        *lock(&self.state)
     }
 
     /// Records how the job ended, unless an earlier end (kill, timeout) was already recorded.
     fn finish(&self, how: JobState) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&self.state);
         if s.0 == JobState::Running {
             *s = (how, Some(Instant::now()));
         } else if s.1.is_none() {
@@ -148,11 +148,7 @@ impl JobTable {
     /// Starts `command` in `cwd` (canonical, already checked). Returns the job's summary.
     pub fn start(&self, command: &str, cwd: &str, timeout: Duration) -> Result<Value, OpError> {
         let mut jobs = lock(&self.jobs);
-        let running = jobs
-            .iter()
-            .filter(|j| j.state().0 == JobState::Running)
-            .count();
-        if running >= MAX_RUNNING {
+        if running_in(&jobs) >= MAX_RUNNING {
             return Err(OpError::new(
                 ErrorCode::Busy,
                 format!("at most {MAX_RUNNING} jobs may run at once"),
@@ -212,10 +208,7 @@ impl JobTable {
 
     /// Jobs still running.
     pub fn running(&self) -> usize {
-        lock(&self.jobs)
-            .iter()
-            .filter(|j| j.state().0 == JobState::Running)
-            .count()
+        running_in(&lock(&self.jobs))
     }
 
     pub fn list(&self) -> Value {
@@ -297,11 +290,17 @@ impl JobTable {
         }
     }
 
-    /// Kills every running job (the executor is stopping).
+    /// Kills every job whose exit was not collected yet (the executor is stopping). A collected
+    /// job took its descendants with it (`reaped`), and its process group id may since have been
+    /// reused by processes that are none of its own.
     pub fn kill_everything(&self) {
         let jobs: Vec<Arc<Job>> = lock(&self.jobs).clone();
         for job in jobs {
-            if job.state().0 == JobState::Running {
+            let (state, ended) = job.state();
+            if ended.is_some() {
+                continue;
+            }
+            if state == JobState::Running {
                 *lock(&job.state) = (JobState::Killed, None);
             }
             tree::kill_all(job.pid, &tree::marker(&job.id));
@@ -337,6 +336,12 @@ fn pump(mut source: impl Read + Send + 'static, ring: Arc<Mutex<Ring>>) {
             lock(&ring).push(&buf[..n]);
         }
     });
+}
+
+fn running_in(jobs: &[Arc<Job>]) -> usize {
+    jobs.iter()
+        .filter(|j| j.state().0 == JobState::Running)
+        .count()
 }
 
 fn prune(jobs: &mut Vec<Arc<Job>>) {

@@ -78,7 +78,7 @@ pub fn denied_set(globs: &[String]) -> globset::GlobSet {
 /// Resolves a call's subjects.
 pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
     match params {
-        ToolParams::FileRead(p) => read::plan(ctx, p),
+        ToolParams::FileRead(p) => read_plan(ctx, &p.path),
         ToolParams::FileList(p) => list::plan(ctx, p),
         ToolParams::FileWrite(p) => write::plan(ctx, p),
         ToolParams::ExecRun(p) => exec::plan_run(ctx, p),
@@ -194,7 +194,9 @@ pub fn audit_detail(params: &ToolParams) -> String {
     }
 }
 
-/// The plan of a call that only reads `path`: one read subject, resolved, identity only.
+/// The plan of a call that only reads `path`: one read subject, resolved, identity only. Whether
+/// the file exists and what it is are reported after the gate decided, so a denied path cannot be
+/// probed for existence.
 pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
     let r = crate::resolve::resolve(path, ctx.workdir)?;
     Ok(Plan {
@@ -205,6 +207,18 @@ pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
         )],
         content_tag: Vec::new(),
     })
+}
+
+/// The one subject of a plan this executor made for a single-path tool (preview gets the plan
+/// back from the broker).
+pub fn planned_subject(plan: &Plan) -> Result<&glovebox_proto::v1::Subject, OpError> {
+    match plan.subjects.as_slice() {
+        [s] => Ok(s),
+        _ => Err(OpError::new(
+            glovebox_proto::ErrorCode::Internal,
+            "the plan does not have exactly one subject",
+        )),
+    }
 }
 
 /// The ticket's one subject, checked against the path this call resolves to now.
@@ -282,6 +296,30 @@ pub fn open_approved_read(
     let stat = crate::fsio::fstat(&fd, path)?;
     crate::fsio::check_identity(&stat, &expected, path)?;
     Ok((s.path.clone(), fd, stat))
+}
+
+/// [`open_approved_read`] for the ops that read one file's content (`file_read`, `file_count`,
+/// `file_head_tail`): the object must be a regular file with one name.
+pub fn open_approved_file(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+) -> Result<(String, std::os::fd::OwnedFd, rustix::fs::Stat), OpError> {
+    use rustix::fs::FileType;
+    let (canonical, fd, stat) = open_approved_read(ctx, path, ticket)?;
+    let wrong_type = |what: &str| {
+        OpError::new(
+            glovebox_proto::ErrorCode::InvalidParams,
+            format!("{path} is {what}"),
+        )
+    };
+    match crate::fsio::file_type(&stat) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(wrong_type("a directory; use file_list")),
+        _ => return Err(wrong_type("not a regular file")),
+    }
+    crate::fsio::refuse_hard_links(&stat, path)?;
+    Ok((canonical, fd, stat))
 }
 
 #[cfg(test)]
@@ -382,5 +420,36 @@ mod tests {
             .parse_params(&serde_json::json!({"path": "a"}))
             .unwrap();
         assert_eq!(audit_detail(&p), "");
+    }
+
+    #[test]
+    fn only_a_regular_file_with_one_name_is_opened_for_its_content() {
+        use super::testing::{Fixture, ticket_for};
+        use glovebox_proto::ErrorCode;
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("dir")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            f.work.join("fifo").as_path(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        std::fs::write(f.work.join("linked"), "x").unwrap();
+        std::fs::hard_link(f.work.join("linked"), f.root.join("other-name")).unwrap();
+        std::fs::write(f.work.join("plain"), "x").unwrap();
+        let open = |name: &str| {
+            let ticket = ticket_for(&read_plan(&f.ctx(), name).unwrap());
+            open_approved_file(&f.ctx(), name, &ticket).map(|(path, _, _)| path)
+        };
+        for (name, code) in [
+            ("dir", ErrorCode::InvalidParams),
+            ("fifo", ErrorCode::InvalidParams),
+            ("linked", ErrorCode::Denied),
+        ] {
+            assert_eq!(open(name).unwrap_err().code, code, "{name}");
+        }
+        assert_eq!(open("plain").unwrap(), f.path("plain"));
     }
 }

@@ -42,7 +42,7 @@ pub fn execute(
     p: &FileCountParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, _) = super::head_tail::open_regular(ctx, &p.path, ticket)?;
+    let (path, fd, _) = super::open_approved_file(ctx, &p.path, ticket)?;
     let deadline = Deadline::after(Duration::from_millis(MAX_SEARCH_MILLIS));
     let mut file = std::fs::File::from(fd);
     let mut buf = vec![0u8; 256 * 1024];

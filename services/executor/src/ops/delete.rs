@@ -38,12 +38,7 @@ pub fn preview(
     p: &FileDeleteParams,
     plan: &Plan,
 ) -> Result<(String, bool), OpError> {
-    let [s] = plan.subjects.as_slice() else {
-        return Err(OpError::new(
-            ErrorCode::Internal,
-            "a delete plan has one subject",
-        ));
-    };
+    let s = super::planned_subject(plan)?;
     refuse_trash_ancestor(ctx, &s.path)?;
     open_movable(ctx, &s.path, &p.path, &s.state.clone().unwrap_or_default())?;
     Ok((

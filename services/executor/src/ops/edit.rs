@@ -73,12 +73,7 @@ pub fn preview(
     p: &FileEditParams,
     plan: &Plan,
 ) -> Result<(String, bool), OpError> {
-    let [s] = plan.subjects.as_slice() else {
-        return Err(OpError::new(
-            ErrorCode::Internal,
-            "an edit plan has one subject",
-        ));
-    };
+    let s = super::planned_subject(plan)?;
     let planned = s.state.clone().unwrap_or_default();
     if !planned.exists {
         return Err(OpError::new(

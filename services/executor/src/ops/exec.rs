@@ -46,22 +46,11 @@ pub fn execute_run(
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
     let cwd = resolve(p.cwd.as_deref().unwrap_or("."), ctx.workdir)?;
-    let (command_subject, cwd_subject) = match ticket.subjects.as_slice() {
-        [c, d] if c.domain == Domain::Exec as i32 && d.domain == Domain::Read as i32 => (c, d),
-        _ => {
-            return Err(OpError::new(
-                ErrorCode::Changed,
-                "the ticket does not name this command",
-            ));
-        }
-    };
-    if command_subject.path != p.command || cwd_subject.path != cwd.path {
-        return Err(OpError::new(
-            ErrorCode::Changed,
-            "the command or its directory is not what was approved",
-        ));
-    }
-    let expected = cwd_subject.state.clone().unwrap_or_default();
+    let bound = super::bound_subjects(
+        ticket,
+        &[(Domain::Exec, &p.command), (Domain::Read, &cwd.path)],
+    )?;
+    let expected = bound[1].state.clone().unwrap_or_default();
     if !expected.exists {
         return Err(OpError::new(
             ErrorCode::NotFound,
@@ -143,4 +132,45 @@ pub fn execute_tail(
 pub fn execute_stat(ctx: &OpContext<'_>, ticket: &TicketBody) -> Result<Done, OpError> {
     bound_job(ticket, "*")?;
     Ok(done(ctx.jobs.list()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::ops::testing::{Fixture, ticket_for};
+
+    fn params(command: &str, cwd: Option<&str>) -> ExecRunParams {
+        ExecRunParams {
+            command: command.into(),
+            cwd: cwd.map(Into::into),
+            timeout_s: None,
+        }
+    }
+
+    #[test]
+    fn a_ticket_runs_only_the_command_and_directory_it_names() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("sub")).unwrap();
+        let approved = params("true", None);
+        let ticket = ticket_for(&plan_run(&f.ctx(), &approved).unwrap());
+        for (what, p) in [
+            ("another command", params("rm -rf ~", None)),
+            ("another directory", params("true", Some("sub"))),
+        ] {
+            let e = execute_run(&f.ctx(), &p, &ticket).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Changed, "{what}");
+        }
+        let mut swapped = ticket.clone();
+        swapped.subjects.reverse();
+        let mut short = ticket.clone();
+        short.subjects.pop();
+        for (what, t) in [("swapped subjects", swapped), ("one subject", short)] {
+            let e = execute_run(&f.ctx(), &approved, &t).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Changed, "{what}");
+        }
+        assert_eq!(f.jobs.running(), 0);
+        execute_run(&f.ctx(), &approved, &ticket).unwrap();
+    }
 }

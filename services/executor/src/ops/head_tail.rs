@@ -2,38 +2,18 @@
 //! from the end, so a huge file costs only the bytes returned; output is cut at 1 MiB.
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::os::fd::OwnedFd;
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileHeadTailParams, MAX_READ_BYTES};
 use glovebox_proto::v1::TicketBody;
-use rustix::fs::{FileType, Stat};
 use serde_json::json;
 
 use super::{Done, OpContext};
 use crate::error::OpError;
-use crate::fsio;
 
 /// Lines returned when the call does not say.
 pub const DEFAULT_LINES: u32 = 10;
 const CHUNK: u64 = 64 * 1024;
-
-/// Opens the ticket's read subject and requires a regular file with one link.
-pub fn open_regular(
-    ctx: &OpContext<'_>,
-    shown: &str,
-    ticket: &TicketBody,
-) -> Result<(String, OwnedFd, Stat), OpError> {
-    let (path, fd, stat) = super::open_approved_read(ctx, shown, ticket)?;
-    if fsio::file_type(&stat) != FileType::RegularFile {
-        return Err(OpError::new(
-            ErrorCode::InvalidParams,
-            format!("{shown} is not a regular file"),
-        ));
-    }
-    fsio::refuse_hard_links(&stat, shown)?;
-    Ok((path, fd, stat))
-}
 
 /// The first `n` lines (with their newlines), at most `cap` bytes; (text, cut by the cap).
 pub fn head(reader: impl Read, n: u32, cap: u64) -> std::io::Result<(Vec<u8>, bool)> {
@@ -98,7 +78,7 @@ pub fn execute(
     p: &FileHeadTailParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, stat) = open_regular(ctx, &p.path, ticket)?;
+    let (path, fd, stat) = super::open_approved_file(ctx, &p.path, ticket)?;
     let n = p.lines.unwrap_or(DEFAULT_LINES);
     let mut file = std::fs::File::from(fd);
     let io = |e| crate::resolve::io_error(e, &p.path);

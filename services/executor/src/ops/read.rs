@@ -3,31 +3,19 @@
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileReadParams, MAX_READ_BYTES};
-use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use glovebox_proto::v1::TicketBody;
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
-use rustix::fs::FileType;
 use serde_json::json;
 
-use super::{Done, OpContext, subject};
+use super::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
-use crate::resolve::resolve;
 use crate::walk::Deadline;
 
 /// How long a ranged read may spend reaching its first line and counting the rest.
 const RANGE_COUNT_MILLIS: u64 = 10_000;
-
-/// Only resolves: whether the file exists and what it is are reported after the gate decided,
-/// so a denied path cannot be probed for existence.
-pub fn plan(ctx: &OpContext<'_>, p: &FileReadParams) -> Result<Plan, OpError> {
-    let r = resolve(&p.path, ctx.workdir)?;
-    Ok(Plan {
-        subjects: vec![subject(Domain::Read, r.path.clone(), observed(&r))],
-        content_tag: Vec::new(),
-    })
-}
 
 /// What is at a resolved path now (identity only; `exists: false` if nothing is).
 pub fn observed(r: &crate::resolve::Resolved) -> glovebox_proto::v1::FileState {
@@ -42,23 +30,7 @@ pub fn execute(
     p: &FileReadParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
-    match fsio::file_type(&stat) {
-        FileType::RegularFile => {}
-        FileType::Directory => {
-            return Err(OpError::new(
-                ErrorCode::InvalidParams,
-                format!("{} is a directory; use file_list", p.path),
-            ));
-        }
-        _ => {
-            return Err(OpError::new(
-                ErrorCode::InvalidParams,
-                format!("{} is not a regular file", p.path),
-            ));
-        }
-    }
-    fsio::refuse_hard_links(&stat, &p.path)?;
+    let (path, fd, _) = super::open_approved_file(ctx, &p.path, ticket)?;
     if p.offset.is_some() || p.limit.is_some() {
         return read_range(path, fd, p);
     }
@@ -212,7 +184,7 @@ mod tests {
             offset,
             limit,
         };
-        let planned = plan(&f.ctx(), &p)?;
+        let planned = crate::ops::read_plan(&f.ctx(), &p.path)?;
         execute(&f.ctx(), &p, &ticket_for(&planned)).map(|d| d.result)
     }
 
@@ -244,7 +216,7 @@ mod tests {
         rustix::fs::mknodat(
             rustix::fs::CWD,
             f.work.join("big.txt").as_path(),
-            FileType::Fifo,
+            rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
             0,
         )

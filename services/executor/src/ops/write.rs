@@ -41,12 +41,7 @@ pub fn preview(
     p: &FileWriteParams,
     plan: &Plan,
 ) -> Result<(String, bool), OpError> {
-    let [s] = plan.subjects.as_slice() else {
-        return Err(OpError::new(
-            ErrorCode::Internal,
-            "a write plan has one subject",
-        ));
-    };
+    let s = super::planned_subject(plan)?;
     let planned = s.state.clone().unwrap_or_default();
     let old = planned_content(ctx, &s.path, &p.path, &planned)?;
     Ok(render_diff(
