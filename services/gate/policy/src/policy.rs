@@ -10,7 +10,7 @@
 //! 7. confinement on and the path outside the workdir → deny;
 //! 8. ask.
 //!
-//! Rules past their expiry are skipped. Without a clock ([`Policy::decide`]) a rule that has an
+//! Rules past their expiry are skipped. Without a clock (`now` is `None`) a rule that has an
 //! expiry is treated as expired when it would allow and as live when it would deny.
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -167,22 +167,6 @@ pub struct Policy {
 pub const PROJECT_DIR: &str = ".glovebox";
 
 impl Policy {
-    /// Compiles a single account file (no managed or project layer) for an account whose
-    /// canonical workdir is `workdir`.
-    pub fn compile(
-        raw: &RawPolicy,
-        workdir: &str,
-        protected: Vec<String>,
-    ) -> Result<Policy, PolicyError> {
-        Policy::compile_layers(&Inputs {
-            workdir: workdir.to_owned(),
-            protected,
-            managed: Vec::new(),
-            account: Source::new("permissions.yaml", raw.clone(), 0),
-            project: None,
-        })
-    }
-
     /// Compiles every layer. Managed files must already be filtered with [`applies_to`].
     pub fn compile_layers(inputs: &Inputs) -> Result<Policy, PolicyError> {
         let workdir = inputs.workdir.trim_end_matches('/').to_owned();
@@ -322,12 +306,8 @@ impl Policy {
         out
     }
 
-    /// Judges one canonical absolute path, without a clock (see the module docs).
-    pub fn decide(&self, domain: Domain, path: &str) -> Verdict {
-        self.decide_at(domain, path, None)
-    }
-
-    /// Judges one canonical absolute path at `now` (Unix seconds).
+    /// Judges one canonical absolute path at `now` (Unix seconds; `None`: no clock, see the
+    /// module docs).
     pub fn decide_at(&self, domain: Domain, path: &str, now: Option<i64>) -> Verdict {
         if !path.starts_with('/') || path.contains('\0') {
             return Verdict::new(
@@ -391,11 +371,6 @@ impl Policy {
         ask(verb)
     }
 
-    /// Judges a command line run in `cwd`, without a clock.
-    pub fn decide_command(&self, command: &str, cwd: &str) -> Verdict {
-        self.decide_command_at(command, cwd, None)
-    }
-
     /// Judges a command line run in `cwd` at `now`. Commands are matched whole; confinement
     /// does not apply to them, but the floor applies to their working directory.
     pub fn decide_command_at(&self, command: &str, cwd: &str, now: Option<i64>) -> Verdict {
@@ -435,11 +410,7 @@ impl Policy {
         ask("command")
     }
 
-    /// Judges a tool name (client tools and pack tools), without a clock.
-    pub fn decide_tool(&self, name: &str) -> Verdict {
-        self.decide_tool_at(name, None)
-    }
-
+    /// Judges a tool name (client tools and pack tools) at `now`.
     pub fn decide_tool_at(&self, name: &str, now: Option<i64>) -> Verdict {
         if name.is_empty() {
             return Verdict::new(Decision::Deny, "tool", "the tool name is empty");
