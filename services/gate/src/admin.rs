@@ -6,9 +6,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use glovebox_policy::expiry::{Expiry, format_rfc3339};
-use glovebox_policy::{
-    Decision, Domain, Kind, RawRule, Section, exact_command_rule, exact_path_rule,
-};
+use glovebox_policy::{Decision, Domain, Kind, RawRule, Section, exact_rule};
 use glovebox_proto::v1::{self as pb, explain_request::Subject};
 use tonic::Status;
 
@@ -106,11 +104,7 @@ impl GateState {
             return Err(Status::invalid_argument("the rule's pattern is empty"));
         }
         let pattern = if req.exact {
-            match section {
-                Section::Commands => exact_command_rule(&req.pattern),
-                Section::Tools => req.pattern.clone(),
-                _ => exact_path_rule(&req.pattern),
-            }
+            exact_rule(section, &req.pattern)
         } else {
             req.pattern.clone()
         };

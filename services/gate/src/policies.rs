@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use glovebox_config::{StateDir, write_private_file};
 use glovebox_policy::{
-    Inputs, Kind, Policy, RawPolicy, RawRule, Section, Source, applies_to, edit, exact_path_rule,
+    Inputs, Kind, Policy, RawPolicy, RawRule, Section, Source, applies_to, edit, exact_rule,
 };
 
 /// What identifies one version of a file on disk.
@@ -341,11 +341,7 @@ impl AccountPolicies {
             let mut names = Vec::new();
             for (section, subject) in subjects {
                 let section = *section;
-                let pattern = match section {
-                    Section::Commands => glovebox_policy::permissions::exact_command_rule(subject),
-                    _ => exact_path_rule(subject),
-                };
-                let rule = RawRule::Pattern(pattern);
+                let rule = RawRule::Pattern(exact_rule(section, subject));
                 let edited = edit::add_rule(&text, section, Kind::Allow, &rule)
                     .map_err(|e| EditError::Invalid(e.to_string()))?;
                 if let Some(e) = edited {

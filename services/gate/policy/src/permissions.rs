@@ -318,6 +318,18 @@ pub fn exact_command_rule(command: &str) -> String {
     regex::escape(command)
 }
 
+/// The rule of `section` that matches exactly `subject` and nothing else: a canonical path or a
+/// tool name with every glob metacharacter escaped, or a command line with every regex
+/// metacharacter escaped. What "always" answers and `policy add --exact` write.
+pub fn exact_rule(section: Section, subject: &str) -> String {
+    match section {
+        Section::Commands => exact_command_rule(subject),
+        Section::PathsRead | Section::PathsWrite | Section::Delete | Section::Tools => {
+            exact_path_rule(subject)
+        }
+    }
+}
+
 pub(crate) const HEADER: &str = "\
 # glovebox permissions for one account.
 # paths.read / paths.write / delete: `allow` and `deny` lists of globs over canonical paths.

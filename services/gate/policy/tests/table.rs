@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use glovebox_policy::edit;
 use glovebox_policy::{
     Decision, Decision::*, Inputs, Kind, Layer, Layer::*, Policy, RawPolicy, RawRule, Section,
-    Source, exact_command_rule, exact_path_rule,
+    Source, exact_command_rule, exact_path_rule, exact_rule,
 };
 
 /// 2026-11-30T00:00:00Z
@@ -175,6 +175,7 @@ fn exact_fixture() -> String {
             Section::Commands,
             exact_command_rule("echo $(whoami) | tr a-z A-Z"),
         ),
+        (Section::Tools, exact_rule(Section::Tools, "client__a*")),
     ] {
         text = edit::add_rule(&text, section, Kind::Allow, &RawRule::Pattern(rule))
             .unwrap()
@@ -1906,6 +1907,22 @@ fn cases() -> Vec<Case> {
             "exact command metachars differ",
             "exact",
             X("echo $(whoami) | tr a-z B-Z", "/w"),
+            Ask,
+            Default,
+            "default",
+        ),
+        c(
+            "exact tool rule matches its name",
+            "exact",
+            T("client__a*"),
+            Allow,
+            Account,
+            "tools.allow[0]",
+        ),
+        c(
+            "exact tool rule is not a glob",
+            "exact",
+            T("client__ab"),
             Ask,
             Default,
             "default",
