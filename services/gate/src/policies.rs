@@ -186,13 +186,13 @@ impl AccountPolicies {
     /// The account's policy, reloading files that changed. `None` for unknown accounts.
     pub fn current(&self, account: &str) -> Option<Current> {
         let entry = self.accounts.get(account)?;
-        let generation = self.managed_version.load(Ordering::SeqCst);
-        let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
+        // Stat before taking the lock: concurrent decisions only share it for the comparison.
         let stamps = (
             stamp_of(&entry.file),
             stamp_of(&entry.project_file),
-            generation,
+            self.managed_version.load(Ordering::SeqCst),
         );
+        let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.policy.is_none() || cache.stamps != Some(stamps) {
             let first = cache.stamps.is_none();
             let old_error = cache.error.clone();

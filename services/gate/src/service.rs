@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use glovebox_policy::permissions::Section;
-use glovebox_policy::{Decision, Domain, Verdict};
+use glovebox_policy::{Decision, Domain, Policy, Verdict};
 use glovebox_proto::tools::Tool;
 use glovebox_proto::v1::{
     self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
@@ -38,17 +38,23 @@ pub struct GateService(pub Arc<GateState>);
 #[derive(Clone)]
 pub struct AuditService(pub Arc<GateState>);
 
-/// A judged call: the combined verdict and each subject's own.
+/// A judged call: the combined verdict, each subject's own (by its index in the plan), and the
+/// policy that judged it (none when the call was refused before any policy applied).
 struct Judged {
     verdict: Verdict,
-    per_subject: Vec<(Section, String, Decision)>,
+    per_subject: Vec<(usize, Section, Decision)>,
+    policy: Option<Arc<Policy>>,
+    now: i64,
 }
 
 impl GateState {
     fn judge(&self, call: &ToolCall, plan: &Plan) -> Judged {
+        let now = crate::policies::now_unix();
         let deny = |rule: &str, reason: String| Judged {
             verdict: Verdict::new(Decision::Deny, rule, reason),
             per_subject: Vec::new(),
+            policy: None,
+            now,
         };
         let Some(current) = self.policies.current(&call.account) else {
             return deny("account", "unknown account".to_owned());
@@ -75,21 +81,21 @@ impl GateState {
         {
             return deny("plan", format!("the plan does not fit {}", call.tool));
         }
-        let now = Some(crate::policies::now_unix());
+        let at = Some(now);
         let mut per_subject = Vec::new();
         let mut verdicts = Vec::new();
         for (i, subject) in plan.subjects.iter().enumerate() {
             let (v, section) = match pb::Domain::try_from(subject.domain) {
                 Ok(pb::Domain::Read) => (
-                    policy.decide_at(Domain::Read, &subject.path, now),
+                    policy.decide_at(Domain::Read, &subject.path, at),
                     Some(Section::PathsRead),
                 ),
                 Ok(pb::Domain::Write) => (
-                    policy.decide_at(Domain::Write, &subject.path, now),
+                    policy.decide_at(Domain::Write, &subject.path, at),
                     Some(Section::PathsWrite),
                 ),
                 Ok(pb::Domain::Delete) => (
-                    policy.decide_at(Domain::Delete, &subject.path, now),
+                    policy.decide_at(Domain::Delete, &subject.path, at),
                     Some(Section::Delete),
                 ),
                 Ok(pb::Domain::Exec) => {
@@ -100,7 +106,7 @@ impl GateState {
                         .map(|s| s.path.as_str())
                         .unwrap_or_default();
                     (
-                        policy.decide_command_at(&subject.path, cwd, now),
+                        policy.decide_command_at(&subject.path, cwd, at),
                         Some(Section::Commands),
                     )
                 }
@@ -113,13 +119,13 @@ impl GateState {
                     None,
                 ),
                 Ok(pb::Domain::Tool) if subject.path == call.tool => (
-                    policy.decide_tool_at(&subject.path, now),
+                    policy.decide_tool_at(&subject.path, at),
                     Some(Section::Tools),
                 ),
                 _ => return deny("plan", "a subject has no domain".to_owned()),
             };
             if let Some(section) = section {
-                per_subject.push((section, subject.path.clone(), v.decision));
+                per_subject.push((i, section, v.decision));
             }
             verdicts.push(v);
         }
@@ -128,10 +134,13 @@ impl GateState {
         Judged {
             verdict,
             per_subject,
+            policy: Some(policy),
+            now,
         }
     }
 
-    fn sign(&self, call: &ToolCall, plan: &Plan, approval: &str) -> pb::Ticket {
+    /// Signs a ticket for a call judged by `judged` (whose policy says what a walk must hide).
+    fn sign(&self, call: &ToolCall, plan: &Plan, judged: &Judged, approval: &str) -> pb::Ticket {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -144,26 +153,10 @@ impl GateState {
             content_tag: plan.content_tag.clone(),
             expires_at_ms: now_ms + TICKET_TTL_MS,
             approval: approval.to_owned(),
-            hidden_globs: self.hidden_globs(call),
+            hidden_globs: hidden_globs(call, judged),
         };
         let key = self.master_key.derive_account_key(&call.account);
         glovebox_ticket::sign(&key, &body)
-    }
-
-    /// What a listing or search must hide: the account's read denies (tools that walk only).
-    fn hidden_globs(&self, call: &ToolCall) -> Vec<String> {
-        let walks = matches!(
-            Tool::from_name(&call.tool),
-            Some(Tool::FileList | Tool::FileGrep | Tool::FileFind)
-        );
-        if !walks {
-            return Vec::new();
-        }
-        self.policies
-            .current(&call.account)
-            .and_then(|c| c.policy)
-            .map(|p| p.read_deny_globs(Some(crate::policies::now_unix())))
-            .unwrap_or_default()
     }
 
     /// Appends an audit event (kind `policy`) for each policy change or failed reload.
@@ -184,6 +177,19 @@ impl GateState {
     async fn audit(&self, event: AuditEvent) {
         // A failed write is counted and reported by Health; the call still gets its answer.
         let _ = self.audit.append(event).await;
+    }
+}
+
+/// What a listing or search must hide: the read denies of the policy that judged the call (tools
+/// that walk only).
+fn hidden_globs(call: &ToolCall, judged: &Judged) -> Vec<String> {
+    let walks = matches!(
+        Tool::from_name(&call.tool),
+        Some(Tool::FileList | Tool::FileGrep | Tool::FileFind)
+    );
+    match &judged.policy {
+        Some(p) if walks => p.read_deny_globs(Some(judged.now)),
+        _ => Vec::new(),
     }
 }
 
@@ -258,7 +264,8 @@ impl pb::gate_server::Gate for GateService {
         let judged = self.0.judge(&call, &plan);
         self.0.flush_policy_events().await;
         let v = &judged.verdict;
-        let ticket = (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, "auto"));
+        let ticket =
+            (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, &judged, "auto"));
         let mut e = event("gate", "decide", &call);
         e.subject = subjects_text(&plan, v.decision == Decision::Allow);
         e.verdict = v.decision.as_str().to_owned();
@@ -324,7 +331,9 @@ impl pb::gate_server::Gate for GateService {
                             .per_subject
                             .iter()
                             .filter(|(_, _, d)| *d == Decision::Ask)
-                            .map(|(domain, path, _)| (*domain, path.clone()))
+                            .filter_map(|(i, section, _)| {
+                                Some((*section, plan.subjects.get(*i)?.path.clone()))
+                            })
                             .collect();
                         match self.0.policies.add_exact_rules(&call.account, &asked) {
                             Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),
@@ -337,7 +346,7 @@ impl pb::gate_server::Gate for GateService {
                     }
                     ResolveResponse {
                         granted: true,
-                        ticket: Some(self.0.sign(&call, &plan, approval)),
+                        ticket: Some(self.0.sign(&call, &plan, &judged, approval)),
                         rule: "approver".to_owned(),
                         reason: format!("{approval} by the account's approver"),
                     }

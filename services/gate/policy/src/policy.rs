@@ -157,6 +157,8 @@ pub struct Policy {
     confine_layer: Layer,
     caps: Vec<(Capability, String)>,
     workdir: String,
+    /// `<workdir>/.glovebox`, which agents may read but not change.
+    project_dir: String,
     protected: Vec<String>,
     /// Managed, account, project: in that order.
     layers: Vec<LayerLists>,
@@ -251,6 +253,7 @@ impl Policy {
             confine,
             confine_layer,
             caps,
+            project_dir: format!("{workdir}/{PROJECT_DIR}"),
             workdir,
             protected: inputs.protected.clone(),
             layers,
@@ -334,16 +337,16 @@ impl Policy {
         if let Some(hit) = floor::check(path, &self.protected) {
             return Verdict::in_layer(Layer::Floor, Decision::Deny, hit.rule(), hit.reason());
         }
-        if domain != Domain::Read {
-            let project_dir = format!("{}/{PROJECT_DIR}", self.workdir);
-            if floor::is_same_or_below(path, &project_dir) {
-                return Verdict::in_layer(
-                    Layer::Floor,
-                    Decision::Deny,
-                    "floor:project policy",
-                    format!("{project_dir} holds the project's policy: agents cannot change it"),
-                );
-            }
+        if domain != Domain::Read && floor::is_same_or_below(path, &self.project_dir) {
+            return Verdict::in_layer(
+                Layer::Floor,
+                Decision::Deny,
+                "floor:project policy",
+                format!(
+                    "{} holds the project's policy: agents cannot change it",
+                    self.project_dir
+                ),
+            );
         }
         if let Some(v) = self.deny_in(
             &[Layer::Account, Layer::Project],
