@@ -2038,3 +2038,67 @@ fn the_default_file_round_trips() {
     assert!(text.starts_with("# glovebox permissions"));
     assert_eq!(RawPolicy::parse(&text).unwrap(), raw);
 }
+
+#[test]
+fn a_yaml_alias_bomb_is_refused_quickly() {
+    // One rule that is a list of lists, each repeating the one before nine times: 9^9 strings if
+    // every alias were expanded while the rule is buffered to try its variants.
+    let mut levels = vec![format!("&l0 [{}]", ["\"x\""; 9].join(","))];
+    for i in 1..10 {
+        levels.push(format!(
+            "&l{i} [{}]",
+            vec![format!("*l{}", i - 1); 9].join(",")
+        ));
+    }
+    let yaml = format!("commands:\n  allow:\n    - [{}]\n", levels.join(", "));
+    let started = std::time::Instant::now();
+    let err = RawPolicy::parse(&yaml).unwrap_err().to_string();
+    assert!(err.contains("repetition limit"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}: {err}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_regex_that_would_compile_huge_is_an_error_naming_the_rule() {
+    let raw = RawPolicy::parse("commands:\n  allow: ['ok', '((a{100}){100}){100}']\n").unwrap();
+    let err = Policy::compile_layers(&inputs_raw(raw))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("commands.allow[1]"), "{err}");
+}
+
+#[test]
+fn a_backtracking_regex_decides_in_linear_time() {
+    let p = Policy::compile_layers(&inputs(
+        "commands:\n  allow: ['(a+)+b', '(x|x)*y', '(.*a){12}']\n",
+    ))
+    .unwrap();
+    let subject = "a".repeat(20_000) + "!";
+    let started = std::time::Instant::now();
+    let v = p.decide_command_at(&subject, "/w", Some(NOW));
+    assert_eq!(v.decision, Ask);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn ten_thousand_rules_compile_and_decide() {
+    let mut yaml = String::from("paths:\n  read:\n    deny:\n");
+    for i in 0..10_000 {
+        yaml.push_str(&format!("      - './d{i}/**'\n"));
+    }
+    yaml.push_str("commands:\n  allow:\n");
+    for i in 0..2_000 {
+        yaml.push_str(&format!("    - 'tool{i} --flag( [a-z]+)*'\n"));
+    }
+    let p = Policy::compile_layers(&inputs(&yaml)).unwrap();
+    let v = p.decide_at(glovebox_policy::Domain::Read, "/w/d9999/x", Some(NOW));
+    assert_eq!(
+        (v.decision, v.rule.as_str()),
+        (Deny, "paths.read.deny[9999]: ./d9999/**")
+    );
+    let v = p.decide_command_at("tool1999 --flag a b", "/w", Some(NOW));
+    assert_eq!((v.decision, v.layer), (Allow, Account));
+}
