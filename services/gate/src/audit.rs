@@ -509,6 +509,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failing_store_is_reported_and_the_chain_survives_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let store = AuditStore::open(&path).await.unwrap();
+        assert!(store.append(event("decide", "before")).await);
+        let pool = open_pool(&path).await.unwrap();
+        sqlx::query(
+            "CREATE TRIGGER events_fail BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        assert!(!store.append(event("decide", "lost")).await);
+        store.enqueue(event("decide", "lost too")).await;
+        assert!(!store.append(event("result", "lost")).await);
+        let h = store.health();
+        assert!(!h.healthy && h.failures == 3 && h.rows == 1, "{h:?}");
+        sqlx::query("DROP TRIGGER events_fail")
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert!(store.append(event("decide", "after")).await);
+        let h = store.health();
+        assert!(h.healthy && h.rows == 2, "{h:?}");
+        // The failed rows left no gap: the chain runs from the first row to the last.
+        assert_eq!(verify(&pool).await.unwrap(), 2);
+    }
+
+    #[tokio::test]
     async fn chain_continues_across_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
