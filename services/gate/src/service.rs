@@ -547,3 +547,115 @@ impl pb::audit_server::Audit for AuditService {
         Ok(Response::new(AppendAck {}))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::v1::gate_server::Gate;
+    use glovebox_proto::v1::{Subject, ToolCall};
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        workdir: String,
+        gate: GateService,
+        master: Key,
+    }
+
+    async fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(&workdir).unwrap();
+        let workdir = workdir.display().to_string();
+        let state = glovebox_config::StateDir::new(dir.path().join("state"));
+        std::fs::create_dir_all(state.root()).unwrap();
+        let master = Key::from_bytes(&[9u8; glovebox_ticket::KEY_BYTES]).unwrap();
+        let policies = AccountPolicies::new(
+            &state,
+            vec![
+                ("alice".to_owned(), workdir.clone()),
+                ("bob".to_owned(), workdir.clone()),
+            ],
+            Vec::new(),
+            Vec::new(),
+        );
+        std::fs::create_dir_all(state.permissions_file("alice").parent().unwrap()).unwrap();
+        std::fs::write(
+            state.permissions_file("alice"),
+            "paths:\n  read:\n    allow: ['./**']\n",
+        )
+        .unwrap();
+        let gate = GateService(Arc::new(GateState {
+            policies,
+            audit: AuditStore::open(&state.audit_db()).await.unwrap(),
+            master_key: master.clone(),
+            state_dir: state,
+        }));
+        Setup {
+            _dir: dir,
+            workdir,
+            gate,
+            master,
+        }
+    }
+
+    async fn decide(s: &Setup, account: &str, path: &str) -> DecideResponse {
+        let request = DecideRequest {
+            call: Some(ToolCall {
+                account: account.to_owned(),
+                call_id: "c1".to_owned(),
+                tool: "file_read".to_owned(),
+                params_json: String::new(),
+            }),
+            plan: Some(Plan {
+                subjects: vec![Subject {
+                    domain: pb::Domain::Read as i32,
+                    path: path.to_owned(),
+                    state: None,
+                }],
+                content_tag: Vec::new(),
+            }),
+        };
+        s.gate
+            .decide(Request::new(request))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    #[tokio::test]
+    async fn an_unknown_account_is_denied_without_a_ticket() {
+        let s = setup().await;
+        let path = format!("{}/a.txt", s.workdir);
+        for account in ["mallory", "", "alice ", "ALICE"] {
+            let r = decide(&s, account, &path).await;
+            assert_eq!(r.verdict, pb::Verdict::Deny as i32, "{account:?}: {r:?}");
+            assert_eq!(r.rule, "account", "{account:?}");
+            assert!(r.ticket.is_none(), "{account:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_ticket_is_for_its_own_account_only() {
+        let s = setup().await;
+        let path = format!("{}/a.txt", s.workdir);
+        let r = decide(&s, "alice", &path).await;
+        assert_eq!(r.verdict, pb::Verdict::Allow as i32, "{r:?}");
+        let ticket = r.ticket.unwrap();
+        let alice = s.master.derive_account_key("alice");
+        let bob = s.master.derive_account_key("bob");
+        let body = glovebox_ticket::verify(&alice, &ticket, 0, "alice", "c1", "file_read").unwrap();
+        assert_eq!(body.subjects[0].path, path);
+        // Neither another account's key nor the master key verifies it, nor does it name bob.
+        for key in [&bob, &s.master] {
+            assert_eq!(
+                glovebox_ticket::verify(key, &ticket, 0, "alice", "c1", "file_read"),
+                Err(glovebox_ticket::TicketError::BadSignature)
+            );
+        }
+        assert!(glovebox_ticket::verify(&alice, &ticket, 0, "bob", "c1", "file_read").is_err());
+        // bob's own policy (no file: everything asks) does not allow the same read.
+        let r = decide(&s, "bob", &path).await;
+        assert_eq!(r.verdict, pb::Verdict::Ask as i32, "{r:?}");
+        assert!(r.ticket.is_none());
+    }
+}
