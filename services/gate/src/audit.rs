@@ -138,7 +138,6 @@ impl AuditStore {
         Ok(AuditStore { jobs, counters })
     }
 
-    /// Appends one event and waits until it is written. Returns whether it was.
     /// Queues one event behind every event queued before it, without waiting for the commit.
     /// Used where answering fast matters (a decision): the row is still written before any row
     /// queued later (the call's execute and result), and a failed write is counted as usual.
@@ -149,6 +148,7 @@ impl AuditStore {
         }
     }
 
+    /// Appends one event and waits until it is written. Returns whether it was.
     pub async fn append(&self, event: AuditEvent) -> bool {
         let (done, wait) = oneshot::channel();
         if self.jobs.send(Job { event, done }).await.is_err() {
