@@ -193,6 +193,15 @@ fn hidden_globs(call: &ToolCall, judged: &Judged) -> Vec<String> {
     }
 }
 
+/// A decision as Decide and Explain answer it.
+pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
+    match decision {
+        Decision::Allow => pb::Verdict::Allow,
+        Decision::Ask => pb::Verdict::Ask,
+        Decision::Deny => pb::Verdict::Deny,
+    }
+}
+
 /// The domains of a tool's plan, in order. A plan that does not have exactly these is denied.
 fn expected_domains(tool: &str) -> Option<&'static [pb::Domain]> {
     use pb::Domain as D;
@@ -279,13 +288,8 @@ impl pb::gate_server::Gate for GateService {
         // Queued in order before the answer (the call's later rows land after it); not awaited,
         // so a decision costs no disk round trip.
         self.0.audit.enqueue(e).await;
-        let verdict = match v.decision {
-            Decision::Allow => pb::Verdict::Allow,
-            Decision::Ask => pb::Verdict::Ask,
-            Decision::Deny => pb::Verdict::Deny,
-        };
         Ok(Response::new(DecideResponse {
-            verdict: verdict as i32,
+            verdict: wire_verdict(v.decision) as i32,
             rule: v.rule.clone(),
             reason: v.reason.clone(),
             ticket,
