@@ -345,7 +345,7 @@ impl AccountPolicies {
                     .map_err(|e| EditError::Invalid(e.to_string()))?;
                 if let Some(e) = edited {
                     text = e.text;
-                    names.push(format!("{}.allow: {}", section.name(), rule.pattern()));
+                    names.push(added_rule(section, Kind::Allow, &rule, e.rewritten));
                 }
             }
             added = names.len();
@@ -367,19 +367,8 @@ impl AccountPolicies {
             let edited = edit::add_rule(text, section, kind, &rule)
                 .map_err(|e| EditError::Invalid(e.to_string()))?;
             Ok(edited.map(|e| {
-                let mut s = format!(
-                    "{}.{}: {}{}",
-                    section.name(),
-                    kind.as_str(),
-                    rule.pattern(),
-                    rule.expires()
-                        .map(|x| format!(" (expires {x})"))
-                        .unwrap_or_default()
-                );
-                if e.rewritten {
-                    s.push_str(" (file rewritten; comments were lost)");
-                }
-                (e.text, s)
+                let summary = added_rule(section, kind, &rule, e.rewritten);
+                (e.text, summary)
             }))
         })
     }
@@ -457,6 +446,18 @@ impl AccountPolicies {
             Ok(Some((e.text, format!("{key}: {value}"))))
         })
     }
+}
+
+/// How an added rule is reported, e.g. `commands.allow: git status (expires ...)`.
+fn added_rule(section: Section, kind: Kind, rule: &RawRule, rewritten: bool) -> String {
+    let mut s = format!("{}.{}: {}", section.name(), kind.as_str(), rule.pattern());
+    if let Some(x) = rule.expires() {
+        s.push_str(&format!(" (expires {x})"));
+    }
+    if rewritten {
+        s.push_str(" (file rewritten; comments were lost)");
+    }
+    s
 }
 
 fn summary(policy: Option<&Policy>) -> String {
