@@ -598,9 +598,7 @@ fn compile_list(
                 if pattern.trim().is_empty() {
                     return Err(bad("empty regex".to_owned()));
                 }
-                let anchored = format!("^(?:{pattern})$");
-                regex::Regex::new(&anchored).map_err(|e| bad(e.to_string()))?;
-                regexes.push(anchored);
+                regexes.push(format!("^(?:{pattern})$"));
                 owners.push(index);
             }
             Section::Tools => {
@@ -646,10 +644,7 @@ fn compile_list(
     let matcher = if rules.is_empty() {
         Matcher::Empty
     } else if section == Section::Commands {
-        Matcher::Regexes(RegexSet::new(&regexes).map_err(|e| PolicyError::BadRule {
-            rule: format!("{}: {}", source.name, section.name()),
-            message: e.to_string(),
-        })?)
+        Matcher::Regexes(compile_regexes(source, &rules, &regexes)?)
     } else {
         Matcher::Globs(globs.build().map_err(|e| PolicyError::BadRule {
             rule: format!("{}: {}", source.name, section.name()),
@@ -661,6 +656,29 @@ fn compile_list(
         owners,
         rules,
         path_globs: compiled_paths,
+    })
+}
+
+/// Compiles a command list's anchored regexes (one per rule) into one set. Only when the set
+/// does not compile is each regex compiled alone, to name the rule at fault.
+fn compile_regexes(
+    source: &Source,
+    rules: &[RuleInfo],
+    regexes: &[String],
+) -> Result<RegexSet, PolicyError> {
+    RegexSet::new(regexes).map_err(|set_error| {
+        for (rule, regex) in rules.iter().zip(regexes) {
+            if let Err(e) = regex::Regex::new(regex) {
+                return PolicyError::BadRule {
+                    rule: format!("{}: {}", source.name, rule.name()),
+                    message: e.to_string(),
+                };
+            }
+        }
+        PolicyError::BadRule {
+            rule: format!("{}: {}", source.name, Section::Commands.name()),
+            message: set_error.to_string(),
+        }
     })
 }
 
