@@ -113,6 +113,9 @@ async fn proc_self_root_and_cwd_do_not_reach_a_secret() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join(".env"), "TOKEN=1").unwrap();
     let via_root = format!("/proc/self/root{}/.env", g.workdir.display());
+    // Through /proc/self/root the target is the workdir's own `.env`: the floor denies it.
+    let o = outcome(&g, "file_read", json!({ "path": via_root })).await;
+    assert_eq!(denied_rule(&o), "floor:.env*", "{o:?}");
     for path in [via_root.as_str(), "/proc/self/cwd/.env"] {
         match outcome(&g, "file_read", json!({ "path": path })).await {
             Outcome::Result(r) => {
