@@ -121,10 +121,6 @@ impl AccountPolicies {
         policies
     }
 
-    pub fn account_ids(&self) -> impl Iterator<Item = &str> {
-        self.accounts.keys().map(String::as_str)
-    }
-
     pub fn workdir(&self, account: &str) -> Option<&str> {
         self.accounts.get(account).map(|e| e.workdir.as_str())
     }
@@ -147,6 +143,11 @@ impl AccountPolicies {
     /// Called by the watcher: something changed on disk; reload what changed.
     pub fn invalidate(&self) {
         self.refresh_managed();
+        self.load_all();
+    }
+
+    /// Loads every account's policy, or reloads what changed of it.
+    pub fn load_all(&self) {
         for id in self.accounts.keys() {
             let _ = self.current(id);
         }
