@@ -96,15 +96,15 @@ async fn dot_dot_after_a_symlink_follows_the_link_physically() {
     let deep = g.root().join("elsewhere/deep");
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::write(g.root().join("elsewhere/x.txt"), "x").unwrap();
+    // The lexical target exists too, and reading it would be allowed without an ask.
+    std::fs::write(g.workdir.join("x.txt"), "lexical").unwrap();
     symlink(&deep, g.workdir.join("link")).unwrap();
     // Lexically `link/../x.txt` is `<workdir>/x.txt`; physically it is `elsewhere/x.txt`.
     match outcome(&g, "file_read", json!({"path": "link/../x.txt"})).await {
         Outcome::Asked(p) => {
             assert_eq!(p, g.root().join("elsewhere/x.txt").display().to_string())
         }
-        Outcome::Result(r) => {
-            assert_eq!(r["ok"], false, "never the lexical target: {r}");
-        }
+        Outcome::Result(r) => panic!("never the lexical target, always an ask: {r}"),
     }
 }
 
@@ -113,6 +113,9 @@ async fn proc_self_root_and_cwd_do_not_reach_a_secret() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join(".env"), "TOKEN=1").unwrap();
     let via_root = format!("/proc/self/root{}/.env", g.workdir.display());
+    // Through /proc/self/root the target is the workdir's own `.env`: the floor denies it.
+    let o = outcome(&g, "file_read", json!({ "path": via_root })).await;
+    assert_eq!(denied_rule(&o), "floor:.env*", "{o:?}");
     for path in [via_root.as_str(), "/proc/self/cwd/.env"] {
         match outcome(&g, "file_read", json!({ "path": path })).await {
             Outcome::Result(r) => {

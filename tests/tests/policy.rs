@@ -43,6 +43,43 @@ where
     }
 }
 
+async fn health(g: &Glovebox) -> pb::HealthResponse {
+    gate(g)
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn account_info(g: &Glovebox) -> pb::AccountInfoResponse {
+    gate(g)
+        .account_info(pb::AccountInfoRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn list_rules(g: &Glovebox) -> pb::ListRulesResponse {
+    admin(g)
+        .list_rules(pb::ListRulesRequest {
+            account: g.account.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// Reads `path` as the agent until the read is refused (a policy change took effect).
+async fn read_until_refused(g: &Glovebox, what: &str, path: &str) -> Value {
+    eventually(what, g, || async {
+        let r = read(g, path).await;
+        (r["ok"] == false).then_some(r)
+    })
+    .await
+}
+
 async fn read(g: &Glovebox, path: &str) -> Value {
     let mut agent = g.connect("agent").await;
     agent
@@ -82,11 +119,7 @@ async fn a_hand_edit_is_picked_up_without_a_restart_and_audited() {
     text = text.replace("    deny: []\n", "    deny: ['./a.txt']\n");
     assert!(text.contains("./a.txt"), "{text}");
     std::fs::write(g.permissions_file(), &text).unwrap();
-    let e = eventually("the edit to apply", &g, || async {
-        let r = read(&g, "a.txt").await;
-        (r["ok"] == false).then_some(r)
-    })
-    .await;
+    let e = read_until_refused(&g, "the edit to apply", "a.txt").await;
     let e = expect_error(&e, "denied");
     assert_eq!(e["rule"], "paths.read.deny[0]: ./a.txt", "{e}");
     let events = eventually("a policy audit event", &g, || async {
@@ -109,16 +142,12 @@ async fn an_invalid_edit_keeps_the_last_good_policy_and_reports_where() {
         "paths:\n  read:\n    alow: ['./**']\n",
     )
     .unwrap();
-    let health = eventually("health to report the error", &g, || async {
-        let h = gate(&g)
-            .health(pb::HealthRequest {})
-            .await
-            .unwrap()
-            .into_inner();
+    let h = eventually("health to report the error", &g, || async {
+        let h = health(&g).await;
         (!h.policy_errors.is_empty()).then_some(h)
     })
     .await;
-    let err = &health.policy_errors[0];
+    let err = &h.policy_errors[0];
     assert!(
         err.contains("permissions.yaml")
             && err.contains("line 3")
@@ -128,13 +157,7 @@ async fn an_invalid_edit_keeps_the_last_good_policy_and_reports_where() {
     );
     // the last good policy still decides: reads in the workdir are allowed
     expect_ok(&read(&g, "a.txt").await);
-    let info = gate(&g)
-        .account_info(pb::AccountInfoRequest {
-            account: g.account.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let info = account_info(&g).await;
     assert!(info.policy_error.contains("line 3"), "{info:?}");
     let events = eventually("the invalid edit in the audit", &g, || async {
         let ev = policy_events(&g).await;
@@ -154,11 +177,7 @@ async fn an_invalid_edit_keeps_the_last_good_policy_and_reports_where() {
     )
     .unwrap();
     eventually("the error to clear", &g, || async {
-        let h = gate(&g)
-            .health(pb::HealthRequest {})
-            .await
-            .unwrap()
-            .into_inner();
+        let h = health(&g).await;
         h.policy_errors.is_empty().then_some(())
     })
     .await;
@@ -179,11 +198,7 @@ async fn a_managed_deny_cannot_be_loosened_by_the_account() {
         ),
     )
     .unwrap();
-    let e = eventually("the managed deny", &g, || async {
-        let r = read(&g, "secret.txt").await;
-        (r["ok"] == false).then_some(r)
-    })
-    .await;
+    let e = read_until_refused(&g, "the managed deny", "secret.txt").await;
     let e = expect_error(&e, "denied");
     assert!(
         e["deny_reason"].as_str().unwrap().contains("managed"),
@@ -221,13 +236,7 @@ async fn a_managed_deny_cannot_be_loosened_by_the_account() {
     assert_eq!(x.layer, "managed", "{x:?}");
     assert_eq!(x.verdict, pb::Verdict::Deny as i32);
     // and the listing shows the managed rule as read-only
-    let list = admin(&g)
-        .list_rules(pb::ListRulesRequest {
-            account: g.account.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let list = list_rules(&g).await;
     let m = list.rules.iter().find(|r| r.layer == "managed").unwrap();
     assert!(m.read_only && m.pattern.ends_with("/secret.txt"), "{m:?}");
     assert!(
@@ -248,11 +257,7 @@ async fn a_project_file_can_only_tighten() {
         "sandbox: false\npaths:\n  read:\n    deny: ['./vendor/**']\n  write:\n    allow: ['./**']\n",
     )
     .unwrap();
-    let e = eventually("the project deny", &g, || async {
-        let r = read(&g, "vendor/lib.txt").await;
-        (r["ok"] == false).then_some(r)
-    })
-    .await;
+    let e = read_until_refused(&g, "the project deny", "vendor/lib.txt").await;
     assert_eq!(
         expect_error(&e, "denied")["rule"],
         "paths.read.deny[0]: ./vendor/**"
@@ -300,23 +305,22 @@ async fn an_expired_rule_no_longer_applies() {
     )
     .unwrap();
     // The expired allow does not apply, so the read asks; no approver is connected: denied.
-    let e = eventually("the new policy", &g, || async {
-        let r = read(&g, "old.txt").await;
-        (r["ok"] == false).then_some(r)
-    })
-    .await;
-    assert_ne!(
-        expect_error(&e, "denied")["rule"],
-        "paths.read.allow[0]: ./old.txt"
+    let e = read_until_refused(&g, "the new policy", "old.txt").await;
+    expect_error(&e, "denied");
+    let x = explain(&g, pb::explain_request::Subject::Read("old.txt".into())).await;
+    assert_eq!(
+        (x.verdict, x.rule.as_str()),
+        (pb::Verdict::Ask as i32, "default"),
+        "{x:?}"
     );
     expect_ok(&read(&g, "new.txt").await);
-    let list = admin(&g)
-        .list_rules(pb::ListRulesRequest {
-            account: g.account.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let x = explain(&g, pb::explain_request::Subject::Read("new.txt".into())).await;
+    assert_eq!(
+        (x.verdict, x.rule.as_str()),
+        (pb::Verdict::Allow as i32, "paths.read.allow[1]: ./new.txt"),
+        "{x:?}"
+    );
+    let list = list_rules(&g).await;
     let old = list
         .rules
         .iter()
@@ -415,13 +419,7 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         })
         .await
         .unwrap();
-    let info = gate(&g)
-        .account_info(pb::AccountInfoRequest {
-            account: g.account.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let info = account_info(&g).await;
     assert!(!info.sandbox_enabled && info.confined, "{info:?}");
     admin_client
         .reset_rules(pb::ResetRulesRequest {
@@ -475,13 +473,7 @@ async fn an_agent_connection_cannot_reach_rule_management() {
         .await;
     let frame = agent.next().await;
     assert_eq!(frame["type"], "error", "{frame}");
-    let info = gate(&g)
-        .account_info(pb::AccountInfoRequest {
-            account: g.account.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let info = account_info(&g).await;
     assert!(info.sandbox_enabled);
     // The socket the broker uses does not serve rule management at all.
     let mut on_gate_socket = GateAdminClient::new(

@@ -6,9 +6,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use glovebox_policy::expiry::{Expiry, format_rfc3339};
-use glovebox_policy::{
-    Decision, Domain, Kind, RawRule, Section, exact_command_rule, exact_path_rule,
-};
+use glovebox_policy::{Domain, Kind, RawRule, Section, exact_rule};
 use glovebox_proto::v1::{self as pb, explain_request::Subject};
 use tonic::Status;
 
@@ -106,11 +104,7 @@ impl GateState {
             return Err(Status::invalid_argument("the rule's pattern is empty"));
         }
         let pattern = if req.exact {
-            match section {
-                Section::Commands => exact_command_rule(&req.pattern),
-                Section::Tools => req.pattern.clone(),
-                _ => exact_path_rule(&req.pattern),
-            }
+            exact_rule(section, &req.pattern)
         } else {
             req.pattern.clone()
         };
@@ -197,21 +191,18 @@ impl GateState {
             });
         };
         let now = Some(now_unix());
-        let subject_copy = req.subject.clone();
         let subject = req.subject.ok_or_else(|| {
             Status::invalid_argument("name a subject: read, write, delete, exec or tool")
         })?;
+        let path = |domain: Domain, p: &str| {
+            let canonical = canonical_subject(p, &workdir);
+            let v = policy.decide_at(domain, &canonical, now);
+            (canonical, v)
+        };
         let (subject, v) = match subject {
-            Subject::Read(p) | Subject::Write(p) | Subject::Delete(p) => {
-                let domain = match &subject_copy {
-                    Some(Subject::Write(_)) => Domain::Write,
-                    Some(Subject::Delete(_)) => Domain::Delete,
-                    _ => Domain::Read,
-                };
-                let canonical = canonical_subject(&p, &workdir);
-                let v = policy.decide_at(domain, &canonical, now);
-                (canonical, v)
-            }
+            Subject::Read(p) => path(Domain::Read, &p),
+            Subject::Write(p) => path(Domain::Write, &p),
+            Subject::Delete(p) => path(Domain::Delete, &p),
             Subject::Exec(cmd) => {
                 let cwd = if req.cwd.is_empty() {
                     workdir.clone()
@@ -234,11 +225,7 @@ impl GateState {
             );
         }
         Ok(pb::ExplainResponse {
-            verdict: match v.decision {
-                Decision::Allow => pb::Verdict::Allow,
-                Decision::Ask => pb::Verdict::Ask,
-                Decision::Deny => pb::Verdict::Deny,
-            } as i32,
+            verdict: crate::service::wire_verdict(v.decision) as i32,
             subject,
             layer: v.layer.as_str().into(),
             rule: v.rule,

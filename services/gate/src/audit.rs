@@ -138,7 +138,6 @@ impl AuditStore {
         Ok(AuditStore { jobs, counters })
     }
 
-    /// Appends one event and waits until it is written. Returns whether it was.
     /// Queues one event behind every event queued before it, without waiting for the commit.
     /// Used where answering fast matters (a decision): the row is still written before any row
     /// queued later (the call's execute and result), and a failed write is counted as usual.
@@ -149,6 +148,7 @@ impl AuditStore {
         }
     }
 
+    /// Appends one event and waits until it is written. Returns whether it was.
     pub async fn append(&self, event: AuditEvent) -> bool {
         let (done, wait) = oneshot::channel();
         if self.jobs.send(Job { event, done }).await.is_err() {
@@ -388,31 +388,11 @@ pub async fn verify(pool: &SqlitePool) -> Result<u64, VerifyError> {
 
 /// Formats a time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T23:42:41.123Z`.
 pub fn rfc3339_millis(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, dd) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    let ms = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    glovebox_policy::expiry::format_rfc3339_millis(ms)
 }
 
 #[cfg(test)]
@@ -526,6 +506,35 @@ mod tests {
             .unwrap();
         let err = verify(&pool).await.unwrap_err().to_string();
         assert!(err.starts_with("row 2: hash does not match"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_failing_store_is_reported_and_the_chain_survives_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let store = AuditStore::open(&path).await.unwrap();
+        assert!(store.append(event("decide", "before")).await);
+        let pool = open_pool(&path).await.unwrap();
+        sqlx::query(
+            "CREATE TRIGGER events_fail BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        assert!(!store.append(event("decide", "lost")).await);
+        store.enqueue(event("decide", "lost too")).await;
+        assert!(!store.append(event("result", "lost")).await);
+        let h = store.health();
+        assert!(!h.healthy && h.failures == 3 && h.rows == 1, "{h:?}");
+        sqlx::query("DROP TRIGGER events_fail")
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert!(store.append(event("decide", "after")).await);
+        let h = store.health();
+        assert!(h.healthy && h.rows == 2, "{h:?}");
+        // The failed rows left no gap: the chain runs from the first row to the last.
+        assert_eq!(verify(&pool).await.unwrap(), 2);
     }
 
     #[tokio::test]

@@ -134,9 +134,7 @@ pub async fn run(
             ..Default::default()
         })
         .await;
-    for id in state.policies.account_ids() {
-        let _ = state.policies.current(id);
-    }
+    state.policies.load_all();
     state.flush_policy_events().await;
     watch::spawn(state.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use glovebox_config::{StateDir, write_private_file};
 use glovebox_policy::{
-    Inputs, Kind, Policy, RawPolicy, RawRule, Section, Source, applies_to, edit, exact_path_rule,
+    Inputs, Kind, Policy, RawPolicy, RawRule, Section, Source, applies_to, edit, exact_rule,
 };
 
 /// What identifies one version of a file on disk.
@@ -121,10 +121,6 @@ impl AccountPolicies {
         policies
     }
 
-    pub fn account_ids(&self) -> impl Iterator<Item = &str> {
-        self.accounts.keys().map(String::as_str)
-    }
-
     pub fn workdir(&self, account: &str) -> Option<&str> {
         self.accounts.get(account).map(|e| e.workdir.as_str())
     }
@@ -147,6 +143,11 @@ impl AccountPolicies {
     /// Called by the watcher: something changed on disk; reload what changed.
     pub fn invalidate(&self) {
         self.refresh_managed();
+        self.load_all();
+    }
+
+    /// Loads every account's policy, or reloads what changed of it.
+    pub fn load_all(&self) {
         for id in self.accounts.keys() {
             let _ = self.current(id);
         }
@@ -186,13 +187,13 @@ impl AccountPolicies {
     /// The account's policy, reloading files that changed. `None` for unknown accounts.
     pub fn current(&self, account: &str) -> Option<Current> {
         let entry = self.accounts.get(account)?;
-        let generation = self.managed_version.load(Ordering::SeqCst);
-        let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
+        // Stat before taking the lock: concurrent decisions only share it for the comparison.
         let stamps = (
             stamp_of(&entry.file),
             stamp_of(&entry.project_file),
-            generation,
+            self.managed_version.load(Ordering::SeqCst),
         );
+        let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.policy.is_none() || cache.stamps != Some(stamps) {
             let first = cache.stamps.is_none();
             let old_error = cache.error.clone();
@@ -313,11 +314,10 @@ impl AccountPolicies {
             file: entry.file.display().to_string(),
             message,
         };
-        let text = match std::fs::read_to_string(&entry.file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(file_err(e.to_string())),
-        };
+        let text = read_policy_text(&entry.file)
+            .map_err(file_err)?
+            .map(|(text, _)| text)
+            .unwrap_or_default();
         let Some((new_text, summary)) = change(&text)? else {
             return Ok(None);
         };
@@ -341,16 +341,12 @@ impl AccountPolicies {
             let mut names = Vec::new();
             for (section, subject) in subjects {
                 let section = *section;
-                let pattern = match section {
-                    Section::Commands => glovebox_policy::permissions::exact_command_rule(subject),
-                    _ => exact_path_rule(subject),
-                };
-                let rule = RawRule::Pattern(pattern);
+                let rule = RawRule::Pattern(exact_rule(section, subject));
                 let edited = edit::add_rule(&text, section, Kind::Allow, &rule)
                     .map_err(|e| EditError::Invalid(e.to_string()))?;
                 if let Some(e) = edited {
                     text = e.text;
-                    names.push(format!("{}.allow: {}", section.name(), rule.pattern()));
+                    names.push(added_rule(section, Kind::Allow, &rule, e.rewritten));
                 }
             }
             added = names.len();
@@ -372,19 +368,8 @@ impl AccountPolicies {
             let edited = edit::add_rule(text, section, kind, &rule)
                 .map_err(|e| EditError::Invalid(e.to_string()))?;
             Ok(edited.map(|e| {
-                let mut s = format!(
-                    "{}.{}: {}{}",
-                    section.name(),
-                    kind.as_str(),
-                    rule.pattern(),
-                    rule.expires()
-                        .map(|x| format!(" (expires {x})"))
-                        .unwrap_or_default()
-                );
-                if e.rewritten {
-                    s.push_str(" (file rewritten; comments were lost)");
-                }
-                (e.text, s)
+                let summary = added_rule(section, kind, &rule, e.rewritten);
+                (e.text, summary)
             }))
         })
     }
@@ -464,6 +449,18 @@ impl AccountPolicies {
     }
 }
 
+/// How an added rule is reported, e.g. `commands.allow: git status (expires ...)`.
+fn added_rule(section: Section, kind: Kind, rule: &RawRule, rewritten: bool) -> String {
+    let mut s = format!("{}.{}: {}", section.name(), kind.as_str(), rule.pattern());
+    if let Some(x) = rule.expires() {
+        s.push_str(&format!(" (expires {x})"));
+    }
+    if rewritten {
+        s.push_str(" (file rewritten; comments were lost)");
+    }
+    s
+}
+
 fn summary(policy: Option<&Policy>) -> String {
     match policy {
         Some(p) => format!(
@@ -476,16 +473,18 @@ fn summary(policy: Option<&Policy>) -> String {
     }
 }
 
+/// The largest policy file the gate reads: a bigger one is refused rather than held in memory.
+const MAX_POLICY_BYTES: u64 = 1 << 20;
+
 /// Reads and parses one policy file; `None` when it does not exist.
 fn read_source(path: &Path) -> Result<Option<Source>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+    let read = read_policy_text(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let Some((text, meta)) = read else {
+        return Ok(None);
     };
     let raw = RawPolicy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let modified = std::fs::metadata(path)
-        .and_then(|m| m.modified())
+    let modified = meta
+        .modified()
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map(|d| d.as_secs() as i64)
@@ -493,9 +492,52 @@ fn read_source(path: &Path) -> Result<Option<Source>, String> {
     Ok(Some(Source::new(path.display().to_string(), raw, modified)))
 }
 
+/// The text of a policy file and its metadata; `None` when it does not exist; the error does not
+/// name the file. The file must be a
+/// regular file of at most [`MAX_POLICY_BYTES`], and not a symlink: the project file lives where
+/// an agent's commands can write, and a link could point the gate (which may read more than the
+/// agent) at a secret that a parse error would then quote; a FIFO or a device would block the
+/// gate or never end. It is opened non-blocking and checked on the open descriptor.
+fn read_policy_text(path: &Path) -> Result<Option<(String, std::fs::Metadata)>, String> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let refuse = |why: &str| Err(why.to_owned());
+    let fd = match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(rustix::io::Errno::LOOP) => {
+            return refuse("is a symlink; a policy file must be a regular file");
+        }
+        Err(e) => return refuse(&std::io::Error::from(e).to_string()),
+    };
+    let mut file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return refuse("is not a regular file");
+    }
+    if meta.len() > MAX_POLICY_BYTES {
+        return refuse(&format!("is larger than {MAX_POLICY_BYTES} bytes"));
+    }
+    let mut text = String::new();
+    (&mut file)
+        .take(MAX_POLICY_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_POLICY_BYTES {
+        return refuse(&format!("is larger than {MAX_POLICY_BYTES} bytes"));
+    }
+    Ok(Some((text, meta)))
+}
+
+/// What identifies one version of a policy file: the entry itself, so a file swapped for a link
+/// is noticed.
 fn stamp_of(path: &Path) -> Stamp {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
+    let meta = std::fs::symlink_metadata(path).ok()?;
     Some((meta.modified().ok()?, meta.len(), meta.ino()))
 }
 
@@ -505,4 +547,106 @@ pub fn now_unix() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        workdir: PathBuf,
+        policies: Arc<AccountPolicies>,
+    }
+
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(workdir.join(".glovebox")).unwrap();
+        let state = StateDir::new(dir.path().join("state"));
+        let policies = Arc::new(AccountPolicies::new(
+            &state,
+            vec![("a".to_owned(), workdir.display().to_string())],
+            Vec::new(),
+            Vec::new(),
+        ));
+        Setup {
+            _dir: dir,
+            workdir,
+            policies,
+        }
+    }
+
+    /// The account's policy and error, failing instead of hanging if reading blocks.
+    fn current(policies: &Arc<AccountPolicies>) -> (bool, Option<String>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = policies.clone();
+        std::thread::spawn(move || {
+            let c = p.current("a").unwrap();
+            let _ = tx.send((c.policy.is_some(), c.error));
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("reading the policy blocked")
+    }
+
+    fn project_file(s: &Setup) -> PathBuf {
+        s.workdir.join(".glovebox/permissions.yaml")
+    }
+
+    fn make_fifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_fifo_as_the_project_file_is_an_error_not_a_hang() {
+        let s = setup();
+        make_fifo(&project_file(&s));
+        let (compiled, error) = current(&s.policies);
+        assert!(!compiled, "never compiled: everything is denied");
+        let error = error.unwrap();
+        assert!(error.contains("not a regular file"), "{error}");
+    }
+
+    #[test]
+    fn a_symlinked_project_file_is_refused_without_quoting_its_target() {
+        let s = setup();
+        let secret = s.workdir.join("../secret.txt");
+        std::fs::write(&secret, "SECRET-CONTENT-42\n").unwrap();
+        std::os::unix::fs::symlink(&secret, project_file(&s)).unwrap();
+        let (compiled, error) = current(&s.policies);
+        assert!(!compiled);
+        let error = error.unwrap();
+        assert!(error.contains("symlink"), "{error}");
+        assert!(!error.contains("SECRET"), "{error}");
+    }
+
+    #[test]
+    fn an_oversized_policy_file_is_refused_and_the_last_good_policy_kept() {
+        let s = setup();
+        std::fs::write(project_file(&s), "paths:\n  read:\n    deny: ['./x/**']\n").unwrap();
+        assert_eq!(current(&s.policies), (true, None));
+        let mut huge = String::from("paths:\n  read:\n    deny:\n");
+        while huge.len() as u64 <= MAX_POLICY_BYTES {
+            huge.push_str("      - './generated/some/long/path/**'\n");
+        }
+        std::fs::write(project_file(&s), huge).unwrap();
+        let (compiled, error) = current(&s.policies);
+        assert!(compiled, "the last good policy still decides");
+        let error = error.unwrap();
+        assert!(error.contains("larger than"), "{error}");
+        // a swap to a FIFO is noticed too, and also keeps the last good policy
+        std::fs::remove_file(project_file(&s)).unwrap();
+        make_fifo(&project_file(&s));
+        let (compiled, error) = current(&s.policies);
+        assert!(compiled);
+        assert!(error.unwrap().contains("not a regular file"));
+    }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use glovebox_policy::permissions::Section;
-use glovebox_policy::{Decision, Domain, Verdict};
+use glovebox_policy::{Decision, Domain, Policy, Verdict};
 use glovebox_proto::tools::Tool;
 use glovebox_proto::v1::{
     self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
@@ -38,17 +38,23 @@ pub struct GateService(pub Arc<GateState>);
 #[derive(Clone)]
 pub struct AuditService(pub Arc<GateState>);
 
-/// A judged call: the combined verdict and each subject's own.
+/// A judged call: the combined verdict, each subject's own (by its index in the plan), and the
+/// policy that judged it (none when the call was refused before any policy applied).
 struct Judged {
     verdict: Verdict,
-    per_subject: Vec<(Section, String, Decision)>,
+    per_subject: Vec<(usize, Section, Decision)>,
+    policy: Option<Arc<Policy>>,
+    now: i64,
 }
 
 impl GateState {
     fn judge(&self, call: &ToolCall, plan: &Plan) -> Judged {
+        let now = crate::policies::now_unix();
         let deny = |rule: &str, reason: String| Judged {
             verdict: Verdict::new(Decision::Deny, rule, reason),
             per_subject: Vec::new(),
+            policy: None,
+            now,
         };
         let Some(current) = self.policies.current(&call.account) else {
             return deny("account", "unknown account".to_owned());
@@ -75,21 +81,21 @@ impl GateState {
         {
             return deny("plan", format!("the plan does not fit {}", call.tool));
         }
-        let now = Some(crate::policies::now_unix());
+        let at = Some(now);
         let mut per_subject = Vec::new();
         let mut verdicts = Vec::new();
         for (i, subject) in plan.subjects.iter().enumerate() {
             let (v, section) = match pb::Domain::try_from(subject.domain) {
                 Ok(pb::Domain::Read) => (
-                    policy.decide_at(Domain::Read, &subject.path, now),
+                    policy.decide_at(Domain::Read, &subject.path, at),
                     Some(Section::PathsRead),
                 ),
                 Ok(pb::Domain::Write) => (
-                    policy.decide_at(Domain::Write, &subject.path, now),
+                    policy.decide_at(Domain::Write, &subject.path, at),
                     Some(Section::PathsWrite),
                 ),
                 Ok(pb::Domain::Delete) => (
-                    policy.decide_at(Domain::Delete, &subject.path, now),
+                    policy.decide_at(Domain::Delete, &subject.path, at),
                     Some(Section::Delete),
                 ),
                 Ok(pb::Domain::Exec) => {
@@ -100,7 +106,7 @@ impl GateState {
                         .map(|s| s.path.as_str())
                         .unwrap_or_default();
                     (
-                        policy.decide_command_at(&subject.path, cwd, now),
+                        policy.decide_command_at(&subject.path, cwd, at),
                         Some(Section::Commands),
                     )
                 }
@@ -113,13 +119,13 @@ impl GateState {
                     None,
                 ),
                 Ok(pb::Domain::Tool) if subject.path == call.tool => (
-                    policy.decide_tool_at(&subject.path, now),
+                    policy.decide_tool_at(&subject.path, at),
                     Some(Section::Tools),
                 ),
                 _ => return deny("plan", "a subject has no domain".to_owned()),
             };
             if let Some(section) = section {
-                per_subject.push((section, subject.path.clone(), v.decision));
+                per_subject.push((i, section, v.decision));
             }
             verdicts.push(v);
         }
@@ -128,10 +134,13 @@ impl GateState {
         Judged {
             verdict,
             per_subject,
+            policy: Some(policy),
+            now,
         }
     }
 
-    fn sign(&self, call: &ToolCall, plan: &Plan, approval: &str) -> pb::Ticket {
+    /// Signs a ticket for a call judged by `judged` (whose policy says what a walk must hide).
+    fn sign(&self, call: &ToolCall, plan: &Plan, judged: &Judged, approval: &str) -> pb::Ticket {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -144,26 +153,10 @@ impl GateState {
             content_tag: plan.content_tag.clone(),
             expires_at_ms: now_ms + TICKET_TTL_MS,
             approval: approval.to_owned(),
-            hidden_globs: self.hidden_globs(call),
+            hidden_globs: hidden_globs(call, judged),
         };
         let key = self.master_key.derive_account_key(&call.account);
         glovebox_ticket::sign(&key, &body)
-    }
-
-    /// What a listing or search must hide: the account's read denies (tools that walk only).
-    fn hidden_globs(&self, call: &ToolCall) -> Vec<String> {
-        let walks = matches!(
-            Tool::from_name(&call.tool),
-            Some(Tool::FileList | Tool::FileGrep | Tool::FileFind)
-        );
-        if !walks {
-            return Vec::new();
-        }
-        self.policies
-            .current(&call.account)
-            .and_then(|c| c.policy)
-            .map(|p| p.read_deny_globs(Some(crate::policies::now_unix())))
-            .unwrap_or_default()
     }
 
     /// Appends an audit event (kind `policy`) for each policy change or failed reload.
@@ -184,6 +177,28 @@ impl GateState {
     async fn audit(&self, event: AuditEvent) {
         // A failed write is counted and reported by Health; the call still gets its answer.
         let _ = self.audit.append(event).await;
+    }
+}
+
+/// What a listing or search must hide: the read denies of the policy that judged the call (tools
+/// that walk only).
+fn hidden_globs(call: &ToolCall, judged: &Judged) -> Vec<String> {
+    let walks = matches!(
+        Tool::from_name(&call.tool),
+        Some(Tool::FileList | Tool::FileGrep | Tool::FileFind)
+    );
+    match &judged.policy {
+        Some(p) if walks => p.read_deny_globs(Some(judged.now)),
+        _ => Vec::new(),
+    }
+}
+
+/// A decision as Decide and Explain answer it.
+pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
+    match decision {
+        Decision::Allow => pb::Verdict::Allow,
+        Decision::Ask => pb::Verdict::Ask,
+        Decision::Deny => pb::Verdict::Deny,
     }
 }
 
@@ -258,7 +273,8 @@ impl pb::gate_server::Gate for GateService {
         let judged = self.0.judge(&call, &plan);
         self.0.flush_policy_events().await;
         let v = &judged.verdict;
-        let ticket = (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, "auto"));
+        let ticket =
+            (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, &judged, "auto"));
         let mut e = event("gate", "decide", &call);
         e.subject = subjects_text(&plan, v.decision == Decision::Allow);
         e.verdict = v.decision.as_str().to_owned();
@@ -272,13 +288,8 @@ impl pb::gate_server::Gate for GateService {
         // Queued in order before the answer (the call's later rows land after it); not awaited,
         // so a decision costs no disk round trip.
         self.0.audit.enqueue(e).await;
-        let verdict = match v.decision {
-            Decision::Allow => pb::Verdict::Allow,
-            Decision::Ask => pb::Verdict::Ask,
-            Decision::Deny => pb::Verdict::Deny,
-        };
         Ok(Response::new(DecideResponse {
-            verdict: verdict as i32,
+            verdict: wire_verdict(v.decision) as i32,
             rule: v.rule.clone(),
             reason: v.reason.clone(),
             ticket,
@@ -324,7 +335,9 @@ impl pb::gate_server::Gate for GateService {
                             .per_subject
                             .iter()
                             .filter(|(_, _, d)| *d == Decision::Ask)
-                            .map(|(domain, path, _)| (*domain, path.clone()))
+                            .filter_map(|(i, section, _)| {
+                                Some((*section, plan.subjects.get(*i)?.path.clone()))
+                            })
                             .collect();
                         match self.0.policies.add_exact_rules(&call.account, &asked) {
                             Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),
@@ -337,7 +350,7 @@ impl pb::gate_server::Gate for GateService {
                     }
                     ResolveResponse {
                         granted: true,
-                        ticket: Some(self.0.sign(&call, &plan, approval)),
+                        ticket: Some(self.0.sign(&call, &plan, &judged, approval)),
                         rule: "approver".to_owned(),
                         reason: format!("{approval} by the account's approver"),
                     }
@@ -536,5 +549,117 @@ impl pb::audit_server::Audit for AuditService {
         }
         self.0.audit(event).await;
         Ok(Response::new(AppendAck {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::v1::gate_server::Gate;
+    use glovebox_proto::v1::{Subject, ToolCall};
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        workdir: String,
+        gate: GateService,
+        master: Key,
+    }
+
+    async fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(&workdir).unwrap();
+        let workdir = workdir.display().to_string();
+        let state = glovebox_config::StateDir::new(dir.path().join("state"));
+        std::fs::create_dir_all(state.root()).unwrap();
+        let master = Key::from_bytes(&[9u8; glovebox_ticket::KEY_BYTES]).unwrap();
+        let policies = AccountPolicies::new(
+            &state,
+            vec![
+                ("alice".to_owned(), workdir.clone()),
+                ("bob".to_owned(), workdir.clone()),
+            ],
+            Vec::new(),
+            Vec::new(),
+        );
+        std::fs::create_dir_all(state.permissions_file("alice").parent().unwrap()).unwrap();
+        std::fs::write(
+            state.permissions_file("alice"),
+            "paths:\n  read:\n    allow: ['./**']\n",
+        )
+        .unwrap();
+        let gate = GateService(Arc::new(GateState {
+            policies,
+            audit: AuditStore::open(&state.audit_db()).await.unwrap(),
+            master_key: master.clone(),
+            state_dir: state,
+        }));
+        Setup {
+            _dir: dir,
+            workdir,
+            gate,
+            master,
+        }
+    }
+
+    async fn decide(s: &Setup, account: &str, path: &str) -> DecideResponse {
+        let request = DecideRequest {
+            call: Some(ToolCall {
+                account: account.to_owned(),
+                call_id: "c1".to_owned(),
+                tool: "file_read".to_owned(),
+                params_json: String::new(),
+            }),
+            plan: Some(Plan {
+                subjects: vec![Subject {
+                    domain: pb::Domain::Read as i32,
+                    path: path.to_owned(),
+                    state: None,
+                }],
+                content_tag: Vec::new(),
+            }),
+        };
+        s.gate
+            .decide(Request::new(request))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    #[tokio::test]
+    async fn an_unknown_account_is_denied_without_a_ticket() {
+        let s = setup().await;
+        let path = format!("{}/a.txt", s.workdir);
+        for account in ["mallory", "", "alice ", "ALICE"] {
+            let r = decide(&s, account, &path).await;
+            assert_eq!(r.verdict, pb::Verdict::Deny as i32, "{account:?}: {r:?}");
+            assert_eq!(r.rule, "account", "{account:?}");
+            assert!(r.ticket.is_none(), "{account:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_ticket_is_for_its_own_account_only() {
+        let s = setup().await;
+        let path = format!("{}/a.txt", s.workdir);
+        let r = decide(&s, "alice", &path).await;
+        assert_eq!(r.verdict, pb::Verdict::Allow as i32, "{r:?}");
+        let ticket = r.ticket.unwrap();
+        let alice = s.master.derive_account_key("alice");
+        let bob = s.master.derive_account_key("bob");
+        let body = glovebox_ticket::verify(&alice, &ticket, 0, "alice", "c1", "file_read").unwrap();
+        assert_eq!(body.subjects[0].path, path);
+        // Neither another account's key nor the master key verifies it, nor does it name bob.
+        for key in [&bob, &s.master] {
+            assert_eq!(
+                glovebox_ticket::verify(key, &ticket, 0, "alice", "c1", "file_read"),
+                Err(glovebox_ticket::TicketError::BadSignature)
+            );
+        }
+        assert!(glovebox_ticket::verify(&alice, &ticket, 0, "bob", "c1", "file_read").is_err());
+        // bob's own policy (no file: everything asks) does not allow the same read.
+        let r = decide(&s, "bob", &path).await;
+        assert_eq!(r.verdict, pb::Verdict::Ask as i32, "{r:?}");
+        assert!(r.ticket.is_none());
     }
 }

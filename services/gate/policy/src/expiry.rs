@@ -115,11 +115,25 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
 
 /// Unix seconds to `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn format_rfc3339(t: i64) -> String {
+    format!("{}Z", date_time(t))
+}
+
+/// Unix milliseconds to `YYYY-MM-DDTHH:MM:SS.mmmZ` (the audit's timestamps).
+pub fn format_rfc3339_millis(ms: i64) -> String {
+    format!(
+        "{}.{:03}Z",
+        date_time(ms.div_euclid(1000)),
+        ms.rem_euclid(1000)
+    )
+}
+
+/// Unix seconds to `YYYY-MM-DDTHH:MM:SS` in UTC.
+fn date_time(t: i64) -> String {
     let days = t.div_euclid(86_400);
     let secs = t.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
         secs / 3600,
         secs % 3600 / 60,
         secs % 60
@@ -178,6 +192,16 @@ mod tests {
         assert_eq!(parse_rfc3339("2026-02-30T01:00:00Z"), None);
         assert_eq!(parse_rfc3339("2026-11-30"), None);
         assert_eq!(format_rfc3339(1_796_000_400), "2026-11-30T01:00:00Z");
+        assert_eq!(format_rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_rfc3339_millis(1_795_996_961_123),
+            "2026-11-30T00:02:41.123Z"
+        );
+        assert_eq!(
+            format_rfc3339_millis(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(format_rfc3339_millis(-1), "1969-12-31T23:59:59.999Z");
         assert_eq!(parse_duration("8h"), Some(28_800));
         assert_eq!(parse_duration("1h30m"), Some(5_400));
         assert_eq!(parse_duration("7d"), Some(604_800));

@@ -108,17 +108,29 @@ pub fn check(path: &str, protected: &[String]) -> Option<FloorHit> {
 /// characters (zero-width spaces and joiners, soft hyphen, bidi controls, BOM) dropped, lowercase,
 /// NFKC, trailing dots and spaces trimmed.
 pub fn fold_segment(seg: &str) -> String {
+    if seg.is_ascii() {
+        // ASCII has no compatibility forms, marks or invisible characters: folding it is
+        // lowercasing and trimming, without the Unicode passes.
+        return trim_trailing(seg.to_ascii_lowercase());
+    }
+    fold_unicode(seg)
+}
+
+fn fold_unicode(seg: &str) -> String {
     let stripped: String = seg
         .nfkd()
         .filter(|c| !is_combining_mark(*c) && !is_invisible(*c))
         .collect();
-    let folded: String = stripped.to_lowercase().nfkc().collect();
-    let trimmed = folded.trim_end_matches(['.', ' ']);
-    if trimmed.is_empty() {
-        folded
-    } else {
-        trimmed.to_owned()
+    trim_trailing(stripped.to_lowercase().nfkc().collect())
+}
+
+/// Trailing dots and spaces trimmed, unless nothing would be left.
+fn trim_trailing(mut folded: String) -> String {
+    let len = folded.trim_end_matches(['.', ' ']).len();
+    if len > 0 {
+        folded.truncate(len);
     }
+    folded
 }
 
 fn is_invisible(c: char) -> bool {
@@ -229,6 +241,30 @@ mod tests {
         ];
         for (path, want) in cases {
             assert_eq!(entry(path).as_deref(), *want, "{path}");
+        }
+    }
+
+    #[test]
+    fn ascii_folds_as_the_unicode_passes_would() {
+        let mut segments: Vec<String> = (0u8..128).map(|b| char::from(b).to_string()).collect();
+        for s in [
+            ".SSH",
+            ".Ssh.",
+            ".env. . ",
+            "..",
+            ". .",
+            "ID_RSA.pub",
+            "Key.PEM ",
+            "a\tb",
+            "_NETRC",
+        ] {
+            segments.push(s.to_owned());
+        }
+        for b in 0u8..128 {
+            segments.push(format!(".ss{}h.", char::from(b)));
+        }
+        for s in &segments {
+            assert_eq!(fold_segment(s), fold_unicode(s), "{s:?}");
         }
     }
 

@@ -17,6 +17,7 @@ pub mod policy;
 
 pub use decision::{Decision, Domain, Layer, Verdict};
 pub use permissions::{
-    Capability, Kind, PolicyError, RawPolicy, RawRule, Section, exact_command_rule, exact_path_rule,
+    Capability, Kind, PolicyError, RawPolicy, RawRule, Section, exact_command_rule,
+    exact_path_rule, exact_rule,
 };
 pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to, build_glob};

@@ -284,19 +284,6 @@ impl RawPolicy {
         }
     }
 
-    /// Adds an allow rule for exactly one canonical path (an "always" answer) to this struct.
-    /// Returns whether the rule was new. To keep the file's comments, use
-    /// [`crate::edit::add_rule`] on its text instead.
-    pub fn add_exact_allow(&mut self, domain: Domain, canonical_path: &str) -> bool {
-        let rule = RawRule::Pattern(exact_path_rule(canonical_path));
-        let rules = self.rules_mut(Section::for_domain(domain), Kind::Allow);
-        if rules.contains(&rule) {
-            return false;
-        }
-        rules.push(rule);
-        true
-    }
-
     /// Every rule pattern in the file with its section and kind.
     pub fn all_rules(&self) -> impl Iterator<Item = (Section, Kind, usize, &RawRule)> {
         Section::ALL.into_iter().flat_map(move |s| {
@@ -329,6 +316,18 @@ pub fn exact_path_rule(path: &str) -> String {
 /// A regex that matches exactly `command` (commands are anchored when compiled).
 pub fn exact_command_rule(command: &str) -> String {
     regex::escape(command)
+}
+
+/// The rule of `section` that matches exactly `subject` and nothing else: a canonical path or a
+/// tool name with every glob metacharacter escaped, or a command line with every regex
+/// metacharacter escaped. What "always" answers and `policy add --exact` write.
+pub fn exact_rule(section: Section, subject: &str) -> String {
+    match section {
+        Section::Commands => exact_command_rule(subject),
+        Section::PathsRead | Section::PathsWrite | Section::Delete | Section::Tools => {
+            exact_path_rule(subject)
+        }
+    }
 }
 
 pub(crate) const HEADER: &str = "\

@@ -10,7 +10,7 @@
 //! 7. confinement on and the path outside the workdir → deny;
 //! 8. ask.
 //!
-//! Rules past their expiry are skipped. Without a clock ([`Policy::decide`]) a rule that has an
+//! Rules past their expiry are skipped. Without a clock (`now` is `None`) a rule that has an
 //! expiry is treated as expired when it would allow and as live when it would deny.
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -157,6 +157,8 @@ pub struct Policy {
     confine_layer: Layer,
     caps: Vec<(Capability, String)>,
     workdir: String,
+    /// `<workdir>/.glovebox`, which agents may read but not change.
+    project_dir: String,
     protected: Vec<String>,
     /// Managed, account, project: in that order.
     layers: Vec<LayerLists>,
@@ -167,22 +169,6 @@ pub struct Policy {
 pub const PROJECT_DIR: &str = ".glovebox";
 
 impl Policy {
-    /// Compiles a single account file (no managed or project layer) for an account whose
-    /// canonical workdir is `workdir`.
-    pub fn compile(
-        raw: &RawPolicy,
-        workdir: &str,
-        protected: Vec<String>,
-    ) -> Result<Policy, PolicyError> {
-        Policy::compile_layers(&Inputs {
-            workdir: workdir.to_owned(),
-            protected,
-            managed: Vec::new(),
-            account: Source::new("permissions.yaml", raw.clone(), 0),
-            project: None,
-        })
-    }
-
     /// Compiles every layer. Managed files must already be filtered with [`applies_to`].
     pub fn compile_layers(inputs: &Inputs) -> Result<Policy, PolicyError> {
         let workdir = inputs.workdir.trim_end_matches('/').to_owned();
@@ -267,6 +253,7 @@ impl Policy {
             confine,
             confine_layer,
             caps,
+            project_dir: format!("{workdir}/{PROJECT_DIR}"),
             workdir,
             protected: inputs.protected.clone(),
             layers,
@@ -322,12 +309,8 @@ impl Policy {
         out
     }
 
-    /// Judges one canonical absolute path, without a clock (see the module docs).
-    pub fn decide(&self, domain: Domain, path: &str) -> Verdict {
-        self.decide_at(domain, path, None)
-    }
-
-    /// Judges one canonical absolute path at `now` (Unix seconds).
+    /// Judges one canonical absolute path at `now` (Unix seconds; `None`: no clock, see the
+    /// module docs).
     pub fn decide_at(&self, domain: Domain, path: &str, now: Option<i64>) -> Verdict {
         if !path.starts_with('/') || path.contains('\0') {
             return Verdict::new(
@@ -354,16 +337,16 @@ impl Policy {
         if let Some(hit) = floor::check(path, &self.protected) {
             return Verdict::in_layer(Layer::Floor, Decision::Deny, hit.rule(), hit.reason());
         }
-        if domain != Domain::Read {
-            let project_dir = format!("{}/{PROJECT_DIR}", self.workdir);
-            if floor::is_same_or_below(path, &project_dir) {
-                return Verdict::in_layer(
-                    Layer::Floor,
-                    Decision::Deny,
-                    "floor:project policy",
-                    format!("{project_dir} holds the project's policy: agents cannot change it"),
-                );
-            }
+        if domain != Domain::Read && floor::is_same_or_below(path, &self.project_dir) {
+            return Verdict::in_layer(
+                Layer::Floor,
+                Decision::Deny,
+                "floor:project policy",
+                format!(
+                    "{} holds the project's policy: agents cannot change it",
+                    self.project_dir
+                ),
+            );
         }
         if let Some(v) = self.deny_in(
             &[Layer::Account, Layer::Project],
@@ -389,11 +372,6 @@ impl Policy {
             );
         }
         ask(verb)
-    }
-
-    /// Judges a command line run in `cwd`, without a clock.
-    pub fn decide_command(&self, command: &str, cwd: &str) -> Verdict {
-        self.decide_command_at(command, cwd, None)
     }
 
     /// Judges a command line run in `cwd` at `now`. Commands are matched whole; confinement
@@ -435,11 +413,7 @@ impl Policy {
         ask("command")
     }
 
-    /// Judges a tool name (client tools and pack tools), without a clock.
-    pub fn decide_tool(&self, name: &str) -> Verdict {
-        self.decide_tool_at(name, None)
-    }
-
+    /// Judges a tool name (client tools and pack tools) at `now`.
     pub fn decide_tool_at(&self, name: &str, now: Option<i64>) -> Verdict {
         if name.is_empty() {
             return Verdict::new(Decision::Deny, "tool", "the tool name is empty");
@@ -624,9 +598,7 @@ fn compile_list(
                 if pattern.trim().is_empty() {
                     return Err(bad("empty regex".to_owned()));
                 }
-                let anchored = format!("^(?:{pattern})$");
-                regex::Regex::new(&anchored).map_err(|e| bad(e.to_string()))?;
-                regexes.push(anchored);
+                regexes.push(format!("^(?:{pattern})$"));
                 owners.push(index);
             }
             Section::Tools => {
@@ -672,10 +644,7 @@ fn compile_list(
     let matcher = if rules.is_empty() {
         Matcher::Empty
     } else if section == Section::Commands {
-        Matcher::Regexes(RegexSet::new(&regexes).map_err(|e| PolicyError::BadRule {
-            rule: format!("{}: {}", source.name, section.name()),
-            message: e.to_string(),
-        })?)
+        Matcher::Regexes(compile_regexes(source, &rules, &regexes)?)
     } else {
         Matcher::Globs(globs.build().map_err(|e| PolicyError::BadRule {
             rule: format!("{}: {}", source.name, section.name()),
@@ -687,6 +656,29 @@ fn compile_list(
         owners,
         rules,
         path_globs: compiled_paths,
+    })
+}
+
+/// Compiles a command list's anchored regexes (one per rule) into one set. Only when the set
+/// does not compile is each regex compiled alone, to name the rule at fault.
+fn compile_regexes(
+    source: &Source,
+    rules: &[RuleInfo],
+    regexes: &[String],
+) -> Result<RegexSet, PolicyError> {
+    RegexSet::new(regexes).map_err(|set_error| {
+        for (rule, regex) in rules.iter().zip(regexes) {
+            if let Err(e) = regex::Regex::new(regex) {
+                return PolicyError::BadRule {
+                    rule: format!("{}: {}", source.name, rule.name()),
+                    message: e.to_string(),
+                };
+            }
+        }
+        PolicyError::BadRule {
+            rule: format!("{}: {}", source.name, Section::Commands.name()),
+            message: set_error.to_string(),
+        }
     })
 }
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use glovebox_policy::edit;
 use glovebox_policy::{
     Decision, Decision::*, Inputs, Kind, Layer, Layer::*, Policy, RawPolicy, RawRule, Section,
-    Source, exact_command_rule, exact_path_rule,
+    Source, exact_command_rule, exact_path_rule, exact_rule,
 };
 
 /// 2026-11-30T00:00:00Z
@@ -175,6 +175,7 @@ fn exact_fixture() -> String {
             Section::Commands,
             exact_command_rule("echo $(whoami) | tr a-z A-Z"),
         ),
+        (Section::Tools, exact_rule(Section::Tools, "client__a*")),
     ] {
         text = edit::add_rule(&text, section, Kind::Allow, &RawRule::Pattern(rule))
             .unwrap()
@@ -1911,6 +1912,22 @@ fn cases() -> Vec<Case> {
             "default",
         ),
         c(
+            "exact tool rule matches its name",
+            "exact",
+            T("client__a*"),
+            Allow,
+            Account,
+            "tools.allow[0]",
+        ),
+        c(
+            "exact tool rule is not a glob",
+            "exact",
+            T("client__ab"),
+            Ask,
+            Default,
+            "default",
+        ),
+        c(
             "exact keeps hand rules",
             "exact",
             R("/w/a"),
@@ -1926,13 +1943,20 @@ fn no_clock_is_conservative() {
     let p = Policy::compile_layers(&inputs(EXPIRY)).unwrap();
     // Without a clock an expiring allow does not apply and an expiring deny does.
     assert_eq!(
-        p.decide(glovebox_policy::Domain::Read, "/w/new/a").decision,
+        p.decide_at(glovebox_policy::Domain::Read, "/w/new/a", None)
+            .decision,
         Ask
     );
     assert_eq!(
-        p.decide(glovebox_policy::Domain::Read, "/w/was-denied/a")
+        p.decide_at(glovebox_policy::Domain::Read, "/w/was-denied/a", None)
             .decision,
         Deny
+    );
+    // A duration expiry still live at NOW: allowed with the clock, not without it.
+    let long = |now| p.decide_at(glovebox_policy::Domain::Read, "/w/long/a", now);
+    assert_eq!(
+        (long(Some(NOW)).decision, long(None).decision),
+        (Allow, Ask)
     );
 }
 
@@ -2013,7 +2037,68 @@ fn the_default_file_round_trips() {
     let text = raw.to_yaml().unwrap();
     assert!(text.starts_with("# glovebox permissions"));
     assert_eq!(RawPolicy::parse(&text).unwrap(), raw);
-    let mut raw2 = raw.clone();
-    assert!(raw2.add_exact_allow(glovebox_policy::Domain::Delete, "/w/x"));
-    assert!(!raw2.add_exact_allow(glovebox_policy::Domain::Delete, "/w/x"));
+}
+
+#[test]
+fn a_yaml_alias_bomb_is_refused_quickly() {
+    // One rule that is a list of lists, each repeating the one before nine times: 9^9 strings if
+    // every alias were expanded while the rule is buffered to try its variants.
+    let mut levels = vec![format!("&l0 [{}]", ["\"x\""; 9].join(","))];
+    for i in 1..10 {
+        levels.push(format!(
+            "&l{i} [{}]",
+            vec![format!("*l{}", i - 1); 9].join(",")
+        ));
+    }
+    let yaml = format!("commands:\n  allow:\n    - [{}]\n", levels.join(", "));
+    let started = std::time::Instant::now();
+    let err = RawPolicy::parse(&yaml).unwrap_err().to_string();
+    assert!(err.contains("repetition limit"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}: {err}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_regex_that_would_compile_huge_is_an_error_naming_the_rule() {
+    let raw = RawPolicy::parse("commands:\n  allow: ['ok', '((a{100}){100}){100}']\n").unwrap();
+    let err = Policy::compile_layers(&inputs_raw(raw))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("commands.allow[1]"), "{err}");
+}
+
+#[test]
+fn a_backtracking_regex_decides_in_linear_time() {
+    let p = Policy::compile_layers(&inputs(
+        "commands:\n  allow: ['(a+)+b', '(x|x)*y', '(.*a){12}']\n",
+    ))
+    .unwrap();
+    let subject = "a".repeat(20_000) + "!";
+    let started = std::time::Instant::now();
+    let v = p.decide_command_at(&subject, "/w", Some(NOW));
+    assert_eq!(v.decision, Ask);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn ten_thousand_rules_compile_and_decide() {
+    let mut yaml = String::from("paths:\n  read:\n    deny:\n");
+    for i in 0..10_000 {
+        yaml.push_str(&format!("      - './d{i}/**'\n"));
+    }
+    yaml.push_str("commands:\n  allow:\n");
+    for i in 0..2_000 {
+        yaml.push_str(&format!("    - 'tool{i} --flag( [a-z]+)*'\n"));
+    }
+    let p = Policy::compile_layers(&inputs(&yaml)).unwrap();
+    let v = p.decide_at(glovebox_policy::Domain::Read, "/w/d9999/x", Some(NOW));
+    assert_eq!(
+        (v.decision, v.rule.as_str()),
+        (Deny, "paths.read.deny[9999]: ./d9999/**")
+    );
+    let v = p.decide_command_at("tool1999 --flag a b", "/w", Some(NOW));
+    assert_eq!((v.decision, v.layer), (Allow, Account));
 }
