@@ -558,6 +558,23 @@ impl Client {
         }
     }
 
+    /// Invokes a tool that asks, has `approver` give `answer`, and returns (the ask, the result).
+    pub async fn invoke_asked(
+        &mut self,
+        approver: &mut Client,
+        call_id: &str,
+        tool: &str,
+        params: Value,
+        answer: &str,
+    ) -> (Value, Value) {
+        self.send(json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params}))
+            .await;
+        let ask = approver.next_ask().await;
+        assert_eq!(ask["call_id"], call_id, "{ask}");
+        approver.answer(&ask, answer).await;
+        (ask, self.result_for(call_id).await)
+    }
+
     /// Polls `exec_status` until the job is no longer running; returns its last status.
     pub async fn wait_job(&mut self, job_id: &str) -> Value {
         let deadline = Instant::now() + WAIT;

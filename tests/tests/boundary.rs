@@ -5,27 +5,12 @@
 
 use std::process::Command;
 
-use glovebox_e2e::{Client, Glovebox, expect_error, expect_ok, glovebox_bin};
-use serde_json::{Value, json};
+use glovebox_e2e::{Glovebox, expect_error, expect_ok, glovebox_bin};
+use serde_json::json;
 
 /// A directory outside the roots and outside the scratch space the sandbox allows.
 fn outside_dir() -> tempfile::TempDir {
     tempfile::tempdir_in("/var/tmp").unwrap()
-}
-
-async fn approved(
-    agent: &mut Client,
-    approver: &mut Client,
-    call_id: &str,
-    tool: &str,
-    params: Value,
-) -> Value {
-    agent
-        .send(json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params}))
-        .await;
-    let ask = approver.next_ask().await;
-    approver.answer(&ask, "once").await;
-    agent.result_for(call_id).await
 }
 
 #[tokio::test]
@@ -38,14 +23,16 @@ async fn an_approved_read_outside_the_roots_is_refused_by_the_kernel() {
     let mut agent = g.connect("agent").await;
     // The gate asks (outside the workdir), the approver says yes, the ticket is valid: Landlock
     // still refuses.
-    let r = approved(
-        &mut agent,
-        &mut approver,
-        "r",
-        "file_read",
-        json!({"path": secret.to_str().unwrap()}),
-    )
-    .await;
+    let r = agent
+        .invoke_asked(
+            &mut approver,
+            "r",
+            "file_read",
+            json!({"path": secret.to_str().unwrap()}),
+            "once",
+        )
+        .await
+        .1;
     let e = expect_error(&r, "denied");
     assert!(
         e["message"]
@@ -54,14 +41,16 @@ async fn an_approved_read_outside_the_roots_is_refused_by_the_kernel() {
             .contains("operating system refused"),
         "{e}"
     );
-    let r = approved(
-        &mut agent,
-        &mut approver,
-        "w",
-        "file_write",
-        json!({"path": outside.path().join("new.txt").to_str().unwrap(), "content": "x"}),
-    )
-    .await;
+    let r = agent
+        .invoke_asked(
+            &mut approver,
+            "w",
+            "file_write",
+            json!({"path": outside.path().join("new.txt").to_str().unwrap(), "content": "x"}),
+            "once",
+        )
+        .await
+        .1;
     expect_error(&r, "denied");
     assert!(!outside.path().join("new.txt").exists());
 }
@@ -77,14 +66,16 @@ async fn jobs_inherit_the_sandbox() {
         "cat {0}/secret.txt; echo escaped > {0}/escaped.txt; echo inside > inside.txt",
         outside.path().display()
     );
-    let r = approved(
-        &mut agent,
-        &mut approver,
-        "j",
-        "exec_run",
-        json!({ "command": command }),
-    )
-    .await;
+    let r = agent
+        .invoke_asked(
+            &mut approver,
+            "j",
+            "exec_run",
+            json!({ "command": command }),
+            "once",
+        )
+        .await
+        .1;
     let job = expect_ok(&r)["job_id"].as_str().unwrap().to_owned();
     let state = agent.wait_job(&job).await;
     assert_eq!(state["state"], "exited", "{state}");

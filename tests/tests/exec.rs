@@ -10,13 +10,10 @@ use serde_json::{Value, json};
 
 /// Starts `command` as a job, approving it once; returns the job id.
 async fn run(agent: &mut Client, approver: &mut Client, call_id: &str, params: Value) -> String {
-    agent
-        .send(json!({"type": "invoke", "call_id": call_id, "tool": "exec_run", "params": params}))
+    let (_, r) = agent
+        .invoke_asked(approver, call_id, "exec_run", params, "once")
         .await;
-    let ask = approver.next_ask().await;
-    approver.answer(&ask, "once").await;
-    let r = expect_ok(&agent.result_for(call_id).await);
-    r["job_id"].as_str().unwrap().to_owned()
+    expect_ok(&r)["job_id"].as_str().unwrap().to_owned()
 }
 
 /// A fresh glovebox, its agent, and a job running `params` (approved once).

@@ -10,24 +10,6 @@ use std::time::{Duration, Instant};
 use glovebox_e2e::{Client, Glovebox, expect_error, expect_ok};
 use serde_json::{Value, json};
 
-/// Invokes a call that asks, answers the ask with `answer`, and returns (ask, result).
-async fn asked(
-    agent: &mut Client,
-    approver: &mut Client,
-    call_id: &str,
-    tool: &str,
-    params: Value,
-    answer: &str,
-) -> (Value, Value) {
-    agent
-        .send(json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params}))
-        .await;
-    let ask = approver.next_ask().await;
-    assert_eq!(ask["call_id"], call_id, "{ask}");
-    approver.answer(&ask, answer).await;
-    (ask, agent.result_for(call_id).await)
-}
-
 /// Invokes a call the secret floor denies outright (nobody is asked).
 async fn denied_by_the_floor(agent: &mut Client, call_id: &str, tool: &str, params: Value) {
     let e = expect_error(&agent.invoke(call_id, tool, params).await, "denied");
@@ -49,7 +31,9 @@ async fn edit_asks_with_the_diff_and_replaces_once() {
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     let params = json!({"path": "a.txt", "old_string": "two", "new_string": "2"});
-    let (ask, result) = asked(&mut agent, &mut approver, "e1", "file_edit", params, "once").await;
+    let (ask, result) = agent
+        .invoke_asked(&mut approver, "e1", "file_edit", params, "once")
+        .await;
     assert_eq!(ask["subjects"][0]["domain"], "write");
     assert!(
         ask["preview"].as_str().unwrap().contains("-two\n+2\n"),
@@ -95,7 +79,9 @@ async fn edit_matching_zero_or_two_times_fails_and_leaves_the_file() {
     // replace_all makes the ambiguous one valid
     let params =
         json!({"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": true});
-    let (_, result) = asked(&mut agent, &mut approver, "ea", "file_edit", params, "once").await;
+    let (_, result) = agent
+        .invoke_asked(&mut approver, "ea", "file_edit", params, "once")
+        .await;
     assert_eq!(expect_ok(&result)["replacements"], 2);
     assert_eq!(
         std::fs::read_to_string(g.workdir.join("a.txt")).unwrap(),
@@ -165,15 +151,15 @@ async fn grep_roots_are_judged_like_any_path() {
     )
     .await;
     // traversal out of the workdir is judged where it lands, so it asks
-    let (ask, result) = asked(
-        &mut agent,
-        &mut approver,
-        "t",
-        "file_grep",
-        json!({"pattern": "x", "path": "src/../../outside"}),
-        "deny",
-    )
-    .await;
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "t",
+            "file_grep",
+            json!({"pattern": "x", "path": "src/../../outside"}),
+            "deny",
+        )
+        .await;
     assert_eq!(
         ask["subjects"][0]["path"],
         g.root().join("outside").to_str().unwrap()
@@ -412,15 +398,15 @@ async fn delete_moves_to_the_trash_in_the_freedesktop_layout() {
     std::fs::write(g.workdir.join("a b.txt"), "A").unwrap();
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    let (ask, result) = asked(
-        &mut agent,
-        &mut approver,
-        "d1",
-        "file_delete",
-        json!({"path": "a b.txt"}),
-        "once",
-    )
-    .await;
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "d1",
+            "file_delete",
+            json!({"path": "a b.txt"}),
+            "once",
+        )
+        .await;
     assert_eq!(ask["subjects"][0]["domain"], "delete");
     assert!(ask["preview"].as_str().unwrap().contains("trash"), "{ask}");
     let r = expect_ok(&result);
@@ -443,15 +429,15 @@ async fn delete_moves_to_the_trash_in_the_freedesktop_layout() {
         )),
         "{info}"
     );
-    let (_, result) = asked(
-        &mut agent,
-        &mut approver,
-        "d2",
-        "file_delete",
-        json!({"path": "d"}),
-        "once",
-    )
-    .await;
+    let (_, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "d2",
+            "file_delete",
+            json!({"path": "d"}),
+            "once",
+        )
+        .await;
     assert_eq!(expect_ok(&result)["type"], "dir");
     assert_eq!(
         std::fs::read_to_string(trash.join("files/d/sub/f.txt")).unwrap(),
@@ -495,15 +481,15 @@ async fn delete_of_a_link_trashes_the_link_not_its_target() {
     symlink(&target, g.workdir.join("link")).unwrap();
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    let (ask, result) = asked(
-        &mut agent,
-        &mut approver,
-        "d",
-        "file_delete",
-        json!({"path": "link"}),
-        "once",
-    )
-    .await;
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "d",
+            "file_delete",
+            json!({"path": "link"}),
+            "once",
+        )
+        .await;
     assert_eq!(
         ask["subjects"][0]["path"],
         g.workdir.join("link").to_str().unwrap()
@@ -531,15 +517,15 @@ async fn move_across_a_symlink_is_judged_at_its_target() {
         json!({"source": "a.txt", "destination": "keys/authorized_keys"}),
     )
     .await;
-    let (ask, result) = asked(
-        &mut agent,
-        &mut approver,
-        "m1",
-        "file_move",
-        json!({"source": "a.txt", "destination": "out/a.txt"}),
-        "once",
-    )
-    .await;
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "m1",
+            "file_move",
+            json!({"source": "a.txt", "destination": "out/a.txt"}),
+            "once",
+        )
+        .await;
     let subjects: Vec<(String, String)> = ask["subjects"]
         .as_array()
         .unwrap()

@@ -31,13 +31,16 @@ fn nobody_uid() -> u32 {
 }
 
 async fn run_job(agent: &mut Client, approver: &mut Client, command: &str) -> String {
-    agent.send(json!({"type": "invoke", "call_id": "job", "tool": "exec_run", "params": {"command": command}})).await;
-    let ask = approver.next_ask().await;
-    approver.answer(&ask, "once").await;
-    let job = expect_ok(&agent.result_for("job").await)["job_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_, started) = agent
+        .invoke_asked(
+            approver,
+            "job",
+            "exec_run",
+            json!({ "command": command }),
+            "once",
+        )
+        .await;
+    let job = expect_ok(&started)["job_id"].as_str().unwrap().to_owned();
     let status = agent.wait_job(&job).await;
     assert_eq!(status["state"], "exited", "{status}");
     let tail = expect_ok(

@@ -469,3 +469,71 @@ async fn children_stop_by_themselves_when_up_is_killed() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_executor_refuses_a_ticket_signed_for_another_account() {
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        accounts: vec![("alice".into(), true), ("bob".into(), true)],
+        ..Default::default()
+    });
+    std::fs::write(g.root().join("work-alice/a.txt"), "alice's").unwrap();
+    let alice_file = g.root().join("work-alice/a.txt");
+    let socket = |id: &str| g.state.join(format!("run/exec-{id}/executor.sock"));
+    let mut alice_exec =
+        ExecutorClient::new(glovebox_proto::transport::lazy_channel(&socket("alice")).unwrap());
+    let mut bob_exec =
+        ExecutorClient::new(glovebox_proto::transport::lazy_channel(&socket("bob")).unwrap());
+    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(
+        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
+    );
+    let call = |account: &str| ToolCall {
+        account: account.into(),
+        call_id: "cross".into(),
+        tool: "file_read".into(),
+        params_json: json!({ "path": alice_file.to_str().unwrap() }).to_string(),
+    };
+    // alice's read of her own file is allowed: the gate signs a ticket under alice's key
+    let plan = alice_exec
+        .plan(glovebox_proto::v1::PlanRequest {
+            call: Some(call("alice")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .plan
+        .unwrap();
+    let ticket = gate
+        .decide(glovebox_proto::v1::DecideRequest {
+            call: Some(call("alice")),
+            plan: Some(plan),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .ticket
+        .expect("alice may read her workdir");
+    // bob's executor refuses it, whether the call names alice or bob
+    for account in ["alice", "bob"] {
+        let r = bob_exec
+            .execute(ExecuteRequest {
+                call: Some(call(account)),
+                ticket: Some(ticket.clone()),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let e = r.error.expect("refused");
+        assert_eq!(e.code, "denied", "{account}: {e:?}");
+        assert!(r.result_json.is_empty());
+    }
+    // and the same ticket works where it belongs
+    let r = alice_exec
+        .execute(ExecuteRequest {
+            call: Some(call("alice")),
+            ticket: Some(ticket),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.error.is_none(), "{r:?}");
+}
