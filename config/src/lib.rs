@@ -339,6 +339,17 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// What identifies one version of a file that is replaced by rename (modification time, length,
+/// inode), taken from the directory entry itself so that a file swapped for a link is noticed.
+pub type FileStamp = (std::time::SystemTime, u64, u64);
+
+/// The [`FileStamp`] of `path`, or `None` if there is nothing there.
+pub fn file_stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len(), meta.ino()))
+}
+
 /// Creates a directory (and parents) readable only by its owner.
 pub fn create_private_dir(path: &Path) -> Result<(), ConfigError> {
     std::fs::DirBuilder::new()

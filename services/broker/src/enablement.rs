@@ -5,9 +5,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::SystemTime;
 
-type Stamp = (SystemTime, u64, u64);
+type Stamp = glovebox_config::FileStamp;
 
 pub struct Enablement {
     file: Option<PathBuf>,
@@ -17,7 +16,7 @@ pub struct Enablement {
 impl Enablement {
     /// `file` is the `glovebox.yaml` to follow (none: `initial` is final).
     pub fn new(file: Option<PathBuf>, initial: HashMap<String, bool>) -> Enablement {
-        let stamp = file.as_deref().and_then(stamp_of);
+        let stamp = file.as_deref().and_then(glovebox_config::file_stamp);
         Enablement {
             file,
             state: Mutex::new((stamp, initial)),
@@ -27,7 +26,7 @@ impl Enablement {
     pub fn is_enabled(&self, account: &str) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(file) = &self.file {
-            let stamp = stamp_of(file);
+            let stamp = glovebox_config::file_stamp(file);
             if stamp != state.0 {
                 state.0 = stamp;
                 match std::fs::read_to_string(file)
@@ -49,10 +48,4 @@ impl Enablement {
         }
         state.1.get(account).copied().unwrap_or(false)
     }
-}
-
-fn stamp_of(path: &std::path::Path) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len(), meta.ino()))
 }

@@ -21,7 +21,7 @@ use glovebox_policy::{
 };
 
 /// What identifies one version of a file on disk.
-type Stamp = Option<(SystemTime, u64, u64)>;
+type Stamp = Option<glovebox_config::FileStamp>;
 
 /// A policy change or a failed reload, for the audit and the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,8 +189,8 @@ impl AccountPolicies {
         let entry = self.accounts.get(account)?;
         // Stat before taking the lock: concurrent decisions only share it for the comparison.
         let stamps = (
-            stamp_of(&entry.file),
-            stamp_of(&entry.project_file),
+            glovebox_config::file_stamp(&entry.file),
+            glovebox_config::file_stamp(&entry.project_file),
             self.managed_version.load(Ordering::SeqCst),
         );
         let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -256,8 +256,10 @@ impl AccountPolicies {
             }
         }
         files.sort();
-        let stamps: Vec<(PathBuf, Stamp)> =
-            files.iter().map(|f| (f.clone(), stamp_of(f))).collect();
+        let stamps: Vec<(PathBuf, Stamp)> = files
+            .iter()
+            .map(|f| (f.clone(), glovebox_config::file_stamp(f)))
+            .collect();
         let first = self.managed_version.load(Ordering::SeqCst) == 0;
         if !first && stamps == managed.stamps && error == managed.error {
             return;
@@ -531,14 +533,6 @@ fn read_policy_text(path: &Path) -> Result<Option<(String, std::fs::Metadata)>, 
         return refuse(&format!("is larger than {MAX_POLICY_BYTES} bytes"));
     }
     Ok(Some((text, meta)))
-}
-
-/// What identifies one version of a policy file: the entry itself, so a file swapped for a link
-/// is noticed.
-fn stamp_of(path: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len(), meta.ino()))
 }
 
 /// Unix seconds now.
