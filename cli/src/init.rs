@@ -1,5 +1,6 @@
 //! First start: create the state directory with a default account for the user who runs
-//! `glovebox up` (workdir, bearer token, default policy) and the gate's ticket key.
+//! `glovebox up` (workdir, bearer token, default policy), the gate's ticket key and the control
+//! key the control sockets' keys derive from.
 
 use std::path::Path;
 
@@ -29,6 +30,12 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
         write_private_file(
             &state.ticket_key(),
             &random_bytes::<{ glovebox_ticket::KEY_BYTES }>()?,
+        )?;
+    }
+    if !state.control_key().exists() {
+        write_private_file(
+            &state.control_key(),
+            &random_bytes::<{ glovebox_proto::transport::handshake::KEY_BYTES }>()?,
         )?;
     }
     if state.config_file().exists() {

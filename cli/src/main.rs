@@ -125,7 +125,7 @@ enum Command {
         #[arg(long)]
         exit_on_stdin_eof: bool,
     },
-    /// Run one account's executor (normally started by `up`, which writes its key to stdin).
+    /// Run one account's executor (normally started by `up`, which writes its keys to stdin).
     Executor(services::ExecutorArgs),
     /// Run the broker (normally started by `up`).
     Broker {
@@ -239,9 +239,23 @@ fn main() -> ExitCode {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // The services read their handover (keys) from stdin before anything else; the rest of stdin
+    // is the supervisor's lifeline.
+    let handover = match &cli.command {
+        Command::Gate { .. } | Command::Broker { .. } | Command::Executor(_) => {
+            match glovebox_proto::transport::handover::Handover::read_from(std::io::stdin()) {
+                Ok(h) => h,
+                Err(e) => {
+                    eprintln!("glovebox: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => Default::default(),
+    };
     // The executor confines itself before any thread exists, so every thread and job inherits it.
     let prepared = match &cli.command {
-        Command::Executor(args) => match services::prepare_executor(&env, args) {
+        Command::Executor(args) => match services::prepare_executor(&env, args, &handover) {
             Ok(prepared) => Some(prepared),
             Err(e) => {
                 eprintln!("glovebox: {e:#}");
@@ -259,7 +273,7 @@ fn main() -> ExitCode {
     };
     let result = match prepared {
         Some(prepared) => runtime.block_on(services::executor(prepared)),
-        None => runtime.block_on(dispatch(cli.command, env)),
+        None => runtime.block_on(dispatch(cli.command, env, handover)),
     };
     match result {
         Ok(code) => code,
@@ -270,7 +284,27 @@ fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
+/// The control keys of a state directory (for the supervisor and administrators' commands).
+pub fn control_keys(
+    state: &glovebox_config::StateDir,
+) -> anyhow::Result<glovebox_proto::transport::handover::ControlKeys> {
+    use anyhow::Context;
+    let path = state.control_key();
+    let bytes = std::fs::read(&path).with_context(|| {
+        format!(
+            "read {} (is glovebox set up in this state dir, and may you administer it?)",
+            path.display()
+        )
+    })?;
+    glovebox_proto::transport::handover::ControlKeys::from_bytes(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+async fn dispatch(
+    command: Command,
+    env: Env,
+    handover: glovebox_proto::transport::handover::Handover,
+) -> anyhow::Result<ExitCode> {
     match command {
         Command::Up {
             state,
@@ -335,7 +369,15 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
             state,
             audit_peer_uids,
             exit_on_stdin_eof,
-        } => services::gate(&env.state_dir(&state), audit_peer_uids, exit_on_stdin_eof).await,
+        } => {
+            services::gate(
+                &env.state_dir(&state),
+                audit_peer_uids,
+                exit_on_stdin_eof,
+                handover,
+            )
+            .await
+        }
         Command::Executor(_) => anyhow::bail!("internal error: the executor runs from main"),
         Command::Broker {
             state,
@@ -349,6 +391,7 @@ async fn dispatch(command: Command, env: Env) -> anyhow::Result<ExitCode> {
                 listen,
                 ask_timeout_secs,
                 exit_on_stdin_eof,
+                handover,
             )
             .await
         }

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use glovebox_config::StateDir;
 use glovebox_proto::v1::{
@@ -103,10 +102,16 @@ fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> 
     Ok(id)
 }
 
+/// A client of the gate's admin socket, proving the administrator's key (derived from the state
+/// directory's control key, which only its owner can read).
 fn client(state: &StateDir) -> anyhow::Result<GateAdminClient<Channel>> {
-    let socket = state.admin_socket();
-    let channel = glovebox_proto::transport::lazy_channel(&socket)
-        .with_context(|| format!("gate socket {}", socket.display()))?;
+    use glovebox_proto::transport::handover::{peer, socket};
+    let keys = crate::control_keys(state)?;
+    let channel = glovebox_proto::transport::authenticated_channel(
+        &state.admin_socket(),
+        peer::ADMIN,
+        keys.key(socket::ADMIN, peer::ADMIN),
+    );
     Ok(GateAdminClient::new(channel))
 }
 

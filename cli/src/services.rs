@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use glovebox_config::StateDir;
 use glovebox_proto::transport::bind_private_socket;
+use glovebox_proto::transport::handover::{Handover, socket};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use crate::Env;
@@ -44,6 +45,43 @@ pub async fn shutdown_signal(stdin_lifeline: bool) {
     }
 }
 
+/// How long a stopping gate or broker waits for open connections to finish their calls.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Runs a server until `shutdown_signal` completes, then gives open connections
+/// [`SHUTDOWN_GRACE`] to finish (a client that keeps an idle connection open cannot hold the
+/// service up).
+async fn serve_with_grace<E>(
+    stdin_lifeline: bool,
+    serve: impl FnOnce(
+        std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    )
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send>>,
+) -> Result<(), E> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal(stdin_lifeline).await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let grace = {
+        let rx = stop_rx.clone();
+        async move {
+            stopped(rx).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        }
+    };
+    tokio::select! {
+        result = serve(Box::pin(stopped(stop_rx))) => result,
+        _ = grace => {
+            tracing::info!("connections still open after the shutdown grace; stopping anyway");
+            Ok(())
+        }
+    }
+}
+
 fn ready(line: &str) {
     // stdout belongs to the supervisor's readiness protocol.
     println!("READY {line}");
@@ -53,10 +91,12 @@ pub async fn gate(
     state_dir: &Path,
     audit_peer_uids: Vec<u32>,
     exit_on_stdin_eof: bool,
+    handover: Handover,
 ) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let mut config = glovebox_gate::GateConfig::load(state.clone())?;
     config.audit_peer_uids = audit_peer_uids;
+    config.handover = handover;
     let socket = state.gate_socket();
     let listener =
         bind_private_socket(&socket).with_context(|| format!("bind {}", socket.display()))?;
@@ -68,13 +108,15 @@ pub async fn gate(
     let admin_listener = bind_private_socket(&admin_socket)
         .with_context(|| format!("bind {}", admin_socket.display()))?;
     ready(&socket.display().to_string());
-    glovebox_gate::run(
-        config,
-        listener,
-        Some(audit_listener),
-        Some(admin_listener),
-        shutdown_signal(exit_on_stdin_eof),
-    )
+    serve_with_grace(exit_on_stdin_eof, |stopped| {
+        Box::pin(glovebox_gate::run(
+            config,
+            listener,
+            Some(audit_listener),
+            Some(admin_listener),
+            stopped,
+        ))
+    })
     .await?;
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(&audit_socket);
@@ -135,8 +177,11 @@ fn allowlisted(environment: &[(String, String)], names: &[String]) -> Vec<(Strin
 /// Everything the executor does before its first thread starts: check its identity, read the
 /// key, bind its socket, then apply the Landlock sandbox (which every later thread and job
 /// inherits).
-pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<PreparedExecutor> {
-    use std::io::BufRead;
+pub fn prepare_executor(
+    env: &Env,
+    args: &ExecutorArgs,
+    handover: &Handover,
+) -> anyhow::Result<PreparedExecutor> {
     crate::identity::verify_cannot_regain_root()?;
     let workdir = std::fs::canonicalize(&args.workdir).with_context(|| {
         format!(
@@ -157,15 +202,20 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
                 .with_context(|| format!("root {} of account {:?}", r.display(), args.account))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    // The supervisor writes this account's ticket key (hex) as the first line of stdin and keeps
-    // the pipe open: its closing is the signal to stop.
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .context("read the ticket key from stdin")?;
-    let key_bytes = hex::decode(line.trim()).context("ticket key on stdin is not hex")?;
+    // The supervisor hands this account's ticket key and socket keys over stdin and keeps the pipe
+    // open: its closing is the signal to stop.
+    let key_hex = handover
+        .ticket_key
+        .as_deref()
+        .context("the handover has no ticket key")?;
+    let key_bytes = hex::decode(key_hex).context("the ticket key in the handover is not hex")?;
     let key = glovebox_ticket::Key::from_bytes(&key_bytes)?;
+    let audit_key = handover.calling(socket::AUDIT)?;
+    let serve_keys = handover.served_on(&socket::executor(&args.account));
+    anyhow::ensure!(
+        !serve_keys.is_empty(),
+        "the handover has no key for the broker on this executor's socket"
+    );
     // Bound before any thread starts; handed to tokio once the runtime exists.
     let listener = glovebox_proto::transport::bind_std_socket(&args.socket, 0o600)
         .with_context(|| format!("bind {}", args.socket.display()))?;
@@ -188,6 +238,8 @@ pub fn prepare_executor(env: &Env, args: &ExecutorArgs) -> anyhow::Result<Prepar
             workdir,
             key,
             gate_socket: args.audit_socket.clone(),
+            audit_key,
+            serve_keys,
             protected: args
                 .protected
                 .iter()
@@ -234,6 +286,7 @@ pub async fn broker(
     listen: Option<SocketAddr>,
     ask_timeout_secs: u64,
     exit_on_stdin_eof: bool,
+    handover: Handover,
 ) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let config = state.load_config()?;
@@ -250,12 +303,16 @@ pub async fn broker(
     broker_config.ask_timeout = Duration::from_secs(ask_timeout_secs);
     broker_config.shell = env.shell.clone();
     broker_config.timezone = env.timezone.clone();
+    broker_config.handover = handover;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listen on {addr}"))?;
     let local = listener.local_addr()?;
     ready(&format!("ws://{local}/v1/ws"));
-    glovebox_broker::run(broker_config, listener, shutdown_signal(exit_on_stdin_eof)).await?;
+    serve_with_grace(exit_on_stdin_eof, |stopped| {
+        Box::pin(glovebox_broker::run(broker_config, listener, stopped))
+    })
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

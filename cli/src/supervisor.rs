@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use glovebox_config::{StateDir, write_private_file};
-use glovebox_proto::transport::lazy_channel;
+use glovebox_proto::transport::authenticated_channel;
+use glovebox_proto::transport::handover::{peer, socket};
 use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
@@ -39,11 +40,12 @@ pub struct UpOptions {
 }
 
 /// One kind of child process.
-#[derive(Debug, Clone)]
+/// Not `Debug`: its handover line holds keys.
+#[derive(Clone)]
 struct Spec {
     name: String,
     args: Vec<String>,
-    /// Written to the child's stdin first (the executor's ticket key).
+    /// Written to the child's stdin first: its handover (keys), one line.
     stdin_line: Option<String>,
     /// (uid, gid) to run as, when it differs from the supervisor's.
     run_as: Option<(u32, u32)>,
@@ -84,6 +86,8 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         );
     }
     let master = glovebox_ticket::Key::from_bytes(&std::fs::read(state.ticket_key())?)?;
+    let keys = crate::control_keys(&state)?;
+    let account_ids: Vec<&str> = config.accounts.iter().map(|a| a.id.as_str()).collect();
     let exe = std::env::current_exe().context("locate the glovebox binary")?;
     let state_arg = state.root().display().to_string();
 
@@ -105,7 +109,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     let mut specs = vec![Spec {
         name: "gate".into(),
         args: gate_args,
-        stdin_line: None,
+        stdin_line: Some(keys.for_gate(account_ids.iter().copied()).to_line()),
         run_as: None,
         env: Vec::new(),
     }];
@@ -148,7 +152,13 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         specs.push(Spec {
             name: format!("executor[{}]", a.id),
             args,
-            stdin_line: Some(hex::encode(master.derive_account_key(&a.id).as_bytes())),
+            stdin_line: Some(
+                keys.for_executor(
+                    &a.id,
+                    hex::encode(master.derive_account_key(&a.id).as_bytes()),
+                )
+                .to_line(),
+            ),
             run_as: identity.drops.then_some((identity.uid, identity.gid)),
             env,
         });
@@ -167,7 +177,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     specs.push(Spec {
         name: "broker".into(),
         args: broker_args,
-        stdin_line: None,
+        stdin_line: Some(keys.for_broker(account_ids.iter().copied()).to_line()),
         run_as: None,
         env: Vec::new(),
     });
@@ -190,7 +200,11 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     if let (Some(broker), Some(addr)) = (running.last_mut(), listen_addr_of(&url)) {
         pin_listen(&mut broker.spec.args, &addr);
     }
-    let audit = AuditClient::new(lazy_channel(&state.gate_socket())?);
+    let audit = AuditClient::new(authenticated_channel(
+        &state.gate_socket(),
+        peer::SUPERVISOR,
+        keys.key(socket::GATE, peer::SUPERVISOR),
+    ));
     audit_service(
         &audit,
         "started",
@@ -304,7 +318,7 @@ async fn start(
     let pid = child.id().context("child has no pid")?;
     let mut stdin = child.stdin.take();
     if let (Some(line), Some(pipe)) = (&spec.stdin_line, stdin.as_mut()) {
-        pipe.write_all(format!("{line}\n").as_bytes()).await?;
+        pipe.write_all(line.as_bytes()).await?;
         pipe.flush().await?;
     }
     let stdout = child.stdout.take().context("child has no stdout")?;

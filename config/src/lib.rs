@@ -7,6 +7,7 @@
 //! <state>/accounts/<id>/token                the account's bearer token (0600; the user's copy)
 //! <state>/audit.db                           the audit store (owned by the gate)
 //! <state>/ticket.key                         the gate's master ticket key (0600)
+//! <state>/control.key                        the key every control-socket key derives from (0600)
 //! <state>/run/                               sockets and the lock of a running `glovebox up`
 //! <state>/run/exec-<id>/                      the account's executor socket (owned by its run_as user)
 //! ```
@@ -78,6 +79,10 @@ impl StateDir {
     }
     pub fn ticket_key(&self) -> PathBuf {
         self.root.join("ticket.key")
+    }
+    /// The secret every control socket's keys are derived from (see `glovebox_proto::transport`).
+    pub fn control_key(&self) -> PathBuf {
+        self.root.join("control.key")
     }
     pub fn run_dir(&self) -> PathBuf {
         self.root.join("run")

@@ -1,12 +1,32 @@
-//! gRPC over Unix sockets between glovebox's own processes: private sockets, a peer-credential
-//! check on every accepted connection, and lazily connecting clients.
+//! gRPC over Unix sockets between glovebox's own processes. Every control socket is served only
+//! to peers that pass two checks: the kernel's peer uid (its own user, root, or a listed user) and
+//! the capability handshake of [`handshake`], which also proves the server to the client. Clients
+//! are lazily connecting channels that run the handshake on every (re)connection.
 
+pub mod handover;
+pub mod handshake;
+
+use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
-use tokio_stream::{Stream, StreamExt, wrappers::UnixListenerStream};
+use tokio_stream::Stream;
 use tonic::transport::{Channel, Endpoint};
+
+pub use handshake::SocketKey;
+
+/// How long a connecting peer has to complete the handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handshakes a listener runs at once; further connections wait to be accepted.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
+/// How long a client waits to connect and complete the handshake.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Binds a Unix socket readable and writable only by its owner, replacing a stale socket file.
 pub fn bind_private_socket(path: &Path) -> std::io::Result<UnixListener> {
@@ -49,31 +69,416 @@ pub fn default_allowed_uids() -> Vec<u32> {
     if own == 0 { vec![0] } else { vec![own, 0] }
 }
 
-/// Accepted connections whose peer's uid is in `allowed`; others are dropped and logged.
-pub fn peer_checked_incoming(
+/// Who is on the other end of an authenticated connection: the peer name whose key it proved.
+/// Services read it from a request's extensions ([`peer_of`]); it never comes from a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer(pub String);
+
+/// The peer of the connection a request arrived on (`None` on a connection that was not
+/// authenticated, which a glovebox server never accepts).
+pub fn peer_of<T>(request: &tonic::Request<T>) -> Option<&str> {
+    request.extensions().get::<Peer>().map(|p| p.0.as_str())
+}
+
+/// The keys a server accepts: peer name → key.
+#[derive(Debug, Clone, Default)]
+pub struct ServerKeys(Arc<HashMap<String, SocketKey>>);
+
+impl ServerKeys {
+    pub fn new(keys: impl IntoIterator<Item = (String, SocketKey)>) -> ServerKeys {
+        ServerKeys(Arc::new(keys.into_iter().collect()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A connection that passed the peer-uid check and the handshake.
+#[derive(Debug)]
+pub struct AuthenticatedStream {
+    inner: UnixStream,
+    peer: Peer,
+}
+
+impl AuthenticatedStream {
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+}
+
+impl tonic::transport::server::Connected for AuthenticatedStream {
+    type ConnectInfo = Peer;
+    fn connect_info(&self) -> Peer {
+        self.peer.clone()
+    }
+}
+
+impl AsyncRead for AuthenticatedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for AuthenticatedStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Why a connection was not served.
+#[derive(Debug, thiserror::Error)]
+pub enum RefusedConnection {
+    #[error("peer uid {0} is not allowed")]
+    Uid(u32),
+    #[error("handshake: {0}")]
+    Handshake(#[from] handshake::HelloError),
+    #[error("unknown peer name {0:?}")]
+    UnknownPeer(String),
+    #[error("the peer did not prove the key of {0:?}")]
+    BadProof(String),
+    #[error("the handshake took too long")]
+    Timeout,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Connections on `listener` whose peer uid is in `allowed_uids` and that prove one of `keys`;
+/// others are closed and logged. Handshakes run concurrently (at most
+/// [`MAX_PENDING_HANDSHAKES`], each within [`HANDSHAKE_TIMEOUT`]), so a slow or silent peer
+/// delays nobody else.
+pub fn authenticated_incoming(
     listener: UnixListener,
-    allowed: Vec<u32>,
-) -> impl Stream<Item = std::io::Result<UnixStream>> {
-    UnixListenerStream::new(listener).filter(move |conn| match conn {
-        Ok(stream) => match stream.peer_cred() {
-            Ok(cred) if allowed.contains(&cred.uid()) => true,
-            Ok(cred) => {
-                tracing::warn!(
-                    uid = cred.uid(),
-                    "refused a connection from a peer that is not allowed"
-                );
-                false
-            }
-            Err(_) => false,
-        },
-        Err(_) => true,
+    allowed_uids: Vec<u32>,
+    keys: ServerKeys,
+) -> impl Stream<Item = std::io::Result<AuthenticatedStream>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(MAX_PENDING_HANDSHAKES);
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
+    tokio::spawn(async move {
+        loop {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = tx.closed() => return,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let (tx, keys, allowed) = (tx.clone(), keys.clone(), allowed_uids.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                match accept(stream, &allowed, &keys).await {
+                    Ok(stream) => {
+                        let _ = tx.send(Ok(stream)).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "refused a connection to a control socket")
+                    }
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+async fn accept(
+    mut stream: UnixStream,
+    allowed_uids: &[u32],
+    keys: &ServerKeys,
+) -> Result<AuthenticatedStream, RefusedConnection> {
+    let uid = stream.peer_cred()?.uid();
+    if !allowed_uids.contains(&uid) {
+        return Err(RefusedConnection::Uid(uid));
+    }
+    let peer = tokio::time::timeout(HANDSHAKE_TIMEOUT, serve_handshake(&mut stream, keys))
+        .await
+        .map_err(|_| RefusedConnection::Timeout)??;
+    Ok(AuthenticatedStream {
+        inner: stream,
+        peer: Peer(peer),
     })
 }
 
-/// A channel to a service's Unix socket that connects on first use and reconnects after
-/// failures, so callers see `Unavailable` while the service is down instead of hanging.
-pub fn lazy_channel(path: &Path) -> Result<Channel, tonic::transport::Error> {
-    let endpoint = Endpoint::from_shared(format!("unix://{}", path.display()))?
-        .connect_timeout(std::time::Duration::from_secs(2));
-    Ok(endpoint.connect_lazy())
+fn nonce() -> std::io::Result<[u8; handshake::KEY_BYTES]> {
+    let mut n = [0u8; handshake::KEY_BYTES];
+    getrandom::fill(&mut n).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(n)
+}
+
+async fn serve_handshake(
+    stream: &mut UnixStream,
+    keys: &ServerKeys,
+) -> Result<String, RefusedConnection> {
+    use handshake::{ACCEPTED, Side, hello_rest_len, parse_hello_rest, proof, verify};
+    let mut head = [0u8; 5];
+    stream.read_exact(&mut head).await?;
+    let mut rest = vec![0u8; hello_rest_len(&head)?];
+    stream.read_exact(&mut rest).await?;
+    let (peer, client_nonce) = parse_hello_rest(&rest)?;
+    let key = keys
+        .0
+        .get(&peer)
+        .ok_or_else(|| RefusedConnection::UnknownPeer(peer.clone()))?;
+    let server_nonce = nonce()?;
+    let mut reply = server_nonce.to_vec();
+    reply.extend_from_slice(&proof(
+        key,
+        Side::Server,
+        &peer,
+        &client_nonce,
+        &server_nonce,
+    ));
+    stream.write_all(&reply).await?;
+    let mut client_proof = [0u8; handshake::KEY_BYTES];
+    stream.read_exact(&mut client_proof).await?;
+    if !verify(
+        key,
+        Side::Client,
+        &peer,
+        &client_nonce,
+        &server_nonce,
+        &client_proof,
+    ) {
+        return Err(RefusedConnection::BadProof(peer));
+    }
+    stream.write_all(&[ACCEPTED]).await?;
+    Ok(peer)
+}
+
+/// Connects to the control socket at `path` as `peer`, and returns the stream once both sides
+/// proved `key`. Fails with `PermissionDenied` when the server cannot prove the key (something
+/// else bound the path, or the key is stale) or refuses this one.
+pub async fn connect_authenticated(
+    path: &Path,
+    peer: &str,
+    key: &SocketKey,
+) -> std::io::Result<UnixStream> {
+    use handshake::{ACCEPTED, KEY_BYTES, Side, encode_hello, proof, verify};
+    let denied = |m: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, m);
+    let mut stream = UnixStream::connect(path).await?;
+    let client_nonce = nonce()?;
+    stream.write_all(&encode_hello(peer, &client_nonce)).await?;
+    let mut reply = [0u8; 2 * KEY_BYTES];
+    stream.read_exact(&mut reply).await.map_err(|e| {
+        denied(format!(
+            "{} closed the handshake ({e}): it does not accept {peer:?}",
+            path.display()
+        ))
+    })?;
+    let (server_nonce, server_proof) = reply.split_at(KEY_BYTES);
+    let server_nonce: [u8; KEY_BYTES] = server_nonce
+        .try_into()
+        .map_err(|_| denied("short handshake reply".into()))?;
+    if !verify(
+        key,
+        Side::Server,
+        peer,
+        &client_nonce,
+        &server_nonce,
+        server_proof,
+    ) {
+        return Err(denied(format!(
+            "{} could not prove it is the glovebox service this key is for (an impostor, or a stale key)",
+            path.display()
+        )));
+    }
+    let client_proof = proof(key, Side::Client, peer, &client_nonce, &server_nonce);
+    stream.write_all(&client_proof).await?;
+    let mut accepted = [0u8; 1];
+    stream
+        .read_exact(&mut accepted)
+        .await
+        .map_err(|e| denied(format!("{} refused the handshake ({e})", path.display())))?;
+    if accepted[0] != ACCEPTED {
+        return Err(denied(format!("{} refused the handshake", path.display())));
+    }
+    Ok(stream)
+}
+
+/// A channel to the control socket at `path`, as `peer` with `key`. It connects on first use and
+/// reconnects after failures (running the handshake each time), so callers see `Unavailable`
+/// while the service is down, or is not the service it claims to be, instead of hanging.
+pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Channel {
+    let path: PathBuf = path.to_owned();
+    let peer = peer.to_owned();
+    let connector = tower::service_fn(move |_: http::Uri| {
+        let (path, peer, key) = (path.clone(), peer.clone(), key.clone());
+        async move {
+            let stream = connect_authenticated(&path, &peer, &key).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    });
+    // The URI is never dialled: the connector above decides where to connect.
+    Endpoint::from_static("http://glovebox.local")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect_with_connector_lazy(connector)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt;
+
+    fn key(name: &str) -> SocketKey {
+        SocketKey::derive(b"test control key", "test", name)
+    }
+
+    fn listener(dir: &Path) -> (PathBuf, UnixListener) {
+        let path = dir.join("s.sock");
+        let l = bind_private_socket(&path).unwrap();
+        (path, l)
+    }
+
+    #[tokio::test]
+    async fn a_peer_with_its_key_is_served_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, l) = listener(dir.path());
+        let keys = ServerKeys::new([("broker".to_owned(), key("broker"))]);
+        let mut incoming = Box::pin(authenticated_incoming(l, default_allowed_uids(), keys));
+        let client = tokio::spawn({
+            let path = path.clone();
+            async move { connect_authenticated(&path, "broker", &key("broker")).await }
+        });
+        let served = incoming.next().await.unwrap().unwrap();
+        assert_eq!(served.peer(), &Peer("broker".into()));
+        client.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_wrong_key_or_unknown_peer_is_refused_and_others_still_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, l) = listener(dir.path());
+        let keys = ServerKeys::new([("broker".to_owned(), key("broker"))]);
+        let mut incoming = Box::pin(authenticated_incoming(l, default_allowed_uids(), keys));
+        // The wrong key: the client cannot even verify the server, and is never served.
+        let e = connect_authenticated(&path, "broker", &key("other"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+        let e = connect_authenticated(&path, "admin", &key("admin"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+        // Raw HTTP/2 without a handshake is not served either.
+        let mut raw = UnixStream::connect(&path).await.unwrap();
+        raw.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 1];
+        match raw.read(&mut buf).await {
+            Ok(n) => assert_eq!(n, 0, "closed without a reply"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+        }
+        // A silent peer does not hold up the next one.
+        let _silent = UnixStream::connect(&path).await.unwrap();
+        let ok = tokio::spawn({
+            let path = path.clone();
+            async move { connect_authenticated(&path, "broker", &key("broker")).await }
+        });
+        let served = tokio::time::timeout(Duration::from_secs(2), incoming.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(served.peer().0, "broker");
+        ok.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_client_refuses_an_impostor_server_before_sending_anything_else() {
+        // Something else bound the path and answers the hello with a made-up proof.
+        let dir = tempfile::tempdir().unwrap();
+        let (path, l) = listener(dir.path());
+        let impostor = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut hello = vec![0u8; 5 + "broker".len() + 32];
+            s.read_exact(&mut hello).await.unwrap();
+            s.write_all(&[7u8; 64]).await.unwrap();
+            // Whatever the client sends next is all an impostor could capture.
+            let mut captured = Vec::new();
+            let _ = s.read_to_end(&mut captured).await;
+            captured
+        });
+        let e = connect_authenticated(&path, "broker", &key("broker"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(e.to_string().contains("could not prove"), "{e}");
+        assert!(
+            impostor.await.unwrap().is_empty(),
+            "the client sent nothing after the hello"
+        );
+    }
+
+    #[tokio::test]
+    async fn grpc_calls_carry_the_authenticated_peer() {
+        use crate::v1::audit_server::{Audit, AuditServer};
+        use crate::v1::{AppendAck, AuditEvent};
+        struct Echo(tokio::sync::mpsc::UnboundedSender<Option<String>>);
+        #[tonic::async_trait]
+        impl Audit for Echo {
+            async fn append(
+                &self,
+                request: tonic::Request<AuditEvent>,
+            ) -> Result<tonic::Response<AppendAck>, tonic::Status> {
+                let _ = self.0.send(peer_of(&request).map(str::to_owned));
+                Ok(tonic::Response::new(AppendAck {}))
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (path, l) = listener(dir.path());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let keys = ServerKeys::new([("executor:a".to_owned(), key("executor:a"))]);
+        let incoming = authenticated_incoming(l, default_allowed_uids(), keys);
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(AuditServer::new(Echo(tx)))
+                .serve_with_incoming(incoming),
+        );
+        let mut client = crate::v1::audit_client::AuditClient::new(authenticated_channel(
+            &path,
+            "executor:a",
+            key("executor:a"),
+        ));
+        client.append(AuditEvent::default()).await.unwrap();
+        assert_eq!(rx.recv().await.unwrap().as_deref(), Some("executor:a"));
+        let mut wrong = crate::v1::audit_client::AuditClient::new(authenticated_channel(
+            &path,
+            "executor:a",
+            key("executor:b"),
+        ));
+        let status = wrong.append(AuditEvent::default()).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    }
 }

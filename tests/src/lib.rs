@@ -43,6 +43,54 @@ pub fn glovebox_bin() -> PathBuf {
     bin
 }
 
+/// A binary built alongside these tests (`target/<profile>/<name>`).
+pub fn sibling_bin(name: &str) -> PathBuf {
+    let bin = glovebox_bin().with_file_name(name);
+    assert!(bin.exists(), "{} is missing", bin.display());
+    bin
+}
+
+/// Copies the `glovebox-attack` binary into `dir` (a job may only run what lies in its account's
+/// roots or the system's directories) and returns its path.
+pub fn plant_attack_binary(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dest = dir.join("glovebox-attack");
+    std::fs::copy(sibling_bin("glovebox-attack"), &dest).unwrap();
+    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dest
+}
+
+/// One attempt the attack binary reported.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub attack: String,
+    pub target: String,
+    pub succeeded: bool,
+    pub detail: String,
+}
+
+/// Parses the attack binary's output; panics unless it ran to its end.
+pub fn attempts(stdout: &str) -> Vec<Attempt> {
+    let mut out = Vec::new();
+    let mut done = false;
+    for line in stdout.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("attack output line {line:?}: {e}"));
+        if v["done"] == true {
+            done = true;
+            continue;
+        }
+        out.push(Attempt {
+            attack: v["attack"].as_str().unwrap().to_owned(),
+            target: v["target"].as_str().unwrap().to_owned(),
+            succeeded: v["outcome"] == "succeeded",
+            detail: v["detail"].as_str().unwrap_or_default().to_owned(),
+        });
+    }
+    assert!(done, "the attack binary did not run to its end:\n{stdout}");
+    out
+}
+
 /// A running `glovebox up` in its own temporary state directory.
 pub struct Glovebox {
     pub dir: tempfile::TempDir,
@@ -260,6 +308,51 @@ impl Glovebox {
             _ => return true,
         };
         std::os::unix::net::UnixStream::connect(socket).is_ok()
+    }
+
+    /// The control keys of this instance's state directory (what the supervisor derives every
+    /// socket key from; tests use it to talk to the services as the broker or an administrator).
+    pub fn control_keys(&self) -> glovebox_proto::transport::handover::ControlKeys {
+        glovebox_proto::transport::handover::ControlKeys::from_bytes(
+            &std::fs::read(self.state.join("control.key")).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// A channel to `socket` (`run/<file>`) proving the key of `peer` on `socket_name`.
+    pub fn channel_as(
+        &self,
+        file: &str,
+        socket_name: &str,
+        peer: &str,
+    ) -> tonic::transport::Channel {
+        glovebox_proto::transport::authenticated_channel(
+            &self.state.join("run").join(file),
+            peer,
+            self.control_keys().key(socket_name, peer),
+        )
+    }
+
+    /// The gate's main socket, as the broker.
+    pub fn gate_channel(&self) -> tonic::transport::Channel {
+        use glovebox_proto::transport::handover::{peer, socket};
+        self.channel_as("gate.sock", socket::GATE, peer::BROKER)
+    }
+
+    /// The gate's admin socket, as an administrator.
+    pub fn admin_channel(&self) -> tonic::transport::Channel {
+        use glovebox_proto::transport::handover::{peer, socket};
+        self.channel_as("admin.sock", socket::ADMIN, peer::ADMIN)
+    }
+
+    /// An account's executor socket, as the broker.
+    pub fn executor_channel(&self, account: &str) -> tonic::transport::Channel {
+        use glovebox_proto::transport::handover::{peer, socket};
+        self.channel_as(
+            &format!("exec-{account}/executor.sock"),
+            &socket::executor(account),
+            peer::BROKER,
+        )
     }
 
     /// The bearer token of one of several accounts.
@@ -595,6 +688,52 @@ impl Client {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         unreachable!()
+    }
+
+    /// Runs `command` as a job (approved once by `approver`), waits for it to end and returns
+    /// (its final status, its stdout, its stderr).
+    pub async fn run_job(
+        &mut self,
+        approver: &mut Client,
+        command: &str,
+    ) -> (Value, String, String) {
+        let call_id = format!("job-{}", self.next_id());
+        let (_, r) = self
+            .invoke_asked(
+                approver,
+                &call_id,
+                "exec_run",
+                json!({ "command": command }),
+                "once",
+            )
+            .await;
+        let job = expect_ok(&r)["job_id"].as_str().unwrap().to_owned();
+        let status = self.wait_job(&job).await;
+        let tail = expect_ok(
+            &self
+                .invoke(
+                    &format!("{call_id}-tail"),
+                    "exec_tail",
+                    json!({ "job_id": job, "since": 0 }),
+                )
+                .await,
+        );
+        (
+            status,
+            tail["stdout"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            tail["stderr"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    }
+
+    fn next_id(&mut self) -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     pub async fn answer(&mut self, ask: &Value, decision: &str) {

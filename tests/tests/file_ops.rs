@@ -556,9 +556,7 @@ async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
     use glovebox_proto::v1::{DecideRequest, Domain, Plan, Subject, ToolCall, Verdict};
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
-    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(
-        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
-    );
+    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(g.gate_channel());
     let path = g.workdir.join("a.txt").to_str().unwrap().to_owned();
     let subject = |domain: Domain| Subject {
         domain: domain as i32,

@@ -12,15 +12,11 @@ use serde_json::{Value, json};
 
 /// Rule management: the gate's admin socket, which the broker never connects to.
 fn admin(g: &Glovebox) -> GateAdminClient<tonic::transport::Channel> {
-    GateAdminClient::new(
-        glovebox_proto::transport::lazy_channel(&g.state.join("run/admin.sock")).unwrap(),
-    )
+    GateAdminClient::new(g.admin_channel())
 }
 
 fn gate(g: &Glovebox) -> GateClient<tonic::transport::Channel> {
-    GateClient::new(
-        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
-    )
+    GateClient::new(g.gate_channel())
 }
 
 /// Polls `probe` until it returns `Some`, failing the test after `WAIT`.
@@ -476,9 +472,7 @@ async fn an_agent_connection_cannot_reach_rule_management() {
     let info = account_info(&g).await;
     assert!(info.sandbox_enabled);
     // The socket the broker uses does not serve rule management at all.
-    let mut on_gate_socket = GateAdminClient::new(
-        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
-    );
+    let mut on_gate_socket = GateAdminClient::new(g.gate_channel());
     let refused = on_gate_socket
         .list_rules(pb::ListRulesRequest {
             account: g.account.clone(),

@@ -9,7 +9,7 @@ use glovebox_proto::v1::{ExecuteRequest, Ticket, ToolCall, executor_client::Exec
 use serde_json::json;
 
 async fn executor_client(g: &Glovebox) -> ExecutorClient<tonic::transport::Channel> {
-    let channel = glovebox_proto::transport::lazy_channel(&g.executor_socket()).unwrap();
+    let channel = g.executor_channel(&g.account);
     ExecutorClient::new(channel)
 }
 
@@ -60,59 +60,64 @@ async fn the_executor_refuses_calls_without_a_valid_ticket() {
 }
 
 #[tokio::test]
-async fn a_ticket_for_one_call_cannot_be_replayed_for_another_path() {
+async fn a_ticket_for_one_call_cannot_be_replayed_for_another_path_or_twice() {
     // The executor binds a ticket to the call's subjects: a ticket for a.txt (allowed read) does
-    // not authorize reading b.txt under the same call id.
+    // not authorize reading b.txt under the same call id. And a ticket authorizes one execution.
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
     std::fs::write(g.workdir.join("b.txt"), "b").unwrap();
-    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(
-        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
-    );
+    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(g.gate_channel());
     let mut exec = executor_client(&g).await;
-    let call = |path: &str| ToolCall {
+    let call = |id: &str, path: &str| ToolCall {
         account: g.account.clone(),
-        call_id: "replay".into(),
+        call_id: id.into(),
         tool: "file_read".into(),
         params_json: json!({ "path": path }).to_string(),
     };
-    let plan = exec
-        .plan(glovebox_proto::v1::PlanRequest {
-            call: Some(call("a.txt")),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .plan
-        .unwrap();
-    let decided = gate
-        .decide(glovebox_proto::v1::DecideRequest {
-            call: Some(call("a.txt")),
+    let mut ticket_for = async |id: &str| {
+        let plan = exec
+            .plan(glovebox_proto::v1::PlanRequest {
+                call: Some(call(id, "a.txt")),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .plan
+            .unwrap();
+        gate.decide(glovebox_proto::v1::DecideRequest {
+            call: Some(call(id, "a.txt")),
             plan: Some(plan),
         })
         .await
         .unwrap()
-        .into_inner();
-    let ticket = decided.ticket.expect("read inside the workdir is allowed");
-    let r = exec
-        .execute(ExecuteRequest {
-            call: Some(call("b.txt")),
+        .into_inner()
+        .ticket
+        .expect("read inside the workdir is allowed")
+    };
+    let first = ticket_for("replay-1").await;
+    let second = ticket_for("replay-2").await;
+    let mut exec = executor_client(&g).await;
+    let mut execute = async |call: ToolCall, ticket: &Ticket| {
+        exec.execute(ExecuteRequest {
+            call: Some(call),
             ticket: Some(ticket.clone()),
         })
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+    };
+    let r = execute(call("replay-1", "b.txt"), &first).await;
     assert_eq!(r.error.unwrap().code, "changed");
-    let r = exec
-        .execute(ExecuteRequest {
-            call: Some(call("a.txt")),
-            ticket: Some(ticket),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let r = execute(call("replay-2", "a.txt"), &second).await;
     assert!(r.error.is_none(), "{r:?}");
     assert!(r.result_json.contains("\"content\":\"a\""));
+    // Replaying either ticket, even for the very call it names, is refused.
+    for (id, ticket) in [("replay-2", &second), ("replay-1", &first)] {
+        let r = execute(call(id, "a.txt"), ticket).await;
+        let e = r.error.expect("a spent ticket is refused");
+        assert_eq!(e.code, "denied", "{e:?}");
+        assert!(e.message.contains("already used"), "{}", e.message);
+    }
 }
 
 #[tokio::test]
@@ -478,14 +483,9 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
     });
     std::fs::write(g.root().join("work-alice/a.txt"), "alice's").unwrap();
     let alice_file = g.root().join("work-alice/a.txt");
-    let socket = |id: &str| g.state.join(format!("run/exec-{id}/executor.sock"));
-    let mut alice_exec =
-        ExecutorClient::new(glovebox_proto::transport::lazy_channel(&socket("alice")).unwrap());
-    let mut bob_exec =
-        ExecutorClient::new(glovebox_proto::transport::lazy_channel(&socket("bob")).unwrap());
-    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(
-        glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap(),
-    );
+    let mut alice_exec = ExecutorClient::new(g.executor_channel("alice"));
+    let mut bob_exec = ExecutorClient::new(g.executor_channel("bob"));
+    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(g.gate_channel());
     let call = |account: &str| ToolCall {
         account: account.into(),
         call_id: "cross".into(),

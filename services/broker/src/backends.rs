@@ -1,11 +1,13 @@
-//! gRPC clients for the gate and each account's executor, over their Unix sockets. Channels
-//! connect lazily and reconnect, so a restarted service is picked up without a broker restart.
+//! gRPC clients for the gate and each account's executor, over their Unix sockets, proving the
+//! broker's keys (and checking that the other end proves them too). Channels connect lazily and
+//! reconnect, so a restarted service is picked up without a broker restart.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use glovebox_proto::transport::lazy_channel;
+use glovebox_proto::transport::authenticated_channel;
+use glovebox_proto::transport::handover::{Handover, HandoverError, socket};
 use glovebox_proto::v1::{
     audit_client::AuditClient, executor_client::ExecutorClient, gate_client::GateClient,
 };
@@ -22,14 +24,22 @@ pub struct Backends {
 }
 
 impl Backends {
+    /// Channels to the gate and each executor, proving the keys in `keys` (the broker's
+    /// handover); a backend the handover has no key for is a configuration error.
     pub fn new(
         gate_socket: &Path,
         executors: &[(String, std::path::PathBuf)],
-    ) -> Result<Backends, tonic::transport::Error> {
-        let gate_channel = lazy_channel(gate_socket)?;
+        keys: &Handover,
+    ) -> Result<Backends, HandoverError> {
+        let (peer, key) = keys.calling(socket::GATE)?;
+        let gate_channel = authenticated_channel(gate_socket, &peer, key);
         let mut clients = HashMap::new();
-        for (account, socket) in executors {
-            clients.insert(account.clone(), ExecutorClient::new(lazy_channel(socket)?));
+        for (account, path) in executors {
+            let (peer, key) = keys.calling(&socket::executor(account))?;
+            clients.insert(
+                account.clone(),
+                ExecutorClient::new(authenticated_channel(path, &peer, key)),
+            );
         }
         Ok(Backends {
             gate: GateClient::new(gate_channel.clone()),

@@ -58,6 +58,8 @@ pub struct BrokerConfig {
     /// Which accounts have tools switched on, and the file to follow for changes.
     pub enabled: Vec<(String, bool)>,
     pub config_file: Option<PathBuf>,
+    /// The keys the broker calls the gate and the executors with (handed over by the supervisor).
+    pub handover: glovebox_proto::transport::handover::Handover,
 }
 
 impl BrokerConfig {
@@ -87,6 +89,7 @@ impl BrokerConfig {
                 .map(|a| (a.id.clone(), a.enabled))
                 .collect(),
             config_file: Some(state.config_file()),
+            handover: Default::default(),
         }
     }
 }
@@ -94,7 +97,7 @@ impl BrokerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     #[error("broker backends: {0}")]
-    Backends(#[from] tonic::transport::Error),
+    Backends(#[from] glovebox_proto::transport::handover::HandoverError),
     #[error("broker server: {0}")]
     Serve(#[from] std::io::Error),
 }
@@ -116,7 +119,11 @@ pub struct App {
 pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
     let app = Arc::new(App {
         tokens: auth::TokenTable::new(config.tokens.clone()),
-        backends: backends::Backends::new(&config.gate_socket, &config.executors)?,
+        backends: backends::Backends::new(
+            &config.gate_socket,
+            &config.executors,
+            &config.handover,
+        )?,
         asks: asks::Asks::new(config.ask_timeout, MAX_WAITING_ASKS),
         registry: registry::Registry::new(
             registry::DEFAULT_MAX_PROVIDERS,

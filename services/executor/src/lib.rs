@@ -2,8 +2,8 @@
 //! and performs file operations only on a gate-signed ticket, opening exactly what the ticket
 //! names (no symlinks followed, device and inode compared). It never decides policy.
 //!
-//! Thin entry point: `glovebox executor --state-dir DIR --account ID` (the supervisor writes the
-//! account's ticket key to its standard input) builds an [`ExecutorConfig`] and calls [`run`].
+//! Thin entry point: `glovebox executor --account ID ...` (the supervisor writes the account's
+//! ticket key and socket keys to its standard input) builds an [`ExecutorConfig`] and calls [`run`].
 
 pub mod error;
 pub mod fsio;
@@ -12,6 +12,7 @@ pub mod ops;
 pub mod resolve;
 pub mod sandbox;
 pub mod service;
+pub mod spent;
 pub mod trash;
 pub mod walk;
 
@@ -23,6 +24,9 @@ use glovebox_proto::transport;
 use glovebox_proto::v1::{audit_client::AuditClient, executor_server::ExecutorServer};
 use glovebox_ticket::Key;
 use tokio::net::UnixListener;
+
+/// How long a stopping executor waits for open connections to finish their calls.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Calls one executor handles at once, per connection.
 pub const MAX_CONCURRENT_CALLS: usize = 64;
@@ -37,6 +41,10 @@ pub struct ExecutorConfig {
     pub key: Key,
     /// Where the gate's audit service listens.
     pub gate_socket: PathBuf,
+    /// The peer name and key this executor proves on the gate's audit socket.
+    pub audit_key: (String, transport::SocketKey),
+    /// The keys of the peers this executor serves (the broker's).
+    pub serve_keys: transport::ServerKeys,
     /// Canonical directories on the floor (glovebox's own state), hidden from listings.
     pub protected: Vec<String>,
     /// The whole environment exec jobs get (an allowlist; never the service's own environment).
@@ -61,7 +69,11 @@ pub async fn run(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ExecutorError> {
-    let audit = AuditClient::new(transport::lazy_channel(&config.gate_socket)?);
+    let audit = AuditClient::new(transport::authenticated_channel(
+        &config.gate_socket,
+        &config.audit_key.0,
+        config.audit_key.1.clone(),
+    ));
     if let Err(e) = jobs::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper: orphaned job processes may escape");
     }
@@ -71,13 +83,29 @@ pub async fn run(
         .name("job-reaper".into())
         .spawn(move || reaper.reap_forever())
         .map_err(ExecutorError::Reaper)?;
+    let incoming = transport::authenticated_incoming(
+        listener,
+        transport::default_allowed_uids(),
+        config.serve_keys.clone(),
+    );
     let service = service::ExecutorService::new(Arc::new(config), jobs.clone(), audit);
-    let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
-    let served = tonic::transport::Server::builder()
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let serve = tonic::transport::Server::builder()
         .concurrency_limit_per_connection(MAX_CONCURRENT_CALLS)
         .add_service(ExecutorServer::new(service))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
+        .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()));
+    let grace = async {
+        stopped(stop_rx.clone()).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    let served = tokio::select! {
+        served = serve => served,
+        _ = grace => Ok(()),
+        _ = async { shutdown.await; let _ = stop_tx.send(true); std::future::pending::<()>().await } => Ok(()),
+    };
     // Nothing outlives the executor: stop every job and what it started.
     jobs.kill_everything();
     served?;

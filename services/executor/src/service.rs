@@ -24,6 +24,7 @@ pub struct ExecutorService {
     config: Arc<ExecutorConfig>,
     jobs: Arc<crate::jobs::JobTable>,
     audit: AuditClient<Channel>,
+    used: Arc<crate::spent::SpentTickets>,
 }
 
 impl ExecutorService {
@@ -36,6 +37,7 @@ impl ExecutorService {
             config,
             jobs,
             audit,
+            used: Arc::new(crate::spent::SpentTickets::new(crate::spent::MAX_SPENT)),
         }
     }
 
@@ -182,7 +184,12 @@ impl pb::executor_server::Executor for ExecutorService {
                 &call.call_id,
                 &call.tool,
             )
-            .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}"))),
+            .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))
+            .and_then(|body| {
+                self.used
+                    .spend(&t.mac, body.expires_at_ms, now_ms())
+                    .map(|()| body)
+            }),
         };
         let outcome = match verified {
             Err(e) => {
@@ -190,12 +197,8 @@ impl pb::executor_server::Executor for ExecutorService {
                 Err(e)
             }
             Ok(body) => {
-                event.subject = body
-                    .subjects
-                    .iter()
-                    .map(|s| s.path.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ");
+                // The gate renders (and redacts) the subjects of the row itself.
+                event.subjects = body.subjects.clone();
                 event.approval = body.approval.clone();
                 match self.parse(&call) {
                     Ok(params) => {

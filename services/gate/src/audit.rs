@@ -347,6 +347,7 @@ pub async fn verify(pool: &SqlitePool) -> Result<u64, VerifyError> {
             Ok(row.try_get::<Option<String>, _>(col)?.unwrap_or_default())
         };
         let event = AuditEvent {
+            subjects: Vec::new(),
             call_id: text("call_id")?,
             account: text("account")?,
             source: text("source")?,

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use glovebox_config::{ConfigError, StateDir};
-use glovebox_proto::transport;
+use glovebox_proto::transport::{self, handover::Handover, handover::socket};
 use glovebox_proto::v1::{
     audit_server::AuditServer, gate_admin_server::GateAdminServer, gate_server::GateServer,
 };
@@ -52,6 +52,8 @@ pub struct GateConfig {
     /// Directories of the administrator's managed policy files (`*.yaml`): `<state>/managed`,
     /// and `/etc/glovebox/policy.d` in system mode ([`GateConfig::with_system_policy`]).
     pub managed_dirs: Vec<PathBuf>,
+    /// The keys of the peers each of the gate's sockets accepts (handed over by the supervisor).
+    pub handover: Handover,
 }
 
 /// Where the administrator's managed policy lives when glovebox runs as a system service.
@@ -90,6 +92,7 @@ impl GateConfig {
             protected: vec![root.to_string_lossy().into_owned()],
             audit_peer_uids: Vec::new(),
             managed_dirs,
+            handover: Handover::default(),
         })
     }
 
@@ -146,18 +149,30 @@ pub async fn run(
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let audit_only = audit_listener.map(|l| {
-        let incoming = transport::peer_checked_incoming(l, audit_peers);
+        let incoming = transport::authenticated_incoming(
+            l,
+            audit_peers,
+            config.handover.served_on(socket::AUDIT),
+        );
         tonic::transport::Server::builder()
             .add_service(AuditServer::new(service::AuditService(state.clone())))
             .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
     });
     let admin = admin_listener.map(|l| {
-        let incoming = transport::peer_checked_incoming(l, transport::default_allowed_uids());
+        let incoming = transport::authenticated_incoming(
+            l,
+            transport::default_allowed_uids(),
+            config.handover.served_on(socket::ADMIN),
+        );
         tonic::transport::Server::builder()
             .add_service(GateAdminServer::new(service::AdminService(state.clone())))
             .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
     });
-    let incoming = transport::peer_checked_incoming(listener, transport::default_allowed_uids());
+    let incoming = transport::authenticated_incoming(
+        listener,
+        transport::default_allowed_uids(),
+        config.handover.served_on(socket::GATE),
+    );
     let main = tonic::transport::Server::builder()
         .add_service(GateServer::new(service::GateService(state.clone())))
         .add_service(AuditServer::new(service::AuditService(state)))

@@ -22,6 +22,7 @@ use tonic::{Request, Response, Status};
 
 use crate::audit::AuditStore;
 use crate::policies::AccountPolicies;
+use glovebox_proto::transport::handover::peer::{ADMIN, BROKER, SUPERVISOR};
 
 /// Shared by the `Gate` and `Audit` services.
 pub struct GateState {
@@ -227,8 +228,8 @@ fn expected_domains(tool: &str) -> Option<&'static [pb::Domain]> {
 
 /// The subjects as the audit records them. Commands appear in full (masked) only when `ran`;
 /// otherwise only their length.
-fn subjects_text(plan: &Plan, ran: bool) -> String {
-    plan.subjects
+pub(crate) fn subjects_text(subjects: &[pb::Subject], ran: bool) -> String {
+    subjects
         .iter()
         .map(|s| match pb::Domain::try_from(s.domain) {
             Ok(pb::Domain::Read) => format!("read {}", s.path),
@@ -255,6 +256,55 @@ fn event(source: &str, kind: &str, call: &ToolCall) -> AuditEvent {
     }
 }
 
+/// The authenticated peer of `request` if it is one of `allowed`; the gate's methods each serve
+/// only the principals that need them (the broker decides calls; the supervisor only reports
+/// service events), whatever socket they reached.
+fn caller<'a, T>(request: &'a Request<T>, allowed: &[&str]) -> Result<&'a str, Status> {
+    match glovebox_proto::transport::peer_of(request) {
+        Some(peer) if allowed.contains(&peer) => Ok(peer),
+        Some(peer) => Err(Status::permission_denied(format!(
+            "{peer} may not call this method"
+        ))),
+        None => Err(Status::unauthenticated(
+            "the connection was not authenticated",
+        )),
+    }
+}
+
+/// Admits an audit event from `peer`: the row's source is who the connection proved to be, never
+/// what the event says, and each principal writes only its own kinds of rows (an executor only
+/// `execute` rows of its own account). Returns why a row is refused.
+pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<(), String> {
+    use glovebox_proto::transport::handover::peer as p;
+    let (source, kinds): (&str, &[&str]) = if peer == p::BROKER {
+        ("broker", &["result", "auth"])
+    } else if peer == p::SUPERVISOR {
+        ("supervisor", &["service"])
+    } else if let Some(account) = peer.strip_prefix("executor:") {
+        if event.account.is_empty() {
+            event.account = account.to_owned();
+        }
+        if event.account != account {
+            return Err(format!(
+                "executor of {account:?} may not write rows of account {:?}",
+                event.account
+            ));
+        }
+        ("executor", &["execute"])
+    } else {
+        return Err(format!("{peer} may not write audit rows"));
+    };
+    if !kinds.contains(&event.kind.as_str()) {
+        return Err(format!("{peer} may not write {:?} rows", event.kind));
+    }
+    event.source = source.to_owned();
+    // One renderer and redactor of subjects, the gate's: an executor's execute row names what its
+    // ticket allowed (a command in full, with secrets masked); free text is never trusted.
+    event.subject = subjects_text(&event.subjects, source == "executor");
+    event.subjects.clear();
+    Ok(())
+}
+
 fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
     value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
 }
@@ -266,6 +316,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<DecideRequest>,
     ) -> Result<Response<DecideResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let started = Instant::now();
         let DecideRequest { call, plan } = request.into_inner();
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
@@ -276,7 +327,7 @@ impl pb::gate_server::Gate for GateService {
         let ticket =
             (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, &judged, "auto"));
         let mut e = event("gate", "decide", &call);
-        e.subject = subjects_text(&plan, v.decision == Decision::Allow);
+        e.subject = subjects_text(&plan.subjects, v.decision == Decision::Allow);
         e.verdict = v.decision.as_str().to_owned();
         e.rule = v.rule.clone();
         e.reason = v.reason.clone();
@@ -302,12 +353,13 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<ResolveRequest>,
     ) -> Result<Response<ResolveResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let ResolveRequest { call, plan, answer } = request.into_inner();
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let answer = Answer::try_from(answer).unwrap_or(Answer::Unspecified);
         let mut e = event("gate", "resolve", &call);
-        e.subject = subjects_text(&plan, false);
+        e.subject = subjects_text(&plan.subjects, false);
         let response = match answer {
             Answer::Once | Answer::Always => {
                 let judged = self.0.judge(&call, &plan);
@@ -329,7 +381,7 @@ impl pb::gate_server::Gate for GateService {
                         "approved"
                     };
                     e.approval = approval.to_owned();
-                    e.subject = subjects_text(&plan, true);
+                    e.subject = subjects_text(&plan.subjects, true);
                     if answer == Answer::Always {
                         let asked: Vec<(Section, String)> = judged
                             .per_subject
@@ -386,6 +438,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<pb::SetEnabledRequest>,
     ) -> Result<Response<pb::SetEnabledResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let pb::SetEnabledRequest {
             account,
             enabled,
@@ -431,6 +484,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<AccountInfoRequest>,
     ) -> Result<Response<AccountInfoResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let account = request.into_inner().account;
         let current = self
             .0
@@ -455,7 +509,11 @@ impl pb::gate_server::Gate for GateService {
         }))
     }
 
-    async fn health(&self, _: Request<HealthRequest>) -> Result<Response<HealthResponse>, Status> {
+    async fn health(
+        &self,
+        request: Request<HealthRequest>,
+    ) -> Result<Response<HealthResponse>, Status> {
+        caller(&request, &[BROKER, SUPERVISOR])?;
         let h = self.0.audit.health();
         Ok(Response::new(HealthResponse {
             audit_healthy: h.healthy,
@@ -476,6 +534,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<ListRulesRequest>,
     ) -> Result<Response<ListRulesResponse>, Status> {
+        caller(&request, &[ADMIN])?;
         let r = self.0.list_rules(&request.into_inner().account).await?;
         Ok(Response::new(r))
     }
@@ -484,6 +543,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<AddRuleRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
         Ok(Response::new(self.0.add_rule(request.into_inner()).await?))
     }
 
@@ -491,6 +551,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<RevokeRuleRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
         Ok(Response::new(
             self.0.revoke_rule(request.into_inner()).await?,
         ))
@@ -500,6 +561,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<ResetRulesRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
         let account = request.into_inner().account;
         Ok(Response::new(self.0.reset_rules(&account).await?))
     }
@@ -508,6 +570,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<SetConfinementRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
         let r = request.into_inner();
         let resp = self
             .0
@@ -520,6 +583,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<SetSandboxRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
         let r = request.into_inner();
         if !r.enabled && !r.confirm {
             return Err(Status::failed_precondition(
@@ -534,6 +598,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<ExplainRequest>,
     ) -> Result<Response<ExplainResponse>, Status> {
+        caller(&request, &[ADMIN])?;
         Ok(Response::new(self.0.explain(request.into_inner()).await?))
     }
 }
@@ -541,11 +606,13 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
 #[tonic::async_trait]
 impl pb::audit_server::Audit for AuditService {
     async fn append(&self, request: Request<AuditEvent>) -> Result<Response<AppendAck>, Status> {
-        let event = request.into_inner();
-        if event.source.is_empty() || event.kind.is_empty() {
-            return Err(Status::invalid_argument(
-                "audit event needs a source and a kind",
-            ));
+        let peer = glovebox_proto::transport::peer_of(&request)
+            .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
+            .to_owned();
+        let mut event = request.into_inner();
+        if let Err(why) = admit_audit_event(&peer, &mut event) {
+            tracing::warn!(%peer, kind = %event.kind, "refused an audit row");
+            return Err(Status::permission_denied(why));
         }
         self.0.audit(event).await;
         Ok(Response::new(AppendAck {}))
@@ -619,11 +686,91 @@ mod tests {
                 content_tag: Vec::new(),
             }),
         };
-        s.gate
-            .decide(Request::new(request))
-            .await
-            .unwrap()
-            .into_inner()
+        let mut request = Request::new(request);
+        request
+            .extensions_mut()
+            .insert(glovebox_proto::transport::Peer(BROKER.into()));
+        s.gate.decide(request).await.unwrap().into_inner()
+    }
+
+    #[test]
+    fn audit_rows_take_their_source_from_the_connection_and_kinds_are_per_principal() {
+        let row = |kind: &str, account: &str, source: &str| AuditEvent {
+            kind: kind.into(),
+            account: account.into(),
+            source: source.into(),
+            ..Default::default()
+        };
+        // An executor writes its own execute rows; the source claimed in the row is ignored.
+        let mut e = row("execute", "", "gate");
+        e.subject = "free text the executor chose".into();
+        e.subjects = vec![pb::Subject {
+            domain: pb::Domain::Exec as i32,
+            path: "curl -H 'Authorization: Bearer sk-live-0123456789abcdef0123' x".into(),
+            state: None,
+        }];
+        admit_audit_event("executor:alice", &mut e).unwrap();
+        assert_eq!(
+            (e.source.as_str(), e.account.as_str()),
+            ("executor", "alice")
+        );
+        assert!(e.subject.starts_with("exec curl"), "{}", e.subject);
+        assert!(
+            !e.subject.contains("sk-live-0123456789abcdef0123"),
+            "{}",
+            e.subject
+        );
+        assert!(e.subjects.is_empty());
+        for (peer, mut event) in [
+            ("executor:alice", row("execute", "bob", "executor")),
+            ("executor:alice", row("decide", "alice", "gate")),
+            ("executor:alice", row("resolve", "alice", "gate")),
+            ("executor:alice", row("service", "", "supervisor")),
+            ("broker", row("decide", "alice", "gate")),
+            ("broker", row("execute", "alice", "executor")),
+            ("supervisor", row("result", "alice", "broker")),
+            ("admin", row("service", "", "supervisor")),
+            ("mallory", row("result", "alice", "broker")),
+        ] {
+            assert!(
+                admit_audit_event(peer, &mut event).is_err(),
+                "{peer} wrote {event:?}"
+            );
+        }
+        let mut r = row("result", "alice", "gate");
+        admit_audit_event("broker", &mut r).unwrap();
+        assert_eq!(r.source, "broker");
+        let mut s = row("service", "", "gate");
+        admit_audit_event("supervisor", &mut s).unwrap();
+        assert_eq!(s.source, "supervisor");
+    }
+
+    #[tokio::test]
+    async fn only_the_broker_may_decide() {
+        let s = setup().await;
+        let request = |peer: Option<&str>| {
+            let mut r = Request::new(DecideRequest::default());
+            if let Some(p) = peer {
+                r.extensions_mut()
+                    .insert(glovebox_proto::transport::Peer(p.into()));
+            }
+            r
+        };
+        for peer in [
+            None,
+            Some("supervisor"),
+            Some("admin"),
+            Some("executor:alice"),
+        ] {
+            let e = s.gate.decide(request(peer)).await.unwrap_err();
+            assert!(
+                matches!(
+                    e.code(),
+                    tonic::Code::PermissionDenied | tonic::Code::Unauthenticated
+                ),
+                "{peer:?}: {e:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use glovebox_e2e::stats::{median, p99};
 use glovebox_e2e::{Auth, Client, Glovebox, expect_ok};
-use glovebox_proto::transport::lazy_channel;
 use glovebox_proto::v1::{
     DecideRequest, ExecuteRequest, PlanRequest, ToolCall, executor_client::ExecutorClient,
     gate_client::GateClient,
@@ -63,8 +62,8 @@ async fn main() {
 
     // 2. overhead per call
     let mut agent = g.connect("agent").await;
-    let mut executor = ExecutorClient::new(lazy_channel(&g.executor_socket()).unwrap());
-    let mut gate = GateClient::new(lazy_channel(&g.state.join("run/gate.sock")).unwrap());
+    let mut executor = ExecutorClient::new(g.executor_channel(&g.account));
+    let mut gate = GateClient::new(g.gate_channel());
     let direct = |i: usize| ToolCall {
         account: g.account.clone(),
         call_id: format!("direct-{i}"),

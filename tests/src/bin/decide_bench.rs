@@ -52,7 +52,7 @@ where
 async fn main() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
-    let channel = glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap();
+    let channel = g.gate_channel();
     let gate = GateClient::new(channel);
     let path = g.workdir.join("a.txt").display().to_string();
     let account = g.account.clone();
@@ -84,7 +84,7 @@ async fn main() {
             assert_eq!(r.verdict, pb::Verdict::Allow as i32);
         }
     };
-    let channel = glovebox_proto::transport::lazy_channel(&g.state.join("run/gate.sock")).unwrap();
+    let channel = g.gate_channel();
     let gate2 = GateClient::new(channel);
     let health = move |_i: usize| {
         let mut gate = gate2.clone();

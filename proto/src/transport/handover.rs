@@ -1,0 +1,341 @@
+//! What the supervisor hands each service on its standard input at start: one JSON line with the
+//! socket keys it serves and calls with (and, for an executor, its account's ticket key). Secrets
+//! travel this way only: never in argv, the environment or a file a job could reach. After the
+//! line, standard input stays open as the supervisor's lifeline.
+
+use serde::{Deserialize, Serialize};
+
+use super::handshake::SocketKey;
+
+/// Longest handover line accepted.
+pub const MAX_HANDOVER_BYTES: usize = 256 * 1024;
+
+/// The socket names of glovebox's control sockets, as keys are derived and granted for them.
+pub mod socket {
+    /// The gate's main socket (Gate and Audit): the broker and the supervisor call it.
+    pub const GATE: &str = "gate";
+    /// The gate's rule-management socket: administrators' `glovebox policy` calls it.
+    pub const ADMIN: &str = "admin";
+    /// The gate's audit-only socket: executors call it.
+    pub const AUDIT: &str = "audit";
+    /// One account's executor socket: the broker calls it.
+    pub fn executor(account: &str) -> String {
+        format!("executor:{account}")
+    }
+}
+
+/// The peer names keys are granted to.
+pub mod peer {
+    pub const BROKER: &str = "broker";
+    pub const SUPERVISOR: &str = "supervisor";
+    pub const ADMIN: &str = "admin";
+    /// One account's executor, as a client of the audit socket.
+    pub fn executor(account: &str) -> String {
+        format!("executor:{account}")
+    }
+}
+
+/// One key: on `socket`, for `peer`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    pub socket: String,
+    pub peer: String,
+    /// Hex.
+    pub key: String,
+}
+
+/// Everything one service is handed.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Handover {
+    /// The executor's ticket key (hex): its own account's, and nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_key: Option<String>,
+    /// Keys of the peers this service accepts on the sockets it serves.
+    #[serde(default)]
+    pub serve: Vec<Grant>,
+    /// Keys this service proves as a client.
+    #[serde(default)]
+    pub call: Vec<Grant>,
+}
+
+impl std::fmt::Debug for Handover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |g: &[Grant]| -> Vec<String> {
+            g.iter()
+                .map(|g| format!("{}/{}", g.socket, g.peer))
+                .collect()
+        };
+        f.debug_struct("Handover")
+            .field(
+                "ticket_key",
+                &self.ticket_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("serve", &names(&self.serve))
+            .field("call", &names(&self.call))
+            .finish()
+    }
+}
+
+/// Why a handover could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverError {
+    #[error("read the handover from stdin: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the handover on stdin is missing: start this service through `glovebox up`")]
+    Missing,
+    #[error("the handover on stdin is longer than {MAX_HANDOVER_BYTES} bytes")]
+    TooLong,
+    #[error("the handover on stdin is not valid: {0}")]
+    Invalid(String),
+    #[error("the handover has no key for {0}")]
+    NoKey(String),
+}
+
+impl Handover {
+    /// Grants a key this service accepts from `peer` on `socket`.
+    pub fn serve(&mut self, socket: &str, peer: &str, key: &SocketKey) -> &mut Handover {
+        self.serve.push(Grant {
+            socket: socket.to_owned(),
+            peer: peer.to_owned(),
+            key: key.to_hex(),
+        });
+        self
+    }
+
+    /// Grants a key this service calls `socket` with, as `peer`.
+    pub fn call(&mut self, socket: &str, peer: &str, key: &SocketKey) -> &mut Handover {
+        self.call.push(Grant {
+            socket: socket.to_owned(),
+            peer: peer.to_owned(),
+            key: key.to_hex(),
+        });
+        self
+    }
+
+    /// The one JSON line written to the service's stdin.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).unwrap_or_default();
+        line.push('\n');
+        line
+    }
+
+    /// Parses a handover line.
+    pub fn parse(line: &str) -> Result<Handover, HandoverError> {
+        if line.trim().is_empty() {
+            return Err(HandoverError::Missing);
+        }
+        let h: Handover =
+            serde_json::from_str(line.trim()).map_err(|e| HandoverError::Invalid(e.to_string()))?;
+        for g in h.serve.iter().chain(&h.call) {
+            SocketKey::from_hex(&g.key)
+                .map_err(|e| HandoverError::Invalid(format!("{}/{}: {e}", g.socket, g.peer)))?;
+        }
+        Ok(h)
+    }
+
+    /// Reads the handover line from `input` one byte at a time (so nothing after the line is
+    /// consumed: the rest of stdin is the lifeline).
+    pub fn read_from(mut input: impl std::io::Read) -> Result<Handover, HandoverError> {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        loop {
+            match input.read(&mut byte) {
+                Ok(0) => break,
+                Ok(_) if byte[0] == b'\n' => break,
+                Ok(_) => {
+                    if line.len() >= MAX_HANDOVER_BYTES {
+                        return Err(HandoverError::TooLong);
+                    }
+                    line.push(byte[0]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let text =
+            String::from_utf8(line).map_err(|_| HandoverError::Invalid("not UTF-8".into()))?;
+        Handover::parse(&text)
+    }
+
+    /// The keys accepted on `socket`, by peer name.
+    pub fn served_on(&self, socket: &str) -> super::ServerKeys {
+        super::ServerKeys::new(
+            self.serve
+                .iter()
+                .filter(|g| g.socket == socket)
+                .filter_map(|g| Some((g.peer.clone(), SocketKey::from_hex(&g.key).ok()?))),
+        )
+    }
+
+    /// The key to call `socket` with, and the peer name it was granted to.
+    pub fn calling(&self, socket: &str) -> Result<(String, SocketKey), HandoverError> {
+        self.call
+            .iter()
+            .find(|g| g.socket == socket)
+            .and_then(|g| Some((g.peer.clone(), SocketKey::from_hex(&g.key).ok()?)))
+            .ok_or_else(|| HandoverError::NoKey(socket.to_owned()))
+    }
+}
+
+/// The control key of one state directory, and who may call whom: the one place the topology of
+/// glovebox's control sockets is written down.
+///
+/// | socket | served by | peers |
+/// | --- | --- | --- |
+/// | `gate` | the gate | `broker` (Gate, Audit), `supervisor` (Audit: service events) |
+/// | `admin` | the gate | `admin` (`glovebox policy`) |
+/// | `audit` | the gate | `executor:<id>` for each account (Audit: its own execute rows) |
+/// | `executor:<id>` | that account's executor | `broker` |
+pub struct ControlKeys(Vec<u8>);
+
+impl std::fmt::Debug for ControlKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ControlKeys(<redacted>)")
+    }
+}
+
+impl ControlKeys {
+    pub fn from_bytes(bytes: &[u8]) -> Result<ControlKeys, super::handshake::BadKey> {
+        if bytes.len() != super::handshake::KEY_BYTES {
+            return Err(super::handshake::BadKey);
+        }
+        Ok(ControlKeys(bytes.to_vec()))
+    }
+
+    /// The key of `peer` on `socket`.
+    pub fn key(&self, socket: &str, peer: &str) -> SocketKey {
+        SocketKey::derive(&self.0, socket, peer)
+    }
+
+    /// The gate's handover: the keys of everyone who may call its three sockets.
+    pub fn for_gate<'a>(&self, accounts: impl IntoIterator<Item = &'a str>) -> Handover {
+        let mut h = Handover::default();
+        for p in [peer::BROKER, peer::SUPERVISOR] {
+            h.serve(socket::GATE, p, &self.key(socket::GATE, p));
+        }
+        h.serve(
+            socket::ADMIN,
+            peer::ADMIN,
+            &self.key(socket::ADMIN, peer::ADMIN),
+        );
+        for account in accounts {
+            let p = peer::executor(account);
+            h.serve(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
+        }
+        h
+    }
+
+    /// The broker's handover: how it calls the gate and each account's executor.
+    pub fn for_broker<'a>(&self, accounts: impl IntoIterator<Item = &'a str>) -> Handover {
+        let mut h = Handover::default();
+        h.call(
+            socket::GATE,
+            peer::BROKER,
+            &self.key(socket::GATE, peer::BROKER),
+        );
+        for account in accounts {
+            let s = socket::executor(account);
+            h.call(&s, peer::BROKER, &self.key(&s, peer::BROKER));
+        }
+        h
+    }
+
+    /// One executor's handover: its ticket key, the broker's key on its socket, and its own key
+    /// on the gate's audit socket.
+    pub fn for_executor(&self, account: &str, ticket_key_hex: String) -> Handover {
+        let mut h = Handover {
+            ticket_key: Some(ticket_key_hex),
+            ..Default::default()
+        };
+        let s = socket::executor(account);
+        h.serve(&s, peer::BROKER, &self.key(&s, peer::BROKER));
+        let p = peer::executor(account);
+        h.call(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handover_round_trips_and_never_prints_keys() {
+        let k = SocketKey::derive(b"c", socket::GATE, peer::BROKER);
+        let mut h = Handover {
+            ticket_key: Some("aa".repeat(32)),
+            ..Default::default()
+        };
+        h.serve(socket::GATE, peer::BROKER, &k)
+            .call(socket::AUDIT, &peer::executor("a"), &k);
+        let line = h.to_line();
+        assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
+        let back = Handover::read_from(format!("{line}lifeline bytes").as_bytes()).unwrap();
+        assert_eq!(back.ticket_key, h.ticket_key);
+        assert!(!back.served_on(socket::GATE).is_empty());
+        assert!(back.served_on(socket::ADMIN).is_empty());
+        assert_eq!(
+            back.calling(socket::AUDIT).unwrap(),
+            ("executor:a".to_owned(), k.clone())
+        );
+        assert!(matches!(
+            back.calling(socket::GATE),
+            Err(HandoverError::NoKey(_))
+        ));
+        let shown = format!("{back:?}");
+        assert!(
+            !shown.contains(&k.to_hex()) && !shown.contains("aaaa"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn each_service_gets_only_the_keys_of_its_own_sockets() {
+        let keys = ControlKeys::from_bytes(&[3u8; 32]).unwrap();
+        let exec = keys.for_executor("alice", "00".repeat(32));
+        let line = exec.to_line();
+        // The executor can serve the broker and call the audit socket as itself, nothing else.
+        assert!(!line.contains(&keys.key(socket::GATE, peer::BROKER).to_hex()));
+        assert!(!line.contains(&keys.key(socket::ADMIN, peer::ADMIN).to_hex()));
+        assert!(!line.contains(&keys.key(&socket::executor("bob"), peer::BROKER).to_hex()));
+        assert!(!line.contains(&keys.key(socket::AUDIT, &peer::executor("bob")).to_hex()));
+        assert_eq!(
+            exec.calling(socket::AUDIT).unwrap(),
+            (
+                "executor:alice".to_owned(),
+                keys.key(socket::AUDIT, "executor:alice")
+            )
+        );
+        let broker = keys.for_broker(["alice", "bob"]).to_line();
+        assert!(!broker.contains(&keys.key(socket::ADMIN, peer::ADMIN).to_hex()));
+        assert!(!broker.contains(&keys.key(socket::GATE, peer::SUPERVISOR).to_hex()));
+        assert!(ControlKeys::from_bytes(&[0u8; 31]).is_err());
+    }
+
+    #[test]
+    fn bad_handovers_are_refused() {
+        assert!(matches!(
+            Handover::read_from(&b""[..]),
+            Err(HandoverError::Missing)
+        ));
+        assert!(matches!(
+            Handover::parse("{nope"),
+            Err(HandoverError::Invalid(_))
+        ));
+        assert!(matches!(
+            Handover::parse(r#"{"serve":[{"socket":"gate","peer":"broker","key":"zz"}]}"#),
+            Err(HandoverError::Invalid(_))
+        ));
+        assert!(matches!(
+            Handover::parse(r#"{"extra":1}"#),
+            Err(HandoverError::Invalid(_))
+        ));
+        let long = vec![b'x'; MAX_HANDOVER_BYTES + 1];
+        assert!(matches!(
+            Handover::read_from(&long[..]),
+            Err(HandoverError::TooLong)
+        ));
+    }
+}

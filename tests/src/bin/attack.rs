@@ -1,0 +1,316 @@
+//! `glovebox-attack`: hostile code for the end-to-end tests to run *inside* an approved job, the
+//! way an agent's job would: it tries to reach glovebox's control plane, the other services and
+//! the state directory. Each attempt prints one JSON line `{"attack", "target", "outcome",
+//! "detail"}` with outcome `refused` or `succeeded`; the tests assert that nothing succeeded and
+//! that every attempt ran. It never changes anything when refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use glovebox_proto::v1::{
+    self as pb, audit_client::AuditClient, executor_client::ExecutorClient,
+    gate_admin_client::GateAdminClient, gate_client::GateClient,
+};
+use serde_json::json;
+
+fn report(attack: &str, target: &str, succeeded: bool, detail: impl std::fmt::Display) {
+    println!(
+        "{}",
+        json!({
+            "attack": attack,
+            "target": target,
+            "outcome": if succeeded { "succeeded" } else { "refused" },
+            "detail": detail.to_string(),
+        })
+    );
+}
+
+/// A gRPC channel over a Unix socket with no handshake: what any process of the same user can
+/// open (the kernel does not mediate connecting to a socket path).
+fn raw_channel(path: &Path) -> tonic::transport::Channel {
+    let path = path.to_owned();
+    tonic::transport::Endpoint::from_static("http://attack.local")
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(5))
+        .connect_with_connector_lazy(tower::service_fn(move |_: http::Uri| {
+            let path = path.clone();
+            async move {
+                let s = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+            }
+        }))
+}
+
+fn outcome<T>(r: Result<tonic::Response<T>, tonic::Status>) -> (bool, String) {
+    match r {
+        Ok(_) => (true, "the call was served".into()),
+        Err(s) => (false, format!("{:?}: {}", s.code(), s.message())),
+    }
+}
+
+fn call(account: &str, tool: &str, params: serde_json::Value) -> pb::ToolCall {
+    pb::ToolCall {
+        account: account.into(),
+        call_id: "attack".into(),
+        tool: tool.into(),
+        params_json: params.to_string(),
+    }
+}
+
+/// Every gRPC method a job would want, on every control socket, without a key.
+async fn grpc(state: &Path, account: &str, victim: &str) {
+    let run = state.join("run");
+    let gate_sock = run.join("gate.sock");
+    let admin_sock = run.join("admin.sock");
+    let audit_sock = run.join("audit.sock");
+    let write = |who: &str| pb::Plan {
+        subjects: vec![pb::Subject {
+            domain: pb::Domain::Write as i32,
+            path: format!("/tmp/pwned-by-{who}"),
+            state: None,
+        }],
+        content_tag: Vec::new(),
+    };
+    let mut gate = GateClient::new(raw_channel(&gate_sock));
+    let (ok, d) = outcome(
+        gate.resolve(pb::ResolveRequest {
+            call: Some(call(
+                account,
+                "file_write",
+                json!({"path": "/tmp/x", "content": "x"}),
+            )),
+            plan: Some(write(account)),
+            answer: pb::Answer::Once as i32,
+        })
+        .await,
+    );
+    report("Gate/Resolve once (mint a ticket)", "gate.sock", ok, d);
+    let (ok, d) = outcome(
+        gate.set_enabled(pb::SetEnabledRequest {
+            account: victim.into(),
+            enabled: true,
+            by: "approver".into(),
+        })
+        .await,
+    );
+    report("Gate/SetEnabled", "gate.sock", ok, d);
+    for sock in [&admin_sock, &gate_sock] {
+        let name = sock.file_name().unwrap().to_string_lossy().into_owned();
+        let mut admin = GateAdminClient::new(raw_channel(sock));
+        for target in [account, victim] {
+            let (ok, d) = outcome(
+                admin
+                    .add_rule(pb::AddRuleRequest {
+                        account: target.into(),
+                        section: "commands".into(),
+                        kind: "allow".into(),
+                        pattern: ".*".into(),
+                        ..Default::default()
+                    })
+                    .await,
+            );
+            report(&format!("GateAdmin/AddRule for {target}"), &name, ok, d);
+            let (ok, d) = outcome(
+                admin
+                    .set_sandbox(pb::SetSandboxRequest {
+                        account: target.into(),
+                        enabled: false,
+                        confirm: true,
+                    })
+                    .await,
+            );
+            report(
+                &format!("GateAdmin/SetSandbox off for {target}"),
+                &name,
+                ok,
+                d,
+            );
+        }
+    }
+    for sock in [&audit_sock, &gate_sock] {
+        let name = sock.file_name().unwrap().to_string_lossy().into_owned();
+        let mut audit = AuditClient::new(raw_channel(sock));
+        let (ok, d) = outcome(
+            audit
+                .append(pb::AuditEvent {
+                    call_id: "forged".into(),
+                    account: victim.into(),
+                    source: "gate".into(),
+                    kind: "resolve".into(),
+                    approval: "approved".into(),
+                    subject: "write /etc/passwd".into(),
+                    ..Default::default()
+                })
+                .await,
+        );
+        report("Audit/Append forged approval", &name, ok, d);
+    }
+    for target in [account, victim] {
+        let sock = run.join(format!("exec-{target}/executor.sock"));
+        let mut exec = ExecutorClient::new(raw_channel(&sock));
+        let (ok, d) = outcome(
+            exec.execute(pb::ExecuteRequest {
+                call: Some(call(
+                    target,
+                    "file_write",
+                    json!({"path": "pwned", "content": "x"}),
+                )),
+                ticket: None,
+            })
+            .await,
+        );
+        report(
+            &format!("Executor/Execute of {target}"),
+            &format!("exec-{target}"),
+            ok,
+            d,
+        );
+        let (ok, d) = outcome(
+            exec.plan(pb::PlanRequest {
+                call: Some(call(target, "file_read", json!({"path": "x"}))),
+            })
+            .await,
+        );
+        report(
+            &format!("Executor/Plan of {target}"),
+            &format!("exec-{target}"),
+            ok,
+            d,
+        );
+    }
+    // Guessing a key: the handshake refuses it (and the server never proves itself to us).
+    let guess = glovebox_proto::transport::SocketKey::from_bytes(&[0x42; 32]).unwrap();
+    for (sock, peer) in [(&gate_sock, "broker"), (&admin_sock, "admin")] {
+        let r = glovebox_proto::transport::connect_authenticated(sock, peer, &guess).await;
+        report(
+            &format!("handshake as {peer} with a guessed key"),
+            &sock.file_name().unwrap().to_string_lossy(),
+            r.is_ok(),
+            r.err().map(|e| e.to_string()).unwrap_or_default(),
+        );
+    }
+}
+
+fn errno_outcome(r: nix::Result<()>) -> (bool, String) {
+    match r {
+        Ok(()) => (true, "done".into()),
+        Err(e) => (false, e.to_string()),
+    }
+}
+
+/// Signals (stop, continue, terminate, kill), ptrace and /proc reads against each pid.
+fn processes(pids: &[i32]) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    for &pid in pids {
+        let target = format!("pid {pid}");
+        let p = Pid::from_raw(pid);
+        for sig in [
+            Signal::SIGSTOP,
+            Signal::SIGCONT,
+            Signal::SIGTERM,
+            Signal::SIGKILL,
+        ] {
+            let (ok, d) = errno_outcome(kill(p, sig));
+            report(&format!("kill {sig}"), &target, ok, d);
+        }
+        let (ok, d) = errno_outcome(nix::sys::ptrace::attach(p));
+        if ok {
+            let _ = nix::sys::ptrace::detach(p, None);
+        }
+        report("ptrace attach", &target, ok, d);
+        for file in ["environ", "mem", "maps", "fd", "root/", "cwd/"] {
+            let path = PathBuf::from(format!("/proc/{pid}/{file}"));
+            let r = if file == "fd" {
+                std::fs::read_dir(&path).map(|_| ())
+            } else if file.ends_with('/') {
+                std::fs::read_dir(&path).map(|_| ())
+            } else if file == "mem" {
+                std::fs::File::open(&path).map(|_| ())
+            } else {
+                std::fs::read(&path).map(|_| ())
+            };
+            report(
+                &format!("read /proc/<pid>/{file}"),
+                &target,
+                r.is_ok(),
+                r.err().map(|e| e.to_string()).unwrap_or_default(),
+            );
+        }
+    }
+}
+
+/// Reads each file (and lists each directory).
+fn read(paths: &[String]) {
+    for p in paths {
+        let path = Path::new(p);
+        let r = if path.is_dir() {
+            std::fs::read_dir(path).map(|_| ())
+        } else {
+            std::fs::read(path).map(|_| ())
+        };
+        report(
+            "read",
+            p,
+            r.is_ok(),
+            r.err().map(|e| e.to_string()).unwrap_or_default(),
+        );
+    }
+}
+
+/// Replaces a socket with our own and waits for a connection: a process that can do this
+/// captures the next call meant for the service.
+async fn hijack(socket: &Path, wait: Duration) {
+    let target = socket.display().to_string();
+    if let Err(e) = std::fs::remove_file(socket) {
+        report("unlink the socket", &target, false, e);
+    } else {
+        report("unlink the socket", &target, true, "removed");
+    }
+    match tokio::net::UnixListener::bind(socket) {
+        Err(e) => report("bind our own socket", &target, false, e),
+        Ok(listener) => {
+            report("bind our own socket", &target, true, "bound");
+            match tokio::time::timeout(wait, listener.accept()).await {
+                Ok(Ok((mut s, _))) => {
+                    use tokio::io::AsyncReadExt;
+                    let mut buf = vec![0u8; 4096];
+                    let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf))
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                        .unwrap_or(0);
+                    report("capture a call", &target, n > 0, format!("{n} bytes"));
+                }
+                _ => report("capture a call", &target, false, "nobody connected"),
+            }
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    match arg(1).as_str() {
+        "grpc" => grpc(Path::new(&arg(2)), &arg(3), &arg(4)).await,
+        "processes" => {
+            let pids: Vec<i32> = args[2..].iter().filter_map(|p| p.parse().ok()).collect();
+            processes(&pids);
+        }
+        "read" => read(&args[2..]),
+        "hijack" => {
+            let secs = arg(3).parse().unwrap_or(5);
+            hijack(Path::new(&arg(2)), Duration::from_secs(secs)).await;
+        }
+        other => {
+            eprintln!(
+                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | processes PID... | read PATH... | hijack SOCKET [SECS] (got {other:?})"
+            );
+            std::process::exit(2);
+        }
+    }
+    println!("{}", json!({ "done": true }));
+}
