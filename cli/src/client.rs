@@ -1,5 +1,6 @@
 //! `glovebox call` and `glovebox approve`: terminal clients of the WebSocket API, acting as the
-//! account whose token file they read.
+//! account whose credential they read (the agent token for `call`, the approver token for
+//! `approve`).
 
 use std::io::Write;
 use std::path::Path;
@@ -20,10 +21,12 @@ pub struct Target {
     token: String,
 }
 
+/// Where the running broker is, and the credential of `account` for `role`.
 pub fn target(
     state_dir: &Path,
     account: Option<String>,
     url: Option<String>,
+    role: Role,
 ) -> anyhow::Result<Target> {
     let state = StateDir::new(state_dir);
     let config = state.load_config()?;
@@ -44,11 +47,15 @@ pub fn target(
         "no account {account:?} in {}",
         state.config_file().display()
     );
-    let token_file = state.token_file(&account);
+    let token_file = match role {
+        Role::Agent => state.token_file(&account),
+        Role::Approver => state.approver_token_file(&account),
+    };
     let token = std::fs::read_to_string(&token_file)
         .with_context(|| {
             format!(
-                "read the token of {account:?} from {}",
+                "read the {} token of {account:?} from {}",
+                role.as_str(),
                 token_file.display()
             )
         })?

@@ -2,7 +2,7 @@
 //! `glovebox up` (workdir, bearer token, default policy), the gate's ticket key and the control
 //! key the control sockets' keys derive from.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use glovebox_config::{
@@ -39,6 +39,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
         )?;
     }
     if state.config_file().exists() {
+        ensure_approver_tokens(state)?;
         return Ok(None);
     }
     let workdir =
@@ -50,8 +51,13 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
     );
     let account = default_account_name();
     let token = new_token()?;
+    let approver_token = new_token()?;
     create_private_dir(&state.account_dir(&account))?;
     write_private_file(&state.token_file(&account), format!("{token}\n").as_bytes())?;
+    write_private_file(
+        &state.approver_token_file(&account),
+        format!("{approver_token}\n").as_bytes(),
+    )?;
     let policy = RawPolicy::default_for_new_account().to_yaml()?;
     write_private_file(&state.permissions_file(&account), policy.as_bytes())?;
     let raw = RawConfig {
@@ -65,6 +71,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
             // The user who runs `up` is its own administrator: their account starts enabled.
             enabled: true,
             token_sha256: vec![hex::encode(token_hash(&token))],
+            approver_token_sha256: vec![hex::encode(token_hash(&approver_token))],
         }],
     };
     let text = raw.to_yaml()?;
@@ -72,4 +79,59 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
     Config::parse(&text, &state.config_file())?;
     write_private_file(&state.config_file(), text.as_bytes())?;
     Ok(Some(account))
+}
+
+/// Gives every account that has no approver credential one (state written before approvers had
+/// their own credential, or by hand): a new `approver.token` and its hash in `glovebox.yaml`.
+fn ensure_approver_tokens(state: &StateDir) -> anyhow::Result<()> {
+    let mut raw = state.load_raw_config()?;
+    let mut changed = false;
+    for account in raw.accounts.iter_mut() {
+        if !account.approver_token_sha256.is_empty() {
+            continue;
+        }
+        let token = new_token()?;
+        create_private_dir(&state.account_dir(&account.id))?;
+        write_private_file(
+            &state.approver_token_file(&account.id),
+            format!("{token}\n").as_bytes(),
+        )?;
+        account.approver_token_sha256 = vec![hex::encode(token_hash(&token))];
+        changed = true;
+    }
+    if changed {
+        state.save_raw_config(&raw)?;
+    }
+    Ok(())
+}
+
+/// `glovebox token rotate`: replaces every credential of one role of an account with a new token
+/// (written to its file, 0600; its hash to `glovebox.yaml`). The broker follows the file: the old
+/// token stops working for new connections at once, and connections that used it are closed.
+pub fn rotate_token(state: &StateDir, account: &str, approver: bool) -> anyhow::Result<PathBuf> {
+    let mut raw = state.load_raw_config()?;
+    let entry = raw
+        .accounts
+        .iter_mut()
+        .find(|a| a.id == account)
+        .with_context(|| {
+            format!(
+                "no account {account:?} in {}",
+                state.config_file().display()
+            )
+        })?;
+    let token = new_token()?;
+    let hashes = vec![hex::encode(token_hash(&token))];
+    let file = if approver {
+        entry.approver_token_sha256 = hashes;
+        state.approver_token_file(account)
+    } else {
+        entry.token_sha256 = hashes;
+        state.token_file(account)
+    };
+    create_private_dir(&state.account_dir(account))?;
+    // The file first: if writing the config fails, the old token still works and nothing is lost.
+    write_private_file(&file, format!("{token}\n").as_bytes())?;
+    state.save_raw_config(&raw)?;
+    Ok(file)
 }

@@ -109,6 +109,11 @@ enum Command {
         #[command(subcommand)]
         command: policy_cmd::PolicyCommand,
     },
+    /// Credentials of an account.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
     /// Audit store commands.
     Audit {
         #[command(subcommand)]
@@ -138,6 +143,27 @@ enum Command {
         #[arg(long)]
         exit_on_stdin_eof: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenCommand {
+    /// Replace an account's agent or approver token with a new one (takes effect at once: the
+    /// old token is refused and connections that used it are closed).
+    Rotate {
+        #[command(flatten)]
+        state: StateArgs,
+        #[arg(long)]
+        account: String,
+        /// Which credential: `agent` (tools, MCP, client-tool providers) or `approver` (asks).
+        #[arg(long, value_enum)]
+        role: RoleArg,
+    },
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum RoleArg {
+    Agent,
+    Approver,
 }
 
 #[derive(Subcommand, Debug)]
@@ -329,7 +355,12 @@ async fn dispatch(
             params,
         } => {
             client::call(
-                &client::target(&env.state_dir(&client.state), client.account, client.url)?,
+                &client::target(
+                    &env.state_dir(&client.state),
+                    client.account,
+                    client.url,
+                    glovebox_proto::ws::Role::Agent,
+                )?,
                 &tool,
                 &params,
             )
@@ -346,6 +377,7 @@ async fn dispatch(
                 &env.state_dir(&client.state),
                 client.account,
                 client.url,
+                glovebox_proto::ws::Role::Agent,
             )?)
             .await
         }
@@ -354,6 +386,7 @@ async fn dispatch(
                 &env.state_dir(&client.state),
                 client.account,
                 client.url,
+                glovebox_proto::ws::Role::Approver,
             )?)
             .await
         }
@@ -362,6 +395,27 @@ async fn dispatch(
             account,
             command,
         } => policy_cmd::run(&env.state_dir(&StateArgs { state_dir }), account, command).await,
+        Command::Token {
+            command:
+                TokenCommand::Rotate {
+                    state,
+                    account,
+                    role,
+                },
+        } => {
+            let state = glovebox_config::StateDir::new(env.state_dir(&state));
+            let file = init::rotate_token(&state, &account, role == RoleArg::Approver)?;
+            println!(
+                "new {} token for account {account} in {}",
+                if role == RoleArg::Approver {
+                    "approver"
+                } else {
+                    "agent"
+                },
+                file.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Audit {
             command: AuditCommand::Verify { state },
         } => services::audit_verify(&env.state_dir(&state)).await,

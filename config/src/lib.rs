@@ -4,7 +4,8 @@
 //! ```text
 //! <state>/glovebox.yaml                      listen address, accounts, token hashes
 //! <state>/accounts/<id>/permissions.yaml     the account's policy (read by the gate)
-//! <state>/accounts/<id>/token                the account's bearer token (0600; the user's copy)
+//! <state>/accounts/<id>/token                the account's agent token (0600; the user's copy)
+//! <state>/accounts/<id>/approver.token       the account's approver token (0600)
 //! <state>/audit.db                           the audit store (owned by the gate)
 //! <state>/ticket.key                         the gate's master ticket key (0600)
 //! <state>/control.key                        the key every control-socket key derives from (0600)
@@ -71,8 +72,13 @@ impl StateDir {
     pub fn permissions_file(&self, account: &str) -> PathBuf {
         self.account_dir(account).join("permissions.yaml")
     }
+    /// The account's agent credential: tools, `/mcp`, client-tool providers.
     pub fn token_file(&self, account: &str) -> PathBuf {
         self.account_dir(account).join("token")
+    }
+    /// The account's approver credential: answering asks and switching the account's tools.
+    pub fn approver_token_file(&self, account: &str) -> PathBuf {
+        self.account_dir(account).join("approver.token")
     }
     pub fn audit_db(&self) -> PathBuf {
         self.root.join("audit.db")
@@ -189,9 +195,12 @@ pub struct RawAccount {
     /// (`glovebox enable --account ID`); the account `up` creates for its user is on.
     #[serde(default)]
     pub enabled: bool,
-    /// SHA-256 (hex) of each bearer token that authenticates as this account.
+    /// SHA-256 (hex) of each agent token of this account (tools, `/mcp`, client-tool providers).
     #[serde(default)]
     pub token_sha256: Vec<String>,
+    /// SHA-256 (hex) of each approver token of this account (asks, switching tools on and off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approver_token_sha256: Vec<String>,
 }
 
 /// A validated account.
@@ -204,7 +213,10 @@ pub struct Account {
     pub run_as: Option<String>,
     pub job_env: Vec<String>,
     pub enabled: bool,
+    /// Agent credentials.
     pub token_hashes: Vec<[u8; 32]>,
+    /// Approver credentials.
+    pub approver_token_hashes: Vec<[u8; 32]>,
 }
 
 /// A validated `glovebox.yaml`.
@@ -267,16 +279,29 @@ impl Config {
                     ),
                 ));
             }
-            let token_hashes = a
-                .token_sha256
-                .iter()
-                .map(|h| {
-                    let mut out = [0u8; 32];
-                    hex::decode_to_slice(h, &mut out).map(|_| out).map_err(|_| {
-                        invalid(None, format!("{at}.token_sha256: expected 64 hex digits"))
+            let hashes = |field: &str, list: &[String]| {
+                list.iter()
+                    .map(|h| {
+                        let mut out = [0u8; 32];
+                        hex::decode_to_slice(h, &mut out).map(|_| out).map_err(|_| {
+                            invalid(None, format!("{at}.{field}: expected 64 hex digits"))
+                        })
                     })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            let token_hashes = hashes("token_sha256", &a.token_sha256)?;
+            let approver_token_hashes = hashes("approver_token_sha256", &a.approver_token_sha256)?;
+            if token_hashes
+                .iter()
+                .any(|h| approver_token_hashes.contains(h))
+            {
+                return Err(invalid(
+                    None,
+                    format!(
+                        "{at}: the same token is both an agent and an approver credential; they must differ"
+                    ),
+                ));
+            }
             let mut roots = Vec::new();
             for r in &a.roots {
                 let root = PathBuf::from(r);
@@ -307,6 +332,7 @@ impl Config {
                 job_env: a.job_env.clone(),
                 enabled: a.enabled,
                 token_hashes,
+                approver_token_hashes,
             });
         }
         Ok(Config { listen, accounts })

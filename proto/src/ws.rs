@@ -24,6 +24,15 @@ pub enum Role {
     Approver,
 }
 
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Approver => "approver",
+        }
+    }
+}
+
 /// An approver's answer to an ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

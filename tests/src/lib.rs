@@ -355,22 +355,36 @@ impl Glovebox {
         )
     }
 
-    /// The bearer token of one of several accounts.
+    /// The agent token of one of several accounts.
     pub fn token_of(&self, account: &str) -> String {
-        std::fs::read_to_string(self.state.join("accounts").join(account).join("token"))
+        self.credential_of(account, "agent")
+    }
+
+    /// The token of `account` for `role` (`agent` or `approver`).
+    pub fn credential_of(&self, account: &str, role: &str) -> String {
+        let file = match role {
+            "approver" => "approver.token",
+            _ => "token",
+        };
+        std::fs::read_to_string(self.state.join("accounts").join(account).join(file))
             .unwrap()
             .trim()
             .to_owned()
     }
 
-    /// Connects a WebSocket client as one of several accounts.
+    /// Connects a WebSocket client as one of several accounts, with the credential of `role`.
     pub async fn connect_as(&self, account: &str, role: &str) -> Client {
-        Client::connect(&self.url, Auth::Header(&self.token_of(account)), role).await
+        Client::connect(
+            &self.url,
+            Auth::Header(&self.credential_of(account, role)),
+            role,
+        )
+        .await
     }
 
-    /// Connects a WebSocket client as this instance's account.
+    /// Connects a WebSocket client as this instance's account, with the credential of `role`.
     pub async fn connect(&self, role: &str) -> Client {
-        Client::connect(&self.url, Auth::Header(&self.token), role).await
+        self.connect_as(&self.account, role).await
     }
 
     /// Queries the audit store with a fresh read-only connection.
@@ -740,6 +754,51 @@ impl Client {
         self.send(json!({"type": "answer", "ask_id": ask["ask_id"], "decision": decision}))
             .await;
     }
+}
+
+/// A plain HTTP/1.1 request to the broker (`Connection: close`); returns the status, the
+/// headers (names lowercased) and the body read until the server closed or `WAIT` passed.
+pub async fn http_request(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url
+        .trim_start_matches("ws://")
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut raw)).await;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, body.to_owned())
 }
 
 /// Whether a process exists and is not a zombie.

@@ -124,3 +124,213 @@ async fn an_executor_key_writes_only_its_own_execute_rows() {
     let e = main.append(forged("execute", "alice")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
 }
+
+/// Opens a WebSocket with `token` and says hello as `role`; returns the frames until the server
+/// closed, and the close code.
+async fn hello_with(
+    g: &Glovebox,
+    token: &str,
+    role: &str,
+) -> (Vec<serde_json::Value>, Option<u16>) {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let (socket, _) = glovebox_e2e::open(&g.url, glovebox_e2e::Auth::Header(token))
+        .await
+        .expect("upgrade");
+    let mut client = glovebox_e2e::Client {
+        socket,
+        hello_ok: serde_json::Value::Null,
+    };
+    client
+        .send(serde_json::json!({"type": "hello", "role": role}))
+        .await;
+    let mut frames = Vec::new();
+    loop {
+        match tokio::time::timeout(glovebox_e2e::WAIT, client.socket.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => {
+                frames.push(serde_json::from_str(t.as_str()).unwrap())
+            }
+            Ok(Some(Ok(Message::Close(c)))) => return (frames, c.map(|c| u16::from(c.code))),
+            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Err(_))) | Ok(None) => return (frames, None),
+            Err(_) => panic!("the server neither answered nor closed: {frames:?}"),
+        }
+    }
+}
+
+async fn auth_rows(g: &Glovebox) -> Vec<(String, String, String)> {
+    sqlx::query_as("SELECT account, outcome, reason FROM events WHERE kind = 'auth' ORDER BY id")
+        .fetch_all(&g.audit_pool().await)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_agent_token_cannot_approve_and_the_attempt_is_audited() {
+    let g = Glovebox::start();
+    let (frames, close) = hello_with(&g, &g.credential_of(&g.account, "agent"), "approver").await;
+    assert_eq!(close, Some(1008), "{frames:?}");
+    assert!(frames.iter().all(|f| f["type"] != "hello_ok"), "{frames:?}");
+    assert_eq!(frames[0]["code"], "denied", "{frames:?}");
+    let rows = auth_rows(&g).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].0.as_str(), rows[0].1.as_str()),
+        (g.account.as_str(), "refused")
+    );
+    assert!(rows[0].2.contains("agent credential"), "{rows:?}");
+    // So an agent cannot answer its own ask: with no approver it is denied at once.
+    let mut agent = g.connect("agent").await;
+    let r = agent
+        .invoke(
+            "w",
+            "file_write",
+            serde_json::json!({"path": "x.txt", "content": "x"}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], "denied", "{r}");
+    assert!(!g.workdir.join("x.txt").exists());
+}
+
+#[tokio::test]
+async fn an_approver_token_cannot_invoke_tools_anywhere() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let approver_token = g.credential_of(&g.account, "approver");
+    let (frames, close) = hello_with(&g, &approver_token, "agent").await;
+    assert_eq!(close, Some(1008), "{frames:?}");
+    assert!(frames.iter().all(|f| f["type"] != "hello_ok"), "{frames:?}");
+    // Not on MCP, nor as a client-tool provider.
+    let mcp_url = g.url.replace("/v1/ws", "");
+    let bearer = format!("Bearer {approver_token}");
+    let (status, _, _) = glovebox_e2e::http_request(
+        &mcp_url,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+            g.url.replace("/v1/ws", "/v1/client-tools"),
+        )
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", bearer.parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status().as_u16(), 403),
+        other => panic!(
+            "a provider with the approver token was accepted: {:?}",
+            other.map(|_| ())
+        ),
+    }
+    assert_eq!(auth_rows(&g).await.len(), 3);
+}
+
+#[tokio::test]
+async fn a_rotated_token_is_refused_at_once_and_its_connections_close() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let g = Glovebox::start();
+    for role in ["agent", "approver"] {
+        let old = g.credential_of(&g.account, role);
+        let mut connected = g.connect(role).await;
+        let (code, out, err) =
+            g.run_cli(&["token", "rotate", "--account", &g.account, "--role", role]);
+        assert_eq!(code, 0, "{out} {err}");
+        let new = g.credential_of(&g.account, role);
+        assert_ne!(old, new);
+        // The connection that used the old token is closed by the broker.
+        let closed = loop {
+            match tokio::time::timeout(glovebox_e2e::WAIT, connected.socket.next())
+                .await
+                .expect("the old connection was not closed")
+            {
+                Some(Ok(Message::Close(c))) => break c.map(|c| u16::from(c.code)),
+                Some(Ok(_)) => continue,
+                _ => break None,
+            }
+        };
+        assert_eq!(closed, Some(1008), "{role}");
+        // The old token no longer opens anything; the new one does.
+        let refused = glovebox_e2e::open(&g.url, glovebox_e2e::Auth::Header(&old)).await;
+        assert_eq!(refused.err(), Some(401), "{role}");
+        let fresh =
+            glovebox_e2e::Client::connect(&g.url, glovebox_e2e::Auth::Header(&new), role).await;
+        assert_eq!(fresh.hello_ok["role"], role);
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_session_belongs_to_the_account_that_created_it() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("alice".into(), true), ("bob".into(), true)],
+        ..Default::default()
+    });
+    let base = g.url.replace("/v1/ws", "");
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let bearer = |account: &str| format!("Bearer {}", g.token_of(account));
+    let alice = bearer("alice");
+    let accept = ("accept", "application/json, text/event-stream");
+    let (status, headers, _) = glovebox_e2e::http_request(
+        &base,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &alice),
+            ("content-type", "application/json"),
+            accept,
+        ],
+        initialize,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let session = headers
+        .iter()
+        .find(|(k, _)| k == "mcp-session-id")
+        .map(|(_, v)| v.clone())
+        .expect("a session id");
+    // bob's token cannot end (or use) alice's session.
+    let bob = bearer("bob");
+    let (status, _, _) = glovebox_e2e::http_request(
+        &base,
+        "DELETE",
+        "/mcp",
+        &[("authorization", &bob), ("mcp-session-id", &session)],
+        "",
+    )
+    .await;
+    assert_eq!(status, 404);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#;
+    let (status, _, _) = glovebox_e2e::http_request(
+        &base,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &bob),
+            ("mcp-session-id", &session),
+            ("content-type", "application/json"),
+            accept,
+        ],
+        list,
+    )
+    .await;
+    assert_eq!(status, 404);
+    // alice's session is still hers: she can end it.
+    let (status, _, _) = glovebox_e2e::http_request(
+        &base,
+        "DELETE",
+        "/mcp",
+        &[("authorization", &alice), ("mcp-session-id", &session)],
+        "",
+    )
+    .await;
+    assert!((200..300).contains(&status), "{status}");
+}

@@ -1,16 +1,39 @@
 //! Bearer authentication: the token from `Authorization: Bearer` or from the subprotocol list
 //! (`glovebox.v1, bearer.<token>`, for browsers), compared by SHA-256 in constant time.
-//! The account a connection acts for comes from here and nowhere else.
+//! The account a connection acts for, and the role it may take, come from here and nowhere else:
+//! each account has an agent credential (tools, `/mcp`, client-tool providers) and a separate
+//! approver credential (asks, switching tools), and neither can stand in for the other.
+//!
+//! The table follows `glovebox.yaml` ([`Credentials`]): a rotated token stops authenticating at
+//! once, and connections that used it are told to close.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::http::HeaderMap;
-use glovebox_proto::ws::bearer_from_subprotocols;
+use glovebox_proto::ws::{Role, bearer_from_subprotocols};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio::sync::watch;
 
-/// Known token hashes and the account each authenticates.
-#[derive(Debug, Clone, Default)]
+/// How often the broker looks at `glovebox.yaml` for rotated credentials.
+pub const FOLLOW_PERIOD: Duration = Duration::from_secs(1);
+
+/// Who a valid token says the caller is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    pub account: String,
+    /// The only role this credential may take.
+    pub role: Role,
+    /// The credential itself (its hash), to notice when it is revoked.
+    pub token_hash: [u8; 32],
+}
+
+/// Known token hashes, with the account and role each authenticates.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TokenTable {
-    entries: Vec<([u8; 32], String)>,
+    entries: Vec<([u8; 32], String, Role)>,
 }
 
 /// A request's credentials, as offered.
@@ -22,30 +45,135 @@ pub struct Offered<'a> {
 }
 
 impl TokenTable {
-    pub fn new(entries: Vec<([u8; 32], String)>) -> TokenTable {
+    pub fn new(entries: Vec<([u8; 32], String, Role)>) -> TokenTable {
         TokenTable { entries }
     }
 
-    /// The account whose token this is. Every entry is compared, so timing says nothing about
-    /// which accounts exist.
-    pub fn authenticate(&self, token: &str) -> Option<&str> {
+    /// Every credential of a validated `glovebox.yaml`.
+    pub fn from_config(config: &glovebox_config::Config) -> TokenTable {
+        let mut entries = Vec::new();
+        for a in &config.accounts {
+            entries.extend(
+                a.token_hashes
+                    .iter()
+                    .map(|h| (*h, a.id.clone(), Role::Agent)),
+            );
+            entries.extend(
+                a.approver_token_hashes
+                    .iter()
+                    .map(|h| (*h, a.id.clone(), Role::Approver)),
+            );
+        }
+        TokenTable { entries }
+    }
+
+    /// Who this token authenticates. Every entry is compared, so timing says nothing about which
+    /// accounts exist.
+    pub fn authenticate(&self, token: &str) -> Option<Authenticated> {
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
-        for (known, account) in &self.entries {
+        for (known, account, role) in &self.entries {
             if bool::from(known.ct_eq(&hash)) {
-                found = Some(account.as_str());
+                found = Some(Authenticated {
+                    account: account.clone(),
+                    role: *role,
+                    token_hash: hash,
+                });
             }
         }
         found
     }
+
+    /// Whether a credential (by its hash) still authenticates as `account` in `role`.
+    pub fn still_valid(&self, who: &Authenticated) -> bool {
+        self.entries
+            .iter()
+            .any(|(h, a, r)| *h == who.token_hash && *a == who.account && *r == who.role)
+    }
 }
 
-/// The account a request's bearer token authenticates as.
-pub fn account_of(tokens: &TokenTable, headers: &HeaderMap) -> Option<String> {
-    offered(headers)
-        .token
-        .and_then(|t| tokens.authenticate(t))
-        .map(str::to_owned)
+/// The broker's credentials, following `glovebox.yaml`.
+pub struct Credentials {
+    file: Option<PathBuf>,
+    stamp: Mutex<Option<glovebox_config::FileStamp>>,
+    table: watch::Sender<Arc<TokenTable>>,
+}
+
+impl Credentials {
+    /// `file` is the `glovebox.yaml` to follow (none: `initial` is final).
+    pub fn new(file: Option<PathBuf>, initial: TokenTable) -> Credentials {
+        let stamp = file.as_deref().and_then(glovebox_config::file_stamp);
+        Credentials {
+            file,
+            stamp: Mutex::new(stamp),
+            table: watch::Sender::new(Arc::new(initial)),
+        }
+    }
+
+    /// The current table (re-read first if the file changed).
+    pub fn table(&self) -> Arc<TokenTable> {
+        self.refresh();
+        self.table.borrow().clone()
+    }
+
+    /// Changes of the table, for connections that must close when their credential goes.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<TokenTable>> {
+        self.table.subscribe()
+    }
+
+    /// Re-reads the file if it changed. A file that does not parse keeps the last table (and is
+    /// logged): a typo must not lock everyone out, nor let anyone in.
+    pub fn refresh(&self) {
+        let Some(file) = &self.file else { return };
+        let stamp = glovebox_config::file_stamp(file);
+        let mut last = self.stamp.lock().unwrap_or_else(|p| p.into_inner());
+        if stamp == *last {
+            return;
+        }
+        *last = stamp;
+        match std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| glovebox_config::Config::parse(&t, file).ok())
+        {
+            Some(config) => {
+                let table = TokenTable::from_config(&config);
+                self.table.send_if_modified(|current| {
+                    if **current == table {
+                        false
+                    } else {
+                        *current = Arc::new(table);
+                        true
+                    }
+                });
+            }
+            None => {
+                tracing::warn!(file = %file.display(), "could not re-read credentials; keeping the last known")
+            }
+        }
+    }
+
+    /// Looks at the file every [`FOLLOW_PERIOD`] for as long as the broker runs.
+    pub fn follow(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(FOLLOW_PERIOD).await;
+                let Some(me) = me.upgrade() else { return };
+                me.refresh();
+            }
+        });
+    }
+}
+
+/// Completes when `who`'s credential no longer authenticates (rotated or removed).
+pub async fn revoked(mut tables: watch::Receiver<Arc<TokenTable>>, who: Authenticated) {
+    let _ = tables.wait_for(|t| !t.still_valid(&who)).await;
+}
+
+/// Who a request's bearer token authenticates as.
+pub fn credential_of(credentials: &Credentials, headers: &HeaderMap) -> Option<Authenticated> {
+    let token = offered(headers).token?;
+    credentials.table().authenticate(token)
 }
 
 /// The answer to a request without a valid token: it says nothing about which accounts exist.
@@ -53,7 +181,21 @@ pub fn unauthorized() -> axum::response::Response {
     use axum::response::IntoResponse;
     (
         axum::http::StatusCode::UNAUTHORIZED,
+        [("www-authenticate", "Bearer")],
         "missing or invalid bearer token\n",
+    )
+        .into_response()
+}
+
+/// The answer to a valid credential of the wrong role for this endpoint.
+pub fn wrong_role(needed: Role) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::FORBIDDEN,
+        format!(
+            "this endpoint needs the account's {} credential\n",
+            needed.as_str()
+        ),
     )
         .into_response()
 }
@@ -85,19 +227,85 @@ mod tests {
 
     fn table() -> TokenTable {
         TokenTable::new(vec![
-            (Sha256::digest(b"alice-token").into(), "alice".into()),
-            (Sha256::digest(b"bob-token").into(), "bob".into()),
+            (
+                Sha256::digest(b"alice-token").into(),
+                "alice".into(),
+                Role::Agent,
+            ),
+            (
+                Sha256::digest(b"alice-approver").into(),
+                "alice".into(),
+                Role::Approver,
+            ),
+            (
+                Sha256::digest(b"bob-token").into(),
+                "bob".into(),
+                Role::Agent,
+            ),
         ])
     }
 
     #[test]
-    fn tokens_map_to_their_account_only() {
+    fn tokens_map_to_their_account_and_role_only() {
         let t = table();
-        assert_eq!(t.authenticate("alice-token"), Some("alice"));
-        assert_eq!(t.authenticate("bob-token"), Some("bob"));
+        let who = |tok: &str| t.authenticate(tok).map(|a| (a.account, a.role));
+        assert_eq!(who("alice-token"), Some(("alice".into(), Role::Agent)));
+        assert_eq!(
+            who("alice-approver"),
+            Some(("alice".into(), Role::Approver))
+        );
+        assert_eq!(who("bob-token"), Some(("bob".into(), Role::Agent)));
         for bad in ["", "alice", "alice-token ", "ALICE-TOKEN", "bob-token\0"] {
-            assert_eq!(t.authenticate(bad), None, "{bad:?}");
+            assert_eq!(who(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_credential_is_valid_only_while_its_entry_exists() {
+        let t = table();
+        let alice = t.authenticate("alice-approver").unwrap();
+        assert!(t.still_valid(&alice));
+        let rotated = TokenTable::new(vec![(
+            Sha256::digest(b"new-approver").into(),
+            "alice".into(),
+            Role::Approver,
+        )]);
+        assert!(!rotated.still_valid(&alice));
+        // The same token moved to another role or account is not the same credential.
+        let moved = TokenTable::new(vec![(alice.token_hash, "alice".into(), Role::Agent)]);
+        assert!(!moved.still_valid(&alice));
+    }
+
+    #[tokio::test]
+    async fn credentials_follow_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("glovebox.yaml");
+        let yaml = |agent: &str| {
+            format!(
+                "accounts:\n  - id: alice\n    workdir: /w\n    token_sha256: [{}]\n",
+                hex::encode(Sha256::digest(agent.as_bytes()))
+            )
+        };
+        std::fs::write(&file, yaml("one")).unwrap();
+        let config = glovebox_config::Config::parse(&yaml("one"), &file).unwrap();
+        let creds = Credentials::new(Some(file.clone()), TokenTable::from_config(&config));
+        let one = creds.table().authenticate("one").unwrap();
+        let mut changes = creds.subscribe();
+        // Rotation: a new file (by rename, as glovebox writes it).
+        let tmp = dir.path().join("tmp.yaml");
+        std::fs::write(&tmp, yaml("two")).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        assert!(creds.table().authenticate("one").is_none());
+        assert!(creds.table().authenticate("two").is_some());
+        assert!(changes.has_changed().unwrap());
+        tokio::time::timeout(Duration::from_secs(1), revoked(creds.subscribe(), one))
+            .await
+            .unwrap();
+        // A broken file keeps the last table.
+        std::fs::write(&tmp, "accounts: [").unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        assert!(creds.table().authenticate("two").is_some());
+        changes.mark_unchanged();
     }
 
     #[test]

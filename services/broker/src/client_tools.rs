@@ -25,9 +25,16 @@ pub async fn upgrade(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let Some(account) = crate::auth::account_of(&app.tokens, &headers) else {
+    let Some(who) = crate::auth::credential_of(&app.credentials, &headers) else {
         return crate::auth::unauthorized();
     };
+    // Providers serve the account's agents: they need the agent credential.
+    if who.role != glovebox_proto::ws::Role::Agent {
+        crate::pipeline::audit_auth_refusal(&app, &who, "client-tool provider").await;
+        return crate::auth::wrong_role(glovebox_proto::ws::Role::Agent);
+    }
+    let account = who.account.clone();
+    let revoked = crate::auth::revoked(app.credentials.subscribe(), who);
     let protocol = headers
         .get("sec-websocket-protocol")
         .and_then(|v| v.to_str().ok())
@@ -43,10 +50,15 @@ pub async fn upgrade(
     };
     ws.max_message_size(MAX_PROVIDER_FRAME_BYTES)
         .max_frame_size(MAX_PROVIDER_FRAME_BYTES)
-        .on_upgrade(move |socket| serve(app, account, socket))
+        .on_upgrade(move |socket| serve(app, account, socket, revoked))
 }
 
-async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
+async fn serve(
+    app: Arc<App>,
+    account: String,
+    socket: WebSocket,
+    revoked: impl std::future::Future<Output = ()>,
+) {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(256);
     let (close_tx, mut close_rx) = tokio::sync::mpsc::channel::<CloseFrame>(1);
@@ -93,7 +105,15 @@ async fn serve(app: Arc<App>, account: String, socket: WebSocket) {
         }
     };
     tracing::info!(%account, %connection_id, "client-tools provider connected");
-    while let Some(message) = stream.next().await {
+    let mut revoked = std::pin::pin!(revoked);
+    // A rotated credential ends the connection (and takes its tools away).
+    while let Some(message) = tokio::select! {
+        m = stream.next() => m,
+        _ = &mut revoked => {
+            let _ = close_tx.send(CloseFrame { code: 1008, reason: "credential revoked".into() }).await;
+            None
+        }
+    } {
         let text = match message {
             Ok(Message::Text(t)) => t,
             Ok(Message::Close(_)) => break,

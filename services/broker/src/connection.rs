@@ -45,13 +45,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Serves one authenticated connection until it closes.
+/// Serves one authenticated connection until it closes (or its credential is revoked).
 pub async fn serve(
     app: Arc<App>,
-    account: String,
+    who: crate::auth::Authenticated,
     profile: crate::profiles::Profile,
     socket: WebSocket,
 ) {
+    let account = who.account.clone();
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Message>(OUTBOX_DEPTH);
     let writer = tokio::spawn(async move {
@@ -67,7 +68,7 @@ pub async fn serve(
     let connection_id = new_id("conn");
     let role = match tokio::time::timeout(
         HELLO_TIMEOUT,
-        hello(&app, &account, profile, &connection_id, &mut stream, &tx),
+        hello(&app, &who, profile, &connection_id, &mut stream, &tx),
     )
     .await
     {
@@ -98,8 +99,16 @@ pub async fn serve(
         app.asks.add_approver(&account, conn_key, tx.clone());
     }
     let in_flight: InFlight = Arc::default();
+    let mut revoked = std::pin::pin!(crate::auth::revoked(app.credentials.subscribe(), who));
 
-    while let Some(message) = stream.next().await {
+    while let Some(message) = tokio::select! {
+        m = stream.next() => m,
+        _ = &mut revoked => {
+            tracing::info!(%account, %connection_id, "credential revoked; closing");
+            let _ = tx.send(Message::Close(Some(CloseFrame { code: CLOSE_POLICY, reason: "credential revoked".into() }))).await;
+            None
+        }
+    } {
         let message = match message {
             Ok(m) => m,
             Err(e) => {
@@ -254,10 +263,12 @@ pub async fn serve(
     let _ = writer.await;
 }
 
-/// Waits for the hello frame and answers it. `None` if the connection ended first.
+/// Waits for the hello frame and answers it. `None` if the connection ended first, or if the
+/// hello asked for a role its credential does not have (then the connection is closed with a
+/// policy-violation code and the attempt is audited).
 async fn hello(
     app: &App,
-    account: &str,
+    who: &crate::auth::Authenticated,
     profile: crate::profiles::Profile,
     connection_id: &str,
     stream: &mut futures_util::stream::SplitStream<WebSocket>,
@@ -271,7 +282,33 @@ async fn hello(
             continue;
         };
         match parse_client_frame(t.as_str()) {
+            Ok(ClientFrame::Hello { role }) if role != who.role => {
+                crate::pipeline::audit_auth_refusal(
+                    app,
+                    who,
+                    &format!("the {} role", role.as_str()),
+                )
+                .await;
+                let _ = tx
+                    .send(frame_error(
+                        ErrorCode::Denied,
+                        format!(
+                            "this is the account's {} credential: it cannot take the {} role",
+                            who.role.as_str(),
+                            role.as_str()
+                        ),
+                    ))
+                    .await;
+                let _ = tx
+                    .send(Message::Close(Some(CloseFrame {
+                        code: CLOSE_POLICY,
+                        reason: "credential not valid for this role".into(),
+                    })))
+                    .await;
+                return None;
+            }
             Ok(ClientFrame::Hello { role }) => {
+                let account = who.account.as_str();
                 let context = context(app, account).await;
                 let mut tools: Vec<ToolSpec> = Tool::ALL
                     .iter()

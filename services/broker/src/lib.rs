@@ -46,8 +46,8 @@ pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(25);
 /// Everything the broker needs, validated.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    /// (token hash, account) pairs.
-    pub tokens: Vec<([u8; 32], String)>,
+    /// Every credential: token hash, account, role.
+    pub tokens: auth::TokenTable,
     pub gate_socket: PathBuf,
     /// (account, executor socket) pairs.
     pub executors: Vec<(String, PathBuf)>,
@@ -69,11 +69,7 @@ impl BrokerConfig {
         config: &glovebox_config::Config,
     ) -> BrokerConfig {
         BrokerConfig {
-            tokens: config
-                .accounts
-                .iter()
-                .flat_map(|a| a.token_hashes.iter().map(|h| (*h, a.id.clone())))
-                .collect(),
+            tokens: auth::TokenTable::from_config(config),
             gate_socket: state.gate_socket(),
             executors: config
                 .accounts
@@ -105,12 +101,13 @@ pub enum BrokerError {
 /// Shared state of a running broker.
 pub struct App {
     pub config: BrokerConfig,
-    pub tokens: auth::TokenTable,
+    pub credentials: Arc<auth::Credentials>,
     pub backends: backends::Backends,
     pub asks: asks::Asks,
     pub registry: registry::Registry,
     pub enablement: enablement::Enablement,
     pub sessions: profiles::Sessions,
+    pub mcp_sessions: mcp::SessionOwners,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -118,7 +115,10 @@ pub struct App {
 /// Builds the HTTP router (WebSocket API and health).
 pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
     let app = Arc::new(App {
-        tokens: auth::TokenTable::new(config.tokens.clone()),
+        credentials: Arc::new(auth::Credentials::new(
+            config.config_file.clone(),
+            config.tokens.clone(),
+        )),
         backends: backends::Backends::new(
             &config.gate_socket,
             &config.executors,
@@ -134,10 +134,12 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
             config.enabled.iter().cloned().collect(),
         ),
         sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
+        mcp_sessions: mcp::SessionOwners::default(),
         next_conn: AtomicU64::new(1),
         connections: AtomicUsize::new(0),
         config,
     });
+    app.credentials.follow();
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(app.clone()))
         .layer(axum::middleware::from_fn_with_state(
@@ -179,9 +181,10 @@ async fn ws_upgrade(
     axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let Some(account) = auth::account_of(&app.tokens, &headers) else {
+    let Some(who) = auth::credential_of(&app.credentials, &headers) else {
         return auth::unauthorized();
     };
+    let account = who.account.clone();
     let profile = match query.get("profile").map(String::as_str) {
         None => profiles::Profile::Desktop,
         Some(p) => match profiles::Profile::parse(p) {
@@ -227,7 +230,7 @@ async fn ws_upgrade(
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
-            connection::serve(app, account, profile, socket).await;
+            connection::serve(app, who, profile, socket).await;
             drop(slot);
         })
 }

@@ -29,20 +29,112 @@ use crate::pipeline::{Origin, run_call};
 #[derive(Debug, Clone)]
 pub struct AuthenticatedAccount(pub String);
 
-/// Refuses requests without a valid bearer token (401) and records the account otherwise.
+/// Refuses requests without a valid agent credential (401 without one, 403 with another role's),
+/// refuses a session of another account (404, as if it did not exist), and records the account.
 pub async fn require_bearer(
     State(app): State<Arc<App>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match crate::auth::account_of(&app.tokens, request.headers()) {
-        Some(account) => {
-            request
-                .extensions_mut()
-                .insert(AuthenticatedAccount(account));
-            next.run(request).await
+    let Some(who) = crate::auth::credential_of(&app.credentials, request.headers()) else {
+        return crate::auth::unauthorized();
+    };
+    if who.role != glovebox_proto::ws::Role::Agent {
+        crate::pipeline::audit_auth_refusal(&app, &who, "MCP").await;
+        return crate::auth::wrong_role(glovebox_proto::ws::Role::Agent);
+    }
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(session) = &session
+        && !app.mcp_sessions.belongs_to(session, &who.account)
+    {
+        use axum::response::IntoResponse;
+        return (axum::http::StatusCode::NOT_FOUND, "no such MCP session\n").into_response();
+    }
+    let deleting = request.method() == axum::http::Method::DELETE;
+    request
+        .extensions_mut()
+        .insert(AuthenticatedAccount(who.account.clone()));
+    let response = next.run(request).await;
+    match (&session, deleting) {
+        (Some(s), true) if response.status().is_success() => app.mcp_sessions.forget(s),
+        (None, _) => {
+            // A new session: it belongs to the account that created it.
+            if let Some(created) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                app.mcp_sessions.bind(created, &who.account);
+            }
         }
-        None => crate::auth::unauthorized(),
+        _ => {}
+    }
+    response
+}
+
+/// The header carrying an MCP session id (Streamable HTTP).
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// MCP sessions are at most this many at once (the oldest binding is forgotten first; a
+/// forgotten session can no longer be used by anyone).
+pub const MAX_MCP_SESSIONS: usize = 4096;
+
+/// Which account created each MCP session: a session id is not a credential, so another
+/// account's token that learned it still cannot use or end it.
+#[derive(Default)]
+pub struct SessionOwners {
+    inner: std::sync::Mutex<(
+        std::collections::HashMap<String, String>,
+        std::collections::VecDeque<String>,
+    )>,
+}
+
+impl SessionOwners {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        (
+            std::collections::HashMap<String, String>,
+            std::collections::VecDeque<String>,
+        ),
+    > {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn bind(&self, session: &str, account: &str) {
+        let mut inner = self.lock();
+        let (owners, order) = &mut *inner;
+        if owners
+            .insert(session.to_owned(), account.to_owned())
+            .is_none()
+        {
+            order.push_back(session.to_owned());
+        }
+        while owners.len() > MAX_MCP_SESSIONS {
+            match order.pop_front() {
+                Some(old) => {
+                    owners.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Whether `account` may use `session`: only the account that created it, and a session the
+    /// broker never saw created belongs to nobody.
+    pub fn belongs_to(&self, session: &str, account: &str) -> bool {
+        self.lock().0.get(session).is_some_and(|a| a == account)
+    }
+
+    pub fn forget(&self, session: &str) {
+        let mut inner = self.lock();
+        inner.0.remove(session);
+        inner.1.retain(|s| s != session);
     }
 }
 

@@ -24,6 +24,26 @@ pub struct Origin {
     pub profile: crate::profiles::Profile,
 }
 
+/// Audits a valid credential used for a role it does not have (kind `auth`, outcome `refused`):
+/// an agent token asking to approve is an attack worth an administrator's attention.
+pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wanted: &str) {
+    let event = AuditEvent {
+        account: who.account.clone(),
+        source: "broker".into(),
+        kind: "auth".into(),
+        outcome: "refused".into(),
+        reason: format!(
+            "the account's {} credential was used for {wanted}",
+            who.role.as_str()
+        ),
+        ..Default::default()
+    };
+    tracing::warn!(account = %who.account, role = who.role.as_str(), %wanted, "refused a credential used for another role");
+    if let Err(status) = app.backends.audit.clone().append(request(event)).await {
+        tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+    }
+}
+
 /// Runs one call and returns the result frame.
 #[tracing::instrument(skip(app, params), fields(account = %origin.account))]
 pub async fn run_call(
