@@ -2,6 +2,8 @@
 //! account whose credential they read (the agent token for `call`, the approver token for
 //! `approve`).
 
+mod typeahead;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -10,10 +12,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures_util::{SinkExt, StreamExt};
 use glovebox_config::StateDir;
-use glovebox_proto::ws::{Role, ServerFrame};
-use tokio::io::AsyncBufReadExt;
+use glovebox_proto::ws::{Decision, Role, ServerFrame};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use typeahead::{Input, Verdict};
 
 /// Where to connect and as whom.
 pub struct Target {
@@ -163,82 +165,174 @@ pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<E
     }
 }
 
+/// The ask on screen.
+struct Shown {
+    ask_id: String,
+    /// When it was on screen, prompt and all.
+    at: Instant,
+    deadline: Instant,
+}
+
+/// What `approve` waits for.
+// One value at a time, moved straight into a match: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Event {
+    Frame(ServerFrame),
+    Input(Option<Input>),
+    Tick,
+    Stop,
+}
+
+/// `glovebox approve`: shows each ask of the account and sends the approver's answer. An answer
+/// applies only to the ask on screen, and only if it was typed after that ask appeared (see
+/// `typeahead`).
 pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
     let mut socket = connect(target, Role::Approver).await?;
+    let mut input = typeahead::spawn_stdin_reader().context("read stdin")?;
     eprintln!("waiting for asks (Ctrl-C to stop)");
-    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut shown: Option<Shown> = None;
+    let mut stdin_open = true;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
-        let frame = tokio::select! {
-            f = next_frame(&mut socket) => f?,
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        let event = tokio::select! {
+            _ = tokio::signal::ctrl_c() => Event::Stop,
+            frame = next_frame(&mut socket) => Event::Frame(frame?),
+            line = input.recv(), if stdin_open => Event::Input(line),
+            _ = tick.tick() => Event::Tick,
         };
-        let ServerFrame::Ask {
-            ask_id,
-            call_id,
-            account,
-            connection_id,
-            expires_in_ms,
-            display,
-            warning,
-            ..
-        } = frame
-        else {
-            if let ServerFrame::Error { code, message } = frame {
+        match event {
+            Event::Stop => return Ok(ExitCode::SUCCESS),
+            Event::Frame(ask @ ServerFrame::Ask { .. }) => {
+                if let Some(previous) = shown.take() {
+                    println!("\n(ask {} is no longer shown)", previous.ask_id);
+                }
+                let ask = show(ask)?;
+                // Anything typed but not yet read predates this ask.
+                typeahead::discard_unread_terminal_input();
+                shown = Some(Shown {
+                    at: Instant::now(),
+                    ..ask
+                });
+                if !stdin_open {
+                    // No answer can come: deny rather than leave the agent waiting.
+                    answer(&mut socket, &mut shown, Decision::Deny).await?;
+                }
+            }
+            Event::Frame(ServerFrame::AskClosed { ask_id, reason }) => {
+                if shown.as_ref().is_some_and(|s| s.ask_id == ask_id) {
+                    println!("\n(ask closed: {reason})");
+                    shown = None;
+                }
+            }
+            Event::Frame(ServerFrame::Error { code, message }) => {
                 eprintln!("broker: {code}: {message}");
             }
-            continue;
-        };
-        // Only the display form is shown: hidden characters appear as ⟨…⟩ tokens.
-        println!(
-            "\n── ask {ask_id} ── account {account} ── connection {connection_id} ── call {call_id}"
-        );
-        if let Some(warning) = &warning {
-            println!("WARNING: {warning}");
-        }
-        println!("tool: {}", display.tool);
-        for s in &display.subjects {
-            println!("  {} {}", s.domain, s.path);
-        }
-        if !display.preview.is_empty() {
-            println!("{}", display.preview);
-        }
-        let deadline = Instant::now() + Duration::from_millis(expires_in_ms);
-        let decision = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                println!("\n(timed out: denied)");
-                break None;
-            }
-            print!(
-                "\rallow? [y] once, [a] always, [n] deny ({:>2}s left): ",
-                left.as_secs() + 1
-            );
-            std::io::stdout().flush()?;
-            let line = tokio::select! {
-                l = stdin.next_line() => l?,
-                _ = tokio::time::sleep(left.min(Duration::from_secs(1))) => continue,
-                f = next_frame(&mut socket) => match f? {
-                    ServerFrame::AskClosed { ask_id: closed, reason } if closed == ask_id => {
-                        println!("\n(ask closed: {reason})");
-                        break None;
+            Event::Frame(_) => {}
+            Event::Input(Some(Input::Line(line))) => {
+                match typeahead::judge(&line, shown.as_ref().map(|s| s.at)) {
+                    Verdict::Answer(decision) => {
+                        answer(&mut socket, &mut shown, decision).await?;
                     }
-                    _ => continue,
-                },
-            };
-            match line.as_deref().map(str::trim) {
-                Some("y") | Some("Y") => break Some("once"),
-                Some("a") | Some("A") => break Some("always"),
-                Some("n") | Some("N") | None => break Some("deny"),
-                Some(_) => continue,
+                    Verdict::Stale => {
+                        println!("\n(ignored what was typed before this ask was shown)");
+                        if let Some(ask) = &shown {
+                            prompt(ask)?;
+                        }
+                    }
+                    Verdict::NoAsk => println!("(ignored: no ask is shown)"),
+                    Verdict::Unknown => {
+                        if let Some(ask) = &shown {
+                            prompt(ask)?;
+                        }
+                    }
+                }
             }
-        };
-        if let Some(decision) = decision {
-            let answer =
-                serde_json::json!({"type": "answer", "ask_id": ask_id, "decision": decision});
-            socket
-                .send(Message::Text(answer.to_string().into()))
-                .await?;
-            println!("answered: {decision}");
+            Event::Input(Some(Input::End) | None) => {
+                stdin_open = false;
+                answer(&mut socket, &mut shown, Decision::Deny).await?;
+            }
+            Event::Tick => {
+                if let Some(ask) = &shown {
+                    if Instant::now() >= ask.deadline {
+                        println!("\n(timed out: denied)");
+                        shown = None;
+                    } else {
+                        prompt(ask)?;
+                    }
+                }
+            }
         }
     }
+}
+
+/// Prints an ask (only its display form: hidden characters appear as ⟨…⟩ tokens) and the
+/// question.
+fn show(frame: ServerFrame) -> anyhow::Result<Shown> {
+    let ServerFrame::Ask {
+        ask_id,
+        call_id,
+        account,
+        connection_id,
+        expires_in_ms,
+        display,
+        warning,
+        ..
+    } = frame
+    else {
+        anyhow::bail!("not an ask: {frame:?}");
+    };
+    println!(
+        "\n── ask {ask_id} ── account {account} ── connection {connection_id} ── call {call_id}"
+    );
+    if let Some(warning) = &warning {
+        println!("WARNING: {warning}");
+    }
+    println!("tool: {}", display.tool);
+    for s in &display.subjects {
+        println!("  {} {}", s.domain, s.path);
+    }
+    if !display.preview.is_empty() {
+        println!("{}", display.preview);
+    }
+    let now = Instant::now();
+    let ask = Shown {
+        ask_id,
+        at: now,
+        deadline: now
+            .checked_add(Duration::from_millis(expires_in_ms))
+            .unwrap_or(now),
+    };
+    prompt(&ask)?;
+    Ok(ask)
+}
+
+/// (Re)prints the question for the ask on screen, with the seconds left.
+fn prompt(ask: &Shown) -> anyhow::Result<()> {
+    let left = ask.deadline.saturating_duration_since(Instant::now());
+    print!(
+        "\rallow? [y] once, [a] always, [n] deny ({:>2}s left): ",
+        left.as_secs() + 1
+    );
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+/// Answers the ask on screen (if any), which then leaves the screen.
+async fn answer(
+    socket: &mut Socket,
+    shown: &mut Option<Shown>,
+    decision: Decision,
+) -> anyhow::Result<()> {
+    let Some(ask) = shown.take() else {
+        return Ok(());
+    };
+    let frame = serde_json::json!({"type": "answer", "ask_id": ask.ask_id, "decision": decision});
+    send_json(socket, &frame).await?;
+    let word = match decision {
+        Decision::Once => "once",
+        Decision::Always => "always",
+        Decision::Deny => "deny",
+    };
+    println!("answered: {word}");
+    Ok(())
 }

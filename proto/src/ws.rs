@@ -141,26 +141,40 @@ pub struct AskDisplay {
 }
 
 impl AskDisplay {
-    /// The display form of an ask's untrusted fields, and whether any of them was flagged.
-    pub fn of(tool: &str, subjects: &[AskSubject], preview: &str) -> (AskDisplay, bool) {
-        let mut flagged = false;
-        let mut reveal = |s: &str| {
-            let r = crate::display::reveal(s);
-            flagged |= r.flagged;
+    /// The display form of an ask's untrusted fields, and what in them could mislead (each
+    /// finding once). An `exec` subject is a command; every other subject, and the tool name, is
+    /// a path or a name; the preview is a preview.
+    pub fn of(tool: &str, subjects: &[AskSubject], preview: &str) -> (AskDisplay, Vec<String>) {
+        use crate::display::{Kind, reveal};
+        let mut warnings: Vec<String> = Vec::new();
+        let mut show = |s: &str, kind: Kind| {
+            let r = reveal(s, kind);
+            for w in r.warnings {
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
             r.text
         };
         let display = AskDisplay {
-            tool: reveal(tool),
+            tool: show(tool, Kind::Path),
             subjects: subjects
                 .iter()
                 .map(|s| AskSubject {
                     domain: s.domain.clone(),
-                    path: reveal(&s.path),
+                    path: show(
+                        &s.path,
+                        if s.domain == "exec" {
+                            Kind::Command
+                        } else {
+                            Kind::Path
+                        },
+                    ),
                 })
                 .collect(),
-            preview: reveal(preview),
+            preview: show(preview, Kind::Preview),
         };
-        (display, flagged)
+        (display, warnings)
     }
 }
 
@@ -197,7 +211,8 @@ pub enum ServerFrame {
         expires_in_ms: u64,
         /// What to show the approver: the same fields with hidden characters made visible.
         display: AskDisplay,
-        /// Set when any field held hidden or deceptive characters.
+        /// What in the fields could mislead, each finding once, joined by `; ` (e.g. `trailing
+        /// whitespace in a path; a run of 240 spaces in a command`); absent when nothing was.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         warning: Option<String>,
     },
@@ -473,5 +488,37 @@ mod tests {
         assert_eq!(v["error"]["deny_reason"], "floor: .ssh");
         assert_eq!(v["error"]["rule"], "floor:.ssh");
         assert!(v.get("result").is_none());
+    }
+
+    #[test]
+    fn an_ask_display_reads_exec_subjects_as_commands_and_others_as_paths() {
+        let subject = |domain: &str, path: &str| AskSubject {
+            domain: domain.into(),
+            path: path.into(),
+        };
+        let (display, warnings) = AskDisplay::of(
+            "exec_run",
+            &[
+                subject("exec", "echo a\nrm -rf ~"),
+                subject("read", "/w/a.txt\nb"),
+                subject("write", "/w/notes.txt\u{A0}"),
+            ],
+            "--- a\n+++ b\n+x\ty\n",
+        );
+        assert_eq!(display.subjects[0].path, "echo a\nrm -rf ~");
+        assert_eq!(display.subjects[1].path, "/w/a.txt⟨LF⟩b");
+        assert_eq!(display.subjects[2].path, "/w/notes.txt⟨U+00A0⟩");
+        assert_eq!(display.preview, "--- a\n+++ b\n+x\ty\n");
+        assert_eq!(
+            warnings,
+            [
+                "a command of 2 lines (each line runs as a command)",
+                "a line break in a path",
+                "a non-ASCII space (U+00A0) in a path",
+                "trailing whitespace in a path",
+            ]
+        );
+        let (_, none) = AskDisplay::of("file_write", &[subject("write", "/w/a.txt")], "+x\n");
+        assert!(none.is_empty(), "{none:?}");
     }
 }

@@ -553,6 +553,64 @@ async fn hidden_characters_in_an_ask_are_shown_as_tokens_and_flagged() {
 }
 
 #[tokio::test]
+async fn misleading_whitespace_and_look_alike_letters_in_asks_are_shown_and_named() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let cases = [
+        (
+            "file_write",
+            json!({"path": "notes.txt\u{A0}", "content": "x"}),
+            "/notes.txt⟨U+00A0⟩",
+            "trailing whitespace in a path",
+        ),
+        (
+            "file_write",
+            json!({"path": "a.txt\n  write /x (approved by policy)", "content": "x"}),
+            "/a.txt⟨LF⟩  write /x (approved by policy)",
+            "a line break in a path",
+        ),
+        (
+            "exec_run",
+            json!({"command": "\u{435}cho hi"}),
+            "\u{435}⟨U+0435 CYRILLIC⟩cho hi",
+            "mixed scripts (Latin and Cyrillic look-alikes) in `\u{435}cho`",
+        ),
+        (
+            "exec_run",
+            json!({"command": format!("echo ok{}; echo hidden", " ".repeat(300))}),
+            "echo ok⟨300 spaces⟩; echo hidden",
+            "a run of 300 spaces in a command",
+        ),
+    ];
+    for (i, (tool, params, shown, named)) in cases.into_iter().enumerate() {
+        let call_id = format!("m{i}");
+        let (ask, r) = agent
+            .invoke_asked(&mut approver, &call_id, tool, params, "deny")
+            .await;
+        expect_error(&r, "denied");
+        let subjects = ask["display"]["subjects"].as_array().unwrap();
+        let first = subjects[0]["path"].as_str().unwrap();
+        assert!(
+            first.ends_with(shown),
+            "{first:?} does not end with {shown:?}"
+        );
+        for s in subjects {
+            let path = s["path"].as_str().unwrap();
+            assert!(
+                !path.contains('\n'),
+                "a displayed subject spans lines: {path:?}"
+            );
+        }
+        let warning = ask["warning"].as_str().unwrap_or_default();
+        assert!(
+            warning.contains(named),
+            "{warning:?} does not name {named:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_agent_can_withdraw_a_call_waiting_for_approval() {
     let g = Glovebox::start();
     let mut approver = g.connect("approver").await;

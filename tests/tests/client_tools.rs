@@ -214,6 +214,43 @@ async fn the_most_recently_registered_provider_wins() {
 }
 
 #[tokio::test]
+async fn two_agents_using_the_same_call_id_each_get_their_own_result() {
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider.register(&["read_page"]).await;
+    let mut approver = g.connect("approver").await;
+    let mut first = g.connect("agent").await;
+    let mut second = g.connect("agent").await;
+    // both calls reach the provider before either is answered
+    let mut invokes = Vec::new();
+    for (agent, tab) in [(&mut first, 1), (&mut second, 2)] {
+        agent.send(json!({"type": "invoke", "call_id": "same", "tool": "client__read_page", "params": {"tab": tab}})).await;
+        let ask = approver.next_ask().await;
+        approver.answer(&ask, "once").await;
+        let invoke = provider.next().await;
+        assert_eq!(invoke["input"], json!({"tab": tab}), "{invoke}");
+        invokes.push(invoke);
+    }
+    assert_ne!(
+        invokes[0]["call_id"], invokes[1]["call_id"],
+        "the provider tells the two calls apart"
+    );
+    assert_ne!(
+        invokes[0]["call_id"], "same",
+        "the provider sees the broker's id"
+    );
+    // answered in the other order, each agent gets the result of its own call
+    for invoke in invokes.iter().rev() {
+        let output = format!("tab {}", invoke["input"]["tab"]);
+        provider
+            .send(json!({"type": "result", "call_id": invoke["call_id"], "ok": true, "output": output}))
+            .await;
+    }
+    assert_eq!(expect_ok(&first.result_for("same").await), json!("tab 1"));
+    assert_eq!(expect_ok(&second.result_for("same").await), json!("tab 2"));
+}
+
+#[tokio::test]
 async fn the_ninth_provider_connection_is_refused_and_a_slot_is_reused() {
     let g = Glovebox::start();
     let mut providers = Vec::new();

@@ -370,11 +370,8 @@ async fn ask(
                 path: s.path.clone(),
             })
             .collect();
-        let (display, flagged) = AskDisplay::of(&call.tool, &subjects, &preview_text);
-        let warning = flagged.then(|| {
-            "this request contains hidden or control characters; they are shown as ⟨…⟩ tokens"
-                .to_owned()
-        });
+        let (display, warnings) = AskDisplay::of(&call.tool, &subjects, &preview_text);
+        let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
         app.asks
             .ask(
                 &call.account,

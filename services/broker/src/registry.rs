@@ -4,6 +4,9 @@
 //! JSON text frames, so the registry is unit-tested with fake senders.
 //!
 //! Routing keys are the authenticated account only; nothing in a call can name another account.
+//! A delegated call travels under an id the registry makes (`ct-<random>`), never under the
+//! agent's own call id: agents choose those freely, so two of them (of one account or of two) may
+//! use the same one at once, and each must still get its own provider's result.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,6 +14,8 @@ use std::time::Duration;
 
 use glovebox_proto::client_tools::{ClientToolSpec, ToProviderFrame};
 use tokio::sync::{mpsc, oneshot};
+
+use crate::asks::new_id;
 
 /// Provider connections per account.
 pub const DEFAULT_MAX_PROVIDERS: usize = 8;
@@ -37,6 +42,8 @@ struct Provider {
 }
 
 struct Pending {
+    /// The agent's call id, for logs.
+    call_id: String,
     account: String,
     provider: u64,
     reply: oneshot::Sender<Result<serde_json::Value, RegistryError>>,
@@ -45,6 +52,7 @@ struct Pending {
 #[derive(Default)]
 struct Inner {
     providers: HashMap<String, Vec<Provider>>,
+    /// Calls waiting for a provider, by the registry's own id.
     pending: HashMap<String, Pending>,
     next: u64,
 }
@@ -155,7 +163,8 @@ impl Registry {
     }
 
     /// Sends the call to the most recent provider of `account` offering `tool` and waits for its
-    /// result, the provider's disconnect, or the timeout.
+    /// result, the provider's disconnect, or the timeout. `call_id` is the agent's: the provider
+    /// sees a fresh id instead.
     pub async fn invoke(
         &self,
         account: &str,
@@ -164,7 +173,7 @@ impl Registry {
         call_id: &str,
     ) -> Result<serde_json::Value, RegistryError> {
         let (reply, wait) = oneshot::channel();
-        let (send, connection) = {
+        let (id, send, connection) = {
             let mut inner = self.lock();
             let provider = inner
                 .providers
@@ -178,26 +187,34 @@ impl Registry {
             let Some((key, send, connection)) = provider else {
                 return Err(RegistryError::NoClient);
             };
+            // Random ids do not repeat; the loop only makes that a guarantee.
+            let id = loop {
+                let id = new_id("ct");
+                if !inner.pending.contains_key(&id) {
+                    break id;
+                }
+            };
             inner.pending.insert(
-                call_id.to_owned(),
+                id.clone(),
                 Pending {
+                    call_id: call_id.to_owned(),
                     account: account.to_owned(),
                     provider: key,
                     reply,
                 },
             );
-            (send, connection)
+            (id, send, connection)
         };
-        tracing::debug!(%account, %tool, %connection, call_id, "invoking a client tool");
+        tracing::debug!(%account, %tool, %connection, call_id, provider_call_id = %id, "invoking a client tool");
         let frame = ToProviderFrame::Invoke {
-            call_id: call_id.to_owned(),
+            call_id: id.clone(),
             tool: tool.to_owned(),
             input,
             run_id: None,
             agent_id: None,
         };
         if send.send(frame.to_json()).await.is_err() {
-            self.lock().pending.remove(call_id);
+            self.lock().pending.remove(&id);
             return Err(RegistryError::ClientDisconnected);
         }
         let outcome = match tokio::time::timeout(self.timeout, wait).await {
@@ -205,25 +222,29 @@ impl Registry {
             Ok(Err(_)) => Err(RegistryError::ClientDisconnected),
             Err(_) => Err(RegistryError::Timeout),
         };
-        self.lock().pending.remove(call_id);
+        self.lock().pending.remove(&id);
         outcome
     }
 
-    /// Delivers a provider's result. Only the provider the call was sent to can complete it.
+    /// Delivers a provider's result for the call it was sent as `provider_call_id`. Only the
+    /// provider the call was sent to can complete it.
     pub fn complete(
         &self,
         account: &str,
         key: u64,
-        call_id: &str,
+        provider_call_id: &str,
         result: Result<serde_json::Value, String>,
     ) -> bool {
         let mut inner = self.lock();
-        match inner.pending.get(call_id) {
+        match inner.pending.get(provider_call_id) {
             Some(p) if p.account == account && p.provider == key => {}
             _ => return false,
         }
-        match inner.pending.remove(call_id) {
-            Some(p) => p.reply.send(result.map_err(RegistryError::Failed)).is_ok(),
+        match inner.pending.remove(provider_call_id) {
+            Some(p) => {
+                tracing::debug!(%account, call_id = %p.call_id, provider_call_id, "client tool answered");
+                p.reply.send(result.map_err(RegistryError::Failed)).is_ok()
+            }
             None => false,
         }
     }
@@ -369,5 +390,42 @@ mod tests {
             r.connect("alice", "c", tx).is_ok(),
             "a slot is reused after disconnect"
         );
+    }
+
+    #[tokio::test]
+    async fn the_same_agent_call_id_from_two_accounts_and_two_connections() {
+        let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
+        let (alice, mut alice_rx) = provider(&r, "alice", &["click"]);
+        let (bob, mut bob_rx) = provider(&r, "bob", &["click"]);
+        // two agents of alice and one of bob, all calling with the agent call id "c1"
+        let call = |account: &'static str, x: u32| {
+            let r = r.clone();
+            tokio::spawn(async move { r.invoke(account, "click", json!({ "x": x }), "c1").await })
+        };
+        let first = call("alice", 1);
+        let first_id = invoked_call_id(&mut alice_rx).await;
+        let second = call("alice", 2);
+        let second_id = invoked_call_id(&mut alice_rx).await;
+        let third = call("bob", 3);
+        let third_id = invoked_call_id(&mut bob_rx).await;
+        let ids = [&first_id, &second_id, &third_id];
+        for id in ids {
+            assert_ne!(id, "c1", "the provider never sees the agent's call id");
+            assert!(id.starts_with("ct-"), "{id}");
+        }
+        assert!(first_id != second_id && second_id != third_id && first_id != third_id);
+        // answered out of order, each result reaches its own call
+        assert!(r.complete("bob", bob, &third_id, Ok(json!("bob's"))));
+        assert!(r.complete("alice", alice, &second_id, Ok(json!("second"))));
+        assert!(r.complete("alice", alice, &first_id, Ok(json!("first"))));
+        assert_eq!(first.await.unwrap(), Ok(json!("first")));
+        assert_eq!(second.await.unwrap(), Ok(json!("second")));
+        assert_eq!(third.await.unwrap(), Ok(json!("bob's")));
+        // a provider cannot complete a call by the agent's id
+        let fourth = call("alice", 4);
+        let fourth_id = invoked_call_id(&mut alice_rx).await;
+        assert!(!r.complete("alice", alice, "c1", Ok(json!("forged"))));
+        assert!(r.complete("alice", alice, &fourth_id, Ok(json!(4))));
+        assert_eq!(fourth.await.unwrap(), Ok(json!(4)));
     }
 }
