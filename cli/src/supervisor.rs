@@ -446,7 +446,10 @@ fn banner(
     for a in &config.accounts {
         println!("  account:   {} (workdir {})", a.id, a.workdir.display());
         println!("  token:     {} (agent)", state.token_file(&a.id).display());
-        println!("  approver:  {}", state.approver_token_file(&a.id).display());
+        println!(
+            "  approver:  {}",
+            state.approver_token_file(&a.id).display()
+        );
         println!("  policy:    {}", state.permissions_file(&a.id).display());
         let roots: Vec<String> = a.roots.iter().map(|r| r.display().to_string()).collect();
         println!("  roots:     {}", roots.join(", "));
