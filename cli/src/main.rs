@@ -8,6 +8,7 @@ mod client;
 mod identity;
 mod init;
 mod mcp_bridge;
+mod placement;
 mod policy_cmd;
 mod services;
 mod supervisor;
@@ -132,6 +133,19 @@ enum Command {
     },
     /// Run one account's executor (normally started by `up`, which writes its keys to stdin).
     Executor(services::ExecutorArgs),
+    /// Contain one job (started by an executor for each exec_run; see the executor's `jobs::shim`).
+    #[command(hide = true)]
+    JobShim {
+        /// A root of the account (repeatable).
+        #[arg(long = "root", value_name = "DIR")]
+        roots: Vec<PathBuf>,
+        /// The job's own temporary directory.
+        #[arg(long, value_name = "DIR")]
+        tmp: PathBuf,
+        /// The command line, run by /bin/sh -c.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Run the broker (normally started by `up`).
     Broker {
         #[command(flatten)]
@@ -190,6 +204,8 @@ pub struct Env {
     /// The user's trash (freedesktop layout): `$XDG_DATA_HOME/Trash`, by default
     /// `$HOME/.local/share/Trash`.
     pub trash_dir: PathBuf,
+    /// `$HOME`, if set.
+    pub home: Option<PathBuf>,
 }
 
 /// Variables passed from the service's environment to exec jobs; nothing else is.
@@ -229,6 +245,7 @@ impl Env {
             job_env: job_env(JOB_ENV_ALLOWLIST),
             environment: std::env::vars().collect(),
             trash_dir: data_home.join("Trash"),
+            home: std::env::var_os("HOME").map(PathBuf::from),
         }
     }
 
@@ -258,7 +275,33 @@ fn job_env(names: &[&str]) -> Vec<(String, String)> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A job's shim is a process of its own that must not log to the job's output or start a
+    // runtime: it confines itself and runs the job.
+    if let Command::JobShim {
+        roots,
+        tmp,
+        command,
+    } = cli.command
+    {
+        let code = glovebox_executor::jobs::shim::run(glovebox_executor::jobs::shim::ShimConfig {
+            roots,
+            tmp,
+            command: command.join(" "),
+        });
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let env = Env::read();
+    // glovebox's own processes cannot be read through /proc (environ, fd, maps, mem) or traced by
+    // anything without CAP_SYS_PTRACE, such as a job running as the same user.
+    if matches!(
+        cli.command,
+        Command::Up { .. } | Command::Gate { .. } | Command::Broker { .. } | Command::Executor(_)
+    ) && let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        eprintln!("glovebox: could not make this process non-dumpable: {e}");
+        return ExitCode::from(2);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&env.log_filter))
         .with_writer(std::io::stderr)
@@ -346,6 +389,7 @@ async fn dispatch(
                 listen,
                 ask_timeout_secs,
                 trash_dir: env.trash_dir.clone(),
+                home: env.home.clone(),
             };
             supervisor::up(options).await
         }
@@ -432,7 +476,9 @@ async fn dispatch(
             )
             .await
         }
-        Command::Executor(_) => anyhow::bail!("internal error: the executor runs from main"),
+        Command::Executor(_) | Command::JobShim { .. } => {
+            anyhow::bail!("internal error: this command runs from main")
+        }
         Command::Broker {
             state,
             listen,

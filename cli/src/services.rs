@@ -222,7 +222,16 @@ pub fn prepare_executor(
     // The trash must exist (as this user) before the sandbox is applied, to be granted. A user
     // without a writable home has no trash: deletes then fail, nothing else does.
     let runtime_dir = args.socket.parent().unwrap_or(Path::new("/nonexistent"));
-    let mut plan = glovebox_executor::sandbox::SandboxPlan::for_roots(&roots, runtime_dir);
+    // Each job's temporary directory goes in a scratch directory of this executor's own (never
+    // all of /tmp); the shim each job runs under is this binary.
+    let scratch = make_scratch_dir(&args.account)?;
+    let binary = std::env::current_exe().context("locate the glovebox binary")?;
+    let mut plan = glovebox_executor::sandbox::SandboxPlan::for_executor(
+        &roots,
+        &scratch,
+        runtime_dir,
+        &binary,
+    );
     match std::fs::create_dir_all(&args.trash) {
         Ok(()) => plan.full.push(args.trash.clone()),
         Err(e) => tracing::warn!(
@@ -231,7 +240,13 @@ pub fn prepare_executor(
             "no trash for this account: file_delete will fail"
         ),
     }
-    let enforcement = glovebox_executor::sandbox::apply(&plan)?;
+    let applied = glovebox_executor::sandbox::apply(&plan)?;
+    let enforcement = applied.enforcement.clone();
+    let containment = if applied.scoped {
+        format!("landlock_scopes(abi_{})", applied.abi)
+    } else {
+        "subreaper".to_owned()
+    };
     Ok(PreparedExecutor {
         config: glovebox_executor::ExecutorConfig {
             account: args.account.clone(),
@@ -245,18 +260,39 @@ pub fn prepare_executor(
                 .iter()
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
-            job_env: if args.job_env.is_empty() {
-                env.job_env.clone()
-            } else {
-                allowlisted(&env.environment, &args.job_env)
+            jobs: glovebox_executor::jobs::JobConfig {
+                env: if args.job_env.is_empty() {
+                    env.job_env.clone()
+                } else {
+                    allowlisted(&env.environment, &args.job_env)
+                },
+                shim: binary,
+                roots,
+                scratch,
             },
             trash_dir: args.trash.clone(),
             sandbox: enforcement.describe().to_owned(),
+            containment,
         },
         socket: args.socket.clone(),
         listener,
         enforcement,
     })
+}
+
+/// Creates `/tmp/glovebox-jobs-<account>-<random>` (0700, this user's): where the executor makes
+/// each job's temporary directory.
+fn make_scratch_dir(account: &str) -> anyhow::Result<std::path::PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::path::PathBuf::from(format!(
+        "/tmp/glovebox-jobs-{account}-{}",
+        hex::encode(glovebox_config::random_bytes::<8>()?)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("create {}", dir.display()))?;
+    Ok(dir)
 }
 
 pub async fn executor(prepared: PreparedExecutor) -> anyhow::Result<ExitCode> {
@@ -268,7 +304,17 @@ pub async fn executor(prepared: PreparedExecutor) -> anyhow::Result<ExitCode> {
     } = prepared;
     listener.set_nonblocking(true)?;
     let listener = tokio::net::UnixListener::from_std(listener)?;
-    ready(&format!("{} {}", socket.display(), enforcement.describe()));
+    ready(&format!(
+        "{} {} jobs={}",
+        socket.display(),
+        config.sandbox,
+        config.containment
+    ));
+    if config.containment == "subreaper" {
+        tracing::warn!(
+            "this kernel has no Landlock signal scopes (ABI 6): a job that kills its shim and drops its marker can outlive it"
+        );
+    }
     if enforcement == glovebox_executor::sandbox::Enforcement::None {
         tracing::warn!(
             "this kernel has no Landlock: the executor is confined by the gate and OS permissions only"

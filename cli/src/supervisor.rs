@@ -37,6 +37,8 @@ pub struct UpOptions {
     pub ask_timeout_secs: u64,
     /// The trash of the user running `up`, for accounts without `run_as`.
     pub trash_dir: PathBuf,
+    /// The home directory of the user running `up` (`$HOME`).
+    pub home: Option<PathBuf>,
 }
 
 /// One kind of child process.
@@ -97,6 +99,17 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         identity::prepare_run_dir(&state, &a.id, &identity)?;
         identities.push(identity);
     }
+    let trashes: Vec<PathBuf> = identities
+        .iter()
+        .map(|identity| {
+            if identity.drops {
+                PathBuf::from(&identity.home).join(".local/share/Trash")
+            } else {
+                o.trash_dir.clone()
+            }
+        })
+        .collect();
+    check_placement(&state, &config, &identities, &trashes, o.home.as_deref())?;
     let mut gate_args: Vec<String> = vec![
         "gate".into(),
         "--state-dir".into(),
@@ -114,7 +127,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         env: Vec::new(),
     }];
     let protected = std::fs::canonicalize(state.root())?.display().to_string();
-    for (a, identity) in config.accounts.iter().zip(&identities) {
+    for ((a, identity), trash) in config.accounts.iter().zip(&identities).zip(&trashes) {
         let mut args: Vec<String> = vec![
             "executor".into(),
             "--account".into(),
@@ -131,11 +144,6 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         for root in &a.roots {
             args.extend(["--root".into(), root.display().to_string()]);
         }
-        let trash = if identity.drops {
-            std::path::PathBuf::from(&identity.home).join(".local/share/Trash")
-        } else {
-            o.trash_dir.clone()
-        };
         args.extend(["--trash".into(), trash.display().to_string()]);
         for name in &a.job_env {
             args.extend(["--job-env".into(), name.clone()]);
@@ -219,9 +227,9 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
                 r.spec.name.clone(),
                 r.ready
                     .split_whitespace()
-                    .nth(1)
-                    .unwrap_or("landlock=unknown")
-                    .to_owned(),
+                    .skip(1)
+                    .collect::<Vec<_>>()
+                    .join(" "),
             )
         })
         .collect();
@@ -273,6 +281,45 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     stop_all(&mut running, &mut exits).await;
     let _ = std::fs::remove_file(state.broker_url_file());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses a state directory that a job could reach and roots that give too much away (see
+/// `placement`), with a message saying what to do instead.
+fn check_placement(
+    state: &StateDir,
+    config: &glovebox_config::Config,
+    identities: &[identity::Identity],
+    trashes: &[PathBuf],
+    home: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    let state_dir = std::fs::canonicalize(state.root())?;
+    let mut places = Vec::new();
+    for (a, trash) in config.accounts.iter().zip(trashes) {
+        let mut roots = Vec::new();
+        for r in &a.roots {
+            roots.push(
+                std::fs::canonicalize(r)
+                    .with_context(|| format!("root {} of account {:?}", r.display(), a.id))?,
+            );
+        }
+        places.push(crate::placement::AccountPlaces {
+            id: a.id.clone(),
+            roots,
+            trash: canonical(trash),
+        });
+    }
+    let mut extra: Vec<PathBuf> = identities
+        .iter()
+        .map(|i| canonical(std::path::Path::new(&i.home)))
+        .collect();
+    extra.extend(home.map(canonical));
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let homes: Vec<PathBuf> = crate::placement::homes(&passwd, &extra)
+        .iter()
+        .map(|h| canonical(h))
+        .collect();
+    crate::placement::check(&state_dir, &places, &homes).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// The `host:port` of a `ws://host:port/...` URL.

@@ -305,6 +305,17 @@ impl Config {
             let mut roots = Vec::new();
             for r in &a.roots {
                 let root = PathBuf::from(r);
+                if root
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::RootDir))
+                {
+                    return Err(invalid(
+                        None,
+                        format!(
+                            "{at}.roots: / would give the account's agents the whole machine; list the directories it needs"
+                        ),
+                    ));
+                }
                 if !root.is_absolute() {
                     return Err(invalid(
                         None,
@@ -466,6 +477,14 @@ mod tests {
             (
                 "accounts: [{id: a, workdir: /w, token_sha256: [zz]}]\n",
                 "64 hex digits",
+            ),
+            (
+                "accounts: [{id: a, workdir: /w, roots: [/]}]\n",
+                "the whole machine",
+            ),
+            (
+                "accounts: [{id: a, workdir: /w, roots: [//]}]\n",
+                "the whole machine",
             ),
         ];
         for (text, needle) in cases {

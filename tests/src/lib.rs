@@ -117,6 +117,9 @@ pub struct Options {
     pub accounts: Vec<(String, bool)>,
     /// `job_env` of those accounts (variable names jobs inherit).
     pub job_env: Vec<String>,
+    /// Directories (relative to the temporary root, created) added to every account's roots
+    /// besides its workdir; with none of the above, one account `test` is written.
+    pub extra_roots: Vec<String>,
 }
 
 impl Default for Options {
@@ -127,6 +130,7 @@ impl Default for Options {
             run_as: None,
             accounts: Vec::new(),
             job_env: Vec::new(),
+            extra_roots: Vec::new(),
         }
     }
 }
@@ -146,16 +150,13 @@ impl Glovebox {
         // With run_as, one account `test` runs as that user; with accounts, those accounts.
         let accounts = match &options.run_as {
             Some(_) => vec![("test".to_owned(), true)],
+            None if options.accounts.is_empty() && !options.extra_roots.is_empty() => {
+                vec![("test".to_owned(), true)]
+            }
             None => options.accounts.clone(),
         };
         if !accounts.is_empty() {
-            write_accounts(
-                &state,
-                &root,
-                &accounts,
-                &options.job_env,
-                options.run_as.as_deref(),
-            );
+            write_accounts(&state, &root, &accounts, &options);
         }
         let (child, url) = spawn_up(&state, &workdir, &stderr_file, &options);
         let config = std::fs::read_to_string(state.join("glovebox.yaml")).unwrap();
@@ -165,7 +166,10 @@ impl Glovebox {
         };
         let account = config
             .lines()
-            .find_map(|l| l.trim().strip_prefix("- id: "))
+            .find_map(|l| {
+                let l = l.trim();
+                l.strip_prefix("- id: ").or_else(|| l.strip_prefix("id: "))
+            })
             .expect("account id in glovebox.yaml")
             .trim_matches('\'')
             .trim_matches('"')
@@ -393,6 +397,11 @@ impl Glovebox {
         sqlx::SqlitePool::connect(&url).await.unwrap()
     }
 
+    /// The pid of `glovebox up` itself (the supervisor).
+    pub fn up_pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
     /// Kills `up` itself with SIGKILL (no chance to stop its children) and reaps it.
     pub fn kill_up(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -434,22 +443,28 @@ impl Drop for Glovebox {
 /// Writes a state directory with several accounts, each with its workdir `work-<id>`, token and
 /// default policy. With `run_as`, every account runs as that OS user and its workdir is handed to
 /// that user.
-fn write_accounts(
-    state: &Path,
-    root: &Path,
-    accounts: &[(String, bool)],
-    job_env: &[String],
-    run_as: Option<&str>,
-) {
+fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], options: &Options) {
     use std::os::unix::fs::PermissionsExt;
+    let (job_env, run_as) = (&options.job_env, options.run_as.as_deref());
     let mut yaml = String::from("accounts:\n");
     for (id, enabled) in accounts {
         let workdir = root.join(format!("work-{id}"));
         std::fs::create_dir_all(&workdir).unwrap();
+        if !options.extra_roots.is_empty() {
+            let mut roots = vec![workdir.display().to_string()];
+            for extra in &options.extra_roots {
+                let dir = root.join(extra);
+                std::fs::create_dir_all(&dir).unwrap();
+                roots.push(dir.display().to_string());
+            }
+            yaml.push_str(&format!("  - roots: [{}]\n    ", roots.join(", ")));
+        } else {
+            yaml.push_str("  - ");
+        }
         let token = format!("token-of-{id}-{}", root.display()).replace('/', "-");
         let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()));
         yaml.push_str(&format!(
-            "  - id: {id}\n    workdir: {}\n    enabled: {enabled}\n    token_sha256: [{hash}]\n",
+            "id: {id}\n    workdir: {}\n    enabled: {enabled}\n    token_sha256: [{hash}]\n",
             workdir.display()
         ));
         if !job_env.is_empty() {

@@ -334,3 +334,270 @@ async fn an_mcp_session_belongs_to_the_account_that_created_it() {
     .await;
     assert!((200..300).contains(&status), "{status}");
 }
+
+/// Starts two accounts and connects alice's agent and approver.
+async fn alice_session() -> (Glovebox, glovebox_e2e::Client, glovebox_e2e::Client) {
+    let g = two_accounts();
+    let approver = g.connect_as("alice", "approver").await;
+    let agent = g.connect_as("alice", "agent").await;
+    (g, agent, approver)
+}
+
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+#[tokio::test]
+async fn a_job_cannot_signal_trace_or_read_any_service_nor_its_own_shim() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    let attack = plant_attack_binary(&g.workdir);
+    let mut pids = vec![g.up_pid().unwrap()];
+    for service in ["gate", "broker", "executor"] {
+        pids.extend(g.service_pids(service));
+    }
+    assert_eq!(
+        pids.len(),
+        5,
+        "up, gate, broker and two executors: {pids:?}"
+    );
+    let list: Vec<String> = pids.iter().map(i32::to_string).collect();
+    // $PPID is the job's own shim, which must survive whatever the job does.
+    let command = format!("{} processes $PPID {}", attack.display(), list.join(" "));
+    let (status, stdout, stderr) = agent.run_job(&mut approver, &command).await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    let tried = attempts(&stdout);
+    // Per process: STOP, CONT, TERM, KILL, ptrace, and six /proc reads.
+    assert_eq!(tried.len(), 6 * 11, "{stdout}");
+    let won: Vec<String> = tried
+        .iter()
+        .filter(|t| t.succeeded)
+        .map(|t| format!("{} on {}", t.attack, t.target))
+        .collect();
+    assert!(won.is_empty(), "succeeded: {won:?} (pids {pids:?})");
+    for t in &tried {
+        assert!(
+            !t.succeeded,
+            "{} on {} succeeded: {}",
+            t.attack, t.target, t.detail
+        );
+    }
+    for pid in &pids {
+        assert!(glovebox_e2e::alive(*pid), "pid {pid} is gone");
+        assert_ne!(state_of(*pid), Some('T'), "pid {pid} was stopped");
+    }
+    std::fs::write(g.workdir.join("after.txt"), "fine").unwrap();
+    let r = agent
+        .invoke(
+            "after",
+            "file_read",
+            serde_json::json!({"path": "after.txt"}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+}
+
+#[tokio::test]
+async fn a_job_cannot_replace_an_executor_socket() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    let attack = plant_attack_binary(&g.workdir);
+    for account in ["alice", "bob"] {
+        let socket = g.state.join(format!("run/exec-{account}/executor.sock"));
+        let command = format!("{} hijack {} 2", attack.display(), socket.display());
+        let (_, stdout, stderr) = agent.run_job(&mut approver, &command).await;
+        let tried = attempts(&stdout);
+        assert!(tried.len() >= 2, "{stdout} {stderr}");
+        for t in &tried {
+            assert!(
+                !t.succeeded,
+                "{} on {} succeeded: {}",
+                t.attack, t.target, t.detail
+            );
+        }
+        assert!(tried[0].detail.contains("Permission denied"), "{tried:?}");
+        assert!(socket.exists());
+    }
+    // Both executors still answer through the broker.
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let r = agent
+        .invoke("after", "file_read", serde_json::json!({"path": "a.txt"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let mut bob = g.connect_as("bob", "agent").await;
+    let r = bob
+        .invoke("bob", "file_list", serde_json::json!({"path": "."}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+}
+
+#[tokio::test]
+async fn a_job_cannot_read_the_state_directory_even_under_tmp() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    // The harness keeps the state directory under /tmp, next to the workdirs.
+    assert!(g.state.starts_with("/tmp"), "{}", g.state.display());
+    let attack = plant_attack_binary(&g.workdir);
+    let files = [
+        "glovebox.yaml",
+        "control.key",
+        "ticket.key",
+        "audit.db",
+        "accounts/alice/token",
+        "accounts/alice/approver.token",
+        "accounts/alice/permissions.yaml",
+        "accounts/bob/token",
+        "run",
+        ".",
+    ];
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| g.state.join(f).display().to_string())
+        .collect();
+    let command = format!("{} read {}", attack.display(), paths.join(" "));
+    let (_, stdout, stderr) = agent.run_job(&mut approver, &command).await;
+    let tried = attempts(&stdout);
+    assert_eq!(tried.len(), files.len(), "{stdout} {stderr}");
+    for t in &tried {
+        assert!(!t.succeeded, "{} of {} succeeded", t.attack, t.target);
+        assert!(t.detail.contains("Permission denied"), "{t:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_job_gets_a_private_tmp_no_terminal_and_harmless_devices_only() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    let trash = g.trash_dir();
+    assert!(trash.exists(), "the executor makes the trash at start");
+    let command = format!(
+        "echo \"tmp=$TMPDIR\"; touch \"$TMPDIR/x\" && echo tmp-writable; \
+         ls /tmp >/dev/null 2>&1 && echo TMP-LISTED; \
+         touch /tmp/glovebox-escape-$$ 2>/dev/null && echo TMP-WRITTEN; \
+         tty; (: < /dev/tty) 2>/dev/null && echo TTY-OPENED; \
+         ls /dev/pts >/dev/null 2>&1 && echo PTS-LISTED; \
+         ls /dev >/dev/null 2>&1 && echo DEV-LISTED; \
+         head -c1 /dev/urandom >/dev/null && echo > /dev/null && echo devices-ok; \
+         ls {} >/dev/null 2>&1 && echo TRASH-LISTED; true",
+        trash.display()
+    );
+    let (status, stdout, stderr) = agent.run_job(&mut approver, &command).await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    let tmp = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tmp="))
+        .expect("TMPDIR")
+        .to_owned();
+    assert!(tmp.starts_with("/tmp/glovebox-jobs-alice-"), "{tmp}");
+    for want in ["tmp-writable", "not a tty", "devices-ok"] {
+        assert!(stdout.contains(want), "{want}: {stdout}");
+    }
+    for never in [
+        "TMP-LISTED",
+        "TMP-WRITTEN",
+        "TTY-OPENED",
+        "PTS-LISTED",
+        "DEV-LISTED",
+        "TRASH-LISTED",
+    ] {
+        assert!(!stdout.contains(never), "{never}: {stdout}");
+    }
+    // The job's temporary directory goes with it.
+    glovebox_e2e::eventually("the job's TMPDIR to be removed", || {
+        !std::path::Path::new(&tmp).exists()
+    })
+    .await;
+}
+
+/// Starts a job that leaves behind a `setsid` child without the job marker, writing its pid to
+/// `escaped.pid` in the workdir; returns the pid and the job's id.
+async fn job_with_an_escapee(
+    g: &Glovebox,
+    agent: &mut glovebox_e2e::Client,
+    approver: &mut glovebox_e2e::Client,
+    then: &str,
+) -> (i32, String) {
+    let command = format!(
+        "env -u GLOVEBOX_JOB setsid sh -c 'echo $$ > escaped.pid.tmp; mv escaped.pid.tmp escaped.pid; exec sleep 1000' \
+         </dev/null >/dev/null 2>&1 & {then}"
+    );
+    let (_, r) = agent
+        .invoke_asked(
+            approver,
+            "escape",
+            "exec_run",
+            serde_json::json!({ "command": command }),
+            "once",
+        )
+        .await;
+    let job = glovebox_e2e::expect_ok(&r)["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pid_file = g.workdir.join("escaped.pid");
+    glovebox_e2e::eventually("the escapee's pid", || pid_file.exists()).await;
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    glovebox_e2e::eventually("the escapee to run", || glovebox_e2e::alive(pid)).await;
+    (pid, job)
+}
+
+#[tokio::test]
+async fn a_setsid_child_without_the_marker_dies_when_its_job_ends() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    let (pid, job) = job_with_an_escapee(&g, &mut agent, &mut approver, "sleep 0.5").await;
+    let status = agent.wait_job(&job).await;
+    assert_eq!(status["state"], "exited", "{status}");
+    glovebox_e2e::eventually("the escapee to die with its job", || {
+        !glovebox_e2e::alive(pid)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_setsid_child_without_the_marker_dies_when_its_job_is_killed() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    let (pid, job) = job_with_an_escapee(&g, &mut agent, &mut approver, "sleep 1000").await;
+    let r = agent
+        .invoke("kill", "exec_kill", serde_json::json!({ "job_id": job }))
+        .await;
+    assert_eq!(glovebox_e2e::expect_ok(&r)["state"], "killed", "{r}");
+    glovebox_e2e::eventually("the escapee to die with its job", || {
+        !glovebox_e2e::alive(pid)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_setsid_child_without_the_marker_dies_when_glovebox_stops() {
+    let (mut g, mut agent, mut approver) = alice_session().await;
+    let (pid, _) = job_with_an_escapee(&g, &mut agent, &mut approver, "sleep 1000").await;
+    drop(agent);
+    drop(approver);
+    g.stop();
+    glovebox_e2e::eventually("the escapee to die with glovebox", || {
+        !glovebox_e2e::alive(pid)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_state_dir_inside_a_workdir_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let out = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["up", "--listen", "127.0.0.1:0", "--workdir"])
+        .arg(&work)
+        .arg("--state-dir")
+        .arg(work.join(".glovebox-state"))
+        .env("HOME", dir.path().join("home"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lies inside root"), "{stderr}");
+    // Nothing was started.
+    assert!(!work.join(".glovebox-state/run/gate.sock").exists());
+}

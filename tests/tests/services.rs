@@ -407,6 +407,14 @@ async fn health_reports_the_sandbox_of_each_executor_and_an_executor_down() {
     let executor = &body["executors"][g.account.as_str()];
     assert_eq!(executor["reachable"], true, "{body}");
     assert_eq!(executor["sandbox"], "landlock=fully_enforced");
+    // This kernel has the Landlock scopes, so jobs are contained by them (not by the marker).
+    assert!(
+        executor["jobs"]
+            .as_str()
+            .unwrap()
+            .starts_with("landlock_scopes(abi_"),
+        "{executor}"
+    );
     let old = g.kill_service("executor");
     let (code, body) = healthz(&g).await;
     assert_eq!(code, 503, "{body}");

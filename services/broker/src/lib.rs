@@ -255,7 +255,7 @@ async fn health(State(app): State<Arc<App>>) -> Response {
             Some(s) => {
                 // Where the kernel has no Landlock, health says so rather than pretending.
                 executors_ok &= s.sandbox != "landlock=not_available";
-                serde_json::json!({ "reachable": true, "sandbox": s.sandbox, "uid": s.uid, "running_jobs": s.running_jobs })
+                serde_json::json!({ "reachable": true, "sandbox": s.sandbox, "jobs": s.jobs, "uid": s.uid, "running_jobs": s.running_jobs })
             }
             None => {
                 executors_ok = false;

@@ -1,14 +1,16 @@
-//! The account's exec jobs: `/bin/sh -c` processes in their own process group, with an allowlisted
-//! environment, output kept in capped buffers, a run-time limit, and nothing left behind when a job
-//! ends or is killed (see `tree`). One reaper collects every exit, including orphans that the
-//! executor adopts as a child subreaper.
+//! The account's exec jobs: each a `/bin/sh -c` under its own shim (`shim`: a session of its
+//! own, a nested Landlock domain with signal scopes, its own temporary directory), with an
+//! allowlisted environment, output kept in capped buffers, a run-time limit, and nothing left
+//! behind when a job ends or is killed. One reaper collects every exit, including orphans that
+//! the executor adopts as a child subreaper.
 
 pub mod ring;
+pub mod shim;
 pub mod tree;
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::error::OpError;
 use ring::Ring;
+use std::os::unix::fs::DirBuilderExt;
 
 /// The shell every command runs under, by absolute path.
 pub const SHELL: &str = "/bin/sh";
@@ -56,7 +59,12 @@ struct Job {
     id: String,
     command: String,
     cwd: String,
+    /// The shim's pid (the job's session and process group).
     pid: i32,
+    /// The job's own temporary directory, removed when it ends.
+    tmp: PathBuf,
+    /// The executor's end of the shim's stdin: dropping it tells the shim to end the job.
+    lifeline: Mutex<Option<ChildStdin>>,
     started: Instant,
     started_at_ms: u64,
     deadline: Instant,
@@ -109,10 +117,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How the executor starts jobs.
+#[derive(Debug, Clone, Default)]
+pub struct JobConfig {
+    /// The complete environment jobs get (an allowlist chosen by the caller).
+    pub env: Vec<(String, String)>,
+    /// The glovebox binary, started as `glovebox job-shim` for each job.
+    pub shim: PathBuf,
+    /// The account's roots, the only directories (besides its temporary one) a job may change.
+    pub roots: Vec<PathBuf>,
+    /// Where each job's temporary directory is made (the executor's private scratch directory).
+    pub scratch: PathBuf,
+}
+
 /// All jobs of one account.
 pub struct JobTable {
     jobs: Mutex<Vec<Arc<Job>>>,
-    env: Vec<(String, String)>,
+    config: JobConfig,
 }
 
 impl std::fmt::Debug for JobTable {
@@ -124,11 +145,10 @@ impl std::fmt::Debug for JobTable {
 }
 
 impl JobTable {
-    /// `env` is the complete environment jobs get (an allowlist chosen by the caller).
-    pub fn new(env: Vec<(String, String)>) -> JobTable {
+    pub fn new(config: JobConfig) -> JobTable {
         JobTable {
             jobs: Mutex::new(Vec::new()),
-            env,
+            config,
         }
     }
 
@@ -155,21 +175,40 @@ impl JobTable {
             ));
         }
         let id = new_job_id()?;
-        let mut cmd = Command::new(SHELL);
-        cmd.arg("-c")
+        let tmp = self.config.scratch.join(&id);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&tmp)
+            .map_err(|e| crate::resolve::io_error(e, "the job's temporary directory"))?;
+        let mut cmd = Command::new(&self.config.shim);
+        cmd.arg("job-shim").arg("--tmp").arg(&tmp);
+        for root in &self.config.roots {
+            cmd.arg("--root").arg(root);
+        }
+        cmd.arg("--")
             .arg(command)
             .current_dir(cwd)
             .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(
+                self.config
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+            .env("TMPDIR", &tmp)
             .env(tree::MARKER_VAR, &id)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| crate::resolve::io_error(e, "the shell"))?;
+            .stderr(Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(crate::resolve::io_error(e, "the job shim"));
+            }
+        };
         let pid = child.id() as i32;
+        let lifeline = child.stdin.take();
         let stdout = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
         let stderr = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
         if let Some(out) = child.stdout.take() {
@@ -186,6 +225,8 @@ impl JobTable {
             command: command.to_owned(),
             cwd: cwd.to_owned(),
             pid,
+            tmp,
+            lifeline: Mutex::new(lifeline),
             started: now,
             started_at_ms: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -252,13 +293,14 @@ impl JobTable {
                 let mut s = lock(&job.state);
                 *s = (JobState::Killed, None);
             }
-            let marker = tree::marker(&job.id);
-            tree::terminate(job.pid, &marker);
+            // The shim forwards TERM to every process of the job; after the grace, USR1 makes it
+            // kill them all and exit.
+            signal(job.pid, rustix::process::Signal::TERM);
             let deadline = Instant::now() + KILL_GRACE;
             while job.state().1.is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            tree::kill_all(job.pid, &marker);
+            end(&job);
         }
         Ok(job.summary())
     }
@@ -273,7 +315,11 @@ impl JobTable {
             _ => return,
         };
         job.finish(how);
+        // The shim took the job's processes with it; a job that killed its shim on a kernel
+        // without signal scopes is found by its marker.
         tree::kill_all(job.pid, &tree::marker(&job.id));
+        *lock(&job.lifeline) = None;
+        let _ = std::fs::remove_dir_all(&job.tmp);
     }
 
     /// Kills jobs that ran past their deadline.
@@ -286,7 +332,7 @@ impl JobTable {
             .collect();
         for job in late {
             *lock(&job.state) = (JobState::TimedOut, None);
-            tree::kill_all(job.pid, &tree::marker(&job.id));
+            std::thread::spawn(move || end(&job));
         }
     }
 
@@ -303,7 +349,7 @@ impl JobTable {
             if state == JobState::Running {
                 *lock(&job.state) = (JobState::Killed, None);
             }
-            tree::kill_all(job.pid, &tree::marker(&job.id));
+            end(&job);
         }
     }
 
@@ -317,6 +363,30 @@ impl JobTable {
             self.enforce_deadlines();
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+}
+
+/// How long a shim told to end its job has before it is killed itself.
+const SHIM_GRACE: Duration = Duration::from_secs(3);
+
+fn signal(pid: i32, signal: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+/// Ends a job now: the shim kills every process of the job and exits (USR1, and its lifeline
+/// closed); a shim that does not exit in time is killed, and the job's marked processes with it.
+fn end(job: &Job) {
+    signal(job.pid, rustix::process::Signal::USR1);
+    *lock(&job.lifeline) = None;
+    let deadline = Instant::now() + SHIM_GRACE;
+    while job.state().1.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if job.state().1.is_none() {
+        signal(job.pid, rustix::process::Signal::KILL);
+        tree::kill_all(job.pid, &tree::marker(&job.id));
     }
 }
 

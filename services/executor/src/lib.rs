@@ -47,12 +47,15 @@ pub struct ExecutorConfig {
     pub serve_keys: transport::ServerKeys,
     /// Canonical directories on the floor (glovebox's own state), hidden from listings.
     pub protected: Vec<String>,
-    /// The whole environment exec jobs get (an allowlist; never the service's own environment).
-    pub job_env: Vec<(String, String)>,
+    /// How jobs start: their environment (an allowlist; never the service's own), the shim
+    /// binary, the roots and the scratch directory their temporary directories go in.
+    pub jobs: jobs::JobConfig,
     /// The account's trash directory (freedesktop layout), where `file_delete` moves things.
     pub trash_dir: PathBuf,
     /// How the OS boundary was applied (reported by `Status`), e.g. `landlock=fully_enforced`.
     pub sandbox: String,
+    /// How jobs are contained (reported by `Status`): `landlock_scopes(abi_N)` or `subreaper`.
+    pub containment: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +80,7 @@ pub async fn run(
     if let Err(e) = jobs::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper: orphaned job processes may escape");
     }
-    let jobs = Arc::new(jobs::JobTable::new(config.job_env.clone()));
+    let jobs = Arc::new(jobs::JobTable::new(config.jobs.clone()));
     let reaper = jobs.clone();
     std::thread::Builder::new()
         .name("job-reaper".into())
@@ -88,6 +91,7 @@ pub async fn run(
         transport::default_allowed_uids(),
         config.serve_keys.clone(),
     );
+    let config_scratch = config.jobs.scratch.clone();
     let service = service::ExecutorService::new(Arc::new(config), jobs.clone(), audit);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -108,6 +112,7 @@ pub async fn run(
     };
     // Nothing outlives the executor: stop every job and what it started.
     jobs.kill_everything();
+    let _ = std::fs::remove_dir_all(&config_scratch);
     served?;
     Ok(())
 }

@@ -352,6 +352,9 @@ pub mod testing {
             std::fs::create_dir_all(&work).unwrap();
             let state = root.join("state");
             std::fs::create_dir_all(&state).unwrap();
+            let scratch = root.join("scratch");
+            std::fs::create_dir_all(&scratch).unwrap();
+            let roots = vec![work.clone()];
             Fixture {
                 _dir: dir,
                 trash: root.join("home/.local/share/Trash"),
@@ -359,7 +362,14 @@ pub mod testing {
                 work,
                 root,
                 key: glovebox_ticket::Key::from_bytes(&[7u8; 32]).unwrap(),
-                jobs: crate::jobs::JobTable::new(Vec::new()),
+                // Unit tests check what a ticket allows to start; `/bin/true` stands in for the
+                // shim (the real one is the glovebox binary, exercised end to end).
+                jobs: crate::jobs::JobTable::new(crate::jobs::JobConfig {
+                    env: Vec::new(),
+                    shim: PathBuf::from("/bin/true"),
+                    roots,
+                    scratch,
+                }),
             }
         }
 

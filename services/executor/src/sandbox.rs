@@ -1,48 +1,90 @@
-//! The executor's OS boundary: a Landlock ruleset that limits the executor and every job it starts
-//! to the account's roots (full access), a few system directories commands need (read and
-//! execute), `/dev` (read and write files) and `/tmp`. The gate decides inside the roots; Landlock
-//! holds the outer line even if a verdict were wrong. Applied once, before any thread starts, so
-//! that every thread and child inherits it; it also sets `no_new_privs`.
+//! The executor's OS boundary, in two nested Landlock domains.
+//!
+//! - The executor's own domain (applied once, before any thread starts, so every thread and
+//!   child inherits it): full access to the account's roots, its trash, its private scratch
+//!   directory and its socket directory; read and execute on system directories and on the
+//!   glovebox binary (to start job shims); `/dev` files.
+//! - A job's domain (applied by the job's shim, see `jobs::shim`): only the roots, the job's own
+//!   temporary directory, read and execute on system directories, and a few harmless device
+//!   nodes without device ioctls — not the trash, not the executor's sockets, not all of /tmp.
+//!   Its scopes (Landlock ABI 6) keep signals and abstract Unix sockets inside the job, and
+//!   Landlock's ptrace rule keeps it from tracing (or reading `/proc/<pid>/environ|mem|fd|root`
+//!   of) any process outside it: the executor, the gate, the broker, other executors.
+//!
+//! The gate decides inside the roots; Landlock holds the outer line even if a verdict were wrong.
+//! Restricting also sets `no_new_privs`.
 
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus,
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-/// The newest Landlock ABI this ruleset asks for; older kernels enforce what they can.
-const ABI_WANTED: ABI = ABI::V5;
+/// The newest Landlock ABI these rulesets ask for (6: signal and abstract-socket scopes); older
+/// kernels enforce what they can, and say so.
+const ABI_WANTED: ABI = ABI::V6;
 
-/// System directories jobs may read and execute from.
+/// System directories the executor and jobs may read and execute from.
 pub const SYSTEM_READ: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc",
     "/sys", "/run",
 ];
-/// Directories jobs may write scratch files in.
-pub const SYSTEM_SCRATCH: &[&str] = &["/tmp"];
+/// The device nodes a job may read and write (no device ioctls): nothing that reaches a
+/// terminal, a disk or the user's session.
+pub const JOB_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
 
-/// What the ruleset grants, before it is applied. Pure data, so it can be shown and tested.
+/// What a ruleset grants, before it is applied. Pure data, so it can be shown and tested.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxPlan {
-    /// Full access: the account's roots, scratch space, and the executor's own runtime directory.
+    /// Full access.
     pub full: Vec<PathBuf>,
     /// Read and execute.
     pub read: Vec<PathBuf>,
     /// Read and write existing files (device nodes).
     pub devices: Vec<PathBuf>,
+    /// Whether device ioctls are allowed on `devices`.
+    pub device_ioctls: bool,
 }
 
 impl SandboxPlan {
-    /// The plan for an executor with these roots; `runtime` holds its socket.
-    pub fn for_roots(roots: &[PathBuf], runtime: &Path) -> SandboxPlan {
+    /// The executor's plan: its account's `roots`, its `scratch` directory (where job temporary
+    /// directories live), its socket directory `runtime`, and the `binary` it starts job shims
+    /// from.
+    pub fn for_executor(
+        roots: &[PathBuf],
+        scratch: &Path,
+        runtime: &Path,
+        binary: &Path,
+    ) -> SandboxPlan {
         let mut full: Vec<PathBuf> = roots.to_vec();
-        full.extend(SYSTEM_SCRATCH.iter().map(PathBuf::from));
+        full.push(scratch.to_owned());
         full.push(runtime.to_owned());
+        let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+        read.push(binary.to_owned());
+        SandboxPlan {
+            full,
+            read,
+            devices: vec![PathBuf::from("/dev")],
+            device_ioctls: true,
+        }
+    }
+
+    /// One job's plan: the account's `roots` and the job's own temporary directory `tmp`.
+    pub fn for_job(roots: &[PathBuf], tmp: &Path) -> SandboxPlan {
+        let mut full: Vec<PathBuf> = roots.to_vec();
+        full.push(tmp.to_owned());
         SandboxPlan {
             full,
             read: SYSTEM_READ.iter().map(PathBuf::from).collect(),
-            devices: vec![PathBuf::from("/dev")],
+            devices: JOB_DEVICES.iter().map(PathBuf::from).collect(),
+            device_ioctls: false,
         }
     }
 }
@@ -66,6 +108,17 @@ impl Enforcement {
     }
 }
 
+/// What a restriction achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub enforcement: Enforcement,
+    /// Whether the kernel enforces the signal and abstract-socket scopes (Landlock ABI 6 or
+    /// newer): then a domain's processes cannot signal anything outside it.
+    pub scoped: bool,
+    /// The Landlock ABI the kernel offers (0 without Landlock).
+    pub abi: u8,
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("apply the landlock ruleset: {0}")]
 pub struct SandboxError(#[from] landlock::RulesetError);
@@ -73,30 +126,65 @@ pub struct SandboxError(#[from] landlock::RulesetError);
 fn rules(
     paths: &[PathBuf],
     access: BitFlags<AccessFs>,
-) -> impl Iterator<Item = PathBeneath<PathFd>> + '_ {
-    // Directories that do not exist on this machine (e.g. /lib32) are skipped.
-    paths
-        .iter()
-        .filter_map(move |p| PathFd::new(p).ok().map(|fd| PathBeneath::new(fd, access)))
+) -> impl Iterator<Item = Result<PathBeneath<PathFd>, landlock::RulesetError>> + '_ {
+    // Paths that do not exist on this machine (e.g. /lib32) are skipped. A rule on a file (the
+    // binary, a device node) may only carry file rights.
+    paths.iter().filter_map(move |p| {
+        let fd = PathFd::new(p).ok()?;
+        let access = if p.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(ABI_WANTED)
+        };
+        Some(Ok(PathBeneath::new(fd, access)))
+    })
 }
 
-/// Restricts the calling thread (and every thread and process it starts later) to `plan`.
-pub fn apply(plan: &SandboxPlan) -> Result<Enforcement, SandboxError> {
+fn abi_number(status: &LandlockStatus) -> u8 {
+    match status {
+        LandlockStatus::Available { effective_abi, .. } => *effective_abi as u8,
+        _ => 0,
+    }
+}
+
+/// Restricts the calling thread (and every thread and process it starts later) to `plan`, with
+/// the signal and abstract-socket scopes where the kernel has them.
+pub fn apply(plan: &SandboxPlan) -> Result<Applied, SandboxError> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
-    let devices = read | AccessFs::WriteFile | AccessFs::IoctlDev;
+    let mut devices = read | AccessFs::WriteFile;
+    if plan.device_ioctls {
+        devices |= AccessFs::IoctlDev;
+    }
     let status = Ruleset::default()
         .handle_access(all)?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)?
         .create()?
-        .add_rules(rules(&plan.full, all).map(Ok::<_, landlock::RulesetError>))?
-        .add_rules(rules(&plan.read, read).map(Ok::<_, landlock::RulesetError>))?
-        .add_rules(rules(&plan.devices, devices).map(Ok::<_, landlock::RulesetError>))?
+        .add_rules(rules(&plan.full, all))?
+        .add_rules(rules(&plan.read, read))?
+        .add_rules(rules(&plan.devices, devices))?
         .restrict_self()?;
-    Ok(match status.ruleset {
+    let abi = abi_number(&status.landlock);
+    let enforcement = match status.ruleset {
         RulesetStatus::FullyEnforced => Enforcement::Full,
         RulesetStatus::PartiallyEnforced => Enforcement::Partial,
         RulesetStatus::NotEnforced => Enforcement::None,
+    };
+    Ok(Applied {
+        scoped: abi >= ABI::V6 as u8 && enforcement != Enforcement::None,
+        enforcement,
+        abi,
     })
+}
+
+/// A ruleset of scopes only, created now and applied later with `restrict_self` (in a job's
+/// shell, just before it starts): it nests a domain inside the job's, so the job cannot signal
+/// the shim that contains it. Fails unless the kernel enforces the scopes.
+pub fn scopes_only() -> Result<RulesetCreated, SandboxError> {
+    Ok(Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)?
+        .create()?)
 }
 
 #[cfg(test)]
@@ -104,23 +192,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn roots_get_full_access_and_system_dirs_read() {
-        let plan = SandboxPlan::for_roots(&[PathBuf::from("/home/a/w")], Path::new("/state/run"));
+    fn the_executor_gets_its_roots_scratch_and_binary_and_never_all_of_tmp() {
+        let plan = SandboxPlan::for_executor(
+            &[PathBuf::from("/home/a/w")],
+            Path::new("/tmp/glovebox-jobs-a-1"),
+            Path::new("/state/run/exec-a"),
+            Path::new("/opt/glovebox/bin/glovebox"),
+        );
         assert_eq!(
             plan.full,
             [
                 PathBuf::from("/home/a/w"),
-                PathBuf::from("/tmp"),
-                PathBuf::from("/state/run")
+                PathBuf::from("/tmp/glovebox-jobs-a-1"),
+                PathBuf::from("/state/run/exec-a")
             ]
         );
+        assert!(!plan.full.contains(&PathBuf::from("/tmp")));
         assert!(plan.read.contains(&PathBuf::from("/usr")));
+        assert!(
+            plan.read
+                .contains(&PathBuf::from("/opt/glovebox/bin/glovebox"))
+        );
         assert!(
             !plan
                 .read
                 .iter()
                 .any(|p| p.starts_with("/home") || p.starts_with("/root"))
         );
+    }
+
+    #[test]
+    fn a_job_gets_its_roots_and_own_tmp_and_harmless_devices_only() {
+        let plan = SandboxPlan::for_job(&[PathBuf::from("/home/a/w")], Path::new("/t/job-1"));
+        assert_eq!(
+            plan.full,
+            [PathBuf::from("/home/a/w"), PathBuf::from("/t/job-1")]
+        );
+        assert!(!plan.device_ioctls);
+        assert!(plan.devices.contains(&PathBuf::from("/dev/null")));
+        for never in ["/dev", "/dev/tty", "/dev/pts", "/dev/sda", "/dev/mem"] {
+            assert!(!plan.devices.contains(&PathBuf::from(never)), "{never}");
+        }
     }
 
     #[test]
@@ -132,26 +244,34 @@ mod tests {
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(inside.join("a"), "in").unwrap();
         std::fs::write(outside.join("b"), "out").unwrap();
+        let in_tmp = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+        let in_tmp_path = in_tmp.path().to_owned();
         let (inside2, outside2) = (inside.clone(), outside.clone());
         let result = std::thread::spawn(move || {
             let plan =
-                SandboxPlan::for_roots(std::slice::from_ref(&inside2), Path::new("/nonexistent"));
-            let enforcement = apply(&plan).unwrap();
+                SandboxPlan::for_job(std::slice::from_ref(&inside2), Path::new("/nonexistent"));
+            let applied = apply(&plan).unwrap();
             (
-                enforcement,
+                applied,
                 std::fs::read_to_string(inside2.join("a")).ok(),
                 std::fs::read_to_string(outside2.join("b")).map_err(|e| e.kind()),
+                std::fs::read_to_string(&in_tmp_path).map_err(|e| e.kind()),
             )
         })
         .join()
         .unwrap();
-        match result.0 {
+        match result.0.enforcement {
             Enforcement::None => {
                 eprintln!("landlock not available on this kernel; nothing to check")
             }
             _ => {
                 assert_eq!(result.1.as_deref(), Some("in"));
                 assert_eq!(result.2, Err(std::io::ErrorKind::PermissionDenied));
+                assert_eq!(
+                    result.3,
+                    Err(std::io::ErrorKind::PermissionDenied),
+                    "all of /tmp is off limits"
+                );
             }
         }
         // the test thread itself was not restricted

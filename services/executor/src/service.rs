@@ -253,6 +253,7 @@ impl pb::executor_server::Executor for ExecutorService {
             sandbox: self.config.sandbox.clone(),
             uid: rustix::process::geteuid().as_raw(),
             running_jobs: self.jobs.running() as u32,
+            jobs: self.config.containment.clone(),
         }))
     }
 }

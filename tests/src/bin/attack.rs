@@ -224,7 +224,26 @@ fn processes(pids: &[i32]) {
         for file in ["environ", "mem", "maps", "fd", "root/", "cwd/"] {
             let path = PathBuf::from(format!("/proc/{pid}/{file}"));
             let r = if file == "fd" {
-                std::fs::read_dir(&path).map(|_| ())
+                // What an open descriptor is (a socket, a key file): listing the numbers alone
+                // says nothing, so only a link that can be read counts.
+                std::fs::read_dir(&path).and_then(|entries| {
+                    let mut read = None;
+                    for e in entries.flatten() {
+                        match std::fs::read_link(e.path()) {
+                            Ok(target) => {
+                                read = Some(target);
+                                break;
+                            }
+                            Err(_) => continue,
+                        }
+                    }
+                    read.map(|_| ()).ok_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::PermissionDenied,
+                            "no descriptor could be read",
+                        )
+                    })
+                })
             } else if file.ends_with('/') {
                 std::fs::read_dir(&path).map(|_| ())
             } else if file == "mem" {

@@ -57,6 +57,33 @@ pub fn marked_pids(marker: &str) -> Vec<i32> {
     marked
 }
 
+/// Living descendants of `ancestor` (a snapshot: processes may fork while it is taken).
+pub fn descendants(ancestor: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+    {
+        if let Some((ppid, zombie)) = parent_and_zombie(pid)
+            && !zombie
+        {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![ancestor];
+    while let Some(parent) = stack.pop() {
+        for &pid in children.get(&parent).into_iter().flatten() {
+            out.push(pid);
+            stack.push(pid);
+        }
+    }
+    out
+}
+
 fn carries(pid: i32, marker: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| {
