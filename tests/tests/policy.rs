@@ -619,3 +619,40 @@ async fn the_policy_command_lists_adds_explains_and_guards_the_sandbox() {
     let (code, _, err) = g.run_cli(&["policy", "explain", "--read", "a", "--write", "b"]);
     assert_ne!(code, 0, "one subject at a time: {err}");
 }
+
+#[tokio::test]
+async fn policy_add_of_a_pattern_that_does_not_compile_is_refused_and_the_file_unchanged() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("secret.txt"), "s").unwrap();
+    let before = std::fs::read_to_string(g.permissions_file()).unwrap();
+    for (section, pattern, rule) in [
+        ("commands", "(", "commands.allow[0]: ("),
+        ("paths.read", "a[", "paths.read.allow[1]: a["),
+    ] {
+        let (code, out, err) = g.run_cli(&["policy", "add", section, "allow", pattern]);
+        assert_ne!(code, 0, "{section} {pattern}: {out}");
+        assert!(
+            err.contains("would not compile") && err.contains(rule),
+            "{section} {pattern}: {err}"
+        );
+        assert!(!out.contains("changed"), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(g.permissions_file()).unwrap(),
+            before
+        );
+    }
+    // the file still compiles, so a good rule added afterwards takes effect
+    let (code, out, err) = g.run_cli(&["policy", "add", "paths.read", "deny", "./secret.txt"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("changed: paths.read.deny"), "{out}");
+    let r = read_until_refused(&g, "the new deny", "secret.txt").await;
+    let e = expect_error(&r, "denied");
+    assert_eq!(e["rule"], "paths.read.deny[0]: ./secret.txt", "{e}");
+    let events = policy_events(&g).await;
+    assert_eq!(
+        events.iter().filter(|(o, _)| o == "rule_added").count(),
+        1,
+        "{events:?}"
+    );
+    assert!(events.iter().all(|(o, _)| o != "invalid"), "{events:?}");
+}

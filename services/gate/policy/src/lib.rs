@@ -20,4 +20,4 @@ pub use permissions::{
     Capability, Kind, PolicyError, RawPolicy, RawRule, Section, exact_command_rule,
     exact_path_rule, exact_rule,
 };
-pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to, build_glob};
+pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to, build_glob, check_account_text};

@@ -54,6 +54,27 @@ pub struct Inputs {
     pub project: Option<Source>,
 }
 
+/// Compiles an account file's text on its own, exactly as it is compiled with the other layers
+/// (`modified` anchors duration expiries). Every writer of an account file checks the new text
+/// with this before writing it: a file that does not compile would leave the last good policy
+/// deciding and every later change to the file silently ignored.
+pub fn check_account_text(
+    name: &str,
+    text: &str,
+    workdir: &str,
+    modified: i64,
+) -> Result<(), PolicyError> {
+    let raw = RawPolicy::parse(text)?;
+    Policy::compile_layers(&Inputs {
+        workdir: workdir.to_owned(),
+        protected: Vec::new(),
+        managed: Vec::new(),
+        account: Source::new(name, raw, modified),
+        project: None,
+    })
+    .map(|_| ())
+}
+
 /// Whether a managed file applies to `account`.
 pub fn applies_to(raw: &RawPolicy, account: &str) -> bool {
     raw.accounts

@@ -2025,6 +2025,55 @@ fn errors_name_the_file_the_line_and_the_rule() {
     }
 }
 
+#[test]
+fn an_edit_that_would_not_compile_is_caught_before_it_is_written() {
+    let check = |text: &str| {
+        glovebox_policy::check_account_text("account.yaml", text, WORKDIR, NOW)
+            .map_err(|e| e.to_string())
+    };
+    // The text edits only parse; compiling is what catches a bad pattern.
+    for (section, pattern, needle) in [
+        (Section::Commands, "(", "commands.allow[1]: ("),
+        (Section::PathsRead, "a[", "paths.read.allow[1]: a["),
+        (Section::PathsWrite, "./b[", "paths.write.allow[0]: ./b["),
+        (Section::Delete, "", "empty glob"),
+        (Section::Tools, "x[", "tools.allow[0]: x["),
+    ] {
+        let base = "paths:\n  read:\n    allow: ['./**']\ncommands:\n  allow: ['ls']\n";
+        let rule = RawRule::Pattern(pattern.to_owned());
+        let edited = edit::add_rule(base, section, Kind::Allow, &rule)
+            .unwrap()
+            .unwrap();
+        let err = check(&edited.text).unwrap_err();
+        assert!(
+            err.contains("account.yaml") && err.contains(needle),
+            "{err}"
+        );
+        assert!(check(base).is_ok());
+    }
+    let expiring = RawRule::new("./x/**".to_owned(), Some("soon".to_owned()));
+    let edited = edit::add_rule(DEFAULT, Section::PathsRead, Kind::Allow, &expiring)
+        .unwrap()
+        .unwrap();
+    assert!(check(&edited.text).unwrap_err().contains("RFC 3339"));
+    assert!(
+        check("cap: [read-only]\n")
+            .unwrap_err()
+            .contains("only managed")
+    );
+    assert!(check("paths: [\n").is_err());
+    // what the gate writes itself compiles
+    for text in [
+        DEFAULT.to_owned(),
+        exact_fixture(),
+        edit::set_flag(DEFAULT, "sandbox", false).unwrap().text,
+        edit::reset(RULES).unwrap(),
+        RawPolicy::default_for_new_account().to_yaml().unwrap(),
+    ] {
+        assert_eq!(check(&text), Ok(()), "{text}");
+    }
+}
+
 fn inputs_raw(raw: RawPolicy) -> Inputs {
     let mut i = inputs("");
     i.account.raw = raw;
