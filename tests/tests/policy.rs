@@ -656,3 +656,77 @@ async fn policy_add_of_a_pattern_that_does_not_compile_is_refused_and_the_file_u
     );
     assert!(events.iter().all(|(o, _)| o != "invalid"), "{events:?}");
 }
+
+#[tokio::test]
+async fn files_that_make_later_commands_run_code_always_ask_with_a_warning() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join(".git/hooks")).unwrap();
+    std::fs::write(g.workdir.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(g.workdir.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    for (section, pattern) in [("paths.write", "./**"), ("delete", "./**")] {
+        let (code, _, err) = g.run_cli(&["policy", "add", section, "allow", pattern]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    // an ordinary file: allowed by the rule, nobody asked
+    let r = agent
+        .invoke(
+            "n",
+            "file_write",
+            json!({"path": "notes.txt", "content": "n"}),
+        )
+        .await;
+    expect_ok(&r);
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("notes.txt")).unwrap(),
+        "n"
+    );
+    // the same rule matches these, and they ask anyway, saying why
+    for (id, tool, params, entry) in [
+        (
+            "c",
+            "file_write",
+            json!({"path": ".git/config", "content": "[core]\n\tfsmonitor = ./x\n"}),
+            ".git/config",
+        ),
+        (
+            "h",
+            "file_delete",
+            json!({"path": ".git/hooks/pre-commit"}),
+            ".git/hooks",
+        ),
+    ] {
+        let (ask, r) = agent
+            .invoke_asked(&mut approver, id, tool, params, "deny")
+            .await;
+        let warning = ask["warning"].as_str().unwrap_or_default();
+        assert!(
+            warning.contains("makes later commands run code")
+                && warning.contains(&format!("{}/{entry}", g.workdir.display())),
+            "{tool}: {ask}"
+        );
+        expect_error(&r, "denied");
+    }
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(g.workdir.join(".git/hooks/pre-commit").exists());
+    // "always" cannot make it stop asking: no rule is written, and the next write asks again
+    let params = json!({"path": ".git/config", "content": "[core]\n"});
+    let (_, r) = agent
+        .invoke_asked(&mut approver, "a1", "file_write", params.clone(), "always")
+        .await;
+    expect_ok(&r);
+    let (ask, r) = agent
+        .invoke_asked(&mut approver, "a2", "file_write", params, "deny")
+        .await;
+    assert!(
+        ask["warning"].as_str().unwrap().contains("run code"),
+        "{ask}"
+    );
+    expect_error(&r, "denied");
+    let file = std::fs::read_to_string(g.permissions_file()).unwrap();
+    assert!(!file.contains(".git"), "{file}");
+}
