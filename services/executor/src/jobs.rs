@@ -1,5 +1,5 @@
 //! The account's exec jobs: `/bin/sh -c` processes in their own process group, with an allowlisted
-//! environment, output kept in capped buffers, a run-time limit, and nothing left behind when a job
+//! environment (plus [`FIXED_ENV`]), output kept in capped buffers, a run-time limit, and nothing left behind when a job
 //! ends or is killed (see `tree`). One reaper collects every exit, including orphans that the
 //! executor adopts as a child subreaper.
 
@@ -21,6 +21,10 @@ use ring::Ring;
 
 /// The shell every command runs under, by absolute path.
 pub const SHELL: &str = "/bin/sh";
+/// Set in every job's environment, over anything inherited: git reads no system-wide
+/// configuration (the account's allowlist never carries `GIT_*` variables; `glovebox-config`
+/// refuses them).
+pub const FIXED_ENV: &[(&str, &str)] = &[("GIT_CONFIG_NOSYSTEM", "1")];
 /// Jobs that may run at once per account.
 pub const MAX_RUNNING: usize = 8;
 /// Finished jobs kept for status and output; the oldest are forgotten first.
@@ -161,6 +165,7 @@ impl JobTable {
             .current_dir(cwd)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(FIXED_ENV.iter().copied())
             .env(tree::MARKER_VAR, &id)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -360,4 +365,38 @@ fn new_job_id() -> Result<String, OpError> {
     getrandom::fill(&mut bytes)
         .map_err(|_| OpError::new(ErrorCode::Internal, "no randomness for a job id"))?;
     Ok(format!("job-{}", hex::encode(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_gets_the_fixed_environment_over_what_it_inherits() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = JobTable::new(vec![
+            ("PATH".to_owned(), "/usr/bin:/bin".to_owned()),
+            ("GIT_CONFIG_NOSYSTEM".to_owned(), "0".to_owned()),
+        ]);
+        table
+            .start(
+                "env > env.tmp && mv env.tmp env.txt",
+                dir.path().to_str().unwrap(),
+                Duration::from_secs(10),
+            )
+            .unwrap();
+        let file = dir.path().join("env.txt");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !file.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the job did not write its environment"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let env = std::fs::read_to_string(file).unwrap();
+        let git: Vec<&str> = env.lines().filter(|l| l.starts_with("GIT_")).collect();
+        assert_eq!(git, ["GIT_CONFIG_NOSYSTEM=1"], "{env}");
+        table.kill_everything();
+    }
 }
