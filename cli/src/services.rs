@@ -161,11 +161,13 @@ pub struct ExecutorArgs {
     pub job_env: Vec<String>,
 }
 
-/// The environment jobs get: the allowlisted variables of `environment`, and a PATH.
+/// The environment jobs get: the allowlisted variables of `environment`, and a PATH. A name that
+/// would let a job's start-up run code or redirect git is dropped even if it is allowlisted (the
+/// configuration refuses it; this covers an executor started by hand).
 fn allowlisted(environment: &[(String, String)], names: &[String]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = environment
         .iter()
-        .filter(|(k, _)| names.contains(k))
+        .filter(|(k, _)| names.contains(k) && glovebox_config::job_env::refusal(k).is_none())
         .cloned()
         .collect();
     if !env.iter().any(|(k, _)| k == "PATH") {

@@ -13,6 +13,8 @@
 //! <state>/run/exec-<id>/                      the account's executor socket (owned by its run_as user)
 //! ```
 
+pub mod job_env;
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -188,7 +190,8 @@ pub struct RawAccount {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
     /// Environment variables the account's jobs inherit from the service (names only; default:
-    /// PATH, HOME, LANG, LC_ALL, LC_CTYPE, TERM, USER, LOGNAME, TZ). Nothing else ever reaches a job.
+    /// PATH, HOME, LANG, LC_ALL, LC_CTYPE, TERM, USER, LOGNAME, TZ). Nothing else ever reaches a job;
+    /// names that would let a job's start-up run code or redirect git are refused ([`job_env`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub job_env: Vec<String>,
     /// Whether the account's agents get tools at all. Off unless switched on
@@ -326,6 +329,14 @@ impl Config {
             }
             if roots.is_empty() {
                 roots.push(workdir.clone());
+            }
+            for name in &a.job_env {
+                if let Some(why) = job_env::refusal(name) {
+                    return Err(invalid(
+                        None,
+                        format!("{at}.job_env: {name} cannot be passed to jobs: it {why}"),
+                    ));
+                }
             }
             if let Some(user) = &a.run_as
                 && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
@@ -485,6 +496,18 @@ mod tests {
             (
                 "accounts: [{id: a, workdir: /w, roots: [//]}]\n",
                 "the whole machine",
+            ),
+            (
+                "accounts: [{id: a, workdir: /w, job_env: [PATH, GIT_DIR]}]\n",
+                "accounts[0].job_env: GIT_DIR cannot be passed to jobs: it redirects git",
+            ),
+            (
+                "accounts: [{id: a, workdir: /w, job_env: [LD_PRELOAD]}]\n",
+                "LD_PRELOAD cannot be passed to jobs",
+            ),
+            (
+                "accounts: [{id: a, workdir: /w, job_env: [BASH_ENV]}]\n",
+                "BASH_ENV cannot be passed to jobs: it names a file the shell runs",
             ),
         ];
         for (text, needle) in cases {

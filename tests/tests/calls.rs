@@ -375,21 +375,24 @@ async fn writing_through_a_dangling_symlink_is_refused() {
     symlink(&target, g.workdir.join("trap")).unwrap();
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    let e = expect_error(
-        &agent
-            .invoke("t", "file_write", json!({"path": "trap", "content": "x"}))
-            .await,
-        "invalid_params",
+    // Judged at the link's own name, exactly as if nothing were there (the plan does not say a
+    // link exists), and refused only after the approval.
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "t",
+            "file_write",
+            json!({"path": "trap", "content": "x"}),
+            "once",
+        )
+        .await;
+    assert_eq!(
+        ask["subjects"][0]["path"],
+        g.workdir.join("trap").to_str().unwrap()
     );
+    let e = expect_error(&result, "invalid_params");
     assert!(e["message"].as_str().unwrap().contains("dangling"), "{e}");
     assert!(!target.exists());
-    // nothing was asked
-    drop(agent);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), approver.next())
-            .await
-            .is_err()
-    );
 }
 
 #[tokio::test]

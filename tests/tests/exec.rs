@@ -113,6 +113,29 @@ async fn the_job_environment_is_an_allowlist() {
 }
 
 #[tokio::test]
+async fn a_job_runs_with_git_config_nosystem_and_no_inherited_git_variables() {
+    let g = Glovebox::start_with(Options {
+        env: vec![
+            ("GIT_CONFIG_NOSYSTEM".into(), "0".into()),
+            ("GIT_DIR".into(), "/tmp/elsewhere".into()),
+        ],
+        ..Default::default()
+    });
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let job = run(&mut agent, &mut approver, "r", json!({"command": "env"})).await;
+    agent.wait_job(&job).await;
+    let out = expect_ok(
+        &agent
+            .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))
+            .await,
+    );
+    let env = out["stdout"]["text"].as_str().unwrap();
+    let git: Vec<&str> = env.lines().filter(|l| l.starts_with("GIT_")).collect();
+    assert_eq!(git, ["GIT_CONFIG_NOSYSTEM=1"], "{env}");
+}
+
+#[tokio::test]
 async fn killing_a_job_leaves_no_process_behind() {
     let script = "sleep 100 & echo $! > p1; setsid sleep 100 & echo $! > p2; \
                   sh -c 'sleep 100 & echo $! > p3'; sleep 100";

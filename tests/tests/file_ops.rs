@@ -54,28 +54,26 @@ async fn edit_matching_zero_or_two_times_fails_and_leaves_the_file() {
     std::fs::write(g.workdir.join("a.txt"), "x and x\n").unwrap();
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    // Ambiguous: the preview already says so, so the call fails before anyone is asked.
-    let r = agent
-        .invoke(
-            "e2",
-            "file_edit",
-            json!({"path": "a.txt", "old_string": "x", "new_string": "y"}),
-        )
-        .await;
-    let e = expect_error(&r, "invalid_params");
-    assert!(e["message"].as_str().unwrap().contains("2 times"), "{e}");
-    let r = agent
-        .invoke(
-            "e0",
-            "file_edit",
-            json!({"path": "a.txt", "old_string": "zzz", "new_string": "y"}),
-        )
-        .await;
-    let e = expect_error(&r, "invalid_params");
-    assert!(
-        e["message"].as_str().unwrap().contains("does not occur"),
-        "{e}"
-    );
+    // The preview tells the approver why the edit would fail (the caller learns nothing about
+    // the content before an approval); approved anyway, it fails and changes nothing.
+    for (id, old, says) in [("e2", "x", "2 times"), ("e0", "zzz", "does not occur")] {
+        let (ask, r) = agent
+            .invoke_asked(
+                &mut approver,
+                id,
+                "file_edit",
+                json!({"path": "a.txt", "old_string": old, "new_string": "y"}),
+                "once",
+            )
+            .await;
+        assert!(ask["preview"].as_str().unwrap().contains(says), "{ask}");
+        let e = expect_error(&r, "invalid_params");
+        assert!(e["message"].as_str().unwrap().contains(says), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(g.workdir.join("a.txt")).unwrap(),
+            "x and x\n"
+        );
+    }
     // replace_all makes the ambiguous one valid
     let params =
         json!({"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": true});
@@ -347,10 +345,9 @@ async fn hard_linked_files_are_refused_for_every_op() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "shared\n").unwrap();
     std::fs::hard_link(g.workdir.join("a.txt"), g.root().join("elsewhere.txt")).unwrap();
-    let _approver = g.connect("approver").await;
+    let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    // The writes are refused when they are planned, before the approver is asked (and again
-    // after approval: see the unit tests); the reads when they open the file.
+    // The reads are refused when they open the file.
     for (id, tool, params) in [
         ("r", "file_read", json!({"path": "a.txt"})),
         (
@@ -364,6 +361,16 @@ async fn hard_linked_files_are_refused_for_every_op() {
             "file_grep",
             json!({"pattern": "shared", "path": "a.txt"}),
         ),
+    ] {
+        let e = expect_error(&agent.invoke(id, tool, params).await, "denied");
+        assert!(
+            e["message"].as_str().unwrap().contains("hard links"),
+            "{tool}: {e}"
+        );
+    }
+    // The changes ask (the plan says nothing about the file before a decision); the preview
+    // tells the approver, and an approval does not lift the refusal.
+    for (id, tool, params) in [
         ("w", "file_write", json!({"path": "a.txt", "content": "x"})),
         (
             "e",
@@ -377,7 +384,14 @@ async fn hard_linked_files_are_refused_for_every_op() {
             json!({"source": "a.txt", "destination": "b.txt"}),
         ),
     ] {
-        let e = expect_error(&agent.invoke(id, tool, params).await, "denied");
+        let (ask, r) = agent
+            .invoke_asked(&mut approver, id, tool, params, "once")
+            .await;
+        assert!(
+            ask["preview"].as_str().unwrap().contains("hard links"),
+            "{tool}: {ask}"
+        );
+        let e = expect_error(&r, "denied");
         assert!(
             e["message"].as_str().unwrap().contains("hard links"),
             "{tool}: {e}"
@@ -451,15 +465,20 @@ async fn delete_of_a_directory_holding_ssh_is_refused() {
     let g = Glovebox::start();
     std::fs::create_dir_all(g.workdir.join("proj/deep/.ssh")).unwrap();
     std::fs::write(g.workdir.join("proj/deep/.ssh/id_rsa"), "KEY").unwrap();
-    let _approver = g.connect("approver").await;
+    let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    // refused before the approver is asked (and again after approval: see the unit tests)
-    let e = expect_error(
-        &agent
-            .invoke("d", "file_delete", json!({"path": "proj"}))
-            .await,
-        "denied",
-    );
+    // the preview tells the approver; an approval does not lift the refusal
+    let (ask, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "d",
+            "file_delete",
+            json!({"path": "proj"}),
+            "once",
+        )
+        .await;
+    assert!(ask["preview"].as_str().unwrap().contains(".ssh"), "{ask}");
+    let e = expect_error(&r, "denied");
     assert!(e["message"].as_str().unwrap().contains(".ssh"), "{e}");
     assert!(g.workdir.join("proj/deep/.ssh/id_rsa").exists());
     // the floor entry itself is denied outright, nobody is asked

@@ -6,7 +6,7 @@
 
 use std::os::unix::fs::symlink;
 
-use glovebox_e2e::{Glovebox, expect_error};
+use glovebox_e2e::{Glovebox, expect_error, expect_ok};
 use serde_json::{Value, json};
 
 #[derive(Debug)]
@@ -177,4 +177,160 @@ async fn relative_paths_resolve_against_the_workdir_not_the_process_cwd() {
         .invoke("r2", "file_read", json!({"path": "Cargo.toml"}))
         .await;
     assert_eq!(r["result"]["content"], "mine", "{r}");
+}
+
+/// What a call ends in when an ask (if any) is answered `answer`: the asked subjects and the
+/// result frame.
+async fn answered(
+    g: &Glovebox,
+    call_id: &str,
+    tool: &str,
+    params: Value,
+    answer: &str,
+) -> (Vec<String>, Value) {
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params}))
+        .await;
+    tokio::select! {
+        ask = approver.next_ask() => {
+            let subjects = ask["subjects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["path"].as_str().unwrap().to_owned())
+                .collect();
+            approver.answer(&ask, answer).await;
+            (subjects, agent.result_for(call_id).await)
+        }
+        r = agent.result_for(call_id) => (Vec::new(), r),
+    }
+}
+
+/// The floor entry under a directory that does not exist and under one that does, for a tool.
+fn floor_cases() -> Vec<(&'static str, Value, Value)> {
+    let both = |tool: &'static str, f: fn(&str) -> Value| {
+        (tool, f("nothere/.ssh/id_rsa"), f("proj/.ssh/id_rsa"))
+    };
+    vec![
+        both("file_read", |p| json!({ "path": p })),
+        both("file_list", |p| json!({ "path": p })),
+        both("file_delete", |p| json!({ "path": p })),
+        both(
+            "file_move",
+            |p| json!({ "source": p, "destination": "moved" }),
+        ),
+        both(
+            "file_move",
+            |p| json!({ "source": "a.txt", "destination": p }),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_floor_path_under_a_missing_directory_is_denied_like_one_under_an_existing_directory() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join("proj/.ssh")).unwrap();
+    std::fs::write(g.workdir.join("proj/.ssh/id_rsa"), "KEY").unwrap();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    for (i, (tool, missing, existing)) in floor_cases().into_iter().enumerate() {
+        let mut seen = Vec::new();
+        for (j, params) in [missing, existing].into_iter().enumerate() {
+            let (asked, r) = answered(&g, &format!("f{i}-{j}"), tool, params.clone(), "deny").await;
+            assert!(asked.is_empty(), "{tool} {params}: asked about {asked:?}");
+            let e = expect_error(&r, "denied");
+            assert_eq!(e["rule"], "floor:.ssh", "{tool} {params}: {e}");
+            // the same answer, whichever directory exists (the path itself aside)
+            let message = e["message"].as_str().unwrap().replace("proj", "nothere");
+            seen.push((e["code"].clone(), e["rule"].clone(), message));
+        }
+        assert_eq!(seen[0], seen[1], "{tool}");
+    }
+    assert!(g.workdir.join("proj/.ssh/id_rsa").exists());
+}
+
+#[tokio::test]
+async fn dot_dot_through_a_missing_directory_is_judged_like_the_path_it_names() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "lexical").unwrap();
+    let mut agent = g.connect("agent").await;
+    // reads of the workdir are allowed: `nothere/../a.txt` is `a.txt`
+    let r = agent
+        .invoke("r1", "file_read", json!({"path": "nothere/../a.txt"}))
+        .await;
+    assert_eq!(expect_ok(&r)["content"], "lexical");
+    // `nothere/.ssh/../x` is `nothere/x`: not the floor, and not invalid_params
+    for (id, tool, params) in [
+        ("r2", "file_read", json!({"path": "nothere/.ssh/../x"})),
+        ("l2", "file_list", json!({"path": "nothere/.ssh/../x"})),
+    ] {
+        expect_error(&agent.invoke(id, tool, params).await, "not_found");
+    }
+    // deletes and moves ask (the default policy): about `nothere/x`
+    let want = g.workdir.join("nothere/x").display().to_string();
+    let (asked, r) = answered(
+        &g,
+        "d2",
+        "file_delete",
+        json!({"path": "nothere/.ssh/../x"}),
+        "deny",
+    )
+    .await;
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0], want);
+    expect_error(&r, "denied");
+    let (asked, r) = answered(
+        &g,
+        "m2",
+        "file_move",
+        json!({"source": "nothere/.ssh/../x", "destination": "y"}),
+        "deny",
+    )
+    .await;
+    assert_eq!(asked[0], want);
+    expect_error(&r, "denied");
+}
+
+#[tokio::test]
+async fn a_missing_path_the_policy_allows_is_not_found_only_at_execute() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    expect_error(
+        &agent
+            .invoke("r", "file_read", json!({"path": "nothere/x"}))
+            .await,
+        "not_found",
+    );
+    // the gate allowed the path, then the executor (holding a ticket) found nothing there
+    let pool = g.audit_pool().await;
+    let rows: Vec<String> = sqlx::query_scalar(
+        "SELECT source || ' ' || kind || ' ' || coalesce(verdict, '') || ' ' || coalesce(error_code, '')
+         FROM events WHERE call_id = 'r' AND kind IN ('decide', 'execute') ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, ["gate decide allow ", "executor execute  not_found"]);
+    // what asks is asked about first; not_found comes only after the approval
+    for (id, tool, params) in [
+        ("d", "file_delete", json!({"path": "nothere/x"})),
+        (
+            "m",
+            "file_move",
+            json!({"source": "nothere/x", "destination": "y"}),
+        ),
+    ] {
+        let (asked, r) = answered(&g, id, tool, params, "once").await;
+        assert_eq!(
+            asked[0],
+            g.workdir.join("nothere/x").display().to_string(),
+            "{tool}"
+        );
+        expect_error(&r, "not_found");
+    }
+    // denied by the approver: the caller learns nothing about the path
+    let (asked, r) = answered(&g, "d0", "file_delete", json!({"path": "gone/x"}), "deny").await;
+    assert_eq!(asked.len(), 1);
+    expect_error(&r, "denied");
 }

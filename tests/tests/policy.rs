@@ -613,3 +613,114 @@ async fn the_policy_command_lists_adds_explains_and_guards_the_sandbox() {
     let (code, _, err) = g.run_cli(&["policy", "explain", "--read", "a", "--write", "b"]);
     assert_ne!(code, 0, "one subject at a time: {err}");
 }
+
+#[tokio::test]
+async fn policy_add_of_a_pattern_that_does_not_compile_is_refused_and_the_file_unchanged() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("secret.txt"), "s").unwrap();
+    let before = std::fs::read_to_string(g.permissions_file()).unwrap();
+    for (section, pattern, rule) in [
+        ("commands", "(", "commands.allow[0]: ("),
+        ("paths.read", "a[", "paths.read.allow[1]: a["),
+    ] {
+        let (code, out, err) = g.run_cli(&["policy", "add", section, "allow", pattern]);
+        assert_ne!(code, 0, "{section} {pattern}: {out}");
+        assert!(
+            err.contains("would not compile") && err.contains(rule),
+            "{section} {pattern}: {err}"
+        );
+        assert!(!out.contains("changed"), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(g.permissions_file()).unwrap(),
+            before
+        );
+    }
+    // the file still compiles, so a good rule added afterwards takes effect
+    let (code, out, err) = g.run_cli(&["policy", "add", "paths.read", "deny", "./secret.txt"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("changed: paths.read.deny"), "{out}");
+    let r = read_until_refused(&g, "the new deny", "secret.txt").await;
+    let e = expect_error(&r, "denied");
+    assert_eq!(e["rule"], "paths.read.deny[0]: ./secret.txt", "{e}");
+    let events = policy_events(&g).await;
+    assert_eq!(
+        events.iter().filter(|(o, _)| o == "rule_added").count(),
+        1,
+        "{events:?}"
+    );
+    assert!(events.iter().all(|(o, _)| o != "invalid"), "{events:?}");
+}
+
+#[tokio::test]
+async fn files_that_make_later_commands_run_code_always_ask_with_a_warning() {
+    let g = Glovebox::start();
+    std::fs::create_dir_all(g.workdir.join(".git/hooks")).unwrap();
+    std::fs::write(g.workdir.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(g.workdir.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    for (section, pattern) in [("paths.write", "./**"), ("delete", "./**")] {
+        let (code, _, err) = g.run_cli(&["policy", "add", section, "allow", pattern]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    // an ordinary file: allowed by the rule, nobody asked
+    let r = agent
+        .invoke(
+            "n",
+            "file_write",
+            json!({"path": "notes.txt", "content": "n"}),
+        )
+        .await;
+    expect_ok(&r);
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("notes.txt")).unwrap(),
+        "n"
+    );
+    // the same rule matches these, and they ask anyway, saying why
+    for (id, tool, params, entry) in [
+        (
+            "c",
+            "file_write",
+            json!({"path": ".git/config", "content": "[core]\n\tfsmonitor = ./x\n"}),
+            ".git/config",
+        ),
+        (
+            "h",
+            "file_delete",
+            json!({"path": ".git/hooks/pre-commit"}),
+            ".git/hooks",
+        ),
+    ] {
+        let (ask, r) = agent
+            .invoke_asked(&mut approver, id, tool, params, "deny")
+            .await;
+        let warning = ask["warning"].as_str().unwrap_or_default();
+        assert!(
+            warning.contains("makes later commands run code")
+                && warning.contains(&format!("{}/{entry}", g.workdir.display())),
+            "{tool}: {ask}"
+        );
+        expect_error(&r, "denied");
+    }
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(g.workdir.join(".git/hooks/pre-commit").exists());
+    // "always" cannot make it stop asking: no rule is written, and the next write asks again
+    let params = json!({"path": ".git/config", "content": "[core]\n"});
+    let (_, r) = agent
+        .invoke_asked(&mut approver, "a1", "file_write", params.clone(), "always")
+        .await;
+    expect_ok(&r);
+    let (ask, r) = agent
+        .invoke_asked(&mut approver, "a2", "file_write", params, "deny")
+        .await;
+    assert!(
+        ask["warning"].as_str().unwrap().contains("run code"),
+        "{ask}"
+    );
+    expect_error(&r, "denied");
+    let file = std::fs::read_to_string(g.permissions_file()).unwrap();
+    assert!(!file.contains(".git"), "{file}");
+}

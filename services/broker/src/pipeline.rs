@@ -224,9 +224,18 @@ async fn authorize(
         .into_inner();
     let ticket = match pb::Verdict::try_from(decided.verdict) {
         Ok(pb::Verdict::Allow) => decided.ticket,
-        Ok(pb::Verdict::Ask) => {
-            Some(ask(app, call, plan, &origin.connection_id, cancelled, preview).await?)
-        }
+        Ok(pb::Verdict::Ask) => Some(
+            ask(
+                app,
+                call,
+                plan,
+                &origin.connection_id,
+                cancelled,
+                preview,
+                &decided.warnings,
+            )
+            .await?,
+        ),
         _ => return Err(WireError::denied(decided.reason, decided.rule)),
     };
     ticket.ok_or_else(|| {
@@ -326,6 +335,7 @@ async fn ask(
     connection_id: &str,
     mut cancelled: tokio::sync::watch::Receiver<bool>,
     preview: Preview,
+    gate_warnings: &[String],
 ) -> Result<Ticket, WireError> {
     let mut gate = app.backends.gate.clone();
     // Without an approver, deny at once: no preview, no waiting.
@@ -372,6 +382,7 @@ async fn ask(
             .collect();
         let (display, warnings) = AskDisplay::of(&call.tool, &subjects, &preview_text);
         let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
+        let warning = with_gate_warnings(warning, gate_warnings);
         app.asks
             .ask(
                 &call.account,
@@ -423,5 +434,39 @@ async fn ask(
     match (resolved.granted, resolved.ticket) {
         (true, Some(ticket)) => Ok(ticket),
         _ => Err(WireError::denied(resolved.reason, resolved.rule)),
+    }
+}
+
+/// The ask's `warning`: what the display form flagged, then what the gate said (e.g. that the
+/// file makes later commands run code), joined with "; ".
+fn with_gate_warnings(display: Option<String>, gate: &[String]) -> Option<String> {
+    let all: Vec<&str> = display
+        .as_deref()
+        .into_iter()
+        .chain(gate.iter().map(String::as_str))
+        .collect();
+    (!all.is_empty()).then(|| all.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_warnings_are_appended_to_the_display_warning() {
+        let gate = ["changing /w/.git/config makes later commands run code".to_owned()];
+        assert_eq!(with_gate_warnings(None, &[]), None);
+        assert_eq!(
+            with_gate_warnings(None, &gate).as_deref(),
+            Some(gate[0].as_str())
+        );
+        assert_eq!(
+            with_gate_warnings(Some("hidden characters".into()), &gate),
+            Some(format!("hidden characters; {}", gate[0]))
+        );
+        assert_eq!(
+            with_gate_warnings(Some("hidden characters".into()), &[]).as_deref(),
+            Some("hidden characters")
+        );
     }
 }

@@ -114,6 +114,21 @@ pub fn refuse_hard_links(stat: &Stat, path: &str) -> Result<(), OpError> {
     Ok(())
 }
 
+/// Refuses to replace (write or edit) anything but a regular file with one name.
+pub fn check_replaceable(stat: &Stat, path: &str) -> Result<(), OpError> {
+    match file_type(stat) {
+        FileType::RegularFile => refuse_hard_links(stat, path),
+        FileType::Directory => Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("{path} is a directory"),
+        )),
+        _ => Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("{path} is not a regular file"),
+        )),
+    }
+}
+
 /// Checks that an opened object is the one recorded in `expected` (same device and inode).
 pub fn check_identity(stat: &Stat, expected: &FileState, what: &str) -> Result<(), OpError> {
     if !expected.exists || stat.st_dev != expected.dev || stat.st_ino != expected.ino {
@@ -151,13 +166,7 @@ pub fn fingerprint_and_content(
 ) -> Result<(FileState, Vec<u8>), OpError> {
     let fd = open_no_links(path, OFlags::RDONLY)?;
     let stat = fstat(&fd, path)?;
-    if file_type(&stat) != FileType::RegularFile {
-        return Err(OpError::new(
-            ErrorCode::InvalidParams,
-            format!("{path} is not a regular file"),
-        ));
-    }
-    refuse_hard_links(&stat, path)?;
+    check_replaceable(&stat, path)?;
     let content = read_capped(fd, MAX_FINGERPRINT_BYTES, path)?;
     let mut state = state_of(&stat);
     state.content_tag = key.tag(&content);

@@ -1,6 +1,6 @@
 //! The account's exec jobs: each a `/bin/sh -c` under its own shim (`shim`: a session of its
 //! own, a nested Landlock domain with signal scopes, its own temporary directory), with an
-//! allowlisted environment, output kept in capped buffers, a run-time limit, and nothing left
+//! allowlisted environment (plus [`FIXED_ENV`]), output kept in capped buffers, a run-time limit, and nothing left
 //! behind when a job ends or is killed. One reaper collects every exit, including orphans that
 //! the executor adopts as a child subreaper.
 
@@ -24,6 +24,10 @@ use std::os::unix::fs::DirBuilderExt;
 
 /// The shell every command runs under, by absolute path.
 pub const SHELL: &str = "/bin/sh";
+/// Set in every job's environment, over anything inherited: git reads no system-wide
+/// configuration (the account's allowlist never carries `GIT_*` variables; `glovebox-config`
+/// refuses them).
+pub const FIXED_ENV: &[(&str, &str)] = &[("GIT_CONFIG_NOSYSTEM", "1")];
 /// Jobs that may run at once per account.
 pub const MAX_RUNNING: usize = 8;
 /// Finished jobs kept for status and output; the oldest are forgotten first.
@@ -195,6 +199,7 @@ impl JobTable {
                     .iter()
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             )
+            .envs(FIXED_ENV.iter().copied())
             .env("TMPDIR", &tmp)
             .env(tree::MARKER_VAR, &id)
             .stdin(Stdio::piped())
@@ -430,4 +435,54 @@ fn new_job_id() -> Result<String, OpError> {
     getrandom::fill(&mut bytes)
         .map_err(|_| OpError::new(ErrorCode::Internal, "no randomness for a job id"))?;
     Ok(format!("job-{}", hex::encode(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_gets_the_fixed_environment_over_what_it_inherits() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // A stand-in for `glovebox job-shim` (tested end to end): runs what follows `--`.
+        let shim = dir.path().join("shim");
+        std::fs::write(
+            &shim,
+            "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec /bin/sh -c \"$1\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let scratch = dir.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let table = JobTable::new(JobConfig {
+            env: vec![
+                ("PATH".to_owned(), "/usr/bin:/bin".to_owned()),
+                ("GIT_CONFIG_NOSYSTEM".to_owned(), "0".to_owned()),
+            ],
+            shim,
+            roots: vec![dir.path().to_owned()],
+            scratch,
+        });
+        table
+            .start(
+                "env > env.tmp && mv env.tmp env.txt",
+                dir.path().to_str().unwrap(),
+                Duration::from_secs(10),
+            )
+            .unwrap();
+        let file = dir.path().join("env.txt");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !file.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the job did not write its environment"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let env = std::fs::read_to_string(file).unwrap();
+        let git: Vec<&str> = env.lines().filter(|l| l.starts_with("GIT_")).collect();
+        assert_eq!(git, ["GIT_CONFIG_NOSYSTEM=1"], "{env}");
+        table.kill_everything();
+    }
 }

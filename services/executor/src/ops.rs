@@ -95,8 +95,24 @@ pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
     }
 }
 
-/// Renders what the approver sees for a planned call.
-pub fn preview(
+/// Renders what the approver sees for a planned call. The approver is asked whatever the preview
+/// finds: a call that would fail (nothing there, not a regular file, hard links, an edit that does
+/// not apply, ...) is shown with the reason, and fails only if it is approved. Failing it here would
+/// tell the caller about a path — its existence, type or content — before anyone allowed it.
+pub fn preview(ctx: &OpContext<'_>, params: &ToolParams, plan: &Plan) -> (String, bool) {
+    preview_or_failure(ctx, params, plan).unwrap_or_else(|e| {
+        (
+            format!(
+                "if approved, this call fails as things stand: {}: {}\n",
+                e.code.as_str(),
+                e.message
+            ),
+            false,
+        )
+    })
+}
+
+fn preview_or_failure(
     ctx: &OpContext<'_>,
     params: &ToolParams,
     plan: &Plan,
@@ -285,6 +301,7 @@ pub fn open_approved_read(
 ) -> Result<(String, std::os::fd::OwnedFd, rustix::fs::Stat), OpError> {
     let r = crate::resolve::resolve(path, ctx.workdir)?;
     let s = bound_subject(ticket, glovebox_proto::v1::Domain::Read, &r.path)?;
+    r.followable(path)?;
     let expected = s.state.clone().unwrap_or_default();
     if !expected.exists {
         return Err(OpError::new(
@@ -461,5 +478,192 @@ mod tests {
             assert_eq!(open(name).unwrap_err().code, code, "{name}");
         }
         assert_eq!(open("plain").unwrap(), f.path("plain"));
+    }
+
+    fn params(tool: &str, json: serde_json::Value) -> ToolParams {
+        Tool::from_name(tool)
+            .unwrap()
+            .parse_params(&json)
+            .unwrap_or_else(|e| panic!("{tool}: {e}"))
+    }
+
+    /// A workdir with a file, a directory, a dangling link, a hard-linked file and a FIFO.
+    fn awkward() -> testing::Fixture {
+        let f = testing::Fixture::new();
+        std::fs::write(f.work.join("a.txt"), "a").unwrap();
+        std::fs::create_dir(f.work.join("dir")).unwrap();
+        std::os::unix::fs::symlink(f.root.join("nowhere"), f.work.join("dangling")).unwrap();
+        std::fs::write(f.work.join("linked"), "x").unwrap();
+        std::fs::hard_link(f.work.join("linked"), f.root.join("other-name")).unwrap();
+        f
+    }
+
+    #[test]
+    fn plans_never_fail_on_what_is_on_disk_and_execution_says_why() {
+        use glovebox_proto::ErrorCode::{self, *};
+        use serde_json::json;
+        let f = awkward();
+        let cases: &[(&str, serde_json::Value, ErrorCode)] = &[
+            ("file_read", json!({"path": "nothere/x"}), NotFound),
+            ("file_read", json!({"path": "nothere/.ssh/../x"}), NotFound),
+            ("file_read", json!({"path": "dangling"}), InvalidParams),
+            ("file_read", json!({"path": "a.txt/x"}), InvalidParams),
+            ("file_read", json!({"path": "dir"}), InvalidParams),
+            ("file_list", json!({"path": "nothere/x"}), NotFound),
+            ("file_list", json!({"path": "a.txt"}), InvalidParams),
+            (
+                "file_grep",
+                json!({"pattern": "x", "path": "nothere"}),
+                NotFound,
+            ),
+            (
+                "file_find",
+                json!({"names": ["*"], "path": "nothere"}),
+                NotFound,
+            ),
+            ("file_count", json!({"path": "nothere/x"}), NotFound),
+            ("file_head_tail", json!({"path": "dangling"}), InvalidParams),
+            (
+                "file_write",
+                json!({"path": "dir", "content": "x"}),
+                InvalidParams,
+            ),
+            (
+                "file_write",
+                json!({"path": "linked", "content": "x"}),
+                Denied,
+            ),
+            (
+                "file_write",
+                json!({"path": "dangling", "content": "x"}),
+                InvalidParams,
+            ),
+            (
+                "file_write",
+                json!({"path": "a.txt/x", "content": "x"}),
+                InvalidParams,
+            ),
+            (
+                "file_edit",
+                json!({"path": "nothere/x", "old_string": "a", "new_string": "b"}),
+                NotFound,
+            ),
+            (
+                "file_edit",
+                json!({"path": "dir", "old_string": "a", "new_string": "b"}),
+                InvalidParams,
+            ),
+            (
+                "file_edit",
+                json!({"path": "linked", "old_string": "x", "new_string": "y"}),
+                Denied,
+            ),
+            (
+                "file_delete",
+                json!({"path": "nothere/.ssh/id_rsa"}),
+                NotFound,
+            ),
+            (
+                "file_delete",
+                json!({"path": "nothere/.ssh/../x"}),
+                NotFound,
+            ),
+            ("file_delete", json!({"path": "dangling/x"}), InvalidParams),
+            (
+                "file_move",
+                json!({"source": "nothere/x", "destination": "y"}),
+                NotFound,
+            ),
+            (
+                "file_move",
+                json!({"source": "a.txt", "destination": "dangling/y"}),
+                InvalidParams,
+            ),
+            (
+                "exec_run",
+                json!({"command": "true", "cwd": "nothere"}),
+                NotFound,
+            ),
+            (
+                "exec_run",
+                json!({"command": "true", "cwd": "a.txt"}),
+                InvalidParams,
+            ),
+        ];
+        for (tool, json, code) in cases {
+            let p = params(tool, json.clone());
+            let planned = plan(&f.ctx(), &p).unwrap_or_else(|e| panic!("{tool} {json}: {e:?}"));
+            let e = execute(&f.ctx(), &p, &testing::ticket_for(&planned))
+                .expect_err(&format!("{tool} {json}"));
+            assert_eq!(e.code, *code, "{tool} {json}: {}", e.message);
+        }
+        assert_eq!(std::fs::read_to_string(f.work.join("a.txt")).unwrap(), "a");
+        assert_eq!(std::fs::read_to_string(f.work.join("linked")).unwrap(), "x");
+        assert!(!f.root.join("nowhere").exists());
+        assert!(!f.work.join("y").exists());
+        assert_eq!(f.jobs.running(), 0);
+    }
+
+    #[test]
+    fn a_missing_floor_path_plans_like_an_existing_one() {
+        let f = awkward();
+        std::fs::create_dir_all(f.work.join("proj/.ssh")).unwrap();
+        std::fs::write(f.work.join("proj/.ssh/id_rsa"), "KEY").unwrap();
+        for tool in ["file_read", "file_delete", "file_list"] {
+            for dir in ["proj", "nothere"] {
+                let p = params(
+                    tool,
+                    serde_json::json!({"path": format!("{dir}/.ssh/id_rsa")}),
+                );
+                let planned = plan(&f.ctx(), &p).unwrap();
+                assert_eq!(
+                    planned.subjects[0].path,
+                    f.path(&format!("{dir}/.ssh/id_rsa")),
+                    "{tool}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_preview_that_fails_is_shown_to_the_approver_not_returned() {
+        let f = awkward();
+        std::fs::write(f.work.join("b.txt"), "b b").unwrap();
+        for (tool, json, says) in [
+            (
+                "file_delete",
+                serde_json::json!({"path": "linked"}),
+                "hard links",
+            ),
+            (
+                "file_delete",
+                serde_json::json!({"path": "nothere"}),
+                "not found",
+            ),
+            (
+                "file_edit",
+                serde_json::json!({"path": "b.txt", "old_string": "b", "new_string": "c"}),
+                "2 times",
+            ),
+            (
+                "file_edit",
+                serde_json::json!({"path": "a.txt", "old_string": "zzz", "new_string": "c"}),
+                "does not occur",
+            ),
+            (
+                "file_write",
+                serde_json::json!({"path": "dir", "content": "x"}),
+                "is a directory",
+            ),
+        ] {
+            let p = params(tool, json);
+            let planned = plan(&f.ctx(), &p).unwrap();
+            let (text, _) = preview(&f.ctx(), &p, &planned);
+            assert!(
+                text.starts_with("if approved, this call fails"),
+                "{tool}: {text}"
+            );
+            assert!(text.contains(says), "{tool}: {text}");
+        }
     }
 }

@@ -1,64 +1,117 @@
 //! Path resolution as the account's user: relative paths against the workdir, symlinks and `..`
 //! followed to the real target, and for paths that do not exist yet, the nearest existing parent.
 //!
-//! The result is the canonical subject the gate judges. Paths that cannot be judged honestly
-//! (a dangling symlink, `..` through a missing directory, non-UTF-8 names) are refused.
+//! The result is the canonical subject the gate judges. Resolution never fails because of what
+//! is (or is not) on disk: only input that cannot be judged at all is refused (empty, NUL bytes,
+//! too long, a name over 255 bytes), so a plan reveals nothing a denied call could use.
+//!
+//! The path is walked one component at a time from `/`. Existing components are followed
+//! physically (a symbolic link to its real target, `..` to the real parent). From the first
+//! component that does not exist on, the rest is applied lexically: a missing directory cannot
+//! be a symbolic link, so `..` simply pops a missing component (`nothere/../x` is `x`), and once
+//! every missing component is popped the walk is physical again.
+//!
+//! A component that exists but cannot be followed — a dangling symbolic link, a link loop, a name
+//! below a file, a directory the user may not search, a link to a non-UTF-8 name — is treated
+//! exactly like a missing one, so the gate judges the same path it would judge if nothing were
+//! there, and the reason is recorded in [`Resolved::unfollowable`]. Execution refuses such a
+//! path after the gate allowed it ([`Resolved::followable`]), so the refusal is never a probe.
+//! A dangling link is therefore judged at its own name, never at its target, and never written
+//! through.
 
 use std::io::ErrorKind;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::MAX_PATH_BYTES;
 
 use crate::error::OpError;
 
-/// A canonical absolute path and whether something exists there.
+/// Longest name of one path component (Linux `NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Why an existing component could not be followed. Such a path is judged as if that component
+/// did not exist, and refused only when the call executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfollowable {
+    /// A symbolic link whose target does not exist.
+    DanglingLink,
+    /// Symbolic links that loop (or too many of them).
+    LinkLoop,
+    /// A name below something that is not a directory (or a trailing `/` on a file).
+    NotADirectory,
+    /// A directory the account's user may not search.
+    AccessDenied,
+    /// A symbolic link to a name that is not valid UTF-8 or is too long.
+    UnusableLink,
+}
+
+/// A canonical absolute path, whether something exists there, and why it could not be followed
+/// to its end (if it could not).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub path: String,
     pub exists: bool,
+    pub unfollowable: Option<Unfollowable>,
+}
+
+impl Resolved {
+    /// Refuses a path that could not be followed. Called when a call executes — after the gate
+    /// allowed it — never when it is planned. `shown` is the path as the client gave it.
+    pub fn followable(&self, shown: &str) -> Result<(), OpError> {
+        let Some(why) = self.unfollowable else {
+            return Ok(());
+        };
+        let (code, what) = match why {
+            Unfollowable::DanglingLink => (
+                ErrorCode::InvalidParams,
+                "a symbolic link on the path is dangling; refusing to follow it",
+            ),
+            Unfollowable::LinkLoop => (
+                ErrorCode::InvalidParams,
+                "too many levels of symbolic links",
+            ),
+            Unfollowable::NotADirectory => (
+                ErrorCode::InvalidParams,
+                "a component of the path is not a directory",
+            ),
+            Unfollowable::AccessDenied => {
+                (ErrorCode::Denied, "the operating system refused access")
+            }
+            Unfollowable::UnusableLink => (
+                ErrorCode::InvalidParams,
+                "a symbolic link on the path names something not valid UTF-8 or too long",
+            ),
+        };
+        Err(OpError::new(code, format!("{shown}: {what}")))
+    }
 }
 
 /// Resolves `input` for the account whose canonical workdir is `workdir`.
 pub fn resolve(input: &str, workdir: &Path) -> Result<Resolved, OpError> {
-    let invalid = |m: &str| OpError::new(ErrorCode::InvalidParams, m);
-    if input.is_empty() {
-        return Err(invalid("path must not be empty"));
-    }
-    if input.contains('\0') {
-        return Err(invalid("path must not contain NUL bytes"));
-    }
-    if input.len() > MAX_PATH_BYTES {
-        return Err(invalid("path is too long"));
-    }
-    let absolute = if Path::new(input).is_absolute() {
-        PathBuf::from(input)
-    } else {
-        workdir.join(input)
-    };
-    match std::fs::canonicalize(&absolute) {
-        Ok(real) => Ok(Resolved {
-            path: utf8(real)?,
+    check_input(input)?;
+    let absolute = absolute(input, workdir)?;
+    // The common case: everything exists and can be followed.
+    if let Ok(real) = std::fs::canonicalize(&absolute)
+        && let Ok(path) = real.into_os_string().into_string()
+        && path.len() <= MAX_PATH_BYTES
+    {
+        return Ok(Resolved {
+            path,
             exists: true,
-        }),
-        Err(e) if e.kind() == ErrorKind::NotFound => resolve_missing(&absolute),
-        Err(e) => Err(io_error(e, input)),
+            unfollowable: None,
+        });
     }
+    walk(&absolute)
 }
 
 /// Resolves `input` as an entry itself, for calls that remove or move it: the parent directory is
-/// resolved like any path (links and `..` followed, and it must exist), the last component is kept
-/// as named, so a symbolic link names the link, never its target.
+/// resolved like any path (links and `..` followed), the last component is kept as named, so a
+/// symbolic link names the link, never its target.
 pub fn resolve_entry(input: &str, workdir: &Path) -> Result<Resolved, OpError> {
+    check_input(input)?;
     let invalid = |m: &str| OpError::new(ErrorCode::InvalidParams, m);
-    if input.is_empty() || input.contains('\0') || input.len() > MAX_PATH_BYTES {
-        return resolve(input, workdir);
-    }
-    let absolute = if Path::new(input).is_absolute() {
-        PathBuf::from(input)
-    } else {
-        workdir.join(input)
-    };
+    let absolute = PathBuf::from(absolute(input, workdir)?);
     let (Some(parent), Some(name)) = (absolute.parent(), absolute.file_name()) else {
         return Err(invalid("path must name an entry (not `/`, `.` or `..`)"));
     };
@@ -69,71 +122,150 @@ pub fn resolve_entry(input: &str, workdir: &Path) -> Result<Resolved, OpError> {
         .to_str()
         .ok_or_else(|| invalid("path is not valid UTF-8"))?;
     let base = resolve(parent, workdir)?;
-    if !base.exists {
-        return Err(OpError::new(
-            ErrorCode::NotFound,
-            format!("{input}: not found"),
-        ));
-    }
     let path = utf8(Path::new(&base.path).join(name))?;
-    let exists = match std::fs::symlink_metadata(&path) {
-        Ok(_) => true,
-        Err(e) if e.kind() == ErrorKind::NotFound => false,
-        Err(e) => return Err(io_error(e, input)),
-    };
-    Ok(Resolved { path, exists })
-}
-
-/// `absolute` does not exist: find the nearest existing ancestor and append the missing tail.
-fn resolve_missing(absolute: &Path) -> Result<Resolved, OpError> {
-    let components: Vec<Component<'_>> = absolute.components().collect();
-    for split in (1..components.len()).rev() {
-        let prefix: PathBuf = components[..split].iter().collect();
-        let base = match std::fs::canonicalize(&prefix) {
-            Ok(base) => base,
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_error(e, &absolute.to_string_lossy())),
-        };
-        let tail = &components[split..];
-        let mut path = base.clone();
-        for (i, c) in tail.iter().enumerate() {
-            let Component::Normal(name) = c else {
-                return Err(OpError::new(
-                    ErrorCode::InvalidParams,
-                    "path uses `..` through a directory that does not exist",
-                ));
-            };
-            path.push(name);
-            if i == 0 {
-                // The first missing component must be truly absent: something that exists but
-                // cannot be resolved is a dangling symbolic link.
-                match std::fs::symlink_metadata(&path) {
-                    Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Ok(meta) if meta.file_type().is_symlink() => {
-                        return Err(OpError::new(
-                            ErrorCode::InvalidParams,
-                            "path is a dangling symbolic link; refusing to follow it",
-                        ));
-                    }
-                    Ok(_) => {
-                        return Err(OpError::new(
-                            ErrorCode::Changed,
-                            "path changed while it was resolved",
-                        ));
-                    }
-                    Err(e) => return Err(io_error(e, &absolute.to_string_lossy())),
-                }
-            }
-        }
+    if !base.exists {
         return Ok(Resolved {
-            path: utf8(path)?,
+            path,
             exists: false,
+            unfollowable: base.unfollowable,
         });
     }
-    Err(OpError::new(
-        ErrorCode::NotFound,
-        "no part of the path exists",
-    ))
+    let (exists, unfollowable) = match std::fs::symlink_metadata(&path) {
+        Ok(_) => (true, None),
+        Err(e) => (false, stuck(e, &path)?),
+    };
+    Ok(Resolved {
+        path,
+        exists,
+        unfollowable,
+    })
+}
+
+/// Refuses input that cannot be judged whatever is on disk.
+fn check_input(input: &str) -> Result<(), OpError> {
+    let invalid = |m: &str| Err(OpError::new(ErrorCode::InvalidParams, m));
+    if input.is_empty() {
+        return invalid("path must not be empty");
+    }
+    if input.contains('\0') {
+        return invalid("path must not contain NUL bytes");
+    }
+    if input.len() > MAX_PATH_BYTES {
+        return invalid("path is too long");
+    }
+    if input.split('/').any(|name| name.len() > MAX_NAME_BYTES) {
+        return invalid("a path component is longer than 255 bytes");
+    }
+    Ok(())
+}
+
+fn absolute(input: &str, workdir: &Path) -> Result<String, OpError> {
+    if input.starts_with('/') {
+        return Ok(input.to_owned());
+    }
+    let base = workdir
+        .to_str()
+        .ok_or_else(|| OpError::new(ErrorCode::Internal, "the workdir is not valid UTF-8"))?;
+    Ok(format!("{}/{input}", base.trim_end_matches('/')))
+}
+
+/// One step of the walk: the next component exists (its canonical path, and whether it is a
+/// directory), or it is missing (and why, if it exists but cannot be followed).
+enum Step {
+    Found(PathBuf, bool),
+    Missing(Option<Unfollowable>),
+}
+
+/// Walks `absolute` from `/`: physically while components exist, lexically below the first one
+/// that does not (see the module docs).
+fn walk(absolute: &str) -> Result<Resolved, OpError> {
+    let mut cur = PathBuf::from("/");
+    let mut cur_is_dir = true;
+    let mut missing: Vec<&str> = Vec::new();
+    let mut unfollowable = None;
+    for name in absolute.split('/') {
+        match name {
+            // `a//b`, `a/.` and a trailing `/` need `a` to be a directory.
+            "" | "." => {
+                if missing.is_empty() && !cur_is_dir {
+                    unfollowable.get_or_insert(Unfollowable::NotADirectory);
+                }
+            }
+            ".." => {
+                if missing.pop().is_none() {
+                    if !cur_is_dir {
+                        unfollowable.get_or_insert(Unfollowable::NotADirectory);
+                    }
+                    // `cur` is canonical: its lexical parent is its real parent.
+                    cur.pop();
+                    cur_is_dir = true;
+                }
+            }
+            name if !missing.is_empty() => missing.push(name),
+            name => match step(&cur, name)? {
+                Step::Found(next, is_dir) => {
+                    cur = next;
+                    cur_is_dir = is_dir;
+                }
+                Step::Missing(why) => {
+                    if let Some(why) = why {
+                        unfollowable.get_or_insert(why);
+                    }
+                    missing.push(name);
+                }
+            },
+        }
+    }
+    let exists = missing.is_empty() && unfollowable.is_none();
+    for name in missing {
+        cur.push(name);
+    }
+    Ok(Resolved {
+        path: utf8(cur)?,
+        exists,
+        unfollowable,
+    })
+}
+
+fn step(cur: &Path, name: &str) -> Result<Step, OpError> {
+    let next = cur.join(name);
+    let shown = next.to_string_lossy();
+    let meta = match std::fs::symlink_metadata(&next) {
+        Ok(meta) => meta,
+        Err(e) => return Ok(Step::Missing(stuck(e, &shown)?)),
+    };
+    if !meta.file_type().is_symlink() {
+        return Ok(Step::Found(next, meta.is_dir()));
+    }
+    let real = match std::fs::canonicalize(&next) {
+        Ok(real) => real,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Ok(Step::Missing(Some(Unfollowable::DanglingLink)));
+        }
+        Err(e) => return Ok(Step::Missing(stuck(e, &shown)?)),
+    };
+    if real.to_str().is_none_or(|r| r.len() > MAX_PATH_BYTES) {
+        return Ok(Step::Missing(Some(Unfollowable::UnusableLink)));
+    }
+    match std::fs::metadata(&real) {
+        Ok(meta) => Ok(Step::Found(real, meta.is_dir())),
+        Err(e) => Ok(Step::Missing(stuck(e, &shown)?)),
+    }
+}
+
+/// What an error looking up an existing prefix's next component means: `None` if the component
+/// is simply missing, why it cannot be followed if it exists, or an error for anything else.
+fn stuck(e: std::io::Error, what: &str) -> Result<Option<Unfollowable>, OpError> {
+    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+        return Ok(Some(Unfollowable::LinkLoop));
+    }
+    match e.kind() {
+        ErrorKind::NotFound => Ok(None),
+        ErrorKind::NotADirectory => Ok(Some(Unfollowable::NotADirectory)),
+        ErrorKind::PermissionDenied => Ok(Some(Unfollowable::AccessDenied)),
+        ErrorKind::InvalidFilename => Ok(Some(Unfollowable::UnusableLink)),
+        _ => Err(io_error(e, what)),
+    }
 }
 
 fn utf8(path: PathBuf) -> Result<String, OpError> {
@@ -173,6 +305,7 @@ pub fn io_error(e: std::io::Error, what: &str) -> OpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Unfollowable::*;
     use std::os::unix::fs::symlink;
 
     struct Tree {
@@ -193,6 +326,8 @@ mod tests {
         symlink(root.join("outside"), work.join("link-to-dir")).unwrap();
         symlink(work.join("link-to-file"), work.join("chain")).unwrap();
         symlink(root.join("outside/missing.txt"), work.join("dangling")).unwrap();
+        symlink(work.join("loop-b"), work.join("loop-a")).unwrap();
+        symlink(work.join("loop-a"), work.join("loop-b")).unwrap();
         Tree {
             _dir: dir,
             root,
@@ -200,8 +335,21 @@ mod tests {
         }
     }
 
-    fn ok(t: &Tree, input: &str) -> Resolved {
-        resolve(input, &t.work).unwrap_or_else(|e| panic!("{input}: {e:?}"))
+    /// (input, path below the tree's root, exists, why it cannot be followed)
+    type Case = (&'static str, &'static str, bool, Option<Unfollowable>);
+
+    fn check(t: &Tree, cases: &[Case], resolver: fn(&str, &Path) -> Result<Resolved, OpError>) {
+        for &(input, want, exists, unfollowable) in cases {
+            let got = resolver(input, &t.work).unwrap_or_else(|e| panic!("{input}: {e:?}"));
+            let want = Resolved {
+                path: format!("{}/{want}", t.root.display())
+                    .trim_end_matches('/')
+                    .to_owned(),
+                exists,
+                unfollowable,
+            };
+            assert_eq!(got, want, "{input}");
+        }
     }
 
     fn err(t: &Tree, input: &str) -> OpError {
@@ -209,124 +357,178 @@ mod tests {
     }
 
     #[test]
-    fn relative_paths_resolve_against_the_workdir() {
+    fn existing_paths_resolve_physically() {
         let t = tree();
-        let r = ok(&t, "a.txt");
-        assert_eq!(
-            (r.path, r.exists),
-            (format!("{}/w/a.txt", t.root.display()), true)
-        );
-        assert_eq!(
-            ok(&t, "./sub/../a.txt").path,
-            format!("{}/w/a.txt", t.root.display())
-        );
-        assert_eq!(ok(&t, ".").path, format!("{}/w", t.root.display()));
-    }
-
-    #[test]
-    fn symlinks_are_judged_by_their_real_target() {
-        let t = tree();
-        let secret = format!("{}/outside/secret.txt", t.root.display());
-        assert_eq!(ok(&t, "link-to-file").path, secret);
-        assert_eq!(ok(&t, "chain").path, secret);
-        assert_eq!(ok(&t, "link-to-dir/secret.txt").path, secret);
-    }
-
-    #[test]
-    fn dot_dot_after_a_symlink_is_physical() {
-        let t = tree();
-        // link-to-dir -> <root>/outside, so link-to-dir/.. is <root>, not the workdir.
-        assert_eq!(
-            ok(&t, "link-to-dir/../outside/secret.txt").path,
-            format!("{}/outside/secret.txt", t.root.display())
-        );
-        assert_eq!(ok(&t, "link-to-dir/..").path, t.root.display().to_string());
-    }
-
-    #[test]
-    fn escapes_resolve_to_where_they_land() {
-        let t = tree();
-        assert_eq!(
-            ok(&t, "../outside/secret.txt").path,
-            format!("{}/outside/secret.txt", t.root.display())
-        );
-        assert_eq!(
-            ok(&t, "sub/../../outside").path,
-            format!("{}/outside", t.root.display())
+        check(
+            &t,
+            &[
+                ("a.txt", "w/a.txt", true, None),
+                ("./sub/../a.txt", "w/a.txt", true, None),
+                (".", "w", true, None),
+                // symlinks are judged by their real target
+                ("link-to-file", "outside/secret.txt", true, None),
+                ("chain", "outside/secret.txt", true, None),
+                ("link-to-dir/secret.txt", "outside/secret.txt", true, None),
+                // `..` after a symlink is physical: link-to-dir/.. is the root, not the workdir
+                (
+                    "link-to-dir/../outside/secret.txt",
+                    "outside/secret.txt",
+                    true,
+                    None,
+                ),
+                ("link-to-dir/..", "", true, None),
+                // escapes resolve to where they land
+                ("../outside/secret.txt", "outside/secret.txt", true, None),
+                ("sub/../../outside", "outside", true, None),
+                // trailing and double slashes
+                ("sub/", "w/sub", true, None),
+                ("sub//..//a.txt", "w/a.txt", true, None),
+            ],
+            resolve,
         );
     }
 
     #[test]
-    fn new_files_use_the_nearest_existing_parent() {
+    fn missing_paths_resolve_below_their_nearest_existing_parent() {
         let t = tree();
-        let r = ok(&t, "new/deeper/file.txt");
-        assert_eq!(
-            (r.path, r.exists),
-            (format!("{}/w/new/deeper/file.txt", t.root.display()), false)
-        );
-        // a new file under a symlinked parent lands in the real directory
-        let r = ok(&t, "link-to-dir/new.txt");
-        assert_eq!(
-            (r.path, r.exists),
-            (format!("{}/outside/new.txt", t.root.display()), false)
+        check(
+            &t,
+            &[
+                ("new/deeper/file.txt", "w/new/deeper/file.txt", false, None),
+                // a new file under a symlinked parent lands in the real directory
+                ("link-to-dir/new.txt", "outside/new.txt", false, None),
+                ("nothere/.ssh/id_rsa", "w/nothere/.ssh/id_rsa", false, None),
+            ],
+            resolve,
         );
     }
 
     #[test]
-    fn dangling_symlinks_are_refused() {
+    fn dot_dot_through_a_missing_directory_pops_it_lexically() {
         let t = tree();
-        let e = err(&t, "dangling");
+        check(
+            &t,
+            &[
+                ("missing/../a.txt", "w/a.txt", true, None),
+                ("missing/deeper/../../a.txt", "w/a.txt", true, None),
+                ("nothere/.ssh/../x", "w/nothere/x", false, None),
+                ("nothere/../../outside", "outside", true, None),
+                // once every missing component is popped, links are followed again
+                (
+                    "missing/../link-to-dir/secret.txt",
+                    "outside/secret.txt",
+                    true,
+                    None,
+                ),
+                ("missing/../link-to-dir/../w", "w", true, None),
+            ],
+            resolve,
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_followed_is_judged_like_a_missing_path() {
+        let t = tree();
+        check(
+            &t,
+            &[
+                // a dangling link is judged at its own name, never at its target
+                ("dangling", "w/dangling", false, Some(DanglingLink)),
+                ("dangling/x", "w/dangling/x", false, Some(DanglingLink)),
+                ("dangling/../a.txt", "w/a.txt", false, Some(DanglingLink)),
+                ("loop-a", "w/loop-a", false, Some(LinkLoop)),
+                ("loop-a/x", "w/loop-a/x", false, Some(LinkLoop)),
+                ("a.txt/x", "w/a.txt/x", false, Some(NotADirectory)),
+                ("a.txt/", "w/a.txt", false, Some(NotADirectory)),
+                ("a.txt/.", "w/a.txt", false, Some(NotADirectory)),
+                ("a.txt/../sub", "w/sub", false, Some(NotADirectory)),
+            ],
+            resolve,
+        );
+    }
+
+    #[test]
+    fn only_execution_refuses_what_cannot_be_followed() {
+        let t = tree();
+        let r = resolve("dangling", &t.work).unwrap();
+        let e = r.followable("dangling").unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidParams);
         assert!(e.message.contains("dangling"), "{}", e.message);
-        assert!(err(&t, "dangling/x").message.contains("dangling"));
+        let e = resolve("a.txt/x", &t.work).unwrap().followable("a.txt/x");
+        assert!(e.unwrap_err().message.contains("not a directory"));
+        assert!(
+            resolve("nothere/x", &t.work)
+                .unwrap()
+                .followable("x")
+                .is_ok()
+        );
+        let denied = Resolved {
+            path: "/x".into(),
+            exists: false,
+            unfollowable: Some(AccessDenied),
+        };
+        assert_eq!(denied.followable("x").unwrap_err().code, ErrorCode::Denied);
     }
 
     #[test]
-    fn dot_dot_through_a_missing_directory_is_refused() {
-        let t = tree();
-        assert!(err(&t, "missing/../a.txt").message.contains("`..`"));
+    fn lookup_errors_are_classified_without_failing_the_plan() {
+        let os = std::io::Error::from_raw_os_error;
+        for (errno, want) in [
+            (rustix::io::Errno::NOENT, None),
+            (rustix::io::Errno::NOTDIR, Some(NotADirectory)),
+            (rustix::io::Errno::ACCESS, Some(AccessDenied)),
+            (rustix::io::Errno::LOOP, Some(LinkLoop)),
+            (rustix::io::Errno::NAMETOOLONG, Some(UnusableLink)),
+        ] {
+            assert_eq!(
+                stuck(os(errno.raw_os_error()), "p").unwrap(),
+                want,
+                "{errno}"
+            );
+        }
+        let e = stuck(os(rustix::io::Errno::IO.raw_os_error()), "p").unwrap_err();
+        assert_eq!(e.code, ErrorCode::Internal);
     }
 
     #[test]
-    fn bad_inputs() {
+    fn bad_inputs_are_refused_whatever_exists() {
         let t = tree();
         assert_eq!(err(&t, "").code, ErrorCode::InvalidParams);
         assert_eq!(err(&t, "a\0b").code, ErrorCode::InvalidParams);
-        assert_eq!(err(&t, "a.txt/x").code, ErrorCode::InvalidParams);
         let long = "x/".repeat(3000);
         assert_eq!(err(&t, &long).message, "path is too long");
         // short input, long result: the workdir prefix pushes it over the limit
         let near = "y/".repeat(2047);
         assert_eq!(err(&t, &near).message, "path is too long");
-    }
-
-    #[test]
-    fn trailing_slashes_and_double_slashes() {
-        let t = tree();
-        assert_eq!(ok(&t, "sub/").path, format!("{}/w/sub", t.root.display()));
-        assert_eq!(
-            ok(&t, "sub//..//a.txt").path,
-            format!("{}/w/a.txt", t.root.display())
-        );
+        // a long name is refused before anything is looked up, under an existing parent or not
+        let name = "n".repeat(MAX_NAME_BYTES + 1);
+        for input in [format!("sub/{name}"), format!("nothere/{name}")] {
+            assert!(err(&t, &input).message.contains("255 bytes"), "{input}");
+        }
     }
 
     #[test]
     fn entries_keep_their_last_component() {
         let t = tree();
-        let r = resolve_entry("link-to-file", &t.work).unwrap();
-        assert_eq!(r.path, format!("{}/w/link-to-file", t.root.display()));
-        assert!(r.exists);
-        let r = resolve_entry("link-to-dir/secret.txt", &t.work).unwrap();
-        assert_eq!(r.path, format!("{}/outside/secret.txt", t.root.display()));
-        let r = resolve_entry("dangling", &t.work).unwrap();
-        assert!(r.exists, "a dangling link is an entry that exists");
+        check(
+            &t,
+            &[
+                ("link-to-file", "w/link-to-file", true, None),
+                ("link-to-dir/secret.txt", "outside/secret.txt", true, None),
+                // a dangling link is an entry that exists
+                ("dangling", "w/dangling", true, None),
+                // an entry under a missing directory is missing: reported when the call executes
+                ("missing/x", "w/missing/x", false, None),
+                ("nothere/.ssh/id_rsa", "w/nothere/.ssh/id_rsa", false, None),
+                ("nothere/.ssh/../x", "w/nothere/x", false, None),
+                ("a.txt/x", "w/a.txt/x", false, Some(NotADirectory)),
+                ("dangling/x", "w/dangling/x", false, Some(DanglingLink)),
+            ],
+            resolve_entry,
+        );
         assert_eq!(
             resolve_entry("sub/..", &t.work).unwrap_err().code,
             ErrorCode::InvalidParams
-        );
-        assert_eq!(
-            resolve_entry("missing/x", &t.work).unwrap_err().code,
-            ErrorCode::NotFound
         );
     }
 
@@ -335,7 +537,7 @@ mod tests {
         let t = tree();
         let via_proc = format!("/proc/self/root{}/w/a.txt", t.root.display());
         assert_eq!(
-            ok(&t, &via_proc).path,
+            resolve(&via_proc, &t.work).unwrap().path,
             format!("{}/w/a.txt", t.root.display())
         );
     }

@@ -135,7 +135,7 @@ impl pb::executor_server::Executor for ExecutorService {
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let outcome = match self.parse(&call) {
             Ok(params) => {
-                self.blocking(move |ctx| ops::preview(ctx, &params, &plan))
+                self.blocking(move |ctx| Ok(ops::preview(ctx, &params, &plan)))
                     .await
             }
             Err(e) => Err(e),

@@ -7,7 +7,8 @@
 //! managed directory changed. A change that does not compile keeps the last good policy and
 //! records the error (file, line, what was expected); an account whose files never compiled is
 //! denied everything until they are fixed. Every change yields a [`PolicyEvent`] for the audit.
-//! The rule-management operations edit the account file's text, keeping its comments.
+//! The rule-management operations edit the account file's text, keeping its comments, and write
+//! it only if it still compiles.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use glovebox_config::{StateDir, write_private_file};
 use glovebox_policy::{
-    Inputs, Kind, Policy, RawPolicy, RawRule, Section, Source, applies_to, edit, exact_rule,
+    Inputs, Kind, Policy, RawPolicy, RawRule, Section, Source, applies_to, check_account_text,
+    edit, exact_rule,
 };
 
 /// What identifies one version of a file on disk.
@@ -303,7 +305,9 @@ impl AccountPolicies {
             .ok_or_else(|| EditError::UnknownAccount(account.to_owned()))
     }
 
-    /// Reads, edits and writes the account file under the edit lock, then reloads.
+    /// Reads, edits and writes the account file under the edit lock, then reloads. The edited
+    /// text is compiled first: an edit that would leave the file not compiling is refused and
+    /// nothing is written.
     fn edit_file(
         &self,
         account: &str,
@@ -323,6 +327,12 @@ impl AccountPolicies {
         let Some((new_text, summary)) = change(&text)? else {
             return Ok(None);
         };
+        let name = entry.file.display().to_string();
+        check_account_text(&name, &new_text, &entry.workdir, now_unix()).map_err(|e| {
+            EditError::Invalid(format!(
+                "refused: the account file would not compile ({e}); it is unchanged"
+            ))
+        })?;
         write_private_file(&entry.file, new_text.as_bytes())
             .map_err(|e| file_err(e.to_string()))?;
         self.push_event(account, outcome, summary.clone());
@@ -642,5 +652,95 @@ mod tests {
         let (compiled, error) = current(&s.policies);
         assert!(compiled);
         assert!(error.unwrap().contains("not a regular file"));
+    }
+
+    fn account_file(s: &Setup) -> PathBuf {
+        s.workdir.join("../state/accounts/a/permissions.yaml")
+    }
+
+    fn decide_command(s: &Setup, command: &str) -> glovebox_policy::Decision {
+        let p = s.policies.current("a").unwrap().policy.unwrap();
+        p.decide_command_at(command, &s.workdir.display().to_string(), Some(now_unix()))
+            .decision
+    }
+
+    #[test]
+    fn a_rule_that_does_not_compile_is_refused_and_the_file_left_untouched() {
+        use glovebox_policy::Decision;
+        let s = setup();
+        std::fs::create_dir_all(account_file(&s).parent().unwrap()).unwrap();
+        let add = |section, pattern: &str| {
+            s.policies.add_rule(
+                "a",
+                section,
+                Kind::Allow,
+                RawRule::Pattern(pattern.to_owned()),
+            )
+        };
+        add(Section::Commands, "ls").unwrap().unwrap();
+        let before = std::fs::read_to_string(account_file(&s)).unwrap();
+        for (section, pattern, rule) in [
+            (Section::Commands, "(", "commands.allow[1]: ("),
+            (Section::PathsRead, "a[", "paths.read.allow[0]: a["),
+        ] {
+            let e = add(section, pattern).unwrap_err();
+            assert!(matches!(e, EditError::Invalid(_)), "{e:?}");
+            assert!(e.to_string().contains("would not compile"), "{e}");
+            assert!(e.to_string().contains(rule), "{e}");
+            assert_eq!(std::fs::read_to_string(account_file(&s)).unwrap(), before);
+        }
+        // the file still compiles, so a later change takes effect
+        add(Section::Commands, "git status").unwrap().unwrap();
+        assert_eq!(s.policies.current("a").unwrap().error, None);
+        assert_eq!(decide_command(&s, "git status"), Decision::Allow);
+        let events: Vec<String> = s
+            .policies
+            .take_events()
+            .into_iter()
+            .map(|e| e.outcome)
+            .collect();
+        assert_eq!(
+            events.iter().filter(|o| *o == "rule_added").count(),
+            2,
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn no_writer_leaves_the_account_file_not_compiling() {
+        let s = setup();
+        let file = account_file(&s);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        // broken by hand: every edit but a reset would keep it broken, so each is refused
+        let broken = "commands:\n  allow: ['ls', '(']\n";
+        std::fs::write(&file, broken).unwrap();
+        let refused: Vec<Result<Option<String>, EditError>> = vec![
+            s.policies.set_switch("a", "confine_to_workdir", true),
+            s.policies.set_switch("a", "sandbox", false),
+            s.policies
+                .revoke_rule("a", Section::Commands, Kind::Allow, 0, "ls"),
+            s.policies.add_rule(
+                "a",
+                Section::PathsRead,
+                Kind::Allow,
+                RawRule::Pattern("./**".to_owned()),
+            ),
+        ];
+        for r in refused {
+            let e = r.unwrap_err();
+            assert!(e.to_string().contains("would not compile"), "{e}");
+        }
+        let always = s
+            .policies
+            .add_exact_rules("a", &[(Section::Commands, "make".to_owned())]);
+        assert!(always.unwrap_err().contains("would not compile"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), broken);
+        // a reset is the way out: it always compiles
+        s.policies.reset_rules("a").unwrap().unwrap();
+        assert_eq!(s.policies.current("a").unwrap().error, None);
+        s.policies
+            .add_exact_rules("a", &[(Section::Commands, "make".to_owned())])
+            .unwrap();
+        assert_eq!(decide_command(&s, "make"), glovebox_policy::Decision::Allow);
     }
 }

@@ -194,6 +194,13 @@ fn hidden_globs(call: &ToolCall, judged: &Judged) -> Vec<String> {
     }
 }
 
+/// Whether a subject asks whatever rule matches it (writes and deletes of files that make later
+/// commands run code).
+fn always_asks(section: Section, path: &str) -> bool {
+    matches!(section, Section::PathsWrite | Section::Delete)
+        && glovebox_policy::code_carrying::check(path).is_some()
+}
+
 /// A decision as Decide and Explain answer it.
 pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
     match decision {
@@ -332,6 +339,10 @@ impl pb::gate_server::Gate for GateService {
         e.rule = v.rule.clone();
         e.reason = v.reason.clone();
         e.detail = format!("layer: {}", v.layer.as_str());
+        if !v.warnings.is_empty() {
+            e.detail
+                .push_str(&format!("; warning: {}", v.warnings.join("; ")));
+        }
         if v.decision == Decision::Allow {
             e.approval = "auto".to_owned();
         }
@@ -345,6 +356,7 @@ impl pb::gate_server::Gate for GateService {
             reason: v.reason.clone(),
             ticket,
             layer: v.layer.as_str().to_owned(),
+            warnings: v.warnings.clone(),
         }))
     }
 
@@ -390,6 +402,9 @@ impl pb::gate_server::Gate for GateService {
                             .filter_map(|(i, section, _)| {
                                 Some((*section, plan.subjects.get(*i)?.path.clone()))
                             })
+                            // No rule stops a file that makes later commands run code from
+                            // asking: writing one would only mislead.
+                            .filter(|(section, path)| !always_asks(*section, path))
                             .collect();
                         match self.0.policies.add_exact_rules(&call.account, &asked) {
                             Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),

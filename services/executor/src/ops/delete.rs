@@ -32,7 +32,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileDeleteParams) -> Result<Plan, OpError> 
     })
 }
 
-/// Checks the refusals before anyone is asked (they are checked again when the call executes).
+/// Shows the refusals to the approver (they are checked again when the call executes).
 pub fn preview(
     ctx: &OpContext<'_>,
     p: &FileDeleteParams,
@@ -188,6 +188,7 @@ pub fn execute(
 ) -> Result<Done, OpError> {
     let r = resolve_entry(&p.path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Delete, &r.path)?;
+    r.followable(&p.path)?;
     refuse_trash_ancestor(ctx, &s.path)?;
     let expected = s.state.clone().unwrap_or_default();
     let entry = open_movable(ctx, &s.path, &p.path, &expected)?;

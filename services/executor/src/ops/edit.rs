@@ -47,20 +47,25 @@ pub fn apply(old: &[u8], p: &FileEditParams) -> Result<(String, usize), OpError>
     Ok((new, count))
 }
 
-/// Fingerprints the file like `file_write`. Whether the edit applies is not reported here (that
-/// would tell a denied caller about the content); the plan then binds no new content and the
+/// Fingerprints the file like `file_write`. Whether it exists, what it is and whether the edit
+/// applies are not reported here (that would tell a denied caller about the file); the plan then
+/// binds no new content (and for anything but a regular file, its identity alone) and the
 /// executed call reports why.
 pub fn plan(ctx: &OpContext<'_>, p: &FileEditParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
-    let (state, content_tag) = if r.exists {
-        let (state, old) = fsio::fingerprint_and_content(&r.path, ctx.key)?;
-        let tag = match apply(&old, p) {
-            Ok((new, _)) => ctx.key.tag(new.as_bytes()),
-            Err(_) => Vec::new(),
-        };
-        (state, tag)
-    } else {
-        (FileState::default(), Vec::new())
+    let fingerprinted = r
+        .exists
+        .then(|| fsio::fingerprint_and_content(&r.path, ctx.key));
+    let (state, content_tag) = match fingerprinted {
+        Some(Ok((state, old))) => {
+            let tag = match apply(&old, p) {
+                Ok((new, _)) => ctx.key.tag(new.as_bytes()),
+                Err(_) => Vec::new(),
+            };
+            (state, tag)
+        }
+        Some(Err(_)) => (super::read::observed(&r), Vec::new()),
+        None => (FileState::default(), Vec::new()),
     };
     Ok(Plan {
         subjects: vec![subject(Domain::Write, r.path, state)],
@@ -93,6 +98,7 @@ pub fn execute(
 ) -> Result<Done, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Write, &r.path)?;
+    r.followable(&p.path)?;
     let expected = s.state.clone().unwrap_or_default();
     if !expected.exists || !r.exists {
         return Err(OpError::new(

@@ -50,6 +50,7 @@ pub fn execute_run(
         ticket,
         &[(Domain::Exec, &p.command), (Domain::Read, &cwd.path)],
     )?;
+    cwd.followable("the working directory")?;
     let expected = bound[1].state.clone().unwrap_or_default();
     if !expected.exists {
         return Err(OpError::new(

@@ -28,7 +28,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileMoveParams) -> Result<Plan, OpError> {
     })
 }
 
-/// Checks the source's refusals before anyone is asked (and again when the call executes).
+/// Shows the source's refusals to the approver (they are checked again when the call executes).
 pub fn preview(
     ctx: &OpContext<'_>,
     p: &FileMoveParams,
@@ -66,6 +66,8 @@ pub fn execute(
         ],
     )?;
     let (s, d) = (bound[0], bound[2]);
+    src.followable(&p.source)?;
+    dst.followable(&p.destination)?;
     if dst.exists || d.state.as_ref().is_some_and(|st| st.exists) {
         return Err(OpError::new(
             ErrorCode::InvalidParams,

@@ -9,7 +9,7 @@ use std::path::Path;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::FileWriteParams;
 use glovebox_proto::v1::{Domain, FileState, Plan, TicketBody};
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{Mode, OFlags};
 use serde_json::json;
 
 use super::{Done, OpContext, bound_subject, subject};
@@ -20,16 +20,12 @@ use crate::resolve::resolve;
 /// Diffs shown to approvers are cut at this many bytes.
 pub const MAX_PREVIEW_BYTES: usize = 256 * 1024;
 
+/// Fingerprints the file if it exists. What is wrong with it (not a regular file, hard links,
+/// too big, unreadable) is not reported here: the plan then carries its identity alone, and the
+/// preview and the executed call say why.
 pub fn plan(ctx: &OpContext<'_>, p: &FileWriteParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
-    let state = if r.exists {
-        fsio::fingerprint(&r.path, ctx.key)?
-    } else {
-        FileState {
-            exists: false,
-            ..FileState::default()
-        }
-    };
+    let state = planned_state(ctx, &r);
     Ok(Plan {
         subjects: vec![subject(Domain::Write, r.path, state)],
         content_tag: ctx.key.tag(p.content.as_bytes()),
@@ -52,6 +48,15 @@ pub fn preview(
     ))
 }
 
+/// The state a write or edit plan binds: the full fingerprint of an existing regular file, the
+/// identity alone of anything else that exists (execution refuses it), or nothing.
+pub fn planned_state(ctx: &OpContext<'_>, r: &crate::resolve::Resolved) -> FileState {
+    if !r.exists {
+        return FileState::default();
+    }
+    fsio::fingerprint(&r.path, ctx.key).unwrap_or_else(|_| super::read::observed(r))
+}
+
 /// The content of the file a plan fingerprinted (empty if it did not exist), checked against the
 /// plan's identity and content tag.
 pub fn planned_content(
@@ -66,6 +71,7 @@ pub fn planned_content(
     let fd = fsio::open_no_links(canonical, OFlags::RDONLY)?;
     let stat = fsio::fstat(&fd, shown)?;
     fsio::check_identity(&stat, planned, shown)?;
+    fsio::check_replaceable(&stat, shown)?;
     let bytes = fsio::read_capped(fd, fsio::MAX_FINGERPRINT_BYTES, shown)?;
     if ctx.key.tag(&bytes) != planned.content_tag {
         return Err(OpError::changed(shown));
@@ -118,6 +124,7 @@ pub fn execute(
 ) -> Result<Done, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Write, &r.path)?;
+    r.followable(&p.path)?;
     if ctx.key.tag(p.content.as_bytes()) != ticket.content_tag {
         return Err(OpError::new(
             ErrorCode::Changed,
@@ -167,12 +174,9 @@ pub fn replace_with(
         .map_err(|e| fsio::errno_error(e, shown))?;
     let stat = fsio::fstat(&current, shown)?;
     fsio::check_identity(&stat, expected, shown)?;
-    fsio::refuse_hard_links(&stat, shown)?;
+    fsio::check_replaceable(&stat, shown)?;
     let now = fsio::state_of(&stat);
-    if fsio::file_type(&stat) != FileType::RegularFile
-        || now.size != expected.size
-        || now.mtime_ns != expected.mtime_ns
-    {
+    if now.size != expected.size || now.mtime_ns != expected.mtime_ns {
         return Err(OpError::changed(shown));
     }
     let old = fsio::read_capped(current, fsio::MAX_FINGERPRINT_BYTES, shown)?;

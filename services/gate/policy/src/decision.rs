@@ -48,7 +48,8 @@ pub enum Layer {
     Account,
     /// `<workdir>/.glovebox/permissions.yaml`, which can only tighten.
     Project,
-    /// No rule: the default (ask), or a subject the policy cannot judge (deny).
+    /// No rule of a file: the default (ask), the built-in ask for files that make later commands
+    /// run code, or a subject the policy cannot judge (deny).
     Default,
 }
 
@@ -72,6 +73,9 @@ pub struct Verdict {
     /// Names the deciding rule, e.g. `floor:.ssh` or `paths.read.allow[0]: /w/**`.
     pub rule: String,
     pub reason: String,
+    /// What the approver must be told when this verdict asks (e.g. that the file makes later
+    /// commands run code). Kept when verdicts are combined.
+    pub warnings: Vec<String>,
 }
 
 impl Verdict {
@@ -91,16 +95,32 @@ impl Verdict {
             layer,
             rule: rule.into(),
             reason: reason.into(),
+            warnings: Vec::new(),
         }
     }
 
+    /// This verdict with `warning` added.
+    pub fn with_warning(mut self, warning: impl Into<String>) -> Verdict {
+        self.warnings.push(warning.into());
+        self
+    }
+
     /// Combines the verdicts of several subjects: the strictest decision wins, and among equals
-    /// the first one keeps its rule.
+    /// the first one keeps its rule. Every subject's warnings are kept (once each).
     pub fn combine(verdicts: impl IntoIterator<Item = Verdict>) -> Option<Verdict> {
-        verdicts.into_iter().fold(None, |acc, v| match acc {
-            Some(a) if a.decision >= v.decision => Some(a),
-            _ => Some(v),
-        })
+        let mut warnings: Vec<String> = Vec::new();
+        let combined = verdicts.into_iter().fold(None, |acc: Option<Verdict>, v| {
+            for w in &v.warnings {
+                if !warnings.contains(w) {
+                    warnings.push(w.clone());
+                }
+            }
+            match acc {
+                Some(a) if a.decision >= v.decision => Some(a),
+                _ => Some(v),
+            }
+        });
+        combined.map(|v| Verdict { warnings, ..v })
     }
 }
 
@@ -120,5 +140,18 @@ mod tests {
         .unwrap();
         assert_eq!((v.decision, v.rule.as_str()), (Decision::Deny, "d1"));
         assert_eq!(Verdict::combine([]), None);
+    }
+
+    #[test]
+    fn combining_keeps_every_warning_once() {
+        let v = Verdict::combine([
+            Verdict::new(Decision::Ask, "first", ""),
+            Verdict::new(Decision::Ask, "second", "").with_warning("w1"),
+            Verdict::new(Decision::Allow, "third", "").with_warning("w1"),
+            Verdict::new(Decision::Allow, "fourth", "").with_warning("w2"),
+        ])
+        .unwrap();
+        assert_eq!((v.decision, v.rule.as_str()), (Decision::Ask, "first"));
+        assert_eq!(v.warnings, ["w1", "w2"]);
     }
 }

@@ -5,9 +5,11 @@
 //! compiles them here into a [`Policy`] and asks it about each canonical subject
 //! ([`Policy::decide_at`], [`Policy::decide_command_at`], [`Policy::decide_tool_at`]), passing
 //! the time in. The executor uses [`floor`] to hide secret entries from listings. Every verdict
-//! names its layer, the rule that decided, and why. [`edit`] changes a policy file's text without
+//! names its layer, the rule that decided, and why. Writes and deletes of files that make later
+//! commands run code ([`code_carrying`]) always ask, with a warning for the approver. [`edit`] changes a policy file's text without
 //! losing its comments.
 
+pub mod code_carrying;
 pub mod decision;
 pub mod edit;
 pub mod expiry;
@@ -20,4 +22,4 @@ pub use permissions::{
     Capability, Kind, PolicyError, RawPolicy, RawRule, Section, exact_command_rule,
     exact_path_rule, exact_rule,
 };
-pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to, build_glob};
+pub use policy::{Inputs, Policy, RuleInfo, Source, applies_to, build_glob, check_account_text};

@@ -10,12 +10,17 @@
 //! 7. confinement on and the path outside the workdir → deny;
 //! 8. ask.
 //!
+//! Then, for writes and deletes only: an allow or an ask of a path that makes later commands run
+//! code ([`crate::code_carrying`]) becomes an ask naming that rule, with a warning for the
+//! approver — whatever allowed it, `sandbox: false` included. A deny is never changed.
+//!
 //! Rules past their expiry are skipped. Without a clock (`now` is `None`) a rule that has an
 //! expiry is treated as expired when it would allow and as live when it would deny.
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::RegexSet;
 
+use crate::code_carrying;
 use crate::decision::{Decision, Domain, Layer, Verdict};
 use crate::expiry::Expiry;
 use crate::floor;
@@ -52,6 +57,27 @@ pub struct Inputs {
     pub managed: Vec<Source>,
     pub account: Source,
     pub project: Option<Source>,
+}
+
+/// Compiles an account file's text on its own, exactly as it is compiled with the other layers
+/// (`modified` anchors duration expiries). Every writer of an account file checks the new text
+/// with this before writing it: a file that does not compile would leave the last good policy
+/// deciding and every later change to the file silently ignored.
+pub fn check_account_text(
+    name: &str,
+    text: &str,
+    workdir: &str,
+    modified: i64,
+) -> Result<(), PolicyError> {
+    let raw = RawPolicy::parse(text)?;
+    Policy::compile_layers(&Inputs {
+        workdir: workdir.to_owned(),
+        protected: Vec::new(),
+        managed: Vec::new(),
+        account: Source::new(name, raw, modified),
+        project: None,
+    })
+    .map(|_| ())
 }
 
 /// Whether a managed file applies to `account`.
@@ -312,6 +338,23 @@ impl Policy {
     /// Judges one canonical absolute path at `now` (Unix seconds; `None`: no clock, see the
     /// module docs).
     pub fn decide_at(&self, domain: Domain, path: &str, now: Option<i64>) -> Verdict {
+        let v = self.decide_rules_at(domain, path, now);
+        if domain == Domain::Read || v.decision == Decision::Deny {
+            return v;
+        }
+        let Some(hit) = code_carrying::check(path) else {
+            return v;
+        };
+        let reason = match v.decision {
+            Decision::Allow => format!("{} (it would be allowed by {})", hit.reason(), v.rule),
+            _ => hit.reason(),
+        };
+        Verdict::in_layer(Layer::Default, Decision::Ask, hit.rule(), reason)
+            .with_warning(hit.warning(path))
+    }
+
+    /// Steps 1–8 of the path decision (see the module docs).
+    fn decide_rules_at(&self, domain: Domain, path: &str, now: Option<i64>) -> Verdict {
         if !path.starts_with('/') || path.contains('\0') {
             return Verdict::new(
                 Decision::Deny,

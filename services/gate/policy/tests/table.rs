@@ -147,6 +147,18 @@ delete:
   allow: ['/tmp/out/**']
 "#;
 
+/// Writes and deletes allowed in the workdir and the home directory.
+const WRITES: &str = r#"
+paths:
+  read:
+    allow: ['./**']
+  write:
+    allow: ['./**', '/home/u/**']
+    deny: ['./locked/**']
+delete:
+  allow: ['./**']
+"#;
+
 const SANDBOX_OFF: &str = "sandbox: false\npaths:\n  read:\n    deny: ['./x/**']\n";
 
 fn source(name: &str, yaml: &str, modified: i64) -> Source {
@@ -191,6 +203,7 @@ fn fixtures() -> HashMap<&'static str, Policy> {
         m.insert(name, Policy::compile_layers(&inputs).unwrap());
     };
     add("default", inputs(DEFAULT));
+    add("writes", inputs(WRITES));
     add("empty", inputs(""));
     add("rules", inputs(RULES));
     let mut i = inputs(RULES);
@@ -1935,7 +1948,223 @@ fn cases() -> Vec<Case> {
             Account,
             "paths.read.allow[0]",
         ),
+        // --- files that make later commands run code: writes and deletes always ask
+        c(
+            "code-carrying write of .git/config asks despite an allow",
+            "writes",
+            W("/w/.git/config"),
+            Ask,
+            Default,
+            "code-carrying:.git/config",
+        ),
+        c(
+            "code-carrying delete of a git hook asks despite an allow",
+            "writes",
+            D("/w/.git/hooks/pre-commit"),
+            Ask,
+            Default,
+            "code-carrying:.git/hooks",
+        ),
+        c(
+            "code-carrying write of a new hook asks",
+            "writes",
+            W("/w/.git/hooks/post-checkout"),
+            Ask,
+            Default,
+            "code-carrying:.git/hooks",
+        ),
+        c(
+            "code-carrying write of a gitdir pointer asks",
+            "writes",
+            W("/w/sub/.git"),
+            Ask,
+            Default,
+            "code-carrying:.git",
+        ),
+        c(
+            "code-carrying delete of the git directory asks",
+            "writes",
+            D("/w/.git"),
+            Ask,
+            Default,
+            "code-carrying:.git",
+        ),
+        c(
+            "code-carrying write of info attributes asks",
+            "writes",
+            W("/w/.git/info/attributes"),
+            Ask,
+            Default,
+            "code-carrying:.git",
+        ),
+        c(
+            "code-carrying write into a submodule's git directory asks",
+            "writes",
+            W("/w/.git/modules/lib/config"),
+            Ask,
+            Default,
+            "code-carrying:.git/config",
+        ),
+        c(
+            "code-carrying matches case-insensitively",
+            "writes",
+            W("/w/.GIT/Config"),
+            Ask,
+            Default,
+            "code-carrying:.git/config",
+        ),
+        c(
+            "code-carrying matches look-alike letters",
+            "writes",
+            W("/w/．git/hooks/pre-push"),
+            Ask,
+            Default,
+            "code-carrying:.git/hooks",
+        ),
+        c(
+            "code-carrying write of a shell startup file asks",
+            "writes",
+            W("/home/u/.bashrc"),
+            Ask,
+            Default,
+            "code-carrying:.bashrc",
+        ),
+        c(
+            "code-carrying write of .profile asks",
+            "writes",
+            W("/home/u/.profile"),
+            Ask,
+            Default,
+            "code-carrying:.profile",
+        ),
+        c(
+            "code-carrying write of the user's gitconfig asks",
+            "writes",
+            W("/home/u/.gitconfig"),
+            Ask,
+            Default,
+            "code-carrying:.gitconfig",
+        ),
+        c(
+            "code-carrying write of the user's xdg git config asks",
+            "writes",
+            W("/home/u/.config/git/config"),
+            Ask,
+            Default,
+            "code-carrying:.config/git",
+        ),
+        c(
+            "code-carrying write of an ordinary file is allowed",
+            "writes",
+            W("/w/notes.txt"),
+            Allow,
+            Account,
+            "paths.write.allow[0]",
+        ),
+        c(
+            "code-carrying write of .gitignore is allowed",
+            "writes",
+            W("/w/.gitignore"),
+            Allow,
+            Account,
+            "paths.write.allow[0]",
+        ),
+        c(
+            "code-carrying delete of an ordinary file is allowed",
+            "writes",
+            D("/w/notes.txt"),
+            Allow,
+            Account,
+            "delete.allow[0]",
+        ),
+        c(
+            "code-carrying read of .git/config is allowed",
+            "writes",
+            R("/w/.git/config"),
+            Allow,
+            Account,
+            "paths.read.allow[0]",
+        ),
+        c(
+            "code-carrying does not lift a deny",
+            "writes",
+            W("/w/locked/.git/config"),
+            Deny,
+            Account,
+            "paths.write.deny[0]",
+        ),
+        c(
+            "code-carrying does not lift the floor",
+            "writes",
+            W("/w/.envrc"),
+            Deny,
+            Floor,
+            "floor:.env*",
+        ),
+        c(
+            "code-carrying names itself when nothing allowed",
+            "default",
+            W("/w/.git/config"),
+            Ask,
+            Default,
+            "code-carrying:.git/config",
+        ),
+        c(
+            "code-carrying still asks with the sandbox off",
+            "sandbox_off",
+            W("/w/.git/config"),
+            Ask,
+            Default,
+            "code-carrying:.git/config",
+        ),
+        c(
+            "code-carrying with the sandbox off keeps managed denies",
+            "sandbox_off",
+            W("/etc/.git/config"),
+            Deny,
+            Managed,
+            "paths.write.deny[0]",
+        ),
+        c(
+            "code-carrying asks despite a managed allow",
+            "managed_allows",
+            W("/etc/.git/config"),
+            Ask,
+            Default,
+            "code-carrying:.git/config",
+        ),
+        c(
+            "code-carrying capped read-only still denies",
+            "read_only",
+            W("/w/.git/config"),
+            Deny,
+            Managed,
+            "cap: read-only",
+        ),
     ]
+}
+
+#[test]
+fn a_code_carrying_ask_warns_the_approver_and_says_what_it_overrides() {
+    let p = Policy::compile_layers(&inputs(WRITES)).unwrap();
+    let v = p.decide_at(glovebox_policy::Domain::Write, "/w/.git/config", Some(NOW));
+    assert_eq!(v.warnings.len(), 1, "{v:?}");
+    assert!(
+        v.warnings[0].contains("/w/.git/config") && v.warnings[0].contains("run code"),
+        "{v:?}"
+    );
+    assert!(
+        v.reason
+            .starts_with("changing this file makes later commands run code")
+            && v.reason.contains("paths.write.allow[0]: ./**"),
+        "{}",
+        v.reason
+    );
+    // nothing to warn about on an ordinary file, or on a read
+    let ok = p.decide_at(glovebox_policy::Domain::Write, "/w/notes.txt", Some(NOW));
+    assert!(ok.warnings.is_empty());
+    let read = p.decide_at(glovebox_policy::Domain::Read, "/w/.git/config", Some(NOW));
+    assert!(read.warnings.is_empty());
 }
 
 #[test]
@@ -2022,6 +2251,55 @@ fn errors_name_the_file_the_line_and_the_rule() {
             err.contains("account.yaml") && err.contains(needle),
             "{yaml}: {err}"
         );
+    }
+}
+
+#[test]
+fn an_edit_that_would_not_compile_is_caught_before_it_is_written() {
+    let check = |text: &str| {
+        glovebox_policy::check_account_text("account.yaml", text, WORKDIR, NOW)
+            .map_err(|e| e.to_string())
+    };
+    // The text edits only parse; compiling is what catches a bad pattern.
+    for (section, pattern, needle) in [
+        (Section::Commands, "(", "commands.allow[1]: ("),
+        (Section::PathsRead, "a[", "paths.read.allow[1]: a["),
+        (Section::PathsWrite, "./b[", "paths.write.allow[0]: ./b["),
+        (Section::Delete, "", "empty glob"),
+        (Section::Tools, "x[", "tools.allow[0]: x["),
+    ] {
+        let base = "paths:\n  read:\n    allow: ['./**']\ncommands:\n  allow: ['ls']\n";
+        let rule = RawRule::Pattern(pattern.to_owned());
+        let edited = edit::add_rule(base, section, Kind::Allow, &rule)
+            .unwrap()
+            .unwrap();
+        let err = check(&edited.text).unwrap_err();
+        assert!(
+            err.contains("account.yaml") && err.contains(needle),
+            "{err}"
+        );
+        assert!(check(base).is_ok());
+    }
+    let expiring = RawRule::new("./x/**".to_owned(), Some("soon".to_owned()));
+    let edited = edit::add_rule(DEFAULT, Section::PathsRead, Kind::Allow, &expiring)
+        .unwrap()
+        .unwrap();
+    assert!(check(&edited.text).unwrap_err().contains("RFC 3339"));
+    assert!(
+        check("cap: [read-only]\n")
+            .unwrap_err()
+            .contains("only managed")
+    );
+    assert!(check("paths: [\n").is_err());
+    // what the gate writes itself compiles
+    for text in [
+        DEFAULT.to_owned(),
+        exact_fixture(),
+        edit::set_flag(DEFAULT, "sandbox", false).unwrap().text,
+        edit::reset(RULES).unwrap(),
+        RawPolicy::default_for_new_account().to_yaml().unwrap(),
+    ] {
+        assert_eq!(check(&text), Ok(()), "{text}");
     }
 }
 
