@@ -40,6 +40,12 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
     }
     if state.config_file().exists() {
         ensure_approver_tokens(state)?;
+        for path in glovebox_config::tighten_state(state)? {
+            eprintln!(
+                "glovebox: {} was readable by other users; it is now private to its owner",
+                path.display()
+            );
+        }
         return Ok(None);
     }
     let workdir =

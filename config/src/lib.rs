@@ -403,6 +403,51 @@ pub fn file_stamp(path: &Path) -> Option<FileStamp> {
     Some((meta.modified().ok()?, meta.len(), meta.ino()))
 }
 
+/// Takes group and other permissions away from everything in the state directory (its files and
+/// directories, not following links), so that no credential, key, policy or audit row is readable
+/// by another user even when a file was written by hand with a wide mode. Returns what changed.
+pub fn tighten_state(state: &StateDir) -> Result<Vec<PathBuf>, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    fn walk(dir: &Path, depth: usize, changed: &mut Vec<PathBuf>) -> Result<(), ConfigError> {
+        let meta = std::fs::symlink_metadata(dir).map_err(|e| ConfigError::io(dir, e))?;
+        tighten(dir, &meta, changed)?;
+        if depth == 0 || !meta.is_dir() {
+            return Ok(());
+        }
+        for entry in std::fs::read_dir(dir).map_err(|e| ConfigError::io(dir, e))? {
+            let entry = entry.map_err(|e| ConfigError::io(dir, e))?;
+            let kind = entry
+                .file_type()
+                .map_err(|e| ConfigError::io(&entry.path(), e))?;
+            if kind.is_dir() {
+                walk(&entry.path(), depth - 1, changed)?;
+            } else if kind.is_file() {
+                let path = entry.path();
+                let meta =
+                    std::fs::symlink_metadata(&path).map_err(|e| ConfigError::io(&path, e))?;
+                tighten(&path, &meta, changed)?;
+            }
+        }
+        Ok(())
+    }
+    fn tighten(
+        path: &Path,
+        meta: &std::fs::Metadata,
+        changed: &mut Vec<PathBuf>,
+    ) -> Result<(), ConfigError> {
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o700))
+                .map_err(|e| ConfigError::io(path, e))?;
+            changed.push(path.to_owned());
+        }
+        Ok(())
+    }
+    let mut changed = Vec::new();
+    walk(state.root(), 4, &mut changed)?;
+    Ok(changed)
+}
+
 /// Creates a directory (and parents) readable only by its owner.
 pub fn create_private_dir(path: &Path) -> Result<(), ConfigError> {
     std::fs::DirBuilder::new()
@@ -534,6 +579,28 @@ mod tests {
         ] {
             assert!(!is_valid_account_id(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_state_dir_written_with_wide_modes_is_tightened() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path().join("state"));
+        std::fs::create_dir_all(state.account_dir("a")).unwrap();
+        std::fs::write(state.token_file("a"), "t").unwrap();
+        std::fs::write(state.config_file(), "x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        std::fs::set_permissions(
+            state.token_file("a"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        std::fs::set_permissions(state.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let changed = tighten_state(&state).unwrap();
+        assert!(changed.contains(&state.token_file("a")), "{changed:?}");
+        assert_eq!(mode(&state.token_file("a")), 0o600);
+        assert_eq!(mode(state.root()), 0o700);
+        assert!(tighten_state(&state).unwrap().is_empty());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 
 use glovebox_e2e::{Client, Glovebox, Options, expect_error, expect_ok};
 use serde_json::json;
@@ -133,4 +134,71 @@ async fn a_root_only_file_is_refused_even_with_a_valid_ticket() {
         .await
         .unwrap();
     assert_eq!(bytes, Some(12));
+}
+
+/// Every file under `dir` (not following links).
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            out.extend(files_under(&path));
+        } else if kind.is_file() {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn another_local_user_cannot_read_the_audit_or_any_state_file() {
+    let Some(g) = start() else { return };
+    // Make a few audit rows (and so the WAL) first.
+    let mut agent = g.connect("agent").await;
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    expect_ok(
+        &agent
+            .invoke("r", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    let files = files_under(&g.state);
+    for name in [
+        "audit.db",
+        "audit.db-wal",
+        "ticket.key",
+        "control.key",
+        "glovebox.yaml",
+    ] {
+        assert!(
+            files.iter().any(|f| f.ends_with(name)),
+            "{name} missing from {files:?}"
+        );
+    }
+    // With run_as the state and run directories can be traversed (the executor reaches its
+    // socket through them), so every file must keep other users out by itself.
+    for file in &files {
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o077,
+            0,
+            "{} is mode {:o}",
+            file.display(),
+            mode & 0o777
+        );
+    }
+    // And as two other users (the account's own user, and one without any account), reading
+    // each of them fails.
+    for uid in [nobody_uid(), 54321] {
+        for file in &files {
+            let out = std::process::Command::new("/bin/cat")
+                .arg(file)
+                .uid(uid)
+                .gid(uid)
+                .stdout(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "uid {uid} read {}", file.display());
+        }
+    }
 }

@@ -601,3 +601,28 @@ async fn a_state_dir_inside_a_workdir_is_refused_at_start() {
     // Nothing was started.
     assert!(!work.join(".glovebox-state/run/gate.sock").exists());
 }
+
+#[tokio::test]
+async fn every_audit_row_of_an_approved_command_masks_its_secrets() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    let secret = "ghp_0123456789abcdefABCDEF0123456789abcd";
+    let command = format!("echo --token {secret} > /dev/null");
+    let (status, _, _) = agent.run_job(&mut approver, &command).await;
+    assert_eq!(status["state"], "exited", "{status}");
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT source, kind, subject FROM events WHERE tool = 'exec_run' ORDER BY id",
+    )
+    .fetch_all(&g.audit_pool().await)
+    .await
+    .unwrap();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+    for kind in ["decide", "resolve", "execute"] {
+        assert!(kinds.contains(&kind), "{kind} row missing: {rows:?}");
+    }
+    for (source, kind, subject) in &rows {
+        assert!(!subject.contains(secret), "{source} {kind} row: {subject}");
+    }
+    let execute = rows.iter().find(|r| r.1 == "execute").unwrap();
+    assert_eq!(execute.0, "executor");
+    assert!(execute.2.contains("exec echo --token ****"), "{execute:?}");
+}

@@ -28,6 +28,11 @@ const GENESIS: &str = "000000000000000000000000000000000000000000000000000000000
 pub enum AuditError {
     #[error("open audit store {path}: {source}")]
     Open { path: String, source: sqlx::Error },
+    #[error("make audit store {path} private: {source}")]
+    Mode {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("migrate audit store: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("read audit store: {0}")]
@@ -92,6 +97,13 @@ pub fn migrator() -> Migrator {
 
 /// Opens (creating if needed) and migrates the SQLite file at `path`.
 pub async fn open_pool(path: &Path) -> Result<SqlitePool, AuditError> {
+    // The audit says who did what on the machine: only the gate's user reads it. SQLite creates
+    // its -wal and -shm files with the database file's mode, so the file is made 0600 first (and
+    // an older, wider file is narrowed).
+    make_private(path, true).map_err(|source| AuditError::Mode {
+        path: path.display().to_string(),
+        source,
+    })?;
     let options = SqliteConnectOptions::from_str("sqlite://")
         .map_err(|source| AuditError::Open {
             path: path.display().to_string(),
@@ -111,7 +123,35 @@ pub async fn open_pool(path: &Path) -> Result<SqlitePool, AuditError> {
             source,
         })?;
     migrator().run(&pool).await?;
+    for suffix in ["-wal", "-shm"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        make_private(Path::new(&side), false).map_err(|source| AuditError::Mode {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
     Ok(pool)
+}
+
+/// Makes `path` readable and writable by its owner only (creating it empty when `create`).
+fn make_private(path: &Path, create: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if create {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        }
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 impl AuditStore {
