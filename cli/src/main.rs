@@ -411,10 +411,10 @@ async fn dispatch(
             .await
         }
         Command::Enable { state, account } => {
-            services::set_enabled(&env.state_dir(&state), &account, true)
+            services::set_enabled(&env.state_dir(&state), &account, true).await
         }
         Command::Disable { state, account } => {
-            services::set_enabled(&env.state_dir(&state), &account, false)
+            services::set_enabled(&env.state_dir(&state), &account, false).await
         }
         Command::Mcp { client } => {
             mcp_bridge::serve(&client::target(

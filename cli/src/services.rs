@@ -396,22 +396,48 @@ pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// `glovebox enable|disable`: edits `enabled` in `glovebox.yaml`; the broker follows the file.
-pub fn set_enabled(state_dir: &Path, account: &str, enabled: bool) -> anyhow::Result<ExitCode> {
+/// `glovebox enable|disable`: switches an account's tools through the running gate (which owns
+/// `enabled` in `glovebox.yaml`, judges it and audits the switch). When glovebox is stopped (no
+/// gate to ask, and its lock free), the file is edited directly; the gate reads it at start.
+pub async fn set_enabled(
+    state_dir: &Path,
+    account: &str,
+    enabled: bool,
+) -> anyhow::Result<ExitCode> {
+    use glovebox_proto::transport::handover::{peer, socket};
+    use glovebox_proto::v1::{SetEnabledRequest, gate_admin_client::GateAdminClient};
     let state = StateDir::new(state_dir);
-    let mut raw = state.load_raw_config()?;
-    let entry = raw
-        .accounts
-        .iter_mut()
-        .find(|a| a.id == account)
-        .with_context(|| {
-            format!(
-                "no account {account:?} in {}",
-                state.config_file().display()
-            )
-        })?;
-    entry.enabled = enabled;
-    state.save_raw_config(&raw)?;
+    anyhow::ensure!(
+        state.load_config()?.account(account).is_some(),
+        "no account {account:?} in {}",
+        state.config_file().display()
+    );
+    let keys = crate::control_keys(&state)?;
+    let mut admin = GateAdminClient::new(glovebox_proto::transport::authenticated_channel(
+        &state.admin_socket(),
+        peer::ADMIN,
+        keys.key(socket::ADMIN, peer::ADMIN),
+    ));
+    let request = SetEnabledRequest {
+        account: account.to_owned(),
+        enabled,
+        by: "admin".into(),
+    };
+    match admin.set_enabled(request).await {
+        Ok(_) => {}
+        Err(status) if status.code() == tonic::Code::Unavailable => {
+            // Not running: hold its lock while editing, so it cannot start meanwhile.
+            glovebox_config::create_private_dir(&state.run_dir())?;
+            let _stopped = crate::supervisor::lock(&state)
+                .context("the gate is not reachable, yet glovebox seems to be running")?;
+            let mut raw = state.load_raw_config()?;
+            if let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) {
+                entry.enabled = enabled;
+            }
+            state.save_raw_config(&raw)?;
+        }
+        Err(status) => anyhow::bail!("{}", status.message()),
+    }
     println!(
         "tools are {} for account {account}",
         if enabled { "on" } else { "off" }

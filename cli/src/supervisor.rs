@@ -452,7 +452,7 @@ async fn audit_service(
 }
 
 /// Takes the state directory's lock, so that a second `up` on it fails clearly.
-fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
+pub(crate) fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::OpenOptionsExt;
     let path = state.lock_file();

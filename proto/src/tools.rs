@@ -1,8 +1,10 @@
-//! The built-in tools: their wire names, descriptions, parameter types and JSON schemas.
+//! The built-in tools: their parameter types and JSON schemas, and `Tool`, whose facts (name,
+//! description, hints, schema, parser, plan domains) come from the one table in `catalog`.
 //!
 //! Parameters are parsed by deserializing into these types (unknown fields refused), and the
 //! schema advertised to clients is derived from the same types, so the two cannot drift apart.
 
+pub mod catalog;
 pub mod exec;
 
 use schemars::JsonSchema;
@@ -70,142 +72,44 @@ impl Tool {
         Tool::ExecStat,
     ];
 
+    /// Everything glovebox knows about this tool, from the one catalog.
+    pub fn entry(self) -> &'static catalog::Entry {
+        catalog::entry(self)
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            Tool::FileRead => "file_read",
-            Tool::FileList => "file_list",
-            Tool::FileWrite => "file_write",
-            Tool::FileEdit => "file_edit",
-            Tool::FileGrep => "file_grep",
-            Tool::FileFind => "file_find",
-            Tool::FileCount => "file_count",
-            Tool::FileHeadTail => "file_head_tail",
-            Tool::FileDelete => "file_delete",
-            Tool::FileMove => "file_move",
-            Tool::ExecRun => "exec_run",
-            Tool::ExecStatus => "exec_status",
-            Tool::ExecTail => "exec_tail",
-            Tool::ExecKill => "exec_kill",
-            Tool::ExecStat => "exec_stat",
-        }
+        self.entry().name
     }
 
     /// Whether the tool only looks (an MCP `readOnlyHint`).
     pub fn is_read_only(self) -> bool {
-        matches!(
-            self,
-            Tool::FileRead
-                | Tool::FileList
-                | Tool::FileGrep
-                | Tool::FileFind
-                | Tool::FileCount
-                | Tool::FileHeadTail
-                | Tool::ExecStatus
-                | Tool::ExecTail
-                | Tool::ExecStat
-        )
+        self.entry().hints.read_only
     }
 
     /// Whether the tool may change or remove what exists (an MCP `destructiveHint`).
     pub fn is_destructive(self) -> bool {
-        matches!(
-            self,
-            Tool::FileWrite
-                | Tool::FileEdit
-                | Tool::FileDelete
-                | Tool::FileMove
-                | Tool::ExecRun
-                | Tool::ExecKill
-        )
+        self.entry().hints.destructive
     }
 
     pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.name() == name)
+        catalog::ENTRIES
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.tool)
     }
 
     pub fn description(self) -> &'static str {
-        match self {
-            Tool::FileRead => {
-                "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir."
-            }
-            Tool::FileList => {
-                "List a directory's entries with type, size and modification time, optionally to a depth of 5 (up to 1000 entries)."
-            }
-            Tool::FileWrite => {
-                "Create or replace a text file. The user may be asked to approve the change after seeing a diff."
-            }
-            Tool::FileEdit => {
-                "Replace an exact string in a text file (it must occur exactly once unless replace_all is set); returns the diff."
-            }
-            Tool::FileGrep => {
-                "Search file contents for a regex or literal in a file or a directory tree, with glob filters, a result cap and a time cap."
-            }
-            Tool::FileFind => "Find files and directories whose names match globs in a tree.",
-            Tool::FileCount => "Count the lines, words and bytes of a file.",
-            Tool::FileHeadTail => "Return the first or the last N lines of a text file.",
-            Tool::FileDelete => {
-                "Move a file or directory to the account's trash (never a permanent delete)."
-            }
-            Tool::FileMove => "Move or rename a file or directory; never replaces an existing one.",
-            Tool::ExecRun => {
-                "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail."
-            }
-            Tool::ExecStatus => {
-                "State of a job: running, exited (with exit code), killed, or timed out."
-            }
-            Tool::ExecTail => {
-                "Output of a job: the last N lines of stdout and stderr, or everything since a byte offset."
-            }
-            Tool::ExecKill => {
-                "Stop a job and every process it started (TERM, then KILL after a grace period)."
-            }
-            Tool::ExecStat => "List the account's jobs with their state.",
-        }
+        self.entry().description
     }
 
     /// The JSON schema of the tool's parameters.
     pub fn input_schema(self) -> serde_json::Value {
-        let schema = match self {
-            Tool::FileRead => schemars::schema_for!(FileReadParams),
-            Tool::FileList => schemars::schema_for!(FileListParams),
-            Tool::FileWrite => schemars::schema_for!(FileWriteParams),
-            Tool::FileEdit => schemars::schema_for!(FileEditParams),
-            Tool::FileGrep => schemars::schema_for!(FileGrepParams),
-            Tool::FileFind => schemars::schema_for!(FileFindParams),
-            Tool::FileCount => schemars::schema_for!(FileCountParams),
-            Tool::FileHeadTail => schemars::schema_for!(FileHeadTailParams),
-            Tool::FileDelete => schemars::schema_for!(FileDeleteParams),
-            Tool::FileMove => schemars::schema_for!(FileMoveParams),
-            Tool::ExecRun => schemars::schema_for!(ExecRunParams),
-            Tool::ExecStatus | Tool::ExecKill => schemars::schema_for!(JobParams),
-            Tool::ExecTail => schemars::schema_for!(ExecTailParams),
-            Tool::ExecStat => schemars::schema_for!(ExecStatParams),
-        };
-        schema.to_value()
+        (self.entry().schema)().to_value()
     }
 
     /// Parses and validates the parameters of a call to this tool.
     pub fn parse_params(self, params: &serde_json::Value) -> Result<ToolParams, String> {
-        fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
-            T::deserialize(v).map_err(|e| e.to_string())
-        }
-        let parsed = match self {
-            Tool::FileRead => ToolParams::FileRead(parse(params)?),
-            Tool::FileList => ToolParams::FileList(parse(params)?),
-            Tool::FileWrite => ToolParams::FileWrite(parse(params)?),
-            Tool::FileEdit => ToolParams::FileEdit(parse(params)?),
-            Tool::FileGrep => ToolParams::FileGrep(parse(params)?),
-            Tool::FileFind => ToolParams::FileFind(parse(params)?),
-            Tool::FileCount => ToolParams::FileCount(parse(params)?),
-            Tool::FileHeadTail => ToolParams::FileHeadTail(parse(params)?),
-            Tool::FileDelete => ToolParams::FileDelete(parse(params)?),
-            Tool::FileMove => ToolParams::FileMove(parse(params)?),
-            Tool::ExecRun => ToolParams::ExecRun(parse(params)?),
-            Tool::ExecStatus => ToolParams::ExecStatus(parse(params)?),
-            Tool::ExecTail => ToolParams::ExecTail(parse(params)?),
-            Tool::ExecKill => ToolParams::ExecKill(parse(params)?),
-            Tool::ExecStat => ToolParams::ExecStat(parse(params)?),
-        };
+        let parsed = (self.entry().parse)(params)?;
         parsed.validate()?;
         Ok(parsed)
     }

@@ -7,6 +7,8 @@
 
 pub mod admin;
 pub mod audit;
+pub mod enablement;
+pub mod judge;
 pub mod policies;
 pub mod redact;
 pub mod service;
@@ -44,6 +46,8 @@ pub struct GateConfig {
     pub state: StateDir,
     /// (account id, canonical workdir)
     pub accounts: Vec<(String, String)>,
+    /// Whether each account's tools are on, as `glovebox.yaml` said at start.
+    pub enabled: std::collections::HashMap<String, bool>,
     pub master_key: Key,
     /// Canonical directories on the floor (glovebox's own state).
     pub protected: Vec<String>,
@@ -73,6 +77,11 @@ impl GateConfig {
             message: e.to_string(),
         })?;
         let mut accounts = Vec::new();
+        let enabled = config
+            .accounts
+            .iter()
+            .map(|a| (a.id.clone(), a.enabled))
+            .collect();
         for a in &config.accounts {
             let canonical = std::fs::canonicalize(&a.workdir).map_err(|e| GateError::State {
                 path: a.workdir.clone(),
@@ -88,6 +97,7 @@ impl GateConfig {
         Ok(GateConfig {
             state,
             accounts,
+            enabled,
             master_key,
             protected: vec![root.to_string_lossy().into_owned()],
             audit_peer_uids: Vec::new(),
@@ -126,6 +136,7 @@ pub async fn run(
         policies,
         audit: audit.clone(),
         master_key: config.master_key,
+        enablement: enablement::Enablement::new(config.state.clone(), config.enabled),
         state_dir: config.state.clone(),
     });
     audit

@@ -7,9 +7,8 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use glovebox_policy::Decision;
 use glovebox_policy::permissions::Section;
-use glovebox_policy::{Decision, Domain, Policy, Verdict};
-use glovebox_proto::tools::Tool;
 use glovebox_proto::v1::{
     self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
     AuditEvent, DecideRequest, DecideResponse, ExplainRequest, ExplainResponse, HealthRequest,
@@ -21,6 +20,7 @@ use glovebox_ticket::{Key, TICKET_TTL_MS};
 use tonic::{Request, Response, Status};
 
 use crate::audit::AuditStore;
+use crate::judge::{self, Judged};
 use crate::policies::AccountPolicies;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER, SUPERVISOR};
 
@@ -31,6 +31,8 @@ pub struct GateState {
     pub master_key: Key,
     /// For `SetEnabled`, which edits `glovebox.yaml`.
     pub state_dir: glovebox_config::StateDir,
+    /// Whether each account's tools are on (judged here, switched here).
+    pub enablement: crate::enablement::Enablement,
 }
 
 #[derive(Clone)]
@@ -39,105 +41,23 @@ pub struct GateService(pub Arc<GateState>);
 #[derive(Clone)]
 pub struct AuditService(pub Arc<GateState>);
 
-/// A judged call: the combined verdict, each subject's own (by its index in the plan), and the
-/// policy that judged it (none when the call was refused before any policy applied).
-struct Judged {
-    verdict: Verdict,
-    per_subject: Vec<(usize, Section, Decision)>,
-    policy: Option<Arc<Policy>>,
-    now: i64,
-}
-
 impl GateState {
+    /// Judges a planned call with the account's swapped-in state (see [`crate::judge`]).
     fn judge(&self, call: &ToolCall, plan: &Plan) -> Judged {
         let now = crate::policies::now_unix();
-        let deny = |rule: &str, reason: String| Judged {
-            verdict: Verdict::new(Decision::Deny, rule, reason),
-            per_subject: Vec::new(),
-            policy: None,
-            now,
+        let current = self.policies.current(&call.account);
+        let enabled = self.enablement.is_enabled(&call.account);
+        let account = match &current {
+            None => judge::Account::Unknown,
+            Some(c) => judge::Account::Known {
+                policy: c
+                    .policy
+                    .as_ref()
+                    .ok_or(c.error.as_deref().unwrap_or("no policy")),
+                enabled,
+            },
         };
-        let Some(current) = self.policies.current(&call.account) else {
-            return deny("account", "unknown account".to_owned());
-        };
-        let Some(expected) = expected_domains(&call.tool) else {
-            return deny("tool", format!("unknown tool {:?}", call.tool));
-        };
-        let Some(policy) = current.policy else {
-            let why = current.error.unwrap_or_else(|| "no policy".to_owned());
-            return deny(
-                "policy",
-                format!("the account's policy file is invalid: {why}"),
-            );
-        };
-        if plan.subjects.is_empty() {
-            return deny("plan", "the call names no subject".to_owned());
-        }
-        let domains: Vec<i32> = plan.subjects.iter().map(|s| s.domain).collect();
-        if domains.len() != expected.len()
-            || domains
-                .iter()
-                .zip(expected)
-                .any(|(got, want)| *got != *want as i32)
-        {
-            return deny("plan", format!("the plan does not fit {}", call.tool));
-        }
-        let at = Some(now);
-        let mut per_subject = Vec::new();
-        let mut verdicts = Vec::new();
-        for (i, subject) in plan.subjects.iter().enumerate() {
-            let (v, section) = match pb::Domain::try_from(subject.domain) {
-                Ok(pb::Domain::Read) => (
-                    policy.decide_at(Domain::Read, &subject.path, at),
-                    Some(Section::PathsRead),
-                ),
-                Ok(pb::Domain::Write) => (
-                    policy.decide_at(Domain::Write, &subject.path, at),
-                    Some(Section::PathsWrite),
-                ),
-                Ok(pb::Domain::Delete) => (
-                    policy.decide_at(Domain::Delete, &subject.path, at),
-                    Some(Section::Delete),
-                ),
-                Ok(pb::Domain::Exec) => {
-                    // The command's working directory is the plan's next subject.
-                    let cwd = plan
-                        .subjects
-                        .get(i + 1)
-                        .map(|s| s.path.as_str())
-                        .unwrap_or_default();
-                    (
-                        policy.decide_command_at(&subject.path, cwd, at),
-                        Some(Section::Commands),
-                    )
-                }
-                Ok(pb::Domain::Job) => (
-                    Verdict::new(
-                        Decision::Allow,
-                        "jobs",
-                        "an account may see and stop its own jobs",
-                    ),
-                    None,
-                ),
-                Ok(pb::Domain::Tool) if subject.path == call.tool => (
-                    policy.decide_tool_at(&subject.path, at),
-                    Some(Section::Tools),
-                ),
-                _ => return deny("plan", "a subject has no domain".to_owned()),
-            };
-            if let Some(section) = section {
-                per_subject.push((i, section, v.decision));
-            }
-            verdicts.push(v);
-        }
-        let verdict = Verdict::combine(verdicts)
-            .unwrap_or_else(|| Verdict::new(Decision::Deny, "plan", "the call names no subject"));
-        Judged {
-            verdict,
-            per_subject,
-            policy: Some(policy),
-            now,
-        }
+        judge::judge(account, &call.tool, plan, now)
     }
 
     /// Signs a ticket for a call judged by `judged` (whose policy says what a walk must hide).
@@ -154,10 +74,37 @@ impl GateState {
             content_tag: plan.content_tag.clone(),
             expires_at_ms: now_ms + TICKET_TTL_MS,
             approval: approval.to_owned(),
-            hidden_globs: hidden_globs(call, judged),
+            hidden_globs: judge::hidden_globs(&call.tool, judged),
         };
         let key = self.master_key.derive_account_key(&call.account);
         glovebox_ticket::sign(&key, &body)
+    }
+
+    /// Switches an account's tools on or off, writes it to `glovebox.yaml` and audits who did.
+    pub(crate) async fn set_enabled(
+        &self,
+        account: &str,
+        enabled: bool,
+        by: &str,
+    ) -> Result<(), Status> {
+        if self.policies.workdir(account).is_none() {
+            return Err(Status::not_found("unknown account"));
+        }
+        let written = tokio::task::block_in_place(|| self.enablement.set(account, enabled));
+        if let Err(e) = written {
+            tracing::error!(error = %e, "could not switch an account's tools");
+            return Err(Status::internal("could not write the configuration"));
+        }
+        self.audit(AuditEvent {
+            account: account.to_owned(),
+            source: "gate".into(),
+            kind: "enablement".into(),
+            outcome: if enabled { "enabled" } else { "disabled" }.into(),
+            detail: format!("switched by the {by}"),
+            ..Default::default()
+        })
+        .await;
+        Ok(())
     }
 
     /// Appends an audit event (kind `policy`) for each policy change or failed reload.
@@ -181,26 +128,6 @@ impl GateState {
     }
 }
 
-/// What a listing or search must hide: the read denies of the policy that judged the call (tools
-/// that walk only).
-fn hidden_globs(call: &ToolCall, judged: &Judged) -> Vec<String> {
-    let walks = matches!(
-        Tool::from_name(&call.tool),
-        Some(Tool::FileList | Tool::FileGrep | Tool::FileFind)
-    );
-    match &judged.policy {
-        Some(p) if walks => p.read_deny_globs(Some(judged.now)),
-        _ => Vec::new(),
-    }
-}
-
-/// Whether a subject asks whatever rule matches it (writes and deletes of files that make later
-/// commands run code).
-fn always_asks(section: Section, path: &str) -> bool {
-    matches!(section, Section::PathsWrite | Section::Delete)
-        && glovebox_policy::code_carrying::check(path).is_some()
-}
-
 /// A decision as Decide and Explain answer it.
 pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
     match decision {
@@ -208,29 +135,6 @@ pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
         Decision::Ask => pb::Verdict::Ask,
         Decision::Deny => pb::Verdict::Deny,
     }
-}
-
-/// The domains of a tool's plan, in order. A plan that does not have exactly these is denied.
-fn expected_domains(tool: &str) -> Option<&'static [pb::Domain]> {
-    use pb::Domain as D;
-    if glovebox_proto::client_tools::bare_name(tool).is_some() {
-        return Some(&[D::Tool]);
-    }
-    Some(match Tool::from_name(tool)? {
-        Tool::FileRead
-        | Tool::FileList
-        | Tool::FileGrep
-        | Tool::FileFind
-        | Tool::FileCount
-        | Tool::FileHeadTail => &[D::Read],
-        Tool::FileWrite | Tool::FileEdit => &[D::Write],
-        Tool::FileDelete => &[D::Delete],
-        // The source is removed from where it was and read into its new place; the destination
-        // is written.
-        Tool::FileMove => &[D::Delete, D::Read, D::Write],
-        Tool::ExecRun => &[D::Exec, D::Read],
-        Tool::ExecStatus | Tool::ExecTail | Tool::ExecKill | Tool::ExecStat => &[D::Job],
-    })
 }
 
 /// The subjects as the audit records them. Commands appear in full (masked) only when `ran`;
@@ -404,7 +308,7 @@ impl pb::gate_server::Gate for GateService {
                             })
                             // No rule stops a file that makes later commands run code from
                             // asking: writing one would only mislead.
-                            .filter(|(section, path)| !always_asks(*section, path))
+                            .filter(|(section, path)| !judge::always_asks(*section, path))
                             .collect();
                         match self.0.policies.add_exact_rules(&call.account, &asked) {
                             Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),
@@ -459,39 +363,14 @@ impl pb::gate_server::Gate for GateService {
             enabled,
             by,
         } = request.into_inner();
-        if self.0.policies.workdir(&account).is_none() {
-            return Err(Status::not_found("unknown account"));
-        }
-        let state = self.0.state_dir.clone();
-        let target = account.clone();
-        let written = tokio::task::spawn_blocking(move || {
-            let mut raw = state.load_raw_config()?;
-            if let Some(a) = raw.accounts.iter_mut().find(|a| a.id == target) {
-                a.enabled = enabled;
-            }
-            state.save_raw_config(&raw)
-        })
-        .await
-        .map_err(|_| Status::internal("could not write the configuration"))?;
-        if let Err(e) = written {
-            tracing::error!(error = %e, "could not switch an account's tools");
-            return Err(Status::internal("could not write the configuration"));
-        }
+        // Through the broker, only the account's approver switches it (the broker checks the
+        // role from the credential); anything else is the administrator, on the admin socket.
         let by = if by == "approver" {
             "approver"
         } else {
             "admin"
         };
-        self.0
-            .audit(AuditEvent {
-                account: account.clone(),
-                source: "gate".into(),
-                kind: "enablement".into(),
-                outcome: if enabled { "enabled" } else { "disabled" }.into(),
-                detail: format!("switched by the {by}"),
-                ..Default::default()
-            })
-            .await;
+        self.0.set_enabled(&account, enabled, by).await?;
         Ok(Response::new(pb::SetEnabledResponse { enabled }))
     }
 
@@ -521,6 +400,7 @@ impl pb::gate_server::Gate for GateService {
                 .as_ref()
                 .map(|p| p.warnings().to_vec())
                 .unwrap_or_default(),
+            enabled: self.0.enablement.is_enabled(&account),
         }))
     }
 
@@ -609,6 +489,16 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         Ok(Response::new(resp))
     }
 
+    async fn set_enabled(
+        &self,
+        request: Request<pb::SetEnabledRequest>,
+    ) -> Result<Response<pb::SetEnabledResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let r = request.into_inner();
+        self.0.set_enabled(&r.account, r.enabled, "admin").await?;
+        Ok(Response::new(pb::SetEnabledResponse { enabled: r.enabled }))
+    }
+
     async fn explain(
         &self,
         request: Request<ExplainRequest>,
@@ -674,6 +564,10 @@ mod tests {
             policies,
             audit: AuditStore::open(&state.audit_db()).await.unwrap(),
             master_key: master.clone(),
+            enablement: crate::enablement::Enablement::new(
+                state.clone(),
+                [("alice".to_owned(), true), ("bob".to_owned(), true)].into(),
+            ),
             state_dir: state,
         }));
         Setup {

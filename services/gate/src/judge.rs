@@ -1,0 +1,291 @@
+//! The decision layer above the pure policy: may a planned call proceed? It checks, in order,
+//! that the account exists, that its tools are switched on, that the tool is in the catalog, that
+//! its policy compiled, and that the plan has exactly the domains the catalog lists for the tool;
+//! then each subject is judged by its domain's rules (a command with its working directory, the
+//! plan's next subject) and the verdicts combine, strictest first.
+//!
+//! Pure: the gate's service passes in the account's state (its swapped-in policy and
+//! enablement), the call, the plan and the time. Anything it cannot make sense of is denied.
+
+use std::sync::Arc;
+
+use glovebox_policy::permissions::Section;
+use glovebox_policy::{Decision, Domain, Policy, Verdict};
+use glovebox_proto::tools::catalog::plan_domains;
+use glovebox_proto::v1::{self as pb, Plan};
+
+/// What the gate knows of an account when it judges.
+#[derive(Debug, Clone, Copy)]
+pub enum Account<'a> {
+    /// Not configured.
+    Unknown,
+    Known {
+        /// The account's compiled policy, or why there is none.
+        policy: Result<&'a Arc<Policy>, &'a str>,
+        /// Whether its tools are switched on.
+        enabled: bool,
+    },
+}
+
+/// A judged call: the combined verdict, each subject's own (by its index in the plan), and the
+/// policy that judged it (none when the call was refused before any policy applied).
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub verdict: Verdict,
+    pub per_subject: Vec<(usize, Section, Decision)>,
+    pub policy: Option<Arc<Policy>>,
+    pub now: i64,
+}
+
+impl Judged {
+    fn deny(rule: &str, reason: String, now: i64) -> Judged {
+        Judged {
+            verdict: Verdict::new(Decision::Deny, rule, reason),
+            per_subject: Vec::new(),
+            policy: None,
+            now,
+        }
+    }
+}
+
+/// Judges the call of `tool` planned as `plan` for `account` at `now` (seconds since the epoch).
+pub fn judge(account: Account<'_>, tool: &str, plan: &Plan, now: i64) -> Judged {
+    let deny = |rule: &str, reason: String| Judged::deny(rule, reason, now);
+    let Account::Known { policy, enabled } = account else {
+        return deny("account", "unknown account".to_owned());
+    };
+    if !enabled {
+        return deny(
+            "enablement",
+            "the account's tools are switched off".to_owned(),
+        );
+    }
+    let Some(expected) = plan_domains(tool) else {
+        return deny("tool", format!("unknown tool {tool:?}"));
+    };
+    let policy = match policy {
+        Ok(p) => p,
+        Err(why) => {
+            return deny(
+                "policy",
+                format!("the account's policy file is invalid: {why}"),
+            );
+        }
+    };
+    if plan.subjects.is_empty() {
+        return deny("plan", "the call names no subject".to_owned());
+    }
+    let fits = plan.subjects.len() == expected.len()
+        && plan
+            .subjects
+            .iter()
+            .zip(expected)
+            .all(|(s, want)| s.domain == *want as i32);
+    if !fits {
+        return deny("plan", format!("the plan does not fit {tool}"));
+    }
+    let at = Some(now);
+    let mut per_subject = Vec::new();
+    let mut verdicts = Vec::new();
+    for (i, subject) in plan.subjects.iter().enumerate() {
+        let (v, section) = match pb::Domain::try_from(subject.domain) {
+            Ok(pb::Domain::Read) => (
+                policy.decide_at(Domain::Read, &subject.path, at),
+                Some(Section::PathsRead),
+            ),
+            Ok(pb::Domain::Write) => (
+                policy.decide_at(Domain::Write, &subject.path, at),
+                Some(Section::PathsWrite),
+            ),
+            Ok(pb::Domain::Delete) => (
+                policy.decide_at(Domain::Delete, &subject.path, at),
+                Some(Section::Delete),
+            ),
+            Ok(pb::Domain::Exec) => {
+                // The command's working directory is the plan's next subject.
+                let cwd = plan
+                    .subjects
+                    .get(i + 1)
+                    .map(|s| s.path.as_str())
+                    .unwrap_or_default();
+                (
+                    policy.decide_command_at(&subject.path, cwd, at),
+                    Some(Section::Commands),
+                )
+            }
+            Ok(pb::Domain::Job) => (
+                Verdict::new(
+                    Decision::Allow,
+                    "jobs",
+                    "an account may see and stop its own jobs",
+                ),
+                None,
+            ),
+            Ok(pb::Domain::Tool) if subject.path == tool => (
+                policy.decide_tool_at(&subject.path, at),
+                Some(Section::Tools),
+            ),
+            _ => return deny("plan", "a subject does not name what it is".to_owned()),
+        };
+        if let Some(section) = section {
+            per_subject.push((i, section, v.decision));
+        }
+        verdicts.push(v);
+    }
+    let verdict = Verdict::combine(verdicts)
+        .unwrap_or_else(|| Verdict::new(Decision::Deny, "plan", "the call names no subject"));
+    Judged {
+        verdict,
+        per_subject,
+        policy: Some(policy.clone()),
+        now,
+    }
+}
+
+/// What a listing or search must hide: the read denies of the policy that judged the call, for
+/// tools that walk trees (per the catalog); nothing for the others.
+pub fn hidden_globs(tool: &str, judged: &Judged) -> Vec<String> {
+    let walks = glovebox_proto::tools::Tool::from_name(tool).is_some_and(|t| t.entry().walks);
+    match &judged.policy {
+        Some(p) if walks => p.read_deny_globs(Some(judged.now)),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a subject asks whatever rule matches it (writes and deletes of files that make later
+/// commands run code), so an "always" answer stores no rule for it.
+pub fn always_asks(section: Section, path: &str) -> bool {
+    matches!(section, Section::PathsWrite | Section::Delete)
+        && glovebox_policy::code_carrying::check(path).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_policy::{Inputs, RawPolicy, Source};
+    use pb::Domain as D;
+
+    const WORK: &str = "/w";
+    const NOW: i64 = 1_800_000_000;
+
+    fn policy(yaml: &str) -> Arc<Policy> {
+        Arc::new(
+            Policy::compile_layers(&Inputs {
+                workdir: WORK.into(),
+                protected: vec!["/state".into()],
+                managed: Vec::new(),
+                account: Source::new("account.yaml", RawPolicy::parse(yaml).unwrap(), 0),
+                project: None,
+            })
+            .unwrap(),
+        )
+    }
+
+    fn plan(subjects: &[(D, &str)]) -> Plan {
+        Plan {
+            subjects: subjects
+                .iter()
+                .map(|(d, p)| pb::Subject {
+                    domain: *d as i32,
+                    path: (*p).into(),
+                    state: None,
+                })
+                .collect(),
+            content_tag: Vec::new(),
+        }
+    }
+
+    const POLICY: &str = "paths:\n  read:\n    allow: ['./**']\n  write:\n    deny: ['./locked/**']\ncommands:\n  allow: ['cargo test']\ntools:\n  allow: ['client__shot']\n";
+
+    #[test]
+    fn table() {
+        let p = policy(POLICY);
+        let on = Account::Known {
+            policy: Ok(&p),
+            enabled: true,
+        };
+        let off = Account::Known {
+            policy: Ok(&p),
+            enabled: false,
+        };
+        let broken = Account::Known {
+            policy: Err("permissions.yaml: line 3: expected a list"),
+            enabled: true,
+        };
+        #[rustfmt::skip]
+        let cases: &[(&str, Account<'_>, &str, Plan, Decision, &str)] = &[
+            ("read in the workdir",       on,      "file_read",  plan(&[(D::Read, "/w/a")]),                     Decision::Allow, "paths.read.allow[0]"),
+            ("write asks",                on,      "file_write", plan(&[(D::Write, "/w/a")]),                    Decision::Ask,   "default"),
+            ("write denied",              on,      "file_write", plan(&[(D::Write, "/w/locked/a")]),             Decision::Deny,  "paths.write.deny[0]"),
+            ("the floor",                 on,      "file_read",  plan(&[(D::Read, "/w/.ssh/id_rsa")]),           Decision::Deny,  "floor:.ssh"),
+            ("unknown account",           Account::Unknown, "file_read", plan(&[(D::Read, "/w/a")]),            Decision::Deny,  "account"),
+            ("switched off",              off,     "file_read",  plan(&[(D::Read, "/w/a")]),                     Decision::Deny,  "enablement"),
+            ("policy never compiled",     broken,  "file_read",  plan(&[(D::Read, "/w/a")]),                     Decision::Deny,  "policy"),
+            ("unknown tool",              on,      "rm_rf",      plan(&[(D::Read, "/w/a")]),                     Decision::Deny,  "tool"),
+            ("no subject",                on,      "file_read",  plan(&[]),                                      Decision::Deny,  "plan"),
+            ("a write planned as a read", on,      "file_write", plan(&[(D::Read, "/w/a")]),                     Decision::Deny,  "plan"),
+            ("a move with two subjects",  on,      "file_move",  plan(&[(D::Delete, "/w/a"), (D::Write, "/w/b")]), Decision::Deny, "plan"),
+            ("a move, every subject",     on,      "file_move",  plan(&[(D::Delete, "/w/a"), (D::Read, "/w/a"), (D::Write, "/w/b")]), Decision::Ask, "default"),
+            ("an allowed command",        on,      "exec_run",   plan(&[(D::Exec, "cargo test"), (D::Read, "/w")]), Decision::Allow, "commands.allow[0]"),
+            ("a command from outside",    on,      "exec_run",   plan(&[(D::Exec, "cargo test"), (D::Read, "/etc")]), Decision::Ask, "default"),
+            ("another command",           on,      "exec_run",   plan(&[(D::Exec, "cargo test; rm -rf ~"), (D::Read, "/w")]), Decision::Ask, "default"),
+            ("own jobs",                  on,      "exec_kill",  plan(&[(D::Job, "job-1")]),                     Decision::Allow, "jobs"),
+            ("a client tool",             on,      "client__shot", plan(&[(D::Tool, "client__shot")]),          Decision::Allow, "tools.allow[0]"),
+            ("a client tool, other name", on,      "client__shot", plan(&[(D::Tool, "client__other")]),         Decision::Deny,  "plan"),
+            ("an unlisted client tool",   on,      "client__cam", plan(&[(D::Tool, "client__cam")]),            Decision::Ask,   "default"),
+            ("no domain",                 on,      "file_read",  plan(&[(D::Unspecified, "/w/a")]),              Decision::Deny,  "plan"),
+        ];
+        for (name, account, tool, plan, decision, rule) in cases {
+            let j = judge(*account, tool, plan, NOW);
+            assert_eq!(j.verdict.decision, *decision, "{name}: {:?}", j.verdict);
+            assert!(j.verdict.rule.starts_with(rule), "{name}: {:?}", j.verdict);
+            // A call refused before any policy applied carries no policy (and so hides nothing).
+            assert_eq!(
+                j.policy.is_some(),
+                !["account", "enablement", "policy", "tool", "plan"].contains(rule),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_subject_verdicts_name_their_section_and_index() {
+        let p = policy(POLICY);
+        let on = Account::Known {
+            policy: Ok(&p),
+            enabled: true,
+        };
+        let j = judge(
+            on,
+            "file_move",
+            &plan(&[(D::Delete, "/w/a"), (D::Read, "/w/a"), (D::Write, "/w/b")]),
+            NOW,
+        );
+        assert_eq!(
+            j.per_subject,
+            vec![
+                (0, Section::Delete, Decision::Ask),
+                (1, Section::PathsRead, Decision::Allow),
+                (2, Section::PathsWrite, Decision::Ask),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_walking_tools_are_told_what_to_hide() {
+        let p = policy("paths:\n  read:\n    allow: ['./**']\n    deny: ['./private/**']\n");
+        let on = Account::Known {
+            policy: Ok(&p),
+            enabled: true,
+        };
+        for (tool, hides) in [
+            ("file_list", true),
+            ("file_grep", true),
+            ("file_find", true),
+            ("file_read", false),
+        ] {
+            let j = judge(on, tool, &plan(&[(D::Read, "/w")]), NOW);
+            assert_eq!(!hidden_globs(tool, &j).is_empty(), hides, "{tool}");
+        }
+    }
+}
