@@ -1,5 +1,8 @@
-//! What the audit may say about a command: approved commands in full with token-like strings
-//! masked, anything else only by its length. Pure.
+//! What the audit may say of a call's subjects: paths as they are, approved commands in full with
+//! token-like strings masked, other commands only by their length. The one renderer of audit
+//! subjects (the executors' execute rows included). Pure.
+
+use glovebox_proto::v1 as pb;
 
 /// Replaces secrets in a command with `****`: values of `NAME=value` where the name mentions a
 /// secret, `--token value`-style options, and long token-like words (mixed letters and digits).
@@ -65,6 +68,25 @@ fn looks_like_token(word: &str) -> bool {
         && core.chars().any(|c| c.is_ascii_digit())
         && core.chars().any(|c| c.is_ascii_alphabetic())
         && !core.contains('/')
+}
+
+/// The subjects as the audit records them. Commands appear in full (masked) only when `ran`;
+/// otherwise only their length.
+pub(crate) fn subjects_text(subjects: &[pb::Subject], ran: bool) -> String {
+    subjects
+        .iter()
+        .map(|s| match pb::Domain::try_from(s.domain) {
+            Ok(pb::Domain::Read) => format!("read {}", s.path),
+            Ok(pb::Domain::Write) => format!("write {}", s.path),
+            Ok(pb::Domain::Delete) => format!("delete {}", s.path),
+            Ok(pb::Domain::Exec) if ran => format!("exec {}", mask_command(&s.path)),
+            Ok(pb::Domain::Exec) => format!("exec {}", command_length(&s.path)),
+            Ok(pb::Domain::Job) => format!("job {}", s.path),
+            Ok(pb::Domain::Tool) => format!("tool {}", s.path),
+            _ => "?".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]

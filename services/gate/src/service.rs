@@ -1,7 +1,10 @@
-//! The gate's gRPC services: `Gate` (decide, resolve, account info, health, and rule management
-//! in [`crate::admin`]) and `Audit`.
+//! The state the gate's three gRPC services share ([`GateState`]: policies, enablement, audit,
+//! keys) and what they do with it: judge a planned call ([`crate::judge`] on the swapped-in
+//! state), sign its ticket, switch enablement, and check who is calling. The services themselves
+//! are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the admin socket) and
+//! `audit_rpc` (`Audit`).
 //!
-//! Every decision is written to the audit store before it is returned. Anything the gate cannot
+//! Every decision is queued to the audit store before it is returned. Anything the gate cannot
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
 
 use std::sync::Arc;
@@ -23,6 +26,12 @@ use crate::audit::AuditStore;
 use crate::judge::{self, Judged};
 use crate::policies::AccountPolicies;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER, SUPERVISOR};
+
+mod admin_rpc;
+mod audit_rpc;
+mod gate_rpc;
+
+pub use admin_rpc::AdminService;
 
 /// Shared by the `Gate` and `Audit` services.
 pub struct GateState {
@@ -137,25 +146,6 @@ pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
     }
 }
 
-/// The subjects as the audit records them. Commands appear in full (masked) only when `ran`;
-/// otherwise only their length.
-pub(crate) fn subjects_text(subjects: &[pb::Subject], ran: bool) -> String {
-    subjects
-        .iter()
-        .map(|s| match pb::Domain::try_from(s.domain) {
-            Ok(pb::Domain::Read) => format!("read {}", s.path),
-            Ok(pb::Domain::Write) => format!("write {}", s.path),
-            Ok(pb::Domain::Delete) => format!("delete {}", s.path),
-            Ok(pb::Domain::Exec) if ran => format!("exec {}", crate::redact::mask_command(&s.path)),
-            Ok(pb::Domain::Exec) => format!("exec {}", crate::redact::command_length(&s.path)),
-            Ok(pb::Domain::Job) => format!("job {}", s.path),
-            Ok(pb::Domain::Tool) => format!("tool {}", s.path),
-            _ => "?".to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 fn event(source: &str, kind: &str, call: &ToolCall) -> AuditEvent {
     AuditEvent {
         call_id: call.call_id.clone(),
@@ -211,317 +201,13 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
     event.source = source.to_owned();
     // One renderer and redactor of subjects, the gate's: an executor's execute row names what its
     // ticket allowed (a command in full, with secrets masked); free text is never trusted.
-    event.subject = subjects_text(&event.subjects, source == "executor");
+    event.subject = crate::redact::subjects_text(&event.subjects, source == "executor");
     event.subjects.clear();
     Ok(())
 }
 
 fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
     value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
-}
-
-#[tonic::async_trait]
-impl pb::gate_server::Gate for GateService {
-    #[tracing::instrument(skip_all, fields(call_id))]
-    async fn decide(
-        &self,
-        request: Request<DecideRequest>,
-    ) -> Result<Response<DecideResponse>, Status> {
-        caller(&request, &[BROKER])?;
-        let started = Instant::now();
-        let DecideRequest { call, plan } = request.into_inner();
-        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
-        tracing::Span::current().record("call_id", call.call_id.as_str());
-        let judged = self.0.judge(&call, &plan);
-        self.0.flush_policy_events().await;
-        let v = &judged.verdict;
-        let ticket =
-            (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, &judged, "auto"));
-        let mut e = event("gate", "decide", &call);
-        e.subject = subjects_text(&plan.subjects, v.decision == Decision::Allow);
-        e.verdict = v.decision.as_str().to_owned();
-        e.rule = v.rule.clone();
-        e.reason = v.reason.clone();
-        e.detail = format!("layer: {}", v.layer.as_str());
-        if !v.warnings.is_empty() {
-            e.detail
-                .push_str(&format!("; warning: {}", v.warnings.join("; ")));
-        }
-        if v.decision == Decision::Allow {
-            e.approval = "auto".to_owned();
-        }
-        e.duration_ms = started.elapsed().as_millis() as u64;
-        // Queued in order before the answer (the call's later rows land after it); not awaited,
-        // so a decision costs no disk round trip.
-        self.0.audit.enqueue(e).await;
-        Ok(Response::new(DecideResponse {
-            verdict: wire_verdict(v.decision) as i32,
-            rule: v.rule.clone(),
-            reason: v.reason.clone(),
-            ticket,
-            layer: v.layer.as_str().to_owned(),
-            warnings: v.warnings.clone(),
-        }))
-    }
-
-    #[tracing::instrument(skip_all, fields(call_id))]
-    async fn resolve(
-        &self,
-        request: Request<ResolveRequest>,
-    ) -> Result<Response<ResolveResponse>, Status> {
-        caller(&request, &[BROKER])?;
-        let ResolveRequest { call, plan, answer } = request.into_inner();
-        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
-        tracing::Span::current().record("call_id", call.call_id.as_str());
-        let answer = Answer::try_from(answer).unwrap_or(Answer::Unspecified);
-        let mut e = event("gate", "resolve", &call);
-        e.subject = subjects_text(&plan.subjects, false);
-        let response = match answer {
-            Answer::Once | Answer::Always => {
-                let judged = self.0.judge(&call, &plan);
-                if judged.verdict.decision == Decision::Deny {
-                    e.approval = "denied".to_owned();
-                    e.verdict = "deny".to_owned();
-                    e.rule = judged.verdict.rule.clone();
-                    e.reason = format!("an approval cannot lift a deny: {}", judged.verdict.reason);
-                    ResolveResponse {
-                        granted: false,
-                        ticket: None,
-                        rule: judged.verdict.rule,
-                        reason: judged.verdict.reason,
-                    }
-                } else {
-                    let approval = if answer == Answer::Always {
-                        "approved_always"
-                    } else {
-                        "approved"
-                    };
-                    e.approval = approval.to_owned();
-                    e.subject = subjects_text(&plan.subjects, true);
-                    if answer == Answer::Always {
-                        let asked: Vec<(Section, String)> = judged
-                            .per_subject
-                            .iter()
-                            .filter(|(_, _, d)| *d == Decision::Ask)
-                            .filter_map(|(i, section, _)| {
-                                Some((*section, plan.subjects.get(*i)?.path.clone()))
-                            })
-                            // No rule stops a file that makes later commands run code from
-                            // asking: writing one would only mislead.
-                            .filter(|(section, path)| !judge::always_asks(*section, path))
-                            .collect();
-                        match self.0.policies.add_exact_rules(&call.account, &asked) {
-                            Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),
-                            Err(why) => {
-                                tracing::error!(error = %why, "could not persist an always rule");
-                                e.detail =
-                                    "could not persist the always rule; approved once".to_owned();
-                            }
-                        }
-                    }
-                    ResolveResponse {
-                        granted: true,
-                        ticket: Some(self.0.sign(&call, &plan, &judged, approval)),
-                        rule: "approver".to_owned(),
-                        reason: format!("{approval} by the account's approver"),
-                    }
-                }
-            }
-            other => {
-                let (approval, reason) = match other {
-                    Answer::Deny => ("denied", "the approver denied this call"),
-                    Answer::Timeout => ("timeout", "the approver did not answer in time"),
-                    Answer::NoApprover => {
-                        ("no_approver", "no approver is connected for this account")
-                    }
-                    Answer::Cancelled => {
-                        ("cancelled", "the call was withdrawn before it was approved")
-                    }
-                    _ => ("denied", "the answer was not understood"),
-                };
-                e.approval = approval.to_owned();
-                e.reason = reason.to_owned();
-                ResolveResponse {
-                    granted: false,
-                    ticket: None,
-                    rule: "approver".to_owned(),
-                    reason: reason.to_owned(),
-                }
-            }
-        };
-        self.0.audit(e).await;
-        Ok(Response::new(response))
-    }
-
-    async fn set_enabled(
-        &self,
-        request: Request<pb::SetEnabledRequest>,
-    ) -> Result<Response<pb::SetEnabledResponse>, Status> {
-        caller(&request, &[BROKER])?;
-        let pb::SetEnabledRequest {
-            account,
-            enabled,
-            by,
-        } = request.into_inner();
-        // Through the broker, only the account's approver switches it (the broker checks the
-        // role from the credential); anything else is the administrator, on the admin socket.
-        let by = if by == "approver" {
-            "approver"
-        } else {
-            "admin"
-        };
-        self.0.set_enabled(&account, enabled, by).await?;
-        Ok(Response::new(pb::SetEnabledResponse { enabled }))
-    }
-
-    async fn account_info(
-        &self,
-        request: Request<AccountInfoRequest>,
-    ) -> Result<Response<AccountInfoResponse>, Status> {
-        caller(&request, &[BROKER])?;
-        let account = request.into_inner().account;
-        let current = self
-            .0
-            .policies
-            .current(&account)
-            .ok_or_else(|| Status::not_found("unknown account"))?;
-        Ok(Response::new(AccountInfoResponse {
-            sandbox_enabled: current.policy.as_ref().is_none_or(|p| p.sandbox_enabled()),
-            workdir: self
-                .0
-                .policies
-                .workdir(&account)
-                .unwrap_or_default()
-                .to_owned(),
-            policy_error: current.error.unwrap_or_default(),
-            confined: current.policy.as_ref().is_some_and(|p| p.confined()),
-            policy_warnings: current
-                .policy
-                .as_ref()
-                .map(|p| p.warnings().to_vec())
-                .unwrap_or_default(),
-            enabled: self.0.enablement.is_enabled(&account),
-        }))
-    }
-
-    async fn health(
-        &self,
-        request: Request<HealthRequest>,
-    ) -> Result<Response<HealthResponse>, Status> {
-        caller(&request, &[BROKER, SUPERVISOR])?;
-        let h = self.0.audit.health();
-        Ok(Response::new(HealthResponse {
-            audit_healthy: h.healthy,
-            audit_failures: h.failures,
-            audit_rows: h.rows,
-            policy_errors: self.0.policies.errors(),
-        }))
-    }
-}
-
-/// The `GateAdmin` service: rule management and explain (see `admin.rs`), on the admin socket.
-#[derive(Clone)]
-pub struct AdminService(pub Arc<GateState>);
-
-#[tonic::async_trait]
-impl pb::gate_admin_server::GateAdmin for AdminService {
-    async fn list_rules(
-        &self,
-        request: Request<ListRulesRequest>,
-    ) -> Result<Response<ListRulesResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        let r = self.0.list_rules(&request.into_inner().account).await?;
-        Ok(Response::new(r))
-    }
-
-    async fn add_rule(
-        &self,
-        request: Request<AddRuleRequest>,
-    ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        Ok(Response::new(self.0.add_rule(request.into_inner()).await?))
-    }
-
-    async fn revoke_rule(
-        &self,
-        request: Request<RevokeRuleRequest>,
-    ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        Ok(Response::new(
-            self.0.revoke_rule(request.into_inner()).await?,
-        ))
-    }
-
-    async fn reset_rules(
-        &self,
-        request: Request<ResetRulesRequest>,
-    ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        let account = request.into_inner().account;
-        Ok(Response::new(self.0.reset_rules(&account).await?))
-    }
-
-    async fn set_confinement(
-        &self,
-        request: Request<SetConfinementRequest>,
-    ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        let r = request.into_inner();
-        let resp = self
-            .0
-            .set_switch(&r.account, "confine_to_workdir", r.enabled)
-            .await?;
-        Ok(Response::new(resp))
-    }
-
-    async fn set_sandbox(
-        &self,
-        request: Request<SetSandboxRequest>,
-    ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        let r = request.into_inner();
-        if !r.enabled && !r.confirm {
-            return Err(Status::failed_precondition(
-                "turning the sandbox off allows everything, the secret floor too: confirm it explicitly",
-            ));
-        }
-        let resp = self.0.set_switch(&r.account, "sandbox", r.enabled).await?;
-        Ok(Response::new(resp))
-    }
-
-    async fn set_enabled(
-        &self,
-        request: Request<pb::SetEnabledRequest>,
-    ) -> Result<Response<pb::SetEnabledResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        let r = request.into_inner();
-        self.0.set_enabled(&r.account, r.enabled, "admin").await?;
-        Ok(Response::new(pb::SetEnabledResponse { enabled: r.enabled }))
-    }
-
-    async fn explain(
-        &self,
-        request: Request<ExplainRequest>,
-    ) -> Result<Response<ExplainResponse>, Status> {
-        caller(&request, &[ADMIN])?;
-        Ok(Response::new(self.0.explain(request.into_inner()).await?))
-    }
-}
-
-#[tonic::async_trait]
-impl pb::audit_server::Audit for AuditService {
-    async fn append(&self, request: Request<AuditEvent>) -> Result<Response<AppendAck>, Status> {
-        let peer = glovebox_proto::transport::peer_of(&request)
-            .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
-            .to_owned();
-        let mut event = request.into_inner();
-        if let Err(why) = admit_audit_event(&peer, &mut event) {
-            tracing::warn!(%peer, kind = %event.kind, "refused an audit row");
-            return Err(Status::permission_denied(why));
-        }
-        self.0.audit(event).await;
-        Ok(Response::new(AppendAck {}))
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,93 @@
+//! The `GateAdmin` service, for administrators on the admin socket: rule management, explain,
+//! enablement (the logic is in `crate::admin`).
+
+use super::*;
+
+/// The `GateAdmin` service: rule management and explain (see `admin.rs`), on the admin socket.
+#[derive(Clone)]
+pub struct AdminService(pub Arc<GateState>);
+
+#[tonic::async_trait]
+impl pb::gate_admin_server::GateAdmin for AdminService {
+    async fn list_rules(
+        &self,
+        request: Request<ListRulesRequest>,
+    ) -> Result<Response<ListRulesResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let r = self.0.list_rules(&request.into_inner().account).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn add_rule(
+        &self,
+        request: Request<AddRuleRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(self.0.add_rule(request.into_inner()).await?))
+    }
+
+    async fn revoke_rule(
+        &self,
+        request: Request<RevokeRuleRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(
+            self.0.revoke_rule(request.into_inner()).await?,
+        ))
+    }
+
+    async fn reset_rules(
+        &self,
+        request: Request<ResetRulesRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let account = request.into_inner().account;
+        Ok(Response::new(self.0.reset_rules(&account).await?))
+    }
+
+    async fn set_confinement(
+        &self,
+        request: Request<SetConfinementRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let r = request.into_inner();
+        let resp = self
+            .0
+            .set_switch(&r.account, "confine_to_workdir", r.enabled)
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn set_sandbox(
+        &self,
+        request: Request<SetSandboxRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let r = request.into_inner();
+        if !r.enabled && !r.confirm {
+            return Err(Status::failed_precondition(
+                "turning the sandbox off allows everything, the secret floor too: confirm it explicitly",
+            ));
+        }
+        let resp = self.0.set_switch(&r.account, "sandbox", r.enabled).await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn set_enabled(
+        &self,
+        request: Request<pb::SetEnabledRequest>,
+    ) -> Result<Response<pb::SetEnabledResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let r = request.into_inner();
+        self.0.set_enabled(&r.account, r.enabled, "admin").await?;
+        Ok(Response::new(pb::SetEnabledResponse { enabled: r.enabled }))
+    }
+
+    async fn explain(
+        &self,
+        request: Request<ExplainRequest>,
+    ) -> Result<Response<ExplainResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(self.0.explain(request.into_inner()).await?))
+    }
+}

@@ -1,0 +1,202 @@
+//! The `Gate` service, for the broker: decide, resolve, account info, enablement, health.
+
+use super::*;
+
+#[tonic::async_trait]
+impl pb::gate_server::Gate for GateService {
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn decide(
+        &self,
+        request: Request<DecideRequest>,
+    ) -> Result<Response<DecideResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let started = Instant::now();
+        let DecideRequest { call, plan } = request.into_inner();
+        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let judged = self.0.judge(&call, &plan);
+        self.0.flush_policy_events().await;
+        let v = &judged.verdict;
+        let ticket =
+            (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, &judged, "auto"));
+        let mut e = event("gate", "decide", &call);
+        e.subject = crate::redact::subjects_text(&plan.subjects, v.decision == Decision::Allow);
+        e.verdict = v.decision.as_str().to_owned();
+        e.rule = v.rule.clone();
+        e.reason = v.reason.clone();
+        e.detail = format!("layer: {}", v.layer.as_str());
+        if !v.warnings.is_empty() {
+            e.detail
+                .push_str(&format!("; warning: {}", v.warnings.join("; ")));
+        }
+        if v.decision == Decision::Allow {
+            e.approval = "auto".to_owned();
+        }
+        e.duration_ms = started.elapsed().as_millis() as u64;
+        // Queued in order before the answer (the call's later rows land after it); not awaited,
+        // so a decision costs no disk round trip.
+        self.0.audit.enqueue(e).await;
+        Ok(Response::new(DecideResponse {
+            verdict: wire_verdict(v.decision) as i32,
+            rule: v.rule.clone(),
+            reason: v.reason.clone(),
+            ticket,
+            layer: v.layer.as_str().to_owned(),
+            warnings: v.warnings.clone(),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn resolve(
+        &self,
+        request: Request<ResolveRequest>,
+    ) -> Result<Response<ResolveResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let ResolveRequest { call, plan, answer } = request.into_inner();
+        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let answer = Answer::try_from(answer).unwrap_or(Answer::Unspecified);
+        let mut e = event("gate", "resolve", &call);
+        e.subject = crate::redact::subjects_text(&plan.subjects, false);
+        let response = match answer {
+            Answer::Once | Answer::Always => {
+                let judged = self.0.judge(&call, &plan);
+                if judged.verdict.decision == Decision::Deny {
+                    e.approval = "denied".to_owned();
+                    e.verdict = "deny".to_owned();
+                    e.rule = judged.verdict.rule.clone();
+                    e.reason = format!("an approval cannot lift a deny: {}", judged.verdict.reason);
+                    ResolveResponse {
+                        granted: false,
+                        ticket: None,
+                        rule: judged.verdict.rule,
+                        reason: judged.verdict.reason,
+                    }
+                } else {
+                    let approval = if answer == Answer::Always {
+                        "approved_always"
+                    } else {
+                        "approved"
+                    };
+                    e.approval = approval.to_owned();
+                    e.subject = crate::redact::subjects_text(&plan.subjects, true);
+                    if answer == Answer::Always {
+                        let asked: Vec<(Section, String)> = judged
+                            .per_subject
+                            .iter()
+                            .filter(|(_, _, d)| *d == Decision::Ask)
+                            .filter_map(|(i, section, _)| {
+                                Some((*section, plan.subjects.get(*i)?.path.clone()))
+                            })
+                            // No rule stops a file that makes later commands run code from
+                            // asking: writing one would only mislead.
+                            .filter(|(section, path)| !judge::always_asks(*section, path))
+                            .collect();
+                        match self.0.policies.add_exact_rules(&call.account, &asked) {
+                            Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),
+                            Err(why) => {
+                                tracing::error!(error = %why, "could not persist an always rule");
+                                e.detail =
+                                    "could not persist the always rule; approved once".to_owned();
+                            }
+                        }
+                    }
+                    ResolveResponse {
+                        granted: true,
+                        ticket: Some(self.0.sign(&call, &plan, &judged, approval)),
+                        rule: "approver".to_owned(),
+                        reason: format!("{approval} by the account's approver"),
+                    }
+                }
+            }
+            other => {
+                let (approval, reason) = match other {
+                    Answer::Deny => ("denied", "the approver denied this call"),
+                    Answer::Timeout => ("timeout", "the approver did not answer in time"),
+                    Answer::NoApprover => {
+                        ("no_approver", "no approver is connected for this account")
+                    }
+                    Answer::Cancelled => {
+                        ("cancelled", "the call was withdrawn before it was approved")
+                    }
+                    _ => ("denied", "the answer was not understood"),
+                };
+                e.approval = approval.to_owned();
+                e.reason = reason.to_owned();
+                ResolveResponse {
+                    granted: false,
+                    ticket: None,
+                    rule: "approver".to_owned(),
+                    reason: reason.to_owned(),
+                }
+            }
+        };
+        self.0.audit(e).await;
+        Ok(Response::new(response))
+    }
+
+    async fn set_enabled(
+        &self,
+        request: Request<pb::SetEnabledRequest>,
+    ) -> Result<Response<pb::SetEnabledResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let pb::SetEnabledRequest {
+            account,
+            enabled,
+            by,
+        } = request.into_inner();
+        // Through the broker, only the account's approver switches it (the broker checks the
+        // role from the credential); anything else is the administrator, on the admin socket.
+        let by = if by == "approver" {
+            "approver"
+        } else {
+            "admin"
+        };
+        self.0.set_enabled(&account, enabled, by).await?;
+        Ok(Response::new(pb::SetEnabledResponse { enabled }))
+    }
+
+    async fn account_info(
+        &self,
+        request: Request<AccountInfoRequest>,
+    ) -> Result<Response<AccountInfoResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let account = request.into_inner().account;
+        let current = self
+            .0
+            .policies
+            .current(&account)
+            .ok_or_else(|| Status::not_found("unknown account"))?;
+        Ok(Response::new(AccountInfoResponse {
+            sandbox_enabled: current.policy.as_ref().is_none_or(|p| p.sandbox_enabled()),
+            workdir: self
+                .0
+                .policies
+                .workdir(&account)
+                .unwrap_or_default()
+                .to_owned(),
+            policy_error: current.error.unwrap_or_default(),
+            confined: current.policy.as_ref().is_some_and(|p| p.confined()),
+            policy_warnings: current
+                .policy
+                .as_ref()
+                .map(|p| p.warnings().to_vec())
+                .unwrap_or_default(),
+            enabled: self.0.enablement.is_enabled(&account),
+        }))
+    }
+
+    async fn health(
+        &self,
+        request: Request<HealthRequest>,
+    ) -> Result<Response<HealthResponse>, Status> {
+        caller(&request, &[BROKER, SUPERVISOR])?;
+        let h = self.0.audit.health();
+        Ok(Response::new(HealthResponse {
+            audit_healthy: h.healthy,
+            audit_failures: h.failures,
+            audit_rows: h.rows,
+            policy_errors: self.0.policies.errors(),
+        }))
+    }
+}
