@@ -256,106 +256,15 @@ impl Config {
         }
         let mut accounts: Vec<Account> = Vec::new();
         for (i, a) in raw.accounts.iter().enumerate() {
-            let at = format!("accounts[{i}]");
-            if !is_valid_account_id(&a.id) {
+            let account = validate_account(&format!("accounts[{i}]"), a)
+                .map_err(|message| invalid(None, message))?;
+            if accounts.iter().any(|b| b.id == account.id) {
                 return Err(invalid(
                     None,
-                    format!(
-                        "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
-                        a.id
-                    ),
+                    format!("accounts[{i}].id: duplicate account {:?}", a.id),
                 ));
             }
-            if accounts.iter().any(|b| b.id == a.id) {
-                return Err(invalid(
-                    None,
-                    format!("{at}.id: duplicate account {:?}", a.id),
-                ));
-            }
-            let workdir = PathBuf::from(&a.workdir);
-            if !workdir.is_absolute() {
-                return Err(invalid(
-                    None,
-                    format!(
-                        "{at}.workdir: expected an absolute path, got {:?}",
-                        a.workdir
-                    ),
-                ));
-            }
-            let hashes = |field: &str, list: &[String]| {
-                list.iter()
-                    .map(|h| {
-                        let mut out = [0u8; 32];
-                        hex::decode_to_slice(h, &mut out).map(|_| out).map_err(|_| {
-                            invalid(None, format!("{at}.{field}: expected 64 hex digits"))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            };
-            let token_hashes = hashes("token_sha256", &a.token_sha256)?;
-            let approver_token_hashes = hashes("approver_token_sha256", &a.approver_token_sha256)?;
-            if token_hashes
-                .iter()
-                .any(|h| approver_token_hashes.contains(h))
-            {
-                return Err(invalid(
-                    None,
-                    format!(
-                        "{at}: the same token is both an agent and an approver credential; they must differ"
-                    ),
-                ));
-            }
-            let mut roots = Vec::new();
-            for r in &a.roots {
-                let root = PathBuf::from(r);
-                if root
-                    .components()
-                    .all(|c| matches!(c, std::path::Component::RootDir))
-                {
-                    return Err(invalid(
-                        None,
-                        format!(
-                            "{at}.roots: / would give the account's agents the whole machine; list the directories it needs"
-                        ),
-                    ));
-                }
-                if !root.is_absolute() {
-                    return Err(invalid(
-                        None,
-                        format!("{at}.roots: expected absolute paths, got {r:?}"),
-                    ));
-                }
-                roots.push(root);
-            }
-            if roots.is_empty() {
-                roots.push(workdir.clone());
-            }
-            for name in &a.job_env {
-                if let Some(why) = job_env::refusal(name) {
-                    return Err(invalid(
-                        None,
-                        format!("{at}.job_env: {name} cannot be passed to jobs: it {why}"),
-                    ));
-                }
-            }
-            if let Some(user) = &a.run_as
-                && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
-            {
-                return Err(invalid(
-                    None,
-                    format!("{at}.run_as: expected an unprivileged user name, got {user:?}"),
-                ));
-            }
-            accounts.push(Account {
-                id: a.id.clone(),
-                workdir,
-                roots,
-                run_as: a.run_as.clone(),
-                job_env: a.job_env.clone(),
-                enabled: a.enabled,
-                token_hashes,
-                approver_token_hashes,
-            });
+            accounts.push(account);
         }
         Ok(Config { listen, accounts })
     }
@@ -363,6 +272,86 @@ impl Config {
     pub fn account(&self, id: &str) -> Option<&Account> {
         self.accounts.iter().find(|a| a.id == id)
     }
+}
+
+/// Validates one account entry (`at` names it in messages, e.g. `accounts[2]`).
+fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
+    if !is_valid_account_id(&a.id) {
+        return Err(format!(
+            "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
+            a.id
+        ));
+    }
+    let workdir = PathBuf::from(&a.workdir);
+    if !workdir.is_absolute() {
+        return Err(format!(
+            "{at}.workdir: expected an absolute path, got {:?}",
+            a.workdir
+        ));
+    }
+    let hashes = |field: &str, list: &[String]| {
+        list.iter()
+            .map(|h| {
+                let mut out = [0u8; 32];
+                hex::decode_to_slice(h, &mut out)
+                    .map(|_| out)
+                    .map_err(|_| format!("{at}.{field}: expected 64 hex digits"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let token_hashes = hashes("token_sha256", &a.token_sha256)?;
+    let approver_token_hashes = hashes("approver_token_sha256", &a.approver_token_sha256)?;
+    if token_hashes
+        .iter()
+        .any(|h| approver_token_hashes.contains(h))
+    {
+        return Err(format!(
+            "{at}: the same token is both an agent and an approver credential; they must differ"
+        ));
+    }
+    let mut roots = Vec::new();
+    for r in &a.roots {
+        let root = PathBuf::from(r);
+        if root
+            .components()
+            .all(|c| matches!(c, std::path::Component::RootDir))
+        {
+            return Err(format!(
+                "{at}.roots: / would give the account's agents the whole machine; list the directories it needs"
+            ));
+        }
+        if !root.is_absolute() {
+            return Err(format!("{at}.roots: expected absolute paths, got {r:?}"));
+        }
+        roots.push(root);
+    }
+    if roots.is_empty() {
+        roots.push(workdir.clone());
+    }
+    for name in &a.job_env {
+        if let Some(why) = job_env::refusal(name) {
+            return Err(format!(
+                "{at}.job_env: {name} cannot be passed to jobs: it {why}"
+            ));
+        }
+    }
+    if let Some(user) = &a.run_as
+        && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
+    {
+        return Err(format!(
+            "{at}.run_as: expected an unprivileged user name, got {user:?}"
+        ));
+    }
+    Ok(Account {
+        id: a.id.clone(),
+        workdir,
+        roots,
+        run_as: a.run_as.clone(),
+        job_env: a.job_env.clone(),
+        enabled: a.enabled,
+        token_hashes,
+        approver_token_hashes,
+    })
 }
 
 /// Whether `id` can name an account (and so a directory and a socket file).

@@ -112,33 +112,11 @@ impl Policy {
         let mut confine = account.raw.confine_to_workdir;
         let mut confine_layer = Layer::Account;
         if let Some(project) = &inputs.project {
-            let p = &project.raw;
-            if p.accounts.is_some() || !p.cap.is_empty() {
-                warnings.push(format!(
-                    "{}: `accounts` and `cap` only apply in managed files; ignored",
-                    project.name
-                ));
-            }
-            if !p.sandbox {
-                warnings.push(format!(
-                    "{}: a project file cannot turn the sandbox off; ignored",
-                    project.name
-                ));
-            }
-            if p.confine_to_workdir && !confine {
+            if project.raw.confine_to_workdir && !confine {
                 confine = true;
                 confine_layer = Layer::Project;
             }
-            for (section, kind, i, rule) in p.all_rules() {
-                if kind == Kind::Allow {
-                    warnings.push(format!(
-                        "{}: {}.allow[{i}]: {} is ignored: a project file can only tighten",
-                        project.name,
-                        section.name(),
-                        rule.pattern()
-                    ));
-                }
-            }
+            warn_of_project_loosening(project, &mut warnings);
             layers.push(compile_layer(
                 Layer::Project,
                 project,
@@ -163,6 +141,34 @@ impl Policy {
             layers,
             warnings,
         })
+    }
+}
+
+/// What a project file says that it may not: it can only tighten (allows, the sandbox switch
+/// and managed-only keys are ignored, each with a warning).
+fn warn_of_project_loosening(project: &Source, warnings: &mut Vec<String>) {
+    let p = &project.raw;
+    if p.accounts.is_some() || !p.cap.is_empty() {
+        warnings.push(format!(
+            "{}: `accounts` and `cap` only apply in managed files; ignored",
+            project.name
+        ));
+    }
+    if !p.sandbox {
+        warnings.push(format!(
+            "{}: a project file cannot turn the sandbox off; ignored",
+            project.name
+        ));
+    }
+    for (section, kind, i, rule) in p.all_rules() {
+        if kind == Kind::Allow {
+            warnings.push(format!(
+                "{}: {}.allow[{i}]: {} is ignored: a project file can only tighten",
+                project.name,
+                section.name(),
+                rule.pattern()
+            ));
+        }
     }
 }
 
@@ -228,37 +234,12 @@ fn compile_list(
                 owners.push(index);
             }
             Section::Tools => {
-                let g = GlobBuilder::new(pattern)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?;
-                if !pattern.chars().all(|c| {
-                    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?' | '[' | ']')
-                }) {
-                    warnings.push(format!(
-                        "{}: {}: tool names are [a-zA-Z0-9_-]: this pattern can never match",
-                        source.name,
-                        info.name()
-                    ));
-                }
-                globs.add(g);
+                globs.add(tool_glob(pattern, &source.name, &info, warnings).map_err(bad)?);
                 owners.push(index);
             }
             _ => {
-                let (patterns, warning) = path_globs(pattern, workdir).map_err(bad)?;
-                if let Some(w) = warning {
-                    warnings.push(format!("{}: {}: {w}", source.name, info.name()));
-                }
-                if kind == Kind::Allow
-                    && let Some(hit) = floor::check(&literal_prefix(&patterns[0]), &[])
-                {
-                    warnings.push(format!(
-                        "{}: {}: never applies: everything it matches is on the secret floor ({})",
-                        source.name,
-                        info.name(),
-                        hit.entry
-                    ));
-                }
-                for p in patterns {
+                let where_ = format!("{}: {}", source.name, info.name());
+                for p in path_rule_globs(pattern, kind, workdir, &where_, warnings).map_err(bad)? {
                     globs.add(build_glob(&p).map_err(bad)?);
                     owners.push(index);
                     compiled_paths.push((p, index));
@@ -283,6 +264,52 @@ fn compile_list(
         rules,
         path_globs: compiled_paths,
     })
+}
+
+/// A tools rule's glob; a pattern that can never match a wire-safe tool name is warned about.
+fn tool_glob(
+    pattern: &str,
+    file: &str,
+    info: &RuleInfo,
+    warnings: &mut Vec<String>,
+) -> Result<Glob, String> {
+    let g = GlobBuilder::new(pattern)
+        .build()
+        .map_err(|e| e.to_string())?;
+    if !pattern
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?' | '[' | ']'))
+    {
+        warnings.push(format!(
+            "{file}: {}: tool names are [a-zA-Z0-9_-]: this pattern can never match",
+            info.name()
+        ));
+    }
+    Ok(g)
+}
+
+/// A path rule's absolute globs (relative ones resolved against the workdir); an allow whose
+/// every match is on the secret floor is warned about. `where_` names the rule in warnings.
+fn path_rule_globs(
+    pattern: &str,
+    kind: Kind,
+    workdir: &str,
+    where_: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<String>, String> {
+    let (patterns, warning) = path_globs(pattern, workdir)?;
+    if let Some(w) = warning {
+        warnings.push(format!("{where_}: {w}"));
+    }
+    if kind == Kind::Allow
+        && let Some(hit) = floor::check(&literal_prefix(&patterns[0]), &[])
+    {
+        warnings.push(format!(
+            "{where_}: never applies: everything it matches is on the secret floor ({})",
+            hit.entry
+        ));
+    }
+    Ok(patterns)
 }
 
 /// Compiles a command list's anchored regexes (one per rule) into one set. Only when the set

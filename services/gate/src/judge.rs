@@ -84,48 +84,13 @@ pub fn judge(account: Account<'_>, tool: &str, plan: &Plan, now: i64) -> Judged 
     if !fits {
         return deny("plan", format!("the plan does not fit {tool}"));
     }
-    let at = Some(now);
     let mut per_subject = Vec::new();
     let mut verdicts = Vec::new();
     for (i, subject) in plan.subjects.iter().enumerate() {
-        let (v, section) = match pb::Domain::try_from(subject.domain) {
-            Ok(pb::Domain::Read) => (
-                policy.decide_at(Domain::Read, &subject.path, at),
-                Some(Section::PathsRead),
-            ),
-            Ok(pb::Domain::Write) => (
-                policy.decide_at(Domain::Write, &subject.path, at),
-                Some(Section::PathsWrite),
-            ),
-            Ok(pb::Domain::Delete) => (
-                policy.decide_at(Domain::Delete, &subject.path, at),
-                Some(Section::Delete),
-            ),
-            Ok(pb::Domain::Exec) => {
-                // The command's working directory is the plan's next subject.
-                let cwd = plan
-                    .subjects
-                    .get(i + 1)
-                    .map(|s| s.path.as_str())
-                    .unwrap_or_default();
-                (
-                    policy.decide_command_at(&subject.path, cwd, at),
-                    Some(Section::Commands),
-                )
-            }
-            Ok(pb::Domain::Job) => (
-                Verdict::new(
-                    Decision::Allow,
-                    "jobs",
-                    "an account may see and stop its own jobs",
-                ),
-                None,
-            ),
-            Ok(pb::Domain::Tool) if subject.path == tool => (
-                policy.decide_tool_at(&subject.path, at),
-                Some(Section::Tools),
-            ),
-            _ => return deny("plan", "a subject does not name what it is".to_owned()),
+        // The command's working directory is the plan's next subject.
+        let next = plan.subjects.get(i + 1).map(|s| s.path.as_str());
+        let Some((v, section)) = judge_subject(policy, tool, subject, next, now) else {
+            return deny("plan", "a subject does not name what it is".to_owned());
         };
         if let Some(section) = section {
             per_subject.push((i, section, v.decision));
@@ -140,6 +105,49 @@ pub fn judge(account: Account<'_>, tool: &str, plan: &Plan, now: i64) -> Judged 
         policy: Some(policy.clone()),
         now,
     }
+}
+
+/// One subject's verdict by its domain's rules, and the policy section that decided it (none for
+/// the account's own jobs). `None` for a subject whose domain does not fit.
+fn judge_subject(
+    policy: &Policy,
+    tool: &str,
+    subject: &pb::Subject,
+    next: Option<&str>,
+    now: i64,
+) -> Option<(Verdict, Option<Section>)> {
+    let at = Some(now);
+    Some(match pb::Domain::try_from(subject.domain) {
+        Ok(pb::Domain::Read) => (
+            policy.decide_at(Domain::Read, &subject.path, at),
+            Some(Section::PathsRead),
+        ),
+        Ok(pb::Domain::Write) => (
+            policy.decide_at(Domain::Write, &subject.path, at),
+            Some(Section::PathsWrite),
+        ),
+        Ok(pb::Domain::Delete) => (
+            policy.decide_at(Domain::Delete, &subject.path, at),
+            Some(Section::Delete),
+        ),
+        Ok(pb::Domain::Exec) => (
+            policy.decide_command_at(&subject.path, next.unwrap_or_default(), at),
+            Some(Section::Commands),
+        ),
+        Ok(pb::Domain::Job) => (
+            Verdict::new(
+                Decision::Allow,
+                "jobs",
+                "an account may see and stop its own jobs",
+            ),
+            None,
+        ),
+        Ok(pb::Domain::Tool) if subject.path == tool => (
+            policy.decide_tool_at(&subject.path, at),
+            Some(Section::Tools),
+        ),
+        _ => return None,
+    })
 }
 
 /// What a listing or search must hide: the read denies of the policy that judged the call, for

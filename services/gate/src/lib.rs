@@ -113,19 +113,9 @@ impl GateConfig {
     }
 }
 
-/// Serves the gate on `listener` (Gate and Audit, for the broker and the supervisor) and, if
-/// given, the Audit service alone on `audit_listener` (for executors running as other users)
-/// until `shutdown` completes.
-pub async fn run(
-    config: GateConfig,
-    listener: UnixListener,
-    audit_listener: Option<UnixListener>,
-    admin_listener: Option<UnixListener>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), GateError> {
+/// Opens the audit store, loads every policy, starts the policy watcher, and records the start.
+async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError> {
     let audit = AuditStore::open(&config.state.audit_db()).await?;
-    let mut audit_peers = transport::default_allowed_uids();
-    audit_peers.extend(&config.audit_peer_uids);
     let policies = policies::AccountPolicies::new(
         &config.state,
         config.accounts,
@@ -151,6 +141,23 @@ pub async fn run(
     state.policies.load_all();
     state.flush_policy_events().await;
     watch::spawn(state.clone());
+    Ok(state)
+}
+
+/// Serves the gate on `listener` (Gate and Audit, for the broker and the supervisor) and, if
+/// given, the Audit service alone on `audit_listener` (for executors running as other users)
+/// until `shutdown` completes.
+pub async fn run(
+    config: GateConfig,
+    listener: UnixListener,
+    audit_listener: Option<UnixListener>,
+    admin_listener: Option<UnixListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), GateError> {
+    let mut audit_peers = transport::default_allowed_uids();
+    audit_peers.extend(&config.audit_peer_uids);
+    let handover = config.handover.clone();
+    let state = start(config).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -160,11 +167,8 @@ pub async fn run(
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let audit_only = audit_listener.map(|l| {
-        let incoming = transport::authenticated_incoming(
-            l,
-            audit_peers,
-            config.handover.served_on(socket::AUDIT),
-        );
+        let incoming =
+            transport::authenticated_incoming(l, audit_peers, handover.served_on(socket::AUDIT));
         tonic::transport::Server::builder()
             .add_service(AuditServer::new(service::AuditService(state.clone())))
             .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
@@ -173,7 +177,7 @@ pub async fn run(
         let incoming = transport::authenticated_incoming(
             l,
             transport::default_allowed_uids(),
-            config.handover.served_on(socket::ADMIN),
+            handover.served_on(socket::ADMIN),
         );
         tonic::transport::Server::builder()
             .add_service(GateAdminServer::new(service::AdminService(state.clone())))
@@ -182,7 +186,7 @@ pub async fn run(
     let incoming = transport::authenticated_incoming(
         listener,
         transport::default_allowed_uids(),
-        config.handover.served_on(socket::GATE),
+        handover.served_on(socket::GATE),
     );
     let main = tonic::transport::Server::builder()
         .add_service(GateServer::new(service::GateService(state.clone())))
