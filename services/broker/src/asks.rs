@@ -13,6 +13,9 @@ use axum::extract::ws::Message;
 use glovebox_proto::ws::{Decision, ServerFrame};
 use tokio::sync::{mpsc, oneshot};
 
+/// Asks that may wait for their turn, per account.
+pub const MAX_WAITING_ASKS: usize = 16;
+
 /// How an ask ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AskOutcome {

@@ -13,7 +13,7 @@ use glovebox_proto::client_tools::{
     ProviderFrame, SUBPROTOCOLS, ToProviderFrame, accept_tools, parse_provider_frame,
 };
 
-use crate::App;
+use crate::app::App;
 use crate::asks::new_id;
 use crate::registry::RegistryError;
 

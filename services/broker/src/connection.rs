@@ -6,18 +6,26 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::Tool;
 use glovebox_proto::ws::{
-    ClientContext, ClientFrame, Role, ServerFrame, ToolSpec, WireError, parse_client_frame,
+    ClientContext, ClientFrame, Role, SUBPROTOCOL, ServerFrame, ToolSpec, WireError,
+    parse_client_frame,
 };
 use tokio::sync::mpsc;
 
-use crate::App;
+use crate::app::App;
 use crate::asks::new_id;
 
+/// Largest WebSocket message or frame accepted, in bytes.
+pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// Read and write buffer of each WebSocket connection.
+pub const WS_BUFFER_BYTES: usize = 8 * 1024;
 /// A connection must say hello within this time.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Calls one agent connection may have in flight.
@@ -43,6 +51,66 @@ type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The upgrade of `/v1/ws`: authenticates the credential, reads the `profile` and `session`
+/// query parameters, takes a connection place, and serves the connection.
+pub async fn upgrade(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let Some(who) = crate::auth::credential_of(&app.credentials, &headers) else {
+        return crate::auth::unauthorized();
+    };
+    let account = who.account.clone();
+    let profile = match query.get("profile").map(String::as_str) {
+        None => crate::profiles::Profile::Desktop,
+        Some(p) => match crate::profiles::Profile::parse(p) {
+            Some(p) => p,
+            None => {
+                return (StatusCode::BAD_REQUEST, "profile must be desktop or web\n")
+                    .into_response();
+            }
+        },
+    };
+    if let Some(session) = query.get("session") {
+        if !glovebox_proto::ws::is_valid_id(session) {
+            return (
+                StatusCode::BAD_REQUEST,
+                "session must be 1 to 128 characters of [A-Za-z0-9._:-]\n",
+            )
+                .into_response();
+        }
+        if let Err(bound) = app.sessions.bind(&account, session, profile) {
+            return (
+                StatusCode::CONFLICT,
+                format!(
+                    "profile mismatch: session {session} is a {} session\n",
+                    bound.as_str()
+                ),
+            )
+                .into_response();
+        }
+    }
+    let Some(slot) = app.open_connection() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "too many connections\n").into_response();
+    };
+    let ws = if crate::auth::offered(&headers).wants_subprotocol {
+        ws.protocols([SUBPROTOCOL])
+    } else {
+        ws
+    };
+    // Small I/O buffers: most connections are idle most of the time (frames still go up to the cap).
+    ws.read_buffer_size(WS_BUFFER_BYTES)
+        .write_buffer_size(WS_BUFFER_BYTES)
+        .max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| async move {
+            serve(app, who, profile, socket).await;
+            drop(slot);
+        })
 }
 
 /// Serves one authenticated connection until it closes (or its credential is revoked).

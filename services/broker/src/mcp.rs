@@ -21,7 +21,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::App;
+use crate::app::App;
 use crate::asks::new_id;
 use crate::pipeline::{Origin, run_call};
 

@@ -12,7 +12,7 @@ use glovebox_proto::v1::{
 };
 use glovebox_proto::ws::{AskDisplay, AskSubject, Decision, ServerFrame, WireError};
 
-use crate::App;
+use crate::app::App;
 use crate::asks::AskOutcome;
 use crate::backends::request;
 
