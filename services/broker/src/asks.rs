@@ -62,7 +62,7 @@ impl Asks {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AccountAsks>> {
-        self.accounts.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.accounts)
     }
 
     pub fn add_approver(&self, account: &str, conn: u64, tx: mpsc::Sender<Message>) {

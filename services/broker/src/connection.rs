@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::app::App;
 use crate::asks::new_id;
+use crate::sync::lock;
 
 /// Largest WebSocket message or frame accepted, in bytes.
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
@@ -48,10 +49,6 @@ fn frame_error(code: ErrorCode, message: impl Into<String>) -> Message {
 
 /// The calls in flight on one agent connection, each with the switch that withdraws it.
 type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>>;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The upgrade of `/v1/ws`: authenticates the credential, reads the `profile` and `session`
 /// query parameters, takes a connection place, and serves the connection.

@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod pipeline;
 pub mod profiles;
 pub mod registry;
+mod sync;
 
 use std::future::Future;
 use std::path::PathBuf;

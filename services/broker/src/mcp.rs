@@ -103,7 +103,7 @@ impl SessionOwners {
             std::collections::VecDeque<String>,
         ),
     > {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     pub fn bind(&self, session: &str, account: &str) {
