@@ -12,10 +12,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use glovebox_proto::ErrorCode;
-use glovebox_proto::tools::Tool;
 use glovebox_proto::ws::{
-    ClientContext, ClientFrame, Role, SUBPROTOCOL, ServerFrame, ToolSpec, WireError,
-    parse_client_frame,
+    ClientContext, ClientFrame, Role, SUBPROTOCOL, ServerFrame, WireError, parse_client_frame,
 };
 use tokio::sync::mpsc;
 
@@ -375,24 +373,7 @@ async fn hello(
             Ok(ClientFrame::Hello { role }) => {
                 let account = who.account.as_str();
                 let context = context(app, account).await;
-                let mut tools: Vec<ToolSpec> = Tool::ALL
-                    .iter()
-                    .map(|t| ToolSpec {
-                        name: t.name().to_owned(),
-                        description: t.description().to_owned(),
-                        input_schema: t.input_schema(),
-                    })
-                    .collect();
-                tools.extend(app.registry.tools(account).into_iter().map(|t| ToolSpec {
-                    name: glovebox_proto::client_tools::exposed_name(&t.name),
-                    description: t.description,
-                    input_schema: t.input_schema,
-                }));
-                // A switched-off account's agents see no tools (and every invoke is refused).
-                if !app.enablement.is_enabled(account) {
-                    tools.clear();
-                }
-                tools.retain(|t| profile.allows(&t.name));
+                let tools = crate::tool_list::tools_for(app, account, profile);
                 let ok = ServerFrame::HelloOk {
                     account: account.to_owned(),
                     connection_id: connection_id.to_owned(),

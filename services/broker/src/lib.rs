@@ -18,7 +18,9 @@ pub mod mcp;
 pub mod pipeline;
 pub mod profiles;
 pub mod registry;
+pub mod session;
 mod sync;
+pub mod tool_list;
 
 use std::future::Future;
 use std::path::PathBuf;
