@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures_util::{SinkExt, StreamExt};
 use glovebox_config::StateDir;
-use glovebox_proto::ws::{Decision, Role, ServerFrame};
+use glovebox_proto::ws::{ClientFrame, Decision, Role, ServerFrame};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use typeahead::{Input, Verdict};
@@ -92,19 +92,16 @@ pub async fn connect_with_hello(
     let (mut socket, _) = tokio_tungstenite::connect_async(request)
         .await
         .with_context(|| format!("connect to {}", target.url))?;
-    send_json(
-        &mut socket,
-        &serde_json::json!({"type": "hello", "role": role}),
-    )
-    .await?;
+    send_frame(&mut socket, &ClientFrame::Hello { role }).await?;
     match next_frame(&mut socket).await? {
         ok @ ServerFrame::HelloOk { .. } => Ok((socket, ok)),
         other => anyhow::bail!("unexpected answer to hello: {other:?}"),
     }
 }
 
-pub async fn send_json(socket: &mut Socket, frame: &serde_json::Value) -> anyhow::Result<()> {
-    socket.send(Message::Text(frame.to_string().into())).await?;
+/// Sends one frame (its JSON is defined by `glovebox_proto::ws`, like the broker's parser).
+pub async fn send_frame(socket: &mut Socket, frame: &ClientFrame) -> anyhow::Result<()> {
+    socket.send(Message::Text(frame.to_json()?.into())).await?;
     Ok(())
 }
 
@@ -131,11 +128,12 @@ pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<E
         serde_json::from_str(params).context("params must be a JSON object")?;
     let mut socket = connect(target, Role::Agent).await?;
     let call_id = format!("cli-{}", hex::encode(glovebox_config::random_bytes::<8>()?));
-    let invoke =
-        serde_json::json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params});
-    socket
-        .send(Message::Text(invoke.to_string().into()))
-        .await?;
+    let invoke = ClientFrame::Invoke {
+        call_id: call_id.clone(),
+        tool: tool.to_owned(),
+        params,
+    };
+    send_frame(&mut socket, &invoke).await?;
     loop {
         match next_frame(&mut socket).await? {
             ServerFrame::Result {
@@ -326,8 +324,11 @@ async fn answer(
     let Some(ask) = shown.take() else {
         return Ok(());
     };
-    let frame = serde_json::json!({"type": "answer", "ask_id": ask.ask_id, "decision": decision});
-    send_json(socket, &frame).await?;
+    let frame = ClientFrame::Answer {
+        ask_id: ask.ask_id,
+        decision,
+    };
+    send_frame(socket, &frame).await?;
     let word = match decision {
         Decision::Once => "once",
         Decision::Always => "always",

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use glovebox_proto::ws::{Role, ServerFrame, ToolSpec};
+use glovebox_proto::ws::{ClientFrame, Role, ServerFrame, ToolSpec};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -15,7 +15,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use tokio::sync::Mutex;
 
-use crate::client::{Socket, Target, connect_with_hello, next_frame, send_json};
+use crate::client::{Socket, Target, connect_with_hello, next_frame, send_frame};
 
 #[derive(Clone)]
 struct Bridge {
@@ -70,11 +70,15 @@ impl ServerHandler for Bridge {
             hex::encode(glovebox_config::random_bytes::<8>().unwrap_or_default())
         );
         let params = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let invoke = serde_json::json!({"type": "invoke", "call_id": call_id, "tool": request.name, "params": params});
+        let invoke = ClientFrame::Invoke {
+            call_id: call_id.clone(),
+            tool: request.name.to_string(),
+            params,
+        };
         let mut socket = self.socket.lock().await;
         let internal =
             |e: anyhow::Error| ErrorData::internal_error(format!("broker connection: {e}"), None);
-        send_json(&mut socket, &invoke).await.map_err(internal)?;
+        send_frame(&mut socket, &invoke).await.map_err(internal)?;
         loop {
             let frame = next_frame(&mut socket).await.map_err(internal)?;
             if matches!(&frame, ServerFrame::Result { call_id: id, .. } if *id == call_id) {

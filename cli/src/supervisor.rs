@@ -3,15 +3,18 @@
 //! every child on Ctrl-C or SIGTERM. A child also stops by itself when the supervisor's end of its
 //! stdin closes, so none outlives a supervisor that was killed.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use glovebox_config::{StateDir, write_private_file};
 use glovebox_proto::transport::authenticated_channel;
-use glovebox_proto::transport::handover::{peer, socket};
+use glovebox_proto::transport::handover::{ControlKeys, peer, socket};
 use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
@@ -89,14 +92,68 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     }
     let master = glovebox_ticket::Key::from_bytes(&std::fs::read(state.ticket_key())?)?;
     let keys = crate::control_keys(&state)?;
-    let account_ids: Vec<&str> = config.accounts.iter().map(|a| a.id.as_str()).collect();
     let exe = std::env::current_exe().context("locate the glovebox binary")?;
-    let state_arg = state.root().display().to_string();
+    let specs = child_specs(&state, &config, &keys, &master, &o)?;
 
+    let (exits_tx, mut exits) = mpsc::channel::<Exit>(64);
+    let mut running = start_all(&exe, specs, &exits_tx, &mut exits).await?;
+    let url = publish_url(&state, &mut running)?;
+    let audit = AuditClient::new(authenticated_channel(
+        &state.gate_socket(),
+        peer::SUPERVISOR,
+        keys.key(socket::GATE, peer::SUPERVISOR),
+    ));
+    audit_service(
+        &audit,
+        "started",
+        &format!("glovebox up: {} processes", running.len()),
+    )
+    .await;
+    banner(
+        &state,
+        &config,
+        &url,
+        created.as_deref(),
+        &sandboxes(&running),
+    );
+
+    let signal = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    };
+    tokio::pin!(signal);
+    let children = Children {
+        exe: &exe,
+        exits_tx: &exits_tx,
+        audit: &audit,
+    };
+    children
+        .supervise(&mut running, &mut exits, signal.as_mut())
+        .await;
+    eprintln!("glovebox: stopping");
+    audit_service(&audit, "stopped", "glovebox up is stopping").await;
+    stop_all(&mut running, &mut exits).await;
+    let _ = std::fs::remove_file(state.broker_url_file());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What each child is started as, in start order: the gate, one executor per account (as its
+/// account's user, with its identity prepared and the placement checked first), the broker.
+/// Each is handed its keys on stdin.
+fn child_specs(
+    state: &StateDir,
+    config: &glovebox_config::Config,
+    keys: &ControlKeys,
+    master: &glovebox_ticket::Key,
+    o: &UpOptions,
+) -> anyhow::Result<Vec<Spec>> {
+    let account_ids: Vec<&str> = config.accounts.iter().map(|a| a.id.as_str()).collect();
     let mut identities = Vec::new();
     for a in &config.accounts {
         let identity = identity::resolve(a)?;
-        identity::prepare_run_dir(&state, &a.id, &identity)?;
+        identity::prepare_run_dir(state, &a.id, &identity)?;
         identities.push(identity);
     }
     let trashes: Vec<PathBuf> = identities
@@ -109,98 +166,136 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
             }
         })
         .collect();
-    check_placement(&state, &config, &identities, &trashes, o.home.as_deref())?;
-    let mut gate_args: Vec<String> = vec![
+    check_placement(state, config, &identities, &trashes, o.home.as_deref())?;
+    let mut specs = vec![gate_spec(state, keys, &account_ids, &identities)];
+    let protected = std::fs::canonicalize(state.root())?.display().to_string();
+    for ((a, identity), trash) in config.accounts.iter().zip(&identities).zip(&trashes) {
+        let key = hex::encode(master.derive_account_key(&a.id).as_bytes());
+        let handover = keys.for_executor(&a.id, key).to_line();
+        specs.push(executor_spec(
+            state, a, identity, trash, &protected, handover,
+        ));
+    }
+    specs.push(broker_spec(state, keys, &account_ids, o));
+    Ok(specs)
+}
+
+fn gate_spec(
+    state: &StateDir,
+    keys: &ControlKeys,
+    account_ids: &[&str],
+    identities: &[identity::Identity],
+) -> Spec {
+    let mut args: Vec<String> = vec![
         "gate".into(),
         "--state-dir".into(),
-        state_arg.clone(),
+        state.root().display().to_string(),
         "--exit-on-stdin-eof".into(),
     ];
     for identity in identities.iter().filter(|i| i.drops) {
-        gate_args.extend(["--audit-peer-uid".into(), identity.uid.to_string()]);
+        args.extend(["--audit-peer-uid".into(), identity.uid.to_string()]);
     }
-    let mut specs = vec![Spec {
+    Spec {
         name: "gate".into(),
-        args: gate_args,
+        args,
         stdin_line: Some(keys.for_gate(account_ids.iter().copied()).to_line()),
         run_as: None,
         env: Vec::new(),
-    }];
-    let protected = std::fs::canonicalize(state.root())?.display().to_string();
-    for ((a, identity), trash) in config.accounts.iter().zip(&identities).zip(&trashes) {
-        let mut args: Vec<String> = vec![
-            "executor".into(),
-            "--account".into(),
-            a.id.clone(),
-            "--workdir".into(),
-            a.workdir.display().to_string(),
-            "--socket".into(),
-            state.executor_socket(&a.id).display().to_string(),
-            "--audit-socket".into(),
-            state.audit_socket().display().to_string(),
-            "--protected".into(),
-            protected.clone(),
-        ];
-        for root in &a.roots {
-            args.extend(["--root".into(), root.display().to_string()]);
-        }
-        args.extend(["--trash".into(), trash.display().to_string()]);
-        for name in &a.job_env {
-            args.extend(["--job-env".into(), name.clone()]);
-        }
-        let env = if identity.drops {
-            vec![
-                ("HOME".to_owned(), identity.home.clone()),
-                ("USER".to_owned(), identity.name.clone()),
-                ("LOGNAME".to_owned(), identity.name.clone()),
-            ]
-        } else {
-            Vec::new()
-        };
-        specs.push(Spec {
-            name: format!("executor[{}]", a.id),
-            args,
-            stdin_line: Some(
-                keys.for_executor(
-                    &a.id,
-                    hex::encode(master.derive_account_key(&a.id).as_bytes()),
-                )
-                .to_line(),
-            ),
-            run_as: identity.drops.then_some((identity.uid, identity.gid)),
-            env,
-        });
     }
-    let mut broker_args = vec![
+}
+
+/// The executor of account `a`, handed `handover` (its keys) on stdin.
+fn executor_spec(
+    state: &StateDir,
+    a: &glovebox_config::Account,
+    identity: &identity::Identity,
+    trash: &std::path::Path,
+    protected: &str,
+    handover: String,
+) -> Spec {
+    let mut args: Vec<String> = vec![
+        "executor".into(),
+        "--account".into(),
+        a.id.clone(),
+        "--workdir".into(),
+        a.workdir.display().to_string(),
+        "--socket".into(),
+        state.executor_socket(&a.id).display().to_string(),
+        "--audit-socket".into(),
+        state.audit_socket().display().to_string(),
+        "--protected".into(),
+        protected.to_owned(),
+    ];
+    for root in &a.roots {
+        args.extend(["--root".into(), root.display().to_string()]);
+    }
+    args.extend(["--trash".into(), trash.display().to_string()]);
+    for name in &a.job_env {
+        args.extend(["--job-env".into(), name.clone()]);
+    }
+    let env = if identity.drops {
+        vec![
+            ("HOME".to_owned(), identity.home.clone()),
+            ("USER".to_owned(), identity.name.clone()),
+            ("LOGNAME".to_owned(), identity.name.clone()),
+        ]
+    } else {
+        Vec::new()
+    };
+    Spec {
+        name: format!("executor[{}]", a.id),
+        args,
+        stdin_line: Some(handover),
+        run_as: identity.drops.then_some((identity.uid, identity.gid)),
+        env,
+    }
+}
+
+fn broker_spec(state: &StateDir, keys: &ControlKeys, account_ids: &[&str], o: &UpOptions) -> Spec {
+    let mut args = vec![
         "broker".into(),
         "--state-dir".into(),
-        state_arg.clone(),
+        state.root().display().to_string(),
         "--exit-on-stdin-eof".into(),
         "--ask-timeout-secs".into(),
         o.ask_timeout_secs.to_string(),
     ];
     if let Some(listen) = o.listen {
-        broker_args.extend(["--listen".into(), listen.to_string()]);
+        args.extend(["--listen".into(), listen.to_string()]);
     }
-    specs.push(Spec {
+    Spec {
         name: "broker".into(),
-        args: broker_args,
+        args,
         stdin_line: Some(keys.for_broker(account_ids.iter().copied()).to_line()),
         run_as: None,
         env: Vec::new(),
-    });
+    }
+}
 
-    let (exits_tx, mut exits) = mpsc::channel::<Exit>(64);
+/// Starts the children in order, each once the one before is ready; if one fails, stops those
+/// already started.
+async fn start_all(
+    exe: &std::path::Path,
+    specs: Vec<Spec>,
+    exits_tx: &mpsc::Sender<Exit>,
+    exits: &mut mpsc::Receiver<Exit>,
+) -> anyhow::Result<Vec<Running>> {
     let mut running: Vec<Running> = Vec::new();
     for (index, spec) in specs.into_iter().enumerate() {
-        match start(&exe, &spec, index, 0, &exits_tx).await {
+        match start(exe, &spec, index, 0, exits_tx).await {
             Ok(r) => running.push(r),
             Err(e) => {
-                stop_all(&mut running, &mut exits).await;
+                stop_all(&mut running, exits).await;
                 return Err(e.context(format!("start {}", spec.name)));
             }
         }
     }
+    Ok(running)
+}
+
+/// Writes the broker's URL (its readiness line; the broker starts last) for clients, and pins
+/// the address a restarted broker listens on. Returns the URL.
+fn publish_url(state: &StateDir, running: &mut [Running]) -> anyhow::Result<String> {
     let url = running.last().map(|r| r.ready.clone()).unwrap_or_default();
     write_private_file(&state.broker_url_file(), format!("{url}\n").as_bytes())?;
     // A restarted broker listens where the first one did (even when that was port 0), so the URL
@@ -208,18 +303,12 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     if let (Some(broker), Some(addr)) = (running.last_mut(), listen_addr_of(&url)) {
         pin_listen(&mut broker.spec.args, &addr);
     }
-    let audit = AuditClient::new(authenticated_channel(
-        &state.gate_socket(),
-        peer::SUPERVISOR,
-        keys.key(socket::GATE, peer::SUPERVISOR),
-    ));
-    audit_service(
-        &audit,
-        "started",
-        &format!("glovebox up: {} processes", running.len()),
-    )
-    .await;
-    let sandboxes: Vec<(String, String)> = running
+    Ok(url)
+}
+
+/// Each executor's name and sandbox, as its readiness line reports it (after the first word).
+fn sandboxes(running: &[Running]) -> Vec<(String, String)> {
+    running
         .iter()
         .filter(|r| r.spec.name.starts_with("executor"))
         .map(|r| {
@@ -232,55 +321,83 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
                     .join(" "),
             )
         })
-        .collect();
-    banner(&state, &config, &url, created.as_deref(), &sandboxes);
+        .collect()
+}
 
-    let signal = async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    };
-    tokio::pin!(signal);
-    loop {
-        tokio::select! {
-            _ = &mut signal => break,
-            Some((index, generation, how)) = exits.recv() => {
-                let Some(r) = running.get_mut(index) else { continue };
-                if r.generation != generation {
-                    continue;
-                }
-                r.failures = if r.started.elapsed() > STABLE_AFTER { 1 } else { r.failures + 1 };
-                let delay = backoff(r.failures);
-                tracing::warn!(child = %r.spec.name, pid = r.pid, exit = %how, restart_in_ms = delay.as_millis() as u64, "child exited; restarting");
-                let restarted = tokio::select! {
-                    _ = &mut signal => None,
-                    _ = tokio::time::sleep(delay) => Some(start(&exe, &r.spec.clone(), index, generation + 1, &exits_tx).await),
-                };
-                match restarted {
-                    None => break,
-                    Some(Ok(mut new)) => {
-                        new.failures = r.failures;
-                        let detail = format!("{} exited ({how}); restarted as pid {}", r.spec.name, new.pid);
-                        tracing::info!(child = %new.spec.name, pid = new.pid, "child restarted");
-                        *r = new;
-                        audit_service(&audit, "restarted", &detail).await;
+/// What restarting a child needs.
+struct Children<'a> {
+    exe: &'a std::path::Path,
+    exits_tx: &'a mpsc::Sender<Exit>,
+    audit: &'a AuditClient<tonic::transport::Channel>,
+}
+
+impl Children<'_> {
+    /// Restarts each child that exits, with backoff, until `signal` completes.
+    async fn supervise(
+        &self,
+        running: &mut [Running],
+        exits: &mut mpsc::Receiver<Exit>,
+        mut signal: Pin<&mut impl Future<Output = ()>>,
+    ) {
+        loop {
+            tokio::select! {
+                _ = &mut signal => break,
+                Some((index, generation, how)) = exits.recv() => {
+                    let Some(r) = running.get_mut(index) else { continue };
+                    if r.generation != generation {
+                        continue;
                     }
-                    Some(Err(e)) => {
-                        tracing::error!(child = %r.spec.name, error = %format!("{e:#}"), "restart failed; will retry");
-                        r.generation += 1;
-                        r.started = Instant::now();
-                        let _ = exits_tx.send((index, r.generation, "failed to start".into())).await;
+                    if self.restart(r, index, &how, signal.as_mut()).await.is_break() {
+                        break;
                     }
                 }
             }
         }
     }
-    eprintln!("glovebox: stopping");
-    audit_service(&audit, "stopped", "glovebox up is stopping").await;
-    stop_all(&mut running, &mut exits).await;
-    let _ = std::fs::remove_file(state.broker_url_file());
-    Ok(ExitCode::SUCCESS)
+
+    /// Restarts child `index`, which exited (`how`), after its backoff; `Break` if `signal`
+    /// completed first. A failed start is retried as if the child had exited again.
+    async fn restart(
+        &self,
+        r: &mut Running,
+        index: usize,
+        how: &str,
+        signal: Pin<&mut impl Future<Output = ()>>,
+    ) -> ControlFlow<()> {
+        r.failures = if r.started.elapsed() > STABLE_AFTER {
+            1
+        } else {
+            r.failures + 1
+        };
+        let delay = backoff(r.failures);
+        tracing::warn!(child = %r.spec.name, pid = r.pid, exit = %how, restart_in_ms = delay.as_millis() as u64, "child exited; restarting");
+        let restarted = tokio::select! {
+            _ = signal => return ControlFlow::Break(()),
+            _ = tokio::time::sleep(delay) => start(self.exe, &r.spec.clone(), index, r.generation + 1, self.exits_tx).await,
+        };
+        match restarted {
+            Ok(mut new) => {
+                new.failures = r.failures;
+                let detail = format!(
+                    "{} exited ({how}); restarted as pid {}",
+                    r.spec.name, new.pid
+                );
+                tracing::info!(child = %new.spec.name, pid = new.pid, "child restarted");
+                *r = new;
+                audit_service(self.audit, "restarted", &detail).await;
+            }
+            Err(e) => {
+                tracing::error!(child = %r.spec.name, error = %format!("{e:#}"), "restart failed; will retry");
+                r.generation += 1;
+                r.started = Instant::now();
+                let _ = self
+                    .exits_tx
+                    .send((index, r.generation, "failed to start".into()))
+                    .await;
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// Refuses a state directory that a job could reach and roots that give too much away (see
@@ -560,6 +677,78 @@ mod tests {
         let mut args: Vec<String> = vec!["broker".into()];
         pin_listen(&mut args, "[::1]:7420");
         assert_eq!(args, ["broker", "--listen", "[::1]:7420"]);
+    }
+
+    #[test]
+    fn each_child_is_handed_its_own_keys_on_stdin() {
+        let keys =
+            ControlKeys::from_bytes(&[7; glovebox_proto::transport::handshake::KEY_BYTES]).unwrap();
+        let state = StateDir::new(std::path::Path::new("/s"));
+        let options = UpOptions {
+            state_dir: "/s".into(),
+            workdir: "/w".into(),
+            listen: Some("127.0.0.1:7420".parse().unwrap()),
+            ask_timeout_secs: 9,
+            trash_dir: "/t".into(),
+            home: None,
+        };
+        let me = identity::Identity {
+            name: "me".into(),
+            uid: 1000,
+            gid: 1000,
+            home: "/home/me".into(),
+            drops: false,
+        };
+        let gate = gate_spec(&state, &keys, &["a", "b"], std::slice::from_ref(&me));
+        assert_eq!(
+            gate.stdin_line,
+            Some(keys.for_gate(["a", "b"]).to_line()),
+            "the gate's handover"
+        );
+        assert_eq!(
+            gate.args,
+            ["gate", "--state-dir", "/s", "--exit-on-stdin-eof"]
+        );
+        let broker = broker_spec(&state, &keys, &["a", "b"], &options);
+        assert_eq!(
+            broker.stdin_line,
+            Some(keys.for_broker(["a", "b"]).to_line())
+        );
+        assert_eq!(
+            broker.args,
+            [
+                "broker",
+                "--state-dir",
+                "/s",
+                "--exit-on-stdin-eof",
+                "--ask-timeout-secs",
+                "9",
+                "--listen",
+                "127.0.0.1:7420"
+            ]
+        );
+        let account = glovebox_config::Account {
+            id: "a".into(),
+            workdir: "/w".into(),
+            roots: vec!["/w".into()],
+            run_as: None,
+            job_env: vec![],
+            enabled: true,
+            token_hashes: vec![],
+            approver_token_hashes: vec![],
+        };
+        let executor = executor_spec(&state, &account, &me, "/t".as_ref(), "/s", "line\n".into());
+        assert_eq!(executor.name, "executor[a]");
+        assert_eq!(executor.stdin_line.as_deref(), Some("line\n"));
+        assert_eq!((executor.run_as, executor.env.len()), (None, 0));
+        let dropping = identity::Identity { drops: true, ..me };
+        let executor = executor_spec(&state, &account, &dropping, "/t".as_ref(), "/s", "l".into());
+        assert_eq!(executor.run_as, Some((1000, 1000)));
+        assert!(
+            executor
+                .env
+                .contains(&("HOME".to_owned(), "/home/me".to_owned()))
+        );
     }
 
     #[test]

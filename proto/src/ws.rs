@@ -69,6 +69,13 @@ pub enum ClientFrame {
     },
 }
 
+impl ClientFrame {
+    /// The frame as the JSON text a client sends, which [`parse_client_frame`] reads back.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+}
+
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(serde_json::Map::new())
 }
@@ -394,6 +401,53 @@ mod tests {
                 ask_id: "a1".into(),
                 decision: Decision::Always,
             }),
+        );
+    }
+
+    #[test]
+    fn client_frames_serialize_to_what_the_parser_reads() {
+        let frames = [
+            ClientFrame::Hello { role: Role::Agent },
+            ClientFrame::Hello {
+                role: Role::Approver,
+            },
+            ClientFrame::Invoke {
+                call_id: "cli-1f".into(),
+                tool: "file_read".into(),
+                params: json!({"path": "a", "n": [1, 2]}),
+            },
+            ClientFrame::Invoke {
+                call_id: "c".into(),
+                tool: "file_list".into(),
+                params: json!({}),
+            },
+            ClientFrame::Answer {
+                ask_id: "ask-1".into(),
+                decision: Decision::Deny,
+            },
+            ClientFrame::Cancel {
+                call_id: "c".into(),
+            },
+            ClientFrame::SetEnabled { enabled: false },
+        ];
+        for frame in frames {
+            let text = frame.to_json().unwrap();
+            assert_eq!(parse_client_frame(&text), Ok(frame), "{text}");
+        }
+        // the same JSON the clients spelled out by hand before
+        let text = ClientFrame::Answer {
+            ask_id: "ask-1".into(),
+            decision: Decision::Always,
+        }
+        .to_json()
+        .unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            json!({"type": "answer", "ask_id": "ask-1", "decision": "always"})
+        );
+        assert_eq!(
+            ClientFrame::Hello { role: Role::Agent }.to_json().unwrap(),
+            r#"{"type":"hello","role":"agent"}"#
         );
     }
 

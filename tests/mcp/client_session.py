@@ -2,6 +2,7 @@
 
 Usage: client_session.py http URL TOKEN
        client_session.py stdio GLOVEBOX_BIN STATE_DIR   (launches `glovebox mcp` as a stdio server)
+       client_session.py list URL TOKEN                 (over HTTP, only lists the tools)
 Prints one JSON object per line: the tool list, then the result of each call.
 """
 
@@ -40,7 +41,7 @@ async def stdio_streams(binary, state_dir):
 
 
 async def main(mode, a, b):
-    streams = http_streams(a, b) if mode == "http" else stdio_streams(a, b)
+    streams = http_streams(a, b) if mode in ("http", "list") else stdio_streams(a, b)
     async with streams as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -55,6 +56,8 @@ async def main(mode, a, b):
                         read_only = getattr(annotations, "read_only_hint", None)
                 hints[tool.name] = read_only
             print(json.dumps({"step": "tools", "names": [t.name for t in tools.tools], "read_only": hints}), flush=True)
+            if mode == "list":
+                return
             steps = [
                 ("read", "file_read", {"path": "hello.txt"}),
                 ("denied", "file_read", {"path": ".env"}),

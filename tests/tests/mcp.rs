@@ -6,7 +6,7 @@
 
 use std::process::Stdio;
 
-use glovebox_e2e::{Glovebox, WAIT};
+use glovebox_e2e::{Glovebox, Options, WAIT};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -126,6 +126,56 @@ async fn real_client_session(mode: &str, expect_http_origin: bool) {
     .await
     .unwrap();
     assert_eq!(rows, 3);
+}
+
+/// The tool names a real MCP client of the account with `token` lists over HTTP.
+async fn listed_tools(g: &Glovebox, token: &str) -> Vec<String> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/client_session.py");
+    let mut child = tokio::process::Command::new("python3")
+        .arg(&script)
+        .args(["list", &mcp_url(g), token])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 with the `mcp` package (pip install -r tests/mcp/requirements.txt)");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let tools = next(&mut lines).await;
+    assert_eq!(tools["step"], "tools", "{tools}");
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    tools["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_switched_off_accounts_mcp_client_lists_no_tools() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("alice".into(), true), ("bob".into(), false)],
+        ..Default::default()
+    });
+    assert_eq!(
+        listed_tools(&g, &g.token_of("bob")).await,
+        Vec::<String>::new()
+    );
+    let alice = listed_tools(&g, &g.token_of("alice")).await;
+    assert!(alice.iter().any(|t| t == "file_read"), "{alice:?}");
+
+    let (code, out, err) = g.run_cli(&["enable", "--account", "bob"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let bob = listed_tools(&g, &g.token_of("bob")).await;
+    assert_eq!(
+        bob, alice,
+        "an enabled account lists what a desktop hello_ok does"
+    );
 }
 
 #[tokio::test]

@@ -13,6 +13,9 @@ use axum::extract::ws::Message;
 use glovebox_proto::ws::{Decision, ServerFrame};
 use tokio::sync::{mpsc, oneshot};
 
+/// Asks that may wait for their turn, per account.
+pub const MAX_WAITING_ASKS: usize = 16;
+
 /// How an ask ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AskOutcome {
@@ -59,7 +62,7 @@ impl Asks {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AccountAsks>> {
-        self.accounts.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.accounts)
     }
 
     pub fn add_approver(&self, account: &str, conn: u64, tx: mpsc::Sender<Message>) {

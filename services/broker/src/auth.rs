@@ -126,7 +126,7 @@ impl Credentials {
     pub fn refresh(&self) {
         let Some(file) = &self.file else { return };
         let stamp = glovebox_config::file_stamp(file);
-        let mut last = self.stamp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = crate::sync::lock(&self.stamp);
         if stamp == *last {
             return;
         }

@@ -5,17 +5,17 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use futures_util::{SinkExt, StreamExt};
 use glovebox_proto::client_tools::{
     ProviderFrame, SUBPROTOCOLS, ToProviderFrame, accept_tools, parse_provider_frame,
 };
 
-use crate::App;
+use crate::app::App;
 use crate::asks::new_id;
 use crate::registry::RegistryError;
+use crate::session::{CLOSE_POLICY, Outbox, Session};
 
 /// Largest frame a provider may send.
 pub const MAX_PROVIDER_FRAME_BYTES: usize = 1024 * 1024;
@@ -57,96 +57,74 @@ async fn serve(
     app: Arc<App>,
     account: String,
     socket: WebSocket,
-    revoked: impl std::future::Future<Output = ()>,
+    revoked: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let (mut sink, mut stream) = socket.split();
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(256);
-    let (close_tx, mut close_rx) = tokio::sync::mpsc::channel::<CloseFrame>(1);
-    let writer = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                // Frames queued before a close go out first.
-                biased;
-                Some(text) = rx.recv() => {
-                    if sink.send(Message::Text(text.into())).await.is_err() {
-                        break;
-                    }
-                }
-                Some(frame) = close_rx.recv() => {
-                    let _ = sink.send(Message::Close(Some(frame))).await;
-                    break;
-                }
-                else => break,
-            }
-        }
-        let _ = sink.close().await;
-    });
+    // A rotated credential ends the connection (and takes its tools away).
+    let mut session = Session::<String>::start(socket, revoked, None);
     let connection_id = new_id("provider");
-    let key = match app.registry.connect(&account, &connection_id, tx.clone()) {
+    let key = match app
+        .registry
+        .connect(&account, &connection_id, session.outbox().frames())
+    {
         Ok(key) => key,
         Err(RegistryError::TooManyConnections) | Err(_) => {
-            let _ = tx
-                .send(
-                    ToProviderFrame::Error {
-                        message: "too many client-tools connections for this account".into(),
-                    }
-                    .to_json(),
-                )
+            let outbox = session.outbox();
+            let message = "too many client-tools connections for this account".into();
+            outbox
+                .send(ToProviderFrame::Error { message }.to_json())
                 .await;
-            let _ = close_tx
-                .send(CloseFrame {
-                    code: 1008,
-                    reason: "too many connections".into(),
-                })
-                .await;
-            drop(tx);
-            let _ = writer.await;
+            outbox.close(CLOSE_POLICY, "too many connections");
+            session.finish().await;
             return;
         }
     };
     tracing::info!(%account, %connection_id, "client-tools provider connected");
-    let mut revoked = std::pin::pin!(revoked);
-    // A rotated credential ends the connection (and takes its tools away).
-    while let Some(message) = tokio::select! {
-        m = stream.next() => m,
-        _ = &mut revoked => {
-            let _ = close_tx.send(CloseFrame { code: 1008, reason: "credential revoked".into() }).await;
-            None
-        }
-    } {
-        let text = match message {
-            Ok(Message::Text(t)) => t,
-            Ok(Message::Close(_)) => break,
-            Ok(_) => continue,
-            Err(e) => {
-                let oversized =
-                    e.to_string().contains("too long") || e.to_string().contains("Space limit");
-                if oversized {
-                    let _ = close_tx
-                        .send(CloseFrame {
-                            code: 1008,
-                            reason: "frame too large".into(),
-                        })
-                        .await;
-                }
-                break;
-            }
-        };
-        match parse_provider_frame(text.as_str()) {
+    let provider = Provider {
+        app: &app,
+        account: &account,
+        connection_id: &connection_id,
+        key,
+        outbox: session.outbox().clone(),
+    };
+    while let Ok(text) = session.next_text().await {
+        provider.on_text(text.as_str()).await;
+    }
+    drop(provider);
+    app.registry.disconnect(&account, key);
+    tracing::info!(%account, %connection_id, "client-tools provider disconnected");
+    session.finish().await;
+}
+
+/// One registered provider connection.
+struct Provider<'a> {
+    app: &'a App,
+    account: &'a str,
+    connection_id: &'a str,
+    /// Its key in the registry.
+    key: u64,
+    outbox: Outbox<String>,
+}
+
+impl Provider<'_> {
+    async fn send(&self, frame: ToProviderFrame) {
+        self.outbox.send(frame.to_json()).await;
+    }
+
+    /// One text frame: a provider's hello (re)registers its tools, a result completes a call.
+    async fn on_text(&self, text: &str) {
+        let (app, account, key) = (self.app, self.account, self.key);
+        match parse_provider_frame(text) {
             Ok(ProviderFrame::Hello { tools, client }) => {
                 let accepted = accept_tools(tools);
                 let names = accepted.iter().map(|t| t.name.clone()).collect();
-                app.registry.set_tools(&account, key, accepted);
+                app.registry.set_tools(account, key, accepted);
+                let connection_id = self.connection_id;
                 tracing::info!(%account, %connection_id, client = client.as_deref().unwrap_or(""), "client tools registered");
-                let _ = tx
-                    .send(
-                        ToProviderFrame::HelloOk {
-                            connection_id: connection_id.clone(),
-                            accepted: names,
-                        }
-                        .to_json(),
-                    )
-                    .await;
+                self.send(ToProviderFrame::HelloOk {
+                    connection_id: connection_id.to_owned(),
+                    accepted: names,
+                })
+                .await;
             }
             Ok(ProviderFrame::Result {
                 call_id,
@@ -159,29 +137,14 @@ async fn serve(
                 } else {
                     Err(error.unwrap_or_else(|| "the client tool failed".to_owned()))
                 };
-                if !app.registry.complete(&account, key, &call_id, result) {
-                    let _ = tx
-                        .send(
-                            ToProviderFrame::Error {
-                                message: format!("no call {call_id} is pending on this connection"),
-                            }
-                            .to_json(),
-                        )
-                        .await;
+                if !app.registry.complete(account, key, &call_id, result) {
+                    let message = format!("no call {call_id} is pending on this connection");
+                    self.send(ToProviderFrame::Error { message }).await;
                 }
             }
-            Ok(ProviderFrame::Ping) => {
-                let _ = tx.send(ToProviderFrame::Pong.to_json()).await;
-            }
+            Ok(ProviderFrame::Ping) => self.send(ToProviderFrame::Pong).await,
             Ok(ProviderFrame::Pong) => {}
-            Err(message) => {
-                let _ = tx.send(ToProviderFrame::Error { message }.to_json()).await;
-            }
+            Err(message) => self.send(ToProviderFrame::Error { message }).await,
         }
     }
-    app.registry.disconnect(&account, key);
-    tracing::info!(%account, %connection_id, "client-tools provider disconnected");
-    drop(tx);
-    drop(close_tx);
-    let _ = writer.await;
 }

@@ -21,9 +21,10 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::App;
+use crate::app::App;
 use crate::asks::new_id;
 use crate::pipeline::{Origin, run_call};
+use crate::tool_list::tools_for;
 
 /// The account an MCP request authenticated as (set by `require_bearer`).
 #[derive(Debug, Clone)]
@@ -103,7 +104,7 @@ impl SessionOwners {
             std::collections::VecDeque<String>,
         ),
     > {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     pub fn bind(&self, session: &str, account: &str) {
@@ -174,19 +175,15 @@ pub fn mcp_tool(
     }
 }
 
-/// The built-in tools and the account's client tools as MCP tools.
+/// The tools an MCP client of `account` may list: the same as a `desktop` connection's
+/// `hello_ok` (see `tool_list`); none without an account.
 pub fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
-    let client_tools = account.map(|a| app.registry.tools(a)).unwrap_or_default();
-    Tool::ALL
+    let Some(account) = account else {
+        return Vec::new();
+    };
+    tools_for(app, account, crate::profiles::Profile::Desktop)
         .iter()
-        .map(|t| mcp_tool(t.name(), t.description(), &t.input_schema()))
-        .chain(client_tools.iter().map(|t| {
-            mcp_tool(
-                &glovebox_proto::client_tools::exposed_name(&t.name),
-                &t.description,
-                &t.input_schema,
-            )
-        }))
+        .map(|t| mcp_tool(&t.name, &t.description, &t.input_schema))
         .collect()
 }
 

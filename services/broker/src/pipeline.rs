@@ -12,7 +12,7 @@ use glovebox_proto::v1::{
 };
 use glovebox_proto::ws::{AskDisplay, AskSubject, Decision, ServerFrame, WireError};
 
-use crate::App;
+use crate::app::App;
 use crate::asks::AskOutcome;
 use crate::backends::request;
 
@@ -115,6 +115,16 @@ async fn steps(
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
+    admit(app, origin, tool_name)?;
+    if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
+        return client_tool(app, origin, call_id, tool_name, bare, params, cancelled).await;
+    }
+    builtin(app, origin, call_id, tool_name, params, cancelled).await
+}
+
+/// Refuses a call before anything else when the account's tools are switched off or the tool is
+/// not for this connection's profile.
+fn admit(app: &App, origin: &Origin, tool_name: &str) -> Result<(), WireError> {
     let account = origin.account.as_str();
     if !app.enablement.is_enabled(account) {
         return Err(WireError::denied(
@@ -133,9 +143,20 @@ async fn steps(
             "profile",
         ));
     }
-    if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
-        return client_tool(app, origin, call_id, tool_name, bare, params, cancelled).await;
-    }
+    Ok(())
+}
+
+/// A built-in tool: params checked against its type, planned and executed by the account's
+/// executor, authorized by the gate in between.
+async fn builtin(
+    app: &App,
+    origin: &Origin,
+    call_id: &str,
+    tool_name: &str,
+    params: serde_json::Value,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+) -> Result<serde_json::Value, WireError> {
+    let account = origin.account.as_str();
     let tool = Tool::from_name(tool_name).ok_or_else(|| {
         WireError::new(
             ErrorCode::UnknownTool,
@@ -257,7 +278,6 @@ async fn client_tool(
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
-    use crate::registry::RegistryError;
     if !params.is_object() {
         return Err(WireError::new(
             ErrorCode::InvalidParams,
@@ -284,7 +304,18 @@ async fn client_tool(
         }],
         content_tag: Vec::new(),
     };
-    let mut shown = serde_json::to_string_pretty(&params).unwrap_or_default();
+    let preview = Preview::Text(input_preview(&params));
+    authorize(app, origin, &call, &plan, cancelled, preview).await?;
+    app.registry
+        .invoke(&origin.account, bare, params, call_id)
+        .await
+        .map_err(registry_error)
+}
+
+/// What the approver is shown of a client tool's input: pretty JSON, cut at
+/// [`MAX_INPUT_PREVIEW`] bytes (on a character boundary).
+fn input_preview(params: &serde_json::Value) -> String {
+    let mut shown = serde_json::to_string_pretty(params).unwrap_or_default();
     if shown.len() > MAX_INPUT_PREVIEW {
         let mut cut = MAX_INPUT_PREVIEW;
         while !shown.is_char_boundary(cut) {
@@ -293,38 +324,31 @@ async fn client_tool(
         shown.truncate(cut);
         shown.push_str("\n[input truncated]");
     }
-    authorize(
-        app,
-        origin,
-        &call,
-        &plan,
-        cancelled,
-        Preview::Text(format!("input:\n{shown}\n")),
-    )
-    .await?;
-    app.registry
-        .invoke(&origin.account, bare, params, call_id)
-        .await
-        .map_err(|e| match e {
-            RegistryError::NoClient => WireError::new(
-                ErrorCode::NoClient,
-                "no connected client provides this tool",
-            ),
-            RegistryError::ClientDisconnected => WireError::new(
-                ErrorCode::ClientDisconnected,
-                "the client disconnected before it answered",
-            ),
-            RegistryError::Timeout => {
-                WireError::new(ErrorCode::Timeout, "the client did not answer in time")
-            }
-            RegistryError::TooManyConnections => {
-                WireError::new(ErrorCode::Busy, "too many client connections")
-            }
-            RegistryError::Failed(message) => WireError::new(
-                ErrorCode::Internal,
-                format!("the client tool failed: {message}"),
-            ),
-        })
+    format!("input:\n{shown}\n")
+}
+
+fn registry_error(e: crate::registry::RegistryError) -> WireError {
+    use crate::registry::RegistryError;
+    match e {
+        RegistryError::NoClient => WireError::new(
+            ErrorCode::NoClient,
+            "no connected client provides this tool",
+        ),
+        RegistryError::ClientDisconnected => WireError::new(
+            ErrorCode::ClientDisconnected,
+            "the client disconnected before it answered",
+        ),
+        RegistryError::Timeout => {
+            WireError::new(ErrorCode::Timeout, "the client did not answer in time")
+        }
+        RegistryError::TooManyConnections => {
+            WireError::new(ErrorCode::Busy, "too many client connections")
+        }
+        RegistryError::Failed(message) => WireError::new(
+            ErrorCode::Internal,
+            format!("the client tool failed: {message}"),
+        ),
+    }
 }
 
 /// Shows the call to the account's approver and turns the answer into a ticket (or a denial).
@@ -333,95 +357,25 @@ async fn ask(
     call: &ToolCall,
     plan: &Plan,
     connection_id: &str,
-    mut cancelled: tokio::sync::watch::Receiver<bool>,
+    cancelled: tokio::sync::watch::Receiver<bool>,
     preview: Preview,
     gate_warnings: &[String],
 ) -> Result<Ticket, WireError> {
-    let mut gate = app.backends.gate.clone();
     // Without an approver, deny at once: no preview, no waiting.
     let outcome = if app.asks.approver_count(&call.account) == 0 {
         AskOutcome::NoApprover
     } else {
-        let preview_text = match preview {
-            Preview::Text(text) => text,
-            Preview::Executor => {
-                let mut executor = app
-                    .backends
-                    .executor(&call.account)
-                    .ok_or_else(|| unavailable("the account's executor"))?;
-                let preview = executor
-                    .preview(request(PreviewRequest {
-                        call: Some(call.clone()),
-                        plan: Some(plan.clone()),
-                    }))
-                    .await
-                    .map_err(|_| unavailable("the account's executor"))?
-                    .into_inner();
-                if let Some(e) = preview.error {
-                    return Err(from_tool_error(e));
-                }
-                preview.text
-            }
+        let shown = Shown {
+            call,
+            plan,
+            connection_id,
+            preview: preview_text(app, call, plan, preview).await?,
+            gate_warnings,
         };
-        let subjects: Vec<AskSubject> = plan
-            .subjects
-            .iter()
-            .map(|s| AskSubject {
-                domain: match pb::Domain::try_from(s.domain) {
-                    Ok(pb::Domain::Read) => "read",
-                    Ok(pb::Domain::Write) => "write",
-                    Ok(pb::Domain::Delete) => "delete",
-                    Ok(pb::Domain::Exec) => "exec",
-                    Ok(pb::Domain::Job) => "job",
-                    Ok(pb::Domain::Tool) => "tool",
-                    _ => "unknown",
-                }
-                .to_owned(),
-                path: s.path.clone(),
-            })
-            .collect();
-        let (display, warnings) = AskDisplay::of(&call.tool, &subjects, &preview_text);
-        let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
-        let warning = with_gate_warnings(warning, gate_warnings);
-        app.asks
-            .ask(
-                &call.account,
-                |ask_id, expires_in_ms| ServerFrame::Ask {
-                    ask_id: ask_id.to_owned(),
-                    call_id: call.call_id.clone(),
-                    account: call.account.clone(),
-                    connection_id: connection_id.to_owned(),
-                    tool: call.tool.clone(),
-                    subjects,
-                    preview: preview_text,
-                    expires_in_ms,
-                    display,
-                    warning,
-                },
-                async move {
-                    if cancelled.wait_for(|c| *c).await.is_err() {
-                        // The connection's bookkeeping is gone; only an explicit cancel withdraws.
-                        std::future::pending::<()>().await;
-                    }
-                },
-            )
-            .await
+        show(app, shown, cancelled).await
     };
-    let answer = match outcome {
-        AskOutcome::Answered(Decision::Once) => Answer::Once,
-        AskOutcome::Answered(Decision::Always) => Answer::Always,
-        AskOutcome::Answered(Decision::Deny) => Answer::Deny,
-        AskOutcome::Timeout => Answer::Timeout,
-        AskOutcome::NoApprover => Answer::NoApprover,
-        AskOutcome::ApproverGone => Answer::NoApprover,
-        AskOutcome::Cancelled => Answer::Cancelled,
-        AskOutcome::Busy => {
-            return Err(WireError::new(
-                ErrorCode::Busy,
-                "too many calls are waiting for approval on this account",
-            ));
-        }
-    };
+    let answer = answer_of(outcome)?;
+    let mut gate = app.backends.gate.clone();
     let resolved = gate
         .resolve(request(ResolveRequest {
             call: Some(call.clone()),
@@ -435,6 +389,122 @@ async fn ask(
         (true, Some(ticket)) => Ok(ticket),
         _ => Err(WireError::denied(resolved.reason, resolved.rule)),
     }
+}
+
+/// The preview text of an ask: given, or rendered by the account's executor.
+async fn preview_text(
+    app: &App,
+    call: &ToolCall,
+    plan: &Plan,
+    preview: Preview,
+) -> Result<String, WireError> {
+    match preview {
+        Preview::Text(text) => Ok(text),
+        Preview::Executor => {
+            let mut executor = app
+                .backends
+                .executor(&call.account)
+                .ok_or_else(|| unavailable("the account's executor"))?;
+            let preview = executor
+                .preview(request(PreviewRequest {
+                    call: Some(call.clone()),
+                    plan: Some(plan.clone()),
+                }))
+                .await
+                .map_err(|_| unavailable("the account's executor"))?
+                .into_inner();
+            match preview.error {
+                Some(e) => Err(from_tool_error(e)),
+                None => Ok(preview.text),
+            }
+        }
+    }
+}
+
+/// What an ask shows the approver.
+struct Shown<'a> {
+    call: &'a ToolCall,
+    plan: &'a Plan,
+    /// The agent connection that made the call.
+    connection_id: &'a str,
+    preview: String,
+    gate_warnings: &'a [String],
+}
+
+/// Puts the ask before the account's approvers (in its turn) until it is answered, times out or
+/// is withdrawn by `cancelled`.
+async fn show(
+    app: &App,
+    shown: Shown<'_>,
+    mut cancelled: tokio::sync::watch::Receiver<bool>,
+) -> AskOutcome {
+    let call = shown.call;
+    let subjects = ask_subjects(shown.plan);
+    let (display, warnings) = AskDisplay::of(&call.tool, &subjects, &shown.preview);
+    let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
+    let warning = with_gate_warnings(warning, shown.gate_warnings);
+    app.asks
+        .ask(
+            &call.account,
+            |ask_id, expires_in_ms| ServerFrame::Ask {
+                ask_id: ask_id.to_owned(),
+                call_id: call.call_id.clone(),
+                account: call.account.clone(),
+                connection_id: shown.connection_id.to_owned(),
+                tool: call.tool.clone(),
+                subjects,
+                preview: shown.preview,
+                expires_in_ms,
+                display,
+                warning,
+            },
+            async move {
+                if cancelled.wait_for(|c| *c).await.is_err() {
+                    // The connection's bookkeeping is gone; only an explicit cancel withdraws.
+                    std::future::pending::<()>().await;
+                }
+            },
+        )
+        .await
+}
+
+/// A plan's subjects as the approver sees them: each with its domain's name.
+fn ask_subjects(plan: &Plan) -> Vec<AskSubject> {
+    plan.subjects
+        .iter()
+        .map(|s| AskSubject {
+            domain: match pb::Domain::try_from(s.domain) {
+                Ok(pb::Domain::Read) => "read",
+                Ok(pb::Domain::Write) => "write",
+                Ok(pb::Domain::Delete) => "delete",
+                Ok(pb::Domain::Exec) => "exec",
+                Ok(pb::Domain::Job) => "job",
+                Ok(pb::Domain::Tool) => "tool",
+                _ => "unknown",
+            }
+            .to_owned(),
+            path: s.path.clone(),
+        })
+        .collect()
+}
+
+/// The answer the gate resolves for how an ask ended; a full ask queue fails the call as busy.
+fn answer_of(outcome: AskOutcome) -> Result<Answer, WireError> {
+    Ok(match outcome {
+        AskOutcome::Answered(Decision::Once) => Answer::Once,
+        AskOutcome::Answered(Decision::Always) => Answer::Always,
+        AskOutcome::Answered(Decision::Deny) => Answer::Deny,
+        AskOutcome::Timeout => Answer::Timeout,
+        AskOutcome::NoApprover => Answer::NoApprover,
+        AskOutcome::ApproverGone => Answer::NoApprover,
+        AskOutcome::Cancelled => Answer::Cancelled,
+        AskOutcome::Busy => {
+            return Err(WireError::new(
+                ErrorCode::Busy,
+                "too many calls are waiting for approval on this account",
+            ));
+        }
+    })
 }
 
 /// The ask's `warning`: what the display form flagged, then what the gate said (e.g. that the
@@ -451,6 +521,38 @@ fn with_gate_warnings(display: Option<String>, gate: &[String]) -> Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_tools_input_preview_is_cut_on_a_character_boundary() {
+        let small = serde_json::json!({"q": "é"});
+        assert_eq!(input_preview(&small), "input:\n{\n  \"q\": \"é\"\n}\n");
+        // `{\n  "qq": "` is 11 bytes, so the 2-byte characters after it straddle the cap
+        let big = serde_json::json!({"qq": "é".repeat(MAX_INPUT_PREVIEW)});
+        let shown = input_preview(&big);
+        let body = shown
+            .strip_prefix("input:\n")
+            .and_then(|s| s.strip_suffix("\n[input truncated]\n"))
+            .unwrap();
+        assert_eq!(body.len(), MAX_INPUT_PREVIEW - 1);
+        assert!(body.ends_with('é'));
+    }
+
+    #[test]
+    fn every_ask_outcome_has_an_answer_but_busy() {
+        assert_eq!(
+            answer_of(AskOutcome::Answered(Decision::Always)).unwrap(),
+            Answer::Always
+        );
+        assert_eq!(
+            answer_of(AskOutcome::ApproverGone).unwrap(),
+            Answer::NoApprover
+        );
+        assert_eq!(answer_of(AskOutcome::Cancelled).unwrap(), Answer::Cancelled);
+        assert_eq!(
+            answer_of(AskOutcome::Busy).unwrap_err().code,
+            ErrorCode::Busy
+        );
+    }
 
     #[test]
     fn gate_warnings_are_appended_to_the_display_warning() {

@@ -59,7 +59,7 @@ impl Sessions {
 
     /// Binds a session to a profile, or returns the profile it is already bound to if different.
     pub fn bind(&self, account: &str, session: &str, profile: Profile) -> Result<(), Profile> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = crate::sync::lock(&self.inner);
         let key = (account.to_owned(), session.to_owned());
         if let Some(bound) = inner.0.get(&key) {
             return if *bound == profile {

@@ -73,7 +73,7 @@ impl Registry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     /// Takes a provider slot for a new connection of `account`. Returns its key.

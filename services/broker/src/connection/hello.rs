@@ -1,0 +1,121 @@
+//! The start of a `/v1/ws` connection: the client's `hello` names its role, which must be its
+//! credential's, and `hello_ok` answers with the account, the tools the connection may call (see
+//! `tool_list`) and facts about the machine.
+
+use axum::extract::ws::Message;
+use glovebox_proto::ErrorCode;
+use glovebox_proto::ws::{ClientContext, ClientFrame, Role, ServerFrame, parse_client_frame};
+
+use super::{HELLO_TIMEOUT, frame_error, text};
+use crate::app::App;
+use crate::auth::Authenticated;
+use crate::profiles::Profile;
+use crate::session::{CLOSE_POLICY, Session};
+
+/// Waits (up to [`HELLO_TIMEOUT`]) for the hello frame and answers it. `None` if the connection
+/// ended first or took too long, or if the hello asked for a role its credential does not have
+/// (then the connection is closed with a policy-violation code and the attempt is audited).
+pub(super) async fn hello(
+    app: &App,
+    who: &Authenticated,
+    profile: Profile,
+    connection_id: &str,
+    session: &mut Session<Message>,
+) -> Option<Role> {
+    let answered = async {
+        let role = await_hello(app, who, session).await?;
+        let ok = hello_ok(app, &who.account, connection_id, role, profile).await;
+        session.outbox().send(text(&ok)).await;
+        Some(role)
+    };
+    match tokio::time::timeout(HELLO_TIMEOUT, answered).await {
+        Ok(role) => role,
+        Err(_) => {
+            let outbox = session.outbox();
+            let message = "no hello frame within 10 seconds";
+            outbox
+                .send(frame_error(ErrorCode::InvalidParams, message))
+                .await;
+            outbox.close_without_code();
+            None
+        }
+    }
+}
+
+/// Reads frames until a hello; anything else before it gets an error frame. A hello for another
+/// role than the credential's is refused (audited, and the connection closed).
+async fn await_hello(
+    app: &App,
+    who: &Authenticated,
+    session: &mut Session<Message>,
+) -> Option<Role> {
+    loop {
+        let frame = session.next_text().await.ok()?;
+        let outbox = session.outbox();
+        match parse_client_frame(frame.as_str()) {
+            Ok(ClientFrame::Hello { role }) if role != who.role => {
+                let wanted = format!("the {} role", role.as_str());
+                crate::pipeline::audit_auth_refusal(app, who, &wanted).await;
+                let message = format!(
+                    "this is the account's {} credential: it cannot take the {} role",
+                    who.role.as_str(),
+                    role.as_str()
+                );
+                outbox.send(frame_error(ErrorCode::Denied, message)).await;
+                outbox.close(CLOSE_POLICY, "credential not valid for this role");
+                return None;
+            }
+            Ok(ClientFrame::Hello { role }) => return Some(role),
+            Ok(_) => {
+                let message = "the first frame must be hello";
+                outbox
+                    .send(frame_error(ErrorCode::InvalidParams, message))
+                    .await;
+            }
+            Err(e) => {
+                outbox
+                    .send(frame_error(ErrorCode::InvalidParams, e.to_string()))
+                    .await;
+            }
+        }
+    }
+}
+
+async fn hello_ok(
+    app: &App,
+    account: &str,
+    connection_id: &str,
+    role: Role,
+    profile: Profile,
+) -> ServerFrame {
+    ServerFrame::HelloOk {
+        account: account.to_owned(),
+        connection_id: connection_id.to_owned(),
+        role,
+        profile: profile.as_str().to_owned(),
+        tools: crate::tool_list::tools_for(app, account, profile),
+        context: context(app, account).await,
+    }
+}
+
+async fn context(app: &App, account: &str) -> ClientContext {
+    let mut gate = app.backends.gate.clone();
+    let info = gate
+        .account_info(crate::backends::request(
+            glovebox_proto::v1::AccountInfoRequest {
+                account: account.to_owned(),
+            },
+        ))
+        .await
+        .ok()
+        .map(|r| r.into_inner());
+    ClientContext {
+        os: std::env::consts::OS.to_owned(),
+        arch: std::env::consts::ARCH.to_owned(),
+        shell: app.config.shell.clone(),
+        cwd: info.as_ref().map(|i| i.workdir.clone()).unwrap_or_default(),
+        // Unknown (gate unreachable) is reported as enabled: the gate, when back, still decides.
+        sandbox_enabled: info.as_ref().is_none_or(|i| i.sandbox_enabled),
+        timezone: app.config.timezone.clone(),
+    }
+}

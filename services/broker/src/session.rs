@@ -1,0 +1,199 @@
+//! One WebSocket session, the part the agent/approver endpoint (`connection`) and the providers'
+//! endpoint (`client_tools`) share: the socket split in two, a writer task draining an outbox,
+//! and a reader that turns the socket's events into text frames or the reason the session ended.
+//!
+//! The reader answers what no endpoint needs to see: a close frame ends the session; a frame over
+//! the size cap closes it with 1008 (policy violation), any other read error with 1002 (protocol
+//! error); the credential being revoked closes it with 1008; binary frames get the endpoint's
+//! refusal (or nothing); pings and pongs are skipped.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::stream::SplitStream;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Frames waiting to be written to one session.
+pub const OUTBOX_DEPTH: usize = 256;
+/// WebSocket close code for a policy violation (an oversized frame, a revoked credential).
+pub const CLOSE_POLICY: u16 = 1008;
+/// WebSocket close code for a protocol error.
+pub const CLOSE_PROTOCOL: u16 = 1002;
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The peer closed the socket (with a close frame or without).
+    Closed,
+    /// The peer sent a frame over the cap (closed with 1008).
+    TooLarge,
+    /// Reading failed otherwise (closed with 1002).
+    Broken,
+    /// The session's credential no longer authenticates (closed with 1008).
+    Revoked,
+}
+
+/// Where an endpoint queues what it sends; frames go out in order, and a close after every frame
+/// queued before it.
+pub struct Outbox<T> {
+    frames: mpsc::Sender<T>,
+    close: mpsc::Sender<Option<CloseFrame>>,
+}
+
+impl<T> Clone for Outbox<T> {
+    fn clone(&self) -> Self {
+        Outbox {
+            frames: self.frames.clone(),
+            close: self.close.clone(),
+        }
+    }
+}
+
+impl<T> Outbox<T> {
+    /// Queues a frame (waiting while the outbox is full); dropped if the session has ended.
+    pub async fn send(&self, frame: T) {
+        let _ = self.frames.send(frame).await;
+    }
+
+    /// The sending end of the frame queue, for whoever else sends on this session (the asks to
+    /// an approver, the calls to a provider).
+    pub fn frames(&self) -> mpsc::Sender<T> {
+        self.frames.clone()
+    }
+
+    /// Closes the session with `code` once the frames queued before are written.
+    pub fn close(&self, code: u16, reason: &str) {
+        self.close_with(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+    }
+
+    /// Closes the session (a close frame without a code) once the frames queued before are
+    /// written.
+    pub fn close_without_code(&self) {
+        self.close_with(None);
+    }
+
+    fn close_with(&self, frame: Option<CloseFrame>) {
+        // A full queue means a close is already on its way.
+        let _ = self.close.try_send(frame);
+    }
+}
+
+/// A live session: its reader, its outbox and its writer task.
+pub struct Session<T> {
+    stream: SplitStream<WebSocket>,
+    outbox: Outbox<T>,
+    writer: JoinHandle<()>,
+    revoked: Pin<Box<dyn Future<Output = ()> + Send>>,
+    binary_refusal: Option<T>,
+    ended: Option<End>,
+}
+
+impl<T: Into<Message> + Clone + Send + 'static> Session<T> {
+    /// Starts the writer. `revoked` completes when the session's credential is revoked;
+    /// `binary_refusal` is what a binary frame is answered with (`None`: ignored).
+    pub fn start(
+        socket: WebSocket,
+        revoked: impl Future<Output = ()> + Send + 'static,
+        binary_refusal: Option<T>,
+    ) -> Session<T> {
+        let (mut sink, stream) = socket.split();
+        let (frames, mut frames_rx) = mpsc::channel::<T>(OUTBOX_DEPTH);
+        let (close, mut close_rx) = mpsc::channel::<Option<CloseFrame>>(1);
+        let writer = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    // Frames queued before a close go out first.
+                    biased;
+                    Some(frame) = frames_rx.recv() => {
+                        if sink.send(frame.into()).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(frame) = close_rx.recv() => {
+                        let _ = sink.send(Message::Close(frame)).await;
+                        break;
+                    }
+                    else => break,
+                }
+            }
+            let _ = sink.close().await;
+        });
+        Session {
+            stream,
+            outbox: Outbox { frames, close },
+            writer,
+            revoked: Box::pin(revoked),
+            binary_refusal,
+            ended: None,
+        }
+    }
+
+    pub fn outbox(&self) -> &Outbox<T> {
+        &self.outbox
+    }
+
+    /// The next text frame, or why the session ended (the close frame, where one is due, is
+    /// already queued; later calls return the same). Dropping the future loses no incoming frame.
+    pub async fn next_text(&mut self) -> Result<Utf8Bytes, End> {
+        if let Some(end) = self.ended {
+            return Err(end);
+        }
+        let next = self.read().await;
+        if let Err(end) = next {
+            self.ended = Some(end);
+        }
+        next
+    }
+
+    async fn read(&mut self) -> Result<Utf8Bytes, End> {
+        loop {
+            let message = tokio::select! {
+                m = self.stream.next() => m,
+                _ = &mut self.revoked => {
+                    self.outbox.close(CLOSE_POLICY, "credential revoked");
+                    return Err(End::Revoked);
+                }
+            };
+            match message {
+                Some(Ok(Message::Text(text))) => return Ok(text),
+                Some(Ok(Message::Binary(_))) => {
+                    if let Some(refusal) = &self.binary_refusal {
+                        self.outbox.send(refusal.clone()).await;
+                    }
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Close(_))) | None => return Err(End::Closed),
+                Some(Err(e)) => {
+                    let end = if is_oversized(&e) {
+                        self.outbox.close(CLOSE_POLICY, "frame too large");
+                        End::TooLarge
+                    } else {
+                        self.outbox.close(CLOSE_PROTOCOL, "protocol error");
+                        End::Broken
+                    };
+                    return Err(end);
+                }
+            }
+        }
+    }
+
+    /// Ends the session: once every other sender of its frames is gone too, the writer writes
+    /// what is queued, closes the socket and exits; this waits for that.
+    pub async fn finish(self) {
+        let Session { outbox, writer, .. } = self;
+        drop(outbox);
+        let _ = writer.await;
+    }
+}
+
+/// Whether a read error is a message or frame over the size cap.
+fn is_oversized(e: &axum::Error) -> bool {
+    let text = e.to_string();
+    text.contains("too long") || text.contains("Space limit")
+}
