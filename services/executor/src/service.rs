@@ -16,8 +16,9 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::ExecutorConfig;
+use crate::context::{OpContext, denied_set};
 use crate::error::OpError;
-use crate::ops::{self, OpContext};
+use crate::ops;
 
 #[derive(Clone)]
 pub struct ExecutorService {
@@ -204,7 +205,7 @@ impl pb::executor_server::Executor for ExecutorService {
                     Ok(params) => {
                         event.detail = ops::audit_detail(&params);
                         self.blocking(move |ctx| {
-                            let denied = ops::denied_set(&body.hidden_globs);
+                            let denied = denied_set(&body.hidden_globs);
                             let ctx = OpContext {
                                 denied: Some(&denied),
                                 ..ctx.clone()

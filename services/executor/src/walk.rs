@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use glovebox_proto::ErrorCode;
 use ignore::{DirEntry, WalkBuilder, WalkState};
 
+use crate::context::OpContext;
 use crate::error::OpError;
-use crate::ops::{OpContext, hidden};
 
 /// A point in time after which a search stops and says so.
 #[derive(Debug, Clone, Copy)]
@@ -154,7 +154,7 @@ where
                 WalkStats::count(&stats.hidden);
                 return WalkState::Skip;
             };
-            if hidden(ctx, path).is_some() {
+            if ctx.hidden(path).is_some() {
                 WalkStats::count(&stats.hidden);
                 return WalkState::Skip;
             }

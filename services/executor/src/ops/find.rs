@@ -12,7 +12,8 @@ use glovebox_proto::v1::TicketBody;
 use rustix::fs::FileType;
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_read;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::walk::{
@@ -46,7 +47,7 @@ pub fn execute(
         .unwrap_or(MAX_SEARCH_MILLIS)
         .min(MAX_SEARCH_MILLIS);
     let deadline = Deadline::after(Duration::from_millis(millis));
-    let (root, _fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
+    let (root, _fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
     if fsio::file_type(&stat) != FileType::Directory {
         return Err(OpError::new(
             ErrorCode::InvalidParams,
@@ -118,8 +119,8 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::read_plan;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::approved::read_plan;
+    use crate::testing::{Fixture, ticket_for};
     use std::os::unix::fs::symlink;
 
     fn params(names: &[&str]) -> FileFindParams {

@@ -16,7 +16,8 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch}
 use rustix::fs::{FileType, OFlags};
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_read;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::walk::{Deadline, WalkOptions, WalkStats, check_root_unchanged, walk};
@@ -200,7 +201,7 @@ pub fn execute(
         .unwrap_or(MAX_SEARCH_MILLIS)
         .min(MAX_SEARCH_MILLIS);
     let deadline = Deadline::after(Duration::from_millis(millis));
-    let (root, fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
+    let (root, fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
     let stats = WalkStats::default();
     let shared = Shared {
         hits: Mutex::new(Vec::new()),
@@ -293,8 +294,8 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::read_plan;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::approved::read_plan;
+    use crate::testing::{Fixture, ticket_for};
     use std::os::unix::fs::symlink;
 
     fn params(pattern: &str) -> FileGrepParams {

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_file;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::walk::Deadline;
@@ -17,20 +18,12 @@ use crate::walk::Deadline;
 /// How long a ranged read may spend reaching its first line and counting the rest.
 const RANGE_COUNT_MILLIS: u64 = 10_000;
 
-/// What is at a resolved path now (identity only; `exists: false` if nothing is).
-pub fn observed(r: &crate::resolve::Resolved) -> glovebox_proto::v1::FileState {
-    match r.exists.then(|| fsio::stat_path(&r.path)) {
-        Some(Ok(stat)) => fsio::state_of(&stat),
-        _ => glovebox_proto::v1::FileState::default(),
-    }
-}
-
 pub fn execute(
     ctx: &OpContext<'_>,
     p: &FileReadParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, _) = super::open_approved_file(ctx, &p.path, ticket)?;
+    let (path, fd, _) = open_approved_file(ctx, &p.path, ticket)?;
     if p.offset.is_some() || p.limit.is_some() {
         return read_range(path, fd, p);
     }
@@ -76,7 +69,7 @@ fn text_of(bytes: Vec<u8>, shown: &str) -> Result<String, OpError> {
 fn read_range(path: String, fd: std::os::fd::OwnedFd, p: &FileReadParams) -> Result<Done, OpError> {
     let first = p.offset.unwrap_or(1);
     let limit = p.limit.unwrap_or(u64::MAX);
-    let io = |e| crate::resolve::io_error(e, &p.path);
+    let io = |e| OpError::io(e, &p.path);
     let deadline = Deadline::after(Duration::from_millis(RANGE_COUNT_MILLIS));
     let mut reader = BufReader::with_capacity(256 * 1024, std::fs::File::from(fd));
     let mut out: Vec<u8> = Vec::new();
@@ -172,7 +165,7 @@ fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, ticket_for};
 
     fn run(
         f: &Fixture,
@@ -184,7 +177,7 @@ mod tests {
             offset,
             limit,
         };
-        let planned = crate::ops::read_plan(&f.ctx(), &p.path)?;
+        let planned = crate::approved::read_plan(&f.ctx(), &p.path)?;
         execute(&f.ctx(), &p, &ticket_for(&planned)).map(|d| d.result)
     }
 
