@@ -16,7 +16,7 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::ExecutorConfig;
-use crate::context::{OpContext, denied_set};
+use crate::context::{Done, OpContext, denied_set};
 use crate::error::OpError;
 use crate::ops;
 
@@ -65,6 +65,52 @@ impl ExecutorService {
             .map_err(|e| OpError::new(ErrorCode::InvalidParams, e))
     }
 
+    /// The body of `ticket` if it verifies under this account's key for this call and was not
+    /// spent before (it is spent now).
+    fn verify(
+        &self,
+        call: &ToolCall,
+        ticket: Option<pb::Ticket>,
+    ) -> Result<pb::TicketBody, OpError> {
+        let Some(t) = ticket else {
+            return Err(OpError::new(
+                ErrorCode::Denied,
+                "no ticket: the gate has not allowed this call",
+            ));
+        };
+        let body = glovebox_ticket::verify(
+            &self.config.key,
+            &t,
+            now_ms(),
+            &self.config.account,
+            &call.call_id,
+            &call.tool,
+        )
+        .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))?;
+        self.used.spend(&t.mac, body.expires_at_ms, now_ms())?;
+        Ok(body)
+    }
+
+    /// Performs a verified call, hiding from listings and searches what its ticket says to.
+    async fn act(
+        &self,
+        call: &ToolCall,
+        body: pb::TicketBody,
+        event: &mut AuditEvent,
+    ) -> Result<Done, OpError> {
+        let params = self.parse(call)?;
+        event.detail = ops::audit_detail(&params);
+        self.blocking(move |ctx| {
+            let denied = denied_set(&body.hidden_globs);
+            let ctx = OpContext {
+                denied: Some(&denied),
+                ..ctx.clone()
+            };
+            ops::execute(&ctx, &params, &body)
+        })
+        .await
+    }
+
     /// Runs blocking file system work off the async threads.
     async fn blocking<T: Send + 'static>(
         &self,
@@ -102,6 +148,31 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(u64::MAX)
+}
+
+/// The reply to an execute, and its outcome in the audit event.
+fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResponse {
+    match outcome {
+        Ok(done) => {
+            event.outcome = "ok".into();
+            event.bytes = done.bytes;
+            ExecuteResponse {
+                result_json: done.result.to_string(),
+                error: None,
+            }
+        }
+        Err(e) => {
+            if event.outcome.is_empty() {
+                event.outcome = "error".into();
+            }
+            event.error_code = e.code.as_str().into();
+            event.reason = e.message.clone();
+            ExecuteResponse {
+                result_json: String::new(),
+                error: Some(e.to_proto()),
+            }
+        }
+    }
 }
 
 #[tonic::async_trait]
@@ -172,27 +243,7 @@ impl pb::executor_server::Executor for ExecutorService {
             tool: call.tool.clone(),
             ..Default::default()
         };
-        let verified = match ticket {
-            None => Err(OpError::new(
-                ErrorCode::Denied,
-                "no ticket: the gate has not allowed this call",
-            )),
-            Some(t) => glovebox_ticket::verify(
-                &self.config.key,
-                &t,
-                now_ms(),
-                &self.config.account,
-                &call.call_id,
-                &call.tool,
-            )
-            .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))
-            .and_then(|body| {
-                self.used
-                    .spend(&t.mac, body.expires_at_ms, now_ms())
-                    .map(|()| body)
-            }),
-        };
-        let outcome = match verified {
+        let outcome = match self.verify(&call, ticket) {
             Err(e) => {
                 event.outcome = "refused".into();
                 Err(e)
@@ -201,44 +252,10 @@ impl pb::executor_server::Executor for ExecutorService {
                 // The gate renders (and redacts) the subjects of the row itself.
                 event.subjects = body.subjects.clone();
                 event.approval = body.approval.clone();
-                match self.parse(&call) {
-                    Ok(params) => {
-                        event.detail = ops::audit_detail(&params);
-                        self.blocking(move |ctx| {
-                            let denied = denied_set(&body.hidden_globs);
-                            let ctx = OpContext {
-                                denied: Some(&denied),
-                                ..ctx.clone()
-                            };
-                            ops::execute(&ctx, &params, &body)
-                        })
-                        .await
-                    }
-                    Err(e) => Err(e),
-                }
+                self.act(&call, body, &mut event).await
             }
         };
-        let response = match outcome {
-            Ok(done) => {
-                event.outcome = "ok".into();
-                event.bytes = done.bytes;
-                ExecuteResponse {
-                    result_json: done.result.to_string(),
-                    error: None,
-                }
-            }
-            Err(e) => {
-                if event.outcome.is_empty() {
-                    event.outcome = "error".into();
-                }
-                event.error_code = e.code.as_str().into();
-                event.reason = e.message.clone();
-                ExecuteResponse {
-                    result_json: String::new(),
-                    error: Some(e.to_proto()),
-                }
-            }
-        };
+        let response = answer(outcome, &mut event);
         event.duration_ms = started.elapsed().as_millis() as u64;
         if let Err(status) = self.audit.clone().append(event).await {
             tracing::error!(error = %status.message(), "could not send the audit event to the gate");

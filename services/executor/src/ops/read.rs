@@ -114,35 +114,51 @@ fn read_range(path: String, fd: std::os::fd::OwnedFd, p: &FileReadParams) -> Res
         taken += 1;
     }
     // Phase two: count what is left.
-    let mut rest_complete = true;
-    let mut partial = false;
-    loop {
-        if deadline.passed() {
-            rest_complete = false;
-            break;
-        }
-        let buf = reader.fill_buf().map_err(io)?;
-        if buf.is_empty() {
-            break;
-        }
-        cut = true;
-        let newlines = buf.iter().filter(|b| **b == b'\n').count() as u64;
-        total += newlines;
-        partial = buf.last() != Some(&b'\n');
-        let len = buf.len();
-        reader.consume(len);
-    }
-    if partial {
-        total += 1;
-    }
+    let rest = count_rest(&mut reader, deadline).map_err(io)?;
+    total += rest.lines;
+    // Anything left is at least one line.
+    cut |= rest.lines > 0;
     let text = text_of(out, &p.path)?;
     let n = text.len() as u64;
     Ok(Done {
         result: json!({
             "path": path, "content": text, "bytes": n, "lines": taken, "offset": first,
-            "total_lines": rest_complete.then_some(total), "truncated": cut,
+            "total_lines": rest.complete.then_some(total), "truncated": cut,
         }),
         bytes: n,
+    })
+}
+
+/// The lines left after a range, counted in bulk.
+struct Rest {
+    lines: u64,
+    /// Whether counting reached the end before the deadline.
+    complete: bool,
+}
+
+/// Counts the lines left in `reader` (a last line without a newline too) until `deadline`.
+fn count_rest(reader: &mut impl BufRead, deadline: Deadline) -> std::io::Result<Rest> {
+    let mut lines = 0;
+    let mut partial = false;
+    loop {
+        if deadline.passed() {
+            return Ok(Rest {
+                lines: lines + u64::from(partial),
+                complete: false,
+            });
+        }
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        lines += buf.iter().filter(|b| **b == b'\n').count() as u64;
+        partial = buf.last() != Some(&b'\n');
+        let len = buf.len();
+        reader.consume(len);
+    }
+    Ok(Rest {
+        lines: lines + u64::from(partial),
+        complete: true,
     })
 }
 
