@@ -1,13 +1,15 @@
 //! The executor's gRPC service: plan, preview, execute for one account.
 //!
 //! Plan and preview only look; execute acts, and only on a ticket that verifies under this
-//! account's key and names this call. Each execute sends one audit event to the gate.
+//! account's key and names this call. Each execute sends one audit event to the gate. The broker
+//! may call every method; an administrator only Plan (what `glovebox policy explain` judges).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{Tool, ToolParams};
+use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanRequest, PlanResponse,
     PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
@@ -139,6 +141,20 @@ impl ExecutorService {
     }
 }
 
+/// Checks that `request` came from one of the `allowed` peers: the broker drives calls; an
+/// administrator (`glovebox policy explain`) may only ask for a plan.
+fn caller<T>(request: &Request<T>, allowed: &[&str]) -> Result<(), Status> {
+    match glovebox_proto::transport::peer_of(request) {
+        Some(peer) if allowed.contains(&peer) => Ok(()),
+        Some(peer) => Err(Status::permission_denied(format!(
+            "{peer} may not call this method"
+        ))),
+        None => Err(Status::unauthenticated(
+            "the connection was not authenticated",
+        )),
+    }
+}
+
 fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
     value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
 }
@@ -179,6 +195,7 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
 impl pb::executor_server::Executor for ExecutorService {
     #[tracing::instrument(skip_all, fields(call_id))]
     async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
+        caller(&request, &[BROKER, ADMIN])?;
         let call = required(request.into_inner().call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let outcome = match self.parse(&call) {
@@ -202,6 +219,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<PreviewRequest>,
     ) -> Result<Response<PreviewResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let PreviewRequest { call, plan } = request.into_inner();
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -231,6 +249,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let started = Instant::now();
         let ExecuteRequest { call, ticket } = request.into_inner();
         let call = required(call, "call")?;
@@ -265,8 +284,9 @@ impl pb::executor_server::Executor for ExecutorService {
 
     async fn status(
         &self,
-        _request: Request<pb::ExecutorStatusRequest>,
+        request: Request<pb::ExecutorStatusRequest>,
     ) -> Result<Response<pb::ExecutorStatusResponse>, Status> {
+        caller(&request, &[BROKER])?;
         Ok(Response::new(pb::ExecutorStatusResponse {
             sandbox: self.config.sandbox.clone(),
             uid: rustix::process::geteuid().as_raw(),
