@@ -1,18 +1,21 @@
 //! `glovebox policy ...`: list, add, revoke and reset an account's rules, toggle confinement and
-//! the sandbox, and explain a decision, by talking to the running gate over its Unix socket.
+//! the sandbox, and explain a decision (`policy_cmd/explain.rs`), by talking to the running gate
+//! over its admin socket (and, to explain, to the account's executor, which plans the subject).
 //!
 //! The gate's socket accepts only this user (and root); agent connections go through the broker,
 //! which has no path to these methods.
+
+mod explain;
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use glovebox_config::StateDir;
-use glovebox_proto::v1::{
-    self as pb, explain_request::Subject, gate_admin_client::GateAdminClient,
-};
+use glovebox_proto::v1::{self as pb, gate_admin_client::GateAdminClient};
 use tonic::transport::Channel;
+
+pub use explain::ExplainArgs;
 
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
@@ -66,30 +69,6 @@ pub struct RevokeArgs {
     pattern: Option<String>,
     #[arg(long, conflicts_with = "pattern")]
     index: Option<u32>,
-}
-
-#[derive(Args, Debug)]
-#[group(skip)]
-#[command(group(
-    clap::ArgGroup::new("subject")
-        .required(true)
-        .multiple(false)
-        .args(["read", "write", "delete", "exec", "tool"])
-))]
-pub struct ExplainArgs {
-    #[arg(long, value_name = "PATH")]
-    read: Option<String>,
-    #[arg(long, value_name = "PATH")]
-    write: Option<String>,
-    #[arg(long, value_name = "PATH")]
-    delete: Option<String>,
-    #[arg(long, value_name = "COMMAND")]
-    exec: Option<String>,
-    #[arg(long, value_name = "NAME")]
-    tool: Option<String>,
-    /// Working directory of --exec (default: the account's workdir).
-    #[arg(long, value_name = "DIR", requires = "exec")]
-    cwd: Option<String>,
 }
 
 /// The account to manage: the one named, or the only one configured.
@@ -160,7 +139,7 @@ pub async fn run(
         PolicyCommand::Sandbox { state, confirm } => {
             sandbox(&mut gate, account, state, confirm).await
         }
-        PolicyCommand::Explain(args) => explain(&mut gate, account, args).await,
+        PolicyCommand::Explain(args) => explain::explain(&state, &mut gate, account, args).await,
     }
 }
 
@@ -263,53 +242,6 @@ async fn sandbox(
         })
         .await,
     )
-}
-
-async fn explain(
-    gate: &mut GateAdminClient<Channel>,
-    account: String,
-    args: ExplainArgs,
-) -> anyhow::Result<ExitCode> {
-    let subject = if let Some(p) = args.read {
-        Subject::Read(p)
-    } else if let Some(p) = args.write {
-        Subject::Write(p)
-    } else if let Some(p) = args.delete {
-        Subject::Delete(p)
-    } else if let Some(c) = args.exec {
-        Subject::Exec(c)
-    } else if let Some(t) = args.tool {
-        Subject::Tool(t)
-    } else {
-        anyhow::bail!("name a subject: --read, --write, --delete, --exec or --tool");
-    };
-    let r = gate
-        .explain(pb::ExplainRequest {
-            account,
-            subject: Some(subject),
-            cwd: args.cwd.unwrap_or_default(),
-        })
-        .await
-        .map_err(gate_error)?
-        .into_inner();
-    print_explained(&r);
-    Ok(ExitCode::SUCCESS)
-}
-
-fn print_explained(r: &pb::ExplainResponse) {
-    let verdict = match pb::Verdict::try_from(r.verdict) {
-        Ok(pb::Verdict::Allow) => "allow",
-        Ok(pb::Verdict::Ask) => "ask",
-        _ => "deny",
-    };
-    println!("verdict: {verdict}");
-    println!("subject: {}", r.subject);
-    println!("layer:   {}", r.layer);
-    println!("rule:    {}", r.rule);
-    println!("why:     {}", r.reason);
-    for w in &r.warnings {
-        println!("warning: {w}");
-    }
 }
 
 fn print_list(account: &str, r: &pb::ListRulesResponse) {
