@@ -1,46 +1,30 @@
 //! `glovebox policy ...`: list, add, revoke and reset an account's rules, toggle confinement and
-//! the sandbox, and explain a decision, by talking to the running gate over its Unix socket.
+//! the sandbox, and explain a decision (`policy_cmd/explain.rs`), by talking to the running gate
+//! over its admin socket (and, to explain, to the account's executor, which plans the subject).
 //!
 //! The gate's socket accepts only this user (and root); agent connections go through the broker,
 //! which has no path to these methods.
+
+mod explain;
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use glovebox_config::StateDir;
-use glovebox_proto::v1::{
-    self as pb, explain_request::Subject, gate_admin_client::GateAdminClient,
-};
+use glovebox_proto::v1::{self as pb, gate_admin_client::GateAdminClient};
 use tonic::transport::Channel;
+
+pub use explain::ExplainArgs;
 
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
     /// List every rule by layer: the floor and managed rules are read-only.
     List,
     /// Add a rule to the account's own file, e.g. `add paths.read allow './docs/**'`.
-    Add {
-        /// paths.read | paths.write | commands | delete | tools
-        section: String,
-        /// allow | deny
-        kind: String,
-        pattern: String,
-        /// Match exactly this path or command (escape every glob or regex character).
-        #[arg(long)]
-        exact: bool,
-        /// RFC 3339 time or a duration (8h, 7d) after which the rule no longer applies.
-        #[arg(long)]
-        expires: Option<String>,
-    },
+    Add(AddArgs),
     /// Remove one rule of the account's own file, named by its pattern or its index.
-    Revoke {
-        section: String,
-        kind: String,
-        /// The rule's pattern as listed.
-        pattern: Option<String>,
-        #[arg(long, conflicts_with = "pattern")]
-        index: Option<u32>,
-    },
+    Revoke(RevokeArgs),
     /// Remove every rule of the account's own file: everything asks again.
     Reset,
     /// Explain which layer and rule decide a subject, and why.
@@ -63,27 +47,28 @@ pub enum Switch {
 }
 
 #[derive(Args, Debug)]
-#[group(skip)]
-#[command(group(
-    clap::ArgGroup::new("subject")
-        .required(true)
-        .multiple(false)
-        .args(["read", "write", "delete", "exec", "tool"])
-))]
-pub struct ExplainArgs {
-    #[arg(long, value_name = "PATH")]
-    read: Option<String>,
-    #[arg(long, value_name = "PATH")]
-    write: Option<String>,
-    #[arg(long, value_name = "PATH")]
-    delete: Option<String>,
-    #[arg(long, value_name = "COMMAND")]
-    exec: Option<String>,
-    #[arg(long, value_name = "NAME")]
-    tool: Option<String>,
-    /// Working directory of --exec (default: the account's workdir).
-    #[arg(long, value_name = "DIR", requires = "exec")]
-    cwd: Option<String>,
+pub struct AddArgs {
+    /// paths.read | paths.write | commands | delete | tools
+    section: String,
+    /// allow | deny
+    kind: String,
+    pattern: String,
+    /// Match exactly this path or command (escape every glob or regex character).
+    #[arg(long)]
+    exact: bool,
+    /// RFC 3339 time or a duration (8h, 7d) after which the rule no longer applies.
+    #[arg(long)]
+    expires: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RevokeArgs {
+    section: String,
+    kind: String,
+    /// The rule's pattern as listed.
+    pattern: Option<String>,
+    #[arg(long, conflicts_with = "pattern")]
+    index: Option<u32>,
 }
 
 /// The account to manage: the one named, or the only one configured.
@@ -124,13 +109,17 @@ fn gate_error(status: tonic::Status) -> anyhow::Error {
     }
 }
 
-fn print_change(r: pb::PolicyChangeResponse) -> ExitCode {
+/// Prints what a rule change did.
+fn changed(
+    response: Result<tonic::Response<pb::PolicyChangeResponse>, tonic::Status>,
+) -> anyhow::Result<ExitCode> {
+    let r = response.map_err(gate_error)?.into_inner();
     if r.changed {
         println!("changed: {}", r.summary);
     } else {
         println!("unchanged: the rule is already there");
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn run(
@@ -142,133 +131,117 @@ pub async fn run(
     let account = account(&state, account_arg)?;
     let mut gate = client(&state)?;
     match command {
-        PolicyCommand::List => {
-            let r = gate
-                .list_rules(pb::ListRulesRequest {
-                    account: account.clone(),
-                })
-                .await
-                .map_err(gate_error)?
-                .into_inner();
-            print_list(&account, &r);
-            Ok(ExitCode::SUCCESS)
-        }
-        PolicyCommand::Add {
-            section,
-            kind,
-            pattern,
-            exact,
-            expires,
-        } => {
-            let r = gate
-                .add_rule(pb::AddRuleRequest {
-                    account,
-                    section,
-                    kind,
-                    pattern,
-                    expires: expires.unwrap_or_default(),
-                    exact,
-                })
-                .await
-                .map_err(gate_error)?;
-            Ok(print_change(r.into_inner()))
-        }
-        PolicyCommand::Revoke {
-            section,
-            kind,
-            pattern,
-            index,
-        } => {
-            anyhow::ensure!(
-                pattern.is_some() || index.is_some(),
-                "name the rule to revoke by its pattern or with --index"
-            );
-            let r = gate
-                .revoke_rule(pb::RevokeRuleRequest {
-                    account,
-                    section,
-                    kind,
-                    index: index.unwrap_or(0),
-                    pattern: pattern.unwrap_or_default(),
-                })
-                .await
-                .map_err(gate_error)?;
-            Ok(print_change(r.into_inner()))
-        }
-        PolicyCommand::Reset => {
-            let r = gate
-                .reset_rules(pb::ResetRulesRequest { account })
-                .await
-                .map_err(gate_error)?;
-            Ok(print_change(r.into_inner()))
-        }
-        PolicyCommand::Confine { state } => {
-            let r = gate
-                .set_confinement(pb::SetConfinementRequest {
-                    account,
-                    enabled: state == Switch::On,
-                })
-                .await
-                .map_err(gate_error)?;
-            Ok(print_change(r.into_inner()))
-        }
+        PolicyCommand::List => list(&mut gate, account).await,
+        PolicyCommand::Add(args) => add(&mut gate, account, args).await,
+        PolicyCommand::Revoke(args) => revoke(&mut gate, account, args).await,
+        PolicyCommand::Reset => changed(gate.reset_rules(pb::ResetRulesRequest { account }).await),
+        PolicyCommand::Confine { state } => confine(&mut gate, account, state).await,
         PolicyCommand::Sandbox { state, confirm } => {
-            if state == Switch::Off && !confirm {
-                eprintln!(
-                    "glovebox: turning the sandbox off lets agents do anything this account can, \
-                     secrets included; run again with --confirm to do it"
-                );
-                return Ok(ExitCode::from(1));
-            }
-            let r = gate
-                .set_sandbox(pb::SetSandboxRequest {
-                    account,
-                    enabled: state == Switch::On,
-                    confirm,
-                })
-                .await
-                .map_err(gate_error)?;
-            Ok(print_change(r.into_inner()))
+            sandbox(&mut gate, account, state, confirm).await
         }
-        PolicyCommand::Explain(args) => {
-            let subject = if let Some(p) = args.read {
-                Subject::Read(p)
-            } else if let Some(p) = args.write {
-                Subject::Write(p)
-            } else if let Some(p) = args.delete {
-                Subject::Delete(p)
-            } else if let Some(c) = args.exec {
-                Subject::Exec(c)
-            } else if let Some(t) = args.tool {
-                Subject::Tool(t)
-            } else {
-                anyhow::bail!("name a subject: --read, --write, --delete, --exec or --tool");
-            };
-            let r = gate
-                .explain(pb::ExplainRequest {
-                    account,
-                    subject: Some(subject),
-                    cwd: args.cwd.unwrap_or_default(),
-                })
-                .await
-                .map_err(gate_error)?
-                .into_inner();
-            let verdict = match pb::Verdict::try_from(r.verdict) {
-                Ok(pb::Verdict::Allow) => "allow",
-                Ok(pb::Verdict::Ask) => "ask",
-                _ => "deny",
-            };
-            println!("verdict: {verdict}");
-            println!("subject: {}", r.subject);
-            println!("layer:   {}", r.layer);
-            println!("rule:    {}", r.rule);
-            println!("why:     {}", r.reason);
-            for w in &r.warnings {
-                println!("warning: {w}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        PolicyCommand::Explain(args) => explain::explain(&state, &mut gate, account, args).await,
     }
+}
+
+async fn list(gate: &mut GateAdminClient<Channel>, account: String) -> anyhow::Result<ExitCode> {
+    let r = gate
+        .list_rules(pb::ListRulesRequest {
+            account: account.clone(),
+        })
+        .await
+        .map_err(gate_error)?
+        .into_inner();
+    print_list(&account, &r);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn add(
+    gate: &mut GateAdminClient<Channel>,
+    account: String,
+    args: AddArgs,
+) -> anyhow::Result<ExitCode> {
+    let AddArgs {
+        section,
+        kind,
+        pattern,
+        exact,
+        expires,
+    } = args;
+    changed(
+        gate.add_rule(pb::AddRuleRequest {
+            account,
+            section,
+            kind,
+            pattern,
+            expires: expires.unwrap_or_default(),
+            exact,
+        })
+        .await,
+    )
+}
+
+async fn revoke(
+    gate: &mut GateAdminClient<Channel>,
+    account: String,
+    args: RevokeArgs,
+) -> anyhow::Result<ExitCode> {
+    let RevokeArgs {
+        section,
+        kind,
+        pattern,
+        index,
+    } = args;
+    anyhow::ensure!(
+        pattern.is_some() || index.is_some(),
+        "name the rule to revoke by its pattern or with --index"
+    );
+    changed(
+        gate.revoke_rule(pb::RevokeRuleRequest {
+            account,
+            section,
+            kind,
+            index: index.unwrap_or(0),
+            pattern: pattern.unwrap_or_default(),
+        })
+        .await,
+    )
+}
+
+async fn confine(
+    gate: &mut GateAdminClient<Channel>,
+    account: String,
+    state: Switch,
+) -> anyhow::Result<ExitCode> {
+    changed(
+        gate.set_confinement(pb::SetConfinementRequest {
+            account,
+            enabled: state == Switch::On,
+        })
+        .await,
+    )
+}
+
+async fn sandbox(
+    gate: &mut GateAdminClient<Channel>,
+    account: String,
+    state: Switch,
+    confirm: bool,
+) -> anyhow::Result<ExitCode> {
+    if state == Switch::Off && !confirm {
+        eprintln!(
+            "glovebox: turning the sandbox off lets agents do anything this account can, \
+             secrets included; run again with --confirm to do it"
+        );
+        return Ok(ExitCode::from(1));
+    }
+    changed(
+        gate.set_sandbox(pb::SetSandboxRequest {
+            account,
+            enabled: state == Switch::On,
+            confirm,
+        })
+        .await,
+    )
 }
 
 fn print_list(account: &str, r: &pb::ListRulesResponse) {

@@ -1,6 +1,7 @@
 //! The policy end to end: hand edits picked up without a restart, invalid edits keeping the last
 //! good policy, managed and project layers that cannot be loosened, expiring rules, rule
-//! management over the gate's socket (and never from an agent connection), and `policy explain`.
+//! management over the gate's socket (and never from an agent connection), and `policy explain`,
+//! which judges the subject the account's executor plans, as a real call is judged.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -83,16 +84,38 @@ async fn read(g: &Glovebox, path: &str) -> Value {
         .await
 }
 
-async fn explain(g: &Glovebox, subject: pb::explain_request::Subject) -> pb::ExplainResponse {
-    admin(g)
-        .explain(pb::ExplainRequest {
-            account: g.account.clone(),
-            subject: Some(subject),
-            cwd: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
+/// What `glovebox policy explain ARGS` printed: the verdict, the canonical subject (as the
+/// account's executor planned it), the layer and rule that decided, and the warnings.
+#[derive(Debug, Default)]
+struct Explained {
+    verdict: String,
+    subject: String,
+    layer: String,
+    rule: String,
+    warnings: Vec<String>,
+}
+
+fn explain(g: &Glovebox, args: &[&str]) -> Explained {
+    let mut argv = vec!["policy", "explain", "--account", g.account.as_str()];
+    argv.extend(args);
+    let (code, out, err) = g.run_cli(&argv);
+    assert_eq!(code, 0, "explain {args:?}: {err}");
+    let mut x = Explained::default();
+    for line in out.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().to_owned();
+        match key {
+            "verdict" => x.verdict = value,
+            "subject" => x.subject = value,
+            "layer" => x.layer = value,
+            "rule" => x.rule = value,
+            "warning" => x.warnings.push(value),
+            _ => {}
+        }
+    }
+    x
 }
 
 async fn policy_events(g: &Glovebox) -> Vec<(String, String)> {
@@ -228,9 +251,9 @@ async fn a_managed_deny_cannot_be_loosened_by_the_account() {
         .into_inner();
     assert!(r.changed, "{r:?}");
     expect_error(&read(&g, "secret.txt").await, "denied");
-    let x = explain(&g, pb::explain_request::Subject::Read("secret.txt".into())).await;
+    let x = explain(&g, &["--read", "secret.txt"]);
     assert_eq!(x.layer, "managed", "{x:?}");
-    assert_eq!(x.verdict, pb::Verdict::Deny as i32);
+    assert_eq!(x.verdict, "deny");
     // and the listing shows the managed rule as read-only
     let list = list_rules(&g).await;
     let m = list.rules.iter().find(|r| r.layer == "managed").unwrap();
@@ -259,8 +282,8 @@ async fn a_project_file_can_only_tighten() {
         "paths.read.deny[0]: ./vendor/**"
     );
     // its write allow is ignored: the write still asks (and with no approver, is denied)
-    let x = explain(&g, pb::explain_request::Subject::Write("new.txt".into())).await;
-    assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
+    let x = explain(&g, &["--write", "new.txt"]);
+    assert_eq!(x.verdict, "ask", "{x:?}");
     assert!(
         x.warnings.iter().any(|w| w.contains("can only tighten")),
         "{x:?}"
@@ -303,17 +326,17 @@ async fn an_expired_rule_no_longer_applies() {
     // The expired allow does not apply, so the read asks; no approver is connected: denied.
     let e = read_until_refused(&g, "the new policy", "old.txt").await;
     expect_error(&e, "denied");
-    let x = explain(&g, pb::explain_request::Subject::Read("old.txt".into())).await;
+    let x = explain(&g, &["--read", "old.txt"]);
     assert_eq!(
-        (x.verdict, x.rule.as_str()),
-        (pb::Verdict::Ask as i32, "default"),
+        (x.verdict.as_str(), x.rule.as_str()),
+        ("ask", "default"),
         "{x:?}"
     );
     expect_ok(&read(&g, "new.txt").await);
-    let x = explain(&g, pb::explain_request::Subject::Read("new.txt".into())).await;
+    let x = explain(&g, &["--read", "new.txt"]);
     assert_eq!(
-        (x.verdict, x.rule.as_str()),
-        (pb::Verdict::Allow as i32, "paths.read.allow[1]: ./new.txt"),
+        (x.verdict.as_str(), x.rule.as_str()),
+        ("allow", "paths.read.allow[1]: ./new.txt"),
         "{x:?}"
     );
     let list = list_rules(&g).await;
@@ -351,18 +374,10 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
     assert!(r.changed && r.summary.contains("expires"), "{r:?}");
     let text = std::fs::read_to_string(g.permissions_file()).unwrap();
     assert!(text.contains("# hand-written note"), "{text}");
-    let x = explain(
-        &g,
-        pb::explain_request::Subject::Exec("git status; ls".into()),
-    )
-    .await;
-    assert_eq!(x.verdict, pb::Verdict::Allow as i32, "{x:?}");
-    let x = explain(
-        &g,
-        pb::explain_request::Subject::Exec("git status; ls; id".into()),
-    )
-    .await;
-    assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
+    let x = explain(&g, &["--exec", "git status; ls"]);
+    assert_eq!(x.verdict, "allow", "{x:?}");
+    let x = explain(&g, &["--exec", "git status; ls; id"]);
+    assert_eq!(x.verdict, "ask", "{x:?}");
     let r = admin_client
         .revoke_rule(pb::RevokeRuleRequest {
             account: g.account.clone(),
@@ -375,12 +390,8 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         .unwrap()
         .into_inner();
     assert!(r.changed, "{r:?}");
-    let x = explain(
-        &g,
-        pb::explain_request::Subject::Exec("git status; ls".into()),
-    )
-    .await;
-    assert_eq!(x.verdict, pb::Verdict::Ask as i32, "{x:?}");
+    let x = explain(&g, &["--exec", "git status; ls"]);
+    assert_eq!(x.verdict, "ask", "{x:?}");
     admin_client
         .set_confinement(pb::SetConfinementRequest {
             account: g.account.clone(),
@@ -388,14 +399,10 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         })
         .await
         .unwrap();
-    let x = explain(
-        &g,
-        pb::explain_request::Subject::Read("/etc/hostname".into()),
-    )
-    .await;
+    let x = explain(&g, &["--read", "/etc/hostname"]);
     assert_eq!(
-        (x.verdict, x.rule.as_str()),
-        (pb::Verdict::Deny as i32, "confine_to_workdir"),
+        (x.verdict.as_str(), x.rule.as_str()),
+        ("deny", "confine_to_workdir"),
         "{x:?}"
     );
     let refused = admin_client
@@ -423,7 +430,7 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         })
         .await
         .unwrap();
-    let x = explain(&g, pb::explain_request::Subject::Read("a.txt".into())).await;
+    let x = explain(&g, &["--read", "a.txt"]);
     assert_eq!(x.rule, "sandbox: false", "switches survive a reset: {x:?}");
     let outcomes: Vec<String> = policy_events(&g)
         .await
@@ -612,6 +619,120 @@ async fn the_policy_command_lists_adds_explains_and_guards_the_sandbox() {
     assert!(out.contains("confine_to_workdir: true"), "{out}");
     let (code, _, err) = g.run_cli(&["policy", "explain", "--read", "a", "--write", "b"]);
     assert_ne!(code, 0, "one subject at a time: {err}");
+}
+
+/// How a real call was judged: the subject its decide row names and the verdict. The call is made
+/// as the agent; with no approver connected, an ask is denied at once.
+async fn judged(g: &Glovebox, call_id: &str, tool: &str, params: Value) -> (String, String) {
+    let mut agent = g.connect("agent").await;
+    agent.invoke(call_id, tool, params).await;
+    let pool = g.audit_pool().await;
+    eventually("the call's decide row", g, || async {
+        sqlx::query_as::<_, (Option<String>, Option<String>)>(
+            "SELECT subject, verdict FROM events WHERE kind = 'decide' AND call_id = ?",
+        )
+        .bind(call_id)
+        .fetch_optional(&pool)
+        .await
+        .unwrap()
+        .map(|(subject, verdict)| (subject.unwrap_or_default(), verdict.unwrap_or_default()))
+    })
+    .await
+}
+
+/// Explains `path` (`--read`, `--write` or `--delete`) and makes the real call: both judge the
+/// same canonical subject, `want`, with the same verdict. Returns what explain said.
+async fn explain_agrees(g: &Glovebox, flag: &str, path: &str, want: &std::path::Path) -> Explained {
+    let x = explain(g, &[flag, path]);
+    let (domain, tool, params) = match flag {
+        "--read" => ("read", "file_read", json!({ "path": path })),
+        "--write" => (
+            "write",
+            "file_write",
+            json!({ "path": path, "content": "x" }),
+        ),
+        _ => ("delete", "file_delete", json!({ "path": path })),
+    };
+    let call_id: String = format!("real{flag}-{path}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let (subject, verdict) = judged(g, &call_id, tool, params).await;
+    let want = want.to_str().unwrap();
+    assert_eq!(x.subject, want, "explain {flag} {path}: {x:?}");
+    assert_eq!(subject, format!("{domain} {want}"), "{tool} {path}");
+    assert_eq!(x.verdict, verdict, "{flag} {path}: {x:?}");
+    x
+}
+
+#[tokio::test]
+async fn explain_judges_a_link_as_the_last_component_as_the_real_call_does() {
+    let g = Glovebox::start();
+    let outside = g.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "s").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), g.workdir.join("l")).unwrap();
+    let (code, _, err) = g.run_cli(&["policy", "add", "delete", "deny", "./l"]);
+    assert_eq!(code, 0, "{err}");
+    // A read follows the link to its target, outside the workdir: it asks.
+    let x = explain_agrees(&g, "--read", "l", &outside.join("secret.txt")).await;
+    assert_eq!((x.verdict.as_str(), x.rule.as_str()), ("ask", "default"));
+    // A delete acts on the link itself, which the rule names.
+    let x = explain_agrees(&g, "--delete", "l", &g.workdir.join("l")).await;
+    assert_eq!(
+        (x.verdict.as_str(), x.rule.as_str()),
+        ("deny", "delete.deny[0]: ./l")
+    );
+    assert!(g.workdir.join("l").symlink_metadata().is_ok());
+}
+
+#[tokio::test]
+async fn explain_takes_dotdot_after_a_link_to_the_targets_parent_as_the_real_call_does() {
+    let g = Glovebox::start();
+    let deep = g.root().join("elsewhere/deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::os::unix::fs::symlink(&deep, g.workdir.join("up")).unwrap();
+    let parent = g.root().join("elsewhere/x.txt");
+    // `up/..` is the parent of the link's target, not the workdir: outside it, the read asks.
+    for path in ["up/../x.txt", "nothere/../up/../x.txt"] {
+        let x = explain_agrees(&g, "--read", path, &parent).await;
+        assert_eq!(x.verdict, "ask", "{path}: {x:?}");
+    }
+}
+
+#[tokio::test]
+async fn explain_pops_a_missing_directory_as_the_real_call_does() {
+    let g = Glovebox::start();
+    let deep = g.root().join("elsewhere/deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::os::unix::fs::symlink(&deep, g.workdir.join("up")).unwrap();
+    // `..` pops a directory that does not exist; a link after it is still followed.
+    let x = explain_agrees(&g, "--read", "nothere/../a.txt", &g.workdir.join("a.txt")).await;
+    assert_eq!(x.verdict, "allow", "{x:?}");
+    let x = explain_agrees(&g, "--read", "nothere/../up/x.txt", &deep.join("x.txt")).await;
+    assert_eq!(x.verdict, "ask", "{x:?}");
+    let x = explain_agrees(
+        &g,
+        "--write",
+        "nothere/.ssh/../../new.txt",
+        &g.workdir.join("new.txt"),
+    )
+    .await;
+    assert_eq!(x.verdict, "ask", "{x:?}");
+    assert!(!g.workdir.join("new.txt").exists());
+}
+
+#[tokio::test]
+async fn explain_says_so_when_the_executor_is_not_reachable() {
+    let mut g = Glovebox::start();
+    g.stop();
+    let (code, out, err) = g.run_cli(&["policy", "explain", "--read", "a.txt"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("the executor of account") && err.contains("not reachable"),
+        "{err}"
+    );
+    assert!(!out.contains("verdict"), "{out}");
 }
 
 #[tokio::test]

@@ -125,6 +125,69 @@ async fn an_executor_key_writes_only_its_own_execute_rows() {
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
 }
 
+#[tokio::test]
+async fn an_administrator_key_may_only_ask_an_executor_to_plan() {
+    use glovebox_proto::transport::handover::{peer, socket};
+    use glovebox_proto::v1::{
+        ExecuteRequest, ExecutorStatusRequest, PlanRequest, PreviewRequest, ToolCall,
+        executor_client::ExecutorClient,
+    };
+    let g = Glovebox::start();
+    let mut as_admin = ExecutorClient::new(g.channel_as(
+        &format!("exec-{}/executor.sock", g.account),
+        &socket::executor(&g.account),
+        peer::ADMIN,
+    ));
+    let call = ToolCall {
+        account: g.account.clone(),
+        call_id: "admin-plan".into(),
+        tool: "file_read".into(),
+        params_json: r#"{"path": "a.txt"}"#.into(),
+    };
+    // What `glovebox policy explain` needs: the executor's plan of the call.
+    let planned = as_admin
+        .plan(PlanRequest {
+            call: Some(call.clone()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let plan = planned.plan.expect("a plan");
+    assert_eq!(
+        plan.subjects[0].path,
+        g.workdir.join("a.txt").to_str().unwrap()
+    );
+    // Nothing else: no preview, no execute, not even the status.
+    let refused = [
+        as_admin
+            .preview(PreviewRequest {
+                call: Some(call.clone()),
+                plan: Some(plan),
+            })
+            .await
+            .map(|_| ()),
+        as_admin
+            .execute(ExecuteRequest {
+                call: Some(call),
+                ticket: None,
+            })
+            .await
+            .map(|_| ()),
+        as_admin.status(ExecutorStatusRequest {}).await.map(|_| ()),
+    ];
+    for r in refused {
+        assert_eq!(r.unwrap_err().code(), tonic::Code::PermissionDenied);
+    }
+    // The administrator's key of the gate's admin socket is worth nothing on the executor's.
+    let mut wrong = ExecutorClient::new(g.channel_as(
+        &format!("exec-{}/executor.sock", g.account),
+        socket::ADMIN,
+        peer::ADMIN,
+    ));
+    let e = wrong.status(ExecutorStatusRequest {}).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+}
+
 /// Opens a WebSocket with `token` and says hello as `role`; returns the frames until the server
 /// closed, and the close code.
 async fn hello_with(

@@ -18,7 +18,8 @@ pub mod socket {
     pub const ADMIN: &str = "admin";
     /// The gate's audit-only socket: executors call it.
     pub const AUDIT: &str = "audit";
-    /// One account's executor socket: the broker calls it.
+    /// One account's executor socket: the broker calls it, and administrators' `glovebox policy
+    /// explain` asks it to plan.
     pub fn executor(account: &str) -> String {
         format!("executor:{account}")
     }
@@ -187,7 +188,7 @@ impl Handover {
 /// | `gate` | the gate | `broker` (Gate, Audit), `supervisor` (Audit: service events) |
 /// | `admin` | the gate | `admin` (`glovebox policy`) |
 /// | `audit` | the gate | `executor:<id>` for each account (Audit: its own execute rows) |
-/// | `executor:<id>` | that account's executor | `broker` |
+/// | `executor:<id>` | that account's executor | `broker`, `admin` (Plan only: `policy explain`) |
 pub struct ControlKeys(Vec<u8>);
 
 impl std::fmt::Debug for ControlKeys {
@@ -242,15 +243,17 @@ impl ControlKeys {
         h
     }
 
-    /// One executor's handover: its ticket key, the broker's key on its socket, and its own key
-    /// on the gate's audit socket.
+    /// One executor's handover: its ticket key, the broker's and the administrator's keys on its
+    /// socket, and its own key on the gate's audit socket.
     pub fn for_executor(&self, account: &str, ticket_key_hex: String) -> Handover {
         let mut h = Handover {
             ticket_key: Some(ticket_key_hex),
             ..Default::default()
         };
         let s = socket::executor(account);
-        h.serve(&s, peer::BROKER, &self.key(&s, peer::BROKER));
+        for p in [peer::BROKER, peer::ADMIN] {
+            h.serve(&s, p, &self.key(&s, p));
+        }
         let p = peer::executor(account);
         h.call(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
         h
@@ -296,11 +299,34 @@ mod tests {
         let keys = ControlKeys::from_bytes(&[3u8; 32]).unwrap();
         let exec = keys.for_executor("alice", "00".repeat(32));
         let line = exec.to_line();
-        // The executor can serve the broker and call the audit socket as itself, nothing else.
+        // The executor can serve the broker and the administrator on its own socket and call the
+        // audit socket as itself, nothing else.
+        let served: Vec<(&str, &str)> = exec
+            .serve
+            .iter()
+            .map(|g| (g.socket.as_str(), g.peer.as_str()))
+            .collect();
+        assert_eq!(
+            served,
+            [
+                ("executor:alice", peer::BROKER),
+                ("executor:alice", peer::ADMIN)
+            ]
+        );
+        let on_alice = socket::executor("alice");
+        for p in [peer::BROKER, peer::ADMIN] {
+            assert!(line.contains(&keys.key(&on_alice, p).to_hex()), "{p}");
+        }
         assert!(!line.contains(&keys.key(socket::GATE, peer::BROKER).to_hex()));
         assert!(!line.contains(&keys.key(socket::ADMIN, peer::ADMIN).to_hex()));
         assert!(!line.contains(&keys.key(&socket::executor("bob"), peer::BROKER).to_hex()));
+        assert!(!line.contains(&keys.key(&socket::executor("bob"), peer::ADMIN).to_hex()));
         assert!(!line.contains(&keys.key(socket::AUDIT, &peer::executor("bob")).to_hex()));
+        // The administrator's key on one socket is worth nothing on another.
+        assert_ne!(
+            keys.key(&on_alice, peer::ADMIN).to_hex(),
+            keys.key(socket::ADMIN, peer::ADMIN).to_hex()
+        );
         assert_eq!(
             exec.calling(socket::AUDIT).unwrap(),
             (
@@ -310,6 +336,7 @@ mod tests {
         );
         let broker = keys.for_broker(["alice", "bob"]).to_line();
         assert!(!broker.contains(&keys.key(socket::ADMIN, peer::ADMIN).to_hex()));
+        assert!(!broker.contains(&keys.key(&on_alice, peer::ADMIN).to_hex()));
         assert!(!broker.contains(&keys.key(socket::GATE, peer::SUPERVISOR).to_hex()));
         assert!(ControlKeys::from_bytes(&[0u8; 31]).is_err());
     }

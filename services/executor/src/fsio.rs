@@ -11,6 +11,7 @@ use glovebox_proto::v1::FileState;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use crate::error::OpError;
+use crate::resolve::Resolved;
 
 /// Refuse regular files bigger than this when hashing them for a write fingerprint.
 pub const MAX_FINGERPRINT_BYTES: u64 = 64 * 1024 * 1024;
@@ -28,7 +29,7 @@ pub fn open_no_links(path: &str, flags: OFlags) -> Result<OwnedFd, OpError> {
         Mode::empty(),
         ResolveFlags::empty(),
     )
-    .map_err(|e| errno_error(e, path))
+    .map_err(|e| OpError::errno(e, path))
 }
 
 /// Opens `name` inside the directory `dir`, refusing symlinks and anything outside `dir`
@@ -64,14 +65,6 @@ fn openat2_no_links(
     )
 }
 
-pub fn errno_error(e: rustix::io::Errno, what: &str) -> OpError {
-    if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::XDEV {
-        // A symlink or mount appeared on a path that had none when it was planned.
-        return OpError::changed(what);
-    }
-    crate::resolve::io_error(std::io::Error::from(e), what)
-}
-
 /// The device, inode, size and modification time of an open file (no content hash).
 pub fn state_of(stat: &Stat) -> FileState {
     FileState {
@@ -87,13 +80,22 @@ pub fn state_of(stat: &Stat) -> FileState {
     }
 }
 
+/// What is at a resolved path now (identity only; `exists: false` if nothing is), as a plan
+/// records it.
+pub fn observed(r: &Resolved) -> FileState {
+    match r.exists.then(|| stat_path(&r.path)) {
+        Some(Ok(stat)) => state_of(&stat),
+        _ => FileState::default(),
+    }
+}
+
 pub fn fstat(fd: &OwnedFd, what: &str) -> Result<Stat, OpError> {
-    rustix::fs::fstat(fd).map_err(|e| errno_error(e, what))
+    rustix::fs::fstat(fd).map_err(|e| OpError::errno(e, what))
 }
 
 pub fn stat_path(path: &str) -> Result<Stat, OpError> {
     rustix::fs::statat(rustix::fs::CWD, path, AtFlags::SYMLINK_NOFOLLOW)
-        .map_err(|e| errno_error(e, path))
+        .map_err(|e| OpError::errno(e, path))
 }
 
 pub fn file_type(stat: &Stat) -> FileType {
@@ -143,7 +145,7 @@ pub fn read_capped(fd: OwnedFd, limit: u64, what: &str) -> Result<Vec<u8>, OpErr
     std::fs::File::from(fd)
         .take(limit + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| crate::resolve::io_error(e, what))?;
+        .map_err(|e| OpError::io(e, what))?;
     if buf.len() as u64 > limit {
         return Err(OpError::new(
             ErrorCode::TooLarge,

@@ -183,7 +183,7 @@ impl JobTable {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&tmp)
-            .map_err(|e| crate::resolve::io_error(e, "the job's temporary directory"))?;
+            .map_err(|e| OpError::io(e, "the job's temporary directory"))?;
         let mut cmd = Command::new(&self.config.shim);
         cmd.arg("job-shim").arg("--tmp").arg(&tmp);
         for root in &self.config.roots {
@@ -209,7 +209,7 @@ impl JobTable {
             Ok(child) => child,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
-                return Err(crate::resolve::io_error(e, "the job shim"));
+                return Err(OpError::io(e, "the job shim"));
             }
         };
         let pid = child.id() as i32;

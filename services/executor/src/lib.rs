@@ -5,16 +5,24 @@
 //! Thin entry point: `glovebox executor --account ID ...` (the supervisor writes the account's
 //! ticket key and socket keys to its standard input) builds an [`ExecutorConfig`] and calls [`run`].
 
+pub mod approved;
+pub mod context;
+pub mod diff;
 pub mod error;
 pub mod fsio;
 pub mod jobs;
+pub mod movable;
 pub mod ops;
+pub mod replace;
 pub mod resolve;
 pub mod sandbox;
 pub mod service;
 pub mod spent;
 pub mod trash;
 pub mod walk;
+
+#[cfg(test)]
+mod testing;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -264,7 +264,7 @@ fn stuck(e: std::io::Error, what: &str) -> Result<Option<Unfollowable>, OpError>
         ErrorKind::NotADirectory => Ok(Some(Unfollowable::NotADirectory)),
         ErrorKind::PermissionDenied => Ok(Some(Unfollowable::AccessDenied)),
         ErrorKind::InvalidFilename => Ok(Some(Unfollowable::UnusableLink)),
-        _ => Err(io_error(e, what)),
+        _ => Err(OpError::io(e, what)),
     }
 }
 
@@ -277,29 +277,6 @@ fn utf8(path: PathBuf) -> Result<String, OpError> {
         return Err(OpError::new(ErrorCode::InvalidParams, "path is too long"));
     }
     Ok(path)
-}
-
-/// Maps an IO error to a client-visible error without leaking more than the path the client gave.
-pub fn io_error(e: std::io::Error, what: &str) -> OpError {
-    let code = match e.kind() {
-        ErrorKind::NotFound => ErrorCode::NotFound,
-        ErrorKind::PermissionDenied => ErrorCode::Denied,
-        ErrorKind::NotADirectory | ErrorKind::IsADirectory | ErrorKind::InvalidInput => {
-            ErrorCode::InvalidParams
-        }
-        ErrorKind::InvalidFilename => ErrorCode::InvalidParams,
-        _ => ErrorCode::Internal,
-    };
-    let message = match code {
-        ErrorCode::NotFound => format!("{what}: not found"),
-        ErrorCode::Denied => format!("{what}: the operating system refused access"),
-        ErrorCode::Internal => {
-            tracing::warn!(error = %e, "file system error");
-            format!("{what}: file system error")
-        }
-        _ => format!("{what}: {e}"),
-    };
-    OpError::new(code, message)
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
 //! The executor's gRPC service: plan, preview, execute for one account.
 //!
 //! Plan and preview only look; execute acts, and only on a ticket that verifies under this
-//! account's key and names this call. Each execute sends one audit event to the gate.
+//! account's key and names this call. Each execute sends one audit event to the gate. The broker
+//! may call every method; an administrator only Plan (what `glovebox policy explain` judges).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{Tool, ToolParams};
+use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanRequest, PlanResponse,
     PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
@@ -16,8 +18,9 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::ExecutorConfig;
+use crate::context::{Done, OpContext, denied_set};
 use crate::error::OpError;
-use crate::ops::{self, OpContext};
+use crate::ops;
 
 #[derive(Clone)]
 pub struct ExecutorService {
@@ -64,6 +67,52 @@ impl ExecutorService {
             .map_err(|e| OpError::new(ErrorCode::InvalidParams, e))
     }
 
+    /// The body of `ticket` if it verifies under this account's key for this call and was not
+    /// spent before (it is spent now).
+    fn verify(
+        &self,
+        call: &ToolCall,
+        ticket: Option<pb::Ticket>,
+    ) -> Result<pb::TicketBody, OpError> {
+        let Some(t) = ticket else {
+            return Err(OpError::new(
+                ErrorCode::Denied,
+                "no ticket: the gate has not allowed this call",
+            ));
+        };
+        let body = glovebox_ticket::verify(
+            &self.config.key,
+            &t,
+            now_ms(),
+            &self.config.account,
+            &call.call_id,
+            &call.tool,
+        )
+        .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))?;
+        self.used.spend(&t.mac, body.expires_at_ms, now_ms())?;
+        Ok(body)
+    }
+
+    /// Performs a verified call, hiding from listings and searches what its ticket says to.
+    async fn act(
+        &self,
+        call: &ToolCall,
+        body: pb::TicketBody,
+        event: &mut AuditEvent,
+    ) -> Result<Done, OpError> {
+        let params = self.parse(call)?;
+        event.detail = ops::audit_detail(&params);
+        self.blocking(move |ctx| {
+            let denied = denied_set(&body.hidden_globs);
+            let ctx = OpContext {
+                denied: Some(&denied),
+                ..ctx.clone()
+            };
+            ops::execute(&ctx, &params, &body)
+        })
+        .await
+    }
+
     /// Runs blocking file system work off the async threads.
     async fn blocking<T: Send + 'static>(
         &self,
@@ -92,6 +141,20 @@ impl ExecutorService {
     }
 }
 
+/// Checks that `request` came from one of the `allowed` peers: the broker drives calls; an
+/// administrator (`glovebox policy explain`) may only ask for a plan.
+fn caller<T>(request: &Request<T>, allowed: &[&str]) -> Result<(), Status> {
+    match glovebox_proto::transport::peer_of(request) {
+        Some(peer) if allowed.contains(&peer) => Ok(()),
+        Some(peer) => Err(Status::permission_denied(format!(
+            "{peer} may not call this method"
+        ))),
+        None => Err(Status::unauthenticated(
+            "the connection was not authenticated",
+        )),
+    }
+}
+
 fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
     value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
 }
@@ -103,10 +166,36 @@ fn now_ms() -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// The reply to an execute, and its outcome in the audit event.
+fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResponse {
+    match outcome {
+        Ok(done) => {
+            event.outcome = "ok".into();
+            event.bytes = done.bytes;
+            ExecuteResponse {
+                result_json: done.result.to_string(),
+                error: None,
+            }
+        }
+        Err(e) => {
+            if event.outcome.is_empty() {
+                event.outcome = "error".into();
+            }
+            event.error_code = e.code.as_str().into();
+            event.reason = e.message.clone();
+            ExecuteResponse {
+                result_json: String::new(),
+                error: Some(e.to_proto()),
+            }
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl pb::executor_server::Executor for ExecutorService {
     #[tracing::instrument(skip_all, fields(call_id))]
     async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
+        caller(&request, &[BROKER, ADMIN])?;
         let call = required(request.into_inner().call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let outcome = match self.parse(&call) {
@@ -130,6 +219,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<PreviewRequest>,
     ) -> Result<Response<PreviewResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let PreviewRequest { call, plan } = request.into_inner();
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -159,6 +249,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
+        caller(&request, &[BROKER])?;
         let started = Instant::now();
         let ExecuteRequest { call, ticket } = request.into_inner();
         let call = required(call, "call")?;
@@ -171,27 +262,7 @@ impl pb::executor_server::Executor for ExecutorService {
             tool: call.tool.clone(),
             ..Default::default()
         };
-        let verified = match ticket {
-            None => Err(OpError::new(
-                ErrorCode::Denied,
-                "no ticket: the gate has not allowed this call",
-            )),
-            Some(t) => glovebox_ticket::verify(
-                &self.config.key,
-                &t,
-                now_ms(),
-                &self.config.account,
-                &call.call_id,
-                &call.tool,
-            )
-            .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))
-            .and_then(|body| {
-                self.used
-                    .spend(&t.mac, body.expires_at_ms, now_ms())
-                    .map(|()| body)
-            }),
-        };
-        let outcome = match verified {
+        let outcome = match self.verify(&call, ticket) {
             Err(e) => {
                 event.outcome = "refused".into();
                 Err(e)
@@ -200,44 +271,10 @@ impl pb::executor_server::Executor for ExecutorService {
                 // The gate renders (and redacts) the subjects of the row itself.
                 event.subjects = body.subjects.clone();
                 event.approval = body.approval.clone();
-                match self.parse(&call) {
-                    Ok(params) => {
-                        event.detail = ops::audit_detail(&params);
-                        self.blocking(move |ctx| {
-                            let denied = ops::denied_set(&body.hidden_globs);
-                            let ctx = OpContext {
-                                denied: Some(&denied),
-                                ..ctx.clone()
-                            };
-                            ops::execute(&ctx, &params, &body)
-                        })
-                        .await
-                    }
-                    Err(e) => Err(e),
-                }
+                self.act(&call, body, &mut event).await
             }
         };
-        let response = match outcome {
-            Ok(done) => {
-                event.outcome = "ok".into();
-                event.bytes = done.bytes;
-                ExecuteResponse {
-                    result_json: done.result.to_string(),
-                    error: None,
-                }
-            }
-            Err(e) => {
-                if event.outcome.is_empty() {
-                    event.outcome = "error".into();
-                }
-                event.error_code = e.code.as_str().into();
-                event.reason = e.message.clone();
-                ExecuteResponse {
-                    result_json: String::new(),
-                    error: Some(e.to_proto()),
-                }
-            }
-        };
+        let response = answer(outcome, &mut event);
         event.duration_ms = started.elapsed().as_millis() as u64;
         if let Err(status) = self.audit.clone().append(event).await {
             tracing::error!(error = %status.message(), "could not send the audit event to the gate");
@@ -247,8 +284,9 @@ impl pb::executor_server::Executor for ExecutorService {
 
     async fn status(
         &self,
-        _request: Request<pb::ExecutorStatusRequest>,
+        request: Request<pb::ExecutorStatusRequest>,
     ) -> Result<Response<pb::ExecutorStatusResponse>, Status> {
+        caller(&request, &[BROKER])?;
         Ok(Response::new(pb::ExecutorStatusResponse {
             sandbox: self.config.sandbox.clone(),
             uid: rustix::process::geteuid().as_raw(),

@@ -72,14 +72,14 @@ pub fn put(trash: &Path, dir: &OwnedFd, name: &str, original: &str) -> Result<Tr
         ) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::EXIST) => continue,
-            Err(e) => return Err(fsio::errno_error(e, "the trash")),
+            Err(e) => return Err(OpError::errno(e, "the trash")),
         };
         let unreserve = || {
             let _ = rustix::fs::unlinkat(&info, info_name.as_str(), AtFlags::empty());
         };
         let written = std::fs::File::from(fd)
             .write_all(body.as_bytes())
-            .map_err(|e| crate::resolve::io_error(e, "the trash"));
+            .map_err(|e| OpError::io(e, "the trash"));
         if let Err(e) = written {
             unreserve();
             return Err(e);
@@ -110,7 +110,7 @@ pub fn put(trash: &Path, dir: &OwnedFd, name: &str, original: &str) -> Result<Tr
             }
             Err(e) => {
                 unreserve();
-                return Err(fsio::errno_error(e, original));
+                return Err(OpError::errno(e, original));
             }
         }
     }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use glovebox_proto::ErrorCode;
 use ignore::{DirEntry, WalkBuilder, WalkState};
 
+use crate::context::OpContext;
 use crate::error::OpError;
-use crate::ops::{OpContext, hidden};
 
 /// A point in time after which a search stops and says so.
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +80,26 @@ where
     F: FnMut() -> V,
     V: FnMut(Visit<'_>) -> bool + Send + 's,
 {
+    let unsafe_ignores = Arc::new(AtomicU64::new(0));
+    let builder = builder(root, options, &unsafe_ignores)?;
+    builder.build_parallel().run(|| {
+        let mut visit = make();
+        Box::new(move |entry| step(ctx, entry, deadline, stats, &mut visit))
+    });
+    stats
+        .hidden
+        .fetch_add(unsafe_ignores.load(Ordering::Relaxed), Ordering::Relaxed);
+    Ok(())
+}
+
+/// The walker for `root`: links never followed, ripgrep's filters as `options` say, ignore
+/// files honoured only where they are plain (a directory whose ignore file is not is skipped
+/// and counted in `unsafe_ignores`).
+fn builder(
+    root: &str,
+    options: &WalkOptions<'_>,
+    unsafe_ignores: &Arc<AtomicU64>,
+) -> Result<WalkBuilder, OpError> {
     let mut builder = WalkBuilder::new(root);
     builder
         .follow_links(false)
@@ -91,7 +111,6 @@ where
         .git_exclude(!options.no_ignore)
         .parents(!options.no_ignore)
         .threads(threads());
-    let unsafe_ignores = Arc::new(AtomicU64::new(0));
     if !options.no_ignore {
         // The walker reads ignore files itself, by path. Only plain files are let through: a
         // directory whose ignore file is a link or has other names is not entered (and counted
@@ -121,61 +140,68 @@ where
         });
     }
     if !options.globs.is_empty() {
-        let mut overrides = ignore::overrides::OverrideBuilder::new(root);
-        for g in options.globs {
-            overrides
-                .add(g)
-                .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("glob {g:?}: {e}")))?;
-        }
-        let overrides = overrides
-            .build()
-            .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("globs: {e}")))?;
-        builder.overrides(overrides);
+        builder.overrides(overrides(root, options.globs)?);
     }
-    builder.build_parallel().run(|| {
-        let mut visit = make();
-        Box::new(move |entry| {
-            if stats.full.load(Ordering::Relaxed) {
-                return WalkState::Quit;
-            }
-            if deadline.passed() {
-                stats.timed_out.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            let entry = match entry {
-                Ok(entry) => entry,
-                // Unreadable directories and the like are skipped, as ripgrep does.
-                Err(_) => return WalkState::Continue,
-            };
-            if entry.depth() == 0 {
-                return WalkState::Continue;
-            }
-            let Some(path) = entry.path().to_str() else {
-                WalkStats::count(&stats.hidden);
-                return WalkState::Skip;
-            };
-            if hidden(ctx, path).is_some() {
-                WalkStats::count(&stats.hidden);
-                return WalkState::Skip;
-            }
-            if entry.path_is_symlink() {
-                WalkStats::count(&stats.links);
-                return WalkState::Skip;
-            }
-            if visit(Visit {
-                path,
-                entry: &entry,
-            }) {
-                WalkState::Continue
-            } else {
-                WalkState::Quit
-            }
-        })
-    });
-    stats
-        .hidden
-        .fetch_add(unsafe_ignores.load(Ordering::Relaxed), Ordering::Relaxed);
-    Ok(())
+    Ok(builder)
+}
+
+/// ripgrep-style globs on paths below `root` (`!` excludes).
+fn overrides(root: &str, globs: &[String]) -> Result<ignore::overrides::Override, OpError> {
+    let mut overrides = ignore::overrides::OverrideBuilder::new(root);
+    for g in globs {
+        overrides
+            .add(g)
+            .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("glob {g:?}: {e}")))?;
+    }
+    overrides
+        .build()
+        .map_err(|e| OpError::new(ErrorCode::InvalidParams, format!("globs: {e}")))
+}
+
+/// One entry the walker met: stop when the visitor is full or time is up, skip the root,
+/// hidden entries and links (counting them), and hand the rest to `visit`.
+fn step(
+    ctx: &OpContext<'_>,
+    entry: Result<DirEntry, ignore::Error>,
+    deadline: Deadline,
+    stats: &WalkStats,
+    visit: &mut impl FnMut(Visit<'_>) -> bool,
+) -> WalkState {
+    if stats.full.load(Ordering::Relaxed) {
+        return WalkState::Quit;
+    }
+    if deadline.passed() {
+        stats.timed_out.store(true, Ordering::Relaxed);
+        return WalkState::Quit;
+    }
+    let entry = match entry {
+        Ok(entry) => entry,
+        // Unreadable directories and the like are skipped, as ripgrep does.
+        Err(_) => return WalkState::Continue,
+    };
+    if entry.depth() == 0 {
+        return WalkState::Continue;
+    }
+    let Some(path) = entry.path().to_str() else {
+        WalkStats::count(&stats.hidden);
+        return WalkState::Skip;
+    };
+    if ctx.hidden(path).is_some() {
+        WalkStats::count(&stats.hidden);
+        return WalkState::Skip;
+    }
+    if entry.path_is_symlink() {
+        WalkStats::count(&stats.links);
+        return WalkState::Skip;
+    }
+    if visit(Visit {
+        path,
+        entry: &entry,
+    }) {
+        WalkState::Continue
+    } else {
+        WalkState::Quit
+    }
 }
 
 /// Whether the ignore files the walker would read in `dir` are absent or plain files with one

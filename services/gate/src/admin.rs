@@ -2,11 +2,10 @@
 //!
 //! Reached only over the gate's private socket by the account's user or the administrator; the
 //! broker has no code path to any of them. Every change is an audit event (kind `policy`).
-
-use std::path::{Component, Path, PathBuf};
+//! Explain resolves no path: it judges a subject as the account's executor planned it.
 
 use glovebox_policy::expiry::{Expiry, format_rfc3339};
-use glovebox_policy::{Domain, Kind, RawRule, Section, exact_rule};
+use glovebox_policy::{Domain, Kind, Policy, RawRule, Section, Verdict, exact_rule};
 use glovebox_proto::v1::{self as pb, explain_request::Subject};
 use tonic::Status;
 
@@ -192,31 +191,11 @@ impl GateState {
         };
         let now = Some(now_unix());
         let subject = req.subject.ok_or_else(|| {
-            Status::invalid_argument("name a subject: read, write, delete, exec or tool")
+            Status::invalid_argument(
+                "name a subject: a planned read, write, delete or exec, or a tool",
+            )
         })?;
-        let path = |domain: Domain, p: &str| {
-            let canonical = canonical_subject(p, &workdir);
-            let v = policy.decide_at(domain, &canonical, now);
-            (canonical, v)
-        };
-        let (subject, v) = match subject {
-            Subject::Read(p) => path(Domain::Read, &p),
-            Subject::Write(p) => path(Domain::Write, &p),
-            Subject::Delete(p) => path(Domain::Delete, &p),
-            Subject::Exec(cmd) => {
-                let cwd = if req.cwd.is_empty() {
-                    workdir.clone()
-                } else {
-                    canonical_subject(&req.cwd, &workdir)
-                };
-                let v = policy.decide_command_at(&cmd, &cwd, now);
-                (format!("{cmd} (in {cwd})"), v)
-            }
-            Subject::Tool(name) => {
-                let v = policy.decide_tool_at(&name, now);
-                (name, v)
-            }
-        };
+        let (subject, v) = explained(&policy, subject, &req.cwd, &workdir, now)?;
         let mut warnings = policy.warnings().to_vec();
         if let Some(e) = current.error {
             warnings.insert(
@@ -235,44 +214,160 @@ impl GateState {
     }
 }
 
-/// A path made absolute against the workdir and resolved like the executor does: symlinks of
-/// the nearest existing ancestor followed, the rest appended.
-fn canonical_subject(path: &str, workdir: &str) -> String {
-    let joined = if path.starts_with('/') {
-        PathBuf::from(path)
-    } else {
-        Path::new(workdir).join(path)
+/// What explain judges and the verdict: a subject as the executor planned it, taken as given
+/// (paths must be canonical; a command's `cwd` too, empty for the workdir), or a tool's name.
+fn explained(
+    policy: &Policy,
+    subject: Subject,
+    cwd: &str,
+    workdir: &str,
+    now: Option<i64>,
+) -> Result<(String, Verdict), Status> {
+    let planned = match subject {
+        Subject::Tool(name) => {
+            let v = policy.decide_tool_at(&name, now);
+            return Ok((name, v));
+        }
+        Subject::Planned(planned) => planned,
     };
-    let mut missing: Vec<std::ffi::OsString> = Vec::new();
-    let mut cur = joined.clone();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(&cur) {
-            let mut out = c;
-            for m in missing.iter().rev() {
-                out.push(m);
-            }
-            return lexical(&out);
+    let domain = match pb::Domain::try_from(planned.domain) {
+        Ok(pb::Domain::Read) => Domain::Read,
+        Ok(pb::Domain::Write) => Domain::Write,
+        Ok(pb::Domain::Delete) => Domain::Delete,
+        Ok(pb::Domain::Exec) => {
+            let cwd = if cwd.is_empty() {
+                workdir
+            } else {
+                canonical(cwd)?
+            };
+            let v = policy.decide_command_at(&planned.path, cwd, now);
+            return Ok((format!("{} (in {cwd})", planned.path), v));
         }
-        match (cur.file_name().map(|n| n.to_owned()), cur.parent()) {
-            (Some(name), Some(parent)) => {
-                missing.push(name);
-                cur = parent.to_owned();
-            }
-            _ => return lexical(&joined),
+        _ => {
+            return Err(Status::invalid_argument(
+                "a planned subject to explain is a read, write, delete or exec",
+            ));
         }
+    };
+    let path = canonical(&planned.path)?;
+    Ok((path.to_owned(), policy.decide_at(domain, path, now)))
+}
+
+/// `path` if it is in canonical form (absolute, no empty, `.` or `..` components), as an
+/// executor plans it; explain judges it as given and resolves nothing.
+fn canonical(path: &str) -> Result<&str, Status> {
+    let components_ok = path.strip_prefix('/').is_some_and(|rest| {
+        rest.is_empty() || rest.split('/').all(|c| !matches!(c, "" | "." | ".."))
+    });
+    if components_ok {
+        Ok(path)
+    } else {
+        Err(Status::invalid_argument(format!(
+            "{path:?} is not a canonical path: explain a path as the account's executor plans it"
+        )))
     }
 }
 
-fn lexical(p: &Path) -> String {
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir => {
-                out.pop();
-            }
-            _ => {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_policy::{Decision, Inputs, RawPolicy, Source};
+
+    fn policy() -> Policy {
+        let raw = RawPolicy::parse(
+            "paths:\n  read:\n    allow: ['./**']\n    deny: ['/elsewhere/**']\n\
+             delete:\n  allow: ['./link']\ncommands:\n  allow: ['git status']\n",
+        )
+        .unwrap();
+        Policy::compile_layers(&Inputs {
+            workdir: "/w".into(),
+            protected: Vec::new(),
+            managed: Vec::new(),
+            account: Source::new("account.yaml", raw, 0),
+            project: None,
+        })
+        .unwrap()
+    }
+
+    fn planned(domain: pb::Domain, path: &str) -> Subject {
+        Subject::Planned(pb::Subject {
+            domain: domain as i32,
+            path: path.into(),
+            state: None,
+        })
+    }
+
+    #[test]
+    fn a_planned_subject_is_judged_as_given() {
+        use pb::Domain as D;
+        let p = policy();
+        let cases = [
+            (
+                planned(D::Read, "/w/a.txt"),
+                "",
+                "/w/a.txt",
+                Decision::Allow,
+            ),
+            (
+                planned(D::Read, "/elsewhere/a.txt"),
+                "",
+                "/elsewhere/a.txt",
+                Decision::Deny,
+            ),
+            (
+                planned(D::Delete, "/w/link"),
+                "",
+                "/w/link",
+                Decision::Allow,
+            ),
+            (
+                planned(D::Write, "/w/new.txt"),
+                "",
+                "/w/new.txt",
+                Decision::Ask,
+            ),
+            (
+                planned(D::Exec, "git status"),
+                "",
+                "git status (in /w)",
+                Decision::Allow,
+            ),
+            (
+                planned(D::Exec, "git status"),
+                "/w/sub",
+                "git status (in /w/sub)",
+                Decision::Allow,
+            ),
+        ];
+        for (subject, cwd, shown, decision) in cases {
+            let (got, v) = explained(&p, subject, cwd, "/w", Some(0)).unwrap();
+            assert_eq!((got.as_str(), v.decision), (shown, decision), "{shown}");
+        }
+        for (subject, cwd) in [
+            (planned(D::Read, "a.txt"), ""),
+            (planned(D::Read, "/w/sub/../a.txt"), ""),
+            (planned(D::Exec, "git status"), "sub"),
+            (planned(D::Job, "1"), ""),
+            (planned(D::Unspecified, "/w/a.txt"), ""),
+        ] {
+            let e = explained(&p, subject, cwd, "/w", Some(0)).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
         }
     }
-    out.to_string_lossy().into_owned()
+
+    #[test]
+    fn only_canonical_paths_are_explained() {
+        for ok in ["/", "/w", "/w/a.txt", "/w/.hidden/x..y"] {
+            assert_eq!(canonical(ok).unwrap(), ok);
+        }
+        for bad in [
+            "", "a.txt", "./a", "/w/../x", "/w/./x", "/w//x", "/w/", "w/",
+        ] {
+            assert_eq!(
+                canonical(bad).unwrap_err().code(),
+                tonic::Code::InvalidArgument,
+                "{bad}"
+            );
+        }
+    }
 }

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use landlock::RulesetCreated;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask, raise};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
@@ -52,32 +53,76 @@ pub const EXIT_SPAWN_FAILED: i32 = 127;
 /// Runs the shim; returns the exit code the process ends with (after mirroring a shell killed
 /// by a signal, which does not return).
 pub fn run(config: ShimConfig) -> i32 {
+    let (scoped, inner) = match confine(&config) {
+        Ok(confined) => confined,
+        Err(code) => return code,
+    };
+    let watched = watched_signals();
+    // Blocked here and taken with sigwait below; the shell starts with an empty mask (std clears
+    // it in the child before exec).
+    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&watched), None).is_err() {
+        return EXIT_SANDBOX_FAILED;
+    }
+    let shell = match spawn_shell(&config.command, inner) {
+        Ok(pid) => pid,
+        Err(code) => return code,
+    };
+    // The lifeline: the executor holds the other end of stdin; when it is gone, so is the job.
+    std::thread::spawn(|| {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        let _ = kill(Pid::this(), Signal::SIGUSR1);
+    });
+    let mut ended: Option<WaitStatus> = None;
+    while ended.is_none() {
+        match watched.wait() {
+            Ok(Signal::SIGCHLD) => ended = reap_until_shell(shell),
+            Ok(Signal::SIGUSR1) | Err(_) => break,
+            Ok(_) => signal_job(scoped, Signal::SIGTERM),
+        }
+    }
+    kill_job(scoped);
+    match ended {
+        Some(WaitStatus::Exited(_, code)) => code,
+        Some(WaitStatus::Signaled(_, signal, _)) => mirror(signal),
+        _ => 128 + Signal::SIGKILL as i32,
+    }
+}
+
+/// Steps 1 to 3: a session of its own, a child subreaper without capabilities, confined in the
+/// job's domain. Returns whether the signal scopes are enforced and, if they are, the inner
+/// domain for the shell; or the exit code of a shim that cannot start its job.
+fn confine(config: &ShimConfig) -> Result<(bool, Option<RulesetCreated>), i32> {
     let _ = nix::unistd::setsid();
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     if let Err(e) = drop_capabilities() {
         eprintln!("glovebox: the job's capabilities could not be dropped: {e}");
-        return EXIT_SANDBOX_FAILED;
+        return Err(EXIT_SANDBOX_FAILED);
     }
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let applied = match apply(&SandboxPlan::for_job(&config.roots, &config.tmp)) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("glovebox: the job's sandbox could not be applied: {e}");
-            return EXIT_SANDBOX_FAILED;
+            return Err(EXIT_SANDBOX_FAILED);
         }
     };
     // Only with the scopes does kill(-1) stay inside the job; without them, nest nothing.
-    let inner = if applied.scoped {
-        match scopes_only() {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("glovebox: the job's inner domain could not be prepared: {e}");
-                return EXIT_SANDBOX_FAILED;
-            }
+    if !applied.scoped {
+        return Ok((false, None));
+    }
+    match scopes_only() {
+        Ok(inner) => Ok((true, Some(inner))),
+        Err(e) => {
+            eprintln!("glovebox: the job's inner domain could not be prepared: {e}");
+            Err(EXIT_SANDBOX_FAILED)
         }
-    } else {
-        None
-    };
+    }
+}
+
+/// The signals the shim waits for: its shell's end, and the requests to stop the job.
+fn watched_signals() -> SigSet {
     let mut watched = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -88,13 +133,14 @@ pub fn run(config: ShimConfig) -> i32 {
     ] {
         watched.add(s);
     }
-    // Blocked here and taken with sigwait below; the shell starts with an empty mask (std clears
-    // it in the child before exec).
-    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&watched), None).is_err() {
-        return EXIT_SANDBOX_FAILED;
-    }
+    watched
+}
+
+/// Step 4: starts `/bin/sh -c COMMAND`, in the `inner` domain if there is one. Returns the
+/// shell's pid, or the exit code of a shim that could not start it.
+fn spawn_shell(line: &str, inner: Option<RulesetCreated>) -> Result<Pid, i32> {
     let mut command = Command::new(super::SHELL);
-    command.arg("-c").arg(&config.command).stdin(Stdio::null());
+    command.arg("-c").arg(line).stdin(Stdio::null());
     if let Some(inner) = inner {
         let mut inner = Some(inner);
         // SAFETY: runs in the forked child before exec. The shim is single-threaded when it
@@ -111,33 +157,12 @@ pub fn run(config: ShimConfig) -> i32 {
             });
         }
     }
-    let shell = match command.spawn() {
-        Ok(child) => Pid::from_raw(child.id() as i32),
+    match command.spawn() {
+        Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
         Err(e) => {
             eprintln!("glovebox: could not start {}: {e}", super::SHELL);
-            return EXIT_SPAWN_FAILED;
+            Err(EXIT_SPAWN_FAILED)
         }
-    };
-    // The lifeline: the executor holds the other end of stdin; when it is gone, so is the job.
-    std::thread::spawn(|| {
-        let mut sink = [0u8; 64];
-        let mut stdin = std::io::stdin();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        let _ = kill(Pid::this(), Signal::SIGUSR1);
-    });
-    let mut ended: Option<WaitStatus> = None;
-    while ended.is_none() {
-        match watched.wait() {
-            Ok(Signal::SIGCHLD) => ended = reap_until_shell(shell),
-            Ok(Signal::SIGUSR1) | Err(_) => break,
-            Ok(_) => signal_job(applied.scoped, Signal::SIGTERM),
-        }
-    }
-    kill_job(applied.scoped);
-    match ended {
-        Some(WaitStatus::Exited(_, code)) => code,
-        Some(WaitStatus::Signaled(_, signal, _)) => mirror(signal),
-        _ => 128 + Signal::SIGKILL as i32,
     }
 }
 

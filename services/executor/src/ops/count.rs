@@ -8,7 +8,8 @@ use glovebox_proto::tools::{FileCountParams, MAX_SEARCH_MILLIS};
 use glovebox_proto::v1::TicketBody;
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_file;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::walk::Deadline;
 
@@ -42,7 +43,7 @@ pub fn execute(
     p: &FileCountParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, _) = super::open_approved_file(ctx, &p.path, ticket)?;
+    let (path, fd, _) = open_approved_file(ctx, &p.path, ticket)?;
     let deadline = Deadline::after(Duration::from_millis(MAX_SEARCH_MILLIS));
     let mut file = std::fs::File::from(fd);
     let mut buf = vec![0u8; 256 * 1024];
@@ -54,9 +55,7 @@ pub fn execute(
                 format!("counting {} took longer than the time cap", p.path),
             ));
         }
-        let n = file
-            .read(&mut buf)
-            .map_err(|e| crate::resolve::io_error(e, &p.path))?;
+        let n = file.read(&mut buf).map_err(|e| OpError::io(e, &p.path))?;
         if n == 0 {
             break;
         }
@@ -76,8 +75,8 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::read_plan;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::approved::read_plan;
+    use crate::testing::{Fixture, ticket_for};
 
     #[test]
     fn counts_like_wc_across_chunks() {

@@ -7,10 +7,12 @@ use glovebox_proto::tools::{FileEditParams, MAX_WRITE_BYTES};
 use glovebox_proto::v1::{Domain, FileState, Plan, TicketBody};
 use serde_json::json;
 
-use super::write::{planned_content, render_diff, replace_with};
-use super::{Done, OpContext, bound_subject, subject};
+use crate::approved::{bound_subject, planned_subject, subject};
+use crate::context::{Done, OpContext};
+use crate::diff::render_diff;
 use crate::error::OpError;
 use crate::fsio;
+use crate::replace::{planned_content, replace_with};
 use crate::resolve::resolve;
 
 /// Applies the edit to `old`; returns the new text and the number of replacements.
@@ -64,7 +66,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileEditParams) -> Result<Plan, OpError> {
             };
             (state, tag)
         }
-        Some(Err(_)) => (super::read::observed(&r), Vec::new()),
+        Some(Err(_)) => (fsio::observed(&r), Vec::new()),
         None => (FileState::default(), Vec::new()),
     };
     Ok(Plan {
@@ -78,7 +80,7 @@ pub fn preview(
     p: &FileEditParams,
     plan: &Plan,
 ) -> Result<(String, bool), OpError> {
-    let s = super::planned_subject(plan)?;
+    let s = planned_subject(plan)?;
     let planned = s.state.clone().unwrap_or_default();
     if !planned.exists {
         return Err(OpError::new(
@@ -131,7 +133,7 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, ticket_for};
 
     fn params(path: &str, old: &str, new: &str, all: bool) -> FileEditParams {
         FileEditParams {

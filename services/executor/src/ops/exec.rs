@@ -11,7 +11,8 @@ use glovebox_proto::v1::{Domain, FileState, Plan, TicketBody};
 use rustix::fs::FileType;
 use serde_json::Value;
 
-use super::{Done, OpContext, subject};
+use crate::approved::{bound_subjects, subject};
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::jobs::SHELL;
@@ -22,7 +23,7 @@ pub fn plan_run(ctx: &OpContext<'_>, p: &ExecRunParams) -> Result<Plan, OpError>
     Ok(Plan {
         subjects: vec![
             subject(Domain::Exec, p.command.clone(), FileState::default()),
-            subject(Domain::Read, cwd.path.clone(), super::read::observed(&cwd)),
+            subject(Domain::Read, cwd.path.clone(), fsio::observed(&cwd)),
         ],
         content_tag: Vec::new(),
     })
@@ -46,7 +47,7 @@ pub fn execute_run(
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
     let cwd = resolve(p.cwd.as_deref().unwrap_or("."), ctx.workdir)?;
-    let bound = super::bound_subjects(
+    let bound = bound_subjects(
         ticket,
         &[(Domain::Exec, &p.command), (Domain::Read, &cwd.path)],
     )?;
@@ -140,7 +141,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, ticket_for};
 
     fn params(command: &str, cwd: Option<&str>) -> ExecRunParams {
         ExecRunParams {

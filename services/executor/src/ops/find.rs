@@ -12,7 +12,8 @@ use glovebox_proto::v1::TicketBody;
 use rustix::fs::FileType;
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_read;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::walk::{
@@ -46,7 +47,7 @@ pub fn execute(
         .unwrap_or(MAX_SEARCH_MILLIS)
         .min(MAX_SEARCH_MILLIS);
     let deadline = Deadline::after(Duration::from_millis(millis));
-    let (root, _fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
+    let (root, _fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
     if fsio::file_type(&stat) != FileType::Directory {
         return Err(OpError::new(
             ErrorCode::InvalidParams,
@@ -55,48 +56,10 @@ pub fn execute(
     }
     let max = p.max_results.unwrap_or(DEFAULT_RESULTS) as usize;
     let stats = WalkStats::default();
-    let found: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
-    let options = WalkOptions {
-        hidden: p.hidden,
-        no_ignore: p.no_ignore,
-        globs: &[],
-    };
-    {
-        let (found, set, stats_ref) = (&found, &set, &stats);
-        walk(ctx, &root, &options, deadline, &stats, || {
-            move |visit| {
-                let Some(name) = visit.entry.file_name().to_str() else {
-                    return true;
-                };
-                if !set.is_match(name) {
-                    return true;
-                }
-                if !parent_has_no_links(visit.path) {
-                    WalkStats::count(&stats_ref.links);
-                    return true;
-                }
-                let kind = match visit.entry.file_type() {
-                    Some(t) if t.is_dir() => "dir",
-                    Some(t) if t.is_file() => "file",
-                    _ => "other",
-                };
-                let Ok(mut found) = found.lock() else {
-                    return false;
-                };
-                if found.len() >= max {
-                    stats_ref.full.store(true, Ordering::Relaxed);
-                    return false;
-                }
-                found.push((visit.path.to_owned(), kind));
-                true
-            }
-        })?;
-    }
+    let found = find(ctx, p, &set, &root, deadline, &stats, max)?;
     check_root_unchanged(&root, &stat)?;
     let timed_out = stats.timed_out.load(Ordering::Relaxed) || deadline.passed();
     let full = stats.full.load(Ordering::Relaxed);
-    let mut found = found.into_inner().unwrap_or_default();
-    found.sort_unstable();
     let entries: Vec<serde_json::Value> = found
         .iter()
         .map(|(path, kind)| json!({"path": path, "type": kind}))
@@ -115,11 +78,62 @@ pub fn execute(
     })
 }
 
+/// The entries below the canonical directory `root` whose names match `set`, with their kind,
+/// in path order: at most `max`, each under a parent that is still no link.
+fn find(
+    ctx: &OpContext<'_>,
+    p: &FileFindParams,
+    set: &GlobSet,
+    root: &str,
+    deadline: Deadline,
+    stats: &WalkStats,
+    max: usize,
+) -> Result<Vec<(String, &'static str)>, OpError> {
+    let found: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
+    let options = WalkOptions {
+        hidden: p.hidden,
+        no_ignore: p.no_ignore,
+        globs: &[],
+    };
+    let found_ref = &found;
+    walk(ctx, root, &options, deadline, stats, || {
+        move |visit| {
+            let Some(name) = visit.entry.file_name().to_str() else {
+                return true;
+            };
+            if !set.is_match(name) {
+                return true;
+            }
+            if !parent_has_no_links(visit.path) {
+                WalkStats::count(&stats.links);
+                return true;
+            }
+            let kind = match visit.entry.file_type() {
+                Some(t) if t.is_dir() => "dir",
+                Some(t) if t.is_file() => "file",
+                _ => "other",
+            };
+            let Ok(mut found) = found_ref.lock() else {
+                return false;
+            };
+            if found.len() >= max {
+                stats.full.store(true, Ordering::Relaxed);
+                return false;
+            }
+            found.push((visit.path.to_owned(), kind));
+            true
+        }
+    })?;
+    let mut found = found.into_inner().unwrap_or_default();
+    found.sort_unstable();
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::read_plan;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::approved::read_plan;
+    use crate::testing::{Fixture, ticket_for};
     use std::os::unix::fs::symlink;
 
     fn params(names: &[&str]) -> FileFindParams {

@@ -16,7 +16,8 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch}
 use rustix::fs::{FileType, OFlags};
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_read;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::walk::{Deadline, WalkOptions, WalkStats, check_root_unchanged, walk};
@@ -200,7 +201,7 @@ pub fn execute(
         .unwrap_or(MAX_SEARCH_MILLIS)
         .min(MAX_SEARCH_MILLIS);
     let deadline = Deadline::after(Duration::from_millis(millis));
-    let (root, fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
+    let (root, fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
     let stats = WalkStats::default();
     let shared = Shared {
         hits: Mutex::new(Vec::new()),
@@ -222,32 +223,7 @@ pub fn execute(
         }
         FileType::Directory => {
             drop(fd);
-            let options = WalkOptions {
-                hidden: p.hidden,
-                no_ignore: p.no_ignore,
-                globs: &p.globs,
-            };
-            let shared = &shared;
-            let matcher = &matcher;
-            walk(ctx, &root, &options, deadline, &stats, || {
-                let mut searcher = searcher();
-                move |visit| {
-                    if !visit.entry.file_type().is_some_and(|t| t.is_file()) {
-                        return true;
-                    }
-                    // Every open refuses links on the whole path: a file or directory swapped
-                    // for a link after the walker listed it is not followed.
-                    match fsio::open_no_links(visit.path, OFlags::RDONLY | OFlags::NOCTTY) {
-                        Ok(fd) => {
-                            if search_fd(&mut searcher, matcher, fd, visit.path, shared).is_err() {
-                                WalkStats::count(&shared.counters.unreadable);
-                            }
-                        }
-                        Err(_) => WalkStats::count(&shared.counters.unreadable),
-                    }
-                    !shared.deadline.passed() && !shared.stats.full.load(Ordering::Relaxed)
-                }
-            })?;
+            search_tree(ctx, p, &matcher, &root, &shared)?;
             check_root_unchanged(&root, &stat)?;
         }
         _ => {
@@ -260,6 +236,47 @@ pub fn execute(
     if deadline.passed() {
         stats.timed_out.store(true, Ordering::Relaxed);
     }
+    Ok(done(&root, shared))
+}
+
+/// Searches every file of the tree at the canonical directory `root`, each opened without
+/// following links, until the deadline passes or the results are full.
+fn search_tree(
+    ctx: &OpContext<'_>,
+    p: &FileGrepParams,
+    matcher: &RegexMatcher,
+    root: &str,
+    shared: &Shared<'_>,
+) -> Result<(), OpError> {
+    let options = WalkOptions {
+        hidden: p.hidden,
+        no_ignore: p.no_ignore,
+        globs: &p.globs,
+    };
+    walk(ctx, root, &options, shared.deadline, shared.stats, || {
+        let mut searcher = searcher();
+        move |visit| {
+            if !visit.entry.file_type().is_some_and(|t| t.is_file()) {
+                return true;
+            }
+            // Every open refuses links on the whole path: a file or directory swapped for a
+            // link after the walker listed it is not followed.
+            match fsio::open_no_links(visit.path, OFlags::RDONLY | OFlags::NOCTTY) {
+                Ok(fd) => {
+                    if search_fd(&mut searcher, matcher, fd, visit.path, shared).is_err() {
+                        WalkStats::count(&shared.counters.unreadable);
+                    }
+                }
+                Err(_) => WalkStats::count(&shared.counters.unreadable),
+            }
+            !shared.deadline.passed() && !shared.stats.full.load(Ordering::Relaxed)
+        }
+    })
+}
+
+/// The result of a search: the hits in path and line order, and what was skipped and why.
+fn done(root: &str, shared: Shared<'_>) -> Done {
+    let stats = shared.stats;
     let mut hits = shared.hits.into_inner().unwrap_or_default();
     hits.sort_unstable();
     let c = &shared.counters;
@@ -269,7 +286,7 @@ pub fn execute(
         .collect();
     let timed_out = stats.timed_out.load(Ordering::Relaxed);
     let full = stats.full.load(Ordering::Relaxed);
-    Ok(Done {
+    Done {
         result: json!({
             "path": root,
             "matches": matches,
@@ -287,14 +304,14 @@ pub fn execute(
             },
         }),
         bytes: 0,
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::read_plan;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::approved::read_plan;
+    use crate::testing::{Fixture, ticket_for};
     use std::os::unix::fs::symlink;
 
     fn params(pattern: &str) -> FileGrepParams {

@@ -8,7 +8,8 @@ use glovebox_proto::tools::{FileHeadTailParams, MAX_READ_BYTES};
 use glovebox_proto::v1::TicketBody;
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_file;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 
 /// Lines returned when the call does not say.
@@ -78,10 +79,10 @@ pub fn execute(
     p: &FileHeadTailParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, stat) = super::open_approved_file(ctx, &p.path, ticket)?;
+    let (path, fd, stat) = open_approved_file(ctx, &p.path, ticket)?;
     let n = p.lines.unwrap_or(DEFAULT_LINES);
     let mut file = std::fs::File::from(fd);
-    let io = |e| crate::resolve::io_error(e, &p.path);
+    let io = |e| OpError::io(e, &p.path);
     let (bytes, cut) = if p.tail {
         tail(&mut file, stat.st_size.max(0) as u64, n, MAX_READ_BYTES).map_err(io)?
     } else {

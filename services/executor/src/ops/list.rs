@@ -10,7 +10,8 @@ use std::os::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde_json::json;
 
-use super::{Done, OpContext, subject};
+use crate::approved::{open_approved_read, subject};
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::resolve::resolve;
@@ -18,11 +19,7 @@ use crate::resolve::resolve;
 pub fn plan(ctx: &OpContext<'_>, p: &FileListParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     Ok(Plan {
-        subjects: vec![subject(
-            Domain::Read,
-            r.path.clone(),
-            super::read::observed(&r),
-        )],
+        subjects: vec![subject(Domain::Read, r.path.clone(), fsio::observed(&r))],
         content_tag: Vec::new(),
     })
 }
@@ -56,10 +53,10 @@ fn list_dir(
     depth: u32,
     out: &mut Listing,
 ) -> Result<(), OpError> {
-    let entries = rustix::fs::Dir::read_from(dir).map_err(|e| fsio::errno_error(e, path))?;
+    let entries = rustix::fs::Dir::read_from(dir).map_err(|e| OpError::errno(e, path))?;
     let mut names = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| fsio::errno_error(e, path))?;
+        let entry = entry.map_err(|e| OpError::errno(e, path))?;
         let bytes = entry.file_name().to_bytes();
         if bytes == b"." || bytes == b".." {
             continue;
@@ -69,7 +66,7 @@ fn list_dir(
             continue;
         };
         let full = format!("{}/{name}", path.trim_end_matches('/'));
-        if super::hidden(ctx, &full).is_some() {
+        if ctx.hidden(&full).is_some() {
             out.hidden += 1;
             continue;
         }
@@ -112,7 +109,7 @@ pub fn execute(
     p: &FileListParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, stat) = super::open_approved_read(ctx, &p.path, ticket)?;
+    let (path, fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
     if fsio::file_type(&stat) != FileType::Directory {
         return Err(OpError::new(
             ErrorCode::InvalidParams,
@@ -140,7 +137,7 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, ticket_for};
     use std::os::unix::fs::symlink;
 
     fn run(f: &Fixture, depth: Option<u32>) -> serde_json::Value {

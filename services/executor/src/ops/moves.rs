@@ -8,21 +8,22 @@ use glovebox_proto::v1::{Domain, Plan, TicketBody};
 use rustix::fs::{OFlags, RenameFlags};
 use serde_json::json;
 
-use super::delete::{open_movable, refuse_trash_ancestor};
-use super::{Done, OpContext, bound_subjects, subject};
+use crate::approved::{bound_subjects, subject};
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
+use crate::movable::{open_movable, refuse_trash_ancestor};
 use crate::resolve::{resolve, resolve_entry};
 
 pub fn plan(ctx: &OpContext<'_>, p: &FileMoveParams) -> Result<Plan, OpError> {
     let src = resolve_entry(&p.source, ctx.workdir)?;
     let dst = resolve(&p.destination, ctx.workdir)?;
-    let src_state = super::read::observed(&src);
+    let src_state = fsio::observed(&src);
     Ok(Plan {
         subjects: vec![
             subject(Domain::Delete, src.path.clone(), src_state.clone()),
             subject(Domain::Read, src.path, src_state),
-            subject(Domain::Write, dst.path.clone(), super::read::observed(&dst)),
+            subject(Domain::Write, dst.path.clone(), fsio::observed(&dst)),
         ],
         content_tag: Vec::new(),
     })
@@ -101,7 +102,7 @@ pub fn execute(
             ErrorCode::InvalidParams,
             "source and destination are on different file systems; refusing to copy",
         ),
-        e => fsio::errno_error(e, &p.source),
+        e => OpError::errno(e, &p.source),
     })?;
     Ok(Done {
         result: json!({ "source": s.path, "destination": d.path }),
@@ -112,7 +113,7 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, ticket_for};
     use std::os::unix::fs::symlink;
 
     fn run(f: &Fixture, src: &str, dst: &str) -> Result<serde_json::Value, OpError> {

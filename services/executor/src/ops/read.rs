@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Done, OpContext};
+use crate::approved::open_approved_file;
+use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
 use crate::walk::Deadline;
@@ -17,20 +18,12 @@ use crate::walk::Deadline;
 /// How long a ranged read may spend reaching its first line and counting the rest.
 const RANGE_COUNT_MILLIS: u64 = 10_000;
 
-/// What is at a resolved path now (identity only; `exists: false` if nothing is).
-pub fn observed(r: &crate::resolve::Resolved) -> glovebox_proto::v1::FileState {
-    match r.exists.then(|| fsio::stat_path(&r.path)) {
-        Some(Ok(stat)) => fsio::state_of(&stat),
-        _ => glovebox_proto::v1::FileState::default(),
-    }
-}
-
 pub fn execute(
     ctx: &OpContext<'_>,
     p: &FileReadParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, _) = super::open_approved_file(ctx, &p.path, ticket)?;
+    let (path, fd, _) = open_approved_file(ctx, &p.path, ticket)?;
     if p.offset.is_some() || p.limit.is_some() {
         return read_range(path, fd, p);
     }
@@ -76,7 +69,7 @@ fn text_of(bytes: Vec<u8>, shown: &str) -> Result<String, OpError> {
 fn read_range(path: String, fd: std::os::fd::OwnedFd, p: &FileReadParams) -> Result<Done, OpError> {
     let first = p.offset.unwrap_or(1);
     let limit = p.limit.unwrap_or(u64::MAX);
-    let io = |e| crate::resolve::io_error(e, &p.path);
+    let io = |e| OpError::io(e, &p.path);
     let deadline = Deadline::after(Duration::from_millis(RANGE_COUNT_MILLIS));
     let mut reader = BufReader::with_capacity(256 * 1024, std::fs::File::from(fd));
     let mut out: Vec<u8> = Vec::new();
@@ -121,35 +114,51 @@ fn read_range(path: String, fd: std::os::fd::OwnedFd, p: &FileReadParams) -> Res
         taken += 1;
     }
     // Phase two: count what is left.
-    let mut rest_complete = true;
-    let mut partial = false;
-    loop {
-        if deadline.passed() {
-            rest_complete = false;
-            break;
-        }
-        let buf = reader.fill_buf().map_err(io)?;
-        if buf.is_empty() {
-            break;
-        }
-        cut = true;
-        let newlines = buf.iter().filter(|b| **b == b'\n').count() as u64;
-        total += newlines;
-        partial = buf.last() != Some(&b'\n');
-        let len = buf.len();
-        reader.consume(len);
-    }
-    if partial {
-        total += 1;
-    }
+    let rest = count_rest(&mut reader, deadline).map_err(io)?;
+    total += rest.lines;
+    // Anything left is at least one line.
+    cut |= rest.lines > 0;
     let text = text_of(out, &p.path)?;
     let n = text.len() as u64;
     Ok(Done {
         result: json!({
             "path": path, "content": text, "bytes": n, "lines": taken, "offset": first,
-            "total_lines": rest_complete.then_some(total), "truncated": cut,
+            "total_lines": rest.complete.then_some(total), "truncated": cut,
         }),
         bytes: n,
+    })
+}
+
+/// The lines left after a range, counted in bulk.
+struct Rest {
+    lines: u64,
+    /// Whether counting reached the end before the deadline.
+    complete: bool,
+}
+
+/// Counts the lines left in `reader` (a last line without a newline too) until `deadline`.
+fn count_rest(reader: &mut impl BufRead, deadline: Deadline) -> std::io::Result<Rest> {
+    let mut lines = 0;
+    let mut partial = false;
+    loop {
+        if deadline.passed() {
+            return Ok(Rest {
+                lines: lines + u64::from(partial),
+                complete: false,
+            });
+        }
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        lines += buf.iter().filter(|b| **b == b'\n').count() as u64;
+        partial = buf.last() != Some(&b'\n');
+        let len = buf.len();
+        reader.consume(len);
+    }
+    Ok(Rest {
+        lines: lines + u64::from(partial),
+        complete: true,
     })
 }
 
@@ -172,7 +181,7 @@ fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, ticket_for};
 
     fn run(
         f: &Fixture,
@@ -184,7 +193,7 @@ mod tests {
             offset,
             limit,
         };
-        let planned = crate::ops::read_plan(&f.ctx(), &p.path)?;
+        let planned = crate::approved::read_plan(&f.ctx(), &p.path)?;
         execute(&f.ctx(), &p, &ticket_for(&planned)).map(|d| d.result)
     }
 

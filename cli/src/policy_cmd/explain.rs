@@ -1,0 +1,258 @@
+//! `glovebox policy explain`: which layer and rule decide a subject, and why — judged on the
+//! canonical subject a real call would be judged on. Paths and commands are not resolved here or
+//! in the gate: the account's executor plans the equivalent call (a read as `file_read`, a write
+//! as `file_write`, a delete as `file_delete`, a command as `exec_run`) exactly as it plans an
+//! agent's, and the gate explains what it planned. Tool names need no plan.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use glovebox_config::StateDir;
+use glovebox_proto::tools::Tool;
+use glovebox_proto::v1::{
+    self as pb, executor_client::ExecutorClient, explain_request::Subject,
+    gate_admin_client::GateAdminClient,
+};
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+#[derive(Args, Debug)]
+#[group(skip)]
+#[command(group(
+    clap::ArgGroup::new("subject")
+        .required(true)
+        .multiple(false)
+        .args(["read", "write", "delete", "exec", "tool"])
+))]
+pub struct ExplainArgs {
+    #[arg(long, value_name = "PATH")]
+    read: Option<String>,
+    #[arg(long, value_name = "PATH")]
+    write: Option<String>,
+    #[arg(long, value_name = "PATH")]
+    delete: Option<String>,
+    #[arg(long, value_name = "COMMAND")]
+    exec: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    tool: Option<String>,
+    /// Working directory of --exec (default: the account's workdir).
+    #[arg(long, value_name = "DIR", requires = "exec")]
+    cwd: Option<String>,
+}
+
+pub async fn explain(
+    state: &StateDir,
+    gate: &mut GateAdminClient<Channel>,
+    account: String,
+    args: ExplainArgs,
+) -> anyhow::Result<ExitCode> {
+    let (subject, cwd) = match (equivalent_call(&args), args.tool) {
+        (Some((tool, params)), _) => {
+            let plan = plan(state, &account, tool, &params).await?;
+            let (planned, cwd) = explained_subject(&plan)?;
+            (Subject::Planned(planned), cwd)
+        }
+        (None, Some(name)) => (Subject::Tool(name), String::new()),
+        (None, None) => {
+            anyhow::bail!("name a subject: --read, --write, --delete, --exec or --tool")
+        }
+    };
+    let r = gate
+        .explain(pb::ExplainRequest {
+            account,
+            subject: Some(subject),
+            cwd,
+        })
+        .await
+        .map_err(super::gate_error)?
+        .into_inner();
+    print_explained(&r);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The call a real agent would make to touch the subject named, whose plan explain judges; `None`
+/// for a tool name.
+fn equivalent_call(args: &ExplainArgs) -> Option<(Tool, Value)> {
+    if let Some(path) = &args.read {
+        Some((Tool::FileRead, json!({ "path": path })))
+    } else if let Some(path) = &args.write {
+        Some((Tool::FileWrite, json!({ "path": path, "content": "" })))
+    } else if let Some(path) = &args.delete {
+        Some((Tool::FileDelete, json!({ "path": path })))
+    } else if let Some(command) = &args.exec {
+        let mut params = json!({ "command": command });
+        if let Some(cwd) = &args.cwd {
+            params["cwd"] = json!(cwd);
+        }
+        Some((Tool::ExecRun, params))
+    } else {
+        None
+    }
+}
+
+/// Asks the account's executor, as an administrator, to plan `tool` with `params`.
+async fn plan(
+    state: &StateDir,
+    account: &str,
+    tool: Tool,
+    params: &Value,
+) -> anyhow::Result<pb::Plan> {
+    use glovebox_proto::transport::handover::{peer, socket};
+    let keys = crate::control_keys(state)?;
+    let path = state.executor_socket(account);
+    let channel = glovebox_proto::transport::authenticated_channel(
+        &path,
+        peer::ADMIN,
+        keys.key(&socket::executor(account), peer::ADMIN),
+    );
+    let r = ExecutorClient::new(channel)
+        .plan(pb::PlanRequest {
+            call: Some(pb::ToolCall {
+                account: account.to_owned(),
+                call_id: "policy-explain".into(),
+                tool: tool.name().into(),
+                params_json: params.to_string(),
+            }),
+        })
+        .await
+        .map_err(|status| match status.code() {
+            tonic::Code::Unavailable => anyhow::anyhow!(
+                "is glovebox running? the executor of account {account} is not reachable ({}): \
+                 explain judges paths and commands as it resolves them",
+                path.display()
+            ),
+            _ => anyhow::anyhow!("the executor of account {account}: {}", status.message()),
+        })?
+        .into_inner();
+    if let Some(e) = r.error {
+        anyhow::bail!("the executor cannot plan this: {}: {}", e.code, e.message);
+    }
+    r.plan
+        .ok_or_else(|| anyhow::anyhow!("the executor of account {account} returned no plan"))
+}
+
+/// What the gate is asked to explain from a plan: its one path subject, or its command with the
+/// working directory planned for it. The observed state of the subject stays here.
+fn explained_subject(plan: &pb::Plan) -> anyhow::Result<(pb::Subject, String)> {
+    use pb::Domain as D;
+    let domain = |s: &pb::Subject| D::try_from(s.domain).ok();
+    let bare = |s: &pb::Subject| pb::Subject {
+        domain: s.domain,
+        path: s.path.clone(),
+        state: None,
+    };
+    match plan.subjects.as_slice() {
+        [s] if matches!(domain(s), Some(D::Read | D::Write | D::Delete)) => {
+            Ok((bare(s), String::new()))
+        }
+        [command, cwd] if domain(command) == Some(D::Exec) && domain(cwd) == Some(D::Read) => {
+            Ok((bare(command), cwd.path.clone()))
+        }
+        _ => anyhow::bail!("the executor's plan names neither one path nor one command"),
+    }
+}
+
+fn print_explained(r: &pb::ExplainResponse) {
+    let verdict = match pb::Verdict::try_from(r.verdict) {
+        Ok(pb::Verdict::Allow) => "allow",
+        Ok(pb::Verdict::Ask) => "ask",
+        _ => "deny",
+    };
+    println!("verdict: {verdict}");
+    println!("subject: {}", r.subject);
+    println!("layer:   {}", r.layer);
+    println!("rule:    {}", r.rule);
+    println!("why:     {}", r.reason);
+    for w in &r.warnings {
+        println!("warning: {w}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ExplainArgs,
+    }
+
+    fn call(argv: &[&str]) -> Option<(Tool, Value)> {
+        let cli = Cli::try_parse_from([&["explain"], argv].concat()).unwrap();
+        equivalent_call(&cli.args)
+    }
+
+    #[test]
+    fn each_subject_is_planned_as_the_call_that_would_touch_it() {
+        assert_eq!(
+            call(&["--read", "a/../b"]),
+            Some((Tool::FileRead, json!({"path": "a/../b"})))
+        );
+        assert_eq!(
+            call(&["--write", "new.txt"]),
+            Some((Tool::FileWrite, json!({"path": "new.txt", "content": ""})))
+        );
+        assert_eq!(
+            call(&["--delete", "link"]),
+            Some((Tool::FileDelete, json!({"path": "link"})))
+        );
+        assert_eq!(
+            call(&["--exec", "git status"]),
+            Some((Tool::ExecRun, json!({"command": "git status"})))
+        );
+        assert_eq!(
+            call(&["--exec", "ls", "--cwd", "sub"]),
+            Some((Tool::ExecRun, json!({"command": "ls", "cwd": "sub"})))
+        );
+        assert_eq!(call(&["--tool", "client__x"]), None);
+    }
+
+    fn subject(domain: pb::Domain, path: &str) -> pb::Subject {
+        pb::Subject {
+            domain: domain as i32,
+            path: path.into(),
+            state: Some(pb::FileState {
+                exists: true,
+                ino: 7,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn the_gate_is_sent_the_planned_subject_without_what_was_observed() {
+        use pb::Domain as D;
+        let plan = |subjects| pb::Plan {
+            subjects,
+            content_tag: Vec::new(),
+        };
+        let (s, cwd) = explained_subject(&plan(vec![subject(D::Delete, "/w/link")])).unwrap();
+        assert_eq!(
+            (s.domain, s.path.as_str(), s.state, cwd.as_str()),
+            (D::Delete as i32, "/w/link", None, "")
+        );
+        let (s, cwd) = explained_subject(&plan(vec![
+            subject(D::Exec, "git status"),
+            subject(D::Read, "/w/sub"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (s.domain, s.path.as_str(), cwd.as_str()),
+            (D::Exec as i32, "git status", "/w/sub")
+        );
+        for bad in [
+            vec![],
+            vec![subject(D::Job, "1")],
+            vec![subject(D::Read, "/a"), subject(D::Read, "/b")],
+            vec![
+                subject(D::Delete, "/a"),
+                subject(D::Read, "/a"),
+                subject(D::Write, "/b"),
+            ],
+        ] {
+            assert!(explained_subject(&plan(bad)).is_err());
+        }
+    }
+}

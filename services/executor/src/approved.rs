@@ -1,0 +1,192 @@
+//! Subjects, from plan to execution: how a plan names what a call touches ([`subject`],
+//! [`read_plan`]), how a preview finds it again ([`planned_subject`]), and how an executed call
+//! binds the ticket's subjects to what its paths resolve to now ([`bound_subject`],
+//! [`bound_subjects`]) and opens exactly what was approved ([`open_approved_read`],
+//! [`open_approved_file`]).
+
+use std::os::fd::OwnedFd;
+
+use glovebox_proto::ErrorCode;
+use glovebox_proto::v1::{Domain, FileState, Plan, Subject, TicketBody};
+use rustix::fs::{FileType, OFlags, Stat};
+
+use crate::context::OpContext;
+use crate::error::OpError;
+use crate::fsio;
+use crate::resolve::resolve;
+
+/// A subject for `path` in `domain` with the given state.
+pub fn subject(domain: Domain, path: String, state: FileState) -> Subject {
+    Subject {
+        domain: domain as i32,
+        path,
+        state: Some(state),
+    }
+}
+
+/// The plan of a call that only reads `path`: one read subject, resolved, identity only. Whether
+/// the file exists and what it is are reported after the gate decided, so a denied path cannot be
+/// probed for existence.
+pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
+    let r = resolve(path, ctx.workdir)?;
+    Ok(Plan {
+        subjects: vec![subject(Domain::Read, r.path.clone(), fsio::observed(&r))],
+        content_tag: Vec::new(),
+    })
+}
+
+/// The one subject of a plan this executor made for a single-path tool (preview gets the plan
+/// back from the broker).
+pub fn planned_subject(plan: &Plan) -> Result<&Subject, OpError> {
+    match plan.subjects.as_slice() {
+        [s] => Ok(s),
+        _ => Err(OpError::new(
+            ErrorCode::Internal,
+            "the plan does not have exactly one subject",
+        )),
+    }
+}
+
+/// The ticket's one subject, checked against the path this call resolves to now.
+pub fn bound_subject<'t>(
+    ticket: &'t TicketBody,
+    domain: Domain,
+    resolved: &str,
+) -> Result<&'t Subject, OpError> {
+    let [s] = bound_subjects(ticket, &[(domain, resolved)])?[..] else {
+        return Err(not_approved());
+    };
+    Ok(s)
+}
+
+/// The ticket's subjects, checked one by one (domain and path, in order) against what this call
+/// resolves to now.
+pub fn bound_subjects<'t>(
+    ticket: &'t TicketBody,
+    wanted: &[(Domain, &str)],
+) -> Result<Vec<&'t Subject>, OpError> {
+    if ticket.subjects.len() != wanted.len() {
+        return Err(not_approved());
+    }
+    ticket
+        .subjects
+        .iter()
+        .zip(wanted)
+        .map(|(s, (domain, path))| {
+            if s.domain == *domain as i32 && s.path == *path {
+                Ok(s)
+            } else {
+                Err(not_approved())
+            }
+        })
+        .collect()
+}
+
+fn not_approved() -> OpError {
+    OpError::new(
+        ErrorCode::Changed,
+        "the path no longer resolves to what was approved",
+    )
+}
+
+/// Re-resolves `path`, checks it is the ticket's one read subject, and opens it without following
+/// links; the opened object must be the one the ticket names. Returns (canonical path, fd, stat).
+pub fn open_approved_read(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+) -> Result<(String, OwnedFd, Stat), OpError> {
+    let r = resolve(path, ctx.workdir)?;
+    let s = bound_subject(ticket, Domain::Read, &r.path)?;
+    r.followable(path)?;
+    let expected = s.state.clone().unwrap_or_default();
+    if !expected.exists {
+        return Err(OpError::new(
+            ErrorCode::NotFound,
+            format!("{path}: not found"),
+        ));
+    }
+    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
+    let stat = fsio::fstat(&fd, path)?;
+    fsio::check_identity(&stat, &expected, path)?;
+    Ok((s.path.clone(), fd, stat))
+}
+
+/// [`open_approved_read`] for the ops that read one file's content (`file_read`, `file_count`,
+/// `file_head_tail`): the object must be a regular file with one name.
+pub fn open_approved_file(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+) -> Result<(String, OwnedFd, Stat), OpError> {
+    let (canonical, fd, stat) = open_approved_read(ctx, path, ticket)?;
+    let wrong_type =
+        |what: &str| OpError::new(ErrorCode::InvalidParams, format!("{path} is {what}"));
+    match fsio::file_type(&stat) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(wrong_type("a directory; use file_list")),
+        _ => return Err(wrong_type("not a regular file")),
+    }
+    fsio::refuse_hard_links(&stat, path)?;
+    Ok((canonical, fd, stat))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Fixture, ticket_for};
+
+    #[test]
+    fn only_a_regular_file_with_one_name_is_opened_for_its_content() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("dir")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            f.work.join("fifo").as_path(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        std::fs::write(f.work.join("linked"), "x").unwrap();
+        std::fs::hard_link(f.work.join("linked"), f.root.join("other-name")).unwrap();
+        std::fs::write(f.work.join("plain"), "x").unwrap();
+        let open = |name: &str| {
+            let ticket = ticket_for(&read_plan(&f.ctx(), name).unwrap());
+            open_approved_file(&f.ctx(), name, &ticket).map(|(path, _, _)| path)
+        };
+        for (name, code) in [
+            ("dir", ErrorCode::InvalidParams),
+            ("fifo", ErrorCode::InvalidParams),
+            ("linked", ErrorCode::Denied),
+        ] {
+            assert_eq!(open(name).unwrap_err().code, code, "{name}");
+        }
+        assert_eq!(open("plain").unwrap(), f.path("plain"));
+    }
+
+    #[test]
+    fn a_ticket_binds_its_subjects_in_order() {
+        let f = Fixture::new();
+        let a = f.path("a");
+        let b = f.path("b");
+        let mut ticket = ticket_for(&Plan::default());
+        ticket.subjects = vec![
+            subject(Domain::Delete, a.clone(), FileState::default()),
+            subject(Domain::Write, b.clone(), FileState::default()),
+        ];
+        assert!(bound_subjects(&ticket, &[(Domain::Delete, &a), (Domain::Write, &b)]).is_ok());
+        for wanted in [
+            vec![(Domain::Write, b.as_str()), (Domain::Delete, a.as_str())],
+            vec![(Domain::Delete, a.as_str()), (Domain::Read, b.as_str())],
+            vec![(Domain::Delete, a.as_str())],
+        ] {
+            let e = bound_subjects(&ticket, &wanted).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Changed, "{wanted:?}");
+        }
+        assert_eq!(
+            bound_subject(&ticket, Domain::Delete, &a).unwrap_err().code,
+            ErrorCode::Changed
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Fixtures for the executor's unit tests: a temporary workdir and trash, and tickets made
+//! straight from plans (what the gate would sign on an allow).
+
+use std::path::PathBuf;
+
+use glovebox_proto::v1::{Plan, TicketBody};
+
+use crate::context::OpContext;
+
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub work: PathBuf,
+    pub trash: PathBuf,
+    pub protected: Vec<String>,
+    pub key: glovebox_ticket::Key,
+    pub jobs: crate::jobs::JobTable,
+}
+
+#[allow(clippy::new_without_default)]
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let work = root.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let state = root.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let scratch = root.join("scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        let roots = vec![work.clone()];
+        Fixture {
+            _dir: dir,
+            trash: root.join("home/.local/share/Trash"),
+            protected: vec![state.to_string_lossy().into_owned()],
+            work,
+            root,
+            key: glovebox_ticket::Key::from_bytes(&[7u8; 32]).unwrap(),
+            // Unit tests check what a ticket allows to start; `/bin/true` stands in for the
+            // shim (the real one is the glovebox binary, exercised end to end).
+            jobs: crate::jobs::JobTable::new(crate::jobs::JobConfig {
+                env: Vec::new(),
+                shim: PathBuf::from("/bin/true"),
+                roots,
+                scratch,
+            }),
+        }
+    }
+
+    pub fn ctx(&self) -> OpContext<'_> {
+        OpContext {
+            workdir: &self.work,
+            protected: &self.protected,
+            key: &self.key,
+            jobs: &self.jobs,
+            trash_dir: &self.trash,
+            denied: None,
+        }
+    }
+
+    pub fn path(&self, rel: &str) -> String {
+        self.work.join(rel).to_string_lossy().into_owned()
+    }
+}
+
+pub fn ticket_for(plan: &Plan) -> TicketBody {
+    TicketBody {
+        account: "a".into(),
+        call_id: "c".into(),
+        tool: "t".into(),
+        subjects: plan.subjects.clone(),
+        content_tag: plan.content_tag.clone(),
+        expires_at_ms: u64::MAX,
+        approval: "auto".into(),
+        hidden_globs: Vec::new(),
+    }
+}
