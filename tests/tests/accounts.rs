@@ -157,6 +157,31 @@ async fn a_switched_off_account_gets_no_tools_until_enabled() {
     let (code, _, err) = g.run_cli(&["enable", "--account", "mallory"]);
     assert_eq!(code, 2);
     assert!(err.contains(r#"no account "mallory""#), "{err}");
+    // The gate decided those refusals and audited them, and the switches say who made them.
+    let pool = g.audit_pool().await;
+    let refused: Vec<(String, String)> = sqlx::query_as(
+        "SELECT source, call_id FROM events WHERE kind = 'decide' AND rule = 'enablement' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        refused,
+        vec![("gate".into(), "r".into()), ("gate".into(), "r3".into())]
+    );
+    let switches: Vec<(String, String)> = sqlx::query_as(
+        "SELECT outcome, detail FROM events WHERE kind = 'enablement' AND account = 'bob' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        switches,
+        vec![
+            ("enabled".into(), "switched by the admin".into()),
+            ("disabled".into(), "switched by the admin".into())
+        ]
+    );
 }
 
 #[tokio::test]

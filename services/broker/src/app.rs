@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::{BrokerConfig, BrokerError, asks, auth, backends, enablement, mcp, profiles, registry};
+use crate::{BrokerConfig, BrokerError, asks, auth, backends, mcp, profiles, registry};
 
 /// WebSocket connections served at once.
 pub const MAX_CONNECTIONS: usize = 4096;
@@ -16,7 +16,6 @@ pub struct App {
     pub backends: backends::Backends,
     pub asks: asks::Asks,
     pub registry: registry::Registry,
-    pub enablement: enablement::Enablement,
     pub sessions: profiles::Sessions,
     pub mcp_sessions: mcp::SessionOwners,
     pub next_conn: AtomicU64,
@@ -41,10 +40,6 @@ impl App {
             registry: registry::Registry::new(
                 registry::DEFAULT_MAX_PROVIDERS,
                 registry::DEFAULT_CALL_TIMEOUT,
-            ),
-            enablement: enablement::Enablement::new(
-                config.config_file.clone(),
-                config.enabled.iter().cloned().collect(),
             ),
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
             mcp_sessions: mcp::SessionOwners::default(),

@@ -12,7 +12,6 @@ pub mod auth;
 pub mod backends;
 pub mod client_tools;
 pub mod connection;
-pub mod enablement;
 pub mod health;
 pub mod mcp;
 pub mod pipeline;
@@ -46,8 +45,7 @@ pub struct BrokerConfig {
     /// Reported in client context.
     pub shell: String,
     pub timezone: String,
-    /// Which accounts have tools switched on, and the file to follow for changes.
-    pub enabled: Vec<(String, bool)>,
+    /// `glovebox.yaml`, which the broker follows for rotated credentials.
     pub config_file: Option<PathBuf>,
     /// The keys the broker calls the gate and the executors with (handed over by the supervisor).
     pub handover: glovebox_proto::transport::handover::Handover,
@@ -70,11 +68,6 @@ impl BrokerConfig {
             ask_timeout: DEFAULT_ASK_TIMEOUT,
             shell: "/bin/sh".to_owned(),
             timezone: "UTC".to_owned(),
-            enabled: config
-                .accounts
-                .iter()
-                .map(|a| (a.id.clone(), a.enabled))
-                .collect(),
             config_file: Some(state.config_file()),
             handover: Default::default(),
         }

@@ -177,14 +177,20 @@ pub fn mcp_tool(
 
 /// The tools an MCP client of `account` may list: the same as a `desktop` connection's
 /// `hello_ok` (see `tool_list`); none without an account.
-pub fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
+pub async fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
     let Some(account) = account else {
         return Vec::new();
     };
-    tools_for(app, account, crate::profiles::Profile::Desktop)
-        .iter()
-        .map(|t| mcp_tool(&t.name, &t.description, &t.input_schema))
-        .collect()
+    let info = crate::tool_list::account_info(app, account).await;
+    tools_for(
+        app,
+        account,
+        crate::profiles::Profile::Desktop,
+        info.as_ref(),
+    )
+    .iter()
+    .map(|t| mcp_tool(&t.name, &t.description, &t.input_schema))
+    .collect()
 }
 
 /// A call's result frame as an MCP tool result: a denial or failure is a tool error whose text
@@ -236,10 +242,9 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let account = account_of(&context);
-        Ok(ListToolsResult::with_all_items(tools(
-            &self.app,
-            account.as_deref(),
-        )))
+        Ok(ListToolsResult::with_all_items(
+            tools(&self.app, account.as_deref()).await,
+        ))
     }
 
     async fn call_tool(

@@ -115,25 +115,17 @@ async fn steps(
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
-    admit(app, origin, tool_name)?;
+    admit(origin, tool_name)?;
     if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
         return client_tool(app, origin, call_id, tool_name, bare, params, cancelled).await;
     }
     builtin(app, origin, call_id, tool_name, params, cancelled).await
 }
 
-/// Refuses a call before anything else when the account's tools are switched off or the tool is
-/// not for this connection's profile.
-fn admit(app: &App, origin: &Origin, tool_name: &str) -> Result<(), WireError> {
-    let account = origin.account.as_str();
-    if !app.enablement.is_enabled(account) {
-        return Err(WireError::denied(
-            format!(
-                "tools are switched off for account {account}; an administrator can run `glovebox enable --account {account}`"
-            ),
-            "enablement",
-        ));
-    }
+/// Refuses a call before anything else when the tool is not for this connection's profile (a
+/// `web` connection, a browser tab, gets client tools only). Whether the account's tools are on
+/// is the gate's decision, like everything else about the call.
+fn admit(origin: &Origin, tool_name: &str) -> Result<(), WireError> {
     if !origin.profile.allows(tool_name) {
         return Err(WireError::denied(
             format!(

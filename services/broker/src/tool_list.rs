@@ -1,32 +1,53 @@
 //! The tools an account's connection is offered: what `hello_ok` lists on `/v1/ws` and what MCP
-//! `tools/list` returns. One function, so both front doors list the same tools.
+//! `tools/list` returns. One function, so both front doors list the same tools; whether the
+//! account's tools are on is the gate's to say (`AccountInfo`), never the broker's.
 
 use glovebox_proto::tools::Tool;
+use glovebox_proto::tools::catalog::ToolInfo;
+use glovebox_proto::v1::AccountInfoResponse;
 use glovebox_proto::ws::ToolSpec;
 
 use crate::app::App;
 use crate::profiles::Profile;
 
-/// The built-in tools and the account's client tools, as a connection of `profile` sees them: a
-/// switched-off account sees none (and every invoke is refused), a `web` connection only client
-/// tools.
-pub fn tools_for(app: &App, account: &str, profile: Profile) -> Vec<ToolSpec> {
-    // A switched-off account's agents see no tools.
-    if !app.enablement.is_enabled(account) {
+/// What the gate says about `account` (`None` while the gate cannot be reached).
+pub async fn account_info(app: &App, account: &str) -> Option<AccountInfoResponse> {
+    let mut gate = app.backends.gate.clone();
+    gate.account_info(crate::backends::request(
+        glovebox_proto::v1::AccountInfoRequest {
+            account: account.to_owned(),
+        },
+    ))
+    .await
+    .ok()
+    .map(|r| r.into_inner())
+}
+
+/// The built-in tools and the account's client tools, as a connection of `profile` sees them,
+/// given what the gate said of the account: none when its tools are off or the gate could not
+/// be asked (every call would be refused anyway), only client tools for a `web` connection.
+pub fn tools_for(
+    app: &App,
+    account: &str,
+    profile: Profile,
+    info: Option<&AccountInfoResponse>,
+) -> Vec<ToolSpec> {
+    if !info.is_some_and(|i| i.enabled) {
         return Vec::new();
     }
-    let builtin = Tool::ALL.iter().map(|t| ToolSpec {
-        name: t.name().to_owned(),
-        description: t.description().to_owned(),
-        input_schema: t.input_schema(),
-    });
-    let client = app.registry.tools(account).into_iter().map(|t| ToolSpec {
-        name: glovebox_proto::client_tools::exposed_name(&t.name),
-        description: t.description,
-        input_schema: t.input_schema,
-    });
+    let builtin = Tool::ALL.iter().map(|t| ToolInfo::builtin(*t));
+    let client = app
+        .registry
+        .tools(account)
+        .into_iter()
+        .map(|t| ToolInfo::client(&t.name, &t.description, t.input_schema));
     builtin
         .chain(client)
         .filter(|t| profile.allows(&t.name))
+        .map(|t| ToolSpec {
+            name: t.name,
+            description: t.description,
+            input_schema: t.input_schema,
+        })
         .collect()
 }

@@ -20,6 +20,8 @@ pub enum Account<'a> {
     /// Not configured.
     Unknown,
     Known {
+        /// Its id (for messages).
+        id: &'a str,
         /// The account's compiled policy, or why there is none.
         policy: Result<&'a Arc<Policy>, &'a str>,
         /// Whether its tools are switched on.
@@ -51,13 +53,20 @@ impl Judged {
 /// Judges the call of `tool` planned as `plan` for `account` at `now` (seconds since the epoch).
 pub fn judge(account: Account<'_>, tool: &str, plan: &Plan, now: i64) -> Judged {
     let deny = |rule: &str, reason: String| Judged::deny(rule, reason, now);
-    let Account::Known { policy, enabled } = account else {
+    let Account::Known {
+        id,
+        policy,
+        enabled,
+    } = account
+    else {
         return deny("account", "unknown account".to_owned());
     };
     if !enabled {
         return deny(
             "enablement",
-            "the account's tools are switched off".to_owned(),
+            format!(
+                "tools are switched off for account {id}; an administrator can run `glovebox enable --account {id}`"
+            ),
         );
     }
     let Some(expected) = plan_domains(tool) else {
@@ -209,14 +218,17 @@ mod tests {
     fn table() {
         let p = policy(POLICY);
         let on = Account::Known {
+            id: "alice",
             policy: Ok(&p),
             enabled: true,
         };
         let off = Account::Known {
+            id: "alice",
             policy: Ok(&p),
             enabled: false,
         };
         let broken = Account::Known {
+            id: "alice",
             policy: Err("permissions.yaml: line 3: expected a list"),
             enabled: true,
         };
@@ -260,6 +272,7 @@ mod tests {
     fn per_subject_verdicts_name_their_section_and_index() {
         let p = policy(POLICY);
         let on = Account::Known {
+            id: "alice",
             policy: Ok(&p),
             enabled: true,
         };
@@ -283,6 +296,7 @@ mod tests {
     fn only_walking_tools_are_told_what_to_hide() {
         let p = policy("paths:\n  read:\n    allow: ['./**']\n    deny: ['./private/**']\n");
         let on = Account::Known {
+            id: "alice",
             policy: Ok(&p),
             enabled: true,
         };

@@ -59,6 +59,7 @@ impl GateState {
         let account = match &current {
             None => judge::Account::Unknown,
             Some(c) => judge::Account::Known {
+                id: &call.account,
                 policy: c
                     .policy
                     .as_ref()

@@ -88,34 +88,25 @@ async fn hello_ok(
     role: Role,
     profile: Profile,
 ) -> ServerFrame {
+    let info = crate::tool_list::account_info(app, account).await;
     ServerFrame::HelloOk {
         account: account.to_owned(),
         connection_id: connection_id.to_owned(),
         role,
         profile: profile.as_str().to_owned(),
-        tools: crate::tool_list::tools_for(app, account, profile),
-        context: context(app, account).await,
+        tools: crate::tool_list::tools_for(app, account, profile, info.as_ref()),
+        context: context(app, info.as_ref()),
     }
 }
 
-async fn context(app: &App, account: &str) -> ClientContext {
-    let mut gate = app.backends.gate.clone();
-    let info = gate
-        .account_info(crate::backends::request(
-            glovebox_proto::v1::AccountInfoRequest {
-                account: account.to_owned(),
-            },
-        ))
-        .await
-        .ok()
-        .map(|r| r.into_inner());
+fn context(app: &App, info: Option<&glovebox_proto::v1::AccountInfoResponse>) -> ClientContext {
     ClientContext {
         os: std::env::consts::OS.to_owned(),
         arch: std::env::consts::ARCH.to_owned(),
         shell: app.config.shell.clone(),
-        cwd: info.as_ref().map(|i| i.workdir.clone()).unwrap_or_default(),
+        cwd: info.map(|i| i.workdir.clone()).unwrap_or_default(),
         // Unknown (gate unreachable) is reported as enabled: the gate, when back, still decides.
-        sandbox_enabled: info.as_ref().is_none_or(|i| i.sandbox_enabled),
+        sandbox_enabled: info.is_none_or(|i| i.sandbox_enabled),
         timezone: app.config.timezone.clone(),
     }
 }
