@@ -113,13 +113,7 @@ pub fn accept_tools(tools: Vec<ClientToolSpec>) -> Vec<ClientToolSpec> {
         if !is_valid_bare_name(&tool.name) || accepted.iter().any(|t| t.name == tool.name) {
             continue;
         }
-        if tool.description.len() > MAX_DESCRIPTION_BYTES {
-            let mut cut = MAX_DESCRIPTION_BYTES;
-            while !tool.description.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            tool.description.truncate(cut);
-        }
+        crate::display::truncate_at_char(&mut tool.description, MAX_DESCRIPTION_BYTES);
         if !tool.input_schema.is_object() {
             tool.input_schema = empty_schema();
         }

@@ -376,9 +376,33 @@ fn escape_end(chars: &[char], start: usize) -> usize {
     }
 }
 
+/// Cuts `text` to at most `max_bytes`, on a character boundary. Returns whether it was cut.
+pub fn truncate_at_char(text: &mut String, max_bytes: usize) -> bool {
+    if text.len() <= max_bytes {
+        return false;
+    }
+    let mut cut = max_bytes;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuts_fall_on_character_boundaries() {
+        let mut s = "aé日".to_owned(); // 1 + 2 + 3 bytes
+        assert!(!truncate_at_char(&mut s, 6));
+        assert!(truncate_at_char(&mut s, 5));
+        assert_eq!(s, "aé");
+        let mut s = "aé".to_owned();
+        assert!(truncate_at_char(&mut s, 2));
+        assert_eq!(s, "a");
+    }
 
     /// Reveals `input` as `kind` and checks the text and the warnings (in order).
     fn check(kind: Kind, input: &str, want: &str, warnings: &[&str]) {

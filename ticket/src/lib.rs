@@ -17,6 +17,17 @@ pub const KEY_BYTES: usize = 32;
 /// How long a ticket stays valid after signing.
 pub const TICKET_TTL_MS: u64 = 30_000;
 
+/// Milliseconds since the Unix epoch: the clock the gate reads to set a ticket's expiry and the
+/// executor reads to check it (everything else here takes the time as an argument). `None` when
+/// the system clock is before 1970: each side then fails closed in its own direction (the gate
+/// signs as of 0, so the ticket is already expired; the executor checks as of the end of time).
+pub fn now_ms() -> Option<u64> {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64)
+}
+
 /// Why a ticket was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TicketError {

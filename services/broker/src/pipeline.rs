@@ -308,12 +308,7 @@ async fn client_tool(
 /// [`MAX_INPUT_PREVIEW`] bytes (on a character boundary).
 fn input_preview(params: &serde_json::Value) -> String {
     let mut shown = serde_json::to_string_pretty(params).unwrap_or_default();
-    if shown.len() > MAX_INPUT_PREVIEW {
-        let mut cut = MAX_INPUT_PREVIEW;
-        while !shown.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        shown.truncate(cut);
+    if glovebox_proto::display::truncate_at_char(&mut shown, MAX_INPUT_PREVIEW) {
         shown.push_str("\n[input truncated]");
     }
     format!("input:\n{shown}\n")

@@ -30,14 +30,9 @@ pub fn render_diff(path: &str, old: &[u8], new: &[u8], existed: bool) -> (String
     if text.is_empty() {
         text = "no changes\n".to_owned();
     }
-    if text.len() <= MAX_PREVIEW_BYTES {
+    if !glovebox_proto::display::truncate_at_char(&mut text, MAX_PREVIEW_BYTES) {
         return (text, false);
     }
-    let mut cut = MAX_PREVIEW_BYTES;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
     text.push_str("\n[diff truncated]\n");
     (text, true)
 }

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use glovebox_proto::ErrorCode;
 use rustix::process::WaitOptions;
@@ -117,7 +117,7 @@ impl Job {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -233,10 +233,7 @@ impl JobTable {
             tmp,
             lifeline: Mutex::new(lifeline),
             started: now,
-            started_at_ms: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
+            started_at_ms: glovebox_ticket::now_ms().unwrap_or(0),
             deadline: now + timeout,
             state: Mutex::new((JobState::Running, None)),
             stdout,

@@ -154,6 +154,41 @@ pub fn audit_detail(params: &ToolParams) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_plan_has_the_domains_the_catalog_lists_for_its_tool() {
+        use glovebox_proto::tools::Tool;
+        let f = crate::testing::Fixture::new();
+        std::fs::write(f.work.join("a.txt"), "a\n").unwrap();
+        std::fs::create_dir_all(f.work.join("d")).unwrap();
+        let sample = |tool: Tool| -> serde_json::Value {
+            match tool {
+                Tool::FileRead | Tool::FileCount | Tool::FileHeadTail | Tool::FileDelete => {
+                    serde_json::json!({"path": "a.txt"})
+                }
+                Tool::FileList => serde_json::json!({"path": "d"}),
+                Tool::FileWrite => serde_json::json!({"path": "b.txt", "content": "b"}),
+                Tool::FileEdit => {
+                    serde_json::json!({"path": "a.txt", "old_string": "a", "new_string": "b"})
+                }
+                Tool::FileGrep => serde_json::json!({"pattern": "a"}),
+                Tool::FileFind => serde_json::json!({"names": ["*.txt"]}),
+                Tool::FileMove => serde_json::json!({"source": "a.txt", "destination": "c.txt"}),
+                Tool::ExecRun => serde_json::json!({"command": "true"}),
+                Tool::ExecStatus | Tool::ExecTail | Tool::ExecKill => {
+                    serde_json::json!({"job_id": "job-0123456789abcdef"})
+                }
+                Tool::ExecStat => serde_json::json!({}),
+            }
+        };
+        for tool in Tool::ALL {
+            let params = tool.parse_params(&sample(tool)).unwrap();
+            let plan = plan(&f.ctx(), &params).unwrap();
+            let domains: Vec<i32> = plan.subjects.iter().map(|s| s.domain).collect();
+            let want: Vec<i32> = tool.entry().domains.iter().map(|d| *d as i32).collect();
+            assert_eq!(domains, want, "{}", tool.name());
+        }
+    }
+
     use super::*;
     use glovebox_proto::tools::Tool;
 

@@ -5,7 +5,7 @@
 //! may call every method; an administrator only Plan (what `glovebox policy explain` judges).
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{Tool, ToolParams};
@@ -159,11 +159,9 @@ fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
     value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
 }
 
+/// The time tickets are checked at; a clock before 1970 fails closed (every ticket expired).
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(u64::MAX)
+    glovebox_ticket::now_ms().unwrap_or(u64::MAX)
 }
 
 /// The reply to an execute, and its outcome in the audit event.

@@ -30,7 +30,7 @@ impl SpentTickets {
 
     /// Marks the ticket with `mac` (valid until `expires_at_ms`) spent, or refuses it if it was.
     pub fn spend(&self, mac: &[u8], expires_at_ms: u64, now_ms: u64) -> Result<(), OpError> {
-        let mut spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut spent = crate::jobs::lock(&self.spent);
         if spent.contains_key(mac) {
             return Err(OpError::new(
                 ErrorCode::Denied,

@@ -27,7 +27,7 @@ impl Enablement {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (Option<FileStamp>, HashMap<String, bool>)> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
+        crate::policies::lock(&self.current)
     }
 
     /// Whether `account`'s tools are on. Unknown accounts are off; a file that no longer parses

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use glovebox_config::StateDir;
 use glovebox_policy::{Inputs, Policy, RawPolicy, Source, applies_to};
@@ -156,18 +156,15 @@ impl AccountPolicies {
 
     /// Policy changes and failed reloads since the last call.
     pub fn take_events(&self) -> Vec<PolicyEvent> {
-        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *lock(&self.events))
     }
 
     fn push_event(&self, account: &str, outcome: &str, detail: String) {
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(PolicyEvent {
-                account: account.to_owned(),
-                outcome: outcome.to_owned(),
-                detail,
-            });
+        lock(&self.events).push(PolicyEvent {
+            account: account.to_owned(),
+            outcome: outcome.to_owned(),
+            detail,
+        });
     }
 
     /// Every account's current policy error, as `account: error`.
@@ -194,7 +191,7 @@ impl AccountPolicies {
             glovebox_config::file_stamp(&entry.project_file),
             self.managed_version.load(Ordering::SeqCst),
         );
-        let mut cache = entry.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = lock(&entry.cache);
         if cache.policy.is_none() || cache.stamps != Some(stamps) {
             let first = cache.stamps.is_none();
             let old_error = cache.error.clone();
@@ -241,7 +238,7 @@ impl AccountPolicies {
 
     /// Re-reads the managed directories if any file in them changed.
     fn refresh_managed(&self) {
-        let mut managed = self.managed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut managed = lock(&self.managed);
         let mut files: Vec<PathBuf> = Vec::new();
         let mut error = None;
         for dir in &self.managed_dirs {
@@ -286,7 +283,7 @@ impl AccountPolicies {
 
     /// The managed files that apply to `account`, as last read.
     fn managed_sources(&self, account: &str) -> Result<Vec<Source>, String> {
-        let managed = self.managed.lock().unwrap_or_else(|p| p.into_inner());
+        let managed = lock(&self.managed);
         if let Some(e) = &managed.error {
             return Err(e.clone());
         }
@@ -371,12 +368,15 @@ fn read_policy_text(path: &Path) -> Result<Option<(String, std::fs::Metadata)>, 
     Ok(Some((text, meta)))
 }
 
-/// Unix seconds now.
+/// Unix seconds now, for rule expiries (0 if the clock is before 1970: rules with an expiry then
+/// count as live, so allows last no longer than their time and denies no shorter).
 pub fn now_unix() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    glovebox_ticket::now_ms().map_or(0, |ms| (ms / 1000) as i64)
+}
+
+/// Locks `m`, going on after a panic elsewhere held it (the data is kept consistent by each user).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

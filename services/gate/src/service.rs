@@ -8,7 +8,7 @@
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use glovebox_policy::Decision;
 use glovebox_policy::permissions::Section;
@@ -72,10 +72,7 @@ impl GateState {
 
     /// Signs a ticket for a call judged by `judged` (whose policy says what a walk must hide).
     fn sign(&self, call: &ToolCall, plan: &Plan, judged: &Judged, approval: &str) -> pb::Ticket {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let now_ms = glovebox_ticket::now_ms().unwrap_or(0);
         let body = TicketBody {
             account: call.account.clone(),
             call_id: call.call_id.clone(),

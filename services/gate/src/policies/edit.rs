@@ -26,7 +26,7 @@ impl AccountPolicies {
         change: impl FnOnce(&str) -> Result<Option<(String, String)>, EditError>,
     ) -> Result<Option<String>, EditError> {
         let entry = self.entry(account)?;
-        let _guard = self.edit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = super::lock(&self.edit_lock);
         let file_err = |message: String| EditError::File {
             file: entry.file.display().to_string(),
             message,
