@@ -1,0 +1,19 @@
+//! The end-to-end tests, one binary (one link): each module starts the real `glovebox up` and
+//! talks to it over its real sockets (see `glovebox_e2e`).
+
+mod accounts;
+mod approve;
+mod boundary;
+mod calls;
+mod client_tools;
+mod exec;
+mod file_ops;
+mod hiding;
+mod identity;
+mod mcp;
+mod paths;
+mod policy;
+mod principals;
+mod profiles;
+mod protocol;
+mod services;
