@@ -211,7 +211,7 @@ pub fn prepare_executor(
         .as_deref()
         .context("the handover has no ticket key")?;
     let key_bytes = hex::decode(key_hex).context("the ticket key in the handover is not hex")?;
-    let key = glovebox_ticket::Key::from_bytes(&key_bytes)?;
+    let key = glovebox_ticket::AccountKey::from_bytes(&key_bytes)?;
     let audit_key = handover.calling(socket::AUDIT)?;
     let serve_keys = handover.served_on(&socket::executor(&args.account));
     anyhow::ensure!(

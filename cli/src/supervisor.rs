@@ -90,7 +90,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
             a.id
         );
     }
-    let master = glovebox_ticket::Key::from_bytes(&std::fs::read(state.ticket_key())?)?;
+    let master = glovebox_ticket::MasterKey::from_bytes(&std::fs::read(state.ticket_key())?)?;
     let keys = crate::control_keys(&state)?;
     let exe = std::env::current_exe().context("locate the glovebox binary")?;
     let specs = child_specs(&state, &config, &keys, &master, &o)?;
@@ -146,7 +146,7 @@ fn child_specs(
     state: &StateDir,
     config: &glovebox_config::Config,
     keys: &ControlKeys,
-    master: &glovebox_ticket::Key,
+    master: &glovebox_ticket::MasterKey,
     o: &UpOptions,
 ) -> anyhow::Result<Vec<Spec>> {
     let account_ids: Vec<&str> = config.accounts.iter().map(|a| a.id.as_str()).collect();
@@ -170,7 +170,7 @@ fn child_specs(
     let mut specs = vec![gate_spec(state, keys, &account_ids, &identities)];
     let protected = std::fs::canonicalize(state.root())?.display().to_string();
     for ((a, identity), trash) in config.accounts.iter().zip(&identities).zip(&trashes) {
-        let key = hex::encode(master.derive_account_key(&a.id).as_bytes());
+        let key = hex::encode(master.account_key(&a.id).as_bytes());
         let handover = keys.for_executor(&a.id, key).to_line();
         specs.push(executor_spec(
             state, a, identity, trash, &protected, handover,

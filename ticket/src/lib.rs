@@ -1,9 +1,9 @@
 //! Gate-signed tickets: the only authority an executor acts on.
 //!
-//! A ticket is an encoded `TicketBody` plus an HMAC-SHA256 over exactly those bytes. Each account
-//! has its own key, derived from the gate's master key, and the supervisor hands an executor only
-//! its own account's key: an executor can verify tickets for its account and nothing else.
-//! Pure: the caller supplies the clock.
+//! A ticket is an encoded `TicketBody` plus an HMAC-SHA256 over exactly those bytes, labelled as a
+//! ticket. Each account has its own [`AccountKey`], derived from the gate's [`MasterKey`], and the
+//! supervisor hands an executor only its own account's key: an executor can verify tickets for
+//! its account and nothing else. Pure but for [`now_ms`]: the caller supplies the time.
 
 use glovebox_proto::v1::{Ticket, TicketBody};
 use hmac::{Hmac, Mac};
@@ -47,98 +47,130 @@ pub enum TicketError {
     BadKey,
 }
 
-/// A secret key (master or per account). Its `Debug` never shows the bytes.
+/// The gate's master key: it derives each account's key and nothing else. Only the gate holds
+/// it. Its `Debug` never shows the bytes.
 #[derive(Clone)]
-pub struct Key([u8; KEY_BYTES]);
+pub struct MasterKey([u8; KEY_BYTES]);
 
-impl std::fmt::Debug for Key {
+/// One account's ticket key: it signs (at the gate) and verifies (at that account's executor)
+/// the account's tickets, and tags content in its plans. The supervisor hands an executor only
+/// its own. Its `Debug` never shows the bytes.
+#[derive(Clone)]
+pub struct AccountKey([u8; KEY_BYTES]);
+
+impl std::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Key(<redacted>)")
+        f.write_str("MasterKey(<redacted>)")
     }
 }
 
-impl Key {
-    pub fn from_bytes(bytes: &[u8]) -> Result<Key, TicketError> {
-        let arr: [u8; KEY_BYTES] = bytes.try_into().map_err(|_| TicketError::BadKey)?;
-        Ok(Key(arr))
+impl std::fmt::Debug for AccountKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AccountKey(<redacted>)")
+    }
+}
+
+fn key_bytes(bytes: &[u8]) -> Result<[u8; KEY_BYTES], TicketError> {
+    bytes.try_into().map_err(|_| TicketError::BadKey)
+}
+
+fn mac_with(key: &[u8; KEY_BYTES], label: &[u8]) -> HmacSha256 {
+    // HMAC accepts keys of any length, so this cannot fail for 32 bytes.
+    let mut mac = match <HmacSha256 as Mac>::new_from_slice(key) {
+        Ok(m) => m,
+        Err(_) => unreachable!("HMAC accepts any key length"),
+    };
+    // Every use of a key is labelled, so no MAC made for one purpose passes for another.
+    mac.update(label);
+    mac
+}
+
+const ACCOUNT_KEY_LABEL: &[u8] = b"glovebox.v1.account-ticket-key\0";
+const TICKET_LABEL: &[u8] = b"glovebox.v1.ticket\0";
+const CONTENT_TAG_LABEL: &[u8] = b"glovebox.v1.content-tag\0";
+
+impl MasterKey {
+    pub fn from_bytes(bytes: &[u8]) -> Result<MasterKey, TicketError> {
+        Ok(MasterKey(key_bytes(bytes)?))
     }
 
+    /// The key of one account.
+    pub fn account_key(&self, account: &str) -> AccountKey {
+        let mut mac = mac_with(&self.0, ACCOUNT_KEY_LABEL);
+        mac.update(account.as_bytes());
+        AccountKey(mac.finalize().into_bytes().into())
+    }
+}
+
+impl AccountKey {
+    pub fn from_bytes(bytes: &[u8]) -> Result<AccountKey, TicketError> {
+        Ok(AccountKey(key_bytes(bytes)?))
+    }
+
+    /// The key's bytes, for the supervisor's handover to the executor.
     pub fn as_bytes(&self) -> &[u8; KEY_BYTES] {
         &self.0
-    }
-
-    /// Derives the key of one account from the master key.
-    pub fn derive_account_key(&self, account: &str) -> Key {
-        let mut mac = self.mac();
-        mac.update(b"glovebox.v1.account-ticket-key\0");
-        mac.update(account.as_bytes());
-        let out = mac.finalize().into_bytes();
-        let mut key = [0u8; KEY_BYTES];
-        key.copy_from_slice(&out);
-        Key(key)
     }
 
     /// A keyed digest of `data`: binds content in a plan without revealing a hash that could be
     /// used to test guesses of the content.
     pub fn tag(&self, data: &[u8]) -> Vec<u8> {
-        let mut mac = self.mac();
-        mac.update(b"glovebox.v1.content-tag\0");
+        let mut mac = mac_with(&self.0, CONTENT_TAG_LABEL);
         mac.update(data);
         mac.finalize().into_bytes().to_vec()
     }
 
-    fn mac(&self) -> HmacSha256 {
-        // HMAC accepts keys of any length, so this cannot fail for 32 bytes.
-        match <HmacSha256 as Mac>::new_from_slice(&self.0) {
-            Ok(m) => m,
-            Err(_) => unreachable!("HMAC accepts any key length"),
+    /// Signs a ticket body.
+    pub fn sign(&self, body: &TicketBody) -> Ticket {
+        let bytes = body.encode_to_vec();
+        let mut mac = mac_with(&self.0, TICKET_LABEL);
+        mac.update(&bytes);
+        Ticket {
+            body: bytes,
+            mac: mac.finalize().into_bytes().to_vec(),
         }
+    }
+
+    /// Verifies a ticket's MAC and expiry and checks it is for the expected account, call and
+    /// tool. Returns the body for the caller to compare subjects against what it opens.
+    pub fn verify(
+        &self,
+        ticket: &Ticket,
+        expected: &Expected<'_>,
+    ) -> Result<TicketBody, TicketError> {
+        let mut mac = mac_with(&self.0, TICKET_LABEL);
+        mac.update(&ticket.body);
+        mac.verify_slice(&ticket.mac)
+            .map_err(|_| TicketError::BadSignature)?;
+        let body =
+            TicketBody::decode(ticket.body.as_slice()).map_err(|_| TicketError::Malformed)?;
+        if expected.now_ms >= body.expires_at_ms {
+            return Err(TicketError::Expired);
+        }
+        for (field, got, want) in [
+            ("account", &body.account, expected.account),
+            ("call", &body.call_id, expected.call_id),
+            ("tool", &body.tool, expected.tool),
+        ] {
+            if got != want {
+                return Err(TicketError::Mismatch {
+                    field,
+                    got: got.clone(),
+                    want: want.to_owned(),
+                });
+            }
+        }
+        Ok(body)
     }
 }
 
-/// Signs a ticket body with an account key.
-pub fn sign(key: &Key, body: &TicketBody) -> Ticket {
-    let bytes = body.encode_to_vec();
-    let mut mac = key.mac();
-    mac.update(&bytes);
-    Ticket {
-        body: bytes,
-        mac: mac.finalize().into_bytes().to_vec(),
-    }
-}
-
-/// Verifies a ticket's MAC and expiry and checks it is for this account, call and tool.
-/// Returns the body for the caller to compare subjects against what it opens.
-pub fn verify(
-    key: &Key,
-    ticket: &Ticket,
-    now_ms: u64,
-    account: &str,
-    call_id: &str,
-    tool: &str,
-) -> Result<TicketBody, TicketError> {
-    let mut mac = key.mac();
-    mac.update(&ticket.body);
-    mac.verify_slice(&ticket.mac)
-        .map_err(|_| TicketError::BadSignature)?;
-    let body = TicketBody::decode(ticket.body.as_slice()).map_err(|_| TicketError::Malformed)?;
-    if now_ms >= body.expires_at_ms {
-        return Err(TicketError::Expired);
-    }
-    for (field, got, want) in [
-        ("account", &body.account, account),
-        ("call", &body.call_id, call_id),
-        ("tool", &body.tool, tool),
-    ] {
-        if got != want {
-            return Err(TicketError::Mismatch {
-                field,
-                got: got.clone(),
-                want: want.to_owned(),
-            });
-        }
-    }
-    Ok(body)
+/// What the executor expects of a ticket: the call it is asked to act on, and the time.
+#[derive(Debug, Clone, Copy)]
+pub struct Expected<'a> {
+    pub account: &'a str,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    pub now_ms: u64,
 }
 
 #[cfg(test)]
@@ -146,8 +178,22 @@ mod tests {
     use super::*;
     use glovebox_proto::v1::{Domain, Subject};
 
-    fn master() -> Key {
-        Key::from_bytes(&[7u8; KEY_BYTES]).unwrap()
+    fn master() -> MasterKey {
+        MasterKey::from_bytes(&[7u8; KEY_BYTES]).unwrap()
+    }
+
+    fn expected<'a>(
+        now_ms: u64,
+        account: &'a str,
+        call_id: &'a str,
+        tool: &'a str,
+    ) -> Expected<'a> {
+        Expected {
+            account,
+            call_id,
+            tool,
+            now_ms,
+        }
     }
 
     fn body() -> TicketBody {
@@ -169,19 +215,22 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let key = master().derive_account_key("alice");
-        let t = sign(&key, &body());
+        let key = master().account_key("alice");
+        let t = key.sign(&body());
         assert_eq!(
-            verify(&key, &t, 999, "alice", "c1", "file_read").unwrap(),
+            key.verify(&t, &expected(999, "alice", "c1", "file_read"))
+                .unwrap(),
             body()
         );
     }
 
     #[test]
     fn refusals() {
-        let key = master().derive_account_key("alice");
-        let t = sign(&key, &body());
-        let v = |k: &Key, t: &Ticket, now, acct, call, tool| verify(k, t, now, acct, call, tool);
+        let key = master().account_key("alice");
+        let t = key.sign(&body());
+        let v = |k: &AccountKey, t: &Ticket, now, acct, call, tool| {
+            k.verify(t, &expected(now, acct, call, tool))
+        };
         assert_eq!(
             v(&key, &t, 1_000, "alice", "c1", "file_read"),
             Err(TicketError::Expired)
@@ -202,7 +251,7 @@ mod tests {
             Err(TicketError::Mismatch { field: "tool", .. })
         ));
         // another account's key does not verify it
-        let bob = master().derive_account_key("bob");
+        let bob = master().account_key("bob");
         assert_eq!(
             v(&bob, &t, 0, "alice", "c1", "file_read"),
             Err(TicketError::BadSignature)
@@ -231,11 +280,32 @@ mod tests {
     #[test]
     fn account_keys_differ_and_debug_redacts() {
         let m = master();
-        assert_ne!(
-            m.derive_account_key("a").as_bytes(),
-            m.derive_account_key("b").as_bytes()
+        assert_ne!(m.account_key("a").as_bytes(), m.account_key("b").as_bytes());
+        assert_eq!(format!("{m:?}"), "MasterKey(<redacted>)");
+        assert_eq!(
+            format!("{:?}", m.account_key("a")),
+            "AccountKey(<redacted>)"
         );
-        assert_eq!(format!("{m:?}"), "Key(<redacted>)");
-        assert_eq!(Key::from_bytes(&[0u8; 5]).unwrap_err(), TicketError::BadKey);
+        assert_eq!(
+            MasterKey::from_bytes(&[0u8; 5]).unwrap_err(),
+            TicketError::BadKey
+        );
+    }
+
+    #[test]
+    fn a_content_tag_is_no_ticket_mac_and_the_master_key_signs_nothing() {
+        // The same bytes tagged as content and signed as a ticket give different MACs: a plan's
+        // content tag can never be replayed as a ticket's signature.
+        let key = master().account_key("alice");
+        let t = key.sign(&body());
+        assert_ne!(key.tag(&t.body), t.mac);
+        let forged = Ticket {
+            body: t.body.clone(),
+            mac: key.tag(&t.body),
+        };
+        assert_eq!(
+            key.verify(&forged, &expected(0, "alice", "c1", "file_read")),
+            Err(TicketError::BadSignature)
+        );
     }
 }

@@ -10,7 +10,7 @@ pub struct OpContext<'a> {
     /// Canonical directories on the floor (hidden from listings).
     pub protected: &'a [String],
     /// This account's key: tags content so plans do not carry plain hashes.
-    pub key: &'a glovebox_ticket::Key,
+    pub key: &'a glovebox_ticket::AccountKey,
     /// This account's exec jobs.
     pub jobs: &'a crate::jobs::JobTable,
     /// The account's trash (freedesktop layout: `files/` and `info/`).

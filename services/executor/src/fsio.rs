@@ -157,14 +157,14 @@ pub fn read_capped(fd: OwnedFd, limit: u64, what: &str) -> Result<Vec<u8>, OpErr
 
 /// The full fingerprint of an existing regular file (for writes): identity, size, mtime, and a
 /// keyed tag of its content (never a plain hash).
-pub fn fingerprint(path: &str, key: &glovebox_ticket::Key) -> Result<FileState, OpError> {
+pub fn fingerprint(path: &str, key: &glovebox_ticket::AccountKey) -> Result<FileState, OpError> {
     fingerprint_and_content(path, key).map(|(state, _)| state)
 }
 
 /// [`fingerprint`], and the content it was computed over.
 pub fn fingerprint_and_content(
     path: &str,
-    key: &glovebox_ticket::Key,
+    key: &glovebox_ticket::AccountKey,
 ) -> Result<(FileState, Vec<u8>), OpError> {
     let fd = open_no_links(path, OFlags::RDONLY)?;
     let stat = fstat(&fd, path)?;

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use glovebox_proto::transport;
 use glovebox_proto::v1::{audit_client::AuditClient, executor_server::ExecutorServer};
-use glovebox_ticket::Key;
+use glovebox_ticket::AccountKey;
 use tokio::net::UnixListener;
 
 /// How long a stopping executor waits for open connections to finish their calls.
@@ -46,7 +46,7 @@ pub struct ExecutorConfig {
     /// Canonical workdir: relative paths resolve against it.
     pub workdir: PathBuf,
     /// This account's ticket key (derived by the supervisor).
-    pub key: Key,
+    pub key: AccountKey,
     /// Where the gate's audit service listens.
     pub gate_socket: PathBuf,
     /// The peer name and key this executor proves on the gate's audit socket.

@@ -80,15 +80,17 @@ impl ExecutorService {
                 "no ticket: the gate has not allowed this call",
             ));
         };
-        let body = glovebox_ticket::verify(
-            &self.config.key,
-            &t,
-            now_ms(),
-            &self.config.account,
-            &call.call_id,
-            &call.tool,
-        )
-        .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))?;
+        let expected = glovebox_ticket::Expected {
+            account: &self.config.account,
+            call_id: &call.call_id,
+            tool: &call.tool,
+            now_ms: now_ms(),
+        };
+        let body = self
+            .config
+            .key
+            .verify(&t, &expected)
+            .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))?;
         self.used.spend(&t.mac, body.expires_at_ms, now_ms())?;
         Ok(body)
     }

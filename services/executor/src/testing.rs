@@ -13,7 +13,7 @@ pub struct Fixture {
     pub work: PathBuf,
     pub trash: PathBuf,
     pub protected: Vec<String>,
-    pub key: glovebox_ticket::Key,
+    pub key: glovebox_ticket::AccountKey,
     pub jobs: crate::jobs::JobTable,
 }
 
@@ -35,7 +35,7 @@ impl Fixture {
             protected: vec![state.to_string_lossy().into_owned()],
             work,
             root,
-            key: glovebox_ticket::Key::from_bytes(&[7u8; 32]).unwrap(),
+            key: glovebox_ticket::AccountKey::from_bytes(&[7u8; 32]).unwrap(),
             // Unit tests check what a ticket allows to start; `/bin/true` stands in for the
             // shim (the real one is the glovebox binary, exercised end to end).
             jobs: crate::jobs::JobTable::new(crate::jobs::JobConfig {

@@ -23,7 +23,7 @@ use glovebox_proto::transport::{self, handover::Handover, handover::socket};
 use glovebox_proto::v1::{
     audit_server::AuditServer, gate_admin_server::GateAdminServer, gate_server::GateServer,
 };
-use glovebox_ticket::Key;
+use glovebox_ticket::MasterKey;
 use tokio::net::UnixListener;
 
 pub use audit::AuditStore;
@@ -48,7 +48,7 @@ pub struct GateConfig {
     pub accounts: Vec<(String, String)>,
     /// Whether each account's tools are on, as `glovebox.yaml` said at start.
     pub enabled: std::collections::HashMap<String, bool>,
-    pub master_key: Key,
+    pub master_key: MasterKey,
     /// Canonical directories on the floor (glovebox's own state).
     pub protected: Vec<String>,
     /// Users (besides the gate's own and root) whose executors may append audit events.
@@ -72,7 +72,7 @@ impl GateConfig {
             path: key_path.clone(),
             message: format!("read ticket key: {e}"),
         })?;
-        let master_key = Key::from_bytes(&key_bytes).map_err(|e| GateError::State {
+        let master_key = MasterKey::from_bytes(&key_bytes).map_err(|e| GateError::State {
             path: key_path.clone(),
             message: e.to_string(),
         })?;

@@ -19,7 +19,7 @@ use glovebox_proto::v1::{
     ResetRulesRequest, ResolveRequest, ResolveResponse, RevokeRuleRequest, SetConfinementRequest,
     SetSandboxRequest, TicketBody, ToolCall,
 };
-use glovebox_ticket::{Key, TICKET_TTL_MS};
+use glovebox_ticket::{MasterKey, TICKET_TTL_MS};
 use tonic::{Request, Response, Status};
 
 use crate::audit::AuditStore;
@@ -37,7 +37,7 @@ pub use admin_rpc::AdminService;
 pub struct GateState {
     pub policies: AccountPolicies,
     pub audit: AuditStore,
-    pub master_key: Key,
+    pub master_key: MasterKey,
     /// For `SetEnabled`, which edits `glovebox.yaml`.
     pub state_dir: glovebox_config::StateDir,
     /// Whether each account's tools are on (judged here, switched here).
@@ -83,8 +83,7 @@ impl GateState {
             approval: approval.to_owned(),
             hidden_globs: judge::hidden_globs(&call.tool, judged),
         };
-        let key = self.master_key.derive_account_key(&call.account);
-        glovebox_ticket::sign(&key, &body)
+        self.master_key.account_key(&call.account).sign(&body)
     }
 
     /// Switches an account's tools on or off, writes it to `glovebox.yaml` and audits who did.
@@ -218,7 +217,7 @@ mod tests {
         _dir: tempfile::TempDir,
         workdir: String,
         gate: GateService,
-        master: Key,
+        master: MasterKey,
     }
 
     async fn setup() -> Setup {
@@ -228,7 +227,7 @@ mod tests {
         let workdir = workdir.display().to_string();
         let state = glovebox_config::StateDir::new(dir.path().join("state"));
         std::fs::create_dir_all(state.root()).unwrap();
-        let master = Key::from_bytes(&[9u8; glovebox_ticket::KEY_BYTES]).unwrap();
+        let master = MasterKey::from_bytes(&[9u8; glovebox_ticket::KEY_BYTES]).unwrap();
         let policies = AccountPolicies::new(
             &state,
             vec![
@@ -378,6 +377,15 @@ mod tests {
         }
     }
 
+    fn expect(account: &str) -> glovebox_ticket::Expected<'_> {
+        glovebox_ticket::Expected {
+            account,
+            call_id: "c1",
+            tool: "file_read",
+            now_ms: 0,
+        }
+    }
+
     #[tokio::test]
     async fn a_ticket_is_for_its_own_account_only() {
         let s = setup().await;
@@ -385,18 +393,17 @@ mod tests {
         let r = decide(&s, "alice", &path).await;
         assert_eq!(r.verdict, pb::Verdict::Allow as i32, "{r:?}");
         let ticket = r.ticket.unwrap();
-        let alice = s.master.derive_account_key("alice");
-        let bob = s.master.derive_account_key("bob");
-        let body = glovebox_ticket::verify(&alice, &ticket, 0, "alice", "c1", "file_read").unwrap();
+        let alice = s.master.account_key("alice");
+        let bob = s.master.account_key("bob");
+        let body = alice.verify(&ticket, &expect("alice")).unwrap();
         assert_eq!(body.subjects[0].path, path);
-        // Neither another account's key nor the master key verifies it, nor does it name bob.
-        for key in [&bob, &s.master] {
-            assert_eq!(
-                glovebox_ticket::verify(key, &ticket, 0, "alice", "c1", "file_read"),
-                Err(glovebox_ticket::TicketError::BadSignature)
-            );
-        }
-        assert!(glovebox_ticket::verify(&alice, &ticket, 0, "bob", "c1", "file_read").is_err());
+        // Another account's key does not verify it (the master key cannot even try: it only
+        // derives account keys), nor does it name bob.
+        assert_eq!(
+            bob.verify(&ticket, &expect("alice")),
+            Err(glovebox_ticket::TicketError::BadSignature)
+        );
+        assert!(alice.verify(&ticket, &expect("bob")).is_err());
         // bob's own policy (no file: everything asks) does not allow the same read.
         let r = decide(&s, "bob", &path).await;
         assert_eq!(r.verdict, pb::Verdict::Ask as i32, "{r:?}");
