@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use glovebox_proto::ws::Role;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -250,15 +251,30 @@ impl Env {
     }
 
     fn state_dir(&self, args: &StateArgs) -> PathBuf {
-        let dir = args
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| self.default_state_dir.clone());
-        if dir.is_absolute() {
-            dir
+        self.absolute(
+            args.state_dir
+                .clone()
+                .unwrap_or_else(|| self.default_state_dir.clone()),
+        )
+    }
+
+    /// `path`, relative to the current directory when it is not absolute.
+    fn absolute(&self, path: PathBuf) -> PathBuf {
+        if path.is_absolute() {
+            path
         } else {
-            self.cwd.join(dir)
+            self.cwd.join(path)
         }
+    }
+
+    /// Where a client command connects, and with the credential of `role`.
+    fn target(&self, client: ClientArgs, role: Role) -> anyhow::Result<client::Target> {
+        client::target(
+            &self.state_dir(&client.state),
+            client.account,
+            client.url,
+            role,
+        )
     }
 }
 
@@ -384,7 +400,7 @@ async fn dispatch(
             let options = supervisor::UpOptions {
                 state_dir: env.state_dir(&state),
                 workdir: workdir
-                    .map(|w| if w.is_absolute() { w } else { env.cwd.join(w) })
+                    .map(|w| env.absolute(w))
                     .unwrap_or_else(|| env.cwd.clone()),
                 listen,
                 ask_timeout_secs,
@@ -397,43 +413,15 @@ async fn dispatch(
             client,
             tool,
             params,
-        } => {
-            client::call(
-                &client::target(
-                    &env.state_dir(&client.state),
-                    client.account,
-                    client.url,
-                    glovebox_proto::ws::Role::Agent,
-                )?,
-                &tool,
-                &params,
-            )
-            .await
-        }
+        } => client::call(&env.target(client, Role::Agent)?, &tool, &params).await,
         Command::Enable { state, account } => {
             services::set_enabled(&env.state_dir(&state), &account, true).await
         }
         Command::Disable { state, account } => {
             services::set_enabled(&env.state_dir(&state), &account, false).await
         }
-        Command::Mcp { client } => {
-            mcp_bridge::serve(&client::target(
-                &env.state_dir(&client.state),
-                client.account,
-                client.url,
-                glovebox_proto::ws::Role::Agent,
-            )?)
-            .await
-        }
-        Command::Approve { client } => {
-            client::approve(&client::target(
-                &env.state_dir(&client.state),
-                client.account,
-                client.url,
-                glovebox_proto::ws::Role::Approver,
-            )?)
-            .await
-        }
+        Command::Mcp { client } => mcp_bridge::serve(&env.target(client, Role::Agent)?).await,
+        Command::Approve { client } => client::approve(&env.target(client, Role::Approver)?).await,
         Command::Policy {
             state_dir,
             account,
@@ -448,14 +436,14 @@ async fn dispatch(
                 },
         } => {
             let state = glovebox_config::StateDir::new(env.state_dir(&state));
-            let file = init::rotate_token(&state, &account, role == RoleArg::Approver)?;
+            let role = match role {
+                RoleArg::Agent => Role::Agent,
+                RoleArg::Approver => Role::Approver,
+            };
+            let file = init::rotate_token(&state, &account, role == Role::Approver)?;
             println!(
                 "new {} token for account {account} in {}",
-                if role == RoleArg::Approver {
-                    "approver"
-                } else {
-                    "agent"
-                },
+                role.as_str(),
                 file.display()
             );
             Ok(ExitCode::SUCCESS)

@@ -185,39 +185,8 @@ pub fn prepare_executor(
     handover: &Handover,
 ) -> anyhow::Result<PreparedExecutor> {
     crate::identity::verify_cannot_regain_root()?;
-    let workdir = std::fs::canonicalize(&args.workdir).with_context(|| {
-        format!(
-            "workdir {} of account {:?}",
-            args.workdir.display(),
-            args.account
-        )
-    })?;
-    let roots = if args.roots.is_empty() {
-        vec![workdir.clone()]
-    } else {
-        args.roots.clone()
-    };
-    let roots = roots
-        .iter()
-        .map(|r| {
-            std::fs::canonicalize(r)
-                .with_context(|| format!("root {} of account {:?}", r.display(), args.account))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    // The supervisor hands this account's ticket key and socket keys over stdin and keeps the pipe
-    // open: its closing is the signal to stop.
-    let key_hex = handover
-        .ticket_key
-        .as_deref()
-        .context("the handover has no ticket key")?;
-    let key_bytes = hex::decode(key_hex).context("the ticket key in the handover is not hex")?;
-    let key = glovebox_ticket::AccountKey::from_bytes(&key_bytes)?;
-    let audit_key = handover.calling(socket::AUDIT)?;
-    let serve_keys = handover.served_on(&socket::executor(&args.account));
-    anyhow::ensure!(
-        !serve_keys.is_empty(),
-        "the handover has no key for the broker on this executor's socket"
-    );
+    let (workdir, roots) = canonical_places(args)?;
+    let (key, audit_key, serve_keys) = executor_keys(args, handover)?;
     // Bound before any thread starts; handed to tokio once the runtime exists.
     let listener = glovebox_proto::transport::bind_std_socket(&args.socket, 0o600)
         .with_context(|| format!("bind {}", args.socket.display()))?;
@@ -280,6 +249,57 @@ pub fn prepare_executor(
         listener,
         enforcement,
     })
+}
+
+/// The account's canonical workdir and roots (the workdir when no roots are given).
+fn canonical_places(
+    args: &ExecutorArgs,
+) -> anyhow::Result<(std::path::PathBuf, Vec<std::path::PathBuf>)> {
+    let workdir = std::fs::canonicalize(&args.workdir).with_context(|| {
+        format!(
+            "workdir {} of account {:?}",
+            args.workdir.display(),
+            args.account
+        )
+    })?;
+    let roots = if args.roots.is_empty() {
+        vec![workdir.clone()]
+    } else {
+        args.roots.clone()
+    };
+    let roots = roots
+        .iter()
+        .map(|r| {
+            std::fs::canonicalize(r)
+                .with_context(|| format!("root {} of account {:?}", r.display(), args.account))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((workdir, roots))
+}
+
+/// The keys the supervisor handed this executor over stdin: its account's ticket key, its own key
+/// on the gate's audit socket, and the keys of the peers it serves.
+fn executor_keys(
+    args: &ExecutorArgs,
+    handover: &Handover,
+) -> anyhow::Result<(
+    glovebox_ticket::AccountKey,
+    (String, glovebox_proto::transport::SocketKey),
+    glovebox_proto::transport::ServerKeys,
+)> {
+    let key_hex = handover
+        .ticket_key
+        .as_deref()
+        .context("the handover has no ticket key")?;
+    let key_bytes = hex::decode(key_hex).context("the ticket key in the handover is not hex")?;
+    let key = glovebox_ticket::AccountKey::from_bytes(&key_bytes)?;
+    let audit_key = handover.calling(socket::AUDIT)?;
+    let serve_keys = handover.served_on(&socket::executor(&args.account));
+    anyhow::ensure!(
+        !serve_keys.is_empty(),
+        "the handover has no key for the broker on this executor's socket"
+    );
+    Ok((key, audit_key, serve_keys))
 }
 
 /// Creates `/tmp/glovebox-jobs-<account>-<random>` (0700, this user's): where the executor makes

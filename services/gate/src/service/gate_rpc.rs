@@ -2,6 +2,28 @@
 
 use super::*;
 
+impl GateState {
+    /// Persists an exact allow rule for each subject an "always" answer approved that asked
+    /// (never for a file that makes later commands run code: no rule stops it asking, and writing
+    /// one would only mislead). Returns what the audit row says of it.
+    fn persist_always(&self, account: &str, plan: &Plan, judged: &judge::Judged) -> String {
+        let asked: Vec<(Section, String)> = judged
+            .per_subject
+            .iter()
+            .filter(|(_, _, d)| *d == Decision::Ask)
+            .filter_map(|(i, section, _)| Some((*section, plan.subjects.get(*i)?.path.clone())))
+            .filter(|(section, path)| !judge::always_asks(*section, path))
+            .collect();
+        match self.policies.add_exact_rules(account, &asked) {
+            Ok(n) => format!("added {n} exact allow rule(s)"),
+            Err(why) => {
+                tracing::error!(error = %why, "could not persist an always rule");
+                "could not persist the always rule; approved once".to_owned()
+            }
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl pb::gate_server::Gate for GateService {
     #[tracing::instrument(skip_all, fields(call_id))]
@@ -81,25 +103,7 @@ impl pb::gate_server::Gate for GateService {
                     e.approval = approval.to_owned();
                     e.subject = crate::redact::subjects_text(&plan.subjects, true);
                     if answer == Answer::Always {
-                        let asked: Vec<(Section, String)> = judged
-                            .per_subject
-                            .iter()
-                            .filter(|(_, _, d)| *d == Decision::Ask)
-                            .filter_map(|(i, section, _)| {
-                                Some((*section, plan.subjects.get(*i)?.path.clone()))
-                            })
-                            // No rule stops a file that makes later commands run code from
-                            // asking: writing one would only mislead.
-                            .filter(|(section, path)| !judge::always_asks(*section, path))
-                            .collect();
-                        match self.0.policies.add_exact_rules(&call.account, &asked) {
-                            Ok(n) => e.detail = format!("added {n} exact allow rule(s)"),
-                            Err(why) => {
-                                tracing::error!(error = %why, "could not persist an always rule");
-                                e.detail =
-                                    "could not persist the always rule; approved once".to_owned();
-                            }
-                        }
+                        e.detail = self.0.persist_always(&call.account, &plan, &judged);
                     }
                     ResolveResponse {
                         granted: true,
