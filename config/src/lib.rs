@@ -257,10 +257,10 @@ impl Config {
         let mut accounts: Vec<Account> = Vec::new();
         for (i, a) in raw.accounts.iter().enumerate() {
             let account = validate_account(&format!("accounts[{i}]"), a)
-                .map_err(|message| invalid(None, message))?;
+                .map_err(|message| invalid(account_line(text, i), message))?;
             if accounts.iter().any(|b| b.id == account.id) {
                 return Err(invalid(
-                    None,
+                    account_line(text, i),
                     format!("accounts[{i}].id: duplicate account {:?}", a.id),
                 ));
             }
@@ -272,6 +272,35 @@ impl Config {
     pub fn account(&self, id: &str) -> Option<&Account> {
         self.accounts.iter().find(|a| a.id == id)
     }
+}
+
+/// The line (1-based) where the `index`-th entry of the `accounts:` list starts, for messages:
+/// found in the usual block style (`accounts:` then `- ` items); `None` for other layouts.
+fn account_line(text: &str, index: usize) -> Option<usize> {
+    let mut lines = text.lines().enumerate();
+    lines.find(|(_, l)| l.trim_end() == "accounts:")?;
+    let mut item_indent = None;
+    let mut seen = 0;
+    for (n, line) in lines {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        if indent == 0 && !trimmed.starts_with('-') {
+            return None; // the next top-level key: the list ended
+        }
+        if trimmed.starts_with("- ") || trimmed == "-" {
+            let at = *item_indent.get_or_insert(indent);
+            if indent == at {
+                if seen == index {
+                    return Some(n + 1);
+                }
+                seen += 1;
+            }
+        }
+    }
+    None
 }
 
 /// Validates one account entry (`at` names it in messages, e.g. `accounts[2]`).
@@ -508,6 +537,10 @@ mod tests {
             (
                 "listen: nowhere\naccounts: [{id: a, workdir: /w}]\n",
                 "listen: expected an address",
+            ),
+            (
+                "accounts:\n  - id: a\n    workdir: /w\n  # bob\n  - id: b\n    workdir: relative\n",
+                "line 5: accounts[1].workdir: expected an absolute path",
             ),
             ("accounts: []\n", "at least one account"),
             ("accounts: [{id: ../x, workdir: /w}]\n", "accounts[0].id"),
