@@ -242,7 +242,9 @@ impl Env {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             shell: "/bin/sh".to_owned(),
             timezone,
-            log_filter: std::env::var("GLOVEBOX_LOG").unwrap_or_else(|_| "info".to_owned()),
+            // rmcp reports every MCP session at info: glovebox's own lines are what matter.
+            log_filter: std::env::var("GLOVEBOX_LOG")
+                .unwrap_or_else(|_| "info,rmcp=warn".to_owned()),
             job_env: job_env(JOB_ENV_ALLOWLIST),
             environment: std::env::vars().collect(),
             trash_dir: data_home.join("Trash"),
@@ -420,7 +422,9 @@ async fn dispatch(
         Command::Disable { state, account } => {
             services::set_enabled(&env.state_dir(&state), &account, false).await
         }
-        Command::Mcp { client } => mcp_bridge::serve(&env.target(client, Role::Agent)?).await,
+        Command::Mcp { client } => {
+            mcp_bridge::serve(move || env.target(client.clone(), Role::Agent)).await
+        }
         Command::Approve { client } => client::approve(&env.target(client, Role::Approver)?).await,
         Command::Policy {
             state_dir,
