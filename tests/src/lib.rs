@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod mcp_clients;
 pub mod stats;
 
 use std::io::{BufRead, BufReader, Read};
