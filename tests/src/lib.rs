@@ -141,6 +141,16 @@ impl Glovebox {
         Glovebox::start_with(Options::default())
     }
 
+    /// Glovebox with one account whose roots are its workdir and these directories (relative to
+    /// the temporary root, created): paths there are judged by the policy, paths outside every
+    /// root are denied by the gate.
+    pub fn with_extra_roots(roots: &[&str]) -> Glovebox {
+        Glovebox::start_with(Options {
+            extra_roots: roots.iter().map(|r| (*r).to_owned()).collect(),
+            ..Default::default()
+        })
+    }
+
     pub fn start_with(options: Options) -> Glovebox {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();

@@ -190,6 +190,7 @@ mod tests {
             Policy::compile_layers(&Inputs {
                 workdir: WORK.into(),
                 protected: vec!["/state".into()],
+                roots: Vec::new(),
                 managed: Vec::new(),
                 account: Source::new("account.yaml", RawPolicy::parse(yaml).unwrap(), 0),
                 project: None,

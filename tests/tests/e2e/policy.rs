@@ -353,7 +353,7 @@ async fn an_expired_rule_no_longer_applies() {
 
 #[tokio::test]
 async fn rule_management_keeps_comments_and_every_change_is_audited() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let mut admin_client = admin(&g);
     let mut text = std::fs::read_to_string(g.permissions_file()).unwrap();
     text.push_str("# hand-written note\n");
@@ -399,7 +399,8 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         })
         .await
         .unwrap();
-    let x = explain(&g, &["--read", "/etc/hostname"]);
+    let elsewhere = g.root().join("elsewhere/x");
+    let x = explain(&g, &["--read", elsewhere.to_str().unwrap()]);
     assert_eq!(
         (x.verdict.as_str(), x.rule.as_str()),
         ("deny", "confine_to_workdir"),
@@ -667,7 +668,7 @@ async fn explain_agrees(g: &Glovebox, flag: &str, path: &str, want: &std::path::
 
 #[tokio::test]
 async fn explain_judges_a_link_as_the_last_component_as_the_real_call_does() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let outside = g.root().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "s").unwrap();
@@ -688,7 +689,7 @@ async fn explain_judges_a_link_as_the_last_component_as_the_real_call_does() {
 
 #[tokio::test]
 async fn explain_takes_dotdot_after_a_link_to_the_targets_parent_as_the_real_call_does() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let deep = g.root().join("elsewhere/deep");
     std::fs::create_dir_all(&deep).unwrap();
     std::os::unix::fs::symlink(&deep, g.workdir.join("up")).unwrap();
@@ -702,7 +703,7 @@ async fn explain_takes_dotdot_after_a_link_to_the_targets_parent_as_the_real_cal
 
 #[tokio::test]
 async fn explain_pops_a_missing_directory_as_the_real_call_does() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let deep = g.root().join("elsewhere/deep");
     std::fs::create_dir_all(&deep).unwrap();
     std::os::unix::fs::symlink(&deep, g.workdir.join("up")).unwrap();
