@@ -12,7 +12,7 @@ use glovebox_proto::transport::bind_private_socket;
 use glovebox_proto::transport::handover::{Handover, socket};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-use crate::Env;
+use crate::{Env, outln};
 
 /// Completes on Ctrl-C, SIGTERM, or (when `stdin_lifeline`) when standard input closes, which is
 /// how a child notices that its supervisor is gone.
@@ -372,9 +372,15 @@ pub async fn broker(
     broker_config.shell = env.shell.clone();
     broker_config.timezone = env.timezone.clone();
     broker_config.handover = handover;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("listen on {addr}"))?;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "{addr} is already in use (another glovebox, or another program): start with \
+             `glovebox up --listen 127.0.0.1:PORT` (port 0 picks a free one), or set `listen` in {}",
+            state.config_file().display()
+        ),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("listen on {addr}"))),
+    };
     let local = listener.local_addr()?;
     ready(&format!("ws://{local}/v1/ws"));
     serve_with_grace(exit_on_stdin_eof, |stopped| {
@@ -391,11 +397,11 @@ pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {
     let pool = glovebox_gate::audit::open_pool(&db).await?;
     match glovebox_gate::audit::verify(&pool).await {
         Ok(rows) => {
-            println!("audit chain verified: {rows} rows in {}", db.display());
+            outln!("audit chain verified: {rows} rows in {}", db.display());
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            println!("audit chain BROKEN in {}: {e}", db.display());
+            outln!("audit chain BROKEN in {}: {e}", db.display());
             Ok(ExitCode::from(1))
         }
     }
@@ -421,14 +427,21 @@ pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
 /// gate to ask, and its lock free), the file is edited directly; the gate reads it at start.
 pub async fn set_enabled(
     state_dir: &Path,
-    account: &str,
+    account: Option<String>,
     enabled: bool,
 ) -> anyhow::Result<ExitCode> {
     use glovebox_proto::transport::handover::{peer, socket};
     use glovebox_proto::v1::{SetEnabledRequest, gate_admin_client::GateAdminClient};
     let state = StateDir::new(state_dir);
+    let config = state.load_config()?;
+    let account = match account {
+        Some(a) => a,
+        None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
+        None => anyhow::bail!("several accounts are configured: choose one with --account"),
+    };
+    let account = account.as_str();
     anyhow::ensure!(
-        state.load_config()?.account(account).is_some(),
+        config.account(account).is_some(),
         "no account {account:?} in {}",
         state.config_file().display()
     );
@@ -458,7 +471,7 @@ pub async fn set_enabled(
         }
         Err(status) => anyhow::bail!("{}", status.message()),
     }
-    println!(
+    outln!(
         "tools are {} for account {account}",
         if enabled { "on" } else { "off" }
     );

@@ -132,7 +132,19 @@ fn drop_null_type(schema: &mut schemars::Schema) {
 }
 
 fn parse<T: DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
-    T::deserialize(v).map_err(|e| e.to_string())
+    T::deserialize(v).map_err(|e| without_type_names(&e.to_string()))
+}
+
+/// serde names the Rust type it expected (`expected struct FileReadParams`); a client knows it
+/// as the tool's parameters object.
+fn without_type_names(message: &str) -> String {
+    match message.split_once("expected struct ") {
+        Some((before, after)) => {
+            let rest = after.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            format!("{before}expected an object of the tool's parameters{rest}")
+        }
+        None => message.to_owned(),
+    }
 }
 
 macro_rules! entry {
@@ -334,6 +346,21 @@ mod tests {
         let read = (ENTRIES[0].schema)().to_value();
         assert_eq!(read["properties"]["offset"]["type"], "integer");
         assert_eq!(read["properties"]["offset"]["minimum"], 0);
+    }
+
+    #[test]
+    fn parameter_errors_name_no_rust_type() {
+        let err = Tool::FileRead
+            .parse_params(&serde_json::json!("a.txt"))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "invalid type: string \"a.txt\", expected an object of the tool's parameters"
+        );
+        let err = Tool::FileRead
+            .parse_params(&serde_json::json!({}))
+            .unwrap_err();
+        assert_eq!(err, "missing field `path`");
     }
 
     #[test]
