@@ -256,6 +256,7 @@ impl pb::executor_server::Executor for ExecutorService {
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let mut event = AuditEvent {
             call_id: call.call_id.clone(),
+            client_call_id: call.client_call_id.clone(),
             account: self.config.account.clone(),
             source: "executor".into(),
             kind: "execute".into(),
