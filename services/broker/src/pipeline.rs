@@ -114,8 +114,20 @@ pub async fn run_call(
             ServerFrame::failed(call_id.to_owned(), error)
         }
     };
-    if let Err(status) = app.backends.audit.clone().append(request(event)).await {
+    // A result is answered only once its row is in the audit (waiting for a gate that is
+    // restarting); if it cannot be written, the call is reported failed.
+    let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
+    if let Err(status) =
+        glovebox_proto::transport::append_durably(&app.backends.audit, event, durable).await
+    {
         tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+        return ServerFrame::failed(
+            call_id.to_owned(),
+            WireError::new(
+                ErrorCode::Unavailable,
+                "the call's result could not be written to the audit; it is reported as failed",
+            ),
+        );
     }
     frame
 }

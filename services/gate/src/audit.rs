@@ -247,24 +247,6 @@ impl AuditStore {
         wait.await.unwrap_or(false)
     }
 
-    /// Queues one event behind every event queued before it, without waiting for the commit.
-    /// Used where answering fast matters (a decision): the row is still written before any row
-    /// queued later (the call's execute and result), and a failed write is counted as usual.
-    pub async fn enqueue(&self, event: AuditEvent) {
-        let (done, _ignored) = oneshot::channel();
-        if self
-            .jobs
-            .send(Job::Event {
-                event: Box::new(event),
-                done,
-            })
-            .await
-            .is_err()
-        {
-            self.record_failure("audit writer has stopped");
-        }
-    }
-
     /// Appends one event and waits until it is written. Returns whether it was.
     pub async fn append(&self, event: AuditEvent) -> bool {
         let (done, wait) = oneshot::channel();
@@ -837,7 +819,7 @@ mod tests {
         .await
         .unwrap();
         assert!(!store.append(event("decide", "lost")).await);
-        store.enqueue(event("decide", "lost too")).await;
+        assert!(!store.append(event("decide", "lost too")).await);
         assert!(!store.append(event("result", "lost")).await);
         let h = store.health();
         assert!(!h.healthy && h.failures == 3 && h.rows == 2, "{h:?}");

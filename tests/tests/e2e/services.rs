@@ -619,3 +619,128 @@ async fn audit_verify_catches_every_tampering_an_attacker_without_the_key_can_do
         );
     }
 }
+
+/// One agent that keeps calling `file_read`, each call labelled `w<worker>-<n>`, reconnecting
+/// whenever its connection breaks; returns the labels of the calls it saw succeed.
+async fn reading_agent(
+    url: String,
+    token: String,
+    worker: usize,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<String> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut succeeded = Vec::new();
+    let mut n = 0;
+    while !*stop.borrow() {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = url.as_str().into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        // The broker may be restarting: a refused connection is tried again.
+        let Ok((mut socket, _)) = tokio_tungstenite::connect_async(request).await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let hello = json!({"type": "hello", "role": "agent"}).to_string();
+        if socket.send(Message::Text(hello.into())).await.is_err() {
+            continue;
+        }
+        while !*stop.borrow() {
+            n += 1;
+            let label = format!("w{worker}-{n}");
+            let invoke = json!({"type": "invoke", "call_id": label, "tool": "file_read", "params": {"path": "a.txt"}});
+            if socket
+                .send(Message::Text(invoke.to_string().into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            // Read until this call's result, or until the connection breaks.
+            let ok = loop {
+                match tokio::time::timeout(std::time::Duration::from_secs(30), socket.next()).await
+                {
+                    Ok(Some(Ok(Message::Text(t)))) => {
+                        let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+                        if v["type"] == "result" && v["call_id"] == label.as_str() {
+                            break Some(v["ok"] == true);
+                        }
+                    }
+                    Ok(Some(Ok(_))) => continue,
+                    _ => break None,
+                }
+            };
+            match ok {
+                Some(true) => succeeded.push(label),
+                Some(false) => {}
+                None => break,
+            }
+        }
+    }
+    succeeded
+}
+
+#[tokio::test]
+async fn no_call_the_client_saw_succeed_lacks_its_rows_when_services_are_killed() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let agents: Vec<_> = (0..4)
+        .map(|w| {
+            tokio::spawn(reading_agent(
+                g.url.clone(),
+                g.token.clone(),
+                w,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(400));
+    pause().await;
+    for service in ["gate", "broker", "executor"] {
+        let old = g.kill_service(service);
+        g.await_restart(service, old).await;
+        pause().await;
+    }
+    let _ = stop_tx.send(true);
+    let mut succeeded = Vec::new();
+    for a in agents {
+        succeeded.extend(a.await.unwrap());
+    }
+    assert!(
+        succeeded.len() > 20,
+        "only {} calls succeeded",
+        succeeded.len()
+    );
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT client_call_id, kind FROM events WHERE client_call_id LIKE 'w%'")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let mut kinds: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for (label, kind) in rows {
+        kinds.entry(label).or_default().push(kind);
+    }
+    let lacking: Vec<String> = succeeded
+        .iter()
+        .filter(|label| {
+            let k = kinds.get(*label).cloned().unwrap_or_default();
+            !["decide", "execute", "result"]
+                .iter()
+                .all(|want| k.iter().any(|have| have == want))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        lacking.is_empty(),
+        "{} of {} succeeded calls lack rows: {:?}",
+        lacking.len(),
+        succeeded.len(),
+        &lacking[..lacking.len().min(10)]
+    );
+    let (code, out, _) = g.run_cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}");
+}
