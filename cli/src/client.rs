@@ -210,14 +210,25 @@ enum Event {
 pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
     let mut socket = connect(target, Role::Approver).await?;
     let mut input = typeahead::spawn_stdin_reader().context("read stdin")?;
+    // Listening from before the first prompt, so a Ctrl-C at any point ends `approve` at once.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     eprintln!("waiting for asks (Ctrl-C to stop)");
     let mut shown: Option<Shown> = None;
     let mut stdin_open = true;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         let event = tokio::select! {
-            _ = tokio::signal::ctrl_c() => Event::Stop,
-            frame = next_frame(&mut socket) => Event::Frame(frame?),
+            _ = interrupt.recv() => Event::Stop,
+            frame = next_frame(&mut socket) => match frame {
+                Ok(frame) => Event::Frame(frame),
+                Err(e) => {
+                    eprintln!(
+                        "\nthe broker went away ({}): glovebox stopped or restarted; no more asks",
+                        crate::out::error_chain(&e)
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            },
             line = input.recv(), if stdin_open => Event::Input(line),
             _ = tick.tick() => Event::Tick,
         };
@@ -262,6 +273,12 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
                     }
                     Verdict::NoAsk => crate::outln!("(ignored: no ask is shown)"),
                     Verdict::Unknown => {
+                        // An empty line is no answer; a word that is not one says what is.
+                        if !line.text.trim().is_empty() {
+                            crate::outln!(
+                                "\n(not an answer: type y to allow once, a to always allow, n to deny)"
+                            );
+                        }
                         if let Some(ask) = &shown {
                             prompt(ask)?;
                         }
