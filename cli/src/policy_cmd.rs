@@ -122,6 +122,19 @@ fn changed(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints what a revoke did.
+fn revoked(
+    response: Result<tonic::Response<pb::PolicyChangeResponse>, tonic::Status>,
+) -> anyhow::Result<ExitCode> {
+    let r = response.map_err(gate_error)?.into_inner();
+    if r.changed {
+        crate::outln!("revoked: {}", r.summary);
+    } else {
+        crate::outln!("unchanged: no such rule");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn run(
     state_dir: &Path,
     account_arg: Option<String>,
@@ -195,7 +208,7 @@ async fn revoke(
         pattern.is_some() || index.is_some(),
         "name the rule to revoke by its pattern or with --index"
     );
-    changed(
+    revoked(
         gate.revoke_rule(pb::RevokeRuleRequest {
             account,
             section,
@@ -246,6 +259,7 @@ async fn sandbox(
 
 fn print_list(account: &str, r: &pb::ListRulesResponse) {
     crate::outln!("account {account} (workdir {})", r.workdir);
+    crate::outln!("sandbox: {}", if r.sandbox_enabled { "on" } else { "off" });
     if !r.sandbox_enabled {
         crate::outln!("WARNING: the sandbox is OFF: everything is allowed, the secret floor too");
     }

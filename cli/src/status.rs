@@ -103,6 +103,24 @@ async fn health(url: &str) -> Result<(u16, serde_json::Value), String> {
     Ok((status, serde_json::from_str(body).unwrap_or_default()))
 }
 
+/// The policy files that failed to load, as the broker's health reports them.
+pub async fn policy_errors(url: &str) -> Vec<String> {
+    let body = health(url).await.map(|(_, b)| b).unwrap_or_default();
+    policy_errors_of(&body)
+}
+
+fn policy_errors_of(health: &serde_json::Value) -> Vec<String> {
+    health["policy_errors"]
+        .as_array()
+        .map(|errors| {
+            errors
+                .iter()
+                .filter_map(|e| e.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `glovebox status`. Exits 0 when glovebox runs and is healthy, 1 otherwise.
 pub async fn status(state_dir: &Path) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
@@ -165,10 +183,8 @@ pub async fn status(state_dir: &Path) -> anyhow::Result<ExitCode> {
             false
         }
     };
-    if let Some(errors) = body["policy_errors"].as_array() {
-        for e in errors {
-            outln!("  WARNING: policy: {}", e.as_str().unwrap_or_default());
-        }
+    for e in policy_errors_of(&body) {
+        outln!("  WARNING: policy: {e}");
     }
     Ok(if healthy {
         ExitCode::SUCCESS

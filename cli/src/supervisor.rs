@@ -125,6 +125,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         &url,
         created.as_deref(),
         &sandboxes(&running),
+        &crate::status::policy_errors(&url).await,
     );
 
     let signal = async move {
@@ -703,11 +704,13 @@ fn banner(
     url: &str,
     created: Option<&str>,
     sandboxes: &[(String, String)],
+    policy_errors: &[String],
 ) {
     let uid = rustix::process::geteuid().as_raw();
     let user = init::default_account_name();
     println!("glovebox is up");
     println!("  WebSocket: {url}");
+    println!("  MCP:       {}", crate::status::mcp_url(url));
     for a in &config.accounts {
         println!("  account:   {} (workdir {})", a.id, a.workdir.display());
         println!("  token:     {} (agent)", state.token_file(&a.id).display());
@@ -740,6 +743,9 @@ fn banner(
         println!(
             "  dev mode: OS identity separation is off; services run as {user} (uid {uid}) unless an account sets run_as"
         );
+    }
+    for e in policy_errors {
+        println!("  WARNING: policy: {e}");
     }
     if uid == 0 {
         println!(

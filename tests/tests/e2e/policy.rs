@@ -178,6 +178,13 @@ async fn an_invalid_edit_keeps_the_last_good_policy_and_reports_where() {
     expect_ok(&read(&g, "a.txt").await);
     let info = account_info(&g).await;
     assert!(info.policy_error.contains("line 3"), "{info:?}");
+    let (code, out, _) = g.run_cli(&["status"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("WARNING: policy:") && l.contains("line 3")),
+        "{out}"
+    );
     let events = eventually("the invalid edit in the audit", &g, || async {
         let ev = policy_events(&g).await;
         ev.iter().any(|(o, _)| o == "invalid").then_some(ev)
@@ -601,10 +608,11 @@ async fn the_policy_command_lists_adds_explains_and_guards_the_sandbox() {
         out.contains("account:\n") && out.contains("  commands.allow[0]: cargo test"),
         "{out}"
     );
+    assert!(out.contains("\nsandbox: on\n"), "{out}");
     let (code, out, _) = g.run_cli(&["policy", "revoke", "commands", "allow", "cargo test"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("changed: commands.allow[0]: cargo test"),
+        out.contains("revoked: commands.allow[0]: cargo test"),
         "{out}"
     );
     let (code, _, err) = g.run_cli(&["policy", "sandbox", "off"]);
