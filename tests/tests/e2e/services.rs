@@ -820,3 +820,48 @@ async fn no_call_the_client_saw_succeed_lacks_its_rows_when_services_are_killed(
     let (code, out, _) = g.run_cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// Ctrl-C of a `glovebox call` waiting on an ask: the call is withdrawn, and still audited.
+#[tokio::test]
+async fn ctrl_c_of_a_waiting_call_leaves_its_audit_row() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut call = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["call", "--state-dir", g.state.to_str().unwrap()])
+        .args(["file_write", r#"{"path": "x.txt", "content": "x"}"#])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ask = approver.next_ask().await;
+    let call_id = ask["call_id"].as_str().unwrap().to_owned();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(call.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    call.wait().unwrap();
+    let pool = g.audit_pool().await;
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let outcome: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT outcome FROM tool_calls WHERE client_call_id = ?1 AND outcome IS NOT NULL",
+        )
+        .bind(&call_id)
+        .fetch_optional(&pool)
+        .await
+        .unwrap();
+        if let Some(outcome) = outcome {
+            assert_ne!(outcome.as_deref(), Some("ok"), "{}", g.stderr());
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit row for the interrupted call {call_id}: {}",
+            g.stderr()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!g.workdir.join("x.txt").exists());
+}
