@@ -328,7 +328,10 @@ async fn the_inspector_cli_lists_and_calls_with_a_bearer_header() {
     assert_eq!(code, 0, "{out}{err}");
     let result: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(result["isError"], false, "{out}");
-    assert_eq!(result["structuredContent"]["content"], "hello inspector\n");
+    assert_eq!(
+        result["structuredContent"]["content"], "hello inspector\n",
+        "{out}"
+    );
 
     // without the header: refused with a Bearer challenge, not an OAuth dance
     let (code, out, err) = inspector(&g, "", &["--method", "tools/list"]).await;
