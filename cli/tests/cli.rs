@@ -5,6 +5,9 @@
 
 use std::process::{Command, Stdio};
 
+#[path = "cli/deploy.rs"]
+mod deploy;
+
 fn glovebox(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_glovebox"))
         .args(args)
