@@ -8,6 +8,7 @@
 mod out;
 
 mod client;
+mod docs;
 mod identity;
 mod init;
 mod mcp_bridge;
@@ -21,7 +22,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use glovebox_proto::ws::Role;
 
 #[derive(Parser, Debug)]
@@ -146,6 +147,15 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Print the shell completion script for SHELL (packages install it).
+    #[command(hide = true)]
+    Completions {
+        #[arg(value_enum)]
+        shell: docs::Shell,
+    },
+    /// Print the man page, in roff (packages install it).
+    #[command(hide = true)]
+    Man,
     /// Run the gate (started by `up`).
     #[command(hide = true)]
     Gate {
@@ -485,6 +495,8 @@ async fn dispatch(
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Completions { shell } => docs::completions(Cli::command(), shell),
+        Command::Man => docs::man(Cli::command()),
         Command::Audit {
             command: AuditCommand::Verify { state },
         } => services::audit_verify(&env.state_dir(&state)).await,

@@ -163,7 +163,14 @@ fn help_hides_the_internal_service_commands() {
     for shown in ["up", "status", "stop", "tools", "call", "approve", "mcp"] {
         assert!(out.contains(&format!("\n  {shown} ")), "{shown}: {out}");
     }
-    for hidden in ["gate", "executor", "broker", "job-shim"] {
+    for hidden in [
+        "gate",
+        "executor",
+        "broker",
+        "job-shim",
+        "completions",
+        "man",
+    ] {
         assert!(!out.contains(&format!("\n  {hidden} ")), "{hidden}: {out}");
     }
 }
@@ -193,4 +200,53 @@ fn status_stop_and_call_say_when_nothing_runs() {
     let (code, out, _) = glovebox(&["stop", "--state-dir", state]);
     assert_eq!(code, 0);
     assert!(out.contains("not running"), "{out}");
+}
+
+/// The subcommands `glovebox --help` lists (the public ones).
+fn public_subcommands() -> Vec<String> {
+    let (_, help, _) = glovebox(&["--help"]);
+    help.split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn completions_name_every_public_subcommand_and_no_internal_one() {
+    let public = public_subcommands();
+    assert!(public.len() >= 10, "{public:?}");
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, script, err) = glovebox(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        for sub in &public {
+            assert!(script.contains(sub.as_str()), "{shell}: no {sub}");
+        }
+        for internal in ["job-shim", "exit-on-stdin-eof"] {
+            assert!(!script.contains(internal), "{shell} offers {internal}");
+        }
+    }
+    let (code, _, err) = glovebox(&["completions", "powershell"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn the_man_page_is_roff_naming_every_public_subcommand() {
+    let (code, page, err) = glovebox(&["man"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH glovebox"),
+        "{page}"
+    );
+    for sub in public_subcommands() {
+        let entry = format!("glovebox\\-{}(1)", sub.replace('-', "\\-"));
+        assert!(page.contains(&entry), "no {entry}: {page}");
+    }
+    assert!(!page.contains("job\\-shim"), "{page}");
 }
