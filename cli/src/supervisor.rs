@@ -628,7 +628,10 @@ async fn start(
 async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
-    for r in running.iter_mut().rev() {
+    // `running` is in start order, so a child's position is the index its exits carry; the
+    // generation alone would take another child's exit (one that failed to start, say) for this
+    // one's, and leave it running while the state dir is cleaned up.
+    for (index, r) in running.iter_mut().enumerate().rev() {
         r.stdin = None;
         let pid = Pid::from_raw(r.pid as i32);
         let _ = kill(pid, Signal::SIGTERM);
@@ -636,7 +639,7 @@ async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
         let mut exited = false;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match tokio::time::timeout(left, exits.recv()).await {
-                Ok(Some((_, generation, _))) if generation == r.generation => {
+                Ok(Some((i, generation, _))) if i == index && generation == r.generation => {
                     exited = true;
                     break;
                 }

@@ -90,7 +90,14 @@ fn first_start_creates_a_private_state_dir() {
     };
     let failed = up("0.0.0.0:1").wait_with_output().unwrap();
     assert_eq!(failed.status.code(), Some(2));
-    assert!(!state.exists(), "a failed first start leaves no state");
+    assert!(
+        !state.exists(),
+        "a failed first start leaves no state: {:?}\n{}",
+        std::fs::read_dir(&state)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+            .unwrap_or_default(),
+        String::from_utf8_lossy(&failed.stderr)
+    );
     // A first start that succeeds leaves a complete, private state dir.
     let mut running = up("127.0.0.1:0");
     let mut banner = std::io::BufReader::new(running.stdout.take().unwrap());
