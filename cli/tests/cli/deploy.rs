@@ -249,3 +249,96 @@ fn systemd_accepts_the_user_unit() {
     );
     assert!(out.status.success() && said.trim().is_empty(), "{said}");
 }
+
+/// `[package.metadata.deb]` of the CLI crate: its assets (source, destination) and conf-files.
+fn deb_metadata() -> (Vec<(String, String)>, Vec<String>) {
+    let manifest = read("cli/Cargo.toml");
+    let deb = manifest
+        .split("\n[package.metadata.deb]\n")
+        .nth(1)
+        .expect("cli/Cargo.toml has [package.metadata.deb]");
+    let deb = deb.split("\n[").next().unwrap_or(deb);
+    let quoted = |line: &str| -> Vec<String> {
+        line.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let assets = deb
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("[\""))
+        .map(|l| {
+            let q = quoted(l);
+            (q[0].clone(), q[1].clone())
+        })
+        .collect();
+    let conf = deb
+        .split("conf-files = [")
+        .nth(1)
+        .expect("conf-files")
+        .split(']')
+        .next()
+        .unwrap()
+        .lines()
+        .flat_map(quoted)
+        .collect();
+    (assets, conf)
+}
+
+#[test]
+fn the_package_ships_files_that_exist_or_that_build_assets_makes() {
+    let (assets, conf) = deb_metadata();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(repo().join("deploy/build-assets.sh"))
+        .env("GLOVEBOX", env!("CARGO_BIN_EXE_glovebox"))
+        .env("OUT", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut generated: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    generated.sort();
+    let mut listed = Vec::new();
+    for (source, dest) in &assets {
+        assert!(
+            !dest.starts_with('/'),
+            "{dest}: cargo-deb destinations are relative"
+        );
+        if source == "target/release/glovebox" {
+            assert_eq!(dest, "usr/bin/");
+        } else if let Some(name) = source.strip_prefix("../deploy/generated/") {
+            let made = std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+            assert!(!made.is_empty(), "build-assets.sh did not make {name}");
+            listed.push(name.to_owned());
+        } else {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
+            assert!(path.is_file(), "{source} is packaged but missing");
+        }
+    }
+    listed.sort();
+    assert_eq!(listed, generated, "every generated file is packaged");
+    let dests: Vec<&str> = assets.iter().map(|(_, d)| d.as_str()).collect();
+    assert!(
+        dests.contains(&"usr/lib/systemd/user/glovebox.service"),
+        "{dests:?}"
+    );
+    assert!(
+        dests.contains(&"usr/share/man/man1/glovebox.1"),
+        "{dests:?}"
+    );
+    assert_eq!(conf.len(), 2, "{conf:?}");
+    for file in conf {
+        assert!(
+            file.starts_with("/etc/glovebox/") && dests.contains(&&file[1..]),
+            "conffile {file} is not a packaged file under /etc/glovebox"
+        );
+    }
+}
