@@ -36,9 +36,29 @@ pub async fn serve(target: &Target) -> anyhow::Result<ExitCode> {
         socket: Arc::new(Mutex::new(socket)),
         tools: Arc::new(tools),
     };
+    answer_pings_while_idle(bridge.socket.clone());
     let running = bridge.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often an idle bridge reads its socket, so the broker's pings are answered (the broker
+/// closes a WebSocket from which nothing arrives; see its `limits`).
+const IDLE_READ_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// While no call holds the socket, takes what the broker sent without waiting: pings, which the
+/// WebSocket layer answers on the next read.
+fn answer_pings_while_idle(socket: Arc<Mutex<Socket>>) {
+    use futures_util::{FutureExt, StreamExt};
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(IDLE_READ_PERIOD).await;
+            let Ok(mut socket) = socket.try_lock() else {
+                continue; // a call is reading it
+            };
+            while let Some(Some(Ok(_))) = socket.next().now_or_never() {}
+        }
+    });
 }
 
 impl ServerHandler for Bridge {

@@ -60,7 +60,8 @@ async fn serve(
     revoked: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     // A rotated credential ends the connection (and takes its tools away).
-    let mut session = Session::<String>::start(socket, revoked, None);
+    let liveness = crate::session::Liveness::of(&app.config.limits);
+    let mut session = Session::<String>::start(socket, revoked, None, liveness);
     let connection_id = new_id("provider");
     let key = match app
         .registry

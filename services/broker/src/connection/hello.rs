@@ -6,13 +6,13 @@ use axum::extract::ws::Message;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::ws::{ClientContext, ClientFrame, Role, ServerFrame, parse_client_frame};
 
-use super::{HELLO_TIMEOUT, frame_error, text};
+use super::{frame_error, text};
 use crate::app::App;
 use crate::auth::Authenticated;
 use crate::profiles::Profile;
 use crate::session::{CLOSE_POLICY, Session};
 
-/// Waits (up to [`HELLO_TIMEOUT`]) for the hello frame and answers it. `None` if the connection
+/// Waits (up to the hello timeout, see `limits`) for the hello frame and answers it. `None` if the connection
 /// ended first or took too long, or if the hello asked for a role its credential does not have
 /// (then the connection is closed with a policy-violation code and the attempt is audited).
 pub(super) async fn hello(
@@ -28,11 +28,12 @@ pub(super) async fn hello(
         session.outbox().send(text(&ok)).await;
         Some(role)
     };
-    match tokio::time::timeout(HELLO_TIMEOUT, answered).await {
+    let timeout = app.config.limits.hello_timeout;
+    match tokio::time::timeout(timeout, answered).await {
         Ok(role) => role,
         Err(_) => {
             let outbox = session.outbox();
-            let message = "no hello frame within 10 seconds";
+            let message = format!("no hello frame within {} seconds", timeout.as_secs());
             outbox
                 .send(frame_error(ErrorCode::InvalidParams, message))
                 .await;
