@@ -388,17 +388,47 @@ pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let db = state.audit_db();
     anyhow::ensure!(db.exists(), "no audit store at {}", db.display());
+    let key_bytes = std::fs::read(state.audit_key())
+        .with_context(|| format!("read the audit key {}", state.audit_key().display()))?;
+    let key = glovebox_gate::audit::chain::AuditKey::from_bytes(&key_bytes)
+        .context("the audit key is not 32 bytes")?;
+    let head = std::fs::read_to_string(state.audit_head()).ok();
     let pool = glovebox_gate::audit::open_pool(&db).await?;
-    match glovebox_gate::audit::verify(&pool).await {
-        Ok(rows) => {
-            println!("audit chain verified: {rows} rows in {}", db.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            println!("audit chain BROKEN in {}: {e}", db.display());
-            Ok(ExitCode::from(1))
-        }
+    let report = glovebox_gate::audit::verify(&pool, &key, head.as_deref()).await?;
+    let mismatches: Vec<String> = std::fs::read_dir(state.root())?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("audit.head.mismatch-"))
+        .collect();
+    if let Some(problem) = &report.problem {
+        println!("audit chain BROKEN in {}: {problem}", db.display());
+        return Ok(ExitCode::from(1));
     }
+    println!(
+        "audit chain verified: {} rows in {}",
+        report.rows,
+        db.display()
+    );
+    if report.unkeyed > 0 {
+        println!(
+            "  {} rows from before the chain was keyed are checked with an unkeyed hash",
+            report.unkeyed
+        );
+    }
+    if !report.head_checked {
+        println!(
+            "  no head file ({}): a removed tail cannot be detected",
+            state.audit_head().display()
+        );
+    }
+    if !mismatches.is_empty() {
+        println!(
+            "audit store REPLACED OR TRUNCATED before: the gate kept the old head as {} (see the anchor_mismatch rows)",
+            mismatches.join(", ")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Reads lines from a child's stdout until one starts with `READY `; returns the rest of it.

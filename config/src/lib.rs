@@ -9,6 +9,7 @@
 //! <state>/audit.db                           the audit store (owned by the gate)
 //! <state>/ticket.key                         the gate's master ticket key (0600)
 //! <state>/control.key                        the key every control-socket key derives from (0600)
+//! <state>/audit.key, audit.head              the audit chain's key (0600) and its signed head
 //! <state>/run/                               sockets and the lock of a running `glovebox up`
 //! <state>/run/exec-<id>/                      the account's executor socket (owned by its run_as user)
 //! ```
@@ -88,6 +89,14 @@ impl StateDir {
     }
     pub fn ticket_key(&self) -> PathBuf {
         self.root.join("ticket.key")
+    }
+    /// The gate's audit key: the audit chain's MACs are made under it.
+    pub fn audit_key(&self) -> PathBuf {
+        self.root.join("audit.key")
+    }
+    /// The signed head of the audit chain, rewritten after every write.
+    pub fn audit_head(&self) -> PathBuf {
+        self.root.join("audit.head")
     }
     /// The secret every control socket's keys are derived from (see `glovebox_proto::transport`).
     pub fn control_key(&self) -> PathBuf {
@@ -485,8 +494,20 @@ pub fn create_private_dir(path: &Path) -> Result<(), ConfigError> {
         .map_err(|e| ConfigError::io(path, e))
 }
 
-/// Writes a file readable only by its owner, atomically (temporary file, then rename).
+/// Writes a file readable only by its owner, atomically (temporary file, then rename), and
+/// flushed to disk before it replaces the old one.
 pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
+    write_private(path, bytes, true)
+}
+
+/// [`write_private_file`] without flushing to disk: the new content replaces the old atomically
+/// and survives the death of any process, but a power loss may leave the old one. For files
+/// rewritten often, like the audit's head.
+pub fn write_file_unsynced(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
+    write_private(path, bytes, false)
+}
+
+fn write_private(path: &Path, bytes: &[u8], sync: bool) -> Result<(), ConfigError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -501,7 +522,9 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> 
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

@@ -345,6 +345,39 @@ pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Channel
         .connect_with_connector_lazy(connector)
 }
 
+/// How long a service waits for the gate to take an audit row before it gives up.
+pub const AUDIT_DURABLE_LIMIT: Duration = Duration::from_secs(15);
+
+/// Appends an audit row and returns once the gate has taken it, retrying while the gate cannot
+/// be reached (under `up` a gate that died is back within a second or two), for at most `limit`.
+/// A call whose rows were not taken is not reported as done: the caller turns an error here into
+/// a failed call. A row retried after a reply was lost may be written twice (rows are never lost).
+pub async fn append_durably(
+    client: &crate::v1::audit_client::AuditClient<Channel>,
+    event: crate::v1::AuditEvent,
+    limit: Duration,
+) -> Result<(), tonic::Status> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let mut request = tonic::Request::new(event.clone());
+        request.set_timeout(Duration::from_secs(5));
+        match client.clone().append(request).await {
+            Ok(_) => return Ok(()),
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+                ) && tokio::time::Instant::now() + pause < deadline =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(status) => return Err(status),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

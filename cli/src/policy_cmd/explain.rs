@@ -112,6 +112,7 @@ async fn plan(
                 call_id: "policy-explain".into(),
                 tool: tool.name().into(),
                 params_json: params.to_string(),
+                client_call_id: String::new(),
             }),
         })
         .await

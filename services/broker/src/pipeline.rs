@@ -44,6 +44,24 @@ pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wan
     }
 }
 
+/// A call's ids: the broker's (unique) and the agent's (a label).
+pub struct CallIds {
+    pub server: String,
+    pub client: String,
+}
+
+impl CallIds {
+    fn tool_call(&self, account: &str, tool: &str, params: &serde_json::Value) -> ToolCall {
+        ToolCall {
+            account: account.to_owned(),
+            call_id: self.server.clone(),
+            tool: tool.to_owned(),
+            params_json: params.to_string(),
+            client_call_id: self.client.clone(),
+        }
+    }
+}
+
 /// Runs one call and returns the result frame.
 #[tracing::instrument(skip(app, params), fields(account = %origin.account))]
 pub async fn run_call(
@@ -56,11 +74,18 @@ pub async fn run_call(
 ) -> ServerFrame {
     let account = origin.account.as_str();
     let started = Instant::now();
+    // The call's own id, made here: tickets and audit rows name it, so two calls never merge
+    // however the agent names them; the agent's id stays a label (and is what it is answered by).
+    let ids = CallIds {
+        server: crate::asks::new_id("call"),
+        client: call_id.to_owned(),
+    };
     app.asks.activity(account, true);
-    let outcome = steps(app, origin, call_id, tool, params, cancelled).await;
+    let outcome = steps(app, origin, &ids, tool, params, cancelled).await;
     app.asks.activity(account, false);
     let mut event = AuditEvent {
-        call_id: call_id.to_owned(),
+        call_id: ids.server.clone(),
+        client_call_id: ids.client.clone(),
         account: account.to_owned(),
         source: "broker".into(),
         kind: "result".into(),
@@ -89,8 +114,20 @@ pub async fn run_call(
             ServerFrame::failed(call_id.to_owned(), error)
         }
     };
-    if let Err(status) = app.backends.audit.clone().append(request(event)).await {
+    // A result is answered only once its row is in the audit (waiting for a gate that is
+    // restarting); if it cannot be written, the call is reported failed.
+    let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
+    if let Err(status) =
+        glovebox_proto::transport::append_durably(&app.backends.audit, event, durable).await
+    {
         tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+        return ServerFrame::failed(
+            call_id.to_owned(),
+            WireError::new(
+                ErrorCode::Unavailable,
+                "the call's result could not be written to the audit; it is reported as failed",
+            ),
+        );
     }
     frame
 }
@@ -110,16 +147,16 @@ fn from_tool_error(e: pb::ToolError) -> WireError {
 async fn steps(
     app: &App,
     origin: &Origin,
-    call_id: &str,
+    ids: &CallIds,
     tool_name: &str,
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
     admit(origin, tool_name)?;
     if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
-        return client_tool(app, origin, call_id, tool_name, bare, params, cancelled).await;
+        return client_tool(app, origin, ids, tool_name, bare, params, cancelled).await;
     }
-    builtin(app, origin, call_id, tool_name, params, cancelled).await
+    builtin(app, origin, ids, tool_name, params, cancelled).await
 }
 
 /// Refuses a call before anything else when the tool is not for this connection's profile (a
@@ -143,7 +180,7 @@ fn admit(origin: &Origin, tool_name: &str) -> Result<(), WireError> {
 async fn builtin(
     app: &App,
     origin: &Origin,
-    call_id: &str,
+    ids: &CallIds,
     tool_name: &str,
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
@@ -157,12 +194,7 @@ async fn builtin(
     })?;
     tool.parse_params(&params)
         .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
-    let call = ToolCall {
-        account: account.to_owned(),
-        call_id: call_id.to_owned(),
-        tool: tool_name.to_owned(),
-        params_json: params.to_string(),
-    };
+    let call = ids.tool_call(account, tool_name, &params);
     let mut executor = app
         .backends
         .executor(account)
@@ -264,7 +296,7 @@ async fn authorize(
 async fn client_tool(
     app: &App,
     origin: &Origin,
-    call_id: &str,
+    ids: &CallIds,
     exposed: &str,
     bare: &str,
     params: serde_json::Value,
@@ -282,12 +314,7 @@ async fn client_tool(
             "no connected client provides this tool",
         ));
     }
-    let call = ToolCall {
-        account: origin.account.clone(),
-        call_id: call_id.to_owned(),
-        tool: exposed.to_owned(),
-        params_json: params.to_string(),
-    };
+    let call = ids.tool_call(&origin.account, exposed, &params);
     let plan = Plan {
         subjects: vec![pb::Subject {
             domain: pb::Domain::Tool as i32,
@@ -299,7 +326,7 @@ async fn client_tool(
     let preview = Preview::Text(input_preview(&params));
     authorize(app, origin, &call, &plan, cancelled, preview).await?;
     app.registry
-        .invoke(&origin.account, bare, params, call_id)
+        .invoke(&origin.account, bare, params, &ids.client)
         .await
         .map_err(registry_error)
 }
@@ -435,7 +462,7 @@ async fn show(
             &call.account,
             |ask_id, expires_in_ms| ServerFrame::Ask {
                 ask_id: ask_id.to_owned(),
-                call_id: call.call_id.clone(),
+                call_id: call.client_call_id.clone(),
                 account: call.account.clone(),
                 connection_id: shown.connection_id.to_owned(),
                 tool: call.tool.clone(),

@@ -173,7 +173,7 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
             event.outcome = "ok".into();
             event.bytes = done.bytes;
             ExecuteResponse {
-                result_json: done.result.to_string(),
+                result_json: done.result,
                 error: None,
             }
         }
@@ -256,6 +256,7 @@ impl pb::executor_server::Executor for ExecutorService {
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let mut event = AuditEvent {
             call_id: call.call_id.clone(),
+            client_call_id: call.client_call_id.clone(),
             account: self.config.account.clone(),
             source: "executor".into(),
             kind: "execute".into(),
@@ -274,10 +275,25 @@ impl pb::executor_server::Executor for ExecutorService {
                 self.act(&call, body, &mut event).await
             }
         };
-        let response = answer(outcome, &mut event);
+        let mut response = answer(outcome, &mut event);
         event.duration_ms = started.elapsed().as_millis() as u64;
-        if let Err(status) = self.audit.clone().append(event).await {
+        // The call is reported done only once its row is in the audit (waiting for a gate that
+        // is restarting); otherwise it is reported failed, though what it did stays done.
+        let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
+        if let Err(status) =
+            glovebox_proto::transport::append_durably(&self.audit, event, durable).await
+        {
             tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+            response = ExecuteResponse {
+                result_json: String::new(),
+                error: Some(
+                    OpError::new(
+                        ErrorCode::Unavailable,
+                        "the call ran, but its audit row could not be written; it is reported as failed",
+                    )
+                    .to_proto(),
+                ),
+            };
         }
         Ok(Response::new(response))
     }

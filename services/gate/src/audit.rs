@@ -1,8 +1,13 @@
 //! The audit store: an append-only SQLite file, owned by the gate, written by one task.
 //!
-//! Every row carries the hash of the row before it, so `verify` can prove that no row was
-//! changed, removed or inserted out of order; triggers refuse UPDATE and DELETE. A failing write
-//! never stops a tool call: it is counted, logged and reported by `Health`.
+//! Every row carries a MAC under the gate's audit key over the row before it and its own fields
+//! ([`chain`]); after every write the signed head of the chain is also written to
+//! `<state>/audit.head`, and a checkpoint row (rows so far and the head) is written at start, at
+//! stop and every [`CHECKPOINT_ROWS`] rows or [`CHECKPOINT_INTERVAL`]. `verify` walks the rows and
+//! names the first thing wrong. Triggers refuse UPDATE and DELETE. A failing write never stops a
+//! tool call: it is counted, logged and reported by `Health`.
+
+pub mod chain;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -11,7 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use glovebox_proto::v1::AuditEvent;
-use sha2::{Digest, Sha256};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -19,10 +23,14 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqlSafeStr};
 use tokio::sync::{mpsc, oneshot};
 
+use chain::{AuditKey, Fields, GENESIS, Head, StoredRow};
+
 /// Events waiting to be written; appends wait when it is full.
 const QUEUE_DEPTH: usize = 4096;
-/// The hash a chain starts from.
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// A checkpoint row after this many rows...
+pub const CHECKPOINT_ROWS: u64 = 1000;
+/// ...or this long after the last one, whichever comes first.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -55,9 +63,16 @@ pub struct AuditHealth {
     pub rows: u64,
 }
 
-struct Job {
-    event: AuditEvent,
-    done: oneshot::Sender<bool>,
+enum Job {
+    Event {
+        event: Box<AuditEvent>,
+        done: oneshot::Sender<bool>,
+    },
+    /// Write a checkpoint row now (`why`: start, stop).
+    Checkpoint {
+        why: &'static str,
+        done: oneshot::Sender<bool>,
+    },
 }
 
 /// A handle to the audit writer. Cheap to clone.
@@ -90,6 +105,13 @@ pub fn migrator() -> Migrator {
             "commands view".into(),
             MigrationType::Simple,
             include_str!("../migrations/0002_commands_view.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            3,
+            "keyed chain".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0003_keyed_chain.sql").into_sql_str(),
             false,
         ),
     ])
@@ -154,44 +176,89 @@ fn make_private(path: &Path, create: bool) -> std::io::Result<()> {
     }
 }
 
+/// Where the store lives and what it signs with.
+#[derive(Debug, Clone)]
+pub struct AuditFiles {
+    pub db: std::path::PathBuf,
+    /// The signed head of the chain, rewritten after every write.
+    pub head: std::path::PathBuf,
+    pub key: AuditKey,
+}
+
+/// The chain's state as the writer keeps it.
+struct Tip {
+    rows: u64,
+    last_id: i64,
+    mac: String,
+    since_checkpoint: u64,
+    checkpoint_at: std::time::Instant,
+}
+
 impl AuditStore {
-    /// Opens the store and starts its writer task.
-    pub async fn open(path: &Path) -> Result<AuditStore, AuditError> {
-        let pool = open_pool(path).await?;
-        let last: Option<String> =
-            sqlx::query_scalar("SELECT hash FROM events ORDER BY id DESC LIMIT 1")
+    /// Opens the store, checks the database against its head file (a database that lost rows
+    /// since is reported: the old head is kept beside it and a row says so), writes a start
+    /// checkpoint and starts the writer task.
+    pub async fn open(files: &AuditFiles) -> Result<AuditStore, AuditError> {
+        let pool = open_pool(&files.db).await?;
+        let last: Option<(i64, String)> =
+            sqlx::query_as("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1")
                 .fetch_optional(&pool)
                 .await?;
         let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
             .fetch_one(&pool)
             .await?;
+        let mismatch = anchor_mismatch(&pool, files, rows.max(0) as u64).await?;
         let counters = Arc::new(Counters::default());
         counters.healthy.store(true, Ordering::Relaxed);
         counters.rows.store(rows.max(0) as u64, Ordering::Relaxed);
         let (jobs, rx) = mpsc::channel(QUEUE_DEPTH);
-        tokio::spawn(writer(
-            pool,
-            rx,
-            last.unwrap_or_else(|| GENESIS.to_owned()),
-            counters.clone(),
-        ));
-        Ok(AuditStore { jobs, counters })
+        let (last_id, mac) = last.unwrap_or((0, GENESIS.to_owned()));
+        let tip = Tip {
+            rows: rows.max(0) as u64,
+            last_id,
+            mac,
+            since_checkpoint: 0,
+            checkpoint_at: std::time::Instant::now(),
+        };
+        tokio::spawn(writer(pool, rx, tip, files.clone(), counters.clone()));
+        let store = AuditStore { jobs, counters };
+        if let Some(detail) = mismatch {
+            tracing::error!(%detail, "the audit database does not match its head");
+            store
+                .append(AuditEvent {
+                    source: "gate".into(),
+                    kind: "audit".into(),
+                    outcome: "anchor_mismatch".into(),
+                    detail,
+                    ..Default::default()
+                })
+                .await;
+        }
+        store.checkpoint("start").await;
+        Ok(store)
     }
 
-    /// Queues one event behind every event queued before it, without waiting for the commit.
-    /// Used where answering fast matters (a decision): the row is still written before any row
-    /// queued later (the call's execute and result), and a failed write is counted as usual.
-    pub async fn enqueue(&self, event: AuditEvent) {
-        let (done, _ignored) = oneshot::channel();
-        if self.jobs.send(Job { event, done }).await.is_err() {
-            self.record_failure("audit writer has stopped");
+    /// Writes a checkpoint row (rows so far and the head) and waits for it.
+    pub async fn checkpoint(&self, why: &'static str) -> bool {
+        let (done, wait) = oneshot::channel();
+        if self.jobs.send(Job::Checkpoint { why, done }).await.is_err() {
+            return false;
         }
+        wait.await.unwrap_or(false)
     }
 
     /// Appends one event and waits until it is written. Returns whether it was.
     pub async fn append(&self, event: AuditEvent) -> bool {
         let (done, wait) = oneshot::channel();
-        if self.jobs.send(Job { event, done }).await.is_err() {
+        if self
+            .jobs
+            .send(Job::Event {
+                event: Box::new(event),
+                done,
+            })
+            .await
+            .is_err()
+        {
             self.record_failure("audit writer has stopped");
             return false;
         }
@@ -223,10 +290,22 @@ const LINGER_TURNS: usize = 4;
 async fn writer(
     pool: SqlitePool,
     mut jobs: mpsc::Receiver<Job>,
-    mut prev: String,
+    mut tip: Tip,
+    files: AuditFiles,
     counters: Arc<Counters>,
 ) {
-    while let Some(first) = jobs.recv().await {
+    loop {
+        let due = CHECKPOINT_INTERVAL.saturating_sub(tip.checkpoint_at.elapsed());
+        let first = tokio::select! {
+            job = jobs.recv() => match job {
+                Some(job) => job,
+                None => return,
+            },
+            _ = tokio::time::sleep(due), if tip.since_checkpoint > 0 => {
+                write_checkpoint(&pool, &mut tip, &files, &counters, "interval").await;
+                continue;
+            }
+        };
         let mut batch = vec![first];
         // Let calls that are already being answered enqueue their rows too (a few scheduler
         // turns, no timer), so one write serves them all.
@@ -242,189 +321,264 @@ async fn writer(
             }
             tokio::task::yield_now().await;
         }
-        let result = write_batch(&pool, &batch, &prev).await;
-        let ok = match result {
-            Ok(last) => {
-                prev = last;
-                counters.healthy.store(true, Ordering::Relaxed);
-                counters
-                    .rows
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                true
-            }
-            Err(e) => {
-                counters.healthy.store(false, Ordering::Relaxed);
-                counters
-                    .failures
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                for job in &batch {
-                    tracing::error!(error = %e, kind = %job.event.kind, call_id = %job.event.call_id, "audit write failed");
-                }
-                false
-            }
-        };
+        let mut events = Vec::new();
+        let mut waiting = Vec::new();
+        let mut checkpoints = Vec::new();
         for job in batch {
-            let _ = job.done.send(ok);
+            match job {
+                Job::Event { event, done } => {
+                    events.push(*event);
+                    waiting.push(done);
+                }
+                Job::Checkpoint { why, done } => checkpoints.push((why, done)),
+            }
+        }
+        if !events.is_empty() {
+            let ok = write_events(&pool, &mut tip, &files, &counters, &events).await;
+            for done in waiting {
+                let _ = done.send(ok);
+            }
+        }
+        for (why, done) in checkpoints {
+            let ok = write_checkpoint(&pool, &mut tip, &files, &counters, why).await;
+            let _ = done.send(ok);
+        }
+        if tip.since_checkpoint >= CHECKPOINT_ROWS {
+            write_checkpoint(&pool, &mut tip, &files, &counters, "rows").await;
         }
     }
 }
 
-/// Writes a batch in one statement, chaining each row to the one before; returns the last
-/// hash. Either every row is written or none is.
-async fn write_batch(pool: &SqlitePool, batch: &[Job], prev: &str) -> Result<String, sqlx::Error> {
-    let stamps: Vec<String> = batch
-        .iter()
-        .map(|_| rfc3339_millis(SystemTime::now()))
-        .collect();
-    let mut rows = Vec::with_capacity(batch.len());
-    let mut prev = prev.to_owned();
-    for (job, ts) in batch.iter().zip(&stamps) {
-        let fields = Fields::of(ts, &job.event);
-        let hash = chain_hash(&prev, &fields);
-        rows.push((fields, prev, hash.clone()));
-        prev = hash;
+/// Writes `events` as one batch and the head file after it; counts the outcome.
+async fn write_events(
+    pool: &SqlitePool,
+    tip: &mut Tip,
+    files: &AuditFiles,
+    counters: &Counters,
+    events: &[AuditEvent],
+) -> bool {
+    match write_batch(pool, events, tip, &files.key).await {
+        Ok(()) => {
+            counters.healthy.store(true, Ordering::Relaxed);
+            counters.rows.store(tip.rows, Ordering::Relaxed);
+            write_head(files, tip);
+            true
+        }
+        Err(e) => {
+            counters.healthy.store(false, Ordering::Relaxed);
+            counters
+                .failures
+                .fetch_add(events.len() as u64, Ordering::Relaxed);
+            for event in events {
+                tracing::error!(error = %e, kind = %event.kind, call_id = %event.call_id, "audit write failed");
+            }
+            false
+        }
+    }
+}
+
+/// A checkpoint row: the rows before it and the head it follows, under the chain's MAC.
+async fn write_checkpoint(
+    pool: &SqlitePool,
+    tip: &mut Tip,
+    files: &AuditFiles,
+    counters: &Counters,
+    why: &str,
+) -> bool {
+    let event = AuditEvent {
+        source: "gate".into(),
+        kind: "checkpoint".into(),
+        outcome: why.into(),
+        detail: format!("rows {} head {}", tip.rows, tip.mac),
+        ..Default::default()
+    };
+    let ok = write_events(pool, tip, files, counters, std::slice::from_ref(&event)).await;
+    if ok {
+        tip.since_checkpoint = 0;
+        tip.checkpoint_at = std::time::Instant::now();
+    }
+    ok
+}
+
+/// Rewrites the head file (atomically). A failure is logged: the database still holds the chain.
+fn write_head(files: &AuditFiles, tip: &Tip) {
+    let head = Head {
+        rows: tip.rows,
+        last_id: tip.last_id,
+        mac: tip.mac.clone(),
+        ts: rfc3339_millis(SystemTime::now()),
+    };
+    if let Err(e) =
+        glovebox_config::write_file_unsynced(&files.head, head.encode(&files.key).as_bytes())
+    {
+        tracing::error!(error = %e, "could not write the audit head file");
+    }
+}
+
+/// Compares the database with its head file at start. `Some(what)` when the database lost rows
+/// the head had seen (a removed tail, a wiped or replaced database): the old head is kept as
+/// `<head>.mismatch-<unix seconds>` for `verify` and people to see.
+async fn anchor_mismatch(
+    pool: &SqlitePool,
+    files: &AuditFiles,
+    rows: u64,
+) -> Result<Option<String>, AuditError> {
+    let Ok(text) = std::fs::read_to_string(&files.head) else {
+        return Ok(None);
+    };
+    let problem = match Head::decode(&text, &files.key) {
+        Err(e) => Some(e.to_string()),
+        Ok(head) => {
+            let at: Option<String> = sqlx::query_scalar("SELECT hash FROM events WHERE id = ?")
+                .bind(head.last_id)
+                .fetch_optional(pool)
+                .await?;
+            match at {
+                Some(mac) if mac == head.mac && rows >= head.rows => None,
+                _ => Some(format!(
+                    "the head written at {} says {} rows up to row {}; the database has {rows}",
+                    head.ts, head.rows, head.last_id
+                )),
+            }
+        }
+    };
+    let Some(problem) = problem else {
+        return Ok(None);
+    };
+    let kept = files.head.with_extension(format!(
+        "head.mismatch-{}",
+        glovebox_ticket::now_ms().unwrap_or(0) / 1000
+    ));
+    let _ = std::fs::rename(&files.head, &kept);
+    Ok(Some(format!(
+        "{problem} (old head kept at {})",
+        kept.display()
+    )))
+}
+
+/// Writes a batch in one statement, chaining each row to the one before, and moves `tip` past
+/// it. Either every row is written or none is (and `tip` is unchanged).
+async fn write_batch(
+    pool: &SqlitePool,
+    events: &[AuditEvent],
+    tip: &mut Tip,
+    key: &AuditKey,
+) -> Result<(), sqlx::Error> {
+    let mut rows = Vec::with_capacity(events.len());
+    let mut prev = tip.mac.clone();
+    for event in events {
+        let fields = fields_of(rfc3339_millis(SystemTime::now()), event);
+        let mac = chain::row_mac(key, &prev, &fields);
+        rows.push((fields, prev, mac.clone()));
+        prev = mac;
     }
     let mut conn = pool.acquire().await?;
-    // One statement for the whole batch (18 parameters a row, well under SQLite's limit): it is
-    // atomic without an explicit transaction.
-    insert(&mut conn, &rows).await?;
-    Ok(prev)
+    // One statement for the whole batch: it is atomic without an explicit transaction.
+    let last_id = insert(&mut conn, &rows).await?;
+    tip.rows += rows.len() as u64;
+    tip.since_checkpoint += rows.len() as u64;
+    tip.last_id = last_id;
+    tip.mac = prev;
+    Ok(())
 }
 
-/// The columns of one row, in chain order. Empty strings are stored as NULL.
-struct Fields<'a> {
-    text: [(&'static str, &'a str); 14],
-    numbers: [(&'static str, u64); 2],
-}
-
-impl<'a> Fields<'a> {
-    fn of(ts: &'a str, e: &'a AuditEvent) -> Fields<'a> {
-        Fields {
-            text: [
-                ("ts", ts),
-                ("call_id", &e.call_id),
-                ("account", &e.account),
-                ("source", &e.source),
-                ("kind", &e.kind),
-                ("tool", &e.tool),
-                ("subject", &e.subject),
-                ("verdict", &e.verdict),
-                ("rule", &e.rule),
-                ("reason", &e.reason),
-                ("approval", &e.approval),
-                ("outcome", &e.outcome),
-                ("error_code", &e.error_code),
-                ("detail", &e.detail),
-            ],
-            numbers: [("duration_ms", e.duration_ms), ("bytes", e.bytes)],
-        }
+fn fields_of(ts: String, e: &AuditEvent) -> Fields {
+    Fields {
+        ts,
+        call_id: e.call_id.clone(),
+        client_call_id: e.client_call_id.clone(),
+        account: e.account.clone(),
+        source: e.source.clone(),
+        kind: e.kind.clone(),
+        tool: e.tool.clone(),
+        subject: e.subject.clone(),
+        verdict: e.verdict.clone(),
+        rule: e.rule.clone(),
+        reason: e.reason.clone(),
+        approval: e.approval.clone(),
+        outcome: e.outcome.clone(),
+        error_code: e.error_code.clone(),
+        detail: e.detail.clone(),
+        duration_ms: e.duration_ms,
+        bytes: e.bytes,
     }
 }
 
+/// Inserts keyed rows; returns the last row's id.
 async fn insert(
     conn: &mut sqlx::SqliteConnection,
-    rows: &[(Fields<'_>, String, String)],
-) -> Result<(), sqlx::Error> {
-    let tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    rows: &[(Fields, String, String)],
+) -> Result<i64, sqlx::Error> {
+    let tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)";
     let sql = format!(
-        "INSERT INTO events (ts, call_id, account, source, kind, tool, subject, verdict, rule, reason, \
-         approval, outcome, error_code, detail, duration_ms, bytes, prev_hash, hash) VALUES {}",
+        "INSERT INTO events (ts, call_id, client_call_id, account, source, kind, tool, subject, \
+         verdict, rule, reason, approval, outcome, error_code, detail, duration_ms, bytes, \
+         prev_hash, hash, keyed) VALUES {}",
         vec![tuple; rows.len()].join(", ")
     );
     // Safe: the statement is built only from the constant column list and placeholders.
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for (f, prev, hash) in rows {
-        for (_, value) in f.text {
+    for (f, prev, mac) in rows {
+        for (_, value) in f.text(true) {
             q = q.bind(if value.is_empty() { None } else { Some(value) });
         }
-        for (_, n) in f.numbers {
+        for n in [f.duration_ms, f.bytes] {
             q = q.bind(i64::try_from(n).unwrap_or(i64::MAX));
         }
-        q = q.bind(prev.as_str()).bind(hash.as_str());
+        q = q.bind(prev.as_str()).bind(mac.as_str());
     }
-    q.execute(conn).await.map(|_| ())
+    Ok(q.execute(conn).await?.last_insert_rowid())
 }
 
-/// The hash of a row: SHA-256 over the previous hash and each field, length-prefixed so that no
-/// two different rows encode alike.
-fn chain_hash(prev: &str, f: &Fields<'_>) -> String {
-    let mut h = Sha256::new();
-    h.update(prev.as_bytes());
-    for (name, value) in f.text {
-        h.update(format!("\n{name}:{}:", value.len()).as_bytes());
-        h.update(value.as_bytes());
-    }
-    for (name, n) in f.numbers {
-        h.update(format!("\n{name}:{n}").as_bytes());
-    }
-    hex::encode(h.finalize())
-}
-
-/// Why the chain does not verify.
-#[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
-    #[error("row {id}: {problem}")]
-    Broken { id: i64, problem: &'static str },
-    #[error(transparent)]
-    Store(#[from] AuditError),
-    #[error("read audit store: {0}")]
-    Read(#[from] sqlx::Error),
-}
-
-/// Recomputes every row's hash and checks the chain. Returns the number of rows.
-pub async fn verify(pool: &SqlitePool) -> Result<u64, VerifyError> {
+/// Reads every row and checks the chain against `key` and the head file's text (if any); see
+/// [`chain::check`].
+pub async fn verify(
+    pool: &SqlitePool,
+    key: &AuditKey,
+    head: Option<&str>,
+) -> Result<chain::Report, AuditError> {
     let rows = sqlx::query(
-        "SELECT id, ts, call_id, account, source, kind, tool, subject, verdict, rule, reason, approval, \
-         outcome, error_code, detail, duration_ms, bytes, prev_hash, hash FROM events ORDER BY id",
+        "SELECT id, ts, call_id, client_call_id, account, source, kind, tool, subject, verdict, \
+         rule, reason, approval, outcome, error_code, detail, duration_ms, bytes, prev_hash, hash, \
+         keyed FROM events ORDER BY id",
     )
     .fetch_all(pool)
     .await?;
-    let mut prev = GENESIS.to_owned();
-    let mut count = 0u64;
+    let mut stored = Vec::with_capacity(rows.len());
     for row in rows {
-        let id: i64 = row.try_get("id")?;
         let text = |col: &str| -> Result<String, sqlx::Error> {
             Ok(row.try_get::<Option<String>, _>(col)?.unwrap_or_default())
         };
-        let event = AuditEvent {
-            subjects: Vec::new(),
-            call_id: text("call_id")?,
-            account: text("account")?,
-            source: text("source")?,
-            kind: text("kind")?,
-            tool: text("tool")?,
-            subject: text("subject")?,
-            verdict: text("verdict")?,
-            rule: text("rule")?,
-            reason: text("reason")?,
-            approval: text("approval")?,
-            outcome: text("outcome")?,
-            error_code: text("error_code")?,
-            duration_ms: row
-                .try_get::<Option<i64>, _>("duration_ms")?
-                .unwrap_or(0)
-                .max(0) as u64,
-            bytes: row.try_get::<Option<i64>, _>("bytes")?.unwrap_or(0).max(0) as u64,
-            detail: text("detail")?,
+        let number = |col: &str| -> Result<u64, sqlx::Error> {
+            Ok(row.try_get::<Option<i64>, _>(col)?.unwrap_or(0).max(0) as u64)
         };
-        let ts = text("ts")?;
-        if text("prev_hash")? != prev {
-            return Err(VerifyError::Broken {
-                id,
-                problem: "prev_hash does not match the row before",
-            });
-        }
-        let hash = chain_hash(&prev, &Fields::of(&ts, &event));
-        if text("hash")? != hash {
-            return Err(VerifyError::Broken {
-                id,
-                problem: "hash does not match the row's content",
-            });
-        }
-        prev = hash;
-        count += 1;
+        stored.push(StoredRow {
+            id: row.try_get("id")?,
+            fields: Fields {
+                ts: text("ts")?,
+                call_id: text("call_id")?,
+                client_call_id: text("client_call_id")?,
+                account: text("account")?,
+                source: text("source")?,
+                kind: text("kind")?,
+                tool: text("tool")?,
+                subject: text("subject")?,
+                verdict: text("verdict")?,
+                rule: text("rule")?,
+                reason: text("reason")?,
+                approval: text("approval")?,
+                outcome: text("outcome")?,
+                error_code: text("error_code")?,
+                detail: text("detail")?,
+                duration_ms: number("duration_ms")?,
+                bytes: number("bytes")?,
+            },
+            prev: text("prev_hash")?,
+            mac: text("hash")?,
+            keyed: row.try_get::<Option<i64>, _>("keyed")?.unwrap_or(0) == 1,
+        });
     }
-    Ok(count)
+    Ok(chain::check(stored, key, head))
 }
 
 /// Formats a time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T23:42:41.123Z`.
@@ -451,6 +605,20 @@ mod tests {
         }
     }
 
+    fn files(dir: &Path) -> AuditFiles {
+        AuditFiles {
+            db: dir.join("audit.db"),
+            head: dir.join("audit.head"),
+            key: AuditKey::from_bytes(&[3u8; 32]).unwrap(),
+        }
+    }
+
+    async fn check(files: &AuditFiles) -> chain::Report {
+        let pool = open_pool(&files.db).await.unwrap();
+        let head = std::fs::read_to_string(&files.head).ok();
+        verify(&pool, &files.key, head.as_deref()).await.unwrap()
+    }
+
     #[test]
     fn timestamps() {
         assert_eq!(rfc3339_millis(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
@@ -463,21 +631,22 @@ mod tests {
     #[tokio::test]
     async fn rows_chain_and_refuse_changes() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        let store = AuditStore::open(&path).await.unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
         assert!(store.append(event("decide", "c1")).await);
         assert!(store.append(event("result", "c1")).await);
+        // The start checkpoint, then the two rows.
         assert_eq!(
             store.health(),
             AuditHealth {
                 healthy: true,
                 failures: 0,
-                rows: 2
+                rows: 3
             }
         );
-
-        let pool = open_pool(&path).await.unwrap();
-        assert_eq!(verify(&pool).await.unwrap(), 2);
+        let r = check(&f).await;
+        assert_eq!((r.problem, r.rows, r.head_checked), (None, 3, true));
+        let pool = open_pool(&f.db).await.unwrap();
         for sql in [
             "UPDATE events SET outcome = 'ok'",
             "DELETE FROM events",
@@ -496,18 +665,24 @@ mod tests {
             .unwrap();
         assert_eq!(n, 1);
         // empty strings are NULL for SQL users
-        let rule: Option<String> = sqlx::query_scalar("SELECT rule FROM events WHERE id = 1")
+        let rule: Option<String> = sqlx::query_scalar("SELECT rule FROM events WHERE id = 2")
             .fetch_one(&pool)
             .await
             .unwrap();
         assert_eq!(rule, None);
+        let first: (String, String) =
+            sqlx::query_as("SELECT kind, outcome FROM events WHERE id = 1")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(first, ("checkpoint".into(), "start".into()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_appends_are_batched_into_one_unbroken_chain() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        let store = AuditStore::open(&path).await.unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
         let tasks: Vec<_> = (0..200)
             .map(|i| {
                 let store = store.clone();
@@ -517,9 +692,10 @@ mod tests {
         for t in tasks {
             assert!(t.await.unwrap());
         }
-        assert_eq!(store.health().rows, 200);
-        let pool = open_pool(&path).await.unwrap();
-        assert_eq!(verify(&pool).await.unwrap(), 200);
+        assert_eq!(store.health().rows, 201);
+        let r = check(&f).await;
+        assert_eq!((r.problem, r.rows), (None, 201));
+        let pool = open_pool(&f.db).await.unwrap();
         let distinct: i64 = sqlx::query_scalar("SELECT COUNT(DISTINCT call_id) FROM events")
             .fetch_one(&pool)
             .await
@@ -527,35 +703,115 @@ mod tests {
         assert_eq!(distinct, 200);
     }
 
-    #[tokio::test]
-    async fn verify_detects_a_forged_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        let store = AuditStore::open(&path).await.unwrap();
-        for i in 0..3 {
+    /// A store with `n` decide rows after its start checkpoint, closed; returns its files.
+    async fn written(dir: &Path, n: usize) -> AuditFiles {
+        let f = files(dir);
+        let store = AuditStore::open(&f).await.unwrap();
+        for i in 0..n {
             assert!(store.append(event("decide", &format!("c{i}"))).await);
         }
-        let pool = open_pool(&path).await.unwrap();
-        // Someone with write access to the file drops the trigger and edits a row.
-        sqlx::query("DROP TRIGGER events_refuse_update")
-            .execute(&pool)
-            .await
-            .unwrap();
-        sqlx::query("UPDATE events SET verdict = 'allow' WHERE id = 2")
-            .execute(&pool)
-            .await
-            .unwrap();
-        let err = verify(&pool).await.unwrap_err().to_string();
-        assert!(err.starts_with("row 2: hash does not match"), "{err}");
+        f
+    }
+
+    async fn tamper(f: &AuditFiles, sql: &[&str]) {
+        let pool = open_pool(&f.db).await.unwrap();
+        // Someone with write access to the file drops the triggers first.
+        for s in [
+            "DROP TRIGGER IF EXISTS events_refuse_update",
+            "DROP TRIGGER IF EXISTS events_refuse_delete",
+        ]
+        .iter()
+        .chain(sql)
+        {
+            sqlx::query(sqlx::AssertSqlSafe(*s))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn verify_names_the_first_bad_row_of_each_tampering() {
+        use chain::Problem;
+        type Case = (&'static str, &'static [&'static str], fn(&Problem) -> bool);
+        let cases: &[Case] = &[
+            (
+                "an edited row",
+                &["UPDATE events SET verdict = 'allow' WHERE id = 3"],
+                |p| *p == Problem::Rewritten { id: 3 },
+            ),
+            (
+                "a deleted middle row",
+                &["DELETE FROM events WHERE id = 3"],
+                |p| *p == Problem::Gap { from: 3, to: 3 },
+            ),
+            (
+                "a removed tail",
+                &["DELETE FROM events WHERE id >= 4"],
+                |p| {
+                    matches!(
+                        p,
+                        Problem::MissingTail {
+                            head_rows: 5,
+                            rows: 3,
+                            ..
+                        }
+                    )
+                },
+            ),
+            ("every row deleted", &["DELETE FROM events"], |p| {
+                *p == Problem::Wiped { head_rows: 5 }
+            }),
+            (
+                "an inserted approval",
+                &[
+                    "INSERT INTO events (ts, source, kind, approval, prev_hash, hash, keyed) VALUES ('t', 'gate', 'resolve', 'approved', 'x', 'y', 1)",
+                ],
+                |p| *p == Problem::Unchained { id: 6 },
+            ),
+        ];
+        for (name, sql, want) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let f = written(dir.path(), 4).await;
+            assert_eq!(check(&f).await.problem, None, "{name}: before");
+            tamper(&f, sql).await;
+            let r = check(&f).await;
+            let p = r.problem.expect(name);
+            assert!(want(&p), "{name}: {p}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_wiped_database_is_caught_when_the_gate_starts_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = written(dir.path(), 3).await;
+        std::fs::remove_file(&f.db).unwrap();
+        let store = AuditStore::open(&f).await.unwrap();
+        assert!(store.append(event("decide", "after")).await);
+        // The old head was kept beside the new one, and a row says what happened.
+        let kept: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("mismatch"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let pool = open_pool(&f.db).await.unwrap();
+        let detail: String =
+            sqlx::query_scalar("SELECT detail FROM events WHERE outcome = 'anchor_mismatch'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert!(detail.contains("says 4 rows"), "{detail}");
     }
 
     #[tokio::test]
     async fn a_failing_store_is_reported_and_the_chain_survives_it() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        let store = AuditStore::open(&path).await.unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
         assert!(store.append(event("decide", "before")).await);
-        let pool = open_pool(&path).await.unwrap();
+        let pool = open_pool(&f.db).await.unwrap();
         sqlx::query(
             "CREATE TRIGGER events_fail BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
         )
@@ -563,33 +819,49 @@ mod tests {
         .await
         .unwrap();
         assert!(!store.append(event("decide", "lost")).await);
-        store.enqueue(event("decide", "lost too")).await;
+        assert!(!store.append(event("decide", "lost too")).await);
         assert!(!store.append(event("result", "lost")).await);
         let h = store.health();
-        assert!(!h.healthy && h.failures == 3 && h.rows == 1, "{h:?}");
+        assert!(!h.healthy && h.failures == 3 && h.rows == 2, "{h:?}");
         sqlx::query("DROP TRIGGER events_fail")
             .execute(&pool)
             .await
             .unwrap();
         assert!(store.append(event("decide", "after")).await);
         let h = store.health();
-        assert!(h.healthy && h.rows == 2, "{h:?}");
+        assert!(h.healthy && h.rows == 3, "{h:?}");
         // The failed rows left no gap: the chain runs from the first row to the last.
-        assert_eq!(verify(&pool).await.unwrap(), 2);
+        let r = check(&f).await;
+        assert_eq!((r.problem, r.rows), (None, 3));
     }
 
     #[tokio::test]
-    async fn chain_continues_across_reopen() {
+    async fn chain_continues_across_reopen_with_checkpoints() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
+        let f = files(dir.path());
         {
-            let store = AuditStore::open(&path).await.unwrap();
+            let store = AuditStore::open(&f).await.unwrap();
             assert!(store.append(event("decide", "a")).await);
+            assert!(store.checkpoint("stop").await);
         }
-        let store = AuditStore::open(&path).await.unwrap();
-        assert_eq!(store.health().rows, 1);
+        let store = AuditStore::open(&f).await.unwrap();
+        assert_eq!(store.health().rows, 4);
         assert!(store.append(event("decide", "b")).await);
-        let pool = open_pool(&path).await.unwrap();
-        assert_eq!(verify(&pool).await.unwrap(), 2);
+        let r = check(&f).await;
+        assert_eq!((r.problem, r.rows), (None, 5));
+        let pool = open_pool(&f.db).await.unwrap();
+        let details: Vec<String> = sqlx::query_scalar(
+            "SELECT outcome || ': ' || detail FROM events WHERE kind = 'checkpoint' ORDER BY id",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(details.len(), 3, "{details:?}");
+        assert!(
+            details[0].starts_with("start: rows 0 head 0000"),
+            "{details:?}"
+        );
+        assert!(details[1].starts_with("stop: rows 2 head "), "{details:?}");
+        assert!(details[2].starts_with("start: rows 3 head "), "{details:?}");
     }
 }

@@ -58,6 +58,30 @@ pub struct GateConfig {
     pub managed_dirs: Vec<PathBuf>,
     /// The keys of the peers each of the gate's sockets accepts (handed over by the supervisor).
     pub handover: Handover,
+    /// The audit chain's key (`<state>/audit.key`, made on the first start that lacks it).
+    pub audit_key: audit::chain::AuditKey,
+}
+
+/// The audit key of a state directory; a state directory from before the chain was keyed gets
+/// one now (the gate owns the state directory).
+pub fn load_or_create_audit_key(state: &StateDir) -> Result<audit::chain::AuditKey, GateError> {
+    let path = state.audit_key();
+    let bad = |message: String| GateError::State {
+        path: path.clone(),
+        message,
+    };
+    if !path.exists() {
+        let bytes = glovebox_config::random_bytes::<{ audit::chain::KEY_BYTES }>()
+            .map_err(|e| bad(format!("no randomness for the audit key: {e}")))?;
+        glovebox_config::write_private_file(&path, &bytes)?;
+    }
+    let bytes = std::fs::read(&path).map_err(|e| bad(format!("read the audit key: {e}")))?;
+    audit::chain::AuditKey::from_bytes(&bytes).ok_or_else(|| {
+        bad(format!(
+            "the audit key must be {} bytes",
+            audit::chain::KEY_BYTES
+        ))
+    })
 }
 
 /// Where the administrator's managed policy lives when glovebox runs as a system service.
@@ -94,6 +118,7 @@ impl GateConfig {
             message: e.to_string(),
         })?;
         let managed_dirs = vec![state.root().join("managed")];
+        let audit_key = load_or_create_audit_key(&state)?;
         Ok(GateConfig {
             state,
             accounts,
@@ -103,6 +128,7 @@ impl GateConfig {
             audit_peer_uids: Vec::new(),
             managed_dirs,
             handover: Handover::default(),
+            audit_key,
         })
     }
 
@@ -115,7 +141,12 @@ impl GateConfig {
 
 /// Opens the audit store, loads every policy, starts the policy watcher, and records the start.
 async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError> {
-    let audit = AuditStore::open(&config.state.audit_db()).await?;
+    let audit = AuditStore::open(&audit::AuditFiles {
+        db: config.state.audit_db(),
+        head: config.state.audit_head(),
+        key: config.audit_key.clone(),
+    })
+    .await?;
     let policies = policies::AccountPolicies::new(
         &config.state,
         config.accounts,
@@ -158,6 +189,7 @@ pub async fn run(
     audit_peers.extend(&config.audit_peer_uids);
     let handover = config.handover.clone();
     let state = start(config).await?;
+    let stopping = state.audit.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -205,6 +237,7 @@ pub async fn run(
         }
     };
     let (a, b, c) = tokio::join!(main, audit_only, admin);
+    stopping.checkpoint("stop").await;
     a?;
     b?;
     c?;

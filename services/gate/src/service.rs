@@ -146,6 +146,7 @@ pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
 fn event(source: &str, kind: &str, call: &ToolCall) -> AuditEvent {
     AuditEvent {
         call_id: call.call_id.clone(),
+        client_call_id: call.client_call_id.clone(),
         account: call.account.clone(),
         source: source.to_owned(),
         kind: kind.to_owned(),
@@ -245,7 +246,13 @@ mod tests {
         .unwrap();
         let gate = GateService(Arc::new(GateState {
             policies,
-            audit: AuditStore::open(&state.audit_db()).await.unwrap(),
+            audit: AuditStore::open(&crate::audit::AuditFiles {
+                db: state.audit_db(),
+                head: state.audit_head(),
+                key: crate::audit::chain::AuditKey::from_bytes(&[1u8; 32]).unwrap(),
+            })
+            .await
+            .unwrap(),
             master_key: master.clone(),
             enablement: crate::enablement::Enablement::new(
                 state.clone(),
@@ -267,7 +274,7 @@ mod tests {
                 account: account.to_owned(),
                 call_id: "c1".to_owned(),
                 tool: "file_read".to_owned(),
-                params_json: String::new(),
+                ..Default::default()
             }),
             plan: Some(Plan {
                 subjects: vec![Subject {

@@ -56,6 +56,7 @@ fn call(account: &str, tool: &str, params: serde_json::Value) -> pb::ToolCall {
         call_id: "attack".into(),
         tool: tool.into(),
         params_json: params.to_string(),
+        client_call_id: String::new(),
     }
 }
 

@@ -73,6 +73,7 @@ async fn main() {
         call_id: format!("direct-{i}"),
         tool: "file_read".into(),
         params_json: json!({"path": "4k.txt"}).to_string(),
+        client_call_id: String::new(),
     };
     let mut through = Vec::with_capacity(CALLS);
     let mut backend = Vec::with_capacity(CALLS);

@@ -68,6 +68,7 @@ async fn main() {
                         call_id: format!("bench-{i}"),
                         tool: "file_read".into(),
                         params_json: "{}".into(),
+                        client_call_id: String::new(),
                     }),
                     plan: Some(pb::Plan {
                         subjects: vec![pb::Subject {

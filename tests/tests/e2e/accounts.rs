@@ -160,7 +160,7 @@ async fn a_switched_off_account_gets_no_tools_until_enabled() {
     // The gate decided those refusals and audited them, and the switches say who made them.
     let pool = g.audit_pool().await;
     let refused: Vec<(String, String)> = sqlx::query_as(
-        "SELECT source, call_id FROM events WHERE kind = 'decide' AND rule = 'enablement' ORDER BY id",
+        "SELECT source, client_call_id FROM events WHERE kind = 'decide' AND rule = 'enablement' ORDER BY id",
     )
     .fetch_all(&pool)
     .await

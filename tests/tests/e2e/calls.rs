@@ -646,7 +646,7 @@ async fn an_agent_can_withdraw_a_call_waiting_for_approval() {
     assert_eq!(agent.next().await["type"], "error");
     let pool = g.audit_pool().await;
     let approval: String =
-        sqlx::query_scalar("SELECT approval FROM tool_calls WHERE call_id = 'w'")
+        sqlx::query_scalar("SELECT approval FROM tool_calls WHERE client_call_id = 'w'")
             .fetch_one(&pool)
             .await
             .unwrap();

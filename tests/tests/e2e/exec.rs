@@ -256,20 +256,21 @@ async fn a_denied_command_does_not_run_and_is_audited_by_length_only() {
     .await;
     agent.wait_job(&job).await;
     let pool = g.audit_pool().await;
-    let denied: String = sqlx::query_scalar("SELECT subject FROM tool_calls WHERE call_id = 'no'")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let denied: String =
+        sqlx::query_scalar("SELECT subject FROM tool_calls WHERE client_call_id = 'no'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert!(!denied.contains("classified"), "{denied}");
     assert!(denied.contains("<command of 23 bytes>"), "{denied}");
     let approved: String =
-        sqlx::query_scalar("SELECT subject FROM tool_calls WHERE call_id = 'yes'")
+        sqlx::query_scalar("SELECT subject FROM tool_calls WHERE client_call_id = 'yes'")
             .fetch_one(&pool)
             .await
             .unwrap();
     // the administrators' view of commands says the same, and holds only exec_run calls
     let commands: Vec<(String, Option<String>)> =
-        sqlx::query_as("SELECT call_id, approval FROM commands ORDER BY started_at")
+        sqlx::query_as("SELECT client_call_id, approval FROM commands ORDER BY started_at")
             .fetch_all(&pool)
             .await
             .unwrap();

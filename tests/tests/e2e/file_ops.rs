@@ -125,11 +125,12 @@ async fn grep_never_reads_the_floor_or_follows_links_out_of_the_tree() {
     assert!(r["skipped"]["hidden"].as_u64().unwrap() >= 3, "{r}");
     // the audit records the pattern's kind and length, never the pattern
     let pool = g.audit_pool().await;
-    let detail: String =
-        sqlx::query_scalar("SELECT detail FROM events WHERE source = 'executor' AND call_id = 'g'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let detail: String = sqlx::query_scalar(
+        "SELECT detail FROM events WHERE source = 'executor' AND client_call_id = 'g'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     assert_eq!(detail, "pattern: regex, 6 bytes; globs: 0; flags: hidden");
 }
 
@@ -613,6 +614,7 @@ async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
                     call_id: "shape".into(),
                     tool: tool.into(),
                     params_json: "{}".into(),
+                    client_call_id: String::new(),
                 }),
                 plan: Some(Plan {
                     subjects,

@@ -129,10 +129,11 @@ async fn a_root_only_file_is_refused_even_with_a_valid_ticket() {
     assert_eq!(ok["content"], "for everyone");
     // and the executor, running as another user, still reached the audit
     let pool = g.audit_pool().await;
-    let bytes: Option<i64> = sqlx::query_scalar("SELECT bytes FROM tool_calls WHERE call_id = 'p'")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let bytes: Option<i64> =
+        sqlx::query_scalar("SELECT bytes FROM tool_calls WHERE client_call_id = 'p'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(bytes, Some(12));
 }
 

@@ -306,7 +306,7 @@ async fn a_missing_path_the_policy_allows_is_not_found_only_at_execute() {
     let pool = g.audit_pool().await;
     let rows: Vec<String> = sqlx::query_scalar(
         "SELECT source || ' ' || kind || ' ' || coalesce(verdict, '') || ' ' || coalesce(error_code, '')
-         FROM events WHERE call_id = 'r' AND kind IN ('decide', 'execute') ORDER BY id",
+         FROM events WHERE client_call_id = 'r' AND kind IN ('decide', 'execute') ORDER BY id",
     )
     .fetch_all(&pool)
     .await

@@ -629,7 +629,7 @@ async fn judged(g: &Glovebox, call_id: &str, tool: &str, params: Value) -> (Stri
     let pool = g.audit_pool().await;
     eventually("the call's decide row", g, || async {
         sqlx::query_as::<_, (Option<String>, Option<String>)>(
-            "SELECT subject, verdict FROM events WHERE kind = 'decide' AND call_id = ?",
+            "SELECT subject, verdict FROM events WHERE kind = 'decide' AND client_call_id = ?",
         )
         .bind(call_id)
         .fetch_optional(&pool)

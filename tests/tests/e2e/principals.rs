@@ -143,6 +143,7 @@ async fn an_administrator_key_may_only_ask_an_executor_to_plan() {
         call_id: "admin-plan".into(),
         tool: "file_read".into(),
         params_json: r#"{"path": "a.txt"}"#.into(),
+        client_call_id: String::new(),
     };
     // What `glovebox policy explain` needs: the executor's plan of the call.
     let planned = as_admin

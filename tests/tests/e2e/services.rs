@@ -19,6 +19,7 @@ fn write_call(g: &Glovebox, path: &str) -> ToolCall {
         call_id: "direct".into(),
         tool: "file_write".into(),
         params_json: json!({"path": path, "content": "pwned"}).to_string(),
+        client_call_id: String::new(),
     }
 }
 
@@ -73,6 +74,7 @@ async fn a_ticket_for_one_call_cannot_be_replayed_for_another_path_or_twice() {
         call_id: id.into(),
         tool: "file_read".into(),
         params_json: json!({ "path": path }).to_string(),
+        client_call_id: String::new(),
     };
     let mut ticket_for = async |id: &str| {
         let plan = exec
@@ -254,7 +256,7 @@ async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
 
     let pool = g.audit_pool().await;
     let rows: Vec<CallRow> = sqlx::query_as(
-        "SELECT call_id, verdict, approval, outcome, error_code, bytes FROM tool_calls ORDER BY started_at, call_id",
+        "SELECT client_call_id, verdict, approval, outcome, error_code, bytes FROM tool_calls ORDER BY started_at, client_call_id",
     )
     .fetch_all(&pool)
     .await
@@ -335,7 +337,7 @@ async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
 
     // the floor denial names its rule; the subject is the canonical path
     let (subject, rule): (String, String) =
-        sqlx::query_as("SELECT subject, rule FROM tool_calls WHERE call_id = 'read-floor'")
+        sqlx::query_as("SELECT subject, rule FROM tool_calls WHERE client_call_id = 'read-floor'")
             .fetch_one(&pool)
             .await
             .unwrap();
@@ -365,8 +367,8 @@ async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
         .await
         .unwrap();
     for sql in [
-        "UPDATE events SET outcome = 'ok' WHERE call_id = 'write-no'",
-        "DELETE FROM events WHERE call_id = 'read-floor'",
+        "UPDATE events SET outcome = 'ok' WHERE client_call_id = 'write-no'",
+        "DELETE FROM events WHERE client_call_id = 'read-floor'",
     ] {
         let err = sqlx::query(sql).execute(&rw).await.unwrap_err().to_string();
         assert!(err.contains("append-only"), "{sql}: {err}");
@@ -503,6 +505,7 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
         call_id: "cross".into(),
         tool: "file_read".into(),
         params_json: json!({ "path": alice_file.to_str().unwrap() }).to_string(),
+        client_call_id: String::new(),
     };
     // alice's read of her own file is allowed: the gate signs a ticket under alice's key
     let plan = alice_exec
@@ -548,4 +551,200 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
         .unwrap()
         .into_inner();
     assert!(r.error.is_none(), "{r:?}");
+}
+
+/// Runs a few real calls, stops glovebox, applies `sql` to the audit file as someone with write
+/// access to it would (triggers dropped first), and returns what `glovebox audit verify` says.
+async fn verify_after_tampering(sql: &[&str]) -> (i32, String) {
+    let mut g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut agent = g.connect("agent").await;
+    for i in 0..3 {
+        expect_ok(
+            &agent
+                .invoke(&format!("r{i}"), "file_read", json!({"path": "a.txt"}))
+                .await,
+        );
+    }
+    drop(agent);
+    g.stop();
+    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
+        .await
+        .unwrap();
+    for s in [
+        "DROP TRIGGER events_refuse_update",
+        "DROP TRIGGER events_refuse_delete",
+    ]
+    .iter()
+    .chain(sql)
+    {
+        sqlx::query(sqlx::AssertSqlSafe(*s))
+            .execute(&rw)
+            .await
+            .unwrap();
+    }
+    rw.close().await;
+    let (code, out, err) = g.run_cli(&["audit", "verify"]);
+    (code, format!("{out}{err}"))
+}
+
+#[tokio::test]
+async fn audit_verify_catches_every_tampering_an_attacker_without_the_key_can_do() {
+    let untouched = verify_after_tampering(&[]).await;
+    assert_eq!(untouched.0, 0, "{}", untouched.1);
+    for (name, sql, says) in [
+        (
+            "deleting the last rows",
+            &["DELETE FROM events WHERE id > (SELECT MAX(id) - 3 FROM events)"][..],
+            "the tail is missing",
+        ),
+        ("deleting every row", &["DELETE FROM events"][..], "wiped"),
+        (
+            "editing a row",
+            &["UPDATE events SET verdict = 'deny' WHERE kind = 'decide' AND client_call_id = 'r1'"]
+                [..],
+            "its content was changed",
+        ),
+        (
+            "inserting a forged approval",
+            &[
+                "INSERT INTO events (ts, source, kind, approval, subject, prev_hash, hash, keyed) \
+               VALUES ('2026-12-01T00:00:00.000Z', 'gate', 'resolve', 'approved', 'write /etc/passwd', \
+               (SELECT hash FROM events ORDER BY id DESC LIMIT 1), 'forged', 1)",
+            ][..],
+            "its content was changed",
+        ),
+    ] {
+        let (code, out) = verify_after_tampering(sql).await;
+        assert_eq!(code, 1, "{name}: {out}");
+        assert!(
+            out.contains("BROKEN") && out.contains(says),
+            "{name}: {out}"
+        );
+    }
+}
+
+/// One agent that keeps calling `file_read`, each call labelled `w<worker>-<n>`, reconnecting
+/// whenever its connection breaks; returns the labels of the calls it saw succeed.
+async fn reading_agent(
+    url: String,
+    token: String,
+    worker: usize,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<String> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut succeeded = Vec::new();
+    let mut n = 0;
+    while !*stop.borrow() {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = url.as_str().into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        // The broker may be restarting: a refused connection is tried again.
+        let Ok((mut socket, _)) = tokio_tungstenite::connect_async(request).await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let hello = json!({"type": "hello", "role": "agent"}).to_string();
+        if socket.send(Message::Text(hello.into())).await.is_err() {
+            continue;
+        }
+        while !*stop.borrow() {
+            n += 1;
+            let label = format!("w{worker}-{n}");
+            let invoke = json!({"type": "invoke", "call_id": label, "tool": "file_read", "params": {"path": "a.txt"}});
+            if socket
+                .send(Message::Text(invoke.to_string().into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            // Read until this call's result, or until the connection breaks.
+            let ok = loop {
+                match tokio::time::timeout(std::time::Duration::from_secs(30), socket.next()).await
+                {
+                    Ok(Some(Ok(Message::Text(t)))) => {
+                        let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+                        if v["type"] == "result" && v["call_id"] == label.as_str() {
+                            break Some(v["ok"] == true);
+                        }
+                    }
+                    Ok(Some(Ok(_))) => continue,
+                    _ => break None,
+                }
+            };
+            match ok {
+                Some(true) => succeeded.push(label),
+                Some(false) => {}
+                None => break,
+            }
+        }
+    }
+    succeeded
+}
+
+#[tokio::test]
+async fn no_call_the_client_saw_succeed_lacks_its_rows_when_services_are_killed() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let agents: Vec<_> = (0..4)
+        .map(|w| {
+            tokio::spawn(reading_agent(
+                g.url.clone(),
+                g.token.clone(),
+                w,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(400));
+    pause().await;
+    for service in ["gate", "broker", "executor"] {
+        let old = g.kill_service(service);
+        g.await_restart(service, old).await;
+        pause().await;
+    }
+    let _ = stop_tx.send(true);
+    let mut succeeded = Vec::new();
+    for a in agents {
+        succeeded.extend(a.await.unwrap());
+    }
+    assert!(
+        succeeded.len() > 20,
+        "only {} calls succeeded",
+        succeeded.len()
+    );
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT client_call_id, kind FROM events WHERE client_call_id LIKE 'w%'")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let mut kinds: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for (label, kind) in rows {
+        kinds.entry(label).or_default().push(kind);
+    }
+    let lacking: Vec<String> = succeeded
+        .iter()
+        .filter(|label| {
+            let k = kinds.get(*label).cloned().unwrap_or_default();
+            !["decide", "execute", "result"]
+                .iter()
+                .all(|want| k.iter().any(|have| have == want))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        lacking.is_empty(),
+        "{} of {} succeeded calls lack rows: {:?}",
+        lacking.len(),
+        succeeded.len(),
+        &lacking[..lacking.len().min(10)]
+    );
+    let (code, out, _) = g.run_cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}");
 }

@@ -55,9 +55,9 @@ impl pb::gate_server::Gate for GateService {
             e.approval = "auto".to_owned();
         }
         e.duration_ms = started.elapsed().as_millis() as u64;
-        // Queued in order before the answer (the call's later rows land after it); not awaited,
-        // so a decision costs no disk round trip.
-        self.0.audit.enqueue(e).await;
+        // Written before the answer: a decision the broker acts on is already in the audit, even
+        // if the gate dies the next moment (group commit keeps this cheap under load).
+        self.0.audit(e).await;
         Ok(Response::new(DecideResponse {
             verdict: wire_verdict(v.decision) as i32,
             rule: v.rule.clone(),
