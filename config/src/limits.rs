@@ -6,6 +6,7 @@
 //! limits:
 //!   connections_per_account: 256    # WebSockets and HTTP connections an account holds at once
 //!   connections_per_peer: 64        # connections a local user holds before authenticating
+//!   calls_per_account: 8            # calls an account has running at once; more wait
 //!   mcp_sessions_per_account: 64
 //!   mcp_session_idle_secs: 600      # an MCP session unused this long ends
 //!   header_timeout_secs: 10         # a request's headers, and an idle HTTP keep-alive connection
@@ -31,6 +32,8 @@ pub struct RawLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_per_peer: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_account: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_sessions_per_account: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_session_idle_secs: Option<u64>,
@@ -54,6 +57,7 @@ impl RawLimits {
 pub struct Limits {
     pub connections_per_account: Option<usize>,
     pub connections_per_peer: Option<usize>,
+    pub calls_per_account: Option<usize>,
     pub mcp_sessions_per_account: Option<usize>,
     pub mcp_session_idle: Option<Duration>,
     pub header_timeout: Option<Duration>,
@@ -85,6 +89,7 @@ impl Limits {
         Ok(Limits {
             connections_per_account: count("connections_per_account", raw.connections_per_account)?,
             connections_per_peer: count("connections_per_peer", raw.connections_per_peer)?,
+            calls_per_account: count("calls_per_account", raw.calls_per_account)?,
             mcp_sessions_per_account: count(
                 "mcp_sessions_per_account",
                 raw.mcp_sessions_per_account,

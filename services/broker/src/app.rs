@@ -17,6 +17,8 @@ pub struct App {
     pub registry: registry::Registry,
     pub sessions: profiles::Sessions,
     pub mcp_sessions: Arc<mcp::SessionOwners>,
+    /// Each account's calls running at once.
+    pub calls: crate::call_slots::CallSlots,
     pub next_conn: AtomicU64,
     /// Who holds the client sockets (see `admission`).
     pub admission: Arc<Admission>,
@@ -51,6 +53,7 @@ impl App {
                 limits.mcp_sessions_per_account,
                 limits.mcp_session_idle,
             )),
+            calls: crate::call_slots::CallSlots::new(limits.calls_per_account),
             next_conn: AtomicU64::new(1),
             admission: Admission::new(pools),
             health: health::Probes::default(),

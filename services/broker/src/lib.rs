@@ -12,6 +12,7 @@ pub mod app;
 pub mod asks;
 pub mod auth;
 pub mod backends;
+pub mod call_slots;
 pub mod client_tools;
 pub mod connection;
 pub mod front_door;

@@ -24,6 +24,9 @@ pub const MAX_PING_INTERVAL: Duration = Duration::from_secs(30);
 pub const DEFAULT_CONNECTIONS_PER_ACCOUNT: usize = 256;
 /// Connections one local user holds before any request on them authenticates.
 pub const DEFAULT_CONNECTIONS_PER_PEER: usize = 64;
+/// Calls one account has running at once (in the gate and its executor), across all its
+/// connections; more wait in the broker.
+pub const DEFAULT_CALLS_PER_ACCOUNT: usize = 8;
 /// MCP sessions one account holds at once.
 pub const DEFAULT_MCP_SESSIONS_PER_ACCOUNT: usize = 64;
 /// An MCP session nobody uses for this long ends, and its memory with it.
@@ -53,6 +56,7 @@ pub struct Limits {
     pub websocket_idle: Duration,
     pub connections_per_account: usize,
     pub connections_per_peer: usize,
+    pub calls_per_account: usize,
     pub mcp_sessions_per_account: usize,
     pub mcp_session_idle: Duration,
 }
@@ -76,6 +80,9 @@ impl Limits {
             connections_per_peer: config
                 .connections_per_peer
                 .unwrap_or(DEFAULT_CONNECTIONS_PER_PEER),
+            calls_per_account: config
+                .calls_per_account
+                .unwrap_or(DEFAULT_CALLS_PER_ACCOUNT),
             mcp_sessions_per_account: config
                 .mcp_sessions_per_account
                 .unwrap_or(DEFAULT_MCP_SESSIONS_PER_ACCOUNT),

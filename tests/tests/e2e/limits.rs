@@ -466,3 +466,44 @@ async fn healthz_tells_strangers_only_up_or_down() {
     assert!(v["executors"].get("alpha").is_none(), "{v}");
     assert!(!body.contains("alpha"), "{body}");
 }
+
+#[tokio::test]
+async fn an_account_past_its_running_calls_waits_and_another_account_does_not() {
+    let g = with_limits(&["alpha", "beta"], &["calls_per_account: 1"]);
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut approver = g.connect_as("alpha", "approver").await;
+    let mut alpha = g.connect_as("alpha", "agent").await;
+    // A write asks: while the approver thinks, it holds alpha's one running place.
+    alpha
+        .send(
+            json!({"type": "invoke", "call_id": "w", "tool": "file_write",
+            "params": {"path": "b.txt", "content": "b"}}),
+        )
+        .await;
+    let ask = approver.next_ask().await;
+    alpha
+        .send(
+            json!({"type": "invoke", "call_id": "r", "tool": "file_read",
+            "params": {"path": "a.txt"}}),
+        )
+        .await;
+    // Another account's calls do not wait for alpha's.
+    let mut beta = g.connect_as("beta", "agent").await;
+    expect_ok(&beta.invoke("l", "file_list", json!({"path": "."})).await);
+    // alpha's read has not run: nothing arrives until the ask is answered.
+    let early = tokio::time::timeout(Duration::from_millis(500), alpha.next()).await;
+    assert!(
+        early.is_err(),
+        "alpha's second call ran past its cap: {early:?}"
+    );
+    approver.answer(&ask, "deny").await;
+    let mut results = std::collections::HashMap::new();
+    while results.len() < 2 {
+        let frame = alpha.next().await;
+        if frame["type"] == "result" {
+            results.insert(frame["call_id"].as_str().unwrap().to_owned(), frame);
+        }
+    }
+    glovebox_e2e::expect_error(&results["w"], "denied");
+    expect_ok(&results["r"]);
+}
