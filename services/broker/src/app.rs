@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use crate::admission::Admission;
-use crate::{BrokerConfig, BrokerError, asks, auth, backends, health, mcp, profiles, registry};
+use crate::{
+    BrokerConfig, BrokerError, asks, auth, backends, health, mcp, profiles, registry, tool_changes,
+};
 
 /// Shared state of a running broker.
 pub struct App {
@@ -19,6 +21,7 @@ pub struct App {
     pub mcp_sessions: Arc<mcp::SessionOwners>,
     /// Each account's calls running at once.
     pub calls: crate::call_slots::CallSlots,
+    pub tool_changes: tool_changes::ToolChanges,
     pub next_conn: AtomicU64,
     /// Who holds the client sockets (see `admission`).
     pub admission: Arc<Admission>,
@@ -54,6 +57,7 @@ impl App {
                 limits.mcp_session_idle,
             )),
             calls: crate::call_slots::CallSlots::new(limits.calls_per_account),
+            tool_changes: tool_changes::ToolChanges::default(),
             next_conn: AtomicU64::new(1),
             admission: Admission::new(pools),
             health: health::Probes::default(),

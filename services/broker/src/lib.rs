@@ -25,6 +25,7 @@ pub mod profiles;
 pub mod registry;
 pub mod session;
 mod sync;
+pub mod tool_changes;
 pub mod tool_list;
 
 use std::future::Future;
@@ -131,6 +132,7 @@ pub async fn run(
         "client connections"
     );
     app.credentials.follow();
+    tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();
     front_door::serve(listener, router(app), admission, header_timeout, shutdown).await?;
