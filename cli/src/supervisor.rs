@@ -125,7 +125,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         &url,
         created.as_deref(),
         &sandboxes(&running),
-        &crate::status::policy_errors(&url).await,
+        &crate::status::policy_errors(&url, &state).await,
     );
 
     let signal = async move {

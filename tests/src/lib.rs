@@ -121,6 +121,11 @@ pub struct Options {
     /// Directories (relative to the temporary root, created) added to every account's roots
     /// besides its workdir; with none of the above, one account `test` is written.
     pub extra_roots: Vec<String>,
+    /// Start `up` (and so every service) under `prlimit --nofile=N:N`.
+    pub open_files_limit: Option<u64>,
+    /// Written as the `limits:` section of `glovebox.yaml` (YAML lines under it, indented by two
+    /// spaces); with it, accounts are written as for `accounts` (one account `test` if none).
+    pub limits: Vec<String>,
 }
 
 impl Default for Options {
@@ -132,6 +137,8 @@ impl Default for Options {
             accounts: Vec::new(),
             job_env: Vec::new(),
             extra_roots: Vec::new(),
+            open_files_limit: None,
+            limits: Vec::new(),
         }
     }
 }
@@ -161,7 +168,9 @@ impl Glovebox {
         // With run_as, one account `test` runs as that user; with accounts, those accounts.
         let accounts = match &options.run_as {
             Some(_) => vec![("test".to_owned(), true)],
-            None if options.accounts.is_empty() && !options.extra_roots.is_empty() => {
+            None if options.accounts.is_empty()
+                && (!options.extra_roots.is_empty() || !options.limits.is_empty()) =>
+            {
                 vec![("test".to_owned(), true)]
             }
             None => options.accounts.clone(),
@@ -497,6 +506,12 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
         )
         .unwrap();
     }
+    if !options.limits.is_empty() {
+        yaml.push_str("limits:\n");
+        for line in &options.limits {
+            yaml.push_str(&format!("  {line}\n"));
+        }
+    }
     std::fs::write(state.join("glovebox.yaml"), yaml).unwrap();
     if run_as.is_some() {
         // The temporary root must be traversable for that user to reach the workdirs.
@@ -511,7 +526,17 @@ fn spawn_up(
     options: &Options,
 ) -> (Child, String) {
     let stderr = std::fs::File::create(stderr_file).unwrap();
-    let mut child = Command::new(glovebox_bin())
+    let mut command = match options.open_files_limit {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}:{n}"))
+                .arg("--")
+                .arg(glovebox_bin());
+            c
+        }
+        None => Command::new(glovebox_bin()),
+    };
+    let mut child = command
         .args(["up", "--listen", "127.0.0.1:0", "--ask-timeout-secs"])
         .arg(options.ask_timeout_secs.to_string())
         .arg("--state-dir")

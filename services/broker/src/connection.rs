@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -19,7 +18,7 @@ use glovebox_proto::ws::{
 use crate::app::App;
 use crate::asks::new_id;
 use crate::profiles::Profile;
-use crate::session::{End, Outbox, Session};
+use crate::session::{End, Liveness, Outbox, Session};
 use crate::sync::lock;
 
 mod hello;
@@ -28,8 +27,6 @@ mod hello;
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 /// Read and write buffer of each WebSocket connection.
 pub const WS_BUFFER_BYTES: usize = 8 * 1024;
-/// A connection must say hello within this time.
-pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Calls one agent connection may have in flight.
 pub const MAX_IN_FLIGHT: usize = 32;
 
@@ -48,7 +45,8 @@ fn frame_error(code: ErrorCode, message: impl Into<String>) -> Message {
 type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>>;
 
 /// The upgrade of `/v1/ws`: authenticates the credential, reads the `profile` and `session`
-/// query parameters, takes a connection place, and serves the connection.
+/// query parameters, and serves the connection (its place among the account's connections was
+/// taken when the request authenticated; see `front_door`).
 pub async fn upgrade(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -88,9 +86,6 @@ pub async fn upgrade(
                 .into_response();
         }
     }
-    let Some(slot) = app.open_connection() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "too many connections\n").into_response();
-    };
     let ws = if crate::auth::offered(&headers).wants_subprotocol {
         ws.protocols([SUBPROTOCOL])
     } else {
@@ -101,10 +96,7 @@ pub async fn upgrade(
         .write_buffer_size(WS_BUFFER_BYTES)
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| async move {
-            serve(app, who, profile, socket).await;
-            drop(slot);
-        })
+        .on_upgrade(move |socket| serve(app, who, profile, socket))
 }
 
 /// Serves one authenticated connection until it closes (or its credential is revoked).
@@ -119,7 +111,12 @@ pub async fn serve(
         ErrorCode::InvalidParams,
         "binary frames are not accepted; send JSON text",
     );
-    let mut session = Session::start(socket, revoked, Some(binary_refusal));
+    let mut session = Session::start(
+        socket,
+        revoked,
+        Some(binary_refusal),
+        Liveness::of(&app.config.limits),
+    );
     let connection_id = new_id("conn");
     // Listening from before hello_ok, so no change after it is missed.
     let changes = app.tool_changes.subscribe(&who.account);

@@ -10,6 +10,7 @@ mod exec;
 mod file_ops;
 mod hiding;
 mod identity;
+mod limits;
 mod mcp;
 mod paths;
 mod policy;
