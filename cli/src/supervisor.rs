@@ -628,7 +628,7 @@ async fn start(
 async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
-    for r in running.iter_mut().rev() {
+    for (index, r) in running.iter_mut().enumerate().rev() {
         r.stdin = None;
         let pid = Pid::from_raw(r.pid as i32);
         let _ = kill(pid, Signal::SIGTERM);
@@ -636,7 +636,9 @@ async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
         let mut exited = false;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match tokio::time::timeout(left, exits.recv()).await {
-                Ok(Some((_, generation, _))) if generation == r.generation => {
+                // This child's exit, not an earlier one of another child still queued (the broker
+                // that failed to start, say): until it is seen, the child may still write.
+                Ok(Some((who, generation, _))) if who == index && generation == r.generation => {
                     exited = true;
                     break;
                 }
