@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::{BrokerConfig, BrokerError, asks, auth, backends, mcp, profiles, registry};
+use crate::{BrokerConfig, BrokerError, asks, auth, backends, console, mcp, profiles, registry};
 
 /// WebSocket connections served at once.
 pub const MAX_CONNECTIONS: usize = 4096;
@@ -18,6 +18,8 @@ pub struct App {
     pub registry: registry::Registry,
     pub sessions: profiles::Sessions,
     pub mcp_sessions: mcp::SessionOwners,
+    /// The web console's login links and sessions.
+    pub console: console::Console,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -43,6 +45,7 @@ impl App {
             ),
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
             mcp_sessions: mcp::SessionOwners::default(),
+            console: console::Console::default(),
             next_conn: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             config,

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod backends;
 pub mod client_tools;
 pub mod connection;
+pub mod console;
 pub mod health;
 pub mod mcp;
 pub mod pipeline;
@@ -82,7 +83,7 @@ pub enum BrokerError {
     Serve(#[from] std::io::Error),
 }
 
-/// Builds the HTTP router (WebSocket API and health).
+/// Builds the HTTP router (WebSocket API, MCP, the web console and health).
 pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
     let app = Arc::new(app::App::new(config)?);
     app.credentials.follow();
@@ -92,12 +93,14 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
             app.clone(),
             mcp::require_bearer,
         ));
+    let console = console::router(app.clone());
     Ok(Router::new()
         .route("/v1/ws", get(connection::upgrade))
         .route("/v1/client-tools", get(client_tools::upgrade))
         .route("/healthz", get(health::health))
         .with_state(app)
-        .merge(mcp))
+        .merge(mcp)
+        .merge(console))
 }
 
 /// Serves the broker on `listener` until `shutdown` completes.
