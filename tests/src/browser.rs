@@ -137,6 +137,9 @@ impl Browser {
             assert!(Instant::now() < deadline, "Chromium lists no page: {body}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
+        // Chromium names `localhost`, which may resolve to ::1; it listens on 127.0.0.1.
+        let path = ws_url.split_once("/devtools/").map_or("", |(_, p)| p);
+        let ws_url = format!("ws://127.0.0.1:{}/devtools/{path}", self.port);
         let (socket, _) = tokio_tungstenite::connect_async(ws_url.as_str())
             .await
             .expect("connect to the page's DevTools socket");
@@ -338,9 +341,19 @@ impl Page {
         self.call("Input.dispatchKeyEvent", up).await;
     }
 
-    /// Focuses the element and types `text` into it.
+    /// Focuses the element and types `text` into it (focused by script, so that a layout still
+    /// settling cannot send the text elsewhere).
     pub async fn type_into(&mut self, selector: &str, text: &str) {
-        self.click(selector).await;
+        let focus = format!(
+            "(() => {{ const e = document.querySelector({}); if (!e) return false; e.focus(); \
+             return document.activeElement === e; }})()",
+            json!(selector)
+        );
+        assert_eq!(
+            self.eval(&focus).await,
+            json!(true),
+            "cannot focus {selector}"
+        );
         self.call("Input.insertText", json!({ "text": text })).await;
     }
 

@@ -23,7 +23,7 @@
 //!   can open the socket or submit a form: no CSRF, no cross-site WebSocket hijacking;
 //! - every response carries a strict Content-Security-Policy (scripts and styles from the console
 //!   itself only, no inline code, Trusted Types required, no framing) and `nosniff`,
-//!   `no-referrer`, `no-store`.
+//!   `Referrer-Policy: same-origin`, `no-store`.
 
 mod sessions;
 
@@ -108,7 +108,9 @@ async fn guard(request: Request, next: Next) -> Response {
     for (name, value) in [
         ("content-security-policy", CSP),
         ("x-content-type-options", "nosniff"),
-        ("referrer-policy", "no-referrer"),
+        // not `no-referrer`: with it, Chromium sends `Origin: null` on the console's own form
+        // POSTs, which the origin check then refuses
+        ("referrer-policy", "same-origin"),
         ("x-frame-options", "DENY"),
         ("cache-control", "no-store"),
         ("cross-origin-opener-policy", "same-origin"),
