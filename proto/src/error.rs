@@ -17,6 +17,10 @@ pub enum ErrorCode {
     Timeout,
     NoClient,
     ClientDisconnected,
+    /// A client tool's provider answered that the call failed.
+    ClientError,
+    /// The client withdrew the call before it ran (or stopped waiting for a client tool).
+    Cancelled,
     Unavailable,
     Busy,
     Internal,
@@ -24,7 +28,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tables and tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::Denied,
         ErrorCode::InvalidParams,
         ErrorCode::UnknownTool,
@@ -35,6 +39,8 @@ impl ErrorCode {
         ErrorCode::Timeout,
         ErrorCode::NoClient,
         ErrorCode::ClientDisconnected,
+        ErrorCode::ClientError,
+        ErrorCode::Cancelled,
         ErrorCode::Unavailable,
         ErrorCode::Busy,
         ErrorCode::Internal,
@@ -53,6 +59,8 @@ impl ErrorCode {
             ErrorCode::Timeout => "timeout",
             ErrorCode::NoClient => "no_client",
             ErrorCode::ClientDisconnected => "client_disconnected",
+            ErrorCode::ClientError => "client_error",
+            ErrorCode::Cancelled => "cancelled",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::{BrokerConfig, BrokerError, asks, auth, backends, console, mcp, profiles, registry};
+use crate::{
+    BrokerConfig, BrokerError, asks, auth, backends, console, mcp, profiles, registry, tool_changes,
+};
 
 /// WebSocket connections served at once.
 pub const MAX_CONNECTIONS: usize = 4096;
@@ -18,6 +20,7 @@ pub struct App {
     pub registry: registry::Registry,
     pub sessions: profiles::Sessions,
     pub mcp_sessions: mcp::SessionOwners,
+    pub tool_changes: tool_changes::ToolChanges,
     /// The web console's login links and sessions.
     pub console: console::Console,
     pub next_conn: AtomicU64,
@@ -45,6 +48,7 @@ impl App {
             ),
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
             mcp_sessions: mcp::SessionOwners::default(),
+            tool_changes: tool_changes::ToolChanges::default(),
             console: console::Console::default(),
             next_conn: AtomicU64::new(1),
             connections: AtomicUsize::new(0),

@@ -20,6 +20,7 @@ pub mod profiles;
 pub mod registry;
 pub mod session;
 mod sync;
+pub mod tool_changes;
 pub mod tool_list;
 
 use std::future::Future;
@@ -87,6 +88,7 @@ pub enum BrokerError {
 pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
     let app = Arc::new(app::App::new(config)?);
     app.credentials.follow();
+    tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(app.clone()))
         .layer(axum::middleware::from_fn_with_state(

@@ -210,7 +210,7 @@ mod tests {
         let gate = Arc::new(GateState {
             policies: AccountPolicies::new(
                 &state,
-                vec![("alice".to_owned(), workdir)],
+                vec![crate::policies::AccountPaths::in_workdir("alice", &workdir)],
                 Vec::new(),
                 Vec::new(),
             ),

@@ -1,0 +1,124 @@
+//! When an account's tool list may have changed, so every front door can tell its clients: a
+//! `/v1/ws` agent gets `tools_changed`, an MCP session `notifications/tools/list_changed`, and
+//! `glovebox mcp` forwards the one as the other.
+//!
+//! A change is a provider registering or leaving (`client_tools`), an approver switching the
+//! account's tools (`connection`), or the gate's answer about the account changing (an
+//! administrator's `glovebox enable|disable`, the gate going away or coming back), which
+//! [`watch_gate`] polls for accounts that someone is listening about. What the list now is, is
+//! still `tool_list`'s to say; this only says when to look again.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::app::App;
+
+/// How often the gate is asked whether a listened-to account's tools are on.
+pub const GATE_POLL: Duration = Duration::from_secs(2);
+
+/// A version counter per account, bumped on every change.
+#[derive(Default)]
+pub struct ToolChanges {
+    accounts: Mutex<HashMap<String, watch::Sender<u64>>>,
+}
+
+impl ToolChanges {
+    fn sender(&self, account: &str) -> watch::Sender<u64> {
+        crate::sync::lock(&self.accounts)
+            .entry(account.to_owned())
+            .or_insert_with(|| watch::channel(0).0)
+            .clone()
+    }
+
+    /// Wakes on every later change of `account`'s tools.
+    pub fn subscribe(&self, account: &str) -> watch::Receiver<u64> {
+        self.sender(account).subscribe()
+    }
+
+    /// Says that `account`'s tools may have changed.
+    pub fn changed(&self, account: &str) {
+        self.sender(account).send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Accounts someone is listening about now.
+    fn listened(&self) -> Vec<String> {
+        crate::sync::lock(&self.accounts)
+            .iter()
+            .filter(|(_, s)| s.receiver_count() > 0)
+            .map(|(a, _)| a.clone())
+            .collect()
+    }
+}
+
+/// What the gate last said of an account's tools: on, off, or nothing (unreachable).
+type Seen = Option<bool>;
+
+/// Whether going from `before` to `now` changes what clients are offered (the first look at an
+/// account changes nothing: its listeners were given the list it had then).
+pub fn differs(before: Option<Seen>, now: Seen) -> bool {
+    before.is_some_and(|b| b != now)
+}
+
+/// Polls the gate every [`GATE_POLL`] for the accounts someone listens about, and reports each
+/// change of what it says. Runs until the broker's state is gone.
+pub async fn watch_gate(app: Weak<App>) {
+    let mut seen: HashMap<String, Seen> = HashMap::new();
+    let mut tick = tokio::time::interval(GATE_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(app) = app.upgrade() else { return };
+        let listened = app.tool_changes.listened();
+        seen.retain(|a, _| listened.contains(a));
+        for account in listened {
+            let now = crate::tool_list::account_info(&app, &account)
+                .await
+                .map(|i| i.enabled);
+            if differs(seen.insert(account.clone(), now), now) {
+                tracing::debug!(%account, enabled = ?now, "the account's tools changed at the gate");
+                app.tool_changes.changed(&account);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_counts_as_a_change_at_the_gate() {
+        let cases = [
+            (None, Some(true), false),
+            (None, None, false),
+            (Some(Some(true)), Some(true), false),
+            (Some(Some(true)), Some(false), true),
+            (Some(Some(false)), Some(true), true),
+            (Some(Some(true)), None, true),
+            (Some(None), Some(true), true),
+            (Some(None), None, false),
+        ];
+        for (before, now, want) in cases {
+            assert_eq!(differs(before, now), want, "{before:?} -> {now:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn listeners_wake_on_their_own_account_only() {
+        let changes = ToolChanges::default();
+        let mut alice = changes.subscribe("alice");
+        let bob = changes.subscribe("bob");
+        assert_eq!(changes.listened().len(), 2);
+        changes.changed("alice");
+        assert!(alice.has_changed().unwrap());
+        assert!(!bob.has_changed().unwrap());
+        alice.mark_unchanged();
+        drop(bob);
+        assert_eq!(changes.listened(), ["alice"]);
+        changes.changed("bob");
+        assert!(!alice.has_changed().unwrap());
+    }
+}
