@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
 pub mod mcp_clients;
 pub mod stats;
 
@@ -807,8 +808,9 @@ impl Client {
     }
 }
 
-/// A plain HTTP/1.1 request to the broker (`Connection: close`); returns the status, the
-/// headers (names lowercased) and the body read until the server closed or `WAIT` passed.
+/// A plain HTTP/1.1 request to the broker (`Connection: close`; `Host: localhost` unless
+/// `headers` name one); returns the status, the headers (names lowercased) and the body read
+/// until the server closed or `WAIT` passed.
 pub async fn http_request(
     url: &str,
     method: &str,
@@ -826,9 +828,12 @@ pub async fn http_request(
         .to_owned();
     let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str("Host: localhost\r\n");
+    }
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }

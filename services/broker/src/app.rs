@@ -7,7 +7,8 @@ use std::sync::atomic::AtomicU64;
 
 use crate::admission::Admission;
 use crate::{
-    BrokerConfig, BrokerError, asks, auth, backends, health, mcp, profiles, registry, tool_changes,
+    BrokerConfig, BrokerError, asks, auth, backends, console, health, mcp, profiles, registry,
+    tool_changes,
 };
 
 /// Shared state of a running broker.
@@ -22,6 +23,8 @@ pub struct App {
     /// Each account's calls running at once.
     pub calls: crate::call_slots::CallSlots,
     pub tool_changes: tool_changes::ToolChanges,
+    /// The web console's login links and sessions.
+    pub console: console::Console,
     pub next_conn: AtomicU64,
     /// Who holds the client sockets (see `admission`).
     pub admission: Arc<Admission>,
@@ -58,6 +61,7 @@ impl App {
             )),
             calls: crate::call_slots::CallSlots::new(limits.calls_per_account),
             tool_changes: tool_changes::ToolChanges::default(),
+            console: console::Console::default(),
             next_conn: AtomicU64::new(1),
             admission: Admission::new(pools),
             health: health::Probes::default(),

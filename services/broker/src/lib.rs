@@ -15,6 +15,7 @@ pub mod backends;
 pub mod call_slots;
 pub mod client_tools;
 pub mod connection;
+pub mod console;
 pub mod front_door;
 pub mod health;
 pub mod limits;
@@ -94,8 +95,9 @@ pub enum BrokerError {
     Files(#[from] limits::TooFewFiles),
 }
 
-/// Builds the HTTP router (WebSocket API, MCP and health) over a broker's state. Connections
-/// served by [`front_door`] are counted against the account of their first authenticated request.
+/// Builds the HTTP router (WebSocket API, MCP, the web console and health) over a broker's
+/// state. Connections served by [`front_door`] are counted against the account of their first
+/// authenticated request.
 pub fn router(app: Arc<app::App>) -> Router {
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(app.clone()))
@@ -103,12 +105,14 @@ pub fn router(app: Arc<app::App>) -> Router {
             app.clone(),
             mcp::require_bearer,
         ));
+    let console = console::router(app.clone());
     Router::new()
         .route("/v1/ws", get(connection::upgrade))
         .route("/v1/client-tools", get(client_tools::upgrade))
         .route("/healthz", get(health::health))
         .with_state(app.clone())
         .merge(mcp)
+        .merge(console)
         .layer(axum::middleware::from_fn_with_state(app, front_door::claim))
 }
 

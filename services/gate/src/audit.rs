@@ -8,6 +8,7 @@
 //! tool call: it is counted, logged and reported by `Health`.
 
 pub mod chain;
+pub mod query;
 
 use std::path::Path;
 use std::str::FromStr;

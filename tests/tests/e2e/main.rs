@@ -6,6 +6,7 @@ mod approve;
 mod boundary;
 mod calls;
 mod client_tools;
+mod console;
 mod exec;
 mod file_ops;
 mod hiding;
