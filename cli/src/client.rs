@@ -89,6 +89,26 @@ pub fn target(
     })
 }
 
+impl Target {
+    /// The broker's HTTP origin (`http://127.0.0.1:7420`), from its WebSocket URL.
+    pub fn http_origin(&self) -> anyhow::Result<String> {
+        let (scheme, rest) = if let Some(rest) = self.url.strip_prefix("ws://") {
+            ("http", rest)
+        } else if let Some(rest) = self.url.strip_prefix("wss://") {
+            ("https", rest)
+        } else {
+            anyhow::bail!("the broker URL {} is not a ws:// URL", self.url);
+        };
+        let authority = rest.split('/').next().unwrap_or_default();
+        anyhow::ensure!(
+            !authority.is_empty(),
+            "the broker URL {} has no host",
+            self.url
+        );
+        Ok(format!("{scheme}://{authority}"))
+    }
+}
+
 pub type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 

@@ -1,13 +1,15 @@
 //! The `glovebox` command: `up` runs everything under a supervisor, `status` and `stop` report on
-//! and end it; `call`, `approve` and `tools` speak the WebSocket API from a terminal; `audit
-//! verify` checks the audit chain; `gate`, `executor` and `broker` (hidden from `--help`) are the
-//! service entry points that `up` starts as separate processes.
+//! and end it; `call`, `approve` and `tools` speak the WebSocket API from a terminal; `console`
+//! prints a login link to the web console; `audit verify` checks the audit chain; `gate`,
+//! `executor` and `broker` (hidden from `--help`) are the service entry points that `up` starts
+//! as separate processes.
 //!
 //! The environment is read here, once, and passed down as plain values.
 
 mod out;
 
 mod client;
+mod console_cmd;
 mod docs;
 mod identity;
 mod init;
@@ -109,6 +111,14 @@ enum Command {
     Approve {
         #[command(flatten)]
         client: ClientArgs,
+    },
+    /// Print a one-time login link to the web console (approvals, activity, rules, switches).
+    Console {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Also open the link in the desktop's browser ($BROWSER, or xdg-open).
+        #[arg(long)]
+        open: bool,
     },
     /// Switch an account's tools on (its agents see and may call them, through the gate).
     Enable {
@@ -469,6 +479,11 @@ async fn dispatch(
             mcp_bridge::serve(move || env.target(client.clone(), Role::Agent)).await
         }
         Command::Approve { client } => client::approve(&env.target(client, Role::Approver)?).await,
+        Command::Console { client, open } => {
+            let target = env.target(client, Role::Approver)?;
+            let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
+            console_cmd::console(&target, open, browser.map(|(_, v)| v.as_str())).await
+        }
         Command::Policy {
             state_dir,
             account,

@@ -72,8 +72,55 @@ fn services(up: i32) -> Vec<(String, i32)> {
         .collect()
 }
 
-/// The broker's `/healthz` answer: (HTTP status, body), or why it could not be asked.
-async fn health(url: &str) -> Result<(u16, serde_json::Value), String> {
+/// The broker's `/healthz` answer with the details each account's approver may see, merged:
+/// (HTTP status, body), or why it could not be asked. Without an approver credential the broker
+/// says only up or down.
+async fn health(url: &str, state: &StateDir) -> Result<(u16, serde_json::Value), String> {
+    let accounts = state
+        .load_config()
+        .map(|c| c.accounts.into_iter().map(|a| a.id).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let credentials: Vec<String> = accounts
+        .iter()
+        .filter_map(|a| std::fs::read_to_string(state.approver_token_file(a)).ok())
+        .map(|t| t.trim().to_owned())
+        .collect();
+    if credentials.is_empty() {
+        return health_as(url, None).await;
+    }
+    let mut merged: Option<(u16, serde_json::Value)> = None;
+    for credential in &credentials {
+        let (status, body) = health_as(url, Some(credential)).await?;
+        match &mut merged {
+            None => merged = Some((status, body)),
+            Some((_, all)) => {
+                if let (Some(into), Some(from)) = (
+                    all["executors"].as_object_mut().cloned(),
+                    body["executors"].as_object(),
+                ) {
+                    let mut into = into;
+                    into.extend(from.clone());
+                    all["executors"] = into.into();
+                }
+                if let (Some(into), Some(from)) = (
+                    all["policy_errors"].as_array().cloned(),
+                    body["policy_errors"].as_array(),
+                ) {
+                    let mut into = into;
+                    into.extend(from.iter().cloned());
+                    all["policy_errors"] = into.into();
+                }
+            }
+        }
+    }
+    merged.ok_or_else(|| "no answer".to_owned())
+}
+
+/// `/healthz` asked with `credential` (an approver's) or none.
+async fn health_as(
+    url: &str,
+    credential: Option<&str>,
+) -> Result<(u16, serde_json::Value), String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = url
         .trim_start_matches("ws://")
@@ -83,7 +130,12 @@ async fn health(url: &str) -> Result<(u16, serde_json::Value), String> {
         .to_owned();
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(&addr).await?;
-        let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let authorization = credential
+            .map(|c| format!("Authorization: Bearer {c}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n{authorization}Connection: close\r\n\r\n"
+        );
         stream.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw).await?;
@@ -104,8 +156,8 @@ async fn health(url: &str) -> Result<(u16, serde_json::Value), String> {
 }
 
 /// The policy files that failed to load, as the broker's health reports them.
-pub async fn policy_errors(url: &str) -> Vec<String> {
-    let body = health(url).await.map(|(_, b)| b).unwrap_or_default();
+pub async fn policy_errors(url: &str, state: &StateDir) -> Vec<String> {
+    let body = health(url, state).await.map(|(_, b)| b).unwrap_or_default();
     policy_errors_of(&body)
 }
 
@@ -151,7 +203,7 @@ pub async fn status(state_dir: &Path) -> anyhow::Result<ExitCode> {
         .unwrap_or_default();
     outln!("  WebSocket: {url}");
     outln!("  MCP:       {}", mcp_url(&url));
-    let health = health(&url).await;
+    let health = health(&url, &state).await;
     let body = health.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
     for a in &config.accounts {
         let on = if a.enabled { "on" } else { "off" };

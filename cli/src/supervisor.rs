@@ -125,7 +125,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         &url,
         created.as_deref(),
         &sandboxes(&running),
-        &crate::status::policy_errors(&url).await,
+        &crate::status::policy_errors(&url, &state).await,
     );
 
     let signal = async move {
@@ -628,9 +628,6 @@ async fn start(
 async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
-    // `running` is in start order, so a child's position is the index its exits carry; the
-    // generation alone would take another child's exit (one that failed to start, say) for this
-    // one's, and leave it running while the state dir is cleaned up.
     for (index, r) in running.iter_mut().enumerate().rev() {
         r.stdin = None;
         let pid = Pid::from_raw(r.pid as i32);
@@ -639,7 +636,9 @@ async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
         let mut exited = false;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match tokio::time::timeout(left, exits.recv()).await {
-                Ok(Some((i, generation, _))) if i == index && generation == r.generation => {
+                // This child's exit, not an earlier one of another child still queued (the broker
+                // that failed to start, say): until it is seen, the child may still write.
+                Ok(Some((who, generation, _))) if who == index && generation == r.generation => {
                     exited = true;
                     break;
                 }

@@ -15,6 +15,7 @@
 //! ```
 
 pub mod job_env;
+pub mod limits;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -169,6 +170,9 @@ pub struct RawConfig {
     #[serde(default = "default_listen")]
     pub listen: String,
     pub accounts: Vec<RawAccount>,
+    /// The front door's limits (see [`limits`]); absent: the broker's defaults.
+    #[serde(default, skip_serializing_if = "limits::RawLimits::is_empty")]
+    pub limits: limits::RawLimits,
 }
 
 impl RawConfig {
@@ -236,6 +240,7 @@ pub struct Account {
 pub struct Config {
     pub listen: SocketAddr,
     pub accounts: Vec<Account>,
+    pub limits: limits::Limits,
 }
 
 impl Config {
@@ -275,7 +280,12 @@ impl Config {
             }
             accounts.push(account);
         }
-        Ok(Config { listen, accounts })
+        let limits = limits::Limits::validate(&raw.limits).map_err(|m| invalid(None, m))?;
+        Ok(Config {
+            listen,
+            accounts,
+            limits,
+        })
     }
 
     pub fn account(&self, id: &str) -> Option<&Account> {

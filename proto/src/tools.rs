@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod exec;
+pub mod explain;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

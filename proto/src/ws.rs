@@ -3,9 +3,12 @@
 //! Every frame is a JSON object with a `type` field. Parsing is separate from the socket so that
 //! each malformed input has a unit test and a precise, client-visible error.
 
+pub mod manage;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ErrorCode;
+pub use manage::ManageOp;
 
 /// The subprotocol browsers and clients negotiate; the server echoes only this one.
 pub const SUBPROTOCOL: &str = "glovebox.v1";
@@ -68,6 +71,15 @@ pub enum ClientFrame {
     /// Switches the account's tools on or off (approver connections only).
     SetEnabled {
         enabled: bool,
+    },
+    /// Asks for a one-time login link to the web console, for this credential's account
+    /// (approver connections that presented the credential itself only).
+    ConsoleLogin {},
+    /// An operation on the approver's own account (see [`manage`]); answered by a
+    /// `manage_result` frame with the same `request_id`.
+    Manage {
+        request_id: String,
+        op: ManageOp,
     },
 }
 
@@ -235,8 +247,21 @@ pub enum ServerFrame {
     Enabled { account: String, enabled: bool },
     /// The account went from no call in flight to some (`active: true`), or back.
     Activity { account: String, active: bool },
-    /// An ask ended without an answer (timeout, withdrawn): approvers can stop showing it.
+    /// An ask ended without an answer from this connection (`timeout`, `withdrawn`, `closed`, or
+    /// `answered` by another approver of the account): approvers can stop showing it.
     AskClosed { ask_id: String, reason: String },
+    /// A one-time login link to the web console: `path` on the broker's own address, usable
+    /// once, within `expires_in_ms`.
+    ConsoleLogin { path: String, expires_in_ms: u64 },
+    /// The answer to a `manage` frame.
+    ManageResult {
+        request_id: String,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<WireError>,
+    },
     /// A frame-level problem (malformed JSON, unknown type); the connection stays open.
     Error { code: ErrorCode, message: String },
 }
@@ -299,7 +324,15 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-const FRAME_TYPES: [&str; 5] = ["hello", "invoke", "answer", "cancel", "set_enabled"];
+const FRAME_TYPES: [&str; 7] = [
+    "hello",
+    "invoke",
+    "answer",
+    "cancel",
+    "set_enabled",
+    "console_login",
+    "manage",
+];
 
 /// Parses one text frame from a client.
 pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
@@ -327,6 +360,16 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         ClientFrame::Answer { ask_id, .. } if !is_valid_id(ask_id) => {
             Err(FrameError::BadId("ask_id"))
         }
+        ClientFrame::Manage { request_id, .. } if !is_valid_id(request_id) => {
+            Err(FrameError::BadId("request_id"))
+        }
+        ClientFrame::Manage { op, .. } => match op.check() {
+            Ok(()) => Ok(frame),
+            Err(detail) => Err(FrameError::InvalidFields {
+                frame_type: "manage".into(),
+                detail,
+            }),
+        },
         _ => Ok(frame),
     }
 }
@@ -437,6 +480,15 @@ mod tests {
                 call_id: "c".into(),
             },
             ClientFrame::SetEnabled { enabled: false },
+            ClientFrame::ConsoleLogin {},
+            ClientFrame::Manage {
+                request_id: "r-1".into(),
+                op: ManageOp::RevokeRule {
+                    section: "commands".into(),
+                    kind: "allow".into(),
+                    pattern: "cargo test".into(),
+                },
+            },
         ];
         for frame in frames {
             let text = frame.to_json().unwrap();
@@ -505,6 +557,37 @@ mod tests {
         check(
             r#"{"type":"invoke","tool":"x"}"#,
             Err("missing field `call_id`"),
+        );
+    }
+
+    #[test]
+    fn manage_frames_are_checked() {
+        check(
+            r#"{"type":"manage","request_id":"r1","op":{"name":"list_rules"}}"#,
+            Ok(ClientFrame::Manage {
+                request_id: "r1".into(),
+                op: ManageOp::ListRules {},
+            }),
+        );
+        check(
+            r#"{"type":"manage","request_id":"a b","op":{"name":"list_rules"}}"#,
+            Err("request_id must be"),
+        );
+        check(
+            r#"{"type":"manage","request_id":"r1","op":{"name":"job_kill","job_id":""}}"#,
+            Err("invalid manage frame: job_id is empty"),
+        );
+        check(
+            r#"{"type":"manage","request_id":"r1","op":{"name":"list_rules"},"account":"bob"}"#,
+            Err("unknown field `account`"),
+        );
+        check(
+            r#"{"type":"console_login"}"#,
+            Ok(ClientFrame::ConsoleLogin {}),
+        );
+        check(
+            r#"{"type":"console_login","account":"bob"}"#,
+            Err("unknown field `account`"),
         );
     }
 

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
 pub mod mcp_clients;
 pub mod stats;
 
@@ -121,6 +122,11 @@ pub struct Options {
     /// Directories (relative to the temporary root, created) added to every account's roots
     /// besides its workdir; with none of the above, one account `test` is written.
     pub extra_roots: Vec<String>,
+    /// Start `up` (and so every service) under `prlimit --nofile=N:N`.
+    pub open_files_limit: Option<u64>,
+    /// Written as the `limits:` section of `glovebox.yaml` (YAML lines under it, indented by two
+    /// spaces); with it, accounts are written as for `accounts` (one account `test` if none).
+    pub limits: Vec<String>,
 }
 
 impl Default for Options {
@@ -132,6 +138,8 @@ impl Default for Options {
             accounts: Vec::new(),
             job_env: Vec::new(),
             extra_roots: Vec::new(),
+            open_files_limit: None,
+            limits: Vec::new(),
         }
     }
 }
@@ -161,7 +169,9 @@ impl Glovebox {
         // With run_as, one account `test` runs as that user; with accounts, those accounts.
         let accounts = match &options.run_as {
             Some(_) => vec![("test".to_owned(), true)],
-            None if options.accounts.is_empty() && !options.extra_roots.is_empty() => {
+            None if options.accounts.is_empty()
+                && (!options.extra_roots.is_empty() || !options.limits.is_empty()) =>
+            {
                 vec![("test".to_owned(), true)]
             }
             None => options.accounts.clone(),
@@ -497,6 +507,12 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
         )
         .unwrap();
     }
+    if !options.limits.is_empty() {
+        yaml.push_str("limits:\n");
+        for line in &options.limits {
+            yaml.push_str(&format!("  {line}\n"));
+        }
+    }
     std::fs::write(state.join("glovebox.yaml"), yaml).unwrap();
     if run_as.is_some() {
         // The temporary root must be traversable for that user to reach the workdirs.
@@ -511,7 +527,17 @@ fn spawn_up(
     options: &Options,
 ) -> (Child, String) {
     let stderr = std::fs::File::create(stderr_file).unwrap();
-    let mut child = Command::new(glovebox_bin())
+    let mut command = match options.open_files_limit {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}:{n}"))
+                .arg("--")
+                .arg(glovebox_bin());
+            c
+        }
+        None => Command::new(glovebox_bin()),
+    };
+    let mut child = command
         .args(["up", "--listen", "127.0.0.1:0", "--ask-timeout-secs"])
         .arg(options.ask_timeout_secs.to_string())
         .arg("--state-dir")
@@ -782,8 +808,9 @@ impl Client {
     }
 }
 
-/// A plain HTTP/1.1 request to the broker (`Connection: close`); returns the status, the
-/// headers (names lowercased) and the body read until the server closed or `WAIT` passed.
+/// A plain HTTP/1.1 request to the broker (`Connection: close`; `Host: localhost` unless
+/// `headers` name one); returns the status, the headers (names lowercased) and the body read
+/// until the server closed or `WAIT` passed.
 pub async fn http_request(
     url: &str,
     method: &str,
@@ -801,9 +828,12 @@ pub async fn http_request(
         .to_owned();
     let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str("Host: localhost\r\n");
+    }
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }

@@ -13,7 +13,7 @@ use glovebox_proto::v1::{
     self as pb, executor_client::ExecutorClient, explain_request::Subject,
     gate_admin_client::GateAdminClient,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use tonic::transport::Channel;
 
 #[derive(Args, Debug)]
@@ -73,21 +73,16 @@ pub async fn explain(
 /// The call a real agent would make to touch the subject named, whose plan explain judges; `None`
 /// for a tool name.
 fn equivalent_call(args: &ExplainArgs) -> Option<(Tool, Value)> {
-    if let Some(path) = &args.read {
-        Some((Tool::FileRead, json!({ "path": path })))
-    } else if let Some(path) = &args.write {
-        Some((Tool::FileWrite, json!({ "path": path, "content": "" })))
-    } else if let Some(path) = &args.delete {
-        Some((Tool::FileDelete, json!({ "path": path })))
-    } else if let Some(command) = &args.exec {
-        let mut params = json!({ "command": command });
-        if let Some(cwd) = &args.cwd {
-            params["cwd"] = json!(cwd);
-        }
-        Some((Tool::ExecRun, params))
-    } else {
-        None
-    }
+    use glovebox_proto::tools::explain::{ExplainDomain as D, equivalent_call};
+    let (domain, subject) = [
+        (D::Read, &args.read),
+        (D::Write, &args.write),
+        (D::Delete, &args.delete),
+        (D::Exec, &args.exec),
+    ]
+    .into_iter()
+    .find_map(|(d, s)| Some((d, s.as_deref()?)))?;
+    equivalent_call(domain, subject, args.cwd.as_deref())
 }
 
 /// Asks the account's executor, as an administrator, to plan `tool` with `params`.
@@ -132,25 +127,9 @@ async fn plan(
         .ok_or_else(|| anyhow::anyhow!("the executor of account {account} returned no plan"))
 }
 
-/// What the gate is asked to explain from a plan: its one path subject, or its command with the
-/// working directory planned for it. The observed state of the subject stays here.
+/// What the gate is asked to explain from a plan (see `glovebox_proto::tools::explain`).
 fn explained_subject(plan: &pb::Plan) -> anyhow::Result<(pb::Subject, String)> {
-    use pb::Domain as D;
-    let domain = |s: &pb::Subject| D::try_from(s.domain).ok();
-    let bare = |s: &pb::Subject| pb::Subject {
-        domain: s.domain,
-        path: s.path.clone(),
-        state: None,
-    };
-    match plan.subjects.as_slice() {
-        [s] if matches!(domain(s), Some(D::Read | D::Write | D::Delete)) => {
-            Ok((bare(s), String::new()))
-        }
-        [command, cwd] if domain(command) == Some(D::Exec) && domain(cwd) == Some(D::Read) => {
-            Ok((bare(command), cwd.path.clone()))
-        }
-        _ => anyhow::bail!("the executor's plan names neither one path nor one command"),
-    }
+    glovebox_proto::tools::explain::explained_subject(plan).map_err(|e| anyhow::anyhow!(e))
 }
 
 fn print_explained(r: &pb::ExplainResponse) {
@@ -173,6 +152,7 @@ fn print_explained(r: &pb::ExplainResponse) {
 mod tests {
     use super::*;
     use clap::Parser;
+    use serde_json::json;
 
     #[derive(Parser)]
     struct Cli {
@@ -208,52 +188,5 @@ mod tests {
             Some((Tool::ExecRun, json!({"command": "ls", "cwd": "sub"})))
         );
         assert_eq!(call(&["--tool", "client__x"]), None);
-    }
-
-    fn subject(domain: pb::Domain, path: &str) -> pb::Subject {
-        pb::Subject {
-            domain: domain as i32,
-            path: path.into(),
-            state: Some(pb::FileState {
-                exists: true,
-                ino: 7,
-                ..Default::default()
-            }),
-        }
-    }
-
-    #[test]
-    fn the_gate_is_sent_the_planned_subject_without_what_was_observed() {
-        use pb::Domain as D;
-        let plan = |subjects| pb::Plan {
-            subjects,
-            content_tag: Vec::new(),
-        };
-        let (s, cwd) = explained_subject(&plan(vec![subject(D::Delete, "/w/link")])).unwrap();
-        assert_eq!(
-            (s.domain, s.path.as_str(), s.state, cwd.as_str()),
-            (D::Delete as i32, "/w/link", None, "")
-        );
-        let (s, cwd) = explained_subject(&plan(vec![
-            subject(D::Exec, "git status"),
-            subject(D::Read, "/w/sub"),
-        ]))
-        .unwrap();
-        assert_eq!(
-            (s.domain, s.path.as_str(), cwd.as_str()),
-            (D::Exec as i32, "git status", "/w/sub")
-        );
-        for bad in [
-            vec![],
-            vec![subject(D::Job, "1")],
-            vec![subject(D::Read, "/a"), subject(D::Read, "/b")],
-            vec![
-                subject(D::Delete, "/a"),
-                subject(D::Read, "/a"),
-                subject(D::Write, "/b"),
-            ],
-        ] {
-            assert!(explained_subject(&plan(bad)).is_err());
-        }
     }
 }

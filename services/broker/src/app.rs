@@ -1,15 +1,15 @@
 //! The broker's shared state: one [`App`] per running broker, built from a [`BrokerConfig`] and
-//! handed (behind an `Arc`) to every endpoint, with the count of open WebSocket connections.
+//! handed (behind an `Arc`) to every endpoint, with the count of the connections it holds.
 
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
 
+use crate::admission::Admission;
 use crate::{
-    BrokerConfig, BrokerError, asks, auth, backends, mcp, profiles, registry, tool_changes,
+    BrokerConfig, BrokerError, asks, auth, backends, console, health, mcp, profiles, registry,
+    tool_changes,
 };
-
-/// WebSocket connections served at once.
-pub const MAX_CONNECTIONS: usize = 4096;
 
 /// Shared state of a running broker.
 pub struct App {
@@ -19,16 +19,26 @@ pub struct App {
     pub asks: asks::Asks,
     pub registry: registry::Registry,
     pub sessions: profiles::Sessions,
-    pub mcp_sessions: mcp::SessionOwners,
+    pub mcp_sessions: Arc<mcp::SessionOwners>,
+    /// Each account's calls running at once.
+    pub calls: crate::call_slots::CallSlots,
     pub tool_changes: tool_changes::ToolChanges,
+    /// The web console's login links and sessions.
+    pub console: console::Console,
     pub next_conn: AtomicU64,
-    connections: AtomicUsize,
+    /// Who holds the client sockets (see `admission`).
+    pub admission: Arc<Admission>,
+    pub health: health::Probes,
 }
 
 impl App {
-    /// The state of a broker with this configuration; fails if the handover lacks a backend's
-    /// key. Nothing is connected yet (backend channels connect lazily).
-    pub fn new(config: BrokerConfig) -> Result<App, BrokerError> {
+    /// The state of a broker with this configuration, for `open_files` descriptors; fails if
+    /// the handover lacks a backend's key or the descriptors are too few. Nothing is connected
+    /// yet (backend channels connect lazily).
+    pub fn new(config: BrokerConfig, open_files: u64) -> Result<App, BrokerError> {
+        let limits = &config.limits;
+        let accounts: HashSet<String> = config.executors.iter().map(|(a, _)| a.clone()).collect();
+        let pools = crate::limits::pools(limits, open_files, accounts.len() + 1, accounts)?;
         Ok(App {
             credentials: Arc::new(auth::Credentials::new(
                 config.config_file.clone(),
@@ -45,35 +55,17 @@ impl App {
                 registry::DEFAULT_CALL_TIMEOUT,
             ),
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
-            mcp_sessions: mcp::SessionOwners::default(),
+            mcp_sessions: Arc::new(mcp::SessionOwners::new(
+                limits.mcp_sessions_per_account,
+                limits.mcp_session_idle,
+            )),
+            calls: crate::call_slots::CallSlots::new(limits.calls_per_account),
             tool_changes: tool_changes::ToolChanges::default(),
+            console: console::Console::default(),
             next_conn: AtomicU64::new(1),
-            connections: AtomicUsize::new(0),
+            admission: Admission::new(pools),
+            health: health::Probes::default(),
             config,
         })
-    }
-
-    /// Takes one of the [`MAX_CONNECTIONS`] places; `None` if all are taken. The place is free
-    /// again when the slot is dropped.
-    pub fn open_connection(self: &Arc<App>) -> Option<ConnectionSlot> {
-        if self.connections.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
-            self.connections.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        Some(ConnectionSlot(self.clone()))
-    }
-
-    /// WebSocket connections open now.
-    pub fn open_connections(&self) -> usize {
-        self.connections.load(Ordering::Relaxed)
-    }
-}
-
-/// One open WebSocket connection's place in the count.
-pub struct ConnectionSlot(Arc<App>);
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! One ask at a time per account (later asks wait their turn, up to a queue cap); no approver
 //! connected means an immediate "no approver"; no answer within the ask timeout means "timeout";
-//! the last approver disconnecting ends the pending ask. Routing is keyed by the account the
-//! connections authenticated as, never by anything in a frame.
+//! the last approver disconnecting ends the pending ask. Every approver of the account sees each
+//! ask, and all but the one that answered are told when it closes. Routing is keyed by the account
+//! the connections authenticated as, never by anything in a frame.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,8 @@ pub enum AskOutcome {
 
 struct Pending {
     ask_id: String,
-    reply: oneshot::Sender<AskOutcome>,
+    /// The outcome, and the approver connection that answered (if one did).
+    reply: oneshot::Sender<(AskOutcome, Option<u64>)>,
 }
 
 #[derive(Default)]
@@ -81,7 +83,7 @@ impl Asks {
             if a.approvers.is_empty()
                 && let Some(p) = a.pending.take()
             {
-                let _ = p.reply.send(AskOutcome::ApproverGone);
+                let _ = p.reply.send((AskOutcome::ApproverGone, None));
             }
         }
     }
@@ -121,8 +123,14 @@ impl Asks {
         self.lock().get(account).map_or(0, |a| a.approvers.len())
     }
 
-    /// Delivers an approver's answer. Returns false if `ask_id` is not this account's pending ask.
-    pub fn answer(&self, account: &str, ask_id: &str, decision: Decision) -> bool {
+    /// Whether a call of the account is in flight.
+    pub fn is_active(&self, account: &str) -> bool {
+        self.lock().get(account).is_some_and(|a| a.in_flight > 0)
+    }
+
+    /// Delivers the answer of approver connection `by`. Returns false if `ask_id` is not this
+    /// account's pending ask. The account's other approvers are told it closed (`answered`).
+    pub fn answer(&self, account: &str, by: u64, ask_id: &str, decision: Decision) -> bool {
         let mut accounts = self.lock();
         let Some(a) = accounts.get_mut(account) else {
             return false;
@@ -132,7 +140,10 @@ impl Asks {
             _ => return false,
         }
         match a.pending.take() {
-            Some(p) => p.reply.send(AskOutcome::Answered(decision)).is_ok(),
+            Some(p) => p
+                .reply
+                .send((AskOutcome::Answered(decision), Some(by)))
+                .is_ok(),
             None => false,
         }
     }
@@ -184,38 +195,40 @@ impl Asks {
         for tx in &approvers {
             let _ = tx.send(Message::Text(text.clone().into())).await;
         }
-        let outcome = tokio::select! {
+        let (outcome, answered_by) = tokio::select! {
             answered = tokio::time::timeout(self.timeout, wait) => match answered {
                 Ok(Ok(outcome)) => outcome,
-                Ok(Err(_)) => AskOutcome::ApproverGone,
-                Err(_) => AskOutcome::Timeout,
+                Ok(Err(_)) => (AskOutcome::ApproverGone, None),
+                Err(_) => (AskOutcome::Timeout, None),
             },
-            _ = &mut cancelled => AskOutcome::Cancelled,
+            _ = &mut cancelled => (AskOutcome::Cancelled, None),
         };
-        let remaining: Vec<mpsc::Sender<Message>> = {
+        let remaining: Vec<(u64, mpsc::Sender<Message>)> = {
             let mut accounts = self.lock();
             match accounts.get_mut(account) {
                 Some(a) => {
                     if a.pending.as_ref().is_some_and(|p| p.ask_id == ask_id) {
                         a.pending = None;
                     }
-                    a.approvers.values().cloned().collect()
+                    a.approvers.iter().map(|(k, tx)| (*k, tx.clone())).collect()
                 }
                 None => Vec::new(),
             }
         };
-        if !matches!(outcome, AskOutcome::Answered(_)) {
-            let reason = match outcome {
-                AskOutcome::Timeout => "timeout",
-                AskOutcome::Cancelled => "withdrawn",
-                _ => "closed",
-            };
-            let closed = ServerFrame::AskClosed {
-                ask_id: ask_id.clone(),
-                reason: reason.to_owned(),
-            }
-            .to_json();
-            for tx in remaining {
+        // Every approver but the one that answered stops showing the ask.
+        let reason = match outcome {
+            AskOutcome::Answered(_) => "answered",
+            AskOutcome::Timeout => "timeout",
+            AskOutcome::Cancelled => "withdrawn",
+            _ => "closed",
+        };
+        let closed = ServerFrame::AskClosed {
+            ask_id: ask_id.clone(),
+            reason: reason.to_owned(),
+        }
+        .to_json();
+        for (key, tx) in remaining {
+            if Some(key) != answered_by {
                 let _ = tx.send(Message::Text(closed.clone().into())).await;
             }
         }
@@ -289,14 +302,14 @@ mod tests {
         let task = spawn_ask(&asks);
         let id = next_ask_id(&mut rx).await;
         assert!(
-            !asks.answer("b", &id, Decision::Once),
+            !asks.answer("b", 1, &id, Decision::Once),
             "another account cannot answer"
         );
-        assert!(!asks.answer("a", "ask-unknown", Decision::Once));
-        assert!(asks.answer("a", &id, Decision::Always));
+        assert!(!asks.answer("a", 1, "ask-unknown", Decision::Once));
+        assert!(asks.answer("a", 1, &id, Decision::Always));
         assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Always));
         assert!(
-            !asks.answer("a", &id, Decision::Once),
+            !asks.answer("a", 1, &id, Decision::Once),
             "an answered ask is gone"
         );
     }
@@ -339,11 +352,11 @@ mod tests {
             asks.ask("a", frame, std::future::pending()).await,
             AskOutcome::Busy
         );
-        assert!(asks.answer("a", &id1, Decision::Deny));
+        assert!(asks.answer("a", 1, &id1, Decision::Deny));
         assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
         let id2 = next_ask_id(&mut rx).await;
         assert_ne!(id1, id2);
-        assert!(asks.answer("a", &id2, Decision::Once));
+        assert!(asks.answer("a", 1, &id2, Decision::Once));
         assert_eq!(second.await.unwrap(), AskOutcome::Answered(Decision::Once));
     }
 
@@ -375,10 +388,10 @@ mod tests {
         // its waiting place is free again
         let third = spawn_ask(&asks);
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(asks.answer("a", &id1, Decision::Deny));
+        assert!(asks.answer("a", 1, &id1, Decision::Deny));
         assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
         let id3 = next_ask_id(&mut rx).await;
-        assert!(asks.answer("a", &id3, Decision::Once));
+        assert!(asks.answer("a", 1, &id3, Decision::Once));
         assert_eq!(third.await.unwrap(), AskOutcome::Answered(Decision::Once));
 
         // withdrawn while shown: the approvers hear that it closed
@@ -403,8 +416,34 @@ mod tests {
         assert_eq!(closed["ask_id"], id4.as_str());
         assert_eq!(closed["reason"], "withdrawn");
         assert!(
-            !asks.answer("a", &id4, Decision::Once),
+            !asks.answer("a", 1, &id4, Decision::Once),
             "a withdrawn ask cannot be answered"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_other_approvers_hear_that_an_ask_was_answered() {
+        let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
+        let (tx1, mut rx1) = mpsc::channel(8);
+        let (tx2, mut rx2) = mpsc::channel(8);
+        asks.add_approver("a", 1, tx1);
+        asks.add_approver("a", 2, tx2);
+        let task = spawn_ask(&asks);
+        let id = next_ask_id(&mut rx1).await;
+        assert_eq!(next_ask_id(&mut rx2).await, id);
+        assert!(asks.answer("a", 2, &id, Decision::Once));
+        assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Once));
+        let Some(Message::Text(t)) = rx1.recv().await else {
+            panic!("no ask_closed frame")
+        };
+        let closed: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+        assert_eq!(
+            closed,
+            serde_json::json!({"type": "ask_closed", "ask_id": id, "reason": "answered"})
+        );
+        assert!(
+            rx2.try_recv().is_err(),
+            "the approver that answered is not told"
         );
     }
 }

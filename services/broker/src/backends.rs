@@ -9,7 +9,8 @@ use std::time::Duration;
 use glovebox_proto::transport::authenticated_channel;
 use glovebox_proto::transport::handover::{Handover, HandoverError, socket};
 use glovebox_proto::v1::{
-    audit_client::AuditClient, executor_client::ExecutorClient, gate_client::GateClient,
+    account_admin_client::AccountAdminClient, audit_client::AuditClient,
+    executor_client::ExecutorClient, gate_client::GateClient,
 };
 use tonic::transport::Channel;
 
@@ -20,6 +21,8 @@ pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Backends {
     pub gate: GateClient<Channel>,
     pub audit: AuditClient<Channel>,
+    /// An account's own policy and calls, for its approver (on the gate's main socket).
+    pub account_admin: AccountAdminClient<Channel>,
     executors: HashMap<String, ExecutorClient<Channel>>,
 }
 
@@ -43,7 +46,8 @@ impl Backends {
         }
         Ok(Backends {
             gate: GateClient::new(gate_channel.clone()),
-            audit: AuditClient::new(gate_channel),
+            audit: AuditClient::new(gate_channel.clone()),
+            account_admin: AccountAdminClient::new(gate_channel),
             executors: clients,
         })
     }

@@ -16,7 +16,6 @@ use glovebox_proto::client_tools::{
 
 use crate::app::App;
 use crate::asks::new_id;
-use crate::connection::HELLO_TIMEOUT;
 use crate::registry::RegistryError;
 use crate::session::{CLOSE_POLICY, Outbox, Session};
 
@@ -67,10 +66,12 @@ async fn serve(
     revoked: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     // A rotated credential ends the connection (and takes its tools away).
-    let mut session = Session::<String>::start(socket, revoked, None);
+    let liveness = crate::session::Liveness::of(&app.config.limits);
+    let mut session = Session::<String>::start(socket, revoked, None, liveness);
     let connection_id = new_id("provider");
     // A socket takes one of the account's provider places only with its hello.
-    let Some((tools, client)) = await_hello(&mut session).await else {
+    let Some((tools, client)) = await_hello(&mut session, app.config.limits.hello_timeout).await
+    else {
         session.finish().await;
         return;
     };
@@ -131,9 +132,10 @@ async fn serve(
 }
 
 /// Reads frames until the provider's hello (answering pings, refusing the rest), for at most
-/// [`HELLO_TIMEOUT`]. `None` if the connection ended first or took too long.
+/// `timeout` (the hello timeout, see `limits`). `None` if the connection ended first or took too long.
 async fn await_hello(
     session: &mut Session<String>,
+    timeout: std::time::Duration,
 ) -> Option<(
     Vec<glovebox_proto::client_tools::ClientToolSpec>,
     Option<String>,
@@ -157,11 +159,11 @@ async fn await_hello(
                 .await;
         }
     };
-    match tokio::time::timeout(HELLO_TIMEOUT, hello).await {
+    match tokio::time::timeout(timeout, hello).await {
         Ok(hello) => hello,
         Err(_) => {
             let outbox = session.outbox();
-            let message = "no hello frame within 10 seconds".to_owned();
+            let message = format!("no hello frame within {} seconds", timeout.as_secs());
             outbox
                 .send(ToProviderFrame::Error { message }.to_json())
                 .await;

@@ -1,11 +1,14 @@
 //! One WebSocket connection on `/v1/ws`: the upgrade, the hello handshake (`connection/hello.rs`),
-//! then invokes (agents) or answers (approvers). A bad frame gets an error frame and the
-//! connection goes on; an oversized frame closes it with 1008 (policy violation; see `session`).
-//! Nothing a frame says changes whose connection it is.
+//! then invokes (agents) or answers and account management (approvers; `connection/manage.rs`).
+//! The web console's connections are served here too, by the same code: they reach it through
+//! `/console/ws` with a session cookie instead of the credential ([`Entry::Console`]). A bad frame
+//! gets an error frame and the connection goes on; an oversized frame closes it with 1008 (policy
+//! violation; see `session`). Nothing a frame says changes whose connection it is.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -19,17 +22,16 @@ use glovebox_proto::ws::{
 use crate::app::App;
 use crate::asks::new_id;
 use crate::profiles::Profile;
-use crate::session::{End, Outbox, Session};
+use crate::session::{End, Liveness, Outbox, Session};
 use crate::sync::lock;
 
 mod hello;
+mod manage;
 
 /// Largest WebSocket message or frame accepted, in bytes.
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 /// Read and write buffer of each WebSocket connection.
 pub const WS_BUFFER_BYTES: usize = 8 * 1024;
-/// A connection must say hello within this time.
-pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Calls one agent connection may have in flight.
 pub const MAX_IN_FLIGHT: usize = 32;
 
@@ -47,8 +49,18 @@ fn frame_error(code: ErrorCode, message: impl Into<String>) -> Message {
 /// The calls in flight on one agent connection, each with the switch that withdraws it.
 type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>>;
 
+/// How a connection's credential reached the broker.
+pub enum Entry {
+    /// The credential itself (a bearer token).
+    Credential,
+    /// A web console session standing for an approver credential; the connection ends when the
+    /// session does (logout, expiry), as when the credential is rotated.
+    Console(Pin<Box<dyn Future<Output = ()> + Send>>),
+}
+
 /// The upgrade of `/v1/ws`: authenticates the credential, reads the `profile` and `session`
-/// query parameters, takes a connection place, and serves the connection.
+/// query parameters, and serves the connection (its place among the account's connections was
+/// taken when the request authenticated; see `front_door`).
 pub async fn upgrade(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -88,9 +100,6 @@ pub async fn upgrade(
                 .into_response();
         }
     }
-    let Some(slot) = app.open_connection() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "too many connections\n").into_response();
-    };
     let ws = if crate::auth::offered(&headers).wants_subprotocol {
         ws.protocols([SUBPROTOCOL])
     } else {
@@ -101,10 +110,7 @@ pub async fn upgrade(
         .write_buffer_size(WS_BUFFER_BYTES)
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| async move {
-            serve(app, who, profile, socket).await;
-            drop(slot);
-        })
+        .on_upgrade(move |socket| serve(app, who, profile, socket, Entry::Credential))
 }
 
 /// Serves one authenticated connection until it closes (or its credential is revoked).
@@ -113,13 +119,34 @@ pub async fn serve(
     who: crate::auth::Authenticated,
     profile: Profile,
     socket: WebSocket,
+    entry: Entry,
 ) {
-    let revoked = crate::auth::revoked(app.credentials.subscribe(), who.clone());
+    let credential_revoked = crate::auth::revoked(app.credentials.subscribe(), who.clone());
+    let (console, session_ended) = match entry {
+        Entry::Credential => (false, None),
+        Entry::Console(ended) => (true, Some(ended)),
+    };
+    let revoked = async move {
+        match session_ended {
+            None => credential_revoked.await,
+            Some(ended) => {
+                tokio::select! {
+                    _ = credential_revoked => {}
+                    _ = ended => {}
+                }
+            }
+        }
+    };
     let binary_refusal = frame_error(
         ErrorCode::InvalidParams,
         "binary frames are not accepted; send JSON text",
     );
-    let mut session = Session::start(socket, revoked, Some(binary_refusal));
+    let mut session = Session::start(
+        socket,
+        revoked,
+        Some(binary_refusal),
+        Liveness::of(&app.config.limits),
+    );
     let connection_id = new_id("conn");
     // Listening from before hello_ok, so no change after it is missed.
     let changes = app.tool_changes.subscribe(&who.account);
@@ -130,6 +157,7 @@ pub async fn serve(
         return;
     };
     let connection = Connection {
+        credential: who.clone(),
         key: app
             .next_conn
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -138,6 +166,7 @@ pub async fn serve(
         connection_id,
         profile,
         role,
+        console,
         outbox: session.outbox().clone(),
         in_flight: InFlight::default(),
     };
@@ -210,6 +239,10 @@ struct Connection {
     connection_id: String,
     profile: Profile,
     role: Role,
+    /// Whether it came through a console session rather than with the credential itself.
+    console: bool,
+    /// The credential it authenticated with (a console session's stands for it).
+    credential: crate::auth::Authenticated,
     /// Its number among the broker's connections (the approver registration's key).
     key: u64,
     outbox: Outbox<Message>,
@@ -283,6 +316,10 @@ impl Connection {
                 let message = "agent connections cannot switch tools on or off";
                 self.error(ErrorCode::Denied, message).await
             }
+            ClientFrame::ConsoleLogin {} | ClientFrame::Manage { .. } => {
+                let message = "agent connections cannot manage the account";
+                self.error(ErrorCode::Denied, message).await
+            }
             ClientFrame::Hello { .. } => {
                 self.error(ErrorCode::InvalidParams, "hello was already sent")
                     .await
@@ -294,12 +331,31 @@ impl Connection {
     async fn approver_frame(&self, frame: ClientFrame) {
         match frame {
             ClientFrame::Answer { ask_id, decision } => {
-                if !self.app.asks.answer(&self.account, &ask_id, decision) {
+                if !self
+                    .app
+                    .asks
+                    .answer(&self.account, self.key, &ask_id, decision)
+                {
                     let message = format!("no pending ask {ask_id} for this account");
                     self.error(ErrorCode::InvalidParams, message).await;
                 }
             }
             ClientFrame::SetEnabled { enabled } => self.set_enabled(enabled).await,
+            ClientFrame::ConsoleLogin {} => self.console_login().await,
+            ClientFrame::Manage { request_id, op } => {
+                // Management can take a while (a plan, the audit): it runs beside the asks.
+                let (app, outbox) = (self.app.clone(), self.outbox.clone());
+                let (account, connection_id) = (self.account.clone(), self.connection_id.clone());
+                tokio::spawn(async move {
+                    let at = manage::Caller {
+                        app: &app,
+                        account: &account,
+                        connection_id: &connection_id,
+                    };
+                    let reply = manage::run(&at, request_id, op).await;
+                    outbox.send(text(&reply)).await;
+                });
+            }
             ClientFrame::Cancel { .. } => {
                 let message = "approver connections have no calls to cancel";
                 self.error(ErrorCode::Denied, message).await
@@ -339,6 +395,26 @@ impl Connection {
             Err(_) => frame_error(
                 ErrorCode::Unavailable,
                 "could not switch the account's tools; the gate is unavailable",
+            ),
+        };
+        self.outbox.send(reply).await;
+    }
+
+    /// Answers a request for a one-time console login link. Only a connection that presented the
+    /// approver credential itself may mint one: a console session cannot extend itself.
+    async fn console_login(&self) {
+        if self.console {
+            let message = "a console session cannot make login links; use `glovebox console`";
+            return self.error(ErrorCode::Denied, message).await;
+        }
+        let reply = match self.app.console.issue_login(self.credential.clone()) {
+            Some((path, ttl)) => text(&ServerFrame::ConsoleLogin {
+                path,
+                expires_in_ms: ttl.as_millis() as u64,
+            }),
+            None => frame_error(
+                ErrorCode::Busy,
+                "too many console login links are waiting; try again in a minute",
             ),
         };
         self.outbox.send(reply).await;

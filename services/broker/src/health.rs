@@ -1,11 +1,18 @@
-//! `/healthz`: whether the gate, the audit, the policies and each executor are well, as JSON
-//! (200 when all are, 503 otherwise), with each executor's sandbox and the open connections.
+//! `/healthz`: whether the gate, the audit, the policies and each executor are well. Without a
+//! credential (or with an agent's) it says only that: `{"ok": true}` with 200, or `{"ok": false}`
+//! with 503. An account's approver credential also gets the details that concern it — the gate's
+//! reachability, the audit's health, its own policy errors, its own executor (reachability, OS
+//! user, jobs, sandbox) and its connections — and nothing about other accounts. (The
+//! administrator reads every account's approver token, and has the admin socket.)
+//!
+//! Probes are shared: a request that arrives while one runs takes its result, so a flood of
+//! requests costs the gate and the executors one probe at a time.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::app::App;
@@ -13,43 +20,108 @@ use crate::app::App;
 /// How long `/healthz` waits for each backend.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub async fn health(State(app): State<Arc<App>>) -> Response {
-    let mut gate = app.backends.gate.clone();
-    let mut req = tonic::Request::new(glovebox_proto::v1::HealthRequest {});
-    req.set_timeout(PROBE_TIMEOUT);
-    let gate_health = gate.health(req).await.ok().map(|h| h.into_inner());
-    let (executors, executors_ok) = executors(&app).await;
-    let (status, body) = match gate_health {
-        Some(h) => {
-            let ok = h.audit_healthy && h.policy_errors.is_empty() && executors_ok;
-            (
-                if ok {
-                    StatusCode::OK
-                } else {
-                    StatusCode::SERVICE_UNAVAILABLE
-                },
-                serde_json::json!({
-                    "ok": ok,
-                    "gate": "reachable",
-                    "audit": { "healthy": h.audit_healthy, "failures": h.audit_failures, "rows": h.audit_rows },
-                    "policy_errors": h.policy_errors,
-                    "executors": executors,
-                    "connections": app.open_connections(),
-                }),
-            )
+/// What one probe found.
+#[derive(Debug)]
+pub struct Probe {
+    gate: Option<glovebox_proto::v1::HealthResponse>,
+    /// Each executor's status by account (`None`: unreachable).
+    executors: Vec<(String, Option<glovebox_proto::v1::ExecutorStatusResponse>)>,
+}
+
+impl Probe {
+    /// Whether everything holds: the gate reachable, the audit healthy, every policy loaded,
+    /// every executor reachable and sandboxed (where the kernel has no Landlock, health says so
+    /// rather than pretending).
+    pub fn ok(&self) -> bool {
+        let Some(gate) = &self.gate else { return false };
+        gate.audit_healthy
+            && gate.policy_errors.is_empty()
+            && self.executors.iter().all(|(_, s)| {
+                s.as_ref()
+                    .is_some_and(|s| s.sandbox != "landlock=not_available")
+            })
+    }
+
+    /// The details `account`'s approver may see.
+    fn details_for(&self, account: &str, connections: usize) -> serde_json::Value {
+        let executor = match self.executors.iter().find(|(a, _)| a == account) {
+            Some((_, Some(s))) => serde_json::json!({
+                "reachable": true, "sandbox": s.sandbox, "jobs": s.jobs, "uid": s.uid,
+                "running_jobs": s.running_jobs,
+            }),
+            _ => serde_json::json!({ "reachable": false }),
+        };
+        let mut body = serde_json::json!({
+            "ok": self.ok(),
+            "executors": { account: executor },
+            "connections": connections,
+        });
+        match &self.gate {
+            Some(h) => {
+                let prefix = format!("{account}: ");
+                body["gate"] = "reachable".into();
+                body["audit"] =
+                    serde_json::json!({ "healthy": h.audit_healthy, "failures": h.audit_failures });
+                body["policy_errors"] = h
+                    .policy_errors
+                    .iter()
+                    .filter(|e| e.starts_with(&prefix))
+                    .cloned()
+                    .collect();
+            }
+            None => body["gate"] = "unreachable".into(),
         }
-        None => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({ "ok": false, "gate": "unreachable", "executors": executors }),
-        ),
+        body
+    }
+}
+
+/// The last probe and when it finished, shared by concurrent requests.
+#[derive(Debug, Default)]
+pub struct Probes {
+    last: tokio::sync::Mutex<Option<(Instant, Arc<Probe>)>>,
+}
+
+impl Probes {
+    /// A probe that finished after `asked`: the one running when the request arrived, or a new
+    /// one.
+    async fn current(&self, app: &App, asked: Instant) -> Arc<Probe> {
+        let mut last = self.last.lock().await;
+        if let Some((finished, probe)) = &*last
+            && *finished >= asked
+        {
+            return probe.clone();
+        }
+        let probe = Arc::new(probe(app).await);
+        *last = Some((Instant::now(), probe.clone()));
+        probe
+    }
+}
+
+pub async fn health(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let probe = app.health.current(&app, Instant::now()).await;
+    let status = if probe.ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let approver = crate::auth::credential_of(&app.credentials, &headers)
+        .filter(|who| who.role == glovebox_proto::ws::Role::Approver);
+    let body = match approver {
+        Some(who) => {
+            let connections = app.admission.snapshot().of_account(&who.account);
+            probe.details_for(&who.account, connections)
+        }
+        None => serde_json::json!({ "ok": probe.ok() }),
     };
     (status, axum::Json(body)).into_response()
 }
 
-/// Each executor's status by account, and whether all are reachable and sandboxed.
-async fn executors(app: &App) -> (serde_json::Map<String, serde_json::Value>, bool) {
-    let mut executors = serde_json::Map::new();
-    let mut executors_ok = true;
+async fn probe(app: &App) -> Probe {
+    let mut gate = app.backends.gate.clone();
+    let mut req = tonic::Request::new(glovebox_proto::v1::HealthRequest {});
+    req.set_timeout(PROBE_TIMEOUT);
+    let gate = gate.health(req).await.ok().map(|h| h.into_inner());
+    let mut executors = Vec::new();
     for account in app.backends.accounts() {
         let status = match app.backends.executor(&account) {
             Some(mut client) => {
@@ -59,18 +131,69 @@ async fn executors(app: &App) -> (serde_json::Map<String, serde_json::Value>, bo
             }
             None => None,
         };
-        let entry = match status {
-            Some(s) => {
-                // Where the kernel has no Landlock, health says so rather than pretending.
-                executors_ok &= s.sandbox != "landlock=not_available";
-                serde_json::json!({ "reachable": true, "sandbox": s.sandbox, "jobs": s.jobs, "uid": s.uid, "running_jobs": s.running_jobs })
-            }
-            None => {
-                executors_ok = false;
-                serde_json::json!({ "reachable": false })
-            }
-        };
-        executors.insert(account, entry);
+        executors.push((account, status));
     }
-    (executors, executors_ok)
+    Probe { gate, executors }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::v1::{ExecutorStatusResponse, HealthResponse};
+
+    fn probe(policy_errors: &[&str], executors: &[(&str, Option<&str>)]) -> Probe {
+        Probe {
+            gate: Some(HealthResponse {
+                audit_healthy: true,
+                audit_failures: 0,
+                audit_rows: 7,
+                policy_errors: policy_errors.iter().map(|e| e.to_string()).collect(),
+            }),
+            executors: executors
+                .iter()
+                .map(|(a, sandbox)| {
+                    (
+                        a.to_string(),
+                        sandbox.map(|s| ExecutorStatusResponse {
+                            sandbox: s.to_owned(),
+                            ..Default::default()
+                        }),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn ok_needs_every_part_well() {
+        let fine = [("a", Some("landlock=fully_enforced"))];
+        assert!(probe(&[], &fine).ok());
+        assert!(!probe(&["a: x"], &fine).ok());
+        assert!(!probe(&[], &[("a", None)]).ok());
+        assert!(!probe(&[], &[("a", Some("landlock=not_available"))]).ok());
+        let mut no_gate = probe(&[], &fine);
+        no_gate.gate = None;
+        assert!(!no_gate.ok());
+    }
+
+    #[test]
+    fn an_approver_sees_its_own_account_only() {
+        let p = probe(
+            &[
+                "a: permissions.yaml: line 2: bad",
+                "b: permissions.yaml: line 9: worse",
+            ],
+            &[("a", Some("landlock=fully_enforced")), ("b", None)],
+        );
+        let details = p.details_for("a", 3).to_string();
+        assert!(
+            details.contains("line 2") && !details.contains("line 9"),
+            "{details}"
+        );
+        assert!(!details.contains("\"b\""), "{details}");
+        assert!(!details.contains("rows"), "{details}");
+        let v = p.details_for("b", 0);
+        assert_eq!(v["executors"]["b"]["reachable"], false);
+        assert_eq!(v["ok"], false);
+    }
 }

@@ -4,16 +4,23 @@
 //! says ask. It decides nothing itself.
 //!
 //! Thin entry point: `glovebox broker --state-dir DIR --listen ADDR` builds a [`BrokerConfig`]
-//! and calls [`run`] with a bound listener.
+//! and calls [`run`] with a bound listener, which raises the open-files limit, sizes the
+//! connection pools by it (`limits`, `admission`) and serves the front door (`front_door`).
 
+pub mod admission;
 pub mod app;
 pub mod asks;
 pub mod auth;
 pub mod backends;
+pub mod call_slots;
 pub mod client_tools;
 pub mod connection;
+pub mod console;
+pub mod front_door;
 pub mod health;
+pub mod limits;
 pub mod mcp;
+pub mod peer;
 pub mod pipeline;
 pub mod profiles;
 pub mod registry;
@@ -50,6 +57,8 @@ pub struct BrokerConfig {
     pub config_file: Option<PathBuf>,
     /// The keys the broker calls the gate and the executors with (handed over by the supervisor).
     pub handover: glovebox_proto::transport::handover::Handover,
+    /// Timeouts and caps of the front door.
+    pub limits: limits::Limits,
 }
 
 impl BrokerConfig {
@@ -71,6 +80,7 @@ impl BrokerConfig {
             timezone: "UTC".to_owned(),
             config_file: Some(state.config_file()),
             handover: Default::default(),
+            limits: limits::Limits::from_config(&config.limits),
         }
     }
 }
@@ -81,36 +91,54 @@ pub enum BrokerError {
     Backends(#[from] glovebox_proto::transport::handover::HandoverError),
     #[error("broker server: {0}")]
     Serve(#[from] std::io::Error),
+    #[error("broker: {0}")]
+    Files(#[from] limits::TooFewFiles),
 }
 
-/// Builds the HTTP router (WebSocket API and health).
-pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
-    let app = Arc::new(app::App::new(config)?);
-    app.credentials.follow();
-    tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
+/// Builds the HTTP router (WebSocket API, MCP, the web console and health) over a broker's
+/// state. Connections served by [`front_door`] are counted against the account of their first
+/// authenticated request.
+pub fn router(app: Arc<app::App>) -> Router {
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(app.clone()))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             mcp::require_bearer,
         ));
-    Ok(Router::new()
+    let console = console::router(app.clone());
+    Router::new()
         .route("/v1/ws", get(connection::upgrade))
         .route("/v1/client-tools", get(client_tools::upgrade))
         .route("/healthz", get(health::health))
-        .with_state(app)
-        .merge(mcp))
+        .with_state(app.clone())
+        .merge(mcp)
+        .merge(console)
+        .layer(axum::middleware::from_fn_with_state(app, front_door::claim))
 }
 
-/// Serves the broker on `listener` until `shutdown` completes.
+/// Serves the broker on `listener` until `shutdown` completes. Raises the open-files soft limit
+/// first: the pools are sized by it.
 pub async fn run(
     config: BrokerConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), BrokerError> {
-    let router = router(config)?;
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let open_files = limits::raise_open_files();
+    let app = Arc::new(app::App::new(config, open_files)?);
+    let pools = app.admission.pools();
+    tracing::info!(
+        open_files,
+        sockets = pools.sockets,
+        unauthenticated = pools.unauthenticated,
+        per_peer = pools.per_peer,
+        per_account = pools.per_account,
+        reserved_per_account = pools.reserved_per_account,
+        "client connections"
+    );
+    app.credentials.follow();
+    tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
+    let header_timeout = app.config.limits.header_timeout;
+    let admission = app.admission.clone();
+    front_door::serve(listener, router(app), admission, header_timeout, shutdown).await?;
     Ok(())
 }

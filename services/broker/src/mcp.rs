@@ -3,12 +3,17 @@
 //! audit) as `/v1/ws`; a denial is a tool error whose text the model can read.
 //!
 //! Authentication happens before rmcp sees the request (`require_bearer`): the account is put in
-//! the request's extensions, and rmcp hands the request parts to the handler.
+//! the request's extensions, and rmcp hands the request parts to the handler. Sessions, their
+//! owners, the cap per account and the idle timeout are `mcp/sessions.rs`.
 //!
 //! A session is told `notifications/tools/list_changed` when its account's tools change (see
 //! `tool_changes`); `notifications/cancelled` withdraws the call (its ask, or the wait for a
 //! client tool; a call not yet run is not run). Built-in tools declare an `outputSchema` and
 //! return `structuredContent`.
+
+mod sessions;
+
+pub use sessions::{Reservation, SessionOwners};
 
 use std::sync::Arc;
 
@@ -22,7 +27,6 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
@@ -60,6 +64,18 @@ pub async fn require_bearer(
         use axum::response::IntoResponse;
         return (axum::http::StatusCode::NOT_FOUND, "no such MCP session\n").into_response();
     }
+    // A request without a session may create one: it needs a place under the account's cap.
+    let reservation = match &session {
+        Some(_) => None,
+        None => match app.mcp_sessions.reserve(&who.account) {
+            Some(r) => Some(r),
+            None => {
+                use axum::response::IntoResponse;
+                let message = "too many MCP sessions for this account\n";
+                return (axum::http::StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+            }
+        },
+    };
     let deleting = request.method() == axum::http::Method::DELETE;
     request
         .extensions_mut()
@@ -73,12 +89,14 @@ pub async fn require_bearer(
         (Some(s), true) if response.status().is_success() => app.mcp_sessions.forget(s),
         (None, _) => {
             // A new session: it belongs to the account that created it.
-            if let Some(created) = response
-                .headers()
-                .get(SESSION_HEADER)
-                .and_then(|v| v.to_str().ok())
-            {
-                app.mcp_sessions.bind(created, &who.account);
+            if let (Some(created), Some(reservation)) = (
+                response
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok()),
+                reservation,
+            ) {
+                app.mcp_sessions.bind(reservation, created).await;
             }
         }
         _ => {}
@@ -89,71 +107,13 @@ pub async fn require_bearer(
 /// The header carrying an MCP session id (Streamable HTTP).
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// MCP sessions are at most this many at once (the oldest binding is forgotten first; a
-/// forgotten session can no longer be used by anyone).
-pub const MAX_MCP_SESSIONS: usize = 4096;
-
-/// Which account created each MCP session: a session id is not a credential, so another
-/// account's token that learned it still cannot use or end it.
-#[derive(Default)]
-pub struct SessionOwners {
-    inner: std::sync::Mutex<(
-        std::collections::HashMap<String, String>,
-        std::collections::VecDeque<String>,
-    )>,
-}
-
-impl SessionOwners {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        (
-            std::collections::HashMap<String, String>,
-            std::collections::VecDeque<String>,
-        ),
-    > {
-        crate::sync::lock(&self.inner)
-    }
-
-    pub fn bind(&self, session: &str, account: &str) {
-        let mut inner = self.lock();
-        let (owners, order) = &mut *inner;
-        if owners
-            .insert(session.to_owned(), account.to_owned())
-            .is_none()
-        {
-            order.push_back(session.to_owned());
-        }
-        while owners.len() > MAX_MCP_SESSIONS {
-            match order.pop_front() {
-                Some(old) => {
-                    owners.remove(&old);
-                }
-                None => break,
-            }
-        }
-    }
-
-    /// Whether `account` may use `session`: only the account that created it, and a session the
-    /// broker never saw created belongs to nobody.
-    pub fn belongs_to(&self, session: &str, account: &str) -> bool {
-        self.lock().0.get(session).is_some_and(|a| a == account)
-    }
-
-    pub fn forget(&self, session: &str) {
-        let mut inner = self.lock();
-        inner.0.remove(session);
-        inner.1.retain(|s| s != session);
-    }
-}
-
 /// The rmcp service mounted at `/mcp`.
-pub fn service(app: Arc<App>) -> StreamableHttpService<McpHandler, LocalSessionManager> {
+pub fn service(app: Arc<App>) -> StreamableHttpService<McpHandler, SessionOwners> {
     let config = StreamableHttpServerConfig::default();
+    let sessions = app.mcp_sessions.clone();
     StreamableHttpService::new(
         move || Ok(McpHandler { app: app.clone() }),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         config,
     )
 }

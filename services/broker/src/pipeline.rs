@@ -81,7 +81,10 @@ pub async fn run_call(
         client: call_id.to_owned(),
     };
     app.asks.activity(account, true);
-    let outcome = steps(app, origin, &ids, tool, params, cancelled).await;
+    let outcome = match enter(app, account, cancelled.clone()).await {
+        Ok(_running) => steps(app, origin, &ids, tool, params, cancelled).await,
+        Err(error) => Err(error),
+    };
     app.asks.activity(account, false);
     let mut event = AuditEvent {
         call_id: ids.server.clone(),
@@ -130,6 +133,28 @@ pub async fn run_call(
         );
     }
     frame
+}
+
+/// Waits for a place among the account's running calls (see `call_slots`), or for the call to
+/// be cancelled.
+async fn enter(
+    app: &App,
+    account: &str,
+    mut cancelled: tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, WireError> {
+    let withdrawn = async {
+        // A call whose canceller is gone can no longer be cancelled.
+        if cancelled.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        permit = app.calls.enter(account) => permit.ok_or_else(|| unavailable("the broker")),
+        () = withdrawn => Err(WireError::new(
+            ErrorCode::Busy,
+            "the call was cancelled while it waited for the account's running calls",
+        )),
+    }
 }
 
 fn unavailable(what: &str) -> WireError {

@@ -154,6 +154,23 @@ impl Registry {
         out
     }
 
+    /// The account's provider connections, most recent first: each one's id and tool names.
+    pub fn providers(&self, account: &str) -> Vec<(String, Vec<String>)> {
+        let inner = self.lock();
+        let mut list: Vec<&Provider> = inner
+            .providers
+            .get(account)
+            .map(|l| l.iter().collect())
+            .unwrap_or_default();
+        list.sort_by_key(|p| std::cmp::Reverse(p.seq));
+        list.iter()
+            .map(|p| {
+                let tools = p.tools.iter().map(|t| t.name.clone()).collect();
+                (p.connection_id.clone(), tools)
+            })
+            .collect()
+    }
+
     /// Whether any provider of the account offers `tool` (bare name).
     pub fn provides(&self, account: &str, tool: &str) -> bool {
         self.lock()

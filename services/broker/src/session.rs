@@ -5,13 +5,17 @@
 //! The reader answers what no endpoint needs to see: a close frame ends the session; a frame over
 //! the size cap closes it with 1008 (policy violation), any other read error with 1002 (protocol
 //! error); the credential being revoked closes it with 1008; binary frames get the endpoint's
-//! refusal (or nothing); pings and pongs are skipped.
+//! refusal (or nothing); pings and pongs are skipped. The writer pings the peer; a session from
+//! which nothing at all arrives (no frame, no pong) for the idle timeout is closed with 1001
+//! (going away), and a peer that stops reading cannot hold the writer: a write that does not
+//! finish within [`WRITE_TIMEOUT`] ends the session.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures_util::stream::SplitStream;
+use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -22,6 +26,27 @@ pub const OUTBOX_DEPTH: usize = 256;
 pub const CLOSE_POLICY: u16 = 1008;
 /// WebSocket close code for a protocol error.
 pub const CLOSE_PROTOCOL: u16 = 1002;
+/// WebSocket close code for a session closed as idle.
+pub const CLOSE_GOING_AWAY: u16 = 1001;
+/// Longest one frame may take to be written before the session is given up.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a session checks that its peer is there: a ping every `ping`, and the session ends when
+/// nothing has arrived for `idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    pub ping: Duration,
+    pub idle: Duration,
+}
+
+impl Liveness {
+    pub fn of(limits: &crate::limits::Limits) -> Liveness {
+        Liveness {
+            ping: limits.ping_interval(),
+            idle: limits.websocket_idle,
+        }
+    }
+}
 
 /// Why a session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +59,8 @@ pub enum End {
     Broken,
     /// The session's credential no longer authenticates (closed with 1008).
     Revoked,
+    /// Nothing arrived for the idle timeout (closed with 1001).
+    Idle,
 }
 
 /// Where an endpoint queues what it sends; frames go out in order, and a close after every frame
@@ -92,6 +119,8 @@ pub struct Session<T> {
     revoked: Pin<Box<dyn Future<Output = ()> + Send>>,
     binary_refusal: Option<T>,
     ended: Option<End>,
+    idle: Duration,
+    last_heard: tokio::time::Instant,
 }
 
 impl<T: Into<Message> + Clone + Send + 'static> Session<T> {
@@ -101,28 +130,45 @@ impl<T: Into<Message> + Clone + Send + 'static> Session<T> {
         socket: WebSocket,
         revoked: impl Future<Output = ()> + Send + 'static,
         binary_refusal: Option<T>,
+        liveness: Liveness,
     ) -> Session<T> {
         let (mut sink, stream) = socket.split();
         let (frames, mut frames_rx) = mpsc::channel::<T>(OUTBOX_DEPTH);
         let (close, mut close_rx) = mpsc::channel::<Option<CloseFrame>>(1);
         let writer = tokio::spawn(async move {
+            let start = tokio::time::Instant::now() + liveness.ping;
+            let mut ping = tokio::time::interval_at(start, liveness.ping);
+            ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     // Frames queued before a close go out first.
                     biased;
-                    Some(frame) = frames_rx.recv() => {
-                        if sink.send(frame.into()).await.is_err() {
+                    frame = frames_rx.recv() => match frame {
+                        Some(frame) => {
+                            if !write(&mut sink, frame.into()).await {
+                                break;
+                            }
+                        }
+                        // Every sender is gone: the session is over, with the close queued last.
+                        None => {
+                            if let Ok(frame) = close_rx.try_recv() {
+                                let _ = write(&mut sink, Message::Close(frame)).await;
+                            }
+                            break;
+                        }
+                    },
+                    Some(frame) = close_rx.recv() => {
+                        let _ = write(&mut sink, Message::Close(frame)).await;
+                        break;
+                    }
+                    _ = ping.tick() => {
+                        if !write(&mut sink, Message::Ping(Default::default())).await {
                             break;
                         }
                     }
-                    Some(frame) = close_rx.recv() => {
-                        let _ = sink.send(Message::Close(frame)).await;
-                        break;
-                    }
-                    else => break,
                 }
             }
-            let _ = sink.close().await;
+            let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
         });
         Session {
             stream,
@@ -131,6 +177,8 @@ impl<T: Into<Message> + Clone + Send + 'static> Session<T> {
             revoked: Box::pin(revoked),
             binary_refusal,
             ended: None,
+            idle: liveness.idle,
+            last_heard: tokio::time::Instant::now(),
         }
     }
 
@@ -159,7 +207,12 @@ impl<T: Into<Message> + Clone + Send + 'static> Session<T> {
                     self.outbox.close(CLOSE_POLICY, "credential revoked");
                     return Err(End::Revoked);
                 }
+                _ = tokio::time::sleep_until(self.last_heard + self.idle) => {
+                    self.outbox.close(CLOSE_GOING_AWAY, "idle");
+                    return Err(End::Idle);
+                }
             };
+            self.last_heard = tokio::time::Instant::now();
             match message {
                 Some(Ok(Message::Text(text))) => return Ok(text),
                 Some(Ok(Message::Binary(_))) => {
@@ -190,6 +243,15 @@ impl<T: Into<Message> + Clone + Send + 'static> Session<T> {
         drop(outbox);
         let _ = writer.await;
     }
+}
+
+/// Writes one frame within [`WRITE_TIMEOUT`]; false if the socket failed or the peer does not
+/// read.
+async fn write(sink: &mut SplitSink<WebSocket, Message>, message: Message) -> bool {
+    matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, sink.send(message)).await,
+        Ok(Ok(()))
+    )
 }
 
 /// Whether a read error is a message or frame over the size cap.

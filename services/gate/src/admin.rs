@@ -1,7 +1,8 @@
 //! Rule management and explain: the `Gate` methods behind `glovebox policy ...`.
 //!
-//! Reached only over the gate's private socket by the account's user or the administrator; the
-//! broker has no code path to any of them. Every change is an audit event (kind `policy`).
+//! Reached over the gate's admin socket by the administrator (`service/admin_rpc.rs`), and, for
+//! its own account only and without `reset`, by an account's approver through the broker
+//! (`service/account_rpc.rs`, the web console). Every change is an audit event (kind `policy`).
 //! Explain resolves no path: it judges a subject as the account's executor planned it.
 
 use glovebox_policy::expiry::{Expiry, format_rfc3339};
@@ -161,6 +162,21 @@ impl GateState {
             .map_err(status);
         self.flush_policy_events().await;
         Ok(changed(r?))
+    }
+
+    /// Turns the sandbox on, or off when `confirm` says the caller means it.
+    pub(crate) async fn set_sandbox(
+        &self,
+        account: &str,
+        enabled: bool,
+        confirm: bool,
+    ) -> Result<pb::PolicyChangeResponse, Status> {
+        if !enabled && !confirm {
+            return Err(Status::failed_precondition(
+                "turning the sandbox off allows everything, the secret floor too: confirm it explicitly",
+            ));
+        }
+        self.set_switch(account, "sandbox", enabled).await
     }
 
     pub(crate) async fn explain(

@@ -8,6 +8,7 @@
 //! tool call: it is counted, logged and reported by `Health`.
 
 pub mod chain;
+pub mod query;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -400,7 +401,7 @@ async fn write_checkpoint(
     };
     let ok = write_events(pool, tip, files, counters, std::slice::from_ref(&event)).await;
     if ok {
-        head.write(files, tip);
+        head.write_now(files, tip);
         tip.since_checkpoint = 0;
         tip.checkpoint_at = std::time::Instant::now();
     }
@@ -412,77 +413,125 @@ async fn write_checkpoint(
 /// here the writer only hands the text over and answers its callers, and heads that arrive while
 /// one is being written are coalesced into the newest. The head may lag the database by the
 /// batch being written, never lead it (it is handed over only after its rows are committed), so
-/// it anchors every row before it; readers always see a whole file.
+/// it anchors every row before it; readers always see a whole file. Checkpoints (at start, at a
+/// stop) write their head before they are acknowledged: [`HeadWriter::write_now`].
 struct HeadWriter {
-    slot: Arc<(std::sync::Mutex<HeadSlot>, std::sync::Condvar)>,
+    shared: Arc<HeadShared>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Each head's number: a head is written only over an older one.
+    next: u64,
+}
+
+struct HeadShared {
+    path: std::path::PathBuf,
+    slot: std::sync::Mutex<HeadSlot>,
+    ready: std::sync::Condvar,
+    /// The number of the head on disk; held while writing.
+    written: std::sync::Mutex<u64>,
 }
 
 #[derive(Default)]
 struct HeadSlot {
-    text: Option<String>,
+    pending: Option<(u64, String)>,
     closed: bool,
+}
+
+impl HeadShared {
+    /// Writes head number `n` unless a newer one is already on disk.
+    fn write(&self, n: u64, text: &str) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if n <= *written {
+            return;
+        }
+        if let Err(e) = glovebox_config::write_file_unsynced(&self.path, text.as_bytes()) {
+            tracing::error!(error = %e, "could not write the audit head file");
+        }
+        *written = n;
+    }
 }
 
 impl HeadWriter {
     fn start(path: std::path::PathBuf) -> HeadWriter {
-        let slot = Arc::new((
-            std::sync::Mutex::new(HeadSlot::default()),
-            std::sync::Condvar::new(),
-        ));
-        let shared = Arc::clone(&slot);
+        let shared = Arc::new(HeadShared {
+            path,
+            slot: std::sync::Mutex::new(HeadSlot::default()),
+            ready: std::sync::Condvar::new(),
+            written: std::sync::Mutex::new(0),
+        });
+        let own = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("audit-head".into())
             .spawn(move || {
-                let (lock, ready) = &*shared;
                 loop {
-                    let text = {
-                        let mut slot = lock.lock().unwrap_or_else(|e| e.into_inner());
-                        while slot.text.is_none() && !slot.closed {
-                            slot = ready.wait(slot).unwrap_or_else(|e| e.into_inner());
+                    let (n, text) = {
+                        let mut slot = own.slot.lock().unwrap_or_else(|e| e.into_inner());
+                        while slot.pending.is_none() && !slot.closed {
+                            slot = own.ready.wait(slot).unwrap_or_else(|e| e.into_inner());
                         }
-                        match slot.text.take() {
-                            Some(text) => text,
+                        match slot.pending.take() {
+                            Some(pending) => pending,
                             None => return,
                         }
                     };
-                    if let Err(e) = glovebox_config::write_file_unsynced(&path, text.as_bytes()) {
-                        tracing::error!(error = %e, "could not write the audit head file");
-                    }
+                    own.write(n, &text);
                 }
             })
             .ok();
-        HeadWriter { slot, thread }
+        HeadWriter {
+            shared,
+            thread,
+            next: 0,
+        }
     }
 
-    /// Hands the head of `tip` over to be written.
-    fn write(&mut self, files: &AuditFiles, tip: &Tip) {
+    fn encode(&mut self, files: &AuditFiles, tip: &Tip) -> (u64, String) {
         let head = Head {
             rows: tip.rows,
             last_id: tip.last_id,
             mac: tip.mac.clone(),
             ts: rfc3339_millis(SystemTime::now()),
         };
-        let text = head.encode(&files.key);
+        self.next += 1;
+        (self.next, head.encode(&files.key))
+    }
+
+    /// Hands the head of `tip` over to be written.
+    fn write(&mut self, files: &AuditFiles, tip: &Tip) {
+        let (n, text) = self.encode(files, tip);
         if self.thread.is_none() {
             // No thread (it could not be started): write it here.
-            if let Err(e) = glovebox_config::write_file_unsynced(&files.head, text.as_bytes()) {
-                tracing::error!(error = %e, "could not write the audit head file");
-            }
+            self.shared.write(n, &text);
             return;
         }
-        let (lock, ready) = &*self.slot;
-        lock.lock().unwrap_or_else(|e| e.into_inner()).text = Some(text);
-        ready.notify_one();
+        self.shared
+            .slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pending = Some((n, text));
+        self.shared.ready.notify_one();
+    }
+
+    /// Writes the head of `tip` before returning (any older head handed over is dropped).
+    fn write_now(&mut self, files: &AuditFiles, tip: &Tip) {
+        let (n, text) = self.encode(files, tip);
+        self.shared
+            .slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pending = None;
+        self.shared.write(n, &text);
     }
 }
 
 impl Drop for HeadWriter {
     /// Writes the last head handed over before the store goes away.
     fn drop(&mut self) {
-        let (lock, ready) = &*self.slot;
-        lock.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
-        ready.notify_one();
+        self.shared
+            .slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .closed = true;
+        self.shared.ready.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -21,7 +21,8 @@ use std::sync::Arc;
 use glovebox_config::{ConfigError, StateDir};
 use glovebox_proto::transport::{self, handover::Handover, handover::socket};
 use glovebox_proto::v1::{
-    audit_server::AuditServer, gate_admin_server::GateAdminServer, gate_server::GateServer,
+    account_admin_server::AccountAdminServer, audit_server::AuditServer,
+    gate_admin_server::GateAdminServer, gate_server::GateServer,
 };
 use glovebox_ticket::MasterKey;
 use tokio::net::UnixListener;
@@ -187,9 +188,9 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
     Ok(state)
 }
 
-/// Serves the gate on `listener` (Gate and Audit, for the broker and the supervisor) and, if
-/// given, the Audit service alone on `audit_listener` (for executors running as other users)
-/// until `shutdown` completes.
+/// Serves the gate on `listener` (Gate, AccountAdmin and Audit, for the broker and the
+/// supervisor) and, if given, the Audit service alone on `audit_listener` (for executors running
+/// as other users) until `shutdown` completes.
 pub async fn run(
     config: GateConfig,
     listener: UnixListener,
@@ -234,6 +235,9 @@ pub async fn run(
     );
     let main = tonic::transport::Server::builder()
         .add_service(GateServer::new(service::GateService(state.clone())))
+        .add_service(AccountAdminServer::new(service::AccountAdminService::new(
+            state.clone(),
+        )))
         .add_service(AuditServer::new(service::AuditService(state)))
         .serve_with_incoming_shutdown(incoming, stopped(stop_rx));
     let audit_only = async move {

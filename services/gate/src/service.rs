@@ -1,8 +1,9 @@
 //! The state the gate's three gRPC services share ([`GateState`]: policies, enablement, audit,
 //! keys) and what they do with it: judge a planned call ([`crate::judge`] on the swapped-in
 //! state), sign its ticket, switch enablement, and check who is calling. The services themselves
-//! are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the admin socket) and
-//! `audit_rpc` (`Audit`).
+//! are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the admin socket),
+//! `account_rpc` (`AccountAdmin`: an approver's own account, through the broker) and `audit_rpc`
+//! (`Audit`).
 //!
 //! Every decision is queued to the audit store before it is returned. Anything the gate cannot
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
@@ -27,10 +28,12 @@ use crate::judge::{self, Judged};
 use crate::policies::AccountPolicies;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER, SUPERVISOR};
 
+mod account_rpc;
 mod admin_rpc;
 mod audit_rpc;
 mod gate_rpc;
 
+pub use account_rpc::AccountAdminService;
 pub use admin_rpc::AdminService;
 
 /// Shared by the `Gate` and `Audit` services.
@@ -128,7 +131,7 @@ impl GateState {
         }
     }
 
-    async fn audit(&self, event: AuditEvent) {
+    pub(crate) async fn audit(&self, event: AuditEvent) {
         // A failed write is counted and reported by Health; the call still gets its answer.
         let _ = self.audit.append(event).await;
     }

@@ -41,7 +41,11 @@ fn raise_fd_limit() {
 #[tokio::main]
 async fn main() {
     raise_fd_limit();
-    let g = Glovebox::start();
+    // One account holds every connection: its cap is raised to fit them.
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        limits: vec![format!("connections_per_account: {CONNECTIONS}")],
+        ..Default::default()
+    });
     let broker = g.service_pids("broker")[0];
     std::fs::write(g.workdir.join("4k.txt"), "x".repeat(4096)).unwrap();
 

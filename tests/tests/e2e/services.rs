@@ -455,6 +455,7 @@ async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
     assert!(out.contains("audit chain verified"), "{out}");
 }
 
+/// `/healthz` with the account's approver credential (without one it says only up or down).
 async fn healthz(g: &Glovebox) -> (u16, serde_json::Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = g
@@ -463,7 +464,10 @@ async fn healthz(g: &Glovebox) -> (u16, serde_json::Value) {
         .trim_end_matches("/v1/ws")
         .to_owned();
     let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let approver = g.credential_of(&g.account, "approver");
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {approver}\r\nConnection: close\r\n\r\n"
+    );
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();

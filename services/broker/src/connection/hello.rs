@@ -8,14 +8,14 @@ use glovebox_proto::ws::{
     ClientContext, ClientFrame, Role, ServerFrame, ToolSpec, parse_client_frame,
 };
 
-use super::{HELLO_TIMEOUT, frame_error, text};
+use super::{frame_error, text};
 use crate::app::App;
 use crate::auth::Authenticated;
 use crate::profiles::Profile;
 use crate::session::{CLOSE_POLICY, Session};
 
-/// Waits (up to [`HELLO_TIMEOUT`]) for the hello frame and answers it; returns the role and the
-/// tools `hello_ok` offered. `None` if the connection
+/// Waits (up to the hello timeout, see `limits`) for the hello frame and answers it; returns the
+/// role and the tools `hello_ok` offered. `None` if the connection
 /// ended first or took too long, or if the hello asked for a role its credential does not have
 /// (then the connection is closed with a policy-violation code and the attempt is audited).
 pub(super) async fn hello(
@@ -34,11 +34,12 @@ pub(super) async fn hello(
         };
         Some((role, tools))
     };
-    match tokio::time::timeout(HELLO_TIMEOUT, answered).await {
+    let timeout = app.config.limits.hello_timeout;
+    match tokio::time::timeout(timeout, answered).await {
         Ok(role) => role,
         Err(_) => {
             let outbox = session.outbox();
-            let message = "no hello frame within 10 seconds";
+            let message = format!("no hello frame within {} seconds", timeout.as_secs());
             outbox
                 .send(frame_error(ErrorCode::InvalidParams, message))
                 .await;

@@ -64,12 +64,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
     ) -> Result<Response<PolicyChangeResponse>, Status> {
         caller(&request, &[ADMIN])?;
         let r = request.into_inner();
-        if !r.enabled && !r.confirm {
-            return Err(Status::failed_precondition(
-                "turning the sandbox off allows everything, the secret floor too: confirm it explicitly",
-            ));
-        }
-        let resp = self.0.set_switch(&r.account, "sandbox", r.enabled).await?;
+        let resp = self.0.set_sandbox(&r.account, r.enabled, r.confirm).await?;
         Ok(Response::new(resp))
     }
 

@@ -1,0 +1,57 @@
+//! `glovebox console`: a one-time login link to the web console the broker serves. The link is
+//! minted over an approver connection made with the account's approver credential (the same
+//! credential `glovebox approve` reads), so only whoever may approve for the account can open a
+//! console for it. It is printed on stdout, alone on its line, and with `--open` handed to the
+//! desktop's browser; it works once, within a minute.
+
+use std::process::{Command, ExitCode, Stdio};
+
+use glovebox_proto::ws::{ClientFrame, Role, ServerFrame};
+
+use crate::client::{self, Target};
+
+/// Mints a login link for the target's account and prints it (and opens it with `browser`, or
+/// `xdg-open` when none is set, if `open`).
+pub async fn console(
+    target: &Target,
+    open: bool,
+    browser: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let origin = target.http_origin()?;
+    let (mut socket, hello_ok) = client::connect_with_hello(target, Role::Approver).await?;
+    let account = match &hello_ok {
+        ServerFrame::HelloOk { account, .. } => account.clone(),
+        _ => String::new(),
+    };
+    client::send_frame(&mut socket, &ClientFrame::ConsoleLogin {}).await?;
+    let (path, expires_in_ms) = loop {
+        match client::next_frame(&mut socket).await? {
+            ServerFrame::ConsoleLogin {
+                path,
+                expires_in_ms,
+            } => break (path, expires_in_ms),
+            ServerFrame::Error { code, message } => anyhow::bail!("{code}: {message}"),
+            _ => continue,
+        }
+    };
+    let _ = socket.close(None).await;
+    let url = format!("{origin}{path}");
+    eprintln!(
+        "console for account {account}: this link works once, within {} seconds",
+        expires_in_ms / 1000
+    );
+    println!("{url}");
+    if open {
+        let program = browser.filter(|b| !b.is_empty()).unwrap_or("xdg-open");
+        let started = Command::new(program)
+            .arg(&url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        if let Err(e) = started {
+            eprintln!("could not start {program} ({e}): open the link above yourself");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,344 @@
+//! What an approver connection may ask about and change for its own account, besides answering
+//! asks: the `manage` frame's operations and the shapes of their results. The web console uses
+//! them; so could any approver client. The account is always the connection's (its credential's),
+//! never a field here.
+//!
+//! ```text
+//! approver → server  {"type":"manage","request_id":"r1","op":{"name":"revoke_rule","section":"paths.write","kind":"allow","pattern":"/w/a.txt"}}
+//! server → approver  {"type":"manage_result","request_id":"r1","ok":true,"result":{"changed":true,"summary":"…"}}
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// Longest rule pattern, explained subject or job id a `manage` frame may carry, in bytes.
+pub const MAX_MANAGE_TEXT_BYTES: usize = 4096;
+/// Most audit rows `recent_calls` returns.
+pub const MAX_RECENT_CALLS: u32 = 200;
+
+/// One operation on the approver's own account. Operations without fields are empty structs, not
+/// unit variants, so that an unknown field (an `account`, say) is refused for them too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ManageOp {
+    /// The account at a glance: tools on or off, sandbox, confinement, activity, approvers,
+    /// providers, the executor's boundary ([`Overview`]).
+    Overview {},
+    /// Every rule by layer ([`Rules`]).
+    ListRules {},
+    /// Adds a rule to the account's own file.
+    AddRule {
+        section: String,
+        kind: String,
+        pattern: String,
+        /// RFC 3339 or a duration (`8h`, `7d`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires: Option<String>,
+        /// Escape the pattern so that it matches exactly one path or command.
+        #[serde(default)]
+        exact: bool,
+    },
+    /// Removes one rule of the account's own file.
+    RevokeRule {
+        section: String,
+        kind: String,
+        pattern: String,
+    },
+    /// Turns the sandbox on or off; off needs `confirm`.
+    SetSandbox {
+        enabled: bool,
+        #[serde(default)]
+        confirm: bool,
+    },
+    /// Confines the account to its workdir, or not.
+    SetConfinement { enabled: bool },
+    /// What the account's policy decides for a subject, planned by its executor as a real call
+    /// would be ([`Explained`]).
+    Explain {
+        /// `read`, `write`, `delete`, `exec` or `tool`.
+        domain: String,
+        /// A path (as an agent would name it), a command, or a tool name.
+        subject: String,
+        /// The working directory of an `exec` subject (default: the workdir).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+    },
+    /// The account's last calls from the audit, newest first ([`Calls`]).
+    RecentCalls {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<u32>,
+    },
+    /// Every audit row of one of the account's calls ([`CallEvents`]).
+    CallDetail { call_id: String },
+    /// The account's jobs (what `exec_stat` returns).
+    Jobs {},
+    /// The last output of one of the account's jobs (what `exec_tail` returns).
+    JobTail { job_id: String },
+    /// Stops one of the account's jobs and everything it started (what `exec_kill` returns).
+    JobKill { job_id: String },
+}
+
+impl ManageOp {
+    /// The operation's name on the wire.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ManageOp::Overview {} => "overview",
+            ManageOp::ListRules {} => "list_rules",
+            ManageOp::AddRule { .. } => "add_rule",
+            ManageOp::RevokeRule { .. } => "revoke_rule",
+            ManageOp::SetSandbox { .. } => "set_sandbox",
+            ManageOp::SetConfinement { .. } => "set_confinement",
+            ManageOp::Explain { .. } => "explain",
+            ManageOp::RecentCalls { .. } => "recent_calls",
+            ManageOp::CallDetail { .. } => "call_detail",
+            ManageOp::Jobs {} => "jobs",
+            ManageOp::JobTail { .. } => "job_tail",
+            ManageOp::JobKill { .. } => "job_kill",
+        }
+    }
+
+    /// Why the operation's fields are out of bounds, if they are.
+    pub fn check(&self) -> Result<(), String> {
+        let texts: Vec<(&str, &str)> = match self {
+            ManageOp::AddRule {
+                pattern, expires, ..
+            } => {
+                let mut t = vec![("pattern", pattern.as_str())];
+                if let Some(e) = expires {
+                    t.push(("expires", e.as_str()));
+                }
+                t
+            }
+            ManageOp::RevokeRule { pattern, .. } => vec![("pattern", pattern.as_str())],
+            ManageOp::Explain { subject, cwd, .. } => {
+                let mut t = vec![("subject", subject.as_str())];
+                if let Some(c) = cwd {
+                    t.push(("cwd", c.as_str()));
+                }
+                t
+            }
+            ManageOp::CallDetail { call_id } => vec![("call_id", call_id.as_str())],
+            ManageOp::JobTail { job_id } | ManageOp::JobKill { job_id } => {
+                vec![("job_id", job_id.as_str())]
+            }
+            _ => Vec::new(),
+        };
+        for (field, text) in texts {
+            if text.is_empty() {
+                return Err(format!("{field} is empty"));
+            }
+            if text.len() > MAX_MANAGE_TEXT_BYTES {
+                return Err(format!(
+                    "{field} is longer than {MAX_MANAGE_TEXT_BYTES} bytes"
+                ));
+            }
+        }
+        if let ManageOp::RecentCalls { limit: Some(n) } = self
+            && !(1..=MAX_RECENT_CALLS).contains(n)
+        {
+            return Err(format!("limit must be 1 to {MAX_RECENT_CALLS}"));
+        }
+        Ok(())
+    }
+}
+
+/// The result of `overview`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    pub account: String,
+    pub workdir: String,
+    /// Whether the account's tools are switched on.
+    pub enabled: bool,
+    pub sandbox_enabled: bool,
+    pub confined: bool,
+    /// Whether a call of the account is in flight.
+    pub active: bool,
+    /// Approver connections of the account (this one included).
+    pub approvers: usize,
+    /// Set when the account's policy file does not compile (the last good one decides).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub policy_error: String,
+    pub policy_warnings: Vec<String>,
+    /// The executor's OS boundary (`landlock=fully_enforced`), or `unreachable`.
+    pub executor_sandbox: String,
+    pub running_jobs: u32,
+    /// Client-tool providers connected for the account.
+    pub providers: Vec<Provider>,
+}
+
+/// A connected client-tool provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provider {
+    pub connection_id: String,
+    pub tools: Vec<String>,
+}
+
+/// The result of `list_rules`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rules {
+    pub workdir: String,
+    pub sandbox_enabled: bool,
+    pub confined: bool,
+    pub caps: Vec<String>,
+    pub warnings: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    pub rules: Vec<Rule>,
+}
+
+/// One rule, as `glovebox policy list` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rule {
+    /// `floor`, `managed`, `account` or `project`.
+    pub layer: String,
+    pub section: String,
+    pub kind: String,
+    pub index: u32,
+    pub pattern: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub expires: String,
+    pub expired: bool,
+    /// Floor, managed and project rules cannot be changed from here.
+    pub read_only: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub file: String,
+}
+
+/// The result of a rule or switch change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Changed {
+    pub changed: bool,
+    pub summary: String,
+}
+
+/// The result of `explain`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explained {
+    /// `allow`, `ask` or `deny`.
+    pub verdict: String,
+    /// The canonical subject judged.
+    pub subject: String,
+    pub layer: String,
+    pub rule: String,
+    pub reason: String,
+    pub warnings: Vec<String>,
+}
+
+/// The result of `recent_calls`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calls {
+    pub calls: Vec<CallRow>,
+}
+
+/// One call, as the audit's `tool_calls` view has it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CallRow {
+    pub call_id: String,
+    pub client_call_id: String,
+    pub started_at: String,
+    pub tool: String,
+    pub subject: String,
+    pub verdict: String,
+    pub rule: String,
+    pub approval: String,
+    pub outcome: String,
+    pub error_code: String,
+    pub duration_ms: u64,
+}
+
+/// The result of `call_detail`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallEvents {
+    pub call_id: String,
+    pub events: Vec<CallEvent>,
+}
+
+/// One audit row of a call.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CallEvent {
+    pub ts: String,
+    pub source: String,
+    pub kind: String,
+    pub tool: String,
+    pub subject: String,
+    pub verdict: String,
+    pub rule: String,
+    pub reason: String,
+    pub approval: String,
+    pub outcome: String,
+    pub error_code: String,
+    pub duration_ms: u64,
+    pub bytes: u64,
+    pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn op(v: serde_json::Value) -> Result<ManageOp, String> {
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn operations_parse_by_name_with_their_fields_only() {
+        assert_eq!(
+            op(json!({"name": "list_rules"})),
+            Ok(ManageOp::ListRules {})
+        );
+        assert_eq!(
+            op(
+                json!({"name": "revoke_rule", "section": "paths.write", "kind": "allow", "pattern": "/w/a"})
+            ),
+            Ok(ManageOp::RevokeRule {
+                section: "paths.write".into(),
+                kind: "allow".into(),
+                pattern: "/w/a".into()
+            })
+        );
+        assert_eq!(
+            op(json!({"name": "set_sandbox", "enabled": false})),
+            Ok(ManageOp::SetSandbox {
+                enabled: false,
+                confirm: false
+            })
+        );
+        // The account is the connection's: a frame cannot name one.
+        for bad in [
+            json!({"name": "list_rules", "account": "bob"}),
+            json!({"name": "set_sandbox", "enabled": false, "account": "bob"}),
+            json!({"name": "reset_rules"}),
+            json!({"name": "add_rule", "section": "commands", "kind": "allow"}),
+            json!({"section": "commands"}),
+        ] {
+            assert!(op(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn texts_are_bounded_and_present() {
+        let long = "x".repeat(MAX_MANAGE_TEXT_BYTES + 1);
+        let bad = [
+            ManageOp::RevokeRule {
+                section: "commands".into(),
+                kind: "allow".into(),
+                pattern: String::new(),
+            },
+            ManageOp::Explain {
+                domain: "read".into(),
+                subject: long.clone(),
+                cwd: None,
+            },
+            ManageOp::JobKill { job_id: long },
+            ManageOp::RecentCalls { limit: Some(0) },
+            ManageOp::RecentCalls {
+                limit: Some(MAX_RECENT_CALLS + 1),
+            },
+        ];
+        for o in bad {
+            assert!(o.check().is_err(), "{o:?}");
+        }
+        assert!(ManageOp::RecentCalls { limit: Some(50) }.check().is_ok());
+        assert!(ManageOp::Overview {}.check().is_ok());
+    }
+}

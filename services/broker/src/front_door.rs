@@ -1,0 +1,238 @@
+//! The broker's listening socket: accepts loopback TCP connections, gives each a place by the
+//! local user it comes from (`peer`, `admission`) or refuses it at once with a 503, and serves
+//! HTTP/1.1 on it (upgrades to WebSocket included) with a deadline for each request's headers —
+//! from the connection's start, and again from the end of each response, so a half-sent request
+//! and an idle keep-alive connection both end there.
+//!
+//! Every request carries its connection's [`Slot`] in its extensions, for the first request
+//! that authenticates to count the connection against its account (see `lib.rs`). The slot
+//! lives as long as the socket: an upgraded WebSocket keeps it until it closes.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+use crate::admission::{Admission, Peer, Refusal, Slot};
+use crate::peer::PeerLookup;
+
+/// How long the broker waits before accepting again when accepting fails for want of
+/// descriptors (the reserve should make this rare).
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// Refusals are logged at most once per this period, with how many there were.
+pub const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(5);
+
+/// Serves `router` on `listener` until `shutdown` completes, then lets open HTTP connections
+/// finish their requests (WebSockets end with their own sessions).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    admission: Arc<Admission>,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let local = listener.local_addr()?;
+    let mut lookup = PeerLookup::open();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let (stopping, stop) = watch::channel(false);
+    let (open_tx, open_rx) = watch::channel(());
+    let mut refusals = Throttle::default();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let (stream, remote) = match accepted {
+            Ok(pair) => pair,
+            Err(e) if is_connection_error(&e) => continue,
+            Err(e) => {
+                if let Some(n) = refusals.note(Instant::now()) {
+                    tracing::error!(error = %e, refused = n, "could not accept connections");
+                }
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let peer = match lookup.uid_of(remote, local) {
+            Some(uid) => Peer::Uid(uid),
+            None => Peer::Unknown,
+        };
+        let slot = match admission.admit(peer) {
+            Ok(slot) => Arc::new(slot),
+            Err(refusal) => {
+                refuse(&stream, refusal);
+                if let Some(n) = refusals.note(Instant::now()) {
+                    tracing::warn!(%peer, %refusal, refused = n, "refused connections");
+                }
+                continue;
+            }
+        };
+        let router = router.clone();
+        let connection = builder.serve_connection(
+            TokioIo::new(Held {
+                io: stream,
+                _slot: slot.clone(),
+            }),
+            hyper_util::service::TowerToHyperService::new(tower::service_fn(
+                move |mut request: http::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(slot.clone());
+                    router.clone().oneshot(request.map(axum::body::Body::new))
+                },
+            )),
+        );
+        let (mut stop, open) = (stop.clone(), open_rx.clone());
+        tokio::spawn(async move {
+            let mut connection = std::pin::pin!(connection.with_upgrades());
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = async { let _ = stop.wait_for(|stopping| *stopping).await; } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop(open);
+        });
+    }
+    let _ = stopping.send(true);
+    drop(open_rx);
+    open_tx.closed().await;
+    Ok(())
+}
+
+/// Counts a connection against the account of the first request on it that authenticates
+/// (the endpoint still checks the credential's role); refused with 503, and the connection
+/// closed, when that account holds its cap.
+pub async fn claim(
+    axum::extract::State(app): axum::extract::State<Arc<crate::app::App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Some(slot) = request.extensions().get::<Arc<Slot>>()
+        && let Some(who) = crate::auth::credential_of(&app.credentials, request.headers())
+        && let Err(refusal) = slot.claim(&who.account)
+    {
+        return (
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            [(http::header::CONNECTION, "close")],
+            format!("{refusal}\n"),
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// Answers a connection refused a place, without reading it, and closes it.
+fn refuse(stream: &TcpStream, refusal: Refusal) {
+    let body = format!("{refusal}\n");
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    // A fresh socket's send buffer is empty: this does not block, and a failure changes nothing.
+    let _ = stream.try_write(response.as_bytes());
+}
+
+fn is_connection_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionReset
+    )
+}
+
+/// Counts events and says when to log them: the first at once, then at most once per
+/// [`REFUSAL_LOG_PERIOD`] with how many there were since the last log.
+#[derive(Debug, Default)]
+struct Throttle {
+    last: Option<Instant>,
+    since: u64,
+}
+
+impl Throttle {
+    fn note(&mut self, now: Instant) -> Option<u64> {
+        self.since += 1;
+        match self.last {
+            Some(last) if now.duration_since(last) < REFUSAL_LOG_PERIOD => None,
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.since))
+            }
+        }
+    }
+}
+
+/// A client socket with its place: the place is given back when the socket is dropped.
+struct Held {
+    io: TcpStream,
+    _slot: Arc<Slot>,
+}
+
+impl AsyncRead for Held {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Held {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_logged_once_per_period_with_their_count() {
+        let mut t = Throttle::default();
+        let start = Instant::now();
+        assert_eq!(t.note(start), Some(1));
+        assert_eq!(t.note(start + Duration::from_secs(1)), None);
+        assert_eq!(t.note(start + Duration::from_secs(2)), None);
+        assert_eq!(t.note(start + REFUSAL_LOG_PERIOD), Some(3));
+        assert_eq!(t.note(start + REFUSAL_LOG_PERIOD * 3), Some(1));
+    }
+}
