@@ -20,11 +20,13 @@ pub enum ErrorCode {
     Unavailable,
     Busy,
     Internal,
+    /// The agent withdrew the call while it ran (a pack tool's server is told to stop).
+    Cancelled,
 }
 
 impl ErrorCode {
     /// Every code, for tables and tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Denied,
         ErrorCode::InvalidParams,
         ErrorCode::UnknownTool,
@@ -38,6 +40,7 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::Busy,
         ErrorCode::Internal,
+        ErrorCode::Cancelled,
     ];
 
     /// The code as it appears on the wire.
@@ -56,6 +59,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",
+            ErrorCode::Cancelled => "cancelled",
         }
     }
 

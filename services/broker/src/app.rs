@@ -18,6 +18,7 @@ pub struct App {
     pub registry: registry::Registry,
     pub sessions: profiles::Sessions,
     pub mcp_sessions: mcp::SessionOwners,
+    pub trust_asks: crate::packs::TrustAsks,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -34,6 +35,7 @@ impl App {
             backends: backends::Backends::new(
                 &config.gate_socket,
                 &config.executors,
+                &config.packs,
                 &config.handover,
             )?,
             asks: asks::Asks::new(config.ask_timeout, asks::MAX_WAITING_ASKS),
@@ -43,6 +45,7 @@ impl App {
             ),
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
             mcp_sessions: mcp::SessionOwners::default(),
+            trust_asks: crate::packs::TrustAsks::default(),
             next_conn: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             config,

@@ -14,6 +14,7 @@ pub mod client_tools;
 pub mod connection;
 pub mod health;
 pub mod mcp;
+pub mod packs;
 pub mod pipeline;
 pub mod profiles;
 pub mod registry;
@@ -41,6 +42,8 @@ pub struct BrokerConfig {
     pub gate_socket: PathBuf,
     /// (account, executor socket) pairs.
     pub executors: Vec<(String, PathBuf)>,
+    /// (account, pack host socket) pairs.
+    pub packs: Vec<(String, PathBuf)>,
     pub ask_timeout: Duration,
     /// Reported in client context.
     pub shell: String,
@@ -65,6 +68,11 @@ impl BrokerConfig {
                 .iter()
                 .map(|a| (a.id.clone(), state.executor_socket(&a.id)))
                 .collect(),
+            packs: config
+                .accounts
+                .iter()
+                .map(|a| (a.id.clone(), state.packs_socket(&a.id)))
+                .collect(),
             ask_timeout: DEFAULT_ASK_TIMEOUT,
             shell: "/bin/sh".to_owned(),
             timezone: "UTC".to_owned(),
@@ -86,6 +94,7 @@ pub enum BrokerError {
 pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
     let app = Arc::new(app::App::new(config)?);
     app.credentials.follow();
+    packs::spawn(app.clone());
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(app.clone()))
         .layer(axum::middleware::from_fn_with_state(

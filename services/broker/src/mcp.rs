@@ -188,8 +188,20 @@ pub async fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
         crate::profiles::Profile::Desktop,
         info.as_ref(),
     )
+    .await
     .iter()
-    .map(|t| mcp_tool(&t.name, &t.description, &t.input_schema))
+    .map(|t| {
+        let tool = mcp_tool(&t.name, &t.description, &t.input_schema);
+        match &t.annotations {
+            // A pack tool: its server's hints.
+            Some(a) => tool.annotate(
+                ToolAnnotations::new()
+                    .read_only(a.read_only_hint)
+                    .destructive(a.destructive_hint),
+            ),
+            None => tool,
+        }
+    })
     .collect()
 }
 
