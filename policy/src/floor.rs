@@ -104,6 +104,37 @@ pub fn check(path: &str, protected: &[String]) -> Option<FloorHit> {
     None
 }
 
+/// Checks the entry `name` of the directory `parent` (canonical), when `parent` is known not to
+/// be on the floor: the same answer as [`check`] on `parent/name`, found by checking only what
+/// the new segment adds (the segment itself, the pair it makes with `parent`'s last segment, and
+/// a protected directory that is exactly `parent/name`). Listings and walks call this for every
+/// entry, so it folds two segments instead of the whole path.
+pub fn check_entry(parent: &str, name: &str, protected: &[String]) -> Option<FloorHit> {
+    let parent = parent.trim_end_matches('/');
+    for root in protected {
+        let root = root.trim_end_matches('/');
+        if root.strip_prefix(parent).and_then(|r| r.strip_prefix('/')) == Some(name) {
+            return Some(FloorHit {
+                entry: "glovebox state".to_owned(),
+            });
+        }
+    }
+    let segment = fold_segment(name);
+    if let Some(hit) = check_segment(&segment) {
+        return Some(hit);
+    }
+    let last = parent
+        .rsplit('/')
+        .find(|s| !s.is_empty())
+        .map(fold_segment)?;
+    PAIRS
+        .iter()
+        .find(|(a, b)| last == *a && segment == *b)
+        .map(|(a, b)| FloorHit {
+            entry: format!("{a}/{b}"),
+        })
+}
+
 /// Folds one path segment for comparison with the floor: NFKD, combining marks and format
 /// characters (zero-width spaces and joiners, soft hyphen, bidi controls, BOM) dropped, lowercase,
 /// NFKC, trailing dots and spaces trimmed.
@@ -187,6 +218,66 @@ mod tests {
 
     fn entry(path: &str) -> Option<String> {
         check(path, &["/var/lib/glovebox".to_owned()]).map(|h| h.entry)
+    }
+
+    /// `check_entry` gives `check`'s answer for every entry of a directory that is itself clear.
+    #[test]
+    fn check_entry_agrees_with_check() {
+        let protected = vec!["/var/lib/glovebox".to_owned(), "/w/state/".to_owned()];
+        let parents = [
+            "/",
+            "/w",
+            "/w/",
+            "/home/u",
+            "/home/u/.docker",
+            "/home/u/.config",
+            "/usr/share",
+            "/var/lib",
+            "/w/ＳＨＡＲＥ",
+            "/w/.Docker.",
+            "/w/state-x",
+        ];
+        let names = [
+            "a.txt",
+            ".ssh",
+            ".SSH",
+            "．ｓｓｈ",
+            ".s\u{200b}sh",
+            ".env.local",
+            "id_rsa.pub",
+            "x.pem",
+            "x.PEM.",
+            "config.json",
+            "google-chrome",
+            "keyrings",
+            "glovebox",
+            "state",
+            "w",
+            "home",
+            "share",
+            "..x",
+            "ok",
+        ];
+        for parent in parents {
+            assert_eq!(
+                check(parent, &protected),
+                None,
+                "{parent} must be clear for this test"
+            );
+            for name in names {
+                let full = format!("{}/{name}", parent.trim_end_matches('/'));
+                assert_eq!(
+                    check_entry(parent, name, &protected),
+                    check(&full, &protected),
+                    "{parent} + {name}"
+                );
+            }
+        }
+        // The cases this test is about do occur among them.
+        assert!(check_entry("/home/u/.docker", "config.json", &protected).is_some());
+        assert!(check_entry("/var/lib", "glovebox", &protected).is_some());
+        assert!(check_entry("/w", "state", &protected).is_some());
+        assert!(check_entry("/w/ＳＨＡＲＥ", "keyrings", &protected).is_some());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! What an operation knows of the account it runs for ([`OpContext`]), what it hands back
-//! ([`Done`]), and what listings and walks leave out ([`OpContext::hidden`]).
+//! ([`Done`]), and what listings and walks leave out ([`OpContext::hidden_entry`]).
 
 use std::path::Path;
 
@@ -20,17 +20,27 @@ pub struct OpContext<'a> {
 }
 
 impl OpContext<'_> {
-    /// Why an entry met while listing or walking a tree is left out, or `None` to show it:
-    /// entries on the floor, and entries the account's policy denies reading (from the ticket).
-    /// Hidden entries are never opened.
-    pub fn hidden(&self, canonical: &str) -> Option<String> {
-        if let Some(hit) = glovebox_policy::floor::check(canonical, self.protected) {
+    /// Why the entry `name` of the directory `parent` (canonical), met while listing or walking
+    /// a tree, is left out, or `None` to show it: entries on the floor, and entries the account's
+    /// policy denies reading (from the ticket). Hidden entries are never opened. `parent` must be
+    /// known not to be on the floor ([`OpContext::on_floor`], or it passed this check itself), so
+    /// only what the entry's own name adds is checked.
+    pub fn hidden_entry(&self, parent: &str, name: &str) -> Option<String> {
+        if let Some(hit) = glovebox_policy::floor::check_entry(parent, name, self.protected) {
             return Some(hit.rule());
         }
-        if self.denied.is_some_and(|set| set.is_match(canonical)) {
-            return Some("policy: read denied".to_owned());
+        if let Some(set) = self.denied {
+            let full = format!("{}/{name}", parent.trim_end_matches('/'));
+            if set.is_match(&full) {
+                return Some("policy: read denied".to_owned());
+            }
         }
         None
+    }
+
+    /// Whether the directory itself is on the floor (then every entry in it is hidden).
+    pub fn on_floor(&self, canonical: &str) -> bool {
+        glovebox_policy::floor::check(canonical, self.protected).is_some()
     }
 }
 
@@ -60,8 +70,28 @@ pub fn denied_set(globs: &[String]) -> globset::GlobSet {
 }
 
 /// The outcome of an executed operation: its JSON result and the bytes it moved.
+///
+/// The result is serialized once, here, and travels as text from then on: large results
+/// (listings, searches) are written straight from typed rows without building a
+/// `serde_json::Value` tree first.
 #[derive(Debug)]
 pub struct Done {
-    pub result: serde_json::Value,
+    /// The result as JSON text.
+    pub result: String,
     pub bytes: u64,
+}
+
+impl Done {
+    /// A result serialized from any `Serialize` value.
+    pub fn new(result: &impl serde::Serialize, bytes: u64) -> Done {
+        // Results are maps with string keys and plain values: serializing them cannot fail, but
+        // if it ever did, the caller gets an explicit null rather than a panic.
+        let result = serde_json::to_string(result).unwrap_or_else(|_| "null".to_owned());
+        Done { result, bytes }
+    }
+
+    /// The result parsed back into a value (for tests and callers that inspect it).
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.result).unwrap_or(serde_json::Value::Null)
+    }
 }

@@ -173,7 +173,7 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
             event.outcome = "ok".into();
             event.bytes = done.bytes;
             ExecuteResponse {
-                result_json: done.result.to_string(),
+                result_json: done.result,
                 error: None,
             }
         }

@@ -82,9 +82,13 @@ where
 {
     let unsafe_ignores = Arc::new(AtomicU64::new(0));
     let builder = builder(root, options, &unsafe_ignores)?;
+    // Entries are checked for what their own name adds to a directory already checked: the
+    // root once here (it is on the floor only when walked with the sandbox off, and then so is
+    // everything in it), every deeper directory when the walk met it.
+    let root_on_floor = ctx.on_floor(root);
     builder.build_parallel().run(|| {
         let mut visit = make();
-        Box::new(move |entry| step(ctx, entry, deadline, stats, &mut visit))
+        Box::new(move |entry| step(ctx, root_on_floor, entry, deadline, stats, &mut visit))
     });
     stats
         .hidden
@@ -162,6 +166,7 @@ fn overrides(root: &str, globs: &[String]) -> Result<ignore::overrides::Override
 /// hidden entries and links (counting them), and hand the rest to `visit`.
 fn step(
     ctx: &OpContext<'_>,
+    root_on_floor: bool,
     entry: Result<DirEntry, ignore::Error>,
     deadline: Deadline,
     stats: &WalkStats,
@@ -186,7 +191,11 @@ fn step(
         WalkStats::count(&stats.hidden);
         return WalkState::Skip;
     };
-    if ctx.hidden(path).is_some() {
+    let hidden = match path.rsplit_once('/') {
+        Some((parent, name)) => root_on_floor || ctx.hidden_entry(parent, name).is_some(),
+        None => true,
+    };
+    if hidden {
         WalkStats::count(&stats.hidden);
         return WalkState::Skip;
     }

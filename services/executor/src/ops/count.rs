@@ -61,15 +61,15 @@ pub fn execute(
         }
         counts.feed(&buf[..n]);
     }
-    Ok(Done {
-        result: json!({
+    Ok(Done::new(
+        &json!({
             "path": path,
             "lines": counts.lines,
             "words": counts.words,
             "bytes": counts.bytes,
         }),
-        bytes: 0,
-    })
+        0,
+    ))
 }
 
 #[cfg(test)]
@@ -92,7 +92,7 @@ mod tests {
         std::fs::write(f.work.join("a"), "a b\nc\n").unwrap();
         let p = FileCountParams { path: "a".into() };
         let plan = read_plan(&f.ctx(), "a").unwrap();
-        let r = execute(&f.ctx(), &p, &ticket_for(&plan)).unwrap().result;
+        let r = execute(&f.ctx(), &p, &ticket_for(&plan)).unwrap().value();
         assert_eq!(
             (
                 r["lines"].as_u64(),

@@ -60,15 +60,15 @@ pub fn execute(
         FileType::Symlink => "symlink",
         _ => "other",
     };
-    Ok(Done {
-        result: json!({
+    Ok(Done::new(
+        &json!({
             "path": s.path,
             "type": kind,
             "trashed_as": ctx.trash_dir.join(&trashed.file).to_string_lossy(),
             "trash_info": ctx.trash_dir.join(&trashed.info).to_string_lossy(),
         }),
-        bytes: 0,
-    })
+        0,
+    ))
 }
 
 #[cfg(test)]
@@ -81,7 +81,7 @@ mod tests {
     fn run(f: &Fixture, path: &str) -> Result<serde_json::Value, OpError> {
         let p = FileDeleteParams { path: path.into() };
         let plan = plan(&f.ctx(), &p)?;
-        execute(&f.ctx(), &p, &ticket_for(&plan)).map(|d| d.result)
+        execute(&f.ctx(), &p, &ticket_for(&plan)).map(|d| d.value())
     }
 
     #[test]

@@ -119,16 +119,16 @@ pub fn execute(
         Ok(new.into_bytes())
     })?;
     let (diff, diff_truncated) = render_diff(&s.path, &old, &new, true);
-    Ok(Done {
-        result: json!({
+    Ok(Done::new(
+        &json!({
             "path": s.path,
             "replacements": replacements,
             "bytes": new.len(),
             "diff": diff,
             "diff_truncated": diff_truncated,
         }),
-        bytes: new.len() as u64,
-    })
+        new.len() as u64,
+    ))
 }
 
 #[cfg(test)]
@@ -170,8 +170,8 @@ mod tests {
         let (preview, _) = preview(&f.ctx(), &p, &plan).unwrap();
         assert!(preview.contains("-two\n+2\n"), "{preview}");
         let done = execute(&f.ctx(), &p, &ticket_for(&plan)).unwrap();
-        assert_eq!(done.result["replacements"], 1);
-        assert!(done.result["diff"].as_str().unwrap().contains("+2"));
+        assert_eq!(done.value()["replacements"], 1);
+        assert!(done.value()["diff"].as_str().unwrap().contains("+2"));
         assert_eq!(
             std::fs::read_to_string(f.work.join("a.txt")).unwrap(),
             "one\n2\nthree\n"

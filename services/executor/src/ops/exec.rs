@@ -70,7 +70,7 @@ pub fn execute_run(
     }
     let timeout = Duration::from_secs(p.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S));
     let result = ctx.jobs.start(&p.command, &cwd.path, timeout)?;
-    Ok(Done { result, bytes: 0 })
+    Ok(Done::new(&result, 0))
 }
 
 /// The plan of a call that addresses one job.
@@ -102,7 +102,7 @@ fn bound_job(ticket: &TicketBody, job_id: &str) -> Result<(), OpError> {
 }
 
 fn done(result: Value) -> Done {
-    Done { result, bytes: 0 }
+    Done::new(&result, 0)
 }
 
 pub fn execute_status(

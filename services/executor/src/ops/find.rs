@@ -64,8 +64,8 @@ pub fn execute(
         .iter()
         .map(|(path, kind)| json!({"path": path, "type": kind}))
         .collect();
-    Ok(Done {
-        result: json!({
+    Ok(Done::new(
+        &json!({
             "path": root,
             "entries": entries,
             "count": entries.len(),
@@ -74,8 +74,8 @@ pub fn execute(
             "hidden": WalkStats::get(&stats.hidden),
             "links": WalkStats::get(&stats.links),
         }),
-        bytes: 0,
-    })
+        0,
+    ))
 }
 
 /// The entries below the canonical directory `root` whose names match `set`, with their kind,
@@ -149,7 +149,7 @@ mod tests {
 
     fn run(f: &Fixture, p: &FileFindParams) -> serde_json::Value {
         let plan = read_plan(&f.ctx(), &p.path).unwrap();
-        execute(&f.ctx(), p, &ticket_for(&plan)).unwrap().result
+        execute(&f.ctx(), p, &ticket_for(&plan)).unwrap().value()
     }
 
     #[test]

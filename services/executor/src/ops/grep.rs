@@ -286,8 +286,8 @@ fn done(root: &str, shared: Shared<'_>) -> Done {
         .collect();
     let timed_out = stats.timed_out.load(Ordering::Relaxed);
     let full = stats.full.load(Ordering::Relaxed);
-    Done {
-        result: json!({
+    Done::new(
+        &json!({
             "path": root,
             "matches": matches,
             "count": matches.len(),
@@ -303,8 +303,8 @@ fn done(root: &str, shared: Shared<'_>) -> Done {
                 "links": WalkStats::get(&stats.links),
             },
         }),
-        bytes: 0,
-    }
+        0,
+    )
 }
 
 #[cfg(test)]
@@ -330,7 +330,7 @@ mod tests {
 
     fn run(f: &Fixture, p: &FileGrepParams) -> Result<serde_json::Value, OpError> {
         let plan = read_plan(&f.ctx(), &p.path)?;
-        execute(&f.ctx(), p, &ticket_for(&plan)).map(|d| d.result)
+        execute(&f.ctx(), p, &ticket_for(&plan)).map(|d| d.value())
     }
 
     fn paths(r: &serde_json::Value) -> Vec<String> {

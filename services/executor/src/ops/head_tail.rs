@@ -96,10 +96,10 @@ pub fn execute(
     }
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let lines = text.lines().count();
-    Ok(Done {
-        result: json!({ "path": path, "content": text, "lines": lines, "truncated": cut }),
-        bytes: bytes.len() as u64,
-    })
+    Ok(Done::new(
+        &json!({ "path": path, "content": text, "lines": lines, "truncated": cut }),
+        bytes.len() as u64,
+    ))
 }
 
 #[cfg(test)]

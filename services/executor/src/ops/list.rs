@@ -8,7 +8,6 @@ use glovebox_proto::v1::{Domain, Plan, TicketBody};
 use std::os::fd::OwnedFd;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use serde_json::json;
 
 use crate::approved::{open_approved_read, subject};
 use crate::context::{Done, OpContext};
@@ -37,8 +36,28 @@ fn type_name(t: FileType) -> &'static str {
 /// Entries looked at before a deep listing stops (it then says it was cut).
 const MAX_SCANNED: usize = 100_000;
 
+/// One listed entry, as the result carries it.
+#[derive(serde::Serialize)]
+struct Entry {
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    size: i64,
+    mtime: i64,
+}
+
+/// The result of `file_list`.
+#[derive(serde::Serialize)]
+struct ListResult<'a> {
+    path: &'a str,
+    entries: &'a [Entry],
+    total: usize,
+    truncated: bool,
+    hidden: u64,
+}
+
 struct Listing {
-    entries: Vec<serde_json::Value>,
+    entries: Vec<Entry>,
     hidden: u64,
     scanned: usize,
 }
@@ -55,6 +74,9 @@ fn list_dir(
     out: &mut Listing,
 ) -> Result<(), OpError> {
     let entries = rustix::fs::Dir::read_from(dir).map_err(|e| OpError::errno(e, path))?;
+    // A directory on the floor (listed with the sandbox off) shows none of its entries; otherwise
+    // each entry is checked for what its own name adds.
+    let on_floor = ctx.on_floor(path);
     let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| OpError::errno(e, path))?;
@@ -66,8 +88,7 @@ fn list_dir(
             out.hidden += 1;
             continue;
         };
-        let full = format!("{}/{name}", path.trim_end_matches('/'));
-        if ctx.hidden(&full).is_some() {
+        if on_floor || ctx.hidden_entry(path, name).is_some() {
             out.hidden += 1;
             continue;
         }
@@ -84,13 +105,14 @@ fn list_dir(
         };
         let kind = fsio::file_type(&st);
         let shown = format!("{prefix}{name}");
-        out.entries.push(json!({
-            "name": shown,
-            "type": type_name(kind),
-            "size": st.st_size.max(0),
-            "mtime": st.st_mtime,
-        }));
-        if depth > 1 && kind == FileType::Directory {
+        let below = (depth > 1 && kind == FileType::Directory).then(|| format!("{shown}/"));
+        out.entries.push(Entry {
+            name: shown,
+            kind: type_name(kind),
+            size: st.st_size.max(0),
+            mtime: st.st_mtime,
+        });
+        if let Some(below) = below {
             let full = format!("{}/{name}", path.trim_end_matches('/'));
             if let Ok(sub) = fsio::open_beneath(
                 dir,
@@ -98,7 +120,7 @@ fn list_dir(
                 OFlags::RDONLY | OFlags::DIRECTORY,
                 Mode::empty(),
             ) {
-                list_dir(ctx, &sub, &full, &format!("{shown}/"), depth - 1, out)?;
+                list_dir(ctx, &sub, &full, &below, depth - 1, out)?;
             }
         }
     }
@@ -126,13 +148,14 @@ pub fn execute(
     let total = listing.entries.len();
     let truncated = total > MAX_LIST_ENTRIES || listing.scanned >= MAX_SCANNED;
     listing.entries.truncate(MAX_LIST_ENTRIES);
-    Ok(Done {
-        result: json!({
-            "path": path, "entries": listing.entries, "total": total,
-            "truncated": truncated, "hidden": listing.hidden,
-        }),
-        bytes: 0,
-    })
+    let result = ListResult {
+        path: &path,
+        entries: &listing.entries,
+        total,
+        truncated,
+        hidden: listing.hidden,
+    };
+    Ok(Done::new(&result, 0))
 }
 
 #[cfg(test)]
@@ -147,7 +170,9 @@ mod tests {
             depth,
         };
         let planned = plan(&f.ctx(), &p).unwrap();
-        execute(&f.ctx(), &p, &ticket_for(&planned)).unwrap().result
+        execute(&f.ctx(), &p, &ticket_for(&planned))
+            .unwrap()
+            .value()
     }
 
     fn names(r: &serde_json::Value) -> Vec<&str> {

@@ -105,10 +105,10 @@ pub fn execute(
         ),
         e => OpError::errno(e, &p.source),
     })?;
-    Ok(Done {
-        result: json!({ "source": s.path, "destination": d.path }),
-        bytes: 0,
-    })
+    Ok(Done::new(
+        &json!({ "source": s.path, "destination": d.path }),
+        0,
+    ))
 }
 
 #[cfg(test)]
@@ -123,7 +123,7 @@ mod tests {
             destination: dst.into(),
         };
         let plan = plan(&f.ctx(), &p)?;
-        execute(&f.ctx(), &p, &ticket_for(&plan)).map(|d| d.result)
+        execute(&f.ctx(), &p, &ticket_for(&plan)).map(|d| d.value())
     }
 
     #[test]

@@ -43,13 +43,13 @@ pub fn execute(
     let text = text_of(bytes, &p.path)?;
     let n = text.len() as u64;
     let lines = text.lines().count();
-    Ok(Done {
-        result: json!({
+    Ok(Done::new(
+        &json!({
             "path": path, "content": text, "bytes": n, "lines": lines,
             "total_lines": lines, "truncated": false,
         }),
-        bytes: n,
-    })
+        n,
+    ))
 }
 
 fn text_of(bytes: Vec<u8>, shown: &str) -> Result<String, OpError> {
@@ -120,13 +120,13 @@ fn read_range(path: String, fd: std::os::fd::OwnedFd, p: &FileReadParams) -> Res
     cut |= rest.lines > 0;
     let text = text_of(out, &p.path)?;
     let n = text.len() as u64;
-    Ok(Done {
-        result: json!({
+    Ok(Done::new(
+        &json!({
             "path": path, "content": text, "bytes": n, "lines": taken, "offset": first,
             "total_lines": rest.complete.then_some(total), "truncated": cut,
         }),
-        bytes: n,
-    })
+        n,
+    ))
 }
 
 /// The lines left after a range, counted in bulk.
@@ -194,7 +194,7 @@ mod tests {
             limit,
         };
         let planned = crate::approved::read_plan(&f.ctx(), &p.path)?;
-        execute(&f.ctx(), &p, &ticket_for(&planned)).map(|d| d.result)
+        execute(&f.ctx(), &p, &ticket_for(&planned)).map(|d| d.value())
     }
 
     #[test]

@@ -81,10 +81,10 @@ pub fn execute(
         true
     };
     let n = p.content.len() as u64;
-    Ok(Done {
-        result: json!({ "path": s.path, "bytes": n, "created": created }),
-        bytes: n,
-    })
+    Ok(Done::new(
+        &json!({ "path": s.path, "bytes": n, "created": created }),
+        n,
+    ))
 }
 
 fn create(canonical: &str, shown: &str, content: &[u8]) -> Result<(), OpError> {

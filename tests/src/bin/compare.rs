@@ -1,0 +1,148 @@
+//! glovebox against an unguarded MCP server, side by side: the MCP filesystem server
+//! (`@modelcontextprotocol/server-filesystem`, from `tests/bench/package.json`) and glovebox
+//! through `glovebox mcp`, both over stdio, both driven by the same official MCP Python SDK
+//! client (`tests/bench/compare_client.py`) in one run, interleaved, on the same fixture: a 4 KiB
+//! file, a directory of 1,000 files, and a tree of 20,000 files of which 400 match a name. It
+//! prints each measure's median, p99 and the ratio glovebox / reference.
+//!
+//! Run: `(cd tests/bench && npm ci) && cargo build --release -p glovebox -p glovebox-e2e --bins &&
+//! target/release/glovebox-compare` (`COMPARE_ROUNDS` sets the interleaved rounds, default 2).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use glovebox_e2e::{Glovebox, Options};
+use serde_json::Value;
+
+fn bench_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench")
+}
+
+/// The fixture both servers read.
+fn fixture(root: &Path) {
+    let content: String = (0..4096).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    std::fs::write(root.join("read4k.txt"), content).unwrap();
+    let dir = root.join("dir1000");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..1000 {
+        std::fs::write(dir.join(format!("file-{i:04}.txt")), "x\n").unwrap();
+    }
+    let tree = root.join("tree");
+    for i in 0..20_000 {
+        let sub = tree.join(format!("d{:02}/e{:02}", i % 50, (i / 50) % 20));
+        std::fs::create_dir_all(&sub).unwrap();
+        let name = if i % 50 == 7 {
+            format!("match-{i:05}.txt")
+        } else {
+            format!("file-{i:05}.txt")
+        };
+        std::fs::write(sub.join(name), "y\n").unwrap();
+    }
+}
+
+fn run_client(side: &str, fixture: &Path, command: &[String]) -> Value {
+    let out = Command::new("python3")
+        .arg(bench_dir().join("compare_client.py"))
+        .arg(side)
+        .arg(fixture)
+        .arg("--")
+        .args(command)
+        .output()
+        .expect("python3 with the mcp package (pip install -r tests/mcp/requirements.txt)");
+    assert!(
+        out.status.success(),
+        "{side} client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(line.lines().last().unwrap()).unwrap()
+}
+
+fn quantile(samples: &[f64], q: f64) -> f64 {
+    let mut s = samples.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    s[((s.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn samples(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+fn main() {
+    let server = bench_dir().join("node_modules/.bin/mcp-server-filesystem");
+    assert!(
+        server.exists(),
+        "{} is missing: run `npm ci` in tests/bench",
+        server.display()
+    );
+    let g = Glovebox::start_with(Options::default());
+    let root = std::fs::canonicalize(&g.workdir).unwrap().join("fixture");
+    std::fs::create_dir_all(&root).unwrap();
+    eprintln!("building the fixture in {} ...", root.display());
+    fixture(&root);
+    let fs_cmd = vec![server.display().to_string(), root.display().to_string()];
+    let gb_cmd = vec![
+        glovebox_e2e::glovebox_bin().display().to_string(),
+        "mcp".into(),
+        "--state-dir".into(),
+        g.state.display().to_string(),
+    ];
+    let rounds: usize = std::env::var("COMPARE_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(2);
+    let mut fs = Vec::new();
+    let mut gb = Vec::new();
+    for round in 0..rounds {
+        eprintln!("round {} of {rounds} ...", round + 1);
+        fs.push(run_client("fs", &root, &fs_cmd));
+        gb.push(run_client("gb", &root, &gb_cmd));
+    }
+    println!(
+        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "measure (ms)", "fs p50", "gb p50", "fs p99", "gb p99", "ratio"
+    );
+    for (round, (f, b)) in fs.iter().zip(&gb).enumerate() {
+        for (measure, label) in [
+            ("read", "read 4 KiB"),
+            ("list", "list 1,000 entries"),
+            ("find", "find 400 of 20,000 names"),
+            ("ping", "a bare round trip (ping)"),
+        ] {
+            let (fsamples, gsamples) = (samples(&f[measure]), samples(&b[measure]));
+            let (f50, g50) = (quantile(&fsamples, 0.5), quantile(&gsamples, 0.5));
+            println!(
+                "{:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7.2}x",
+                format!("r{} {label}", round + 1),
+                f50,
+                g50,
+                quantile(&fsamples, 0.99),
+                quantile(&gsamples, 0.99),
+                g50 / f50
+            );
+        }
+        let (fr, gr) = (
+            f["reads_per_s"].as_f64().unwrap(),
+            b["reads_per_s"].as_f64().unwrap(),
+        );
+        println!(
+            "{:<34} {:>10.0} {:>10.0} {:>10} {:>10} {:>7.2}x",
+            format!("r{} reads/s, 8 in flight", round + 1),
+            fr,
+            gr,
+            "",
+            "",
+            gr / fr
+        );
+        assert_eq!(
+            f["find_size"], b["find_size"],
+            "both servers must find the same 400 names"
+        );
+    }
+}
