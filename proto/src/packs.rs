@@ -105,6 +105,7 @@ pub fn sanitize_schema(schema: &serde_json::Value) -> serde_json::Value {
     let replaced = |why: &str| {
         serde_json::json!({
             "type": "object",
+            "properties": {},
             "description": format!("the server's input schema was not listed: {why}"),
         })
     };
@@ -116,15 +117,47 @@ pub fn sanitize_schema(schema: &serde_json::Value) -> serde_json::Value {
         Some(serde_json::Value::String(t)) if t == "object" => {}
         Some(_) => return replaced("its type is not \"object\""),
     }
+    if object.get("properties").is_some_and(|p| !p.is_object()) {
+        return replaced("its properties are not an object");
+    }
+    if object.get("required").is_some_and(|r| {
+        !r.as_array()
+            .is_some_and(|a| a.iter().all(|n| n.is_string()))
+    }) {
+        return replaced("its required is not a list of names");
+    }
     if depth(schema) > MAX_SCHEMA_DEPTH {
         return replaced("it is nested too deeply");
     }
     if serde_json::to_string(schema).map_or(usize::MAX, |s| s.len()) > MAX_SCHEMA_BYTES {
         return replaced("it is too large");
     }
+    if refers_elsewhere(schema) {
+        return replaced("it refers to another document");
+    }
     let mut object = object.clone();
     object.insert("type".into(), "object".into());
     serde_json::Value::Object(object)
+}
+
+/// Whether any `$ref` in the schema points outside it (a client would fetch it).
+fn refers_elsewhere(value: &serde_json::Value) -> bool {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.get("$ref")
+                    .is_some_and(|r| !r.as_str().is_some_and(|r| r.starts_with('#')))
+                {
+                    return true;
+                }
+                stack.extend(m.values());
+            }
+            serde_json::Value::Array(a) => stack.extend(a.iter()),
+            _ => {}
+        }
+    }
+    false
 }
 
 fn depth(value: &serde_json::Value) -> usize {
@@ -221,6 +254,9 @@ mod tests {
     fn schemas_are_made_listable() {
         let good = json!({"type": "object", "properties": {"a": {"type": "string"}}});
         assert_eq!(sanitize_schema(&good), good);
+        let local = json!({"type": "object", "$defs": {"p": {"type": "string"}},
+                           "properties": {"a": {"$ref": "#/$defs/p"}}, "required": ["a"]});
+        assert_eq!(sanitize_schema(&local), local);
         assert_eq!(
             sanitize_schema(&json!({"properties": {}})),
             json!({"type": "object", "properties": {}})
@@ -238,6 +274,9 @@ mod tests {
             json!({"type": ["object", "null"]}),
             deep,
             big,
+            json!({"type": "object", "properties": 7}),
+            json!({"type": "object", "required": "a"}),
+            json!({"type": "object", "properties": {"a": {"$ref": "http://evil/a.json"}}}),
         ] {
             let s = sanitize_schema(&bad);
             assert_eq!(s["type"], "object", "{bad}");

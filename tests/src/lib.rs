@@ -120,6 +120,8 @@ pub struct Options {
     /// Directories (relative to the temporary root, created) added to every account's roots
     /// besides its workdir; with none of the above, one account `test` is written.
     pub extra_roots: Vec<String>,
+    /// The first account's own `mcp.json` (its tool packs), written before `up` starts.
+    pub mcp_json: Option<String>,
 }
 
 impl Default for Options {
@@ -131,6 +133,7 @@ impl Default for Options {
             accounts: Vec::new(),
             job_env: Vec::new(),
             extra_roots: Vec::new(),
+            mcp_json: None,
         }
     }
 }
@@ -487,6 +490,9 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
         .unwrap();
     }
     std::fs::write(state.join("glovebox.yaml"), yaml).unwrap();
+    if let (Some(text), Some((id, _))) = (&options.mcp_json, accounts.first()) {
+        std::fs::write(state.join("accounts").join(id).join("mcp.json"), text).unwrap();
+    }
     if run_as.is_some() {
         // The temporary root must be traversable for that user to reach the workdirs.
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).unwrap();

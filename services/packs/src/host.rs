@@ -27,6 +27,9 @@ use crate::paths::{path_arguments, path_names};
 
 /// How long a listing waits for the gate to first say what the account's `mcp.json` holds.
 const FIRST_CONFIG_WAIT: Duration = Duration::from_secs(3);
+/// How long a listing waits for packs that are starting; the others are listed as starting, so
+/// one slow or hanging server never holds up an agent's hello.
+pub const LIST_WAIT: Duration = Duration::from_secs(3);
 
 /// The packs in effect now, and what keeps the others out.
 struct Resolved {
@@ -43,7 +46,7 @@ pub struct Found {
 }
 
 pub struct Host {
-    pub launcher: Launcher,
+    pub launcher: Arc<Launcher>,
     user_file: watch::Receiver<UserFile>,
     packs: tokio::sync::Mutex<BTreeMap<String, Arc<Pack>>>,
 }
@@ -90,7 +93,7 @@ impl Host {
     pub fn new(launcher: Launcher) -> Host {
         let user_file = launcher.gate.follow_user_file();
         Host {
-            launcher,
+            launcher: Arc::new(launcher),
             user_file,
             packs: tokio::sync::Mutex::new(BTreeMap::new()),
         }
@@ -254,9 +257,23 @@ impl Host {
     pub async fn list(&self) -> ListPacksResponse {
         let resolved = self.resolve(false).await;
         let (packs, _) = self.sync(&resolved.defs).await;
-        let launcher = &self.launcher;
-        let started =
-            futures_util::future::join_all(packs.iter().map(|p| p.ensure(launcher))).await;
+        // Each start runs on its own task, so a listing that stops waiting (or a caller that goes
+        // away) never abandons a server halfway through its initialize.
+        let starting = packs.iter().map(|p| {
+            let (pack, launcher) = (p.clone(), self.launcher.clone());
+            tokio::spawn(async move { pack.ensure(&launcher).await })
+        });
+        let started = futures_util::future::join_all(starting.map(|task| async move {
+            match tokio::time::timeout(LIST_WAIT, task).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => Err("the pack's start failed inside the pack host".to_owned()),
+                Err(_) => Err(format!(
+                    "still starting after {} s; its tools are listed once it is ready",
+                    LIST_WAIT.as_secs()
+                )),
+            }
+        }))
+        .await;
         let mut response = ListPacksResponse {
             tools: Vec::new(),
             errors: resolved.errors,
@@ -272,8 +289,20 @@ impl Host {
             match outcome {
                 Err(message) => response.errors.push(pack_error(&def.name, origin, message)),
                 Ok((_, tools)) => {
+                    let mut seen = std::collections::HashSet::new();
                     for tool in tools.iter() {
                         if def.disabled_tools.iter().any(|d| d.as_str() == tool.name) {
+                            continue;
+                        }
+                        if !seen.insert(tool.name.as_ref()) {
+                            response.errors.push(pack_error(
+                                &def.name,
+                                origin,
+                                format!(
+                                    "tool {:?} is listed more than once; only its first entry is offered",
+                                    tool.name
+                                ),
+                            ));
                             continue;
                         }
                         match glovebox_proto::packs::exposed_name(&def.name, &tool.name) {

@@ -11,6 +11,7 @@ mod file_ops;
 mod hiding;
 mod identity;
 mod mcp;
+mod packs;
 mod paths;
 mod policy;
 mod principals;

@@ -1,0 +1,298 @@
+//! MCP tool packs end to end: a scripted MCP server (`glovebox-fake-pack`) configured in the
+//! account's `mcp.json`, started lazily by the account's pack host, its tools listed on the front
+//! door as `<pack>__<tool>`, every call judged by the gate and audited — and hostile servers
+//! (lying tool lists, garbage, floods, hangs, crashes) that must not take glovebox down with them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use glovebox_e2e::{Client, Glovebox, Options, expect_error, expect_ok, sibling_bin};
+use serde_json::{Value, json};
+
+/// An account whose own `mcp.json` has the fake pack in each `(name, mode, extra)` entry.
+fn start(packs: &[(&str, &str, Value)]) -> Glovebox {
+    let bin = sibling_bin("glovebox-fake-pack");
+    let mut servers = serde_json::Map::new();
+    for (name, mode, extra) in packs {
+        let mut def = json!({"command": bin, "args": [mode]});
+        if let Value::Object(more) = extra {
+            for (k, v) in more {
+                def[k] = v.clone();
+            }
+        }
+        servers.insert((*name).to_owned(), def);
+    }
+    Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(json!({ "mcpServers": servers }).to_string()),
+        ..Options::default()
+    })
+}
+
+async fn packs_list(agent: &mut Client) -> Value {
+    agent.send(json!({"type": "packs_list"})).await;
+    loop {
+        let frame = agent.next().await;
+        if frame["type"] == "packs" {
+            return frame;
+        }
+    }
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn text_of(result: &Value) -> String {
+    let ok = expect_ok(result);
+    ok["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_pack_starts_on_first_use_and_its_read_only_tool_is_allowed_and_audited() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    let names = names(&list);
+    assert!(names.contains(&"fake__echo".to_owned()), "{list}");
+    assert!(names.contains(&"fake__write_note".to_owned()), "{list}");
+    assert_eq!(list["errors"], json!([]), "{list}");
+    let result = agent
+        .invoke("c1", "fake__echo", json!({"text": "hello pack"}))
+        .await;
+    assert_eq!(text_of(&result), "hello pack", "{result}");
+    let via_frame = {
+        agent
+            .send(json!({"type": "pack_invoke", "call_id": "c2", "pack": "fake", "tool": "echo", "args": {"text": "again"}}))
+            .await;
+        agent.result_for("c2").await
+    };
+    assert_eq!(text_of(&via_frame), "again", "{via_frame}");
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT tool, verdict, outcome FROM tool_calls WHERE client_call_id IN ('c1','c2')",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (tool, verdict, outcome) in rows {
+        assert_eq!(tool, "fake__echo");
+        assert_eq!(verdict.as_deref(), Some("allow"));
+        assert_eq!(outcome.as_deref(), Some("ok"));
+    }
+}
+
+#[tokio::test]
+async fn a_pack_tool_that_writes_asks_and_a_denied_call_never_reaches_the_server() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let target = g.workdir.join("note.txt");
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "w1",
+            "fake__write_note",
+            json!({"path": target}),
+            "deny",
+        )
+        .await;
+    assert!(ask.to_string().contains("write_note"), "{ask}");
+    expect_error(&result, "denied");
+    assert!(!target.exists());
+    let (_, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "w2",
+            "fake__write_note",
+            json!({"path": target}),
+            "once",
+        )
+        .await;
+    assert!(text_of(&result).starts_with("wrote"), "{result}");
+    assert!(target.exists());
+}
+
+#[tokio::test]
+async fn a_path_argument_on_the_secret_floor_is_denied_without_asking() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let _approver = g.connect("approver").await;
+    let secret = g.workdir.join(".env");
+    let result = agent
+        .invoke("f1", "fake__write_note", json!({"path": secret}))
+        .await;
+    expect_error(&result, "denied");
+    assert!(!secret.exists());
+}
+
+#[tokio::test]
+async fn a_lying_tool_list_cannot_shadow_built_ins_and_bad_names_are_reported_not_mangled() {
+    let g = start(&[("liar", "liar", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    let names = names(&list);
+    assert!(names.contains(&"liar__echo".to_owned()), "{list}");
+    assert!(names.contains(&"liar__file_read".to_owned()), "{list}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "file_read" || n == "exec" || n.contains(' ')),
+        "{list}"
+    );
+    assert!(names.iter().all(|n| n.len() <= 64), "{list}");
+    assert_eq!(
+        names.iter().filter(|n| *n == "liar__echo").count(),
+        1,
+        "{list}"
+    );
+    let errors = list["errors"].to_string();
+    assert!(errors.contains("bad name!"), "{list}");
+    assert!(errors.contains("more than once"), "{list}");
+    // Every listed schema is an object a client can take.
+    for tool in list["tools"].as_array().unwrap() {
+        assert_eq!(tool["input_schema"]["type"], "object", "{tool}");
+        assert!(tool["input_schema"]["properties"].is_object(), "{tool}");
+    }
+    // The hello's tool list has each name once, the built-ins as the catalog defines them.
+    let hello = g.connect("agent").await.hello_ok;
+    let listed: Vec<&str> = hello["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let unique: std::collections::HashSet<&&str> = listed.iter().collect();
+    assert_eq!(unique.len(), listed.len(), "{hello}");
+    assert!(listed.contains(&"liar__file_read"), "{hello}");
+    // The built-in still is the executor's.
+    std::fs::write(g.workdir.join("a.txt"), "built-in").unwrap();
+    let read = agent
+        .invoke("r1", "file_read", json!({"path": "a.txt"}))
+        .await;
+    assert!(expect_ok(&read).to_string().contains("built-in"), "{read}");
+}
+
+#[tokio::test]
+async fn servers_that_die_speak_garbage_or_flood_are_listed_with_errors_and_the_others_work() {
+    let g = start(&[
+        ("good", "good", json!({})),
+        ("garbage", "garbage", json!({})),
+        ("die", "die", json!({})),
+        ("flood", "flood", json!({})),
+        ("mute", "mute", json!({})),
+    ]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    let errors: Vec<String> = list["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["pack"].as_str().unwrap().to_owned())
+        .collect();
+    for bad in ["garbage", "die", "flood", "mute"] {
+        assert!(errors.contains(&bad.to_owned()), "{list}");
+    }
+    assert!(names(&list).contains(&"good__echo".to_owned()), "{list}");
+    let result = agent
+        .invoke("g1", "good__echo", json!({"text": "still here"}))
+        .await;
+    assert_eq!(text_of(&result), "still here");
+    let missing = agent.invoke("g2", "die__echo", json!({})).await;
+    assert_eq!(missing["ok"], false, "{missing}");
+}
+
+#[tokio::test]
+async fn a_hanging_call_times_out_and_glovebox_keeps_answering() {
+    let g = start(&[("slow", "good", json!({"timeout": 1}))]);
+    let mut agent = g.connect("agent").await;
+    let started = std::time::Instant::now();
+    let result = agent
+        .invoke("h1", "slow__sleep", json!({"seconds": 3600}))
+        .await;
+    expect_error(&result, "timeout");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    std::fs::write(g.workdir.join("a.txt"), "x").unwrap();
+    expect_ok(
+        &agent
+            .invoke("h2", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    let pool = g.audit_pool().await;
+    let code: Option<String> =
+        sqlx::query_scalar("SELECT error_code FROM tool_calls WHERE client_call_id = 'h1'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(code.as_deref(), Some("timeout"));
+}
+
+#[tokio::test]
+async fn a_result_larger_than_the_cap_is_refused() {
+    let g = start(&[("big", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let result = agent
+        .invoke("b1", "big__huge", json!({"bytes": 8 << 20}))
+        .await;
+    expect_error(&result, "too_large");
+    let small = agent.invoke("b2", "big__echo", json!({"text": "ok"})).await;
+    assert_eq!(text_of(&small), "ok");
+}
+
+#[tokio::test]
+async fn a_crashed_server_is_started_again_on_the_next_call() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let first: i32 = text_of(&agent.invoke("p1", "fake__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    let crashed = agent.invoke("p2", "fake__crash", json!({})).await;
+    assert_eq!(crashed["ok"], false, "{crashed}");
+    let second: i32 = text_of(&agent.invoke("p3", "fake__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert_ne!(first, second);
+    assert!(!glovebox_e2e::alive(first));
+}
+
+#[tokio::test]
+async fn no_pack_process_outlives_glovebox() {
+    let mut g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let pid: i32 = text_of(&agent.invoke("p1", "fake__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert!(glovebox_e2e::alive(pid));
+    drop(agent);
+    g.stop();
+    glovebox_e2e::eventually("the pack server is gone", || !glovebox_e2e::alive(pid)).await;
+}
+
+#[tokio::test]
+async fn another_account_never_sees_or_reaches_an_accounts_packs() {
+    let bin = sibling_bin("glovebox-fake-pack");
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("a".into(), true), ("b".into(), true)],
+        mcp_json: Some(
+            json!({"mcpServers": {"fake": {"command": bin, "args": ["good"]}}}).to_string(),
+        ),
+        ..Options::default()
+    });
+    let mut a = g.connect_as("a", "agent").await;
+    assert!(names(&packs_list(&mut a).await).contains(&"fake__echo".to_owned()));
+    let mut b = g.connect_as("b", "agent").await;
+    let list = packs_list(&mut b).await;
+    assert_eq!(list["tools"], json!([]), "{list}");
+    let result = b.invoke("x1", "fake__echo", json!({"text": "hi"})).await;
+    assert_eq!(result["ok"], false, "{result}");
+    let result = b.invoke("x2", "fake__pid", json!({})).await;
+    assert_eq!(result["ok"], false, "{result}");
+}
