@@ -19,6 +19,7 @@ pub struct App {
     pub sessions: profiles::Sessions,
     pub mcp_sessions: mcp::SessionOwners,
     pub trust_asks: crate::packs::TrustAsks,
+    pub tool_changes: crate::tool_changes::ToolChanges,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -46,6 +47,7 @@ impl App {
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
             mcp_sessions: mcp::SessionOwners::default(),
             trust_asks: crate::packs::TrustAsks::default(),
+            tool_changes: crate::tool_changes::ToolChanges::default(),
             next_conn: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             config,

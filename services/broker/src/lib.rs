@@ -20,6 +20,7 @@ pub mod profiles;
 pub mod registry;
 pub mod session;
 mod sync;
+pub mod tool_changes;
 pub mod tool_list;
 
 use std::future::Future;

@@ -239,13 +239,29 @@ fn account_of(context: &RequestContext<RoleServer>) -> Option<String> {
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
             .with_server_info(Implementation::new("glovebox", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "File and command tools on the user's machine. Every call passes the user's permission \
                  gate; a denied call returns an error that says why. exec_run returns a job_id at once: \
                  poll exec_status and exec_tail.",
             )
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let account = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<AuthenticatedAccount>())
+            .map(|a| a.0.clone());
+        if let Some(account) = account {
+            crate::tool_changes::watch_for(self.app.clone(), account, context.peer);
+        }
     }
 
     async fn list_tools(

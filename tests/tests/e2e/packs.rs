@@ -296,3 +296,55 @@ async fn another_account_never_sees_or_reaches_an_accounts_packs() {
     let result = b.invoke("x2", "fake__pid", json!({})).await;
     assert_eq!(result["ok"], false, "{result}");
 }
+
+/// Runs `tests/packs/list_changed.py` against `/mcp` and returns its output lines, after
+/// `change` (run once the client has listed its tools).
+async fn mcp_client_sees_change(g: &Glovebox, change: impl FnOnce()) -> Vec<Value> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/list_changed.py");
+    let url = g.url.replace("ws://", "http://").replace("/v1/ws", "/mcp");
+    let mut child = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(url)
+        .arg(&g.token)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 with the `mcp` package");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = Vec::new();
+    let mut change = Some(change);
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(glovebox_e2e::WAIT, lines.next_line()).await
+    {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["step"] == "before"
+            && let Some(c) = change.take()
+        {
+            c();
+        }
+        out.push(v);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_pack_added_while_running_reaches_mcp_clients_with_list_changed() {
+    let g = start(&[]);
+    let bin = sibling_bin("glovebox-fake-pack");
+    let file = g.state.join("accounts/test/mcp.json");
+    let steps = mcp_client_sees_change(&g, || {
+        let text = json!({"mcpServers": {"late": {"command": bin, "args": ["good"]}}});
+        std::fs::write(&file, text.to_string()).unwrap();
+    })
+    .await;
+    assert_eq!(steps.len(), 3, "{steps:?}\n{}", g.stderr());
+    assert!(
+        !steps[0]["names"].to_string().contains("late__"),
+        "{steps:?}"
+    );
+    assert_eq!(steps[1]["step"], "changed");
+    assert!(
+        steps[2]["names"].to_string().contains("\"late__echo\""),
+        "{steps:?}"
+    );
+}
