@@ -19,6 +19,8 @@ use crate::launch::{Launcher, Started};
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A server that ran this long before it exited restarts without delay.
 pub const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// Calls one pack's server may have in flight; more are refused as `busy` at once.
+pub const MAX_CONCURRENT_CALLS: usize = 8;
 /// How long a stopping server has to exit before its shim is killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -55,12 +57,15 @@ pub enum CallError {
     /// The server exited during the call; it is started again on the next use.
     Exited,
     Failed(String),
+    /// [`MAX_CONCURRENT_CALLS`] calls of this pack are in flight.
+    Busy,
 }
 
 /// One configured pack.
 pub struct Pack {
     pub def: PackDef,
     state: tokio::sync::Mutex<State>,
+    calls: tokio::sync::Semaphore,
 }
 
 impl Pack {
@@ -68,6 +73,7 @@ impl Pack {
         Pack {
             def,
             state: tokio::sync::Mutex::new(State::Idle),
+            calls: tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS),
         }
     }
 
@@ -143,6 +149,7 @@ impl Pack {
         arguments: serde_json::Map<String, serde_json::Value>,
         limit: Duration,
     ) -> Result<CallToolResult, CallError> {
+        let _slot = self.calls.try_acquire().map_err(|_| CallError::Busy)?;
         let (peer, _) = self
             .ensure(launcher)
             .await

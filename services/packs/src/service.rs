@@ -236,6 +236,13 @@ fn call_outcome(
             ErrorCode::Unavailable,
             "the pack's server exited during the call; it starts again on the next call",
         )),
+        Err(CallError::Busy) => Err(tool_error(
+            ErrorCode::Busy,
+            format!(
+                "the pack already has {} calls in flight; try again when one ends",
+                crate::pack::MAX_CONCURRENT_CALLS
+            ),
+        )),
         Err(CallError::Failed(why)) => Err(tool_error(
             ErrorCode::Internal,
             format!("the pack's server failed the call: {why}"),

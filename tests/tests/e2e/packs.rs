@@ -88,6 +88,15 @@ async fn a_pack_starts_on_first_use_and_its_read_only_tool_is_allowed_and_audite
         assert_eq!(verdict.as_deref(), Some("allow"));
         assert_eq!(outcome.as_deref(), Some("ok"));
     }
+    let (pack, tool, arguments): (String, String, String) = sqlx::query_as(
+        "SELECT pack, pack_tool, arguments FROM pack_calls WHERE client_call_id = 'c1'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((pack.as_str(), tool.as_str()), ("fake", "echo"));
+    assert!(arguments.contains("text (12 bytes)"), "{arguments}");
+    assert!(!arguments.contains("hello pack"), "{arguments}");
 }
 
 #[tokio::test]
@@ -347,4 +356,32 @@ async fn a_pack_added_while_running_reaches_mcp_clients_with_list_changed() {
         steps[2]["names"].to_string().contains("\"late__echo\""),
         "{steps:?}"
     );
+}
+
+#[tokio::test]
+async fn calls_beyond_a_packs_concurrency_limit_are_refused_as_busy() {
+    let g = start(&[("slow", "good", json!({"timeout": 3}))]);
+    let mut agent = g.connect("agent").await;
+    // Started first, so every call below finds the server running.
+    expect_ok(
+        &agent
+            .invoke("warm", "slow__echo", json!({"text": "x"}))
+            .await,
+    );
+    for i in 0..10 {
+        agent
+            .send(json!({"type": "invoke", "call_id": format!("s{i}"), "tool": "slow__sleep", "params": {"seconds": 30}}))
+            .await;
+    }
+    let mut codes = Vec::new();
+    while codes.len() < 10 {
+        let frame = agent.next().await;
+        if frame["type"] == "result" {
+            codes.push(frame["error"]["code"].as_str().unwrap().to_owned());
+        }
+    }
+    codes.sort();
+    let busy = codes.iter().filter(|c| *c == "busy").count();
+    let timeout = codes.iter().filter(|c| *c == "timeout").count();
+    assert_eq!((busy, timeout), (2, 8), "{codes:?}");
 }
