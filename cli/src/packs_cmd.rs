@@ -165,6 +165,26 @@ pub enum PacksCommand {
     /// Read the account's mcp.json files again, ask again about refused project packs, and
     /// restart every pack on its next use.
     Reload,
+    /// Add (or replace) a pack in the account's own mcp.json; it starts on its next use.
+    Add {
+        /// The pack's name (its tools are offered as `<name>__<tool>`).
+        name: String,
+        /// An environment variable, `NAME=VALUE` (repeatable); write secrets as
+        /// `${secret:NAME}` (see `glovebox secret set`), never as literals.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// `none`: the server may not open TCP connections (enforced by Landlock).
+        #[arg(long, value_name = "none|any")]
+        network: Option<String>,
+        /// Seconds a call may take (default 30).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// The server's program and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Remove a pack from the account's own mcp.json; its server stops.
+    Remove { name: String },
 }
 
 /// The account's pack host, as the administrator.
@@ -197,8 +217,12 @@ pub async fn packs(
 ) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let account = crate::policy_cmd::account(&state, account)?;
+    if let PacksCommand::Add { .. } | PacksCommand::Remove { .. } = command {
+        return edit_user_file(&state, &account, command);
+    }
     let mut client = packs_client(&state, &account)?;
     match command {
+        PacksCommand::Add { .. } | PacksCommand::Remove { .. } => Ok(ExitCode::SUCCESS),
         PacksCommand::List => {
             let listed = client
                 .list(pb::ListPacksRequest {})
@@ -228,6 +252,67 @@ pub async fn packs(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `glovebox packs add|remove`: edits the account's own mcp.json (validated the way the pack
+/// host reads it); the gate sees the change and the pack host follows it, nothing to restart.
+fn edit_user_file(
+    state: &StateDir,
+    account: &str,
+    command: PacksCommand,
+) -> anyhow::Result<ExitCode> {
+    use glovebox_config::mcp_json;
+    let path = state.mcp_json_file(account);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let (out, said) = match command {
+        PacksCommand::Add {
+            name,
+            env,
+            network,
+            timeout,
+            command,
+        } => {
+            let (program, args) = command.split_first().context("a pack needs a command")?;
+            let mut vars = serde_json::Map::new();
+            for pair in env {
+                let (k, v) = pair
+                    .split_once('=')
+                    .with_context(|| format!("--env {pair:?}: expected NAME=VALUE"))?;
+                vars.insert(k.to_owned(), v.into());
+            }
+            let mut def = serde_json::json!({"command": program, "args": args, "env": vars});
+            if let Some(n) = network {
+                def["network"] = n.into();
+            }
+            if let Some(t) = timeout {
+                def["timeout"] = t.into();
+            }
+            let out = mcp_json::with_pack(&text, &name, def)
+                .map_err(|why| anyhow::anyhow!("pack {name:?} not added: {why}"))?;
+            (
+                out,
+                format!("added pack {name} to account {account}; it starts on its next use"),
+            )
+        }
+        PacksCommand::Remove { name } => match mcp_json::without_pack(&text, &name)
+            .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?
+        {
+            Some(out) => (out, format!("removed pack {name} from account {account}")),
+            None => anyhow::bail!(
+                "account {account} has no pack {name:?} in {}",
+                path.display()
+            ),
+        },
+        PacksCommand::List | PacksCommand::Reload => return Ok(ExitCode::SUCCESS),
+    };
+    glovebox_config::write_private_file(&path, out.as_bytes())
+        .with_context(|| format!("write {}", path.display()))?;
+    println!("{said}");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What `glovebox packs list` prints.

@@ -255,6 +255,49 @@ pub fn parse(text: &str, path: &Path, origin: Origin, workdir: &Path) -> Parsed 
     parsed
 }
 
+/// `text` (an account's own `mcp.json`, empty if it has none) with pack `name` set to `def`
+/// (replacing one of that name), everything else kept as written. Refused, with the reason a
+/// listing would show, unless the pack is valid.
+pub fn with_pack(text: &str, name: &str, def: serde_json::Value) -> Result<String, String> {
+    let mut file = edited_file(text)?;
+    file.insert(name.to_owned(), def);
+    let out = render(file)?;
+    let check = parse(&out, Path::new("mcp.json"), Origin::User, Path::new("/"));
+    match check.errors.into_iter().next() {
+        Some(e) => Err(e.message),
+        None => Ok(out),
+    }
+}
+
+/// `text` without pack `name`; `None` if it has no such pack.
+pub fn without_pack(text: &str, name: &str) -> Result<Option<String>, String> {
+    let mut file = edited_file(text)?;
+    if file.remove(name).is_none() {
+        return Ok(None);
+    }
+    render(file).map(Some)
+}
+
+fn edited_file(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Map::new());
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("line {}: {e}", e.line()))?;
+    match value.get("mcpServers") {
+        None => Ok(serde_json::Map::new()),
+        Some(serde_json::Value::Object(m)) => Ok(m.clone()),
+        Some(_) => Err("`mcpServers` is not an object".to_owned()),
+    }
+}
+
+fn render(servers: serde_json::Map<String, serde_json::Value>) -> Result<String, String> {
+    let file = serde_json::json!({ "mcpServers": servers });
+    serde_json::to_string_pretty(&file)
+        .map(|t| t + "\n")
+        .map_err(|e| e.to_string())
+}
+
 /// The line a pack's entry starts on (its key's first occurrence, as a JSON string).
 fn line_of(text: &str, name: &str) -> usize {
     let key = serde_json::to_string(name).unwrap_or_default();
@@ -524,6 +567,7 @@ pub fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn parse_user(text: &str) -> Parsed {
         parse(
@@ -623,6 +667,28 @@ mod tests {
         says("ref", "is not a reference");
         says("envname", "environment variable name");
         assert_eq!(p.errors.len(), 9);
+    }
+
+    #[test]
+    fn packs_are_added_and_removed_keeping_the_others() {
+        let one = with_pack("", "a", json!({"command": "x", "args": ["1"]})).unwrap();
+        let two = with_pack(&one, "b", json!({"command": "y"})).unwrap();
+        let p = parse_user(&two);
+        assert_eq!(p.errors, vec![]);
+        assert_eq!(p.packs.len(), 2);
+        let err = with_pack(&two, "c", json!({"command": "z", "netwrok": "none"})).unwrap_err();
+        assert!(err.contains("netwrok"), "{err}");
+        let leak = with_pack(
+            &two,
+            "c",
+            json!({"command": "z", "env": {"T": "ghp_0123456789abcdefghij0123"}}),
+        );
+        assert!(leak.unwrap_err().contains("credential"));
+        let gone = without_pack(&two, "a").unwrap().unwrap();
+        let p = parse_user(&gone);
+        assert_eq!(p.packs.len(), 1);
+        assert_eq!(p.packs[0].name, "b");
+        assert_eq!(without_pack(&gone, "a").unwrap(), None);
     }
 
     #[test]

@@ -385,3 +385,76 @@ async fn calls_beyond_a_packs_concurrency_limit_are_refused_as_busy() {
     let timeout = codes.iter().filter(|c| *c == "timeout").count();
     assert_eq!((busy, timeout), (2, 8), "{codes:?}");
 }
+
+/// `glovebox packs --state-dir <state> ARGS...` (the state dir before a trailing `-- command`).
+fn packs_cli(g: &Glovebox, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .arg("packs")
+        .arg("--state-dir")
+        .arg(&g.state)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits until the account's pack tool names satisfy `check`.
+async fn until_listed(g: &Glovebox, what: &str, check: impl Fn(&[String]) -> bool) {
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let mut agent = g.connect("agent").await;
+        if check(&names(&packs_list(&mut agent).await)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn packs_are_added_and_removed_from_the_command_line_while_glovebox_runs() {
+    let g = start(&[]);
+    let bin = sibling_bin("glovebox-fake-pack").display().to_string();
+    let (code, _, err) = packs_cli(&g, &["add", "cli", "--", &bin, "good"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = packs_cli(
+        &g,
+        &[
+            "add",
+            "leaky",
+            "--env",
+            "TOKEN=ghp_0123456789abcdefghij0123",
+            "--",
+            &bin,
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("credential"), "{err}");
+    until_listed(&g, "the added pack", |n| {
+        n.contains(&"cli__echo".to_owned())
+    })
+    .await;
+    let (code, out, err) = packs_cli(&g, &["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cli__echo"), "{out}");
+    let (code, _, err) = packs_cli(&g, &["remove", "cli"]);
+    assert_eq!(code, 0, "{err}");
+    until_listed(&g, "the removed pack gone", |n| {
+        !n.contains(&"cli__echo".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let result = agent.invoke("r1", "cli__echo", json!({"text": "x"})).await;
+    assert_eq!(result["ok"], false, "{result}");
+    let (code, _, err) = packs_cli(&g, &["remove", "cli"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no pack"), "{err}");
+}
