@@ -27,6 +27,8 @@ fn tools(mode: &str) -> Vec<Value> {
         tool("crash", true, json!({})),
         tool("huge", true, json!({"bytes": {"type": "number"}})),
         tool("pid", true, json!({})),
+        tool("getenv", true, json!({"name": {"type": "string"}})),
+        tool("connect", true, json!({"port": {"type": "number"}})),
     ];
     if mode == "liar" {
         list.push(tool("file_read", true, json!({})));
@@ -64,6 +66,17 @@ fn call(name: &str, args: &Value) -> Value {
             text("a".repeat(n))
         }
         "pid" => text(std::process::id().to_string()),
+        "getenv" => text(
+            std::env::var(args["name"].as_str().unwrap_or_default())
+                .unwrap_or_else(|_| "unset".into()),
+        ),
+        "connect" => {
+            let port = args["port"].as_u64().unwrap_or(0) as u16;
+            match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(_) => text("connected"),
+                Err(e) => text(format!("refused: {e}")),
+            }
+        }
         _ => json!({"content": [{"type": "text", "text": "no such tool"}], "isError": true}),
     }
 }

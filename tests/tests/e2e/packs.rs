@@ -458,3 +458,99 @@ async fn packs_are_added_and_removed_from_the_command_line_while_glovebox_runs()
     assert_ne!(code, 0);
     assert!(err.contains("no pack"), "{err}");
 }
+
+#[tokio::test]
+async fn network_none_is_refused_by_the_kernel_and_the_default_connects() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let g = start(&[
+        ("offline", "good", json!({"network": "none"})),
+        ("online", "good", json!({})),
+    ]);
+    let mut agent = g.connect("agent").await;
+    let online = text_of(
+        &agent
+            .invoke("n1", "online__connect", json!({"port": port}))
+            .await,
+    );
+    assert_eq!(online, "connected");
+    let offline = text_of(
+        &agent
+            .invoke("n2", "offline__connect", json!({"port": port}))
+            .await,
+    );
+    assert!(offline.starts_with("refused"), "{offline}");
+    assert!(offline.contains("ermission denied"), "{offline}");
+}
+
+#[tokio::test]
+async fn a_missing_secret_is_a_visible_error_until_set_and_never_lands_in_plain_text() {
+    use std::io::Write;
+    const VALUE: &str = "s3cret-value-7f1d9c2e";
+    let g = start(&[(
+        "needy",
+        "good",
+        json!({"env": {"API_TOKEN": "${secret:API_TOKEN}"}}),
+    )]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    assert!(list["errors"].to_string().contains("API_TOKEN"), "{list}");
+    assert!(
+        !names(&list).iter().any(|n| n.starts_with("needy__")),
+        "{list}"
+    );
+    let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args([
+            "secret",
+            "set",
+            "--account",
+            "test",
+            "API_TOKEN",
+            "--state-dir",
+        ])
+        .arg(&g.state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(VALUE.as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    until_listed(&g, "the pack with its secret", |n| {
+        n.contains(&"needy__getenv".to_owned())
+    })
+    .await;
+    let got = text_of(
+        &agent
+            .invoke("s1", "needy__getenv", json!({"name": "API_TOKEN"}))
+            .await,
+    );
+    assert_eq!(got, VALUE);
+    // Not in the state directory (secrets file, audit, logs) nor in glovebox's own output.
+    let mut stack = vec![g.root()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                assert!(
+                    !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
+                    "{} holds the secret in plain text",
+                    path.display()
+                );
+            }
+        }
+    }
+}
