@@ -21,6 +21,9 @@ use typeahead::{Input, Verdict};
 pub struct Target {
     url: String,
     token: String,
+    /// Where the token was read from (named when the broker refuses it).
+    token_file: std::path::PathBuf,
+    role: Role,
 }
 
 /// Where the running broker is, and the credential of `account` for `role`.
@@ -31,6 +34,11 @@ pub fn target(
     role: Role,
 ) -> anyhow::Result<Target> {
     let state = StateDir::new(state_dir);
+    anyhow::ensure!(
+        state.config_file().exists(),
+        "glovebox is not set up in {}: run `glovebox up` first",
+        state.root().display()
+    );
     let config = state.load_config()?;
     let account = match account {
         Some(a) => a,
@@ -65,16 +73,20 @@ pub fn target(
         .to_owned();
     let url = match url {
         Some(u) => u,
-        None => std::fs::read_to_string(state.broker_url_file())
-            .map(|s| s.trim().to_owned())
-            .with_context(|| {
-                format!(
-                    "is glovebox running? no broker URL in {}",
-                    state.broker_url_file().display()
-                )
-            })?,
+        None => match std::fs::read_to_string(state.broker_url_file()) {
+            Ok(url) => url.trim().to_owned(),
+            Err(_) => anyhow::bail!(
+                "glovebox is not running (state dir {}): run `glovebox up` first",
+                state.root().display()
+            ),
+        },
     };
-    Ok(Target { url, token })
+    Ok(Target {
+        url,
+        token,
+        token_file,
+        role,
+    })
 }
 
 pub type Socket =
@@ -89,9 +101,20 @@ pub async fn connect_with_hello(
     request
         .headers_mut()
         .insert("authorization", format!("Bearer {}", target.token).parse()?);
-    let (mut socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .with_context(|| format!("connect to {}", target.url))?;
+    use tokio_tungstenite::tungstenite::Error;
+    let (mut socket, _) = match tokio_tungstenite::connect_async(request).await {
+        Ok(connected) => connected,
+        Err(Error::Http(response)) if response.status() == 401 => anyhow::bail!(
+            "the broker refused the {} token in {} (it may have been rotated: `glovebox token rotate`)",
+            target.role.as_str(),
+            target.token_file.display()
+        ),
+        Err(Error::Io(e)) => anyhow::bail!(
+            "cannot reach glovebox at {} ({e}): is `glovebox up` running?",
+            target.url
+        ),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("connect to {}", target.url))),
+    };
     send_frame(&mut socket, &ClientFrame::Hello { role }).await?;
     match next_frame(&mut socket).await? {
         ok @ ServerFrame::HelloOk { .. } => Ok((socket, ok)),
@@ -144,14 +167,14 @@ pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<E
             } if id == call_id => {
                 let _ = socket.close(None).await;
                 if ok {
-                    println!(
+                    crate::outln!(
                         "{}",
                         serde_json::to_string_pretty(&result.unwrap_or_default())?
                     );
                     return Ok(ExitCode::SUCCESS);
                 }
                 let error = serde_json::to_value(&error)?;
-                println!(
+                crate::outln!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({ "error": error }))?
                 );
@@ -187,14 +210,25 @@ enum Event {
 pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
     let mut socket = connect(target, Role::Approver).await?;
     let mut input = typeahead::spawn_stdin_reader().context("read stdin")?;
+    // Listening from before the first prompt, so a Ctrl-C at any point ends `approve` at once.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     eprintln!("waiting for asks (Ctrl-C to stop)");
     let mut shown: Option<Shown> = None;
     let mut stdin_open = true;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         let event = tokio::select! {
-            _ = tokio::signal::ctrl_c() => Event::Stop,
-            frame = next_frame(&mut socket) => Event::Frame(frame?),
+            _ = interrupt.recv() => Event::Stop,
+            frame = next_frame(&mut socket) => match frame {
+                Ok(frame) => Event::Frame(frame),
+                Err(e) => {
+                    eprintln!(
+                        "\nthe broker went away ({}): glovebox stopped or restarted; no more asks",
+                        crate::out::error_chain(&e)
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            },
             line = input.recv(), if stdin_open => Event::Input(line),
             _ = tick.tick() => Event::Tick,
         };
@@ -202,7 +236,7 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
             Event::Stop => return Ok(ExitCode::SUCCESS),
             Event::Frame(ask @ ServerFrame::Ask { .. }) => {
                 if let Some(previous) = shown.take() {
-                    println!("\n(ask {} is no longer shown)", previous.ask_id);
+                    crate::outln!("\n(ask {} is no longer shown)", previous.ask_id);
                 }
                 let ask = show(ask)?;
                 // Anything typed but not yet read predates this ask.
@@ -218,7 +252,7 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
             }
             Event::Frame(ServerFrame::AskClosed { ask_id, reason }) => {
                 if shown.as_ref().is_some_and(|s| s.ask_id == ask_id) {
-                    println!("\n(ask closed: {reason})");
+                    crate::outln!("\n(ask closed: {reason})");
                     shown = None;
                 }
             }
@@ -232,13 +266,19 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
                         answer(&mut socket, &mut shown, decision).await?;
                     }
                     Verdict::Stale => {
-                        println!("\n(ignored what was typed before this ask was shown)");
+                        crate::outln!("\n(ignored what was typed before this ask was shown)");
                         if let Some(ask) = &shown {
                             prompt(ask)?;
                         }
                     }
-                    Verdict::NoAsk => println!("(ignored: no ask is shown)"),
+                    Verdict::NoAsk => crate::outln!("(ignored: no ask is shown)"),
                     Verdict::Unknown => {
+                        // An empty line is no answer; a word that is not one says what is.
+                        if !line.text.trim().is_empty() {
+                            crate::outln!(
+                                "\n(not an answer: type y to allow once, a to always allow, n to deny)"
+                            );
+                        }
                         if let Some(ask) = &shown {
                             prompt(ask)?;
                         }
@@ -252,7 +292,7 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
             Event::Tick => {
                 if let Some(ask) = &shown {
                     if Instant::now() >= ask.deadline {
-                        println!("\n(timed out: denied)");
+                        crate::outln!("\n(timed out: denied)");
                         shown = None;
                     } else {
                         prompt(ask)?;
@@ -279,18 +319,18 @@ fn show(frame: ServerFrame) -> anyhow::Result<Shown> {
     else {
         anyhow::bail!("not an ask: {frame:?}");
     };
-    println!(
+    crate::outln!(
         "\n── ask {ask_id} ── account {account} ── connection {connection_id} ── call {call_id}"
     );
     if let Some(warning) = &warning {
-        println!("WARNING: {warning}");
+        crate::outln!("WARNING: {warning}");
     }
-    println!("tool: {}", display.tool);
+    crate::outln!("tool: {}", display.tool);
     for s in &display.subjects {
-        println!("  {} {}", s.domain, s.path);
+        crate::outln!("  {} {}", s.domain, s.path);
     }
     if !display.preview.is_empty() {
-        println!("{}", display.preview);
+        crate::outln!("{}", display.preview);
     }
     let now = Instant::now();
     let ask = Shown {
@@ -334,6 +374,6 @@ async fn answer(
         Decision::Always => "always",
         Decision::Deny => "deny",
     };
-    println!("answered: {word}");
+    crate::outln!("answered: {word}");
     Ok(())
 }

@@ -1,9 +1,12 @@
-//! The `glovebox` command: `up` runs everything under a supervisor; `call` and `approve` speak
-//! the WebSocket API from a terminal; `audit verify` checks the audit chain; `packs` and `secret`
-//! manage MCP tool packs; `gate`, `executor`, `pack-host` and `broker` are the service entry
-//! points that `up` starts as separate processes.
+//! The `glovebox` command: `up` runs everything under a supervisor, `status` and `stop` report on
+//! and end it; `call`, `approve` and `tools` speak the WebSocket API from a terminal; `audit
+//! verify` checks the audit chain; `packs` and `secret` manage MCP tool packs; `gate`, `executor`,
+//! `pack-host` and `broker` (hidden from `--help`) are the service entry points that `up` starts
+//! as separate processes.
 //!
 //! The environment is read here, once, and passed down as plain values.
+
+mod out;
 
 mod client;
 mod identity;
@@ -13,6 +16,7 @@ mod packs_cmd;
 mod placement;
 mod policy_cmd;
 mod services;
+mod status;
 mod supervisor;
 
 use std::net::SocketAddr;
@@ -58,7 +62,8 @@ enum Command {
     Up {
         #[command(flatten)]
         state: StateArgs,
-        /// Workdir of the default account created on first start (default: the current directory).
+        /// Workdir of the account created for you on first start (default: the current
+        /// directory); on later starts it must be that account's workdir.
         #[arg(long, value_name = "DIR")]
         workdir: Option<PathBuf>,
         /// Broker address (loopback only; port 0 picks a free port).
@@ -67,6 +72,24 @@ enum Command {
         /// Seconds an approver has to answer an ask.
         #[arg(long, default_value_t = 25)]
         ask_timeout_secs: u64,
+    },
+    /// Say whether glovebox runs: its processes, URLs, accounts, sandboxes and health.
+    Status {
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Stop the running `glovebox up` (as Ctrl-C in its terminal would) and wait until it has.
+    Stop {
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// List the tools the account's agents are offered: names and what each does.
+    Tools {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Every tool with its input schema, as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Invoke one tool as the account's agent and print the result.
     Call {
@@ -92,15 +115,17 @@ enum Command {
     Enable {
         #[command(flatten)]
         state: StateArgs,
+        /// The account (default: the only one).
         #[arg(long)]
-        account: String,
+        account: Option<String>,
     },
     /// Switch an account's tools off: its agents see no tools and every call is refused.
     Disable {
         #[command(flatten)]
         state: StateArgs,
+        /// The account (default: the only one).
         #[arg(long)]
-        account: String,
+        account: Option<String>,
     },
     /// Manage and explain an account's policy (talks to the running gate).
     Policy {
@@ -142,7 +167,8 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
-    /// Run the gate (normally started by `up`).
+    /// Run the gate (started by `up`).
+    #[command(hide = true)]
     Gate {
         #[command(flatten)]
         state: StateArgs,
@@ -153,9 +179,11 @@ enum Command {
         #[arg(long)]
         exit_on_stdin_eof: bool,
     },
-    /// Run one account's executor (normally started by `up`, which writes its keys to stdin).
+    /// Run one account's executor (started by `up`, which writes its keys to stdin).
+    #[command(hide = true)]
     Executor(services::ExecutorArgs),
-    /// Run one account's pack host (normally started by `up`, which writes its keys to stdin).
+    /// Run one account's pack host (started by `up`, which writes its keys to stdin).
+    #[command(hide = true)]
     PackHost(packs_cmd::PackHostArgs),
     /// Contain one pack server (started by a pack host for each pack; see `glovebox_sandbox::shim`).
     #[command(hide = true)]
@@ -173,7 +201,8 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
-    /// Run the broker (normally started by `up`).
+    /// Run the broker (started by `up`).
+    #[command(hide = true)]
     Broker {
         #[command(flatten)]
         state: StateArgs,
@@ -268,7 +297,9 @@ impl Env {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             shell: "/bin/sh".to_owned(),
             timezone,
-            log_filter: std::env::var("GLOVEBOX_LOG").unwrap_or_else(|_| "info".to_owned()),
+            // rmcp reports every MCP session at info: glovebox's own lines are what matter.
+            log_filter: std::env::var("GLOVEBOX_LOG")
+                .unwrap_or_else(|_| "info,rmcp=warn".to_owned()),
             job_env: job_env(JOB_ENV_ALLOWLIST),
             environment: std::env::vars().collect(),
             trash_dir: data_home.join("Trash"),
@@ -381,7 +412,7 @@ fn main() -> ExitCode {
         Command::Executor(args) => match services::prepare_executor(&env, args, &handover) {
             Ok(prepared) => Some(prepared),
             Err(e) => {
-                eprintln!("glovebox: {e:#}");
+                eprintln!("glovebox: {}", out::error_chain(&e));
                 return ExitCode::from(2);
             }
         },
@@ -401,7 +432,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("glovebox: {e:#}");
+            eprintln!("glovebox: {}", out::error_chain(&e));
             ExitCode::from(2)
         }
     }
@@ -435,11 +466,11 @@ async fn dispatch(
             listen,
             ask_timeout_secs,
         } => {
+            let workdir_option = workdir.map(|w| env.absolute(w));
             let options = supervisor::UpOptions {
                 state_dir: env.state_dir(&state),
-                workdir: workdir
-                    .map(|w| env.absolute(w))
-                    .unwrap_or_else(|| env.cwd.clone()),
+                workdir: workdir_option.clone().unwrap_or_else(|| env.cwd.clone()),
+                workdir_option,
                 listen,
                 ask_timeout_secs,
                 trash_dir: env.trash_dir.clone(),
@@ -452,13 +483,20 @@ async fn dispatch(
             tool,
             params,
         } => client::call(&env.target(client, Role::Agent)?, &tool, &params).await,
+        Command::Status { state } => status::status(&env.state_dir(&state)).await,
+        Command::Stop { state } => status::stop(&env.state_dir(&state)).await,
+        Command::Tools { client, json } => {
+            status::tools(env.target(client, Role::Agent), json).await
+        }
         Command::Enable { state, account } => {
-            services::set_enabled(&env.state_dir(&state), &account, true).await
+            services::set_enabled(&env.state_dir(&state), account, true).await
         }
         Command::Disable { state, account } => {
-            services::set_enabled(&env.state_dir(&state), &account, false).await
+            services::set_enabled(&env.state_dir(&state), account, false).await
         }
-        Command::Mcp { client } => mcp_bridge::serve(&env.target(client, Role::Agent)?).await,
+        Command::Mcp { client } => {
+            mcp_bridge::serve(move || env.target(client.clone(), Role::Agent)).await
+        }
         Command::Approve { client } => client::approve(&env.target(client, Role::Approver)?).await,
         Command::Policy {
             state_dir,
@@ -479,7 +517,7 @@ async fn dispatch(
                 RoleArg::Approver => Role::Approver,
             };
             let file = init::rotate_token(&state, &account, role == Role::Approver)?;
-            println!(
+            outln!(
                 "new {} token for account {account} in {}",
                 role.as_str(),
                 file.display()

@@ -115,9 +115,22 @@ fn changed(
 ) -> anyhow::Result<ExitCode> {
     let r = response.map_err(gate_error)?.into_inner();
     if r.changed {
-        println!("changed: {}", r.summary);
+        crate::outln!("changed: {}", r.summary);
     } else {
-        println!("unchanged: the rule is already there");
+        crate::outln!("unchanged: the rule is already there");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints what a revoke did.
+fn revoked(
+    response: Result<tonic::Response<pb::PolicyChangeResponse>, tonic::Status>,
+) -> anyhow::Result<ExitCode> {
+    let r = response.map_err(gate_error)?.into_inner();
+    if r.changed {
+        crate::outln!("revoked: {}", r.summary);
+    } else {
+        crate::outln!("unchanged: no such rule");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -195,7 +208,7 @@ async fn revoke(
         pattern.is_some() || index.is_some(),
         "name the rule to revoke by its pattern or with --index"
     );
-    changed(
+    revoked(
         gate.revoke_rule(pb::RevokeRuleRequest {
             account,
             section,
@@ -245,19 +258,20 @@ async fn sandbox(
 }
 
 fn print_list(account: &str, r: &pb::ListRulesResponse) {
-    println!("account {account} (workdir {})", r.workdir);
+    crate::outln!("account {account} (workdir {})", r.workdir);
+    crate::outln!("sandbox: {}", if r.sandbox_enabled { "on" } else { "off" });
     if !r.sandbox_enabled {
-        println!("WARNING: the sandbox is OFF: everything is allowed, the secret floor too");
+        crate::outln!("WARNING: the sandbox is OFF: everything is allowed, the secret floor too");
     }
-    println!(
+    crate::outln!(
         "confined to workdir: {}",
         if r.confined { "yes" } else { "no" }
     );
     for c in &r.caps {
-        println!("capped: {c}");
+        crate::outln!("capped: {c}");
     }
     if !r.error.is_empty() {
-        println!("ERROR (the last good policy applies): {}", r.error);
+        crate::outln!("ERROR (the last good policy applies): {}", r.error);
     }
     let floor: Vec<&str> = r
         .rules
@@ -265,7 +279,7 @@ fn print_list(account: &str, r: &pb::ListRulesResponse) {
         .filter(|x| x.layer == "floor")
         .map(|x| x.pattern.as_str())
         .collect();
-    println!("floor (read-only, always denied): {}", floor.join(" "));
+    crate::outln!("floor (read-only, always denied): {}", floor.join(" "));
     for layer in ["managed", "account", "project"] {
         let rules: Vec<&pb::PolicyRule> = r.rules.iter().filter(|x| x.layer == layer).collect();
         if rules.is_empty() {
@@ -276,7 +290,7 @@ fn print_list(account: &str, r: &pb::ListRulesResponse) {
             "project" => " (can only tighten)",
             _ => "",
         };
-        println!("{layer}{note}:");
+        crate::outln!("{layer}{note}:");
         for x in rules {
             let mut line = format!("  {}.{}[{}]: {}", x.section, x.kind, x.index, x.pattern);
             if !x.expires.is_empty() {
@@ -289,10 +303,10 @@ fn print_list(account: &str, r: &pb::ListRulesResponse) {
             if layer != "account" {
                 line.push_str(&format!("  [{}]", x.file));
             }
-            println!("{line}");
+            crate::outln!("{line}");
         }
     }
     for w in &r.warnings {
-        println!("warning: {w}");
+        crate::outln!("warning: {w}");
     }
 }

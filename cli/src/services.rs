@@ -12,7 +12,7 @@ use glovebox_proto::transport::bind_private_socket;
 use glovebox_proto::transport::handover::{Handover, socket};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-use crate::Env;
+use crate::{Env, outln};
 
 /// Completes on Ctrl-C, SIGTERM, or (when `stdin_lifeline`) when standard input closes, which is
 /// how a child notices that its supervisor is gone.
@@ -372,9 +372,15 @@ pub async fn broker(
     broker_config.shell = env.shell.clone();
     broker_config.timezone = env.timezone.clone();
     broker_config.handover = handover;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("listen on {addr}"))?;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "{addr} is already in use (another glovebox, or another program): start with \
+             `glovebox up --listen 127.0.0.1:PORT` (port 0 picks a free one), or set `listen` in {}",
+            state.config_file().display()
+        ),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("listen on {addr}"))),
+    };
     let local = listener.local_addr()?;
     ready(&format!("ws://{local}/v1/ws"));
     serve_with_grace(exit_on_stdin_eof, |stopped| {
@@ -401,28 +407,28 @@ pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {
         .filter(|n| n.starts_with("audit.head.mismatch-"))
         .collect();
     if let Some(problem) = &report.problem {
-        println!("audit chain BROKEN in {}: {problem}", db.display());
+        outln!("audit chain BROKEN in {}: {problem}", db.display());
         return Ok(ExitCode::from(1));
     }
-    println!(
+    outln!(
         "audit chain verified: {} rows in {}",
         report.rows,
         db.display()
     );
     if report.unkeyed > 0 {
-        println!(
+        outln!(
             "  {} rows from before the chain was keyed are checked with an unkeyed hash",
             report.unkeyed
         );
     }
     if !report.head_checked {
-        println!(
+        outln!(
             "  no head file ({}): a removed tail cannot be detected",
             state.audit_head().display()
         );
     }
     if !mismatches.is_empty() {
-        println!(
+        outln!(
             "audit store REPLACED OR TRUNCATED before: the gate kept the old head as {} (see the anchor_mismatch rows)",
             mismatches.join(", ")
         );
@@ -451,14 +457,21 @@ pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
 /// gate to ask, and its lock free), the file is edited directly; the gate reads it at start.
 pub async fn set_enabled(
     state_dir: &Path,
-    account: &str,
+    account: Option<String>,
     enabled: bool,
 ) -> anyhow::Result<ExitCode> {
     use glovebox_proto::transport::handover::{peer, socket};
     use glovebox_proto::v1::{SetEnabledRequest, gate_admin_client::GateAdminClient};
     let state = StateDir::new(state_dir);
+    let config = state.load_config()?;
+    let account = match account {
+        Some(a) => a,
+        None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
+        None => anyhow::bail!("several accounts are configured: choose one with --account"),
+    };
+    let account = account.as_str();
     anyhow::ensure!(
-        state.load_config()?.account(account).is_some(),
+        config.account(account).is_some(),
         "no account {account:?} in {}",
         state.config_file().display()
     );
@@ -488,7 +501,7 @@ pub async fn set_enabled(
         }
         Err(status) => anyhow::bail!("{}", status.message()),
     }
-    println!(
+    outln!(
         "tools are {} for account {account}",
         if enabled { "on" } else { "off" }
     );

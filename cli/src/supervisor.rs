@@ -37,7 +37,10 @@ const STABLE_AFTER: Duration = Duration::from_secs(60);
 
 pub struct UpOptions {
     pub state_dir: PathBuf,
+    /// The workdir of the account a first start creates (the current directory by default).
     pub workdir: PathBuf,
+    /// `--workdir`, if given: on a later start it must match the user's account's workdir.
+    pub workdir_option: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
     pub ask_timeout_secs: u64,
     /// The trash of the user running `up`, for accounts without `run_as`.
@@ -81,25 +84,32 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     let mut term = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let state = StateDir::new(&o.state_dir);
-    let created = init::ensure_state(&state, &o.workdir)?;
-    let _lock = lock(&state)?;
-    let config = state.load_config()?;
-    for a in &config.accounts {
-        anyhow::ensure!(
-            a.workdir.is_dir(),
-            "workdir {} of account {:?} is not a directory",
-            a.workdir.display(),
-            a.id
-        );
-    }
-    let master = glovebox_ticket::MasterKey::from_bytes(&std::fs::read(state.ticket_key())?)?;
-    let keys = crate::control_keys(&state)?;
-    let exe = std::env::current_exe().context("locate the glovebox binary")?;
-    let specs = child_specs(&state, &config, &keys, &master, &o)?;
-
     let (exits_tx, mut exits) = mpsc::channel::<Exit>(64);
-    let mut running = start_all(&exe, specs, &exits_tx, &mut exits).await?;
-    let url = publish_url(&state, &mut running)?;
+    // A first start that fails leaves nothing behind, so the next one starts afresh; a start
+    // that fails after taking the lock leaves no sockets. One that finds another `up` running
+    // touches nothing of it.
+    let fresh = !state.root().exists();
+    let forget = || {
+        if fresh {
+            let _ = std::fs::remove_dir_all(state.root());
+        }
+    };
+    let created = init::ensure_state(&state, &o.workdir).inspect_err(|_| forget())?;
+    let _lock = lock(&state)?;
+    let Started {
+        config,
+        keys,
+        exe,
+        mut running,
+        url,
+    } = match start_up(&state, &o, created.is_some(), &exits_tx, &mut exits).await {
+        Ok(started) => started,
+        Err(e) => {
+            remove_sockets(&state);
+            forget();
+            return Err(e);
+        }
+    };
     let audit = AuditClient::new(authenticated_channel(
         &state.gate_socket(),
         peer::SUPERVISOR,
@@ -117,6 +127,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         &url,
         created.as_deref(),
         &sandboxes(&running),
+        &crate::status::policy_errors(&url).await,
     );
 
     let signal = async move {
@@ -139,6 +150,94 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     stop_all(&mut running, &mut exits).await;
     let _ = std::fs::remove_file(state.broker_url_file());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A started glovebox: what `up` goes on with.
+struct Started {
+    config: glovebox_config::Config,
+    keys: ControlKeys,
+    exe: PathBuf,
+    running: Vec<Running>,
+    url: String,
+}
+
+/// Starts every child of a set-up, locked state dir; publishes the broker's URL.
+async fn start_up(
+    state: &StateDir,
+    o: &UpOptions,
+    first_start: bool,
+    exits_tx: &mpsc::Sender<Exit>,
+    exits: &mut mpsc::Receiver<Exit>,
+) -> anyhow::Result<Started> {
+    let config = state.load_config()?;
+    for a in &config.accounts {
+        anyhow::ensure!(
+            a.workdir.is_dir(),
+            "workdir {} of account {:?} is not a directory",
+            a.workdir.display(),
+            a.id
+        );
+    }
+    check_workdir_option(&config, first_start, o)?;
+    let master = glovebox_ticket::MasterKey::from_bytes(&std::fs::read(state.ticket_key())?)?;
+    let keys = crate::control_keys(state)?;
+    let exe = std::env::current_exe().context("locate the glovebox binary")?;
+    let specs = child_specs(state, &config, &keys, &master, o)?;
+    let mut running = start_all(&exe, specs, exits_tx, exits).await?;
+    let url = publish_url(state, &mut running)?;
+    Ok(Started {
+        config,
+        keys,
+        exe,
+        running,
+        url,
+    })
+}
+
+/// `--workdir` names the workdir of the account `up` creates for its user on a first start; on
+/// a later start it must still be that account's workdir, or `up` says how to change it rather
+/// than silently ignoring it.
+fn check_workdir_option(
+    config: &glovebox_config::Config,
+    first_start: bool,
+    o: &UpOptions,
+) -> anyhow::Result<()> {
+    let Some(wanted) = o.workdir_option.as_deref() else {
+        return Ok(());
+    };
+    if first_start {
+        return Ok(());
+    }
+    let me = init::default_account_name();
+    let Some(account) = config.account(&me) else {
+        return Ok(());
+    };
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    anyhow::ensure!(
+        canonical(wanted) == canonical(&account.workdir),
+        "account {me:?} already has the workdir {} (set when it was created); --workdir {} would \
+         be ignored: to change it, edit `workdir` and `roots` of {me:?} in the state dir's \
+         glovebox.yaml, or start without --workdir",
+        account.workdir.display(),
+        wanted.display()
+    );
+    Ok(())
+}
+
+/// Removes the sockets and the URL file of services that are not running.
+fn remove_sockets(state: &StateDir) {
+    let mut files = vec![
+        state.gate_socket(),
+        state.admin_socket(),
+        state.audit_socket(),
+        state.broker_url_file(),
+    ];
+    if let Ok(config) = state.load_config() {
+        files.extend(config.accounts.iter().map(|a| state.executor_socket(&a.id)));
+    }
+    for file in files {
+        let _ = std::fs::remove_file(file);
+    }
 }
 
 /// What each child is started as, in start order: the gate, one executor per account (as its
@@ -473,6 +572,9 @@ async fn start(
     exits: &mpsc::Sender<Exit>,
 ) -> anyhow::Result<Running> {
     let mut command = Command::new(exe);
+    // A group of its own: Ctrl-C in the terminal reaches `up` alone, which audits the stop and
+    // stops the children in order (the gate last).
+    command.process_group(0);
     if let Some((uid, gid)) = spec.run_as {
         // As root, std also drops every supplementary group before changing user.
         command.uid(uid).gid(gid);
@@ -609,11 +711,13 @@ fn banner(
     url: &str,
     created: Option<&str>,
     sandboxes: &[(String, String)],
+    policy_errors: &[String],
 ) {
     let uid = rustix::process::geteuid().as_raw();
     let user = init::default_account_name();
     println!("glovebox is up");
     println!("  WebSocket: {url}");
+    println!("  MCP:       {}", crate::status::mcp_url(url));
     for a in &config.accounts {
         println!("  account:   {} (workdir {})", a.id, a.workdir.display());
         println!("  token:     {} (agent)", state.token_file(&a.id).display());
@@ -646,6 +750,9 @@ fn banner(
         println!(
             "  dev mode: OS identity separation is off; services run as {user} (uid {uid}) unless an account sets run_as"
         );
+    }
+    for e in policy_errors {
+        println!("  WARNING: policy: {e}");
     }
     if uid == 0 {
         println!(
@@ -694,6 +801,7 @@ mod tests {
         let options = UpOptions {
             state_dir: "/s".into(),
             workdir: "/w".into(),
+            workdir_option: None,
             listen: Some("127.0.0.1:7420".parse().unwrap()),
             ask_timeout_secs: 9,
             trash_dir: "/t".into(),

@@ -69,20 +69,64 @@ fn first_start_creates_a_private_state_dir() {
     // `call` needs a running broker, but it loads the state first: an absent state dir is reported.
     let (code, _, err) = glovebox(&["call", "--state-dir", state.to_str().unwrap(), "file_list"]);
     assert_eq!(code, 2);
-    assert!(err.contains("glovebox.yaml"), "{err}");
+    assert!(err.contains("run `glovebox up` first"), "{err}");
     assert!(!state.exists(), "call must not create state");
-    // A broker that cannot start (non-loopback) still leaves a complete, private state dir.
+    // A first start that fails (the broker refuses a non-loopback address) leaves nothing.
     let work = dir.path().join("w");
     std::fs::create_dir_all(&work).unwrap();
-    glovebox(&[
-        "up",
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--workdir",
-        work.to_str().unwrap(),
-        "--listen",
-        "0.0.0.0:1",
-    ]);
+    let up = |listen: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_glovebox"))
+            .args(["up", "--state-dir", state.to_str().unwrap()])
+            .args(["--workdir", work.to_str().unwrap(), "--listen", listen])
+            .env("HOME", dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let failed = up("0.0.0.0:1").wait_with_output().unwrap();
+    assert_eq!(failed.status.code(), Some(2));
+    assert!(!state.exists(), "a failed first start leaves no state");
+    // A first start that succeeds leaves a complete, private state dir.
+    let mut running = up("127.0.0.1:0");
+    let mut banner = std::io::BufReader::new(running.stdout.take().unwrap());
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut banner, &mut line).unwrap() > 0
+        && !line.contains("glovebox is up")
+    {}
+    assert!(line.contains("glovebox is up"), "{line}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(running.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    running.wait().unwrap();
+    // A later start with another --workdir says so instead of ignoring it.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let later = std::process::Command::new(env!("CARGO_BIN_EXE_glovebox"))
+        .args(["up", "--state-dir", state.to_str().unwrap()])
+        .args([
+            "--workdir",
+            other.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&later.stderr);
+    assert_eq!(later.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("already has the workdir") && err.contains("glovebox.yaml"),
+        "{err}"
+    );
+    assert!(
+        state.join("glovebox.yaml").exists(),
+        "a failed later start keeps the state"
+    );
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&state), 0o700);
     assert_eq!(mode(&state.join("ticket.key")), 0o600);
@@ -107,4 +151,43 @@ fn first_start_creates_a_private_state_dir() {
     )
     .unwrap();
     assert!(policy.contains("./**"), "{policy}");
+}
+
+#[test]
+fn help_hides_the_internal_service_commands() {
+    let (code, out, _) = glovebox(&["--help"]);
+    assert_eq!(code, 0);
+    for shown in ["up", "status", "stop", "tools", "call", "approve", "mcp"] {
+        assert!(out.contains(&format!("\n  {shown} ")), "{shown}: {out}");
+    }
+    for hidden in ["gate", "executor", "broker", "job-shim"] {
+        assert!(!out.contains(&format!("\n  {hidden} ")), "{hidden}: {out}");
+    }
+}
+
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_glovebox"))
+        .args(["tools", "--state-dir", dir.path().to_str().unwrap()])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn status_stop_and_call_say_when_nothing_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap();
+    let (code, out, _) = glovebox(&["status", "--state-dir", state]);
+    assert_eq!(code, 1);
+    assert!(out.contains("run `glovebox up`"), "{out}");
+    let (code, out, _) = glovebox(&["stop", "--state-dir", state]);
+    assert_eq!(code, 0);
+    assert!(out.contains("not running"), "{out}");
 }

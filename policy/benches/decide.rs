@@ -38,6 +38,7 @@ fn policy() -> Policy {
     Policy::compile_layers(&Inputs {
         workdir: "/w".into(),
         protected: vec!["/state".into()],
+        roots: Vec::new(),
         managed: Vec::new(),
         account: Source::new("bench", raw, 0),
         project: None,

@@ -3,8 +3,10 @@
 //! Order of a path decision (the first that applies wins):
 //! 1. not an absolute path → deny;
 //! 2. a managed deny or a managed capability cap → deny (even with the sandbox off);
-//! 3. `sandbox: false` in the account file → allow;
+//! 3. `sandbox: false` in the account file → allow, unless the path is outside the roots (4a);
 //! 4. the secret floor, glovebox's own state and the project policy file → deny;
+//!    4a. outside every one of the account's roots → deny (nothing there can be acted on: the
+//!    executor's Landlock boundary would refuse it after an approval, so nobody is asked);
 //! 5. any deny of the account or project layer (for delete: also any `paths` deny) → deny;
 //! 6. an allow of the managed or account layer → allow (project allows never apply);
 //! 7. confinement on and the path outside the workdir → deny;
@@ -128,6 +130,8 @@ pub struct Policy {
     /// `<workdir>/.glovebox`, which agents may read but not change.
     project_dir: String,
     protected: Vec<String>,
+    /// The account's roots (empty: not checked).
+    roots: Vec<String>,
     /// Managed, account, project: in that order.
     layers: Vec<LayerLists>,
     warnings: Vec<String>,
@@ -203,6 +207,22 @@ impl Policy {
             .with_warning(hit.warning(path))
     }
 
+    /// Step 4a: a path below none of the account's roots.
+    fn outside_roots(&self, path: &str) -> Option<Verdict> {
+        if self.roots.is_empty() || self.roots.iter().any(|r| floor::is_same_or_below(path, r)) {
+            return None;
+        }
+        Some(Verdict::in_layer(
+            Layer::Default,
+            Decision::Deny,
+            "roots",
+            format!(
+                "{path} is outside the account's roots ({}): glovebox cannot reach it",
+                self.roots.join(", ")
+            ),
+        ))
+    }
+
     /// Steps 1–8 of the path decision (see the module docs).
     fn decide_rules_at(&self, domain: Domain, path: &str, now: Option<i64>) -> Verdict {
         if !path.starts_with('/') || path.contains('\0') {
@@ -225,10 +245,13 @@ impl Policy {
             return v;
         }
         if !self.sandbox {
-            return sandbox_off();
+            return self.outside_roots(path).unwrap_or_else(sandbox_off);
         }
         if let Some(hit) = floor::check(path, &self.protected) {
             return Verdict::in_layer(Layer::Floor, Decision::Deny, hit.rule(), hit.reason());
+        }
+        if let Some(v) = self.outside_roots(path) {
+            return v;
         }
         if domain != Domain::Read && floor::is_same_or_below(path, &self.project_dir) {
             return Verdict::in_layer(

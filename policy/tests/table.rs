@@ -171,6 +171,7 @@ fn inputs(account: &str) -> Inputs {
     Inputs {
         workdir: WORKDIR.to_owned(),
         protected: vec!["/state".to_owned()],
+        roots: Vec::new(),
         managed: Vec::new(),
         account: source("account.yaml", account, NOW - 7200),
         project: None,
@@ -790,4 +791,40 @@ fn ten_thousand_rules_compile_and_decide() {
     );
     let v = p.decide_command_at("tool1999 --flag a b", "/w", Some(NOW));
     assert_eq!((v.decision, v.layer), (Allow, Account));
+}
+
+/// A path outside every root can never be acted on (Landlock refuses it after an approval):
+/// denied at once, naming the roots, whatever the rules and the sandbox switch say.
+#[test]
+fn a_path_outside_every_root_is_denied_naming_the_roots() {
+    let mut i = inputs("sandbox: false\npaths:\n  read:\n    allow: ['/**']\n");
+    i.roots = vec!["/w".to_owned(), "/data/".to_owned()];
+    let p = Policy::compile_layers(&i).unwrap();
+    for (domain, path) in [
+        (glovebox_policy::Domain::Read, "/etc/shadow"),
+        (glovebox_policy::Domain::Write, "/wx/a"),
+        (glovebox_policy::Domain::Delete, "/"),
+    ] {
+        let v = p.decide_at(domain, path, Some(NOW));
+        assert_eq!(v.decision, Deny, "{path}");
+        assert_eq!(v.rule, "roots", "{path}");
+        assert!(
+            v.reason.contains("outside the account's roots (/w, /data)"),
+            "{path}: {}",
+            v.reason
+        );
+    }
+    // the secret floor still names itself
+    let mut on = inputs("");
+    on.roots = vec!["/w".to_owned()];
+    let v = Policy::compile_layers(&on).unwrap().decide_at(
+        glovebox_policy::Domain::Read,
+        "/home/u/.ssh/id_rsa",
+        Some(NOW),
+    );
+    assert_eq!((v.decision, v.rule.as_str()), (Deny, "floor:.ssh"), "{v:?}");
+    for path in ["/w", "/w/a", "/data/x/y"] {
+        let v = p.decide_at(glovebox_policy::Domain::Read, path, Some(NOW));
+        assert_ne!(v.rule, "roots", "{path}");
+    }
 }

@@ -12,6 +12,8 @@ pub const PREFIX: &str = "client__";
 pub const MAX_DESCRIPTION_BYTES: usize = 4096;
 /// Most tools one connection may register.
 pub const MAX_TOOLS_PER_CONNECTION: usize = 128;
+/// The version of this protocol, sent in `hello_ok`.
+pub const PROTOCOL_VERSION: u32 = 1;
 
 /// A tool a provider offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,12 +21,25 @@ pub struct ClientToolSpec {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    #[serde(default = "empty_schema")]
+    #[serde(default = "empty_schema", deserialize_with = "null_is_empty")]
     pub input_schema: serde_json::Value,
 }
 
 fn empty_schema() -> serde_json::Value {
     serde_json::json!({"type": "object"})
+}
+
+/// `"input_schema": null` means the same as no schema.
+fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(if v.is_null() { empty_schema() } else { v })
+}
+
+/// A tool of a hello that was not registered, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rejected {
+    pub name: String,
+    pub reason: String,
 }
 
 /// A frame a provider sends.
@@ -57,6 +72,11 @@ pub enum ToProviderFrame {
     HelloOk {
         connection_id: String,
         accepted: Vec<String>,
+        /// Tools of the hello that were not registered, each with the reason.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rejected: Vec<Rejected>,
+        /// [`PROTOCOL_VERSION`].
+        protocol_version: u32,
     },
     Invoke {
         call_id: String,
@@ -103,23 +123,80 @@ pub fn bare_name(exposed: &str) -> Option<&str> {
         .filter(|b| is_valid_bare_name(b))
 }
 
-/// Keeps the valid, first-seen tools of a hello (others are dropped, not registered).
-pub fn accept_tools(tools: Vec<ClientToolSpec>) -> Vec<ClientToolSpec> {
+/// What a hello registers: its valid, first-seen tools (each with its schema made a valid
+/// object schema, see [`object_schema`]), and the rest with the reason they were dropped.
+pub fn accept_tools(tools: Vec<ClientToolSpec>) -> (Vec<ClientToolSpec>, Vec<Rejected>) {
     let mut accepted: Vec<ClientToolSpec> = Vec::new();
+    let mut rejected: Vec<Rejected> = Vec::new();
+    let mut reject = |name: &str, reason: String| {
+        let mut name = name.to_owned();
+        crate::display::truncate_at_char(&mut name, 128);
+        rejected.push(Rejected { name, reason });
+    };
     for mut tool in tools {
         if accepted.len() >= MAX_TOOLS_PER_CONNECTION {
-            break;
-        }
-        if !is_valid_bare_name(&tool.name) || accepted.iter().any(|t| t.name == tool.name) {
+            let reason = format!("a connection registers at most {MAX_TOOLS_PER_CONNECTION} tools");
+            reject(&tool.name, reason);
             continue;
         }
-        crate::display::truncate_at_char(&mut tool.description, MAX_DESCRIPTION_BYTES);
-        if !tool.input_schema.is_object() {
-            tool.input_schema = empty_schema();
+        if !is_valid_bare_name(&tool.name) {
+            let reason = "names are 1 to 56 characters of [A-Za-z0-9_-]".to_owned();
+            reject(&tool.name, reason);
+            continue;
         }
+        if accepted.iter().any(|t| t.name == tool.name) {
+            reject(&tool.name, "registered twice in one hello".to_owned());
+            continue;
+        }
+        tool.input_schema = match object_schema(tool.input_schema) {
+            Ok(schema) => schema,
+            Err(reason) => {
+                reject(&tool.name, reason);
+                continue;
+            }
+        };
+        crate::display::truncate_at_char(&mut tool.description, MAX_DESCRIPTION_BYTES);
         accepted.push(tool);
     }
-    accepted
+    (accepted, rejected)
+}
+
+/// A provider's input schema as a schema every MCP client accepts: a JSON object whose `type` is
+/// `"object"` (added when absent: a call's input is always an object), whose `properties`, if
+/// any, is an object of schemas, and whose `required`, if any, lists strings. A schema of
+/// anything but an object (`{"type": "string"}`) cannot describe a call's input: refused.
+pub fn object_schema(schema: serde_json::Value) -> Result<serde_json::Value, String> {
+    let serde_json::Value::Object(mut map) = schema else {
+        return Err("input_schema must be a JSON object".to_owned());
+    };
+    match map.get("type") {
+        None => {
+            map.insert("type".to_owned(), "object".into());
+        }
+        Some(serde_json::Value::String(t)) if t == "object" => {}
+        Some(other) => {
+            return Err(format!(
+                "input_schema must describe an object (\"type\": \"object\"), not {other}"
+            ));
+        }
+    }
+    if let Some(properties) = map.get("properties") {
+        let valid = properties
+            .as_object()
+            .is_some_and(|p| p.values().all(|s| s.is_object() || s.is_boolean()));
+        if !valid {
+            return Err("input_schema.properties must be an object of schemas".to_owned());
+        }
+    }
+    if let Some(required) = map.get("required") {
+        let valid = required
+            .as_array()
+            .is_some_and(|r| r.iter().all(serde_json::Value::is_string));
+        if !valid {
+            return Err("input_schema.required must be a list of property names".to_owned());
+        }
+    }
+    Ok(serde_json::Value::Object(map))
 }
 
 #[cfg(test)]
@@ -154,18 +231,62 @@ mod tests {
                 {"name":"click","description":"Click","input_schema":{"type":"object"}},
                 {"name":"browser.read_page"},
                 {"name":"click","description":"again"},
-                {"name":"fill","input_schema":"nonsense"}]}"#,
+                {"name":"fill","input_schema":null},
+                {"name":"bad","input_schema":"nonsense"}]}"#,
         )
         .unwrap();
         let ProviderFrame::Hello { tools, client } = frame else {
             panic!()
         };
         assert_eq!(client.as_deref(), Some("ext"));
-        let accepted = accept_tools(tools);
+        let (accepted, rejected) = accept_tools(tools);
         let names: Vec<&str> = accepted.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["click", "fill"]);
         assert_eq!(accepted[0].description, "Click");
         assert_eq!(accepted[1].input_schema, json!({"type": "object"}));
+        let rejected: Vec<&str> = rejected.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(rejected, ["browser.read_page", "click", "bad"]);
+    }
+
+    /// Schemas providers really send, and what MCP clients get (SDKs refuse a tool list with
+    /// one schema that is not an object schema).
+    #[test]
+    fn every_accepted_schema_is_an_object_schema() {
+        let props = json!({"url": {"type": "string"}});
+        let cases = [
+            (json!({}), Ok(json!({"type": "object"}))),
+            (
+                json!({"properties": props}),
+                Ok(json!({"type": "object", "properties": props})),
+            ),
+            (
+                json!({"type": "object", "properties": props, "required": ["url"]}),
+                Ok(json!({"type": "object", "properties": props, "required": ["url"]})),
+            ),
+            (
+                json!({"type": "object", "properties": {"x": true}}),
+                Ok(json!({"type": "object", "properties": {"x": true}})),
+            ),
+            (json!({"type": "string"}), Err("describe an object")),
+            (
+                json!({"type": ["object", "null"]}),
+                Err("describe an object"),
+            ),
+            (json!({"properties": []}), Err("properties")),
+            (json!({"properties": {"x": 1}}), Err("properties")),
+            (json!({"required": "url"}), Err("required")),
+            (json!({"required": [1]}), Err("required")),
+            (json!("nonsense"), Err("JSON object")),
+            (json!([]), Err("JSON object")),
+        ];
+        for (schema, want) in cases {
+            let got = object_schema(schema.clone());
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{schema}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{schema}: {got}"),
+                (got, want) => panic!("{schema}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]

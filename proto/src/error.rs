@@ -17,16 +17,19 @@ pub enum ErrorCode {
     Timeout,
     NoClient,
     ClientDisconnected,
+    /// A client tool's provider answered that the call failed.
+    ClientError,
+    /// The client withdrew the call before it ran (or stopped waiting for a client tool, or a
+    /// pack tool's server was told to stop).
+    Cancelled,
     Unavailable,
     Busy,
     Internal,
-    /// The agent withdrew the call while it ran (a pack tool's server is told to stop).
-    Cancelled,
 }
 
 impl ErrorCode {
     /// Every code, for tables and tests.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::Denied,
         ErrorCode::InvalidParams,
         ErrorCode::UnknownTool,
@@ -37,10 +40,11 @@ impl ErrorCode {
         ErrorCode::Timeout,
         ErrorCode::NoClient,
         ErrorCode::ClientDisconnected,
+        ErrorCode::ClientError,
+        ErrorCode::Cancelled,
         ErrorCode::Unavailable,
         ErrorCode::Busy,
         ErrorCode::Internal,
-        ErrorCode::Cancelled,
     ];
 
     /// The code as it appears on the wire.
@@ -56,10 +60,11 @@ impl ErrorCode {
             ErrorCode::Timeout => "timeout",
             ErrorCode::NoClient => "no_client",
             ErrorCode::ClientDisconnected => "client_disconnected",
+            ErrorCode::ClientError => "client_error",
+            ErrorCode::Cancelled => "cancelled",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",
-            ErrorCode::Cancelled => "cancelled",
         }
     }
 

@@ -13,6 +13,8 @@ pub const SUBPROTOCOL: &str = "glovebox.v1";
 pub const BEARER_PREFIX: &str = "bearer.";
 /// Longest call or ask id, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
+/// The version of this protocol, sent in `hello_ok`.
+pub const PROTOCOL_VERSION: u32 = 1;
 
 /// What a connection does after `hello`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,7 +243,13 @@ pub enum ServerFrame {
         profile: String,
         tools: Vec<ToolSpec>,
         context: ClientContext,
+        /// [`PROTOCOL_VERSION`].
+        #[serde(default)]
+        protocol_version: u32,
     },
+    /// The tools this connection may call changed (a provider came or went, the account's tools
+    /// were switched on or off): the whole new list, as in `hello_ok` (agent connections only).
+    ToolsChanged { tools: Vec<ToolSpec> },
     Result {
         call_id: String,
         ok: bool,

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod mcp_clients;
 pub mod stats;
 
 use std::io::{BufRead, BufReader, Read};
@@ -141,6 +142,16 @@ impl Default for Options {
 impl Glovebox {
     pub fn start() -> Glovebox {
         Glovebox::start_with(Options::default())
+    }
+
+    /// Glovebox with one account whose roots are its workdir and these directories (relative to
+    /// the temporary root, created): paths there are judged by the policy, paths outside every
+    /// root are denied by the gate.
+    pub fn with_extra_roots(roots: &[&str]) -> Glovebox {
+        Glovebox::start_with(Options {
+            extra_roots: roots.iter().map(|r| (*r).to_owned()).collect(),
+            ..Default::default()
+        })
     }
 
     pub fn start_with(options: Options) -> Glovebox {

@@ -159,13 +159,13 @@ fn print_explained(r: &pb::ExplainResponse) {
         Ok(pb::Verdict::Ask) => "ask",
         _ => "deny",
     };
-    println!("verdict: {verdict}");
-    println!("subject: {}", r.subject);
-    println!("layer:   {}", r.layer);
-    println!("rule:    {}", r.rule);
-    println!("why:     {}", r.reason);
+    crate::outln!("verdict: {verdict}");
+    crate::outln!("subject: {}", r.subject);
+    crate::outln!("layer:   {}", r.layer);
+    crate::outln!("rule:    {}", r.rule);
+    crate::outln!("why:     {}", r.reason);
     for w in &r.warnings {
-        println!("warning: {w}");
+        crate::outln!("warning: {w}");
     }
 }
 

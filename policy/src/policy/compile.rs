@@ -38,6 +38,9 @@ pub struct Inputs {
     pub workdir: String,
     /// Canonical directories on the floor with everything below (glovebox's own state).
     pub protected: Vec<String>,
+    /// The account's canonical roots: nothing outside them can be acted on (the executor's
+    /// Landlock boundary), so a path outside is denied. Empty: not checked.
+    pub roots: Vec<String>,
     /// Managed files that apply to this account (see [`applies_to`]).
     pub managed: Vec<Source>,
     pub account: Source,
@@ -58,6 +61,7 @@ pub fn check_account_text(
     Policy::compile_layers(&Inputs {
         workdir: workdir.to_owned(),
         protected: Vec::new(),
+        roots: Vec::new(),
         managed: Vec::new(),
         account: Source::new(name, raw, modified),
         project: None,
@@ -138,6 +142,11 @@ impl Policy {
             project_dir: format!("{workdir}/{PROJECT_DIR}"),
             workdir,
             protected: inputs.protected.clone(),
+            roots: inputs
+                .roots
+                .iter()
+                .map(|r| r.trim_end_matches('/').to_owned())
+                .collect(),
             layers,
             warnings,
         })

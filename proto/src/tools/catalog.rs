@@ -48,6 +48,37 @@ pub struct Entry {
     pub walks: bool,
     pub schema: fn() -> schemars::Schema,
     pub parse: fn(&serde_json::Value) -> Result<ToolParams, String>,
+    /// The fields every successful result has, with their JSON types (results may have more):
+    /// the tool's MCP `outputSchema`.
+    pub output: &'static [(&'static str, &'static str)],
+}
+
+impl Entry {
+    /// The JSON schema of the tool's result (MCP `outputSchema`): an object with [`Entry::output`]'s
+    /// fields required and typed, open to others.
+    pub fn output_schema(&self) -> serde_json::Value {
+        let properties: serde_json::Map<String, serde_json::Value> = self
+            .output
+            .iter()
+            .map(|(name, ty)| ((*name).to_owned(), serde_json::json!({ "type": ty })))
+            .collect();
+        let required: Vec<&str> = self.output.iter().map(|(name, _)| *name).collect();
+        serde_json::json!({"type": "object", "properties": properties, "required": required})
+    }
+
+    /// Whether `result` has every field of [`Entry::output`] with its type.
+    pub fn result_conforms(&self, result: &serde_json::Value) -> bool {
+        self.output.iter().all(|(name, ty)| {
+            result.get(name).is_some_and(|v| match *ty {
+                "string" => v.is_string(),
+                "integer" => v.is_u64() || v.is_i64(),
+                "boolean" => v.is_boolean(),
+                "array" => v.is_array(),
+                "object" => v.is_object(),
+                _ => false,
+            })
+        })
+    }
 }
 
 impl std::fmt::Debug for Entry {
@@ -56,16 +87,69 @@ impl std::fmt::Debug for Entry {
     }
 }
 
+/// The schema of a tool's parameters, in the portable subset every MCP client accepts: no
+/// `format` outside the JSON Schema standard (schemars writes `uint64`), and an optional field is
+/// its type alone (it may be left out) rather than a type-or-null union; no `$ref`s.
 fn schema<T: JsonSchema>() -> schemars::Schema {
-    schemars::schema_for!(T)
+    schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .with_transform(schemars::transform::RestrictFormats::default())
+        .with_transform(schemars::transform::RecursiveTransform(drop_null_type))
+        .into_generator()
+        .into_root_schema_for::<T>()
+}
+
+/// `"type": ["integer", "null"]` → `"type": "integer"`, `anyOf: [S, {"type": "null"}]` → S, and
+/// no `"default": null`.
+fn drop_null_type(schema: &mut schemars::Schema) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if object
+        .get("default")
+        .is_some_and(serde_json::Value::is_null)
+    {
+        object.remove("default");
+    }
+    if let Some(serde_json::Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            object.insert("type".to_owned(), only);
+        }
+    }
+    let null = serde_json::json!({"type": "null"});
+    if let Some(serde_json::Value::Array(alternatives)) = object.get("anyOf")
+        && alternatives.len() == 2
+        && alternatives.contains(&null)
+        && let Some(serde_json::Value::Object(other)) =
+            alternatives.iter().find(|a| **a != null).cloned()
+    {
+        object.remove("anyOf");
+        for (k, v) in other {
+            object.entry(k).or_insert(v);
+        }
+    }
 }
 
 fn parse<T: DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
-    T::deserialize(v).map_err(|e| e.to_string())
+    T::deserialize(v).map_err(|e| without_type_names(&e.to_string()))
+}
+
+/// serde names the Rust type it expected (`expected struct FileReadParams`); a client knows it
+/// as the tool's parameters object.
+fn without_type_names(message: &str) -> String {
+    match message.split_once("expected struct ") {
+        Some((before, after)) => {
+            let rest = after.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            format!("{before}expected an object of the tool's parameters{rest}")
+        }
+        None => message.to_owned(),
+    }
 }
 
 macro_rules! entry {
-    ($tool:ident, $name:literal, $params:ty, $hints:expr, [$($domain:ident),*], walks: $walks:literal, $description:literal) => {
+    ($tool:ident, $name:literal, $params:ty, $hints:expr, [$($domain:ident),*], walks: $walks:literal, $description:literal, output: $output:expr) => {
         Entry {
             tool: Tool::$tool,
             name: $name,
@@ -75,46 +159,65 @@ macro_rules! entry {
             walks: $walks,
             schema: schema::<$params>,
             parse: |v| parse::<$params>(v).map(ToolParams::$tool),
+            output: $output,
         }
     };
 }
+
+/// What every job tool but `exec_stat` returns.
+const JOB: &[(&str, &str)] = &[("job_id", "string"), ("state", "string")];
 
 /// Every built-in tool, in the order clients see them.
 #[rustfmt::skip]
 pub static ENTRIES: [Entry; 15] = [
     entry!(FileRead, "file_read", FileReadParams, LOOKS, [Read], walks: false,
-        "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir."),
+        "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir.",
+        output: &[("path", "string"), ("content", "string"), ("bytes", "integer"), ("lines", "integer"), ("truncated", "boolean")]),
     entry!(FileList, "file_list", FileListParams, LOOKS, [Read], walks: true,
-        "List a directory's entries with type, size and modification time, optionally to a depth of 5 (up to 1000 entries)."),
+        "List a directory's entries with type, size and modification time, optionally to a depth of 5 (up to 1000 entries).",
+        output: &[("path", "string"), ("entries", "array"), ("total", "integer"), ("truncated", "boolean")]),
     entry!(FileWrite, "file_write", FileWriteParams, CHANGES, [Write], walks: false,
-        "Create or replace a text file. The user may be asked to approve the change after seeing a diff."),
+        "Create or replace a text file. The user may be asked to approve the change after seeing a diff.",
+        output: &[("path", "string"), ("bytes", "integer"), ("created", "boolean")]),
     entry!(FileEdit, "file_edit", FileEditParams, CHANGES, [Write], walks: false,
-        "Replace an exact string in a text file (it must occur exactly once unless replace_all is set); returns the diff."),
+        "Replace an exact string in a text file (it must occur exactly once unless replace_all is set); returns the diff.",
+        output: &[("path", "string"), ("replacements", "integer"), ("bytes", "integer"), ("diff", "string"), ("diff_truncated", "boolean")]),
     entry!(FileGrep, "file_grep", FileGrepParams, LOOKS, [Read], walks: true,
-        "Search file contents for a regex or literal in a file or a directory tree, with glob filters, a result cap and a time cap."),
+        "Search file contents for a regex or literal in a file or a directory tree, with glob filters, a result cap and a time cap.",
+        output: &[("path", "string"), ("matches", "array"), ("count", "integer"), ("truncated", "boolean"), ("timed_out", "boolean")]),
     entry!(FileFind, "file_find", FileFindParams, LOOKS, [Read], walks: true,
-        "Find files and directories whose names match globs in a tree."),
+        "Find files and directories whose names match globs in a tree.",
+        output: &[("path", "string"), ("entries", "array"), ("count", "integer"), ("truncated", "boolean"), ("timed_out", "boolean")]),
     entry!(FileCount, "file_count", FileCountParams, LOOKS, [Read], walks: false,
-        "Count the lines, words and bytes of a file."),
+        "Count the lines, words and bytes of a file.",
+        output: &[("path", "string"), ("lines", "integer"), ("words", "integer"), ("bytes", "integer")]),
     entry!(FileHeadTail, "file_head_tail", FileHeadTailParams, LOOKS, [Read], walks: false,
-        "Return the first or the last N lines of a text file."),
+        "Return the first or the last N lines of a text file.",
+        output: &[("path", "string"), ("content", "string"), ("lines", "integer"), ("truncated", "boolean")]),
     entry!(FileDelete, "file_delete", FileDeleteParams, CHANGES, [Delete], walks: false,
-        "Move a file or directory to the account's trash (never a permanent delete)."),
+        "Move a file or directory to the account's trash (never a permanent delete).",
+        output: &[("path", "string"), ("type", "string"), ("trashed_as", "string"), ("trash_info", "string")]),
     // The source is removed from where it was and read into its new place; the destination is
     // written.
     entry!(FileMove, "file_move", FileMoveParams, CHANGES, [Delete, Read, Write], walks: false,
-        "Move or rename a file or directory; never replaces an existing one."),
+        "Move or rename a file or directory; never replaces an existing one.",
+        output: &[("source", "string"), ("destination", "string")]),
     // The exact command, then the directory it runs in (read).
     entry!(ExecRun, "exec_run", ExecRunParams, CHANGES, [Exec, Read], walks: false,
-        "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail."),
+        "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail.",
+        output: JOB),
     entry!(ExecStatus, "exec_status", JobParams, LOOKS, [Job], walks: false,
-        "State of a job: running, exited (with exit code), killed, or timed out."),
+        "State of a job: running, exited (with exit code), killed, or timed out.",
+        output: JOB),
     entry!(ExecTail, "exec_tail", ExecTailParams, LOOKS, [Job], walks: false,
-        "Output of a job: the last N lines of stdout and stderr, or everything since a byte offset."),
+        "Output of a job: the last N lines of stdout and stderr, or everything since a byte offset.",
+        output: JOB),
     entry!(ExecKill, "exec_kill", JobParams, CHANGES, [Job], walks: false,
-        "Stop a job and every process it started (TERM, then KILL after a grace period)."),
+        "Stop a job and every process it started (TERM, then KILL after a grace period).",
+        output: JOB),
     entry!(ExecStat, "exec_stat", ExecStatParams, LOOKS, [Job], walks: false,
-        "List the account's jobs with their state."),
+        "List the account's jobs with their state.",
+        output: &[("jobs", "array")]),
 ];
 
 /// The entry of a built-in tool.
@@ -249,6 +352,90 @@ mod tests {
             }
             let schema = (e.schema)().to_value();
             assert_eq!(schema["type"], "object", "{}", e.name);
+        }
+    }
+
+    /// Every parameter schema is in the subset portable clients accept (the MCP Inspector's
+    /// `--strict` flags non-standard formats and null unions).
+    #[test]
+    fn schemas_use_only_portable_keywords() {
+        fn walk(name: &str, at: &str, v: &serde_json::Value) {
+            match v {
+                serde_json::Value::Object(map) => {
+                    if let Some(format) = map.get("format") {
+                        panic!("{name} {at}: format {format}");
+                    }
+                    assert!(!map.contains_key("$ref"), "{name} {at}: $ref");
+                    assert!(
+                        !map.get("default").is_some_and(|d| d.is_null()),
+                        "{name} {at}: default null"
+                    );
+                    if let Some(t) = map.get("type") {
+                        assert!(t.is_string(), "{name} {at}: type {t}");
+                        assert_ne!(t, "null", "{name} {at}");
+                    }
+                    for (k, v) in map {
+                        walk(name, &format!("{at}/{k}"), v);
+                    }
+                }
+                serde_json::Value::Array(items) => {
+                    for (i, v) in items.iter().enumerate() {
+                        walk(name, &format!("{at}/{i}"), v);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for e in &ENTRIES {
+            walk(e.name, "", &(e.schema)().to_value());
+        }
+        let tail = (ENTRIES[12].schema)().to_value();
+        assert_eq!(tail["properties"]["stream"]["enum"][0], "stdout");
+        let read = (ENTRIES[0].schema)().to_value();
+        assert_eq!(read["properties"]["offset"]["type"], "integer");
+        assert_eq!(read["properties"]["offset"]["minimum"], 0);
+    }
+
+    #[test]
+    fn parameter_errors_name_no_rust_type() {
+        let err = Tool::FileRead
+            .parse_params(&serde_json::json!("a.txt"))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "invalid type: string \"a.txt\", expected an object of the tool's parameters"
+        );
+        let err = Tool::FileRead
+            .parse_params(&serde_json::json!({}))
+            .unwrap_err();
+        assert_eq!(err, "missing field `path`");
+    }
+
+    #[test]
+    fn output_schemas_require_what_results_have() {
+        let read = Tool::FileRead.entry();
+        let schema = read.output_schema();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["properties"]["content"]["type"], "string");
+        assert_eq!(schema["required"][0], "path");
+        let result = serde_json::json!({"path": "/w/a", "content": "x", "bytes": 1, "lines": 1,
+            "total_lines": null, "truncated": false});
+        assert!(read.result_conforms(&result));
+        let mut wrong = result.clone();
+        wrong["bytes"] = "1".into();
+        assert!(!read.result_conforms(&wrong));
+        wrong = result;
+        wrong.as_object_mut().unwrap().remove("content");
+        assert!(!read.result_conforms(&wrong));
+        for e in &ENTRIES {
+            assert!(!e.output.is_empty(), "{}", e.name);
+            for (_, ty) in e.output {
+                assert!(
+                    ["string", "integer", "boolean", "array", "object"].contains(ty),
+                    "{} {ty}",
+                    e.name
+                );
+            }
         }
     }
 

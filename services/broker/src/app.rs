@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::{BrokerConfig, BrokerError, asks, auth, backends, mcp, profiles, registry};
+use crate::{
+    BrokerConfig, BrokerError, asks, auth, backends, mcp, profiles, registry, tool_changes,
+};
 
 /// WebSocket connections served at once.
 pub const MAX_CONNECTIONS: usize = 4096;
@@ -19,7 +21,7 @@ pub struct App {
     pub sessions: profiles::Sessions,
     pub mcp_sessions: mcp::SessionOwners,
     pub trust_asks: crate::packs::TrustAsks,
-    pub tool_changes: crate::tool_changes::ToolChanges,
+    pub tool_changes: tool_changes::ToolChanges,
     pub next_conn: AtomicU64,
     connections: AtomicUsize,
 }
@@ -47,7 +49,7 @@ impl App {
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
             mcp_sessions: mcp::SessionOwners::default(),
             trust_asks: crate::packs::TrustAsks::default(),
-            tool_changes: crate::tool_changes::ToolChanges::default(),
+            tool_changes: tool_changes::ToolChanges::default(),
             next_conn: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             config,

@@ -3,17 +3,20 @@
 //! frames are the loomcycle client-tools protocol v1.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use glovebox_proto::client_tools::{
-    ProviderFrame, SUBPROTOCOLS, ToProviderFrame, accept_tools, parse_provider_frame,
+    PROTOCOL_VERSION, ProviderFrame, SUBPROTOCOLS, ToProviderFrame, accept_tools,
+    parse_provider_frame,
 };
 
 use crate::app::App;
 use crate::asks::new_id;
+use crate::connection::HELLO_TIMEOUT;
 use crate::registry::RegistryError;
 use crate::session::{CLOSE_POLICY, Outbox, Session};
 
@@ -53,6 +56,10 @@ pub async fn upgrade(
         .on_upgrade(move |socket| serve(app, account, socket, revoked))
 }
 
+/// How often the server pings a provider; one that has sent nothing since the previous ping is
+/// dropped (its tools leave with it, so a frozen provider stops being "most recent").
+pub const PING_INTERVAL: Duration = Duration::from_secs(30);
+
 async fn serve(
     app: Arc<App>,
     account: String,
@@ -62,6 +69,11 @@ async fn serve(
     // A rotated credential ends the connection (and takes its tools away).
     let mut session = Session::<String>::start(socket, revoked, None);
     let connection_id = new_id("provider");
+    // A socket takes one of the account's provider places only with its hello.
+    let Some((tools, client)) = await_hello(&mut session).await else {
+        session.finish().await;
+        return;
+    };
     let key = match app
         .registry
         .connect(&account, &connection_id, session.outbox().frames())
@@ -86,13 +98,77 @@ async fn serve(
         key,
         outbox: session.outbox().clone(),
     };
-    while let Ok(text) = session.next_text().await {
-        provider.on_text(text.as_str()).await;
+    provider.register(tools, client).await;
+    let mut ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    // Whether the provider sent anything since the last ping.
+    let mut heard = true;
+    loop {
+        tokio::select! {
+            text = session.next_text() => match text {
+                Ok(text) => {
+                    heard = true;
+                    provider.on_text(text.as_str()).await;
+                }
+                Err(_) => break,
+            },
+            _ = ping.tick() => {
+                if !heard {
+                    tracing::info!(%account, %connection_id, "client-tools provider did not answer a ping; dropping it");
+                    session.outbox().close(CLOSE_POLICY, "no answer to ping");
+                    break;
+                }
+                heard = false;
+                provider.send(ToProviderFrame::Ping).await;
+            }
+        }
     }
     drop(provider);
     app.registry.disconnect(&account, key);
+    app.tool_changes.changed(&account);
     tracing::info!(%account, %connection_id, "client-tools provider disconnected");
     session.finish().await;
+}
+
+/// Reads frames until the provider's hello (answering pings, refusing the rest), for at most
+/// [`HELLO_TIMEOUT`]. `None` if the connection ended first or took too long.
+async fn await_hello(
+    session: &mut Session<String>,
+) -> Option<(
+    Vec<glovebox_proto::client_tools::ClientToolSpec>,
+    Option<String>,
+)> {
+    let hello = async {
+        loop {
+            let text = session.next_text().await.ok()?;
+            let outbox = session.outbox();
+            let refusal = match parse_provider_frame(text.as_str()) {
+                Ok(ProviderFrame::Hello { tools, client }) => return Some((tools, client)),
+                Ok(ProviderFrame::Ping) => {
+                    outbox.send(ToProviderFrame::Pong.to_json()).await;
+                    continue;
+                }
+                Ok(ProviderFrame::Pong) => continue,
+                Ok(ProviderFrame::Result { .. }) => "the first frame must be hello".to_owned(),
+                Err(message) => message,
+            };
+            outbox
+                .send(ToProviderFrame::Error { message: refusal }.to_json())
+                .await;
+        }
+    };
+    match tokio::time::timeout(HELLO_TIMEOUT, hello).await {
+        Ok(hello) => hello,
+        Err(_) => {
+            let outbox = session.outbox();
+            let message = "no hello frame within 10 seconds".to_owned();
+            outbox
+                .send(ToProviderFrame::Error { message }.to_json())
+                .await;
+            outbox.close(CLOSE_POLICY, "no hello");
+            None
+        }
+    }
 }
 
 /// One registered provider connection.
@@ -110,22 +186,36 @@ impl Provider<'_> {
         self.outbox.send(frame.to_json()).await;
     }
 
+    /// Registers (replaces) the connection's tools, tells the account's agents, and answers
+    /// with what was accepted and what was not.
+    async fn register(
+        &self,
+        tools: Vec<glovebox_proto::client_tools::ClientToolSpec>,
+        client: Option<String>,
+    ) {
+        let (app, account, connection_id) = (self.app, self.account, self.connection_id);
+        let (accepted, rejected) = accept_tools(tools);
+        let names = accepted.iter().map(|t| t.name.clone()).collect();
+        app.registry.set_tools(account, self.key, accepted);
+        app.tool_changes.changed(account);
+        for r in &rejected {
+            tracing::info!(%account, %connection_id, tool = %r.name, reason = %r.reason, "client tool not registered");
+        }
+        tracing::info!(%account, %connection_id, client = client.as_deref().unwrap_or(""), "client tools registered");
+        self.send(ToProviderFrame::HelloOk {
+            connection_id: connection_id.to_owned(),
+            accepted: names,
+            rejected,
+            protocol_version: PROTOCOL_VERSION,
+        })
+        .await;
+    }
+
     /// One text frame: a provider's hello (re)registers its tools, a result completes a call.
     async fn on_text(&self, text: &str) {
         let (app, account, key) = (self.app, self.account, self.key);
         match parse_provider_frame(text) {
-            Ok(ProviderFrame::Hello { tools, client }) => {
-                let accepted = accept_tools(tools);
-                let names = accepted.iter().map(|t| t.name.clone()).collect();
-                app.registry.set_tools(account, key, accepted);
-                let connection_id = self.connection_id;
-                tracing::info!(%account, %connection_id, client = client.as_deref().unwrap_or(""), "client tools registered");
-                self.send(ToProviderFrame::HelloOk {
-                    connection_id: connection_id.to_owned(),
-                    accepted: names,
-                })
-                .await;
-            }
+            Ok(ProviderFrame::Hello { tools, client }) => self.register(tools, client).await,
             Ok(ProviderFrame::Result {
                 call_id,
                 ok,

@@ -125,7 +125,11 @@ pub async fn serve(
     );
     let mut session = Session::start(socket, revoked, Some(binary_refusal));
     let connection_id = new_id("conn");
-    let Some(role) = hello::hello(&app, &who, profile, &connection_id, &mut session).await else {
+    // Listening from before hello_ok, so no change after it is missed.
+    let changes = app.tool_changes.subscribe(&who.account);
+    let Some((role, offered)) =
+        hello::hello(&app, &who, profile, &connection_id, &mut session).await
+    else {
         session.finish().await;
         return;
     };
@@ -142,6 +146,20 @@ pub async fn serve(
         in_flight: InFlight::default(),
     };
     connection.open();
+    let tools_changed = (connection.role == Role::Agent).then(|| {
+        let told = Told {
+            account: connection.account.clone(),
+            profile,
+            offered,
+        };
+        let outbox = connection.outbox.clone();
+        tokio::spawn(tell_tool_changes(
+            connection.app.clone(),
+            told,
+            changes,
+            outbox,
+        ))
+    });
     loop {
         match session.next_text().await {
             Ok(text) => connection.on_text(text.as_str()).await,
@@ -153,9 +171,40 @@ pub async fn serve(
             Err(_) => break,
         }
     }
+    if let Some(task) = tools_changed {
+        task.abort();
+    }
     connection.close();
     drop(connection);
     session.finish().await;
+}
+
+/// What an agent connection was last told about its tools.
+struct Told {
+    account: String,
+    profile: Profile,
+    offered: Vec<glovebox_proto::ws::ToolSpec>,
+}
+
+/// Sends an agent connection `tools_changed` with its new list whenever the account's tools
+/// change and the list it would be offered differs from the last one it got.
+async fn tell_tool_changes(
+    app: Arc<App>,
+    mut told: Told,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    outbox: Outbox<Message>,
+) {
+    let account = told.account.as_str();
+    while changes.changed().await.is_ok() {
+        let info = crate::tool_list::account_info(&app, account).await;
+        let tools = crate::tool_list::tools_for(&app, account, told.profile, info.as_ref()).await;
+        if tools != told.offered {
+            told.offered = tools.clone();
+            outbox
+                .send(text(&ServerFrame::ToolsChanged { tools }))
+                .await;
+        }
+    }
 }
 
 /// One connection after its hello: whose it is, as what, and what it has in flight.
@@ -317,10 +366,13 @@ impl Connection {
             by: "approver".into(),
         });
         let reply = match gate.set_enabled(request).await {
-            Ok(r) => text(&ServerFrame::Enabled {
-                account: self.account.clone(),
-                enabled: r.into_inner().enabled,
-            }),
+            Ok(r) => {
+                self.app.tool_changes.changed(&self.account);
+                text(&ServerFrame::Enabled {
+                    account: self.account.clone(),
+                    enabled: r.into_inner().enabled,
+                })
+            }
             Err(_) => frame_error(
                 ErrorCode::Unavailable,
                 "could not switch the account's tools; the gate is unavailable",

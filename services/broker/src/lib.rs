@@ -96,6 +96,7 @@ pub fn router(config: BrokerConfig) -> Result<Router, BrokerError> {
     let app = Arc::new(app::App::new(config)?);
     app.credentials.follow();
     packs::spawn(app.clone());
+    tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(app.clone()))
         .layer(axum::middleware::from_fn_with_state(

@@ -4,6 +4,11 @@
 //!
 //! Authentication happens before rmcp sees the request (`require_bearer`): the account is put in
 //! the request's extensions, and rmcp hands the request parts to the handler.
+//!
+//! A session is told `notifications/tools/list_changed` when its account's tools change (see
+//! `tool_changes`); `notifications/cancelled` withdraws the call (its ask, or the wait for a
+//! client tool; a call not yet run is not run). Built-in tools declare an `outputSchema` and
+//! return `structuredContent`.
 
 use std::sync::Arc;
 
@@ -16,7 +21,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -59,7 +64,11 @@ pub async fn require_bearer(
     request
         .extensions_mut()
         .insert(AuthenticatedAccount(who.account.clone()));
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    if deleting && response.status() == axum::http::StatusCode::ACCEPTED {
+        // The session is gone at once; the SDKs expect 200 and log 202 as a failure.
+        *response.status_mut() = axum::http::StatusCode::OK;
+    }
     match (&session, deleting) {
         (Some(s), true) if response.status().is_success() => app.mcp_sessions.forget(s),
         (None, _) => {
@@ -154,7 +163,22 @@ pub struct McpHandler {
     app: Arc<App>,
 }
 
-/// One tool as MCP describes it; built-in tools carry read-only and destructive hints.
+/// What an MCP client is told about glovebox at initialization (`/mcp` and `glovebox mcp`).
+pub const INSTRUCTIONS: &str = "File and command tools on the user's machine. Every call passes \
+    the user's permission gate; a denied call returns an error that says why. exec_run returns a \
+    job_id at once: poll exec_status and exec_tail. The tool list changes when the user's client \
+    tools come and go or the user switches tools off (notifications/tools/list_changed).";
+
+/// What `/mcp` and `glovebox mcp` announce: tools, and that their list changes.
+pub fn capabilities() -> ServerCapabilities {
+    ServerCapabilities::builder()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .build()
+}
+
+/// One tool as MCP describes it; built-in tools carry read-only and destructive hints and an
+/// output schema.
 pub fn mcp_tool(
     name: &str,
     description: &str,
@@ -164,13 +188,19 @@ pub fn mcp_tool(
         serde_json::Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
     };
-    let tool = rmcp::model::Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema));
+    let mut tool =
+        rmcp::model::Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema));
     match Tool::from_name(name) {
-        Some(t) => tool.annotate(
-            ToolAnnotations::new()
-                .read_only(t.is_read_only())
-                .destructive(t.is_destructive()),
-        ),
+        Some(t) => {
+            if let serde_json::Value::Object(output) = t.entry().output_schema() {
+                tool.output_schema = Some(Arc::new(output));
+            }
+            tool.annotate(
+                ToolAnnotations::new()
+                    .read_only(t.is_read_only())
+                    .destructive(t.is_destructive()),
+            )
+        }
         None => tool,
     }
 }
@@ -181,6 +211,26 @@ pub async fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
     let Some(account) = account else {
         return Vec::new();
     };
+    specs(app, account)
+        .await
+        .iter()
+        .map(|t| {
+            let tool = mcp_tool(&t.name, &t.description, &t.input_schema);
+            match &t.annotations {
+                // A pack tool: its server's hints.
+                Some(a) => tool.annotate(
+                    ToolAnnotations::new()
+                        .read_only(a.read_only_hint)
+                        .destructive(a.destructive_hint),
+                ),
+                None => tool,
+            }
+        })
+        .collect()
+}
+
+/// The tools of `account` as a desktop connection is offered them.
+async fn specs(app: &App, account: &str) -> Vec<glovebox_proto::ws::ToolSpec> {
     let info = crate::tool_list::account_info(app, account).await;
     tools_for(
         app,
@@ -189,79 +239,122 @@ pub async fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
         info.as_ref(),
     )
     .await
-    .iter()
-    .map(|t| {
-        let tool = mcp_tool(&t.name, &t.description, &t.input_schema);
-        match &t.annotations {
-            // A pack tool: its server's hints.
-            Some(a) => tool.annotate(
-                ToolAnnotations::new()
-                    .read_only(a.read_only_hint)
-                    .destructive(a.destructive_hint),
-            ),
-            None => tool,
-        }
-    })
-    .collect()
 }
 
-/// A call's result frame as an MCP tool result: a denial or failure is a tool error whose text
-/// the model can read (code, message, and the rule that decided).
+/// A call's result frame as an MCP tool result. A success is its JSON as text (a JSON string,
+/// which is what client tools often return, is that text itself), and an object result is also
+/// `structuredContent`. A denial or failure is a tool error whose text the model can read: the
+/// code, what happened, and the rule that decided.
 pub fn call_result(frame: ServerFrame) -> CallToolResult {
     match frame {
         ServerFrame::Result {
             ok: true, result, ..
-        } => CallToolResult::success(vec![ContentBlock::text(
-            result.unwrap_or_default().to_string(),
-        )]),
+        } => {
+            let result = result.unwrap_or_default();
+            let text = match &result {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
+            if result.is_object() {
+                out.structured_content = Some(result);
+            }
+            out
+        }
         ServerFrame::Result {
             error: Some(error), ..
-        } => {
-            let mut text = format!("{}: {}", error.code, error.message);
-            if let Some(rule) = &error.rule {
-                text.push_str(&format!(" (rule: {rule})"));
-            }
-            CallToolResult::error(vec![ContentBlock::text(text)])
-        }
+        } => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
         _ => CallToolResult::error(vec![ContentBlock::text(
             "internal: the call produced no result",
         )]),
     }
 }
 
+/// `code: message (rule: …)`, naming the code once.
+pub fn error_text(error: &glovebox_proto::ws::WireError) -> String {
+    let code = error.code.as_str();
+    let message = error
+        .deny_reason
+        .as_deref()
+        .unwrap_or(&error.message)
+        .trim_start_matches(&format!("{code}: "));
+    let mut text = format!("{code}: {message}");
+    if let Some(rule) = &error.rule {
+        text.push_str(&format!(" (rule: {rule})"));
+    }
+    text
+}
+
 fn account_of(context: &RequestContext<RoleServer>) -> Option<String> {
-    let parts = context.extensions.get::<http::request::Parts>()?;
+    account_in(&context.extensions)
+}
+
+fn account_in(extensions: &rmcp::model::Extensions) -> Option<String> {
+    let parts = extensions.get::<http::request::Parts>()?;
     parts
         .extensions
         .get::<AuthenticatedAccount>()
         .map(|a| a.0.clone())
 }
 
+/// How often a session's change listener checks that its session still exists.
+const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Tells one MCP session `notifications/tools/list_changed` whenever the tools its account is
+/// offered change, until the session ends.
+async fn tell_tool_changes(
+    app: Arc<App>,
+    account: String,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    peer: rmcp::Peer<RoleServer>,
+) {
+    let mut listed = specs(&app, &account).await;
+    loop {
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = tokio::time::sleep(SESSION_CHECK) => {
+                if peer.is_transport_closed() {
+                    return;
+                }
+                continue;
+            }
+        }
+        if peer.is_transport_closed() {
+            return;
+        }
+        let now = specs(&app, &account).await;
+        if now == listed {
+            continue;
+        }
+        listed = now;
+        if peer.notify_tool_list_changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
+        ServerConfig::new(capabilities())
             .with_server_info(Implementation::new("glovebox", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "File and command tools on the user's machine. Every call passes the user's permission \
-                 gate; a denied call returns an error that says why. exec_run returns a job_id at once: \
-                 poll exec_status and exec_tail.",
-            )
+            .with_instructions(INSTRUCTIONS)
     }
 
-    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        let account = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<AuthenticatedAccount>())
-            .map(|a| a.0.clone());
-        if let Some(account) = account {
-            crate::tool_changes::watch_for(self.app.clone(), account, context.peer);
-        }
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(account) = account_in(&context.extensions) else {
+            return;
+        };
+        let changes = self.app.tool_changes.subscribe(&account);
+        tokio::spawn(tell_tool_changes(
+            self.app.clone(),
+            account,
+            changes,
+            context.peer.clone(),
+        ));
     }
 
     async fn list_tools(
@@ -289,18 +382,25 @@ impl ServerHandler for McpHandler {
             profile: crate::profiles::Profile::Desktop,
         };
         let params = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        // MCP cancellation is not wired to asks yet: an ask ends by answer or timeout.
-        let (_keep, never) = tokio::sync::watch::channel(false);
+        // notifications/cancelled (or the session ending) withdraws the call.
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let ct = context.ct.clone();
+        let forward = tokio::spawn(async move {
+            ct.cancelled().await;
+            let _ = cancel.send(true);
+            // Keep the sender until the call is done, so the call sees the switch stay on.
+            std::future::pending::<()>().await;
+        });
         let frame = run_call(
             &self.app,
             &origin,
             &new_id("mcp-call"),
             &request.name,
             params,
-            never,
+            cancelled,
         )
         .await;
-        let result = call_result(frame);
-        Ok(result.into())
+        forward.abort();
+        Ok(call_result(frame).into())
     }
 }

@@ -216,28 +216,22 @@ pub async fn tool_specs(app: &App, account: &str) -> Vec<ToolSpec> {
             tracing::warn!(%account, error = %why, "no pack tools listed");
             Vec::new()
         }
-        Ok(listed) => {
-            app.tool_changes.saw(
-                account,
-                listed.tools.iter().map(|t| t.name.clone()).collect(),
-            );
-            listed
-                .tools
-                .iter()
-                .filter_map(|t| {
-                    let i = pack_info(t).ok()?;
-                    Some(ToolSpec {
-                        name: i.name,
-                        description: i.description,
-                        input_schema: i.input_schema,
-                        annotations: Some(ToolAnnotations {
-                            read_only_hint: t.read_only,
-                            destructive_hint: t.destructive,
-                        }),
-                    })
+        Ok(listed) => listed
+            .tools
+            .iter()
+            .filter_map(|t| {
+                let i = pack_info(t).ok()?;
+                Some(ToolSpec {
+                    name: i.name,
+                    description: i.description,
+                    input_schema: i.input_schema,
+                    annotations: Some(ToolAnnotations {
+                        read_only_hint: t.read_only,
+                        destructive_hint: t.destructive,
+                    }),
                 })
-                .collect()
-        }
+            })
+            .collect(),
     }
 }
 

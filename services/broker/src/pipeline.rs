@@ -198,7 +198,10 @@ async fn builtin(
     let tool = Tool::from_name(tool_name).ok_or_else(|| {
         WireError::new(
             ErrorCode::UnknownTool,
-            "unknown tool; hello_ok lists the tools",
+            format!(
+                "no tool is named {:?}; list the tools to see which exist",
+                truncated(tool_name)
+            ),
         )
     })?;
     tool.parse_params(&params)
@@ -222,7 +225,19 @@ async fn builtin(
         .plan
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "the executor returned no plan"))?;
 
-    let ticket = authorize(app, origin, &call, &plan, cancelled, Preview::Executor).await?;
+    let ticket = authorize(
+        app,
+        origin,
+        &call,
+        &plan,
+        cancelled.clone(),
+        Preview::Executor,
+    )
+    .await?;
+    // A call withdrawn while it was being judged is not run.
+    if *cancelled.borrow() {
+        return Err(withdrawn());
+    }
 
     let executed = executor
         .execute(request(ExecuteRequest {
@@ -334,11 +349,33 @@ async fn client_tool(
         pack: None,
     };
     let preview = Preview::Text(input_preview(&params));
-    authorize(app, origin, &call, &plan, cancelled, preview).await?;
-    app.registry
-        .invoke(&origin.account, bare, params, &ids.client)
-        .await
-        .map_err(registry_error)
+    let mut cancelled = cancelled;
+    authorize(app, origin, &call, &plan, cancelled.clone(), preview).await?;
+    if *cancelled.borrow() {
+        return Err(withdrawn());
+    }
+    // Withdrawn while the provider works: stop waiting (the protocol has no way to tell it).
+    tokio::select! {
+        result = app.registry.invoke(&origin.account, bare, params, &ids.client) => result.map_err(registry_error),
+        _ = until_true(&mut cancelled) => Err(withdrawn()),
+    }
+}
+
+/// The error of a call its client withdrew.
+fn withdrawn() -> WireError {
+    WireError::new(ErrorCode::Cancelled, "the call was cancelled by its client")
+}
+
+/// Completes when `flag` becomes true; never if its sender is gone first.
+async fn until_true(flag: &mut tokio::sync::watch::Receiver<bool>) {
+    if flag.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A name as error messages quote it: at most 64 characters.
+fn truncated(name: &str) -> String {
+    name.chars().take(64).collect()
 }
 
 /// What the approver is shown of a client tool's input: pretty JSON, cut at
@@ -369,7 +406,7 @@ fn registry_error(e: crate::registry::RegistryError) -> WireError {
             WireError::new(ErrorCode::Busy, "too many client connections")
         }
         RegistryError::Failed(message) => WireError::new(
-            ErrorCode::Internal,
+            ErrorCode::ClientError,
             format!("the client tool failed: {message}"),
         ),
     }

@@ -1,146 +1,150 @@
-//! When an account's pack tools change (a pack finished starting, was added, removed or
-//! reconfigured, or stopped offering a tool), MCP clients of that account are told with
-//! `notifications/tools/list_changed`, so a pack's tools enter the one tool list at run time.
+//! When an account's tool list may have changed, so every front door can tell its clients: a
+//! `/v1/ws` agent gets `tools_changed`, an MCP session `notifications/tools/list_changed`, and
+//! `glovebox mcp` forwards the one as the other.
 //!
-//! Every listing of an account's pack tools records their names here; a listing that differs
-//! from the last one bumps the account's generation. While an MCP session of the account is
-//! open, the account's packs are listed again every [`POLL_EVERY`], so a pack that was still
-//! starting at `initialize` reaches the client without the client asking.
+//! A change is a provider registering or leaving (`client_tools`), an approver switching the
+//! account's tools (`connection`), or the gate's answer about the account changing (an
+//! administrator's `glovebox enable|disable`, the gate going away or coming back), or the
+//! account's pack tools changing (a pack added, removed or reconfigured in `mcp.json`, or one
+//! that was still starting now offering its tools), which [`watch_gate`] polls for accounts that
+//! someone is listening about. What the list now is, is
+//! still `tool_list`'s to say; this only says when to look again.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::app::App;
-use crate::sync::lock;
 
-/// How often an account with an open MCP session has its pack tools listed again.
-pub const POLL_EVERY: Duration = Duration::from_secs(2);
+/// How often the gate is asked whether a listened-to account's tools are on.
+pub const GATE_POLL: Duration = Duration::from_secs(2);
 
-struct Account {
-    names: Option<BTreeSet<String>>,
-    generation: watch::Sender<u64>,
-    polling: bool,
-}
-
-/// Each account's last listed pack tool names and the generation that changes with them.
+/// A version counter per account, bumped on every change.
 #[derive(Default)]
 pub struct ToolChanges {
-    accounts: Mutex<HashMap<String, Account>>,
+    accounts: Mutex<HashMap<String, watch::Sender<u64>>>,
 }
 
 impl ToolChanges {
-    fn with<T>(&self, account: &str, f: impl FnOnce(&mut Account) -> T) -> T {
-        let mut accounts = lock(&self.accounts);
-        let entry = accounts
+    fn sender(&self, account: &str) -> watch::Sender<u64> {
+        crate::sync::lock(&self.accounts)
             .entry(account.to_owned())
-            .or_insert_with(|| Account {
-                names: None,
-                generation: watch::channel(0).0,
-                polling: false,
-            });
-        f(entry)
+            .or_insert_with(|| watch::channel(0).0)
+            .clone()
     }
 
-    /// Records what a listing of `account`'s pack tools found; returns whether it changed.
-    pub fn saw(&self, account: &str, names: BTreeSet<String>) -> bool {
-        self.with(account, |a| {
-            let changed = a.names.as_ref().is_some_and(|old| *old != names);
-            a.names = Some(names);
-            if changed {
-                a.generation.send_modify(|g| *g += 1);
-            }
-            changed
-        })
-    }
-
-    /// The account's generation, to wait on.
+    /// Wakes on every later change of `account`'s tools.
     pub fn subscribe(&self, account: &str) -> watch::Receiver<u64> {
-        self.with(account, |a| a.generation.subscribe())
+        self.sender(account).subscribe()
     }
 
-    /// Whether the caller should start polling `account` (nobody polls it yet).
-    fn start_polling(&self, account: &str) -> bool {
-        self.with(account, |a| !std::mem::replace(&mut a.polling, true))
+    /// Says that `account`'s tools may have changed.
+    pub fn changed(&self, account: &str) {
+        self.sender(account).send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Stops polling `account` if nobody is subscribed any more; returns whether it stopped.
-    fn stop_polling_if_unwatched(&self, account: &str) -> bool {
-        self.with(account, |a| {
-            if a.generation.receiver_count() == 0 {
-                a.polling = false;
-                true
-            } else {
-                false
-            }
-        })
+    /// Accounts someone is listening about now.
+    fn listened(&self) -> Vec<String> {
+        crate::sync::lock(&self.accounts)
+            .iter()
+            .filter(|(_, s)| s.receiver_count() > 0)
+            .map(|(a, _)| a.clone())
+            .collect()
     }
 }
 
-/// Tells `peer` whenever `account`'s tools change, until it goes away; keeps the account's
-/// packs listed while anyone watches.
-pub fn watch_for(app: Arc<App>, account: String, peer: rmcp::Peer<rmcp::RoleServer>) {
-    let mut generation = app.tool_changes.subscribe(&account);
-    if app.tool_changes.start_polling(&account) {
-        let (app, account) = (app.clone(), account.clone());
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(POLL_EVERY).await;
-                if app.tool_changes.stop_polling_if_unwatched(&account) {
-                    return;
-                }
-                // Records the names (and bumps the generation) as a side effect.
-                let _ = crate::packs::tool_specs(&app, &account).await;
+/// What the gate last said of an account's tools: on, off, or nothing (unreachable).
+type Seen = Option<bool>;
+
+/// The names of an account's pack tools at the last look.
+type PackNames = std::collections::BTreeSet<String>;
+
+/// Whether going from `before` to `now` changes what clients are offered (the first look at an
+/// account changes nothing: its listeners were given the list it had then).
+pub fn differs(before: Option<Seen>, now: Seen) -> bool {
+    before.is_some_and(|b| b != now)
+}
+
+/// Polls the gate every [`GATE_POLL`] for the accounts someone listens about, and reports each
+/// change of what it says. Runs until the broker's state is gone.
+pub async fn watch_gate(app: Weak<App>) {
+    let mut seen: HashMap<String, Seen> = HashMap::new();
+    let mut packs: HashMap<String, PackNames> = HashMap::new();
+    let mut tick = tokio::time::interval(GATE_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(app) = app.upgrade() else { return };
+        let listened = app.tool_changes.listened();
+        seen.retain(|a, _| listened.contains(a));
+        packs.retain(|a, _| listened.contains(a));
+        for account in listened {
+            let now = crate::tool_list::account_info(&app, &account)
+                .await
+                .map(|i| i.enabled);
+            if differs(seen.insert(account.clone(), now), now) {
+                tracing::debug!(%account, enabled = ?now, "the account's tools changed at the gate");
+                app.tool_changes.changed(&account);
+                continue;
             }
-        });
-    }
-    tokio::spawn(async move {
-        while generation.changed().await.is_ok() {
-            if peer.notify_tool_list_changed().await.is_err() || peer.is_transport_closed() {
-                return;
+            if now != Some(true) {
+                continue;
+            }
+            let names: PackNames = crate::packs::tool_specs(&app, &account)
+                .await
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            // A first look may already differ from what the listeners were given (a pack that
+            // finished starting in between): it counts as a change, and each front door
+            // compares with what it offered before telling its client.
+            if packs
+                .insert(account.clone(), names.clone())
+                .is_none_or(|old| old != names)
+            {
+                tracing::debug!(%account, "the account's pack tools changed");
+                app.tool_changes.changed(&account);
             }
         }
-    });
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn set(names: &[&str]) -> BTreeSet<String> {
-        names.iter().map(|n| (*n).to_owned()).collect()
+    #[test]
+    fn what_counts_as_a_change_at_the_gate() {
+        let cases = [
+            (None, Some(true), false),
+            (None, None, false),
+            (Some(Some(true)), Some(true), false),
+            (Some(Some(true)), Some(false), true),
+            (Some(Some(false)), Some(true), true),
+            (Some(Some(true)), None, true),
+            (Some(None), Some(true), true),
+            (Some(None), None, false),
+        ];
+        for (before, now, want) in cases {
+            assert_eq!(differs(before, now), want, "{before:?} -> {now:?}");
+        }
     }
 
-    #[test]
-    fn the_generation_moves_only_when_the_names_change() {
+    #[tokio::test]
+    async fn listeners_wake_on_their_own_account_only() {
         let changes = ToolChanges::default();
-        let rx = changes.subscribe("a");
-        assert!(
-            !changes.saw("a", set(&[])),
-            "the first listing is no change"
-        );
-        assert!(!changes.saw("a", set(&[])));
-        assert!(changes.saw("a", set(&["p__x"])));
-        assert!(!changes.saw("a", set(&["p__x"])));
-        assert!(
-            !changes.saw("b", set(&["p__y"])),
-            "another account's first listing"
-        );
-        assert!(changes.saw("a", set(&[])));
-        assert_eq!(*rx.borrow(), 2);
-    }
-
-    #[test]
-    fn polling_stops_when_nobody_watches() {
-        let changes = ToolChanges::default();
-        let rx = changes.subscribe("a");
-        assert!(changes.start_polling("a"));
-        assert!(!changes.start_polling("a"));
-        assert!(!changes.stop_polling_if_unwatched("a"));
-        drop(rx);
-        assert!(changes.stop_polling_if_unwatched("a"));
-        assert!(changes.start_polling("a"));
+        let mut alice = changes.subscribe("alice");
+        let bob = changes.subscribe("bob");
+        assert_eq!(changes.listened().len(), 2);
+        changes.changed("alice");
+        assert!(alice.has_changed().unwrap());
+        assert!(!bob.has_changed().unwrap());
+        alice.mark_unchanged();
+        drop(bob);
+        assert_eq!(changes.listened(), ["alice"]);
+        changes.changed("bob");
+        assert!(!alice.has_changed().unwrap());
     }
 }

@@ -282,6 +282,7 @@ mod tests {
         Policy::compile_layers(&Inputs {
             workdir: "/w".into(),
             protected: Vec::new(),
+            roots: Vec::new(),
             managed: Vec::new(),
             account: Source::new("account.yaml", raw, 0),
             project: None,

@@ -301,6 +301,7 @@ async fn writer(
     files: AuditFiles,
     counters: Arc<Counters>,
 ) {
+    let mut head = HeadWriter::start(files.head.clone());
     loop {
         let due = CHECKPOINT_INTERVAL.saturating_sub(tip.checkpoint_at.elapsed());
         let first = tokio::select! {
@@ -309,7 +310,7 @@ async fn writer(
                 None => return,
             },
             _ = tokio::time::sleep(due), if tip.since_checkpoint > 0 => {
-                write_checkpoint(&pool, &mut tip, &files, &counters, "interval").await;
+                write_checkpoint(&pool, &mut tip, &files, &mut head, &counters, "interval").await;
                 continue;
             }
         };
@@ -345,18 +346,23 @@ async fn writer(
             for done in waiting {
                 let _ = done.send(ok);
             }
+            // The head follows the answers: the rows are committed, and a head one batch behind
+            // (the gate killed in between) still anchors every row before it.
+            if ok {
+                head.write(&files, &tip);
+            }
         }
         for (why, done) in checkpoints {
-            let ok = write_checkpoint(&pool, &mut tip, &files, &counters, why).await;
+            let ok = write_checkpoint(&pool, &mut tip, &files, &mut head, &counters, why).await;
             let _ = done.send(ok);
         }
         if tip.since_checkpoint >= CHECKPOINT_ROWS {
-            write_checkpoint(&pool, &mut tip, &files, &counters, "rows").await;
+            write_checkpoint(&pool, &mut tip, &files, &mut head, &counters, "rows").await;
         }
     }
 }
 
-/// Writes `events` as one batch and the head file after it; counts the outcome.
+/// Writes `events` as one batch; counts the outcome. The caller rewrites the head file.
 async fn write_events(
     pool: &SqlitePool,
     tip: &mut Tip,
@@ -368,7 +374,6 @@ async fn write_events(
         Ok(()) => {
             counters.healthy.store(true, Ordering::Relaxed);
             counters.rows.store(tip.rows, Ordering::Relaxed);
-            write_head(files, tip);
             true
         }
         Err(e) => {
@@ -389,6 +394,7 @@ async fn write_checkpoint(
     pool: &SqlitePool,
     tip: &mut Tip,
     files: &AuditFiles,
+    head: &mut HeadWriter,
     counters: &Counters,
     why: &str,
 ) -> bool {
@@ -401,24 +407,92 @@ async fn write_checkpoint(
     };
     let ok = write_events(pool, tip, files, counters, std::slice::from_ref(&event)).await;
     if ok {
+        head.write(files, tip);
         tip.since_checkpoint = 0;
         tip.checkpoint_at = std::time::Instant::now();
     }
     ok
 }
 
-/// Rewrites the head file (atomically). A failure is logged: the database still holds the chain.
-fn write_head(files: &AuditFiles, tip: &Tip) {
-    let head = Head {
-        rows: tip.rows,
-        last_id: tip.last_id,
-        mac: tip.mac.clone(),
-        ts: rfc3339_millis(SystemTime::now()),
-    };
-    if let Err(e) =
-        glovebox_config::write_file_unsynced(&files.head, head.encode(&files.key).as_bytes())
-    {
-        tracing::error!(error = %e, "could not write the audit head file");
+/// Writes the head file on its own thread, newest head first. Replacing the file (atomically, by
+/// rename) makes ext4 flush it to disk, which on the writer's path cost every call a disk write;
+/// here the writer only hands the text over and answers its callers, and heads that arrive while
+/// one is being written are coalesced into the newest. The head may lag the database by the
+/// batch being written, never lead it (it is handed over only after its rows are committed), so
+/// it anchors every row before it; readers always see a whole file.
+struct HeadWriter {
+    slot: Arc<(std::sync::Mutex<HeadSlot>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct HeadSlot {
+    text: Option<String>,
+    closed: bool,
+}
+
+impl HeadWriter {
+    fn start(path: std::path::PathBuf) -> HeadWriter {
+        let slot = Arc::new((
+            std::sync::Mutex::new(HeadSlot::default()),
+            std::sync::Condvar::new(),
+        ));
+        let shared = Arc::clone(&slot);
+        let thread = std::thread::Builder::new()
+            .name("audit-head".into())
+            .spawn(move || {
+                let (lock, ready) = &*shared;
+                loop {
+                    let text = {
+                        let mut slot = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        while slot.text.is_none() && !slot.closed {
+                            slot = ready.wait(slot).unwrap_or_else(|e| e.into_inner());
+                        }
+                        match slot.text.take() {
+                            Some(text) => text,
+                            None => return,
+                        }
+                    };
+                    if let Err(e) = glovebox_config::write_file_unsynced(&path, text.as_bytes()) {
+                        tracing::error!(error = %e, "could not write the audit head file");
+                    }
+                }
+            })
+            .ok();
+        HeadWriter { slot, thread }
+    }
+
+    /// Hands the head of `tip` over to be written.
+    fn write(&mut self, files: &AuditFiles, tip: &Tip) {
+        let head = Head {
+            rows: tip.rows,
+            last_id: tip.last_id,
+            mac: tip.mac.clone(),
+            ts: rfc3339_millis(SystemTime::now()),
+        };
+        let text = head.encode(&files.key);
+        if self.thread.is_none() {
+            // No thread (it could not be started): write it here.
+            if let Err(e) = glovebox_config::write_file_unsynced(&files.head, text.as_bytes()) {
+                tracing::error!(error = %e, "could not write the audit head file");
+            }
+            return;
+        }
+        let (lock, ready) = &*self.slot;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).text = Some(text);
+        ready.notify_one();
+    }
+}
+
+impl Drop for HeadWriter {
+    /// Writes the last head handed over before the store goes away.
+    fn drop(&mut self) {
+        let (lock, ready) = &*self.slot;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        ready.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 

@@ -80,7 +80,10 @@ pub fn judge(account: Account<'_>, tool: &str, plan: &Plan, now: i64) -> Judged 
         Err(why) => {
             return deny(
                 "policy",
-                format!("the account's policy file is invalid: {why}"),
+                format!(
+                    "the account's policy file is invalid: {}",
+                    without_host_dir(why)
+                ),
             );
         }
     };
@@ -217,6 +220,19 @@ pub fn always_asks(section: Section, path: &str) -> bool {
         && glovebox_policy::code_carrying::check(path).is_some()
 }
 
+/// A policy error as an agent may read it: a leading absolute path (`/home/…/state/accounts/a/
+/// permissions.yaml: line 3: …`) is cut to its file name, so no deny reason shows where the
+/// state dir lives.
+fn without_host_dir(why: &str) -> String {
+    match why.split_once(": ") {
+        Some((path, rest)) if path.starts_with('/') => {
+            let name = path.rsplit('/').next().unwrap_or_default();
+            format!("{name}: {rest}")
+        }
+        _ => why.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +247,7 @@ mod tests {
             Policy::compile_layers(&Inputs {
                 workdir: WORK.into(),
                 protected: vec!["/state".into()],
+                roots: Vec::new(),
                 managed: Vec::new(),
                 account: Source::new("account.yaml", RawPolicy::parse(yaml).unwrap(), 0),
                 project: None,
@@ -265,6 +282,32 @@ mod tests {
     }
 
     const POLICY: &str = "paths:\n  read:\n    allow: ['./**']\n  write:\n    deny: ['./locked/**']\ncommands:\n  allow: ['cargo test']\ntools:\n  allow: ['client__shot', 'gh__get_*']\n  deny: ['gh__delete_*']\n";
+
+    #[test]
+    fn policy_errors_reach_agents_without_the_state_dir() {
+        for (why, shown) in [
+            (
+                "/home/a/.local/state/glovebox/accounts/a/permissions.yaml: line 3: expected a list",
+                "permissions.yaml: line 3: expected a list",
+            ),
+            ("permissions.yaml: line 3: x", "permissions.yaml: line 3: x"),
+            ("not a path", "not a path"),
+        ] {
+            assert_eq!(without_host_dir(why), shown, "{why}");
+        }
+        let broken = Account::Known {
+            id: "alice",
+            policy: Err("/s/accounts/alice/permissions.yaml: line 3: expected a list"),
+            enabled: true,
+        };
+        let j = judge(broken, "file_read", &plan(&[(D::Read, "/w/a")]), NOW);
+        assert!(!j.verdict.reason.contains("/s/"), "{}", j.verdict.reason);
+        assert!(
+            j.verdict.reason.contains("permissions.yaml: line 3"),
+            "{}",
+            j.verdict.reason
+        );
+    }
 
     #[test]
     fn table() {

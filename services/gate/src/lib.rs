@@ -46,8 +46,8 @@ pub enum GateError {
 #[derive(Debug)]
 pub struct GateConfig {
     pub state: StateDir,
-    /// (account id, canonical workdir)
-    pub accounts: Vec<(String, String)>,
+    /// Each account's canonical workdir and roots.
+    pub accounts: Vec<policies::AccountPaths>,
     /// Whether each account's tools are on, as `glovebox.yaml` said at start.
     pub enabled: std::collections::HashMap<String, bool>,
     pub master_key: MasterKey,
@@ -109,11 +109,23 @@ impl GateConfig {
             .map(|a| (a.id.clone(), a.enabled))
             .collect();
         for a in &config.accounts {
-            let canonical = std::fs::canonicalize(&a.workdir).map_err(|e| GateError::State {
-                path: a.workdir.clone(),
-                message: format!("workdir of account {:?}: {e}", a.id),
-            })?;
-            accounts.push((a.id.clone(), canonical.to_string_lossy().into_owned()));
+            let canonical = |path: &std::path::Path, what: &str| {
+                std::fs::canonicalize(path)
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .map_err(|e| GateError::State {
+                        path: path.to_owned(),
+                        message: format!("{what} of account {:?}: {e}", a.id),
+                    })
+            };
+            accounts.push(policies::AccountPaths {
+                id: a.id.clone(),
+                workdir: canonical(&a.workdir, "workdir")?,
+                roots: a
+                    .roots
+                    .iter()
+                    .map(|r| canonical(r, "root"))
+                    .collect::<Result<_, _>>()?,
+            });
         }
         let root = std::fs::canonicalize(state.root()).map_err(|e| GateError::State {
             path: state.root().to_owned(),
@@ -151,7 +163,7 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
     .await?;
     let packs = packs::PackState::new(
         config.state.clone(),
-        config.accounts.iter().map(|(id, _)| id.clone()),
+        config.accounts.iter().map(|a| a.id.clone()),
     );
     let policies = policies::AccountPolicies::new(
         &config.state,

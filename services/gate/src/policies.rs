@@ -41,8 +41,29 @@ struct Cached {
     error: Option<String>,
 }
 
+/// Where an account may act: its canonical workdir and roots.
+#[derive(Debug, Clone)]
+pub struct AccountPaths {
+    pub id: String,
+    pub workdir: String,
+    /// Nothing outside these can be acted on; a path outside is denied naming them.
+    pub roots: Vec<String>,
+}
+
+impl AccountPaths {
+    /// An account whose only root is its workdir.
+    pub fn in_workdir(id: &str, workdir: &str) -> AccountPaths {
+        AccountPaths {
+            id: id.to_owned(),
+            workdir: workdir.to_owned(),
+            roots: vec![workdir.to_owned()],
+        }
+    }
+}
+
 struct AccountEntry {
     workdir: String,
+    roots: Vec<String>,
     file: PathBuf,
     project_file: PathBuf,
     cache: Mutex<Cached>,
@@ -87,18 +108,19 @@ pub enum EditError {
 }
 
 impl AccountPolicies {
-    /// `accounts` are (id, canonical workdir); `protected` are canonical directories on the
-    /// floor; `managed_dirs` hold the administrator's `*.yaml` files.
+    /// `protected` are canonical directories on the floor; `managed_dirs` hold the
+    /// administrator's `*.yaml` files.
     pub fn new(
         state: &StateDir,
-        accounts: Vec<(String, String)>,
+        accounts: Vec<AccountPaths>,
         protected: Vec<String>,
         managed_dirs: Vec<PathBuf>,
     ) -> AccountPolicies {
         let accounts = accounts
             .into_iter()
-            .map(|(id, workdir)| {
+            .map(|AccountPaths { id, workdir, roots }| {
                 let entry = AccountEntry {
+                    roots,
                     file: state.permissions_file(&id),
                     project_file: Path::new(&workdir)
                         .join(glovebox_policy::policy::PROJECT_DIR)
@@ -229,6 +251,7 @@ impl AccountPolicies {
         Policy::compile_layers(&Inputs {
             workdir: entry.workdir.clone(),
             protected: self.protected.clone(),
+            roots: entry.roots.clone(),
             managed,
             account: account_src,
             project,
@@ -398,7 +421,10 @@ mod tests {
         let state = StateDir::new(dir.path().join("state"));
         let policies = Arc::new(AccountPolicies::new(
             &state,
-            vec![("a".to_owned(), workdir.display().to_string())],
+            vec![AccountPaths::in_workdir(
+                "a",
+                &workdir.display().to_string(),
+            )],
             Vec::new(),
             Vec::new(),
         ));

@@ -253,8 +253,8 @@ mod tests {
         let policies = AccountPolicies::new(
             &state,
             vec![
-                ("alice".to_owned(), workdir.clone()),
-                ("bob".to_owned(), workdir.clone()),
+                crate::policies::AccountPaths::in_workdir("alice", &workdir),
+                crate::policies::AccountPaths::in_workdir("bob", &workdir),
             ],
             Vec::new(),
             Vec::new(),

@@ -147,3 +147,50 @@ async fn a_line_typed_while_no_ask_was_shown_never_answers_the_next_ask() {
     expect_ok(&agent.result_for("three").await);
     assert!(g.workdir.join("three.txt").exists());
 }
+
+#[tokio::test]
+async fn a_word_other_than_an_answer_explains_the_choices_and_an_empty_line_is_no_answer() {
+    let g = Glovebox::start();
+    let mut approve = Approve::start(&g);
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    approve.expect("── call one");
+    std::thread::sleep(READING_TIME);
+    approve.type_line("maybe");
+    let explained = approve.expect("not an answer");
+    assert!(explained.contains("y to allow once") && explained.contains("n to deny"));
+    approve.type_line("");
+    approve.type_line("n");
+    let answered = approve.expect("answered:");
+    assert!(answered.ends_with("answered: deny"), "{answered}");
+    expect_error(&agent.result_for("one").await, "denied");
+}
+
+#[tokio::test]
+async fn ctrl_c_ends_approve_at_once_even_at_a_prompt() {
+    let g = Glovebox::start();
+    let mut approve = Approve::start(&g);
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    approve.expect("── call one");
+    let pid = nix::unistd::Pid::from_raw(approve.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let started = Instant::now();
+    let status = approve.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn approve_says_so_and_ends_when_glovebox_stops() {
+    let mut g = Glovebox::start();
+    let mut approve = Approve::start(&g);
+    assert!(g.stop().unwrap().success());
+    approve.expect("the broker went away");
+    let status = approve.child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}

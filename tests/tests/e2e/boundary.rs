@@ -1,5 +1,6 @@
 //! The OS boundary under the gate: Landlock confines the executor and its jobs to the account's
-//! roots, so even an approved call cannot reach outside them.
+//! roots, so even an approved job cannot reach outside them; the gate denies a call's path
+//! outside them before anyone is asked.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,45 +14,40 @@ fn outside_dir() -> tempfile::TempDir {
     tempfile::tempdir_in("/var/tmp").unwrap()
 }
 
+/// Nothing outside the roots can be acted on, so the gate denies it at once, naming the roots,
+/// instead of asking the approver for something the kernel would refuse after a yes.
 #[tokio::test]
-async fn an_approved_read_outside_the_roots_is_refused_by_the_kernel() {
+async fn a_read_or_write_outside_the_roots_is_denied_naming_the_roots_without_an_ask() {
     let g = Glovebox::start();
     let outside = outside_dir();
     let secret = outside.path().join("secret.txt");
     std::fs::write(&secret, "outside the roots").unwrap();
-    let mut approver = g.connect("approver").await;
+    let _approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
-    // The gate asks (outside the workdir), the approver says yes, the ticket is valid: Landlock
-    // still refuses.
-    let r = agent
-        .invoke_asked(
-            &mut approver,
-            "r",
-            "file_read",
-            json!({"path": secret.to_str().unwrap()}),
-            "once",
-        )
-        .await
-        .1;
-    let e = expect_error(&r, "denied");
-    assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("operating system refused"),
-        "{e}"
-    );
-    let r = agent
-        .invoke_asked(
-            &mut approver,
+    for (id, tool, params) in [
+        ("r", "file_read", json!({"path": secret.to_str().unwrap()})),
+        (
             "w",
             "file_write",
             json!({"path": outside.path().join("new.txt").to_str().unwrap(), "content": "x"}),
-            "once",
-        )
-        .await
-        .1;
-    expect_error(&r, "denied");
+        ),
+        (
+            "x",
+            "exec_run",
+            json!({"command": "ls", "cwd": outside.path().to_str().unwrap()}),
+        ),
+    ] {
+        // an approver is connected, yet the result comes without an ask
+        let r = agent.invoke(id, tool, params).await;
+        let e = expect_error(&r, "denied");
+        assert_eq!(e["rule"], "roots", "{e}");
+        let reason = e["deny_reason"].as_str().unwrap();
+        assert!(
+            reason.contains("outside the account's roots")
+                && reason.contains(g.workdir.to_str().unwrap()),
+            "{reason}"
+        );
+    }
     assert!(!outside.path().join("new.txt").exists());
 }
 

@@ -13,8 +13,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-struct Provider {
-    socket: Socket,
+pub(crate) struct Provider {
+    pub(crate) socket: Socket,
     protocol: Option<String>,
 }
 
@@ -22,7 +22,7 @@ fn endpoint(g: &Glovebox) -> String {
     g.url.replace("/v1/ws", "/v1/client-tools")
 }
 
-async fn open_provider(g: &Glovebox, token: &str) -> Result<Provider, u16> {
+pub(crate) async fn open_provider(g: &Glovebox, token: &str) -> Result<Provider, u16> {
     let mut request = endpoint(g).into_client_request().unwrap();
     request.headers_mut().insert(
         "sec-websocket-protocol",
@@ -44,14 +44,14 @@ async fn open_provider(g: &Glovebox, token: &str) -> Result<Provider, u16> {
 }
 
 impl Provider {
-    async fn send(&mut self, v: Value) {
+    pub(crate) async fn send(&mut self, v: Value) {
         self.socket
             .send(Message::Text(v.to_string().into()))
             .await
             .unwrap();
     }
 
-    async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
         loop {
             let msg = tokio::time::timeout(WAIT, self.socket.next())
                 .await
@@ -68,7 +68,7 @@ impl Provider {
         }
     }
 
-    async fn register(&mut self, tools: &[&str]) -> Value {
+    pub(crate) async fn register(&mut self, tools: &[&str]) -> Value {
         let tools: Vec<Value> = tools
             .iter()
             .map(|t| json!({"name": t, "description": format!("{t} tool"), "input_schema": {"type": "object"}}))
@@ -253,6 +253,11 @@ async fn two_agents_using_the_same_call_id_each_get_their_own_result() {
 #[tokio::test]
 async fn the_ninth_provider_connection_is_refused_and_a_slot_is_reused() {
     let g = Glovebox::start();
+    // sockets that never said hello hold no provider place
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        silent.push(open_provider(&g, &g.token).await.unwrap());
+    }
     let mut providers = Vec::new();
     for _ in 0..8 {
         let mut p = open_provider(&g, &g.token).await.unwrap();
@@ -260,6 +265,7 @@ async fn the_ninth_provider_connection_is_refused_and_a_slot_is_reused() {
         providers.push(p);
     }
     let mut ninth = open_provider(&g, &g.token).await.unwrap();
+    ninth.send(json!({"type": "hello", "tools": []})).await;
     let refused = ninth.next().await;
     assert_eq!(refused["type"], "error", "{refused}");
     assert!(
@@ -337,6 +343,19 @@ async fn malformed_and_oversized_provider_frames() {
         .unwrap();
     let e = provider.next().await;
     assert_eq!(e["type"], "error", "{e}");
+    // before its hello, a provider can only say hello (or ping)
+    provider
+        .send(json!({"type": "result", "call_id": "c", "ok": true}))
+        .await;
+    let e = provider.next().await;
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("first frame must be hello"),
+        "{e}"
+    );
+    provider.register(&[]).await;
     // a result for a call that was never sent to this provider is refused, not delivered anywhere
     provider
         .send(json!({"type": "result", "call_id": "mcp-call-forged", "ok": true, "output": 1}))
@@ -373,5 +392,63 @@ async fn malformed_and_oversized_provider_frames() {
             .unwrap()
             .iter()
             .any(|t| t["name"] == "client__x")
+    );
+}
+
+#[tokio::test]
+async fn agents_are_told_when_client_tools_come_and_go() {
+    let g = Glovebox::start();
+    let mut agent = g.connect("agent").await;
+    assert_eq!(agent.hello_ok["protocol_version"], 1);
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider.register(&["click"]).await;
+    let changed = agent.next().await;
+    assert_eq!(changed["type"], "tools_changed", "{changed}");
+    let names: Vec<&str> = changed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"client__click") && names.contains(&"file_read"),
+        "{names:?}"
+    );
+    drop(provider);
+    let changed = agent.next().await;
+    assert_eq!(changed["type"], "tools_changed", "{changed}");
+    assert!(
+        !changed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "client__click"),
+        "{changed}"
+    );
+}
+
+#[tokio::test]
+async fn a_providers_failure_is_a_client_error() {
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider.register(&["click"]).await;
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "c", "tool": "client__click", "params": {}}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    let invoke = provider.next().await;
+    provider
+        .send(json!({"type": "result", "call_id": invoke["call_id"], "ok": false, "error": "no such button"}))
+        .await;
+    let error = expect_error(&agent.result_for("c").await, "client_error");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("no such button"),
+        "{error}"
     );
 }

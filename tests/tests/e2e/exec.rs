@@ -293,7 +293,7 @@ async fn a_denied_command_does_not_run_and_is_audited_by_length_only() {
 
 #[tokio::test]
 async fn the_working_directory_is_judged_by_its_real_path() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     std::fs::create_dir_all(g.workdir.join(".ssh")).unwrap();
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;

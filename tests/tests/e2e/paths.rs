@@ -59,7 +59,7 @@ async fn a_symlink_chain_to_a_secret_is_denied_by_the_floor() {
 
 #[tokio::test]
 async fn a_symlinked_directory_is_judged_by_its_target() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let outside = g.root().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("f.txt"), "o").unwrap();
@@ -73,7 +73,7 @@ async fn a_symlinked_directory_is_judged_by_its_target() {
 
 #[tokio::test]
 async fn a_new_file_under_a_symlinked_parent_is_judged_outside_and_not_created() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let outside = g.root().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     symlink(&outside, g.workdir.join("link")).unwrap();
@@ -92,7 +92,7 @@ async fn a_new_file_under_a_symlinked_parent_is_judged_outside_and_not_created()
 
 #[tokio::test]
 async fn dot_dot_after_a_symlink_follows_the_link_physically() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let deep = g.root().join("elsewhere/deep");
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::write(g.root().join("elsewhere/x.txt"), "x").unwrap();

@@ -178,6 +178,13 @@ async fn an_invalid_edit_keeps_the_last_good_policy_and_reports_where() {
     expect_ok(&read(&g, "a.txt").await);
     let info = account_info(&g).await;
     assert!(info.policy_error.contains("line 3"), "{info:?}");
+    let (code, out, _) = g.run_cli(&["status"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("WARNING: policy:") && l.contains("line 3")),
+        "{out}"
+    );
     let events = eventually("the invalid edit in the audit", &g, || async {
         let ev = policy_events(&g).await;
         ev.iter().any(|(o, _)| o == "invalid").then_some(ev)
@@ -353,7 +360,7 @@ async fn an_expired_rule_no_longer_applies() {
 
 #[tokio::test]
 async fn rule_management_keeps_comments_and_every_change_is_audited() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let mut admin_client = admin(&g);
     let mut text = std::fs::read_to_string(g.permissions_file()).unwrap();
     text.push_str("# hand-written note\n");
@@ -399,7 +406,8 @@ async fn rule_management_keeps_comments_and_every_change_is_audited() {
         })
         .await
         .unwrap();
-    let x = explain(&g, &["--read", "/etc/hostname"]);
+    let elsewhere = g.root().join("elsewhere/x");
+    let x = explain(&g, &["--read", elsewhere.to_str().unwrap()]);
     assert_eq!(
         (x.verdict.as_str(), x.rule.as_str()),
         ("deny", "confine_to_workdir"),
@@ -600,10 +608,11 @@ async fn the_policy_command_lists_adds_explains_and_guards_the_sandbox() {
         out.contains("account:\n") && out.contains("  commands.allow[0]: cargo test"),
         "{out}"
     );
+    assert!(out.contains("\nsandbox: on\n"), "{out}");
     let (code, out, _) = g.run_cli(&["policy", "revoke", "commands", "allow", "cargo test"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("changed: commands.allow[0]: cargo test"),
+        out.contains("revoked: commands.allow[0]: cargo test"),
         "{out}"
     );
     let (code, _, err) = g.run_cli(&["policy", "sandbox", "off"]);
@@ -667,7 +676,7 @@ async fn explain_agrees(g: &Glovebox, flag: &str, path: &str, want: &std::path::
 
 #[tokio::test]
 async fn explain_judges_a_link_as_the_last_component_as_the_real_call_does() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let outside = g.root().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "s").unwrap();
@@ -688,7 +697,7 @@ async fn explain_judges_a_link_as_the_last_component_as_the_real_call_does() {
 
 #[tokio::test]
 async fn explain_takes_dotdot_after_a_link_to_the_targets_parent_as_the_real_call_does() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let deep = g.root().join("elsewhere/deep");
     std::fs::create_dir_all(&deep).unwrap();
     std::os::unix::fs::symlink(&deep, g.workdir.join("up")).unwrap();
@@ -702,7 +711,7 @@ async fn explain_takes_dotdot_after_a_link_to_the_targets_parent_as_the_real_cal
 
 #[tokio::test]
 async fn explain_pops_a_missing_directory_as_the_real_call_does() {
-    let g = Glovebox::start();
+    let g = Glovebox::with_extra_roots(&["outside", "elsewhere"]);
     let deep = g.root().join("elsewhere/deep");
     std::fs::create_dir_all(&deep).unwrap();
     std::os::unix::fs::symlink(&deep, g.workdir.join("up")).unwrap();

@@ -200,6 +200,82 @@ async fn stopping_up_stops_every_child() {
     }
 }
 
+#[tokio::test]
+async fn status_tools_and_stop_report_on_and_end_a_running_glovebox() {
+    let g = Glovebox::start();
+    let (code, out, err) = g.run_cli(&["status"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let up = g.up_pid().unwrap();
+    assert!(
+        out.contains(&format!("glovebox is running (pid {up}")),
+        "{out}"
+    );
+    for service in ["gate", "broker", &format!("executor[{}]", g.account)] {
+        let pid = g.service_pids(service.split('[').next().unwrap())[0];
+        assert!(
+            out.lines()
+                .any(|l| l.contains(service) && l.ends_with(&format!("pid {pid}"))),
+            "{service}: {out}"
+        );
+    }
+    let mcp = g.url.replace("ws://", "http://").replace("/v1/ws", "/mcp");
+    assert!(out.contains(&g.url) && out.contains(&mcp), "{out}");
+    assert!(
+        out.contains("health:    ok") && out.contains("landlock"),
+        "{out}"
+    );
+
+    let (code, out, err) = g.run_cli(&["tools"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.lines().any(|l| l.starts_with("file_read ")), "{out}");
+    let (code, out, _) = g.run_cli(&["tools", "--json"]);
+    assert_eq!(code, 0);
+    let tools: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(tools[0]["input_schema"]["type"], "object", "{out}");
+
+    let (code, out, err) = g.run_cli(&["stop"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("glovebox stopped"), "{out}");
+    assert!(!glovebox_e2e::alive(up));
+    let (code, out, _) = g.run_cli(&["status"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("not running"), "{out}");
+}
+
+/// Ctrl-C in a terminal signals the whole foreground process group: the services must not stop
+/// on their own before `up` has audited the stop (and stopped the gate last).
+#[tokio::test]
+async fn ctrl_c_of_up_is_audited_every_time() {
+    for _ in 0..3 {
+        let mut g = Glovebox::start();
+        let up = g.up_pid().unwrap();
+        // What the terminal does: SIGINT to every process of up's group.
+        let group = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(up))).unwrap();
+        let mut members = vec![up];
+        for service in ["gate", "executor", "broker"] {
+            members.extend(g.service_pids(service));
+        }
+        for pid in members {
+            if nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).ok() == Some(group) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGINT,
+                );
+            }
+        }
+        let status = g.stop().unwrap();
+        assert!(status.success(), "{status:?}");
+        let pool = g.audit_pool().await;
+        let stopped: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM events WHERE kind = 'service' AND source = 'supervisor' AND outcome = 'stopped'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(stopped, 1, "{}", g.stderr());
+    }
+}
+
 /// (call_id, verdict, approval, outcome, error_code, bytes) of a `tool_calls` row.
 type CallRow = (
     String,
@@ -743,4 +819,49 @@ async fn no_call_the_client_saw_succeed_lacks_its_rows_when_services_are_killed(
     );
     let (code, out, _) = g.run_cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}");
+}
+
+/// Ctrl-C of a `glovebox call` waiting on an ask: the call is withdrawn, and still audited.
+#[tokio::test]
+async fn ctrl_c_of_a_waiting_call_leaves_its_audit_row() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut call = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["call", "--state-dir", g.state.to_str().unwrap()])
+        .args(["file_write", r#"{"path": "x.txt", "content": "x"}"#])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ask = approver.next_ask().await;
+    let call_id = ask["call_id"].as_str().unwrap().to_owned();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(call.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    call.wait().unwrap();
+    let pool = g.audit_pool().await;
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let outcome: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT outcome FROM tool_calls WHERE client_call_id = ?1 AND outcome IS NOT NULL",
+        )
+        .bind(&call_id)
+        .fetch_optional(&pool)
+        .await
+        .unwrap();
+        if let Some(outcome) = outcome {
+            assert_ne!(outcome.as_deref(), Some("ok"), "{}", g.stderr());
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit row for the interrupted call {call_id}: {}",
+            g.stderr()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!g.workdir.join("x.txt").exists());
 }

@@ -4,7 +4,9 @@
 
 use axum::extract::ws::Message;
 use glovebox_proto::ErrorCode;
-use glovebox_proto::ws::{ClientContext, ClientFrame, Role, ServerFrame, parse_client_frame};
+use glovebox_proto::ws::{
+    ClientContext, ClientFrame, Role, ServerFrame, ToolSpec, parse_client_frame,
+};
 
 use super::{HELLO_TIMEOUT, frame_error, text};
 use crate::app::App;
@@ -12,7 +14,8 @@ use crate::auth::Authenticated;
 use crate::profiles::Profile;
 use crate::session::{CLOSE_POLICY, Session};
 
-/// Waits (up to [`HELLO_TIMEOUT`]) for the hello frame and answers it. `None` if the connection
+/// Waits (up to [`HELLO_TIMEOUT`]) for the hello frame and answers it; returns the role and the
+/// tools `hello_ok` offered. `None` if the connection
 /// ended first or took too long, or if the hello asked for a role its credential does not have
 /// (then the connection is closed with a policy-violation code and the attempt is audited).
 pub(super) async fn hello(
@@ -21,12 +24,15 @@ pub(super) async fn hello(
     profile: Profile,
     connection_id: &str,
     session: &mut Session<Message>,
-) -> Option<Role> {
+) -> Option<(Role, Vec<ToolSpec>)> {
     let answered = async {
         let role = await_hello(app, who, session).await?;
         let ok = hello_ok(app, &who.account, connection_id, role, profile).await;
         session.outbox().send(text(&ok)).await;
-        Some(role)
+        let ServerFrame::HelloOk { tools, .. } = ok else {
+            return None;
+        };
+        Some((role, tools))
     };
     match tokio::time::timeout(HELLO_TIMEOUT, answered).await {
         Ok(role) => role,
@@ -96,6 +102,7 @@ async fn hello_ok(
         profile: profile.as_str().to_owned(),
         tools: crate::tool_list::tools_for(app, account, profile, info.as_ref()).await,
         context: context(app, info.as_ref()),
+        protocol_version: glovebox_proto::ws::PROTOCOL_VERSION,
     }
 }
 

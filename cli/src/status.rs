@@ -1,0 +1,302 @@
+//! `glovebox status` (what runs, its processes, where it listens, the accounts, their sandboxes
+//! and health), `glovebox stop`, and `glovebox tools` (what the account's agents are offered).
+//! They read the state directory and ask the running broker; they change nothing but `stop`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use glovebox_config::StateDir;
+use glovebox_proto::ws::{Role, ServerFrame, ToolSpec};
+
+use crate::outln;
+
+/// How long `stop` waits for `up` to finish stopping.
+const STOP_WAIT: Duration = Duration::from_secs(20);
+
+/// The pid of the running `glovebox up` on this state dir, if one runs.
+pub fn running_pid(state: &StateDir) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(state.lock_file())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    alive(pid).then_some(pid)
+}
+
+/// Whether process `pid` exists and is a glovebox (not a zombie, not a reused pid).
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = stat
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
+    running
+        && command_line(pid)
+            .first()
+            .is_some_and(|a| a.ends_with("glovebox"))
+}
+
+fn command_line(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// `up`'s services: (name, pid), from its children's command lines.
+fn services(up: i32) -> Vec<(String, i32)> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{up}/task/{up}/children")).unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let args = command_line(pid);
+            let name = match args.get(1).map(String::as_str) {
+                Some("executor") => {
+                    let account = args
+                        .iter()
+                        .position(|a| a == "--account")
+                        .and_then(|i| args.get(i + 1))
+                        .cloned()
+                        .unwrap_or_default();
+                    format!("executor[{account}]")
+                }
+                Some(service @ ("gate" | "broker")) => service.to_owned(),
+                _ => return None,
+            };
+            Some((name, pid))
+        })
+        .collect()
+}
+
+/// The broker's `/healthz` answer: (HTTP status, body), or why it could not be asked.
+async fn health(url: &str) -> Result<(u16, serde_json::Value), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let ask = async {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await?;
+        let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(5), ask)
+        .await
+        .map_err(|_| "no answer within 5 s".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, serde_json::from_str(body).unwrap_or_default()))
+}
+
+/// The policy files that failed to load, as the broker's health reports them.
+pub async fn policy_errors(url: &str) -> Vec<String> {
+    let body = health(url).await.map(|(_, b)| b).unwrap_or_default();
+    policy_errors_of(&body)
+}
+
+fn policy_errors_of(health: &serde_json::Value) -> Vec<String> {
+    health["policy_errors"]
+        .as_array()
+        .map(|errors| {
+            errors
+                .iter()
+                .filter_map(|e| e.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `glovebox status`. Exits 0 when glovebox runs and is healthy, 1 otherwise.
+pub async fn status(state_dir: &Path) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(state_dir);
+    if !state.config_file().exists() {
+        outln!(
+            "glovebox is not set up in {}: run `glovebox up` to start it",
+            state.root().display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let config = state.load_config()?;
+    let Some(up) = running_pid(&state) else {
+        outln!(
+            "glovebox is not running (state dir {}): run `glovebox up`",
+            state.root().display()
+        );
+        return Ok(ExitCode::from(1));
+    };
+    outln!(
+        "glovebox is running (pid {up}, state dir {})",
+        state.root().display()
+    );
+    for (name, pid) in services(up) {
+        outln!("  {name:<20} pid {pid}");
+    }
+    let url = std::fs::read_to_string(state.broker_url_file())
+        .map(|u| u.trim().to_owned())
+        .unwrap_or_default();
+    outln!("  WebSocket: {url}");
+    outln!("  MCP:       {}", mcp_url(&url));
+    let health = health(&url).await;
+    let body = health.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
+    for a in &config.accounts {
+        let on = if a.enabled { "on" } else { "off" };
+        outln!(
+            "  account:   {} (workdir {}, tools {on})",
+            a.id,
+            a.workdir.display()
+        );
+        let executor = &body["executors"][&a.id];
+        if let Some(sandbox) = executor["sandbox"].as_str() {
+            let jobs = executor["running_jobs"].as_u64().unwrap_or(0);
+            outln!(
+                "  sandbox:   executor[{}] {sandbox}, {jobs} jobs running",
+                a.id
+            );
+        }
+    }
+    let healthy = match &health {
+        Ok((200, _)) => {
+            outln!("  health:    ok");
+            true
+        }
+        Ok((code, body)) => {
+            outln!("  health:    not ok (HTTP {code}): {body}");
+            false
+        }
+        Err(e) => {
+            outln!("  health:    the broker did not answer ({e})");
+            false
+        }
+    };
+    for e in policy_errors_of(&body) {
+        outln!("  WARNING: policy: {e}");
+    }
+    Ok(if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The MCP endpoint beside a broker's WebSocket URL.
+pub fn mcp_url(ws_url: &str) -> String {
+    ws_url
+        .replacen("ws://", "http://", 1)
+        .replace("/v1/ws", "/mcp")
+}
+
+/// `glovebox stop`: asks the running `up` to stop (as Ctrl-C does) and waits until it has.
+pub async fn stop(state_dir: &Path) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(state_dir);
+    let Some(pid) = running_pid(&state) else {
+        outln!(
+            "glovebox is not running (state dir {})",
+            state.root().display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .map_err(|e| anyhow::anyhow!("stop glovebox (pid {pid}): {e}"))?;
+    let deadline = Instant::now() + STOP_WAIT;
+    while alive(pid) {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "glovebox (pid {pid}) did not stop within {} s",
+            STOP_WAIT.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    outln!("glovebox stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `glovebox tools`: the tools the account's agents are offered now (client tools and
+/// enablement included), one a line with the first sentence of its description, or with
+/// `--json` every tool with its schema. Without a running glovebox: the built-in tools.
+pub async fn tools(
+    target: anyhow::Result<crate::client::Target>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let offered = match target {
+        Ok(target) => match crate::client::connect_with_hello(&target, Role::Agent).await {
+            Ok((_, ServerFrame::HelloOk { tools, .. })) => Some(tools),
+            _ => None,
+        },
+        Err(_) => None,
+    };
+    let tools = match offered {
+        Some(tools) => tools,
+        None => {
+            eprintln!(
+                "glovebox is not running: these are the built-in tools (run `glovebox up` for the account's own list)"
+            );
+            glovebox_proto::tools::Tool::ALL
+                .iter()
+                .map(|t| ToolSpec {
+                    name: t.name().to_owned(),
+                    description: t.description().to_owned(),
+                    input_schema: t.input_schema(),
+                    annotations: None,
+                })
+                .collect()
+        }
+    };
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&tools)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if tools.is_empty() {
+        outln!("no tools: the account's tools are switched off (`glovebox enable`)");
+    }
+    let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for t in &tools {
+        outln!("{:<width$}  {}", t.name, first_sentence(&t.description));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A description's first sentence (up to the first ". " or the end).
+fn first_sentence(text: &str) -> &str {
+    let line = text.lines().next().unwrap_or_default();
+    match line.find(". ") {
+        Some(i) => &line[..=i],
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_are_cut_at_their_first_sentence() {
+        assert_eq!(
+            first_sentence("Count the lines. And more."),
+            "Count the lines."
+        );
+        assert_eq!(first_sentence("One line\nanother"), "One line");
+        assert_eq!(first_sentence(""), "");
+        assert_eq!(
+            mcp_url("ws://127.0.0.1:7420/v1/ws"),
+            "http://127.0.0.1:7420/mcp"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+"""A real MCP client (the official Python SDK) that the end-to-end tests drive line by line.
+
+Usage: driver.py http URL TOKEN
+       driver.py stdio GLOVEBOX_BIN STATE_DIR     (launches `glovebox mcp` as a stdio server)
+
+Reads one JSON command a line from stdin and prints one JSON line for each (calls run
+concurrently and print when they finish):
+  {"op": "list"}                                  -> {"op": "list", "names": [...], "tools": {...}}
+  {"op": "call", "id": ID, "tool": T, "args": {}} -> {"op": "call", "id": ID, "is_error", "text", "structured"}
+  {"op": "wait_change"}                           -> {"op": "changed"} once tools/list_changed arrives
+  {"op": "instructions"}                          -> {"op": "instructions", "text": ...}
+  {"op": "quit"}                                  ends the session (and so the process)
+"""
+
+import asyncio
+import contextlib
+import json
+import sys
+
+try:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+    import mcp.types as types
+except ImportError as e:  # say what to install, not just that an import failed
+    print(f"the MCP Python SDK is missing ({e}): pip install -r tests/mcp/requirements.txt", file=sys.stderr)
+    sys.exit(3)
+
+
+def emit(value):
+    print(json.dumps(value), flush=True)
+
+
+@contextlib.asynccontextmanager
+async def http_streams(url, token):
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams[0], streams[1]
+
+
+@contextlib.asynccontextmanager
+async def stdio_streams(binary, state_dir):
+    params = StdioServerParameters(command=binary, args=["mcp", "--state-dir", state_dir])
+    async with stdio_client(params) as streams:
+        yield streams[0], streams[1]
+
+
+def tool_facts(tool):
+    annotations = tool.annotations
+    read_only = None
+    if annotations is not None:
+        read_only = getattr(annotations, "readOnlyHint", None)
+        if read_only is None:
+            read_only = getattr(annotations, "read_only_hint", None)
+    output = getattr(tool, "outputSchema", None)
+    if output is None:
+        output = getattr(tool, "output_schema", None)
+    schema = getattr(tool, "inputSchema", None)
+    if schema is None:
+        schema = getattr(tool, "input_schema", None)
+    return {"read_only": read_only, "output_schema": output is not None, "input_schema": schema}
+
+
+def call_line(call_id, result):
+    is_error = getattr(result, "isError", None)
+    if is_error is None:
+        is_error = getattr(result, "is_error", False)
+    structured = getattr(result, "structuredContent", None)
+    if structured is None:
+        structured = getattr(result, "structured_content", None)
+    text = "".join(getattr(c, "text", "") for c in result.content)
+    return {"op": "call", "id": call_id, "is_error": bool(is_error), "text": text, "structured": structured}
+
+
+async def lines():
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        if line.strip():
+            yield json.loads(line)
+
+
+async def main(mode, a, b):
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ToolListChangedNotification):
+            changed.set()
+
+    streams = http_streams(a, b) if mode == "http" else stdio_streams(a, b)
+    async with streams as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            instructions = getattr(init, "instructions", None)
+            calls = []
+
+            async def call(command):
+                try:
+                    result = await session.call_tool(command["tool"], command.get("args", {}))
+                    emit(call_line(command["id"], result))
+                except Exception as e:  # the test reads the failure
+                    emit({"op": "call", "id": command["id"], "exception": str(e)})
+
+            async for command in lines():
+                op = command["op"]
+                if op == "list":
+                    tools = (await session.list_tools()).tools
+                    emit({"op": "list", "names": [t.name for t in tools],
+                          "tools": {t.name: tool_facts(t) for t in tools}})
+                elif op == "call":
+                    calls.append(asyncio.create_task(call(command)))
+                elif op == "wait_change":
+                    await asyncio.wait_for(changed.wait(), 20)
+                    changed.clear()
+                    emit({"op": "changed"})
+                elif op == "instructions":
+                    emit({"op": "instructions", "text": instructions})
+                elif op == "quit":
+                    break
+            for task in calls:
+                await task
+    emit({"op": "closed"})
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
