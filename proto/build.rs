@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/glovebox/v1/common.proto",
         "proto/glovebox/v1/gate.proto",
         "proto/glovebox/v1/executor.proto",
+        "proto/glovebox/v1/packs.proto",
     ];
     let descriptors = protox::compile(files, ["proto"])?;
     tonic_prost_build::configure()

@@ -1,7 +1,8 @@
 //! The `glovebox` command: `up` runs everything under a supervisor, `status` and `stop` report on
 //! and end it; `call`, `approve` and `tools` speak the WebSocket API from a terminal; `console`
-//! prints a login link to the web console; `audit verify` checks the audit chain; `gate`,
-//! `executor` and `broker` (hidden from `--help`) are the service entry points that `up` starts
+//! prints a login link to the web console; `audit verify` checks the audit chain; `packs` and
+//! `secret` manage MCP tool packs; `gate`, `executor`, `pack-host` and `broker` (hidden from
+//! `--help`) are the service entry points that `up` starts
 //! as separate processes.
 //!
 //! The environment is read here, once, and passed down as plain values.
@@ -14,6 +15,7 @@ mod docs;
 mod identity;
 mod init;
 mod mcp_bridge;
+mod packs_cmd;
 mod placement;
 mod policy_cmd;
 mod services;
@@ -147,6 +149,25 @@ enum Command {
         #[command(subcommand)]
         command: policy_cmd::PolicyCommand,
     },
+    /// An account's MCP tool packs (talks to its running pack host).
+    Packs {
+        /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
+        #[arg(long, value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+        /// Account whose packs to show (default: the only account).
+        #[arg(long, global = true)]
+        account: Option<String>,
+        #[command(subcommand)]
+        command: packs_cmd::PacksCommand,
+    },
+    /// Secrets of an account's packs (`${secret:NAME}` in mcp.json), stored encrypted by the gate.
+    Secret {
+        /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
+        #[arg(long, value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+        #[command(subcommand)]
+        command: packs_cmd::SecretCommand,
+    },
     /// Credentials of an account.
     Token {
         #[command(subcommand)]
@@ -181,6 +202,12 @@ enum Command {
     /// Run one account's executor (started by `up`, which writes its keys to stdin).
     #[command(hide = true)]
     Executor(services::ExecutorArgs),
+    /// Run one account's pack host (started by `up`, which writes its keys to stdin).
+    #[command(hide = true)]
+    PackHost(packs_cmd::PackHostArgs),
+    /// Contain one pack server (started by a pack host for each pack; see `glovebox_sandbox::shim`).
+    #[command(hide = true)]
+    PackShim(packs_cmd::PackShimArgs),
     /// Contain one job (started by an executor for each exec_run; see the executor's `jobs::shim`).
     #[command(hide = true)]
     JobShim {
@@ -356,12 +383,21 @@ fn main() -> ExitCode {
         });
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    // A pack server's shim, likewise: its stdout is the server's MCP channel.
+    if let Command::PackShim(args) = cli.command {
+        let code = packs_cmd::pack_shim(args);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let env = Env::read();
     // glovebox's own processes cannot be read through /proc (environ, fd, maps, mem) or traced by
     // anything without CAP_SYS_PTRACE, such as a job running as the same user.
     if matches!(
         cli.command,
-        Command::Up { .. } | Command::Gate { .. } | Command::Broker { .. } | Command::Executor(_)
+        Command::Up { .. }
+            | Command::Gate { .. }
+            | Command::Broker { .. }
+            | Command::Executor(_)
+            | Command::PackHost(_)
     ) && let Err(e) =
         rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
     {
@@ -377,7 +413,10 @@ fn main() -> ExitCode {
     // The services read their handover (keys) from stdin before anything else; the rest of stdin
     // is the supervisor's lifeline.
     let handover = match &cli.command {
-        Command::Gate { .. } | Command::Broker { .. } | Command::Executor(_) => {
+        Command::Gate { .. }
+        | Command::Broker { .. }
+        | Command::Executor(_)
+        | Command::PackHost(_) => {
             match glovebox_proto::transport::handover::Handover::read_from(std::io::stdin()) {
                 Ok(h) => h,
                 Err(e) => {
@@ -528,8 +567,17 @@ async fn dispatch(
             )
             .await
         }
-        Command::Executor(_) | Command::JobShim { .. } => {
+        Command::Executor(_) | Command::JobShim { .. } | Command::PackShim(_) => {
             anyhow::bail!("internal error: this command runs from main")
+        }
+        Command::PackHost(args) => packs_cmd::pack_host(&env, args, handover).await,
+        Command::Packs {
+            state_dir,
+            account,
+            command,
+        } => packs_cmd::packs(&env.state_dir(&StateArgs { state_dir }), account, command).await,
+        Command::Secret { state_dir, command } => {
+            packs_cmd::secret(&env.state_dir(&StateArgs { state_dir }), command).await
         }
         Command::Broker {
             state,

@@ -72,7 +72,7 @@ pub struct RevokeArgs {
 }
 
 /// The account to manage: the one named, or the only one configured.
-fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> {
+pub(crate) fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> {
     let config = state.load_config()?;
     let id = match account {
         Some(a) => a,
@@ -89,7 +89,7 @@ fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> 
 
 /// A client of the gate's admin socket, proving the administrator's key (derived from the state
 /// directory's control key, which only its owner can read).
-fn client(state: &StateDir) -> anyhow::Result<GateAdminClient<Channel>> {
+pub(crate) fn client(state: &StateDir) -> anyhow::Result<GateAdminClient<Channel>> {
     use glovebox_proto::transport::handover::{peer, socket};
     let keys = crate::control_keys(state)?;
     let channel = glovebox_proto::transport::authenticated_channel(

@@ -306,6 +306,7 @@ pub async fn tools(
                     name: t.name().to_owned(),
                     description: t.description().to_owned(),
                     input_schema: t.input_schema(),
+                    annotations: None,
                 })
                 .collect()
         }

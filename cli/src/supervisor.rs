@@ -1,5 +1,5 @@
-//! `glovebox up`: first-start setup, then the gate, one executor per account and the broker as
-//! separate processes. Restarts a child that exits with backoff (logged and audited), and stops
+//! `glovebox up`: first-start setup, then the gate, one executor and one pack host per account
+//! (`supervisor/packs_spec.rs`) and the broker as separate processes. Restarts a child that exits with backoff (logged and audited), and stops
 //! every child on Ctrl-C or SIGTERM. A child also stops by itself when the supervisor's end of its
 //! stdin closes, so none outlives a supervisor that was killed.
 
@@ -22,6 +22,8 @@ use tokio::sync::mpsc;
 
 use crate::services::await_ready;
 use crate::{identity, init};
+
+mod packs_spec;
 
 /// How long a child has to report readiness.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -273,6 +275,11 @@ fn child_specs(
         let handover = keys.for_executor(&a.id, key).to_line();
         specs.push(executor_spec(
             state, a, identity, trash, &protected, handover,
+        ));
+        let packs_key = hex::encode(master.packs_key(&a.id).as_bytes());
+        let handover = keys.for_packs(&a.id, packs_key).to_line();
+        specs.push(packs_spec::packs_spec(
+            state, a, identity, &protected, handover,
         ));
     }
     specs.push(broker_spec(state, keys, &account_ids, o));

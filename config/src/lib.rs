@@ -6,16 +6,21 @@
 //! <state>/accounts/<id>/permissions.yaml     the account's policy (read by the gate)
 //! <state>/accounts/<id>/token                the account's agent token (0600; the user's copy)
 //! <state>/accounts/<id>/approver.token       the account's approver token (0600)
+//! <state>/accounts/<id>/mcp.json             the account's tool packs (read by the gate)
+//! <state>/accounts/<id>/trusted-packs.yaml   project packs trusted "always" (written by the gate)
+//! <state>/accounts/<id>/pack-secrets.json    the account's pack secrets, encrypted
+//! <state>/secrets.key                        the key pack secrets are encrypted with (0600)
 //! <state>/audit.db                           the audit store (owned by the gate)
 //! <state>/ticket.key                         the gate's master ticket key (0600)
 //! <state>/control.key                        the key every control-socket key derives from (0600)
 //! <state>/audit.key, audit.head              the audit chain's key (0600) and its signed head
 //! <state>/run/                               sockets and the lock of a running `glovebox up`
-//! <state>/run/exec-<id>/                      the account's executor socket (owned by its run_as user)
+//! <state>/run/exec-<id>/                      the account's executor and pack host sockets (owned by its run_as user)
 //! ```
 
 pub mod job_env;
 pub mod limits;
+pub mod mcp_json;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -117,6 +122,26 @@ impl StateDir {
     }
     pub fn executor_socket(&self, account: &str) -> PathBuf {
         self.executor_run_dir(account).join("executor.sock")
+    }
+    /// The account's pack host socket (the pack host runs as the executor's user).
+    pub fn packs_socket(&self, account: &str) -> PathBuf {
+        self.executor_run_dir(account).join("packs.sock")
+    }
+    /// The account's own tool packs (see [`mcp_json`]).
+    pub fn mcp_json_file(&self, account: &str) -> PathBuf {
+        self.account_dir(account).join("mcp.json")
+    }
+    /// Project packs the account's approver trusted "always" (never stored in the workdir).
+    pub fn trusted_packs_file(&self, account: &str) -> PathBuf {
+        self.account_dir(account).join("trusted-packs.yaml")
+    }
+    /// The account's pack secrets, each encrypted under [`StateDir::secrets_key`].
+    pub fn pack_secrets_file(&self, account: &str) -> PathBuf {
+        self.account_dir(account).join("pack-secrets.json")
+    }
+    /// The key pack secrets are encrypted with (the gate's).
+    pub fn secrets_key(&self) -> PathBuf {
+        self.root.join("secrets.key")
     }
     /// The gate's rule-management socket (`glovebox policy ...`); the broker never connects to it.
     pub fn admin_socket(&self) -> PathBuf {

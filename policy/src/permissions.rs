@@ -22,7 +22,7 @@ pub struct RawPolicy {
     /// Managed files only: the accounts this file applies to (all when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accounts: Option<Vec<String>>,
-    /// Managed files only: capability caps (`read-only`, `no-exec`, `no-delete`).
+    /// Managed files only: capability caps (`read-only`, `no-exec`, `no-delete`, `no-packs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cap: Vec<Capability>,
     #[serde(default)]
@@ -67,6 +67,8 @@ pub enum Capability {
     NoExec,
     /// No deletes.
     NoDelete,
+    /// No MCP tool pack calls at all.
+    NoPacks,
 }
 
 impl Capability {
@@ -75,6 +77,7 @@ impl Capability {
             Capability::ReadOnly => "read-only",
             Capability::NoExec => "no-exec",
             Capability::NoDelete => "no-delete",
+            Capability::NoPacks => "no-packs",
         }
     }
 }

@@ -351,10 +351,30 @@ impl Policy {
         ask("tool")
     }
 
+    /// Judges a pack tool's name at `now`: like [`Policy::decide_tool_at`], after the managed
+    /// caps — `no-packs` denies every pack tool, `read-only` every one its server does not mark
+    /// read-only (`read_only`).
+    pub fn decide_pack_tool_at(&self, name: &str, read_only: bool, now: Option<i64>) -> Verdict {
+        if let Some((_, file)) = self.caps.iter().find(|(c, _)| *c == Capability::NoPacks) {
+            return Verdict::in_layer(
+                Layer::Managed,
+                Decision::Deny,
+                format!("cap: {}", Capability::NoPacks.as_str()),
+                format!("the administrator capped this account to no-packs ({file})"),
+            );
+        }
+        if !read_only && let Some(v) = self.cap_verdict(Some(Capability::ReadOnly)) {
+            return v;
+        }
+        self.decide_tool_at(name, now)
+    }
+
     fn cap_verdict(&self, needed: Option<Capability>) -> Option<Verdict> {
         let needed = needed?;
         let (cap, file) = self.caps.iter().find(|(c, _)| {
-            *c == needed || (*c == Capability::ReadOnly && needed != Capability::ReadOnly)
+            *c == needed
+                || (*c == Capability::ReadOnly
+                    && !matches!(needed, Capability::ReadOnly | Capability::NoPacks))
         })?;
         Some(Verdict::in_layer(
             Layer::Managed,

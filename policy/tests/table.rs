@@ -23,6 +23,8 @@ enum Q {
     /// command, cwd
     X(&'static str, &'static str),
     T(&'static str),
+    /// A pack tool's name, and whether its server marks it read-only.
+    P(&'static str, bool),
 }
 use Q::*;
 
@@ -71,8 +73,8 @@ commands:
   allow: ['git status', 'ls( -la)?', 'cargo (build|test)( [a-z-]+)*', '^echo hi$']
   deny: ['rm .*', 'sudo( .*)?']
 tools:
-  allow: ['client__*', 'pack__github__get_*']
-  deny: ['client__shell*']
+  allow: ['client__*', 'pack__github__get_*', 'github__get_*']
+  deny: ['client__shell*', 'github__delete_*']
 "#;
 
 const MANAGED: &str = r#"
@@ -219,6 +221,7 @@ fn fixtures() -> HashMap<&'static str, Policy> {
         ("read_only", "read-only"),
         ("no_exec", "no-exec"),
         ("no_delete", "no-delete"),
+        ("no_packs", "no-packs"),
     ] {
         let mut i = inputs(
             "paths:\n  read:\n    allow: ['./**']\n  write:\n    allow: ['./**']\ndelete:\n  allow: ['./**']\ncommands:\n  allow: ['.*']\n",
@@ -261,6 +264,7 @@ fn check(cases: &[Case]) {
             D(path) => p.decide_at(glovebox_policy::Domain::Delete, path, now),
             X(cmd, cwd) => p.decide_command_at(cmd, cwd, now),
             T(name) => p.decide_tool_at(name, now),
+            P(name, read_only) => p.decide_pack_tool_at(name, read_only, now),
         };
         if v.decision != case.want || v.layer != case.layer || !v.rule.contains(case.rule) {
             failures.push(format!(
@@ -418,6 +422,15 @@ fn cases() -> Vec<Case> {
         c("tool client allowed", "rules", T("client__open_tab"), Allow, Account, "tools.allow[0]"),
         c("tool client shell denied", "rules", T("client__shell_exec"), Deny, Account, "tools.deny[0]"),
         c("tool pack get allowed", "rules", T("pack__github__get_issue"), Allow, Account, "tools.allow[1]"),
+        c("pack tool allowed by glob", "rules", P("github__get_issue", false), Allow, Account, "tools.allow[2]"),
+        c("pack tool denied by glob", "rules", P("github__delete_repo", true), Deny, Account, "tools.deny[1]"),
+        c("pack tool without rule asks", "rules", P("jira__create", false), Ask, Default, "default"),
+        c("read-only pack tool still asks here", "rules", P("jira__search", true), Ask, Default, "default"),
+        c("no-packs denies a read-only pack tool", "no_packs", P("github__get_issue", true), Deny, Managed, "cap: no-packs"),
+        c("no-packs leaves client tools", "no_packs", T("client__open"), Ask, Default, "default"),
+        c("no-packs leaves writes", "no_packs", W("/w/a"), Allow, Account, "paths.write.allow[0]"),
+        c("read-only cap denies a pack tool that writes", "read_only", P("github__create_issue", false), Deny, Managed, "cap: read-only"),
+        c("read-only cap leaves a read-only pack tool", "read_only", P("github__get_issue", true), Ask, Default, "default"),
         c("tool pack create asks", "rules", T("pack__github__create_issue"), Ask, Default, "default"),
         c("tool other pack asks", "rules", T("pack__gitlab__get_issue"), Ask, Default, "default"),
         c("tool empty denied", "rules", T(""), Deny, Default, "tool"),

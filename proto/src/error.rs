@@ -19,7 +19,8 @@ pub enum ErrorCode {
     ClientDisconnected,
     /// A client tool's provider answered that the call failed.
     ClientError,
-    /// The client withdrew the call before it ran (or stopped waiting for a client tool).
+    /// The client withdrew the call before it ran (or stopped waiting for a client tool, or a
+    /// pack tool's server was told to stop).
     Cancelled,
     Unavailable,
     Busy,

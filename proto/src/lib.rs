@@ -1,10 +1,12 @@
 //! glovebox's wire contracts, and the only place a wire format is defined: the gRPC services
 //! between the broker, the gate and the executors (`v1`), the WebSocket frames clients speak
-//! (`ws`), the built-in tools' parameter types (`tools`) and the stable error codes (`error`).
+//! (`ws`), the built-in tools' parameter types (`tools`), pack tool names (`packs`) and the stable error
+//! codes (`error`).
 
 pub mod client_tools;
 pub mod display;
 pub mod error;
+pub mod packs;
 pub mod tools;
 pub mod transport;
 pub mod ws;

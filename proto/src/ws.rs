@@ -81,6 +81,16 @@ pub enum ClientFrame {
         request_id: String,
         op: ManageOp,
     },
+    /// Calls tool `tool` of pack `pack`: the same call as `invoke` of `<pack>__<tool>`.
+    PackInvoke {
+        call_id: String,
+        pack: String,
+        tool: String,
+        #[serde(default = "empty_object")]
+        args: serde_json::Value,
+    },
+    /// Asks for the account's pack tools and the packs that failed (answered by `packs`).
+    PacksList {},
 }
 
 impl ClientFrame {
@@ -100,6 +110,40 @@ pub struct ToolSpec {
     pub name: String,
     pub description: String,
     pub input_schema: serde_json::Value,
+    /// A pack tool's MCP hints, as its server gave them (untrusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+}
+
+/// MCP tool hints, in MCP's spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    pub read_only_hint: bool,
+    pub destructive_hint: bool,
+}
+
+/// A pack tool in the answer to `packs_list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackToolSpec {
+    /// `<pack>__<tool>`, the name `invoke` takes.
+    pub name: String,
+    pub pack: String,
+    pub tool: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+    pub annotations: ToolAnnotations,
+    /// `user` (the account's own mcp.json) or `project` (the workdir's).
+    pub origin: String,
+}
+
+/// A pack that offers no tools now, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackErrorSpec {
+    /// The pack (empty for a problem with a whole file).
+    pub pack: String,
+    pub origin: String,
+    pub message: String,
 }
 
 /// Facts about the machine an agent acts on. Informational: it carries no authority.
@@ -264,6 +308,12 @@ pub enum ServerFrame {
     },
     /// A frame-level problem (malformed JSON, unknown type); the connection stays open.
     Error { code: ErrorCode, message: String },
+    /// The answer to `packs_list`: every pack tool, and every pack that failed (never silently
+    /// absent).
+    Packs {
+        tools: Vec<PackToolSpec>,
+        errors: Vec<PackErrorSpec>,
+    },
 }
 
 impl ServerFrame {
@@ -324,7 +374,7 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-const FRAME_TYPES: [&str; 7] = [
+const FRAME_TYPES: [&str; 9] = [
     "hello",
     "invoke",
     "answer",
@@ -332,6 +382,8 @@ const FRAME_TYPES: [&str; 7] = [
     "set_enabled",
     "console_login",
     "manage",
+    "pack_invoke",
+    "packs_list",
 ];
 
 /// Parses one text frame from a client.
@@ -352,7 +404,9 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         detail: e.to_string(),
     })?;
     match &frame {
-        ClientFrame::Invoke { call_id, .. } | ClientFrame::Cancel { call_id }
+        ClientFrame::Invoke { call_id, .. }
+        | ClientFrame::Cancel { call_id }
+        | ClientFrame::PackInvoke { call_id, .. }
             if !is_valid_id(call_id) =>
         {
             Err(FrameError::BadId("call_id"))
@@ -489,6 +543,13 @@ mod tests {
                     pattern: "cargo test".into(),
                 },
             },
+            ClientFrame::PackInvoke {
+                call_id: "p".into(),
+                pack: "github".into(),
+                tool: "get_file".into(),
+                args: json!({"path": "a"}),
+            },
+            ClientFrame::PacksList {},
         ];
         for frame in frames {
             let text = frame.to_json().unwrap();
@@ -508,6 +569,32 @@ mod tests {
         assert_eq!(
             ClientFrame::Hello { role: Role::Agent }.to_json().unwrap(),
             r#"{"type":"hello","role":"agent"}"#
+        );
+    }
+
+    #[test]
+    fn pack_frames() {
+        check(
+            r#"{"type":"pack_invoke","call_id":"p1","pack":"e","tool":"echo"}"#,
+            Ok(ClientFrame::PackInvoke {
+                call_id: "p1".into(),
+                pack: "e".into(),
+                tool: "echo".into(),
+                args: json!({}),
+            }),
+        );
+        check(r#"{"type":"packs_list"}"#, Ok(ClientFrame::PacksList {}));
+        check(
+            r#"{"type":"packs_list","account":"bob"}"#,
+            Err("unknown field `account`"),
+        );
+        check(
+            r#"{"type":"pack_invoke","call_id":"a b","pack":"e","tool":"echo"}"#,
+            Err("call_id must be"),
+        );
+        check(
+            r#"{"type":"pack_invoke","call_id":"p","tool":"echo"}"#,
+            Err("missing field `pack`"),
         );
     }
 

@@ -127,6 +127,8 @@ pub struct Options {
     /// Written as the `limits:` section of `glovebox.yaml` (YAML lines under it, indented by two
     /// spaces); with it, accounts are written as for `accounts` (one account `test` if none).
     pub limits: Vec<String>,
+    /// The first account's own `mcp.json` (its tool packs), written before `up` starts.
+    pub mcp_json: Option<String>,
 }
 
 impl Default for Options {
@@ -140,6 +142,7 @@ impl Default for Options {
             extra_roots: Vec::new(),
             open_files_limit: None,
             limits: Vec::new(),
+            mcp_json: None,
         }
     }
 }
@@ -514,6 +517,9 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
         }
     }
     std::fs::write(state.join("glovebox.yaml"), yaml).unwrap();
+    if let (Some(text), Some((id, _))) = (&options.mcp_json, accounts.first()) {
+        std::fs::write(state.join("accounts").join(id).join("mcp.json"), text).unwrap();
+    }
     if run_as.is_some() {
         // The temporary root must be traversable for that user to reach the workdirs.
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).unwrap();

@@ -5,6 +5,8 @@
 //! supervisor hands an executor only its own account's key: an executor can verify tickets for
 //! its account and nothing else. Pure but for [`now_ms`]: the caller supplies the time.
 
+pub mod spent;
+
 use glovebox_proto::v1::{Ticket, TicketBody};
 use hmac::{Hmac, Mac};
 use prost::Message;
@@ -86,6 +88,7 @@ fn mac_with(key: &[u8; KEY_BYTES], label: &[u8]) -> HmacSha256 {
 }
 
 const ACCOUNT_KEY_LABEL: &[u8] = b"glovebox.v1.account-ticket-key\0";
+const PACKS_KEY_LABEL: &[u8] = b"glovebox.v1.packs-ticket-key\0";
 const TICKET_LABEL: &[u8] = b"glovebox.v1.ticket\0";
 const CONTENT_TAG_LABEL: &[u8] = b"glovebox.v1.content-tag\0";
 
@@ -97,6 +100,14 @@ impl MasterKey {
     /// The key of one account.
     pub fn account_key(&self, account: &str) -> AccountKey {
         let mut mac = mac_with(&self.0, ACCOUNT_KEY_LABEL);
+        mac.update(account.as_bytes());
+        AccountKey(mac.finalize().into_bytes().into())
+    }
+
+    /// The key of one account's pack host: pack tool tickets are signed with it, so a pack host
+    /// holds no key an executor accepts (and an executor none a pack host accepts).
+    pub fn packs_key(&self, account: &str) -> AccountKey {
+        let mut mac = mac_with(&self.0, PACKS_KEY_LABEL);
         mac.update(account.as_bytes());
         AccountKey(mac.finalize().into_bytes().into())
     }
@@ -210,6 +221,7 @@ mod tests {
             expires_at_ms: 1_000,
             approval: "auto".into(),
             hidden_globs: Vec::new(),
+            pack: None,
         }
     }
 
@@ -281,6 +293,16 @@ mod tests {
     fn account_keys_differ_and_debug_redacts() {
         let m = master();
         assert_ne!(m.account_key("a").as_bytes(), m.account_key("b").as_bytes());
+        // A pack host's key is neither its executor's nor another account's pack host's: a
+        // ticket signed for one verifies at no other.
+        assert_ne!(m.packs_key("a").as_bytes(), m.account_key("a").as_bytes());
+        assert_ne!(m.packs_key("a").as_bytes(), m.packs_key("b").as_bytes());
+        let t = m.packs_key("alice").sign(&body());
+        assert_eq!(
+            m.account_key("alice")
+                .verify(&t, &expected(0, "alice", "c1", "file_read")),
+            Err(TicketError::BadSignature)
+        );
         assert_eq!(format!("{m:?}"), "MasterKey(<redacted>)");
         assert_eq!(
             format!("{:?}", m.account_key("a")),

@@ -2,8 +2,9 @@
 //! description, hints, parameter schema and parser, the policy domains its plan holds (in order),
 //! and whether it walks a tree (so listings and searches must hide the account's read denies).
 //! The broker lists tools from it, the gate checks plans and builds tickets from it, the executor
-//! is tested against it. Tools known only at run time (client tools, and later packs) are
-//! described by [`ToolInfo`], the same facts without the static parser.
+//! is tested against it. Tools known only at run time (client tools and pack tools) are
+//! described by [`ToolInfo`], the same facts without the static parser, and their plans' shape by
+//! [`plan_shape`].
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -258,16 +259,63 @@ impl ToolInfo {
             domains: vec![Domain::Tool],
         }
     }
+
+    /// A tool of an MCP tool pack, exposed as `<pack>__<tool>` (see [`crate::packs`]); its
+    /// schema is sanitized and its description cut, so one server cannot break a client's list.
+    /// Judged in the tools domain, with its path arguments as read or write subjects after it.
+    pub fn pack(
+        pack: &str,
+        tool: &str,
+        description: &str,
+        input_schema: &serde_json::Value,
+        hints: Hints,
+    ) -> Result<ToolInfo, String> {
+        Ok(ToolInfo {
+            name: crate::packs::exposed_name(pack, tool)?,
+            description: crate::packs::sanitize_description(description),
+            input_schema: crate::packs::sanitize_schema(input_schema),
+            hints,
+            domains: vec![Domain::Tool],
+        })
+    }
 }
 
-/// The domains a plan of the tool named `name` must have, for any tool the gate judges (a
-/// built-in tool's entry, or a client tool's single tools-domain subject); `None` for a name no
-/// tool has.
-pub fn plan_domains(name: &str) -> Option<&'static [Domain]> {
-    if crate::client_tools::bare_name(name).is_some() {
-        return Some(&[Domain::Tool]);
+/// What a plan of a tool must hold, for the gate to judge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanShape {
+    /// Exactly these domains, in order (a built-in tool's entry; a client tool's one subject).
+    Exactly(&'static [Domain]),
+    /// A pack tool: its name in the tools domain, then any number of read or write subjects (its
+    /// path arguments).
+    ToolThenPaths,
+}
+
+impl PlanShape {
+    /// Whether `domains` (a plan's, in order) have this shape.
+    pub fn fits(self, domains: &[Domain]) -> bool {
+        match self {
+            PlanShape::Exactly(want) => domains == want,
+            PlanShape::ToolThenPaths => match domains.split_first() {
+                Some((Domain::Tool, rest)) => rest
+                    .iter()
+                    .all(|d| matches!(d, Domain::Read | Domain::Write)),
+                _ => false,
+            },
+        }
     }
-    Tool::from_name(name).map(|t| t.entry().domains)
+}
+
+/// The shape a plan of the tool named `name` must have, for any tool the gate judges (a
+/// built-in tool's entry, a client tool's single tools-domain subject, a pack tool's name and
+/// paths); `None` for a name no tool has.
+pub fn plan_shape(name: &str) -> Option<PlanShape> {
+    if crate::client_tools::bare_name(name).is_some() {
+        return Some(PlanShape::Exactly(&[Domain::Tool]));
+    }
+    if crate::packs::split_name(name).is_some() {
+        return Some(PlanShape::ToolThenPaths);
+    }
+    Tool::from_name(name).map(|t| PlanShape::Exactly(t.entry().domains))
 }
 
 #[cfg(test)]
@@ -392,19 +440,54 @@ mod tests {
     }
 
     #[test]
-    fn plan_domains_cover_built_in_and_client_tools_only() {
+    fn plan_shapes_cover_built_in_client_and_pack_tools_only() {
+        use Domain::*;
         assert_eq!(
-            plan_domains("file_move"),
-            Some(&[Domain::Delete, Domain::Read, Domain::Write][..])
+            plan_shape("file_move"),
+            Some(PlanShape::Exactly(&[Delete, Read, Write][..]))
         );
         assert_eq!(
-            plan_domains("client__screenshot"),
-            Some(&[Domain::Tool][..])
+            plan_shape("client__screenshot"),
+            Some(PlanShape::Exactly(&[Tool][..]))
         );
-        assert_eq!(plan_domains("client__"), None);
-        assert_eq!(plan_domains("rm_rf"), None);
+        assert_eq!(
+            plan_shape("github__get_file"),
+            Some(PlanShape::ToolThenPaths)
+        );
+        assert_eq!(plan_shape("client__"), None);
+        assert_eq!(plan_shape("rm_rf"), None);
+        assert_eq!(plan_shape("a b__c"), None);
         let info = ToolInfo::client("screenshot", "d", serde_json::json!({"type": "object"}));
         assert_eq!(info.name, "client__screenshot");
+        assert_eq!(info.domains, vec![Tool]);
+        #[rustfmt::skip]
+        let cases: &[(PlanShape, &[Domain], bool)] = &[
+            (PlanShape::ToolThenPaths, &[Tool],               true),
+            (PlanShape::ToolThenPaths, &[Tool, Read, Write],  true),
+            (PlanShape::ToolThenPaths, &[],                   false),
+            (PlanShape::ToolThenPaths, &[Read, Tool],         false),
+            (PlanShape::ToolThenPaths, &[Tool, Tool],         false),
+            (PlanShape::ToolThenPaths, &[Tool, Exec],         false),
+            (PlanShape::ToolThenPaths, &[Tool, Delete],       false),
+            (PlanShape::Exactly(&[Tool]), &[Tool],            true),
+            (PlanShape::Exactly(&[Tool]), &[Tool, Read],      false),
+        ];
+        for (shape, domains, fits) in cases {
+            assert_eq!(shape.fits(domains), *fits, "{shape:?} {domains:?}");
+        }
+    }
+
+    #[test]
+    fn a_pack_tool_is_listed_sanitized_or_reported() {
+        let hints = Hints {
+            read_only: true,
+            destructive: false,
+        };
+        let info =
+            ToolInfo::pack("github", "get_file", "d", &serde_json::json!("bad"), hints).unwrap();
+        assert_eq!(info.name, "github__get_file");
+        assert_eq!(info.input_schema["type"], "object");
         assert_eq!(info.domains, vec![Domain::Tool]);
+        assert!(ToolInfo::pack("github", "get.file", "d", &serde_json::json!({}), hints).is_err());
     }
 }

@@ -127,6 +127,7 @@ mod tests {
         let plan = |subjects| pb::Plan {
             subjects,
             content_tag: Vec::new(),
+            pack: None,
         };
         let (s, cwd) = explained_subject(&plan(vec![subject(D::Delete, "/w/link")])).unwrap();
         assert_eq!(

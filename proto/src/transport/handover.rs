@@ -23,6 +23,11 @@ pub mod socket {
     pub fn executor(account: &str) -> String {
         format!("executor:{account}")
     }
+    /// One account's pack host socket: the broker calls it, and administrators' `glovebox packs
+    /// list|reload` and `glovebox secret set` (which restarts the packs that use the secret).
+    pub fn packs(account: &str) -> String {
+        format!("packs:{account}")
+    }
 }
 
 /// The peer names keys are granted to.
@@ -33,6 +38,10 @@ pub mod peer {
     /// One account's executor, as a client of the audit socket.
     pub fn executor(account: &str) -> String {
         format!("executor:{account}")
+    }
+    /// One account's pack host, as a client of the audit socket (Audit and PackSupport).
+    pub fn packs(account: &str) -> String {
+        format!("packs:{account}")
     }
 }
 
@@ -187,8 +196,9 @@ impl Handover {
 /// | --- | --- | --- |
 /// | `gate` | the gate | `broker` (Gate, Audit), `supervisor` (Audit: service events) |
 /// | `admin` | the gate | `admin` (`glovebox policy`) |
-/// | `audit` | the gate | `executor:<id>` for each account (Audit: its own execute rows) |
+/// | `audit` | the gate | `executor:<id>` for each account (Audit: its own execute rows), `packs:<id>` (Audit: its own execute rows; PackSupport: its account's mcp.json, trust, secrets) |
 /// | `executor:<id>` | that account's executor | `broker`, `admin` (Plan only: `policy explain`) |
+/// | `packs:<id>` | that account's pack host | `broker`, `admin` (List and Reload only) |
 pub struct ControlKeys(Vec<u8>);
 
 impl std::fmt::Debug for ControlKeys {
@@ -222,8 +232,9 @@ impl ControlKeys {
             &self.key(socket::ADMIN, peer::ADMIN),
         );
         for account in accounts {
-            let p = peer::executor(account);
-            h.serve(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
+            for p in [peer::executor(account), peer::packs(account)] {
+                h.serve(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
+            }
         }
         h
     }
@@ -237,8 +248,9 @@ impl ControlKeys {
             &self.key(socket::GATE, peer::BROKER),
         );
         for account in accounts {
-            let s = socket::executor(account);
-            h.call(&s, peer::BROKER, &self.key(&s, peer::BROKER));
+            for s in [socket::executor(account), socket::packs(account)] {
+                h.call(&s, peer::BROKER, &self.key(&s, peer::BROKER));
+            }
         }
         h
     }
@@ -255,6 +267,23 @@ impl ControlKeys {
             h.serve(&s, p, &self.key(&s, p));
         }
         let p = peer::executor(account);
+        h.call(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
+        h
+    }
+
+    /// One pack host's handover: its account's pack ticket key (never the executor's), the
+    /// broker's and the administrator's keys on its socket, and its own key on the gate's audit
+    /// socket.
+    pub fn for_packs(&self, account: &str, ticket_key_hex: String) -> Handover {
+        let mut h = Handover {
+            ticket_key: Some(ticket_key_hex),
+            ..Default::default()
+        };
+        let s = socket::packs(account);
+        for p in [peer::BROKER, peer::ADMIN] {
+            h.serve(&s, p, &self.key(&s, p));
+        }
+        let p = peer::packs(account);
         h.call(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
         h
     }
@@ -339,6 +368,42 @@ mod tests {
         assert!(!broker.contains(&keys.key(&on_alice, peer::ADMIN).to_hex()));
         assert!(!broker.contains(&keys.key(socket::GATE, peer::SUPERVISOR).to_hex()));
         assert!(ControlKeys::from_bytes(&[0u8; 31]).is_err());
+    }
+
+    #[test]
+    fn a_pack_host_gets_its_own_socket_and_audit_keys_only() {
+        let keys = ControlKeys::from_bytes(&[5u8; 32]).unwrap();
+        let packs = keys.for_packs("alice", "11".repeat(32));
+        let served: Vec<(&str, &str)> = packs
+            .serve
+            .iter()
+            .map(|g| (g.socket.as_str(), g.peer.as_str()))
+            .collect();
+        assert_eq!(
+            served,
+            [("packs:alice", peer::BROKER), ("packs:alice", peer::ADMIN)]
+        );
+        assert_eq!(
+            packs.calling(socket::AUDIT).unwrap(),
+            (
+                "packs:alice".to_owned(),
+                keys.key(socket::AUDIT, "packs:alice")
+            )
+        );
+        let line = packs.to_line();
+        // Not the executor's socket keys, nor another account's, nor the gate's.
+        assert!(!line.contains(&keys.key(&socket::executor("alice"), peer::BROKER).to_hex()));
+        assert!(!line.contains(&keys.key(&socket::packs("bob"), peer::BROKER).to_hex()));
+        assert!(!line.contains(&keys.key(socket::AUDIT, "executor:alice").to_hex()));
+        assert!(!line.contains(&keys.key(socket::GATE, peer::BROKER).to_hex()));
+        // The gate accepts the pack host on its audit socket; the broker can call it.
+        assert!(
+            keys.for_gate(["alice"])
+                .serve
+                .iter()
+                .any(|g| g.socket == socket::AUDIT && g.peer == "packs:alice")
+        );
+        assert!(keys.for_broker(["alice"]).calling("packs:alice").is_ok());
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub struct App {
     pub mcp_sessions: Arc<mcp::SessionOwners>,
     /// Each account's calls running at once.
     pub calls: crate::call_slots::CallSlots,
+    pub trust_asks: crate::packs::TrustAsks,
     pub tool_changes: tool_changes::ToolChanges,
     /// The web console's login links and sessions.
     pub console: console::Console,
@@ -47,6 +48,7 @@ impl App {
             backends: backends::Backends::new(
                 &config.gate_socket,
                 &config.executors,
+                &config.packs,
                 &config.handover,
             )?,
             asks: asks::Asks::new(config.ask_timeout, asks::MAX_WAITING_ASKS),
@@ -60,6 +62,7 @@ impl App {
                 limits.mcp_session_idle,
             )),
             calls: crate::call_slots::CallSlots::new(limits.calls_per_account),
+            trust_asks: crate::packs::TrustAsks::default(),
             tool_changes: tool_changes::ToolChanges::default(),
             console: console::Console::default(),
             next_conn: AtomicU64::new(1),

@@ -1,4 +1,4 @@
-//! gRPC clients for the gate and each account's executor, over their Unix sockets, proving the
+//! gRPC clients for the gate and each account's executor and pack host, over their Unix sockets, proving the
 //! broker's keys (and checking that the other end proves them too). Channels connect lazily and
 //! reconnect, so a restarted service is picked up without a broker restart.
 
@@ -10,7 +10,7 @@ use glovebox_proto::transport::authenticated_channel;
 use glovebox_proto::transport::handover::{Handover, HandoverError, socket};
 use glovebox_proto::v1::{
     account_admin_client::AccountAdminClient, audit_client::AuditClient,
-    executor_client::ExecutorClient, gate_client::GateClient,
+    executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
 };
 use tonic::transport::Channel;
 
@@ -24,6 +24,7 @@ pub struct Backends {
     /// An account's own policy and calls, for its approver (on the gate's main socket).
     pub account_admin: AccountAdminClient<Channel>,
     executors: HashMap<String, ExecutorClient<Channel>>,
+    packs: HashMap<String, PacksClient<Channel>>,
 }
 
 impl Backends {
@@ -32,6 +33,7 @@ impl Backends {
     pub fn new(
         gate_socket: &Path,
         executors: &[(String, std::path::PathBuf)],
+        packs: &[(String, std::path::PathBuf)],
         keys: &Handover,
     ) -> Result<Backends, HandoverError> {
         let (peer, key) = keys.calling(socket::GATE)?;
@@ -44,11 +46,20 @@ impl Backends {
                 ExecutorClient::new(authenticated_channel(path, &peer, key)),
             );
         }
+        let mut pack_clients = HashMap::new();
+        for (account, path) in packs {
+            let (peer, key) = keys.calling(&socket::packs(account))?;
+            pack_clients.insert(
+                account.clone(),
+                PacksClient::new(authenticated_channel(path, &peer, key)),
+            );
+        }
         Ok(Backends {
             gate: GateClient::new(gate_channel.clone()),
             audit: AuditClient::new(gate_channel.clone()),
             account_admin: AccountAdminClient::new(gate_channel),
             executors: clients,
+            packs: pack_clients,
         })
     }
 
@@ -62,6 +73,11 @@ impl Backends {
 
     pub fn executor(&self, account: &str) -> Option<ExecutorClient<Channel>> {
         self.executors.get(account).cloned()
+    }
+
+    /// The pack host of `account` (the authenticated account, never one named in a request).
+    pub fn packs(&self, account: &str) -> Option<PacksClient<Channel>> {
+        self.packs.get(account).cloned()
     }
 }
 

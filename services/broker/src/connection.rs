@@ -40,10 +40,14 @@ fn text(frame: &ServerFrame) -> Message {
 }
 
 fn frame_error(code: ErrorCode, message: impl Into<String>) -> Message {
-    text(&ServerFrame::Error {
+    text(&frame_error_frame(code, message))
+}
+
+fn frame_error_frame(code: ErrorCode, message: impl Into<String>) -> ServerFrame {
+    ServerFrame::Error {
         code,
         message: message.into(),
-    })
+    }
 }
 
 /// The calls in flight on one agent connection, each with the switch that withdraws it.
@@ -222,7 +226,7 @@ async fn tell_tool_changes(
     let account = told.account.as_str();
     while changes.changed().await.is_ok() {
         let info = crate::tool_list::account_info(&app, account).await;
-        let tools = crate::tool_list::tools_for(&app, account, told.profile, info.as_ref());
+        let tools = crate::tool_list::tools_for(&app, account, told.profile, info.as_ref()).await;
         if tools != told.offered {
             told.offered = tools.clone();
             outbox
@@ -298,6 +302,26 @@ impl Connection {
                 tool,
                 params,
             } => self.start_call(call_id, tool, params).await,
+            ClientFrame::PackInvoke {
+                call_id,
+                pack,
+                tool,
+                args,
+            } => {
+                let name = format!("{pack}{}{tool}", glovebox_proto::packs::SEPARATOR);
+                self.start_call(call_id, name, args).await
+            }
+            ClientFrame::PacksList {} => {
+                let frame = if self.profile == Profile::Desktop {
+                    crate::packs::packs_frame(&self.app, &self.account).await
+                } else {
+                    frame_error_frame(
+                        ErrorCode::Denied,
+                        "pack tools are not available to web connections",
+                    )
+                };
+                self.outbox.send(text(&frame)).await;
+            }
             ClientFrame::Cancel { call_id } => {
                 let found = lock(&self.in_flight)
                     .get(&call_id)
@@ -359,6 +383,19 @@ impl Connection {
             ClientFrame::Cancel { .. } => {
                 let message = "approver connections have no calls to cancel";
                 self.error(ErrorCode::Denied, message).await
+            }
+            ClientFrame::PackInvoke { call_id, .. } => {
+                let error = WireError::new(
+                    ErrorCode::Denied,
+                    "approver connections cannot invoke tools",
+                );
+                self.outbox
+                    .send(text(&ServerFrame::failed(call_id, error)))
+                    .await;
+            }
+            ClientFrame::PacksList {} => {
+                self.error(ErrorCode::Denied, "approver connections cannot list tools")
+                    .await
             }
             ClientFrame::Invoke { call_id, .. } => {
                 let error = WireError::new(

@@ -20,6 +20,7 @@ pub mod front_door;
 pub mod health;
 pub mod limits;
 pub mod mcp;
+pub mod packs;
 pub mod peer;
 pub mod pipeline;
 pub mod profiles;
@@ -49,6 +50,8 @@ pub struct BrokerConfig {
     pub gate_socket: PathBuf,
     /// (account, executor socket) pairs.
     pub executors: Vec<(String, PathBuf)>,
+    /// (account, pack host socket) pairs.
+    pub packs: Vec<(String, PathBuf)>,
     pub ask_timeout: Duration,
     /// Reported in client context.
     pub shell: String,
@@ -74,6 +77,11 @@ impl BrokerConfig {
                 .accounts
                 .iter()
                 .map(|a| (a.id.clone(), state.executor_socket(&a.id)))
+                .collect(),
+            packs: config
+                .accounts
+                .iter()
+                .map(|a| (a.id.clone(), state.packs_socket(&a.id)))
                 .collect(),
             ask_timeout: DEFAULT_ASK_TIMEOUT,
             shell: "/bin/sh".to_owned(),
@@ -136,6 +144,7 @@ pub async fn run(
         "client connections"
     );
     app.credentials.follow();
+    packs::spawn(app.clone());
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();

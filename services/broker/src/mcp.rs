@@ -174,7 +174,18 @@ pub async fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
     specs(app, account)
         .await
         .iter()
-        .map(|t| mcp_tool(&t.name, &t.description, &t.input_schema))
+        .map(|t| {
+            let tool = mcp_tool(&t.name, &t.description, &t.input_schema);
+            match &t.annotations {
+                // A pack tool: its server's hints.
+                Some(a) => tool.annotate(
+                    ToolAnnotations::new()
+                        .read_only(a.read_only_hint)
+                        .destructive(a.destructive_hint),
+                ),
+                None => tool,
+            }
+        })
         .collect()
 }
 
@@ -187,6 +198,7 @@ async fn specs(app: &App, account: &str) -> Vec<glovebox_proto::ws::ToolSpec> {
         crate::profiles::Profile::Desktop,
         info.as_ref(),
     )
+    .await
 }
 
 /// A call's result frame as an MCP tool result. A success is its JSON as text (a JSON string,

@@ -51,7 +51,12 @@ pub struct CallIds {
 }
 
 impl CallIds {
-    fn tool_call(&self, account: &str, tool: &str, params: &serde_json::Value) -> ToolCall {
+    pub(crate) fn tool_call(
+        &self,
+        account: &str,
+        tool: &str,
+        params: &serde_json::Value,
+    ) -> ToolCall {
         ToolCall {
             account: account.to_owned(),
             call_id: self.server.clone(),
@@ -157,14 +162,14 @@ async fn enter(
     }
 }
 
-fn unavailable(what: &str) -> WireError {
+pub(crate) fn unavailable(what: &str) -> WireError {
     WireError::new(
         ErrorCode::Unavailable,
         format!("{what} is unavailable; the call was not run"),
     )
 }
 
-fn from_tool_error(e: pb::ToolError) -> WireError {
+pub(crate) fn from_tool_error(e: pb::ToolError) -> WireError {
     let code = ErrorCode::parse(&e.code).unwrap_or(ErrorCode::Internal);
     WireError::new(code, e.message)
 }
@@ -180,6 +185,10 @@ async fn steps(
     admit(origin, tool_name)?;
     if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
         return client_tool(app, origin, ids, tool_name, bare, params, cancelled).await;
+    }
+    if let Some(pack_tool) = glovebox_proto::packs::split_name(tool_name) {
+        return crate::packs::pack_call(app, origin, ids, tool_name, pack_tool, params, cancelled)
+            .await;
     }
     builtin(app, origin, ids, tool_name, params, cancelled).await
 }
@@ -280,7 +289,7 @@ async fn builtin(
 }
 
 /// What the approver is shown as the preview of an ask.
-enum Preview {
+pub(crate) enum Preview {
     /// The executor renders it (a diff for writes; command, shell and cwd for exec).
     Executor,
     Text(String),
@@ -290,7 +299,7 @@ enum Preview {
 const MAX_INPUT_PREVIEW: usize = 16 * 1024;
 
 /// The gate's verdict on a planned call, asking the approver when it says ask. A ticket means go.
-async fn authorize(
+pub(crate) async fn authorize(
     app: &App,
     origin: &Origin,
     call: &ToolCall,
@@ -362,6 +371,7 @@ async fn client_tool(
             state: None,
         }],
         content_tag: Vec::new(),
+        pack: None,
     };
     let preview = Preview::Text(input_preview(&params));
     let mut cancelled = cancelled;
@@ -395,7 +405,7 @@ fn truncated(name: &str) -> String {
 
 /// What the approver is shown of a client tool's input: pretty JSON, cut at
 /// [`MAX_INPUT_PREVIEW`] bytes (on a character boundary).
-fn input_preview(params: &serde_json::Value) -> String {
+pub(crate) fn input_preview(params: &serde_json::Value) -> String {
     let mut shown = serde_json::to_string_pretty(params).unwrap_or_default();
     if glovebox_proto::display::truncate_at_char(&mut shown, MAX_INPUT_PREVIEW) {
         shown.push_str("\n[input truncated]");

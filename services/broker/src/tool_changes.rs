@@ -4,8 +4,10 @@
 //!
 //! A change is a provider registering or leaving (`client_tools`), an approver switching the
 //! account's tools (`connection`), or the gate's answer about the account changing (an
-//! administrator's `glovebox enable|disable`, the gate going away or coming back), which
-//! [`watch_gate`] polls for accounts that someone is listening about. What the list now is, is
+//! administrator's `glovebox enable|disable`, the gate going away or coming back), or the
+//! account's pack tools changing (a pack added, removed or reconfigured in `mcp.json`, or one
+//! that was still starting now offering its tools), which [`watch_gate`] polls for accounts that
+//! someone is listening about. What the list now is, is
 //! still `tool_list`'s to say; this only says when to look again.
 
 use std::collections::HashMap;
@@ -56,6 +58,9 @@ impl ToolChanges {
 /// What the gate last said of an account's tools: on, off, or nothing (unreachable).
 type Seen = Option<bool>;
 
+/// The names of an account's pack tools at the last look.
+type PackNames = std::collections::BTreeSet<String>;
+
 /// Whether going from `before` to `now` changes what clients are offered (the first look at an
 /// account changes nothing: its listeners were given the list it had then).
 pub fn differs(before: Option<Seen>, now: Seen) -> bool {
@@ -66,6 +71,7 @@ pub fn differs(before: Option<Seen>, now: Seen) -> bool {
 /// change of what it says. Runs until the broker's state is gone.
 pub async fn watch_gate(app: Weak<App>) {
     let mut seen: HashMap<String, Seen> = HashMap::new();
+    let mut packs: HashMap<String, PackNames> = HashMap::new();
     let mut tick = tokio::time::interval(GATE_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -73,12 +79,32 @@ pub async fn watch_gate(app: Weak<App>) {
         let Some(app) = app.upgrade() else { return };
         let listened = app.tool_changes.listened();
         seen.retain(|a, _| listened.contains(a));
+        packs.retain(|a, _| listened.contains(a));
         for account in listened {
             let now = crate::tool_list::account_info(&app, &account)
                 .await
                 .map(|i| i.enabled);
             if differs(seen.insert(account.clone(), now), now) {
                 tracing::debug!(%account, enabled = ?now, "the account's tools changed at the gate");
+                app.tool_changes.changed(&account);
+                continue;
+            }
+            if now != Some(true) {
+                continue;
+            }
+            let names: PackNames = crate::packs::tool_specs(&app, &account)
+                .await
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            // A first look may already differ from what the listeners were given (a pack that
+            // finished starting in between): it counts as a change, and each front door
+            // compares with what it offered before telling its client.
+            if packs
+                .insert(account.clone(), names.clone())
+                .is_none_or(|old| old != names)
+            {
+                tracing::debug!(%account, "the account's pack tools changed");
                 app.tool_changes.changed(&account);
             }
         }

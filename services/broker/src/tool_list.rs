@@ -1,6 +1,7 @@
 //! The tools an account's connection is offered: what `hello_ok` lists on `/v1/ws` and what MCP
-//! `tools/list` returns. One function, so both front doors list the same tools; whether the
-//! account's tools are on is the gate's to say (`AccountInfo`), never the broker's.
+//! `tools/list` returns. One function, so both front doors list the same tools (built-in, client
+//! and pack tools, from the catalog's `ToolInfo`); whether the account's tools are on is the
+//! gate's to say (`AccountInfo`), never the broker's.
 
 use glovebox_proto::tools::Tool;
 use glovebox_proto::tools::catalog::ToolInfo;
@@ -23,10 +24,11 @@ pub async fn account_info(app: &App, account: &str) -> Option<AccountInfoRespons
     .map(|r| r.into_inner())
 }
 
-/// The built-in tools and the account's client tools, as a connection of `profile` sees them,
-/// given what the gate said of the account: none when its tools are off or the gate could not
-/// be asked (every call would be refused anyway), only client tools for a `web` connection.
-pub fn tools_for(
+/// The built-in tools, the account's client tools and its pack tools (with their hints), as a
+/// connection of `profile` sees them, given what the gate said of the account: none when its
+/// tools are off or the gate could not be asked (every call would be refused anyway), only
+/// client tools for a `web` connection.
+pub async fn tools_for(
     app: &App,
     account: &str,
     profile: Profile,
@@ -35,6 +37,11 @@ pub fn tools_for(
     if !info.is_some_and(|i| i.enabled) {
         return Vec::new();
     }
+    let packs = if profile == Profile::Desktop {
+        crate::packs::tool_specs(app, account).await
+    } else {
+        Vec::new()
+    };
     let builtin = Tool::ALL.iter().map(|t| ToolInfo::builtin(*t));
     let client = app
         .registry
@@ -43,11 +50,13 @@ pub fn tools_for(
         .map(|t| ToolInfo::client(&t.name, &t.description, t.input_schema));
     builtin
         .chain(client)
-        .filter(|t| profile.allows(&t.name))
         .map(|t| ToolSpec {
             name: t.name,
             description: t.description,
             input_schema: t.input_schema,
+            annotations: None,
         })
+        .chain(packs)
+        .filter(|t| profile.allows(&t.name))
         .collect()
 }

@@ -72,6 +72,7 @@ fn main() {
             content_tag: plan.content_tag,
             expires_at_ms: u64::MAX,
             approval: "auto".into(),
+            pack: None,
             hidden_globs: Vec::new(),
         };
         let done = ops::execute(&ctx, &params, &ticket).unwrap();

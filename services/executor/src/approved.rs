@@ -32,6 +32,55 @@ pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
     Ok(Plan {
         subjects: vec![subject(Domain::Read, r.path.clone(), fsio::observed(&r))],
         content_tag: Vec::new(),
+        pack: None,
+    })
+}
+
+/// Most path arguments of one pack tool call this executor resolves.
+pub const MAX_PACK_PATHS: usize = 64;
+
+/// The subjects of a pack tool call's path arguments: each path resolved like any other (relative
+/// ones against `base`, the pack's working directory, itself resolved against the workdir), in
+/// the read or write domain it came with. The executor never acts on them: the pack's server
+/// does, inside its own Landlock domain.
+pub fn pack_paths_plan(
+    ctx: &OpContext<'_>,
+    base: &str,
+    paths: &[Subject],
+) -> Result<Plan, OpError> {
+    if paths.len() > MAX_PACK_PATHS {
+        return Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("more than {MAX_PACK_PATHS} path arguments"),
+        ));
+    }
+    let base = if base.is_empty() {
+        ctx.workdir.to_owned()
+    } else {
+        std::path::PathBuf::from(resolve(base, ctx.workdir)?.path)
+    };
+    let mut subjects = Vec::new();
+    for p in paths {
+        let domain = match Domain::try_from(p.domain) {
+            Ok(d @ (Domain::Read | Domain::Write)) => d,
+            _ => {
+                return Err(OpError::new(
+                    ErrorCode::InvalidParams,
+                    "a path argument is judged as a read or a write",
+                ));
+            }
+        };
+        let r = resolve(&p.path, &base)?;
+        subjects.push(Subject {
+            domain: domain as i32,
+            path: r.path,
+            state: None,
+        });
+    }
+    Ok(Plan {
+        subjects,
+        content_tag: Vec::new(),
+        pack: None,
     })
 }
 
@@ -188,5 +237,56 @@ mod tests {
             bound_subject(&ticket, Domain::Delete, &a).unwrap_err().code,
             ErrorCode::Changed
         );
+    }
+
+    #[test]
+    fn pack_path_arguments_resolve_against_the_packs_directory() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("sub")).unwrap();
+        std::os::unix::fs::symlink(f.root.join("state"), f.work.join("sub/link")).unwrap();
+        let arg = |domain: Domain, path: &str| Subject {
+            domain: domain as i32,
+            path: path.to_owned(),
+            state: None,
+        };
+        let plan = pack_paths_plan(
+            &f.ctx(),
+            &f.path("sub"),
+            &[
+                arg(Domain::Read, "a.txt"),
+                arg(Domain::Write, "../.env"),
+                arg(Domain::Read, "link/x"),
+            ],
+        )
+        .unwrap();
+        let got: Vec<(i32, String)> = plan
+            .subjects
+            .iter()
+            .map(|s| (s.domain, s.path.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Domain::Read as i32, f.path("sub/a.txt")),
+                (Domain::Write as i32, f.path(".env")),
+                // A link is judged at its target.
+                (
+                    Domain::Read as i32,
+                    f.root.join("state/x").display().to_string()
+                ),
+            ]
+        );
+        let relative_to_workdir = pack_paths_plan(&f.ctx(), "", &[arg(Domain::Read, "a")]).unwrap();
+        assert_eq!(relative_to_workdir.subjects[0].path, f.path("a"));
+        for bad in [
+            vec![arg(Domain::Exec, "a")],
+            vec![arg(Domain::Read, "")],
+            vec![arg(Domain::Read, "a\0b")],
+            (0..=MAX_PACK_PATHS)
+                .map(|_| arg(Domain::Read, "a"))
+                .collect(),
+        ] {
+            assert!(pack_paths_plan(&f.ctx(), "", &bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -15,7 +15,7 @@ pub mod movable;
 pub mod ops;
 pub mod replace;
 pub mod resolve;
-pub mod sandbox;
+pub use glovebox_sandbox as sandbox;
 pub mod service;
 pub mod spent;
 pub mod trash;

@@ -11,8 +11,8 @@ use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{Tool, ToolParams};
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::v1::{
-    self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanRequest, PlanResponse,
-    PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
+    self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanPathsRequest, PlanRequest,
+    PlanResponse, PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
 };
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
@@ -201,6 +201,43 @@ impl pb::executor_server::Executor for ExecutorService {
         let outcome = match self.parse(&call) {
             Ok(params) => self.blocking(move |ctx| ops::plan(ctx, &params)).await,
             Err(e) => Err(e),
+        };
+        Ok(Response::new(match outcome {
+            Ok(plan) => PlanResponse {
+                plan: Some(plan),
+                error: None,
+            },
+            Err(e) => PlanResponse {
+                plan: None,
+                error: Some(e.to_proto()),
+            },
+        }))
+    }
+
+    /// The path arguments of a call to a pack tool, resolved (for the broker; see
+    /// `approved::pack_paths_plan`).
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn plan_paths(
+        &self,
+        request: Request<PlanPathsRequest>,
+    ) -> Result<Response<PlanResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let PlanPathsRequest { call, paths, base } = request.into_inner();
+        let call = required(call, "call")?;
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let outcome = if call.account != self.config.account {
+            Err(OpError::new(
+                ErrorCode::Denied,
+                "this executor serves another account",
+            ))
+        } else if glovebox_proto::packs::split_name(&call.tool).is_none() {
+            Err(OpError::new(
+                ErrorCode::UnknownTool,
+                "only the path arguments of pack tools are planned this way",
+            ))
+        } else {
+            self.blocking(move |ctx| crate::approved::pack_paths_plan(ctx, &base, &paths))
+                .await
         };
         Ok(Response::new(match outcome {
             Ok(plan) => PlanResponse {

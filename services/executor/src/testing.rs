@@ -73,5 +73,6 @@ pub fn ticket_for(plan: &Plan) -> TicketBody {
         expires_at_ms: u64::MAX,
         approval: "auto".into(),
         hidden_globs: Vec::new(),
+        pack: None,
     }
 }

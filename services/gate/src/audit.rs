@@ -115,6 +115,13 @@ pub fn migrator() -> Migrator {
             include_str!("../migrations/0003_keyed_chain.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            5,
+            "pack calls view".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0005_pack_calls_view.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

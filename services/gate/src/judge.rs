@@ -1,8 +1,11 @@
 //! The decision layer above the pure policy: may a planned call proceed? It checks, in order,
 //! that the account exists, that its tools are switched on, that the tool is in the catalog, that
-//! its policy compiled, and that the plan has exactly the domains the catalog lists for the tool;
-//! then each subject is judged by its domain's rules (a command with its working directory, the
-//! plan's next subject) and the verdicts combine, strictest first.
+//! its policy compiled, and that the plan has the shape the catalog gives the tool (a pack tool's:
+//! its name, then its path arguments as reads or writes, with the pack host's facts); then each
+//! subject is judged by its domain's rules (a command with its working directory, the plan's next
+//! subject; a pack tool's name by the `tools` rules and the managed caps, allowed with no rule
+//! when its server marks it read-only and the pack is the account's own) and the verdicts
+//! combine, strictest first.
 //!
 //! Pure: the gate's service passes in the account's state (its swapped-in policy and
 //! enablement), the call, the plan and the time. Anything it cannot make sense of is denied.
@@ -10,9 +13,9 @@
 use std::sync::Arc;
 
 use glovebox_policy::permissions::Section;
-use glovebox_policy::{Decision, Domain, Policy, Verdict};
-use glovebox_proto::tools::catalog::plan_domains;
-use glovebox_proto::v1::{self as pb, Plan};
+use glovebox_policy::{Decision, Domain, Layer, Policy, Verdict};
+use glovebox_proto::tools::catalog::{PlanShape, plan_shape};
+use glovebox_proto::v1::{self as pb, PackFacts, Plan};
 
 /// What the gate knows of an account when it judges.
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +72,7 @@ pub fn judge(account: Account<'_>, tool: &str, plan: &Plan, now: i64) -> Judged 
             ),
         );
     }
-    let Some(expected) = plan_domains(tool) else {
+    let Some(shape) = plan_shape(tool) else {
         return deny("tool", format!("unknown tool {tool:?}"));
     };
     let policy = match policy {
@@ -87,21 +90,30 @@ pub fn judge(account: Account<'_>, tool: &str, plan: &Plan, now: i64) -> Judged 
     if plan.subjects.is_empty() {
         return deny("plan", "the call names no subject".to_owned());
     }
-    let fits = plan.subjects.len() == expected.len()
-        && plan
-            .subjects
-            .iter()
-            .zip(expected)
-            .all(|(s, want)| s.domain == *want as i32);
-    if !fits {
+    let domains: Vec<pb::Domain> = plan
+        .subjects
+        .iter()
+        .map(|s| pb::Domain::try_from(s.domain).unwrap_or(pb::Domain::Unspecified))
+        .collect();
+    if !shape.fits(&domains) {
         return deny("plan", format!("the plan does not fit {tool}"));
     }
+    let pack = match (shape, &plan.pack) {
+        (PlanShape::ToolThenPaths, Some(facts)) => Some(facts),
+        (PlanShape::ToolThenPaths, None) => {
+            return deny(
+                "plan",
+                format!("the plan of {tool} says nothing of its pack"),
+            );
+        }
+        (_, _) => None,
+    };
     let mut per_subject = Vec::new();
     let mut verdicts = Vec::new();
     for (i, subject) in plan.subjects.iter().enumerate() {
         // The command's working directory is the plan's next subject.
         let next = plan.subjects.get(i + 1).map(|s| s.path.as_str());
-        let Some((v, section)) = judge_subject(policy, tool, subject, next, now) else {
+        let Some((v, section)) = judge_subject(policy, tool, subject, next, pack, now) else {
             return deny("plan", "a subject does not name what it is".to_owned());
         };
         if let Some(section) = section {
@@ -126,6 +138,7 @@ fn judge_subject(
     tool: &str,
     subject: &pb::Subject,
     next: Option<&str>,
+    pack: Option<&PackFacts>,
     now: i64,
 ) -> Option<(Verdict, Option<Section>)> {
     let at = Some(now);
@@ -154,12 +167,40 @@ fn judge_subject(
             ),
             None,
         ),
-        Ok(pb::Domain::Tool) if subject.path == tool => (
-            policy.decide_tool_at(&subject.path, at),
-            Some(Section::Tools),
-        ),
+        Ok(pb::Domain::Tool) if subject.path == tool => match pack {
+            Some(facts) => (
+                read_only_default(
+                    policy.decide_pack_tool_at(&subject.path, facts.read_only, at),
+                    facts,
+                ),
+                Some(Section::Tools),
+            ),
+            None => (
+                policy.decide_tool_at(&subject.path, at),
+                Some(Section::Tools),
+            ),
+        },
         _ => return None,
     })
+}
+
+/// With no rule for a pack tool (the default ask), a tool whose server marks it read-only, of a
+/// pack from the account's own `mcp.json`, is allowed; a project's pack asks (its server's hints
+/// came with the repository).
+fn read_only_default(v: Verdict, facts: &PackFacts) -> Verdict {
+    if v.decision == Decision::Ask
+        && v.layer == Layer::Default
+        && facts.read_only
+        && facts.origin == "user"
+    {
+        return Verdict::in_layer(
+            Layer::Default,
+            Decision::Allow,
+            "pack:read-only",
+            "no rule matches this tool, which its server marks read-only in a pack of the account's own mcp.json",
+        );
+    }
+    v
 }
 
 /// What a listing or search must hide: the read denies of the policy that judged the call, for
@@ -215,6 +256,16 @@ mod tests {
         )
     }
 
+    fn pack_plan(subjects: &[(D, &str)], read_only: bool, origin: &str) -> Plan {
+        Plan {
+            pack: Some(PackFacts {
+                read_only,
+                origin: origin.into(),
+            }),
+            ..plan(subjects)
+        }
+    }
+
     fn plan(subjects: &[(D, &str)]) -> Plan {
         Plan {
             subjects: subjects
@@ -226,10 +277,11 @@ mod tests {
                 })
                 .collect(),
             content_tag: Vec::new(),
+            pack: None,
         }
     }
 
-    const POLICY: &str = "paths:\n  read:\n    allow: ['./**']\n  write:\n    deny: ['./locked/**']\ncommands:\n  allow: ['cargo test']\ntools:\n  allow: ['client__shot']\n";
+    const POLICY: &str = "paths:\n  read:\n    allow: ['./**']\n  write:\n    deny: ['./locked/**']\ncommands:\n  allow: ['cargo test']\ntools:\n  allow: ['client__shot', 'gh__get_*']\n  deny: ['gh__delete_*']\n";
 
     #[test]
     fn policy_errors_reach_agents_without_the_state_dir() {
@@ -297,6 +349,19 @@ mod tests {
             ("a client tool, other name", on,      "client__shot", plan(&[(D::Tool, "client__other")]),         Decision::Deny,  "plan"),
             ("an unlisted client tool",   on,      "client__cam", plan(&[(D::Tool, "client__cam")]),            Decision::Ask,   "default"),
             ("no domain",                 on,      "file_read",  plan(&[(D::Unspecified, "/w/a")]),              Decision::Deny,  "plan"),
+            ("a pack tool allowed",       on,      "gh__get_x",  pack_plan(&[(D::Tool, "gh__get_x")], false, "user"), Decision::Allow, "tools.allow[1]"),
+            ("a pack tool denied",        on,      "gh__delete_x", pack_plan(&[(D::Tool, "gh__delete_x")], true, "user"), Decision::Deny, "tools.deny[0]"),
+            ("a pack tool asks",          on,      "db__query",  pack_plan(&[(D::Tool, "db__query")], false, "user"), Decision::Ask,   "default"),
+            ("read-only, user's pack",    on,      "db__query",  pack_plan(&[(D::Tool, "db__query")], true, "user"), Decision::Allow,  "pack:read-only"),
+            ("read-only, project's pack", on,      "db__query",  pack_plan(&[(D::Tool, "db__query")], true, "project"), Decision::Ask, "default"),
+            ("read-only, reads the workdir", on,   "db__query",  pack_plan(&[(D::Tool, "db__query"), (D::Read, "/w/a")], true, "user"), Decision::Allow, "pack:read-only"),
+            ("read-only, reads outside",  on,      "db__query",  pack_plan(&[(D::Tool, "db__query"), (D::Read, "/etc/x")], true, "user"), Decision::Ask, "default"),
+            ("a pack path on the floor",  on,      "gh__get_x",  pack_plan(&[(D::Tool, "gh__get_x"), (D::Write, "/w/.env")], false, "user"), Decision::Deny, "floor:.env*"),
+            ("a pack plan without facts", on,      "gh__get_x",  plan(&[(D::Tool, "gh__get_x")]),               Decision::Deny,  "plan"),
+            ("a pack plan naming another tool", on, "gh__get_x", pack_plan(&[(D::Tool, "gh__get_y")], true, "user"), Decision::Deny, "plan"),
+            ("a pack plan with an exec",  on,      "gh__get_x",  pack_plan(&[(D::Tool, "gh__get_x"), (D::Exec, "ls")], true, "user"), Decision::Deny, "plan"),
+            ("a pack plan paths first",   on,      "gh__get_x",  pack_plan(&[(D::Read, "/w/a"), (D::Tool, "gh__get_x")], true, "user"), Decision::Deny, "plan"),
+            ("a client tool with facts",  on,      "client__shot", pack_plan(&[(D::Tool, "client__shot")], true, "user"), Decision::Allow, "tools.allow[0]"),
         ];
         for (name, account, tool, plan, decision, rule) in cases {
             let j = judge(*account, tool, plan, NOW);

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod audit;
 pub mod enablement;
 pub mod judge;
+pub mod packs;
 pub mod policies;
 pub mod redact;
 pub mod service;
@@ -23,6 +24,7 @@ use glovebox_proto::transport::{self, handover::Handover, handover::socket};
 use glovebox_proto::v1::{
     account_admin_server::AccountAdminServer, audit_server::AuditServer,
     gate_admin_server::GateAdminServer, gate_server::GateServer,
+    pack_support_server::PackSupportServer,
 };
 use glovebox_ticket::MasterKey;
 use tokio::net::UnixListener;
@@ -160,6 +162,10 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
         key: config.audit_key.clone(),
     })
     .await?;
+    let packs = packs::PackState::new(
+        config.state.clone(),
+        config.accounts.iter().map(|a| a.id.clone()),
+    );
     let policies = policies::AccountPolicies::new(
         &config.state,
         config.accounts,
@@ -171,6 +177,7 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
         audit: audit.clone(),
         master_key: config.master_key,
         enablement: enablement::Enablement::new(config.state.clone(), config.enabled),
+        packs,
         state_dir: config.state.clone(),
     });
     audit
@@ -189,8 +196,8 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
 }
 
 /// Serves the gate on `listener` (Gate, AccountAdmin and Audit, for the broker and the
-/// supervisor) and, if given, the Audit service alone on `audit_listener` (for executors running
-/// as other users) until `shutdown` completes.
+/// supervisor) and, if given, the Audit and PackSupport services on `audit_listener` (for
+/// executors and pack hosts running as other users) until `shutdown` completes.
 pub async fn run(
     config: GateConfig,
     listener: UnixListener,
@@ -216,6 +223,9 @@ pub async fn run(
             transport::authenticated_incoming(l, audit_peers, handover.served_on(socket::AUDIT));
         tonic::transport::Server::builder()
             .add_service(AuditServer::new(service::AuditService(state.clone())))
+            .add_service(PackSupportServer::new(service::PackSupportService(
+                state.clone(),
+            )))
             .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
     });
     let admin = admin_listener.map(|l| {

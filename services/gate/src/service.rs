@@ -2,8 +2,8 @@
 //! keys) and what they do with it: judge a planned call ([`crate::judge`] on the swapped-in
 //! state), sign its ticket, switch enablement, and check who is calling. The services themselves
 //! are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the admin socket),
-//! `account_rpc` (`AccountAdmin`: an approver's own account, through the broker) and `audit_rpc`
-//! (`Audit`).
+//! `account_rpc` (`AccountAdmin`: an approver's own account, through the broker), `audit_rpc`
+//! (`Audit`) and `packs_rpc` (`PackSupport`, for pack hosts on the audit socket).
 //!
 //! Every decision is queued to the audit store before it is returned. Anything the gate cannot
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
@@ -32,9 +32,11 @@ mod account_rpc;
 mod admin_rpc;
 mod audit_rpc;
 mod gate_rpc;
+mod packs_rpc;
 
 pub use account_rpc::AccountAdminService;
 pub use admin_rpc::AdminService;
+pub use packs_rpc::PackSupportService;
 
 /// Shared by the `Gate` and `Audit` services.
 pub struct GateState {
@@ -45,6 +47,8 @@ pub struct GateState {
     pub state_dir: glovebox_config::StateDir,
     /// Whether each account's tools are on (judged here, switched here).
     pub enablement: crate::enablement::Enablement,
+    /// Each account's `mcp.json`, project pack trust and pack secrets.
+    pub packs: crate::packs::PackState,
 }
 
 #[derive(Clone)]
@@ -73,20 +77,32 @@ impl GateState {
         judge::judge(account, &call.tool, plan, now)
     }
 
-    /// Signs a ticket for a call judged by `judged` (whose policy says what a walk must hide).
+    /// Signs a ticket for a call judged by `judged` (whose policy says what a walk must hide). A
+    /// pack tool's ticket is signed with the account's pack key, carries the facts the call was
+    /// judged on and binds the call's parameters by their digest.
     fn sign(&self, call: &ToolCall, plan: &Plan, judged: &Judged, approval: &str) -> pb::Ticket {
         let now_ms = glovebox_ticket::now_ms().unwrap_or(0);
+        let pack = glovebox_proto::packs::split_name(&call.tool).is_some();
         let body = TicketBody {
             account: call.account.clone(),
             call_id: call.call_id.clone(),
             tool: call.tool.clone(),
             subjects: plan.subjects.clone(),
-            content_tag: plan.content_tag.clone(),
+            content_tag: if pack {
+                glovebox_proto::packs::params_digest(&call.params_json)
+            } else {
+                plan.content_tag.clone()
+            },
             expires_at_ms: now_ms + TICKET_TTL_MS,
             approval: approval.to_owned(),
             hidden_globs: judge::hidden_globs(&call.tool, judged),
+            pack: if pack { plan.pack.clone() } else { None },
         };
-        self.master_key.account_key(&call.account).sign(&body)
+        if pack {
+            self.master_key.packs_key(&call.account).sign(&body)
+        } else {
+            self.master_key.account_key(&call.account).sign(&body)
+        }
     }
 
     /// Switches an account's tools on or off, writes it to `glovebox.yaml` and audits who did.
@@ -182,17 +198,21 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
         ("broker", &["result", "auth"])
     } else if peer == p::SUPERVISOR {
         ("supervisor", &["service"])
-    } else if let Some(account) = peer.strip_prefix("executor:") {
+    } else if let Some((source, account)) = peer
+        .strip_prefix("executor:")
+        .map(|a| ("executor", a))
+        .or_else(|| peer.strip_prefix("packs:").map(|a| ("packs", a)))
+    {
         if event.account.is_empty() {
             event.account = account.to_owned();
         }
         if event.account != account {
             return Err(format!(
-                "executor of {account:?} may not write rows of account {:?}",
+                "{source} of {account:?} may not write rows of account {:?}",
                 event.account
             ));
         }
-        ("executor", &["execute"])
+        (source, &["execute"])
     } else {
         return Err(format!("{peer} may not write audit rows"));
     };
@@ -202,7 +222,8 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
     event.source = source.to_owned();
     // One renderer and redactor of subjects, the gate's: an executor's execute row names what its
     // ticket allowed (a command in full, with secrets masked); free text is never trusted.
-    event.subject = crate::redact::subjects_text(&event.subjects, source == "executor");
+    event.subject =
+        crate::redact::subjects_text(&event.subjects, matches!(source, "executor" | "packs"));
     event.subjects.clear();
     Ok(())
 }
@@ -261,6 +282,10 @@ mod tests {
                 state.clone(),
                 [("alice".to_owned(), true), ("bob".to_owned(), true)].into(),
             ),
+            packs: crate::packs::PackState::new(
+                state.clone(),
+                ["alice".to_owned(), "bob".to_owned()],
+            ),
             state_dir: state,
         }));
         Setup {
@@ -286,6 +311,7 @@ mod tests {
                     state: None,
                 }],
                 content_tag: Vec::new(),
+                pack: None,
             }),
         };
         let mut request = Request::new(request);
@@ -328,6 +354,8 @@ mod tests {
             ("executor:alice", row("decide", "alice", "gate")),
             ("executor:alice", row("resolve", "alice", "gate")),
             ("executor:alice", row("service", "", "supervisor")),
+            ("packs:alice", row("execute", "bob", "packs")),
+            ("packs:alice", row("decide", "alice", "gate")),
             ("broker", row("decide", "alice", "gate")),
             ("broker", row("execute", "alice", "executor")),
             ("supervisor", row("result", "alice", "broker")),
@@ -339,6 +367,9 @@ mod tests {
                 "{peer} wrote {event:?}"
             );
         }
+        let mut p = row("execute", "", "executor");
+        admit_audit_event("packs:alice", &mut p).unwrap();
+        assert_eq!((p.source.as_str(), p.account.as_str()), ("packs", "alice"));
         let mut r = row("result", "alice", "gate");
         admit_audit_event("broker", &mut r).unwrap();
         assert_eq!(r.source, "broker");

@@ -1,6 +1,7 @@
 //! Hot reload: a file watcher (`notify`) on the managed directories, each account's directory,
 //! each workdir and its `.glovebox` directory. A change reloads the policies that changed and
-//! audits the outcome; a slow poll covers events the watcher missed.
+//! audits the outcome, and tells pack hosts of an account's changed `mcp.json`; a slow poll
+//! covers events the watcher missed.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -61,7 +62,11 @@ pub fn spawn(state: Arc<GateState>) {
                 while rx.try_recv().is_ok() {}
             }
             let s = state.clone();
-            let _ = tokio::task::spawn_blocking(move || s.policies.invalidate()).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                s.policies.invalidate();
+                s.packs.refresh();
+            })
+            .await;
             add_watches(&state, &mut watcher);
             state.flush_policy_events().await;
         }

@@ -73,6 +73,7 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
             state: None,
         }],
         content_tag: Vec::new(),
+        pack: None,
     };
     let mut gate = GateClient::new(raw_channel(&gate_sock));
     let (ok, d) = outcome(

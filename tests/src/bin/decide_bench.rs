@@ -77,6 +77,7 @@ async fn main() {
                             state: None,
                         }],
                         content_tag: Vec::new(),
+                        pack: None,
                     }),
                 })
                 .await

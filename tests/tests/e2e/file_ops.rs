@@ -619,6 +619,7 @@ async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
                 plan: Some(Plan {
                     subjects,
                     content_tag: Vec::new(),
+                    pack: None,
                 }),
             })
             .await

@@ -13,6 +13,7 @@ mod hiding;
 mod identity;
 mod limits;
 mod mcp;
+mod packs;
 mod paths;
 mod policy;
 mod principals;

@@ -101,7 +101,7 @@ async fn hello_ok(
         connection_id: connection_id.to_owned(),
         role,
         profile: profile.as_str().to_owned(),
-        tools: crate::tool_list::tools_for(app, account, profile, info.as_ref()),
+        tools: crate::tool_list::tools_for(app, account, profile, info.as_ref()).await,
         context: context(app, info.as_ref()),
         protocol_version: glovebox_proto::ws::PROTOCOL_VERSION,
     }

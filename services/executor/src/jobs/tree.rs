@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use glovebox_sandbox::procs::parent_and_zombie;
 use rustix::process::{Pid, Signal};
 
 /// The environment variable every job and its descendants carry.
@@ -57,33 +58,6 @@ pub fn marked_pids(marker: &str) -> Vec<i32> {
     marked
 }
 
-/// Living descendants of `ancestor` (a snapshot: processes may fork while it is taken).
-pub fn descendants(ancestor: i32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    for pid in entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
-    {
-        if let Some((ppid, zombie)) = parent_and_zombie(pid)
-            && !zombie
-        {
-            children.entry(ppid).or_default().push(pid);
-        }
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![ancestor];
-    while let Some(parent) = stack.pop() {
-        for &pid in children.get(&parent).into_iter().flatten() {
-            out.push(pid);
-            stack.push(pid);
-        }
-    }
-    out
-}
-
 fn carries(pid: i32, marker: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| {
@@ -91,17 +65,6 @@ fn carries(pid: i32, marker: &str) -> bool {
                 .any(|entry| entry == marker.as_bytes())
         })
         .unwrap_or(false)
-}
-
-/// The parent pid and whether the process is a zombie, from `/proc/<pid>/stat` (the fields after
-/// the command name, which may itself hold spaces and parentheses).
-fn parent_and_zombie(pid: i32) -> Option<(i32, bool)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    let zombie = fields.next()?.starts_with('Z');
-    let ppid = fields.next()?.parse().ok()?;
-    Some((ppid, zombie))
 }
 
 fn signal_all(pgid: i32, marker: &str, signal: Signal) -> usize {

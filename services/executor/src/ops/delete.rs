@@ -19,6 +19,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileDeleteParams) -> Result<Plan, OpError> 
     Ok(Plan {
         subjects: vec![subject(Domain::Delete, r.path.clone(), fsio::observed(&r))],
         content_tag: Vec::new(),
+        pack: None,
     })
 }
 

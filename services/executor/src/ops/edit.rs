@@ -72,6 +72,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileEditParams) -> Result<Plan, OpError> {
     Ok(Plan {
         subjects: vec![subject(Domain::Write, r.path, state)],
         content_tag,
+        pack: None,
     })
 }
 

@@ -26,6 +26,7 @@ pub fn plan_run(ctx: &OpContext<'_>, p: &ExecRunParams) -> Result<Plan, OpError>
             subject(Domain::Read, cwd.path.clone(), fsio::observed(&cwd)),
         ],
         content_tag: Vec::new(),
+        pack: None,
     })
 }
 
@@ -81,6 +82,7 @@ pub fn plan_job(job_id: &str) -> Plan {
             FileState::default(),
         )],
         content_tag: Vec::new(),
+        pack: None,
     }
 }
 

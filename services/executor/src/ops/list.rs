@@ -20,6 +20,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileListParams) -> Result<Plan, OpError> {
     Ok(Plan {
         subjects: vec![subject(Domain::Read, r.path.clone(), fsio::observed(&r))],
         content_tag: Vec::new(),
+        pack: None,
     })
 }
 

@@ -26,6 +26,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileMoveParams) -> Result<Plan, OpError> {
             subject(Domain::Write, dst.path.clone(), fsio::observed(&dst)),
         ],
         content_tag: Vec::new(),
+        pack: None,
     })
 }
 

@@ -27,6 +27,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileWriteParams) -> Result<Plan, OpError> {
     Ok(Plan {
         subjects: vec![subject(Domain::Write, r.path, state)],
         content_tag: ctx.key.tag(p.content.as_bytes()),
+        pack: None,
     })
 }
 

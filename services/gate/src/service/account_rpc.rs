@@ -226,6 +226,7 @@ mod tests {
                 state.clone(),
                 [("alice".to_owned(), true)].into(),
             ),
+            packs: crate::packs::PackState::new(state.clone(), ["alice".to_owned()]),
             state_dir: state,
         });
         let service = AccountAdminService::new(gate);

@@ -85,4 +85,32 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         caller(&request, &[ADMIN])?;
         Ok(Response::new(self.0.explain(request.into_inner()).await?))
     }
+
+    async fn set_secret(
+        &self,
+        request: Request<pb::SetSecretRequest>,
+    ) -> Result<Response<pb::SecretChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(
+            self.0.set_secret(request.into_inner()).await?,
+        ))
+    }
+
+    async fn remove_secret(
+        &self,
+        request: Request<pb::RemoveSecretRequest>,
+    ) -> Result<Response<pb::SecretChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(
+            self.0.remove_secret(request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_secrets(
+        &self,
+        request: Request<pb::ListSecretsRequest>,
+    ) -> Result<Response<pb::ListSecretsResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(self.0.list_secrets(request.into_inner())?))
+    }
 }

@@ -160,6 +160,16 @@ impl pb::gate_server::Gate for GateService {
         Ok(Response::new(pb::SetEnabledResponse { enabled }))
     }
 
+    async fn resolve_trust(
+        &self,
+        request: Request<pb::ResolveTrustRequest>,
+    ) -> Result<Response<pb::ResolveTrustResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        Ok(Response::new(
+            self.0.resolve_trust(request.into_inner()).await?,
+        ))
+    }
+
     async fn account_info(
         &self,
         request: Request<AccountInfoRequest>,

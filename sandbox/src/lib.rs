@@ -1,4 +1,5 @@
-//! The executor's OS boundary, in two nested Landlock domains.
+//! glovebox's OS boundary: the Landlock domains of executors, their jobs and pack servers, and
+//! the shim ([`shim`]) that contains a job or a pack server and every process it starts.
 //!
 //! - The executor's own domain (applied once, before any thread starts, so every thread and
 //!   child inherits it): full access to the account's roots, its trash, its private scratch
@@ -11,14 +12,23 @@
 //!   Landlock's ptrace rule keeps it from tracing (or reading `/proc/<pid>/environ|mem|fd|root`
 //!   of) any process outside it: the executor, the gate, the broker, other executors.
 //!
+//! - A pack server's domain (applied by its shim): the account's roots, the pack's own home and
+//!   the caches its tools share (npm's, XDG's), the directory its command is installed in (read
+//!   and execute), a private temporary directory, system directories and harmless devices; with
+//!   `network: none`, no TCP connect or bind (Landlock ABI 4).
+//!
 //! The gate decides inside the roots; Landlock holds the outer line even if a verdict were wrong.
 //! Restricting also sets `no_new_privs`.
+
+pub mod procs;
+pub mod shim;
 
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus,
+    Scope,
 };
 
 /// The newest Landlock ABI these rulesets ask for (6: signal and abstract-socket scopes); older
@@ -51,6 +61,8 @@ pub struct SandboxPlan {
     pub devices: Vec<PathBuf>,
     /// Whether device ioctls are allowed on `devices`.
     pub device_ioctls: bool,
+    /// Whether TCP connect and bind are allowed (false: none at all, Landlock ABI 4).
+    pub network: bool,
 }
 
 impl SandboxPlan {
@@ -73,6 +85,7 @@ impl SandboxPlan {
             read,
             devices: vec![PathBuf::from("/dev")],
             device_ioctls: true,
+            network: true,
         }
     }
 
@@ -85,6 +98,23 @@ impl SandboxPlan {
             read: SYSTEM_READ.iter().map(PathBuf::from).collect(),
             devices: JOB_DEVICES.iter().map(PathBuf::from).collect(),
             device_ioctls: false,
+            network: true,
+        }
+    }
+
+    /// A pack server's plan: full access to `full` (the account's roots, the pack's home, its
+    /// shared caches, its temporary directory), read and execute on system directories and on
+    /// `read` (where its command is installed), harmless devices, and the network only if
+    /// `network`.
+    pub fn for_pack(full: &[PathBuf], read: &[PathBuf], network: bool) -> SandboxPlan {
+        let mut all_read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+        all_read.extend(read.iter().cloned());
+        SandboxPlan {
+            full: full.to_vec(),
+            read: all_read,
+            devices: JOB_DEVICES.iter().map(PathBuf::from).collect(),
+            device_ioctls: false,
+            network,
         }
     }
 }
@@ -117,6 +147,9 @@ pub struct Applied {
     pub scoped: bool,
     /// The Landlock ABI the kernel offers (0 without Landlock).
     pub abi: u8,
+    /// Whether a plan without network is enforced (Landlock ABI 4 or newer); `true` when the plan
+    /// allows the network.
+    pub network_enforced: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,9 +189,14 @@ pub fn apply(plan: &SandboxPlan) -> Result<Applied, SandboxError> {
     if plan.device_ioctls {
         devices |= AccessFs::IoctlDev;
     }
-    let status = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .handle_access(all)?
-        .scope(Scope::Signal | Scope::AbstractUnixSocket)?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)?;
+    if !plan.network {
+        // Handled and never granted: no TCP port can be connected to or bound.
+        ruleset = ruleset.handle_access(AccessNet::from_all(ABI_WANTED))?;
+    }
+    let status = ruleset
         .create()?
         .add_rules(rules(&plan.full, all))?
         .add_rules(rules(&plan.read, read))?
@@ -172,6 +210,8 @@ pub fn apply(plan: &SandboxPlan) -> Result<Applied, SandboxError> {
     };
     Ok(Applied {
         scoped: abi >= ABI::V6 as u8 && enforcement != Enforcement::None,
+        network_enforced: plan.network
+            || (abi >= ABI::V4 as u8 && enforcement != Enforcement::None),
         enforcement,
         abi,
     })
@@ -233,6 +273,52 @@ mod tests {
         for never in ["/dev", "/dev/tty", "/dev/pts", "/dev/sda", "/dev/mem"] {
             assert!(!plan.devices.contains(&PathBuf::from(never)), "{never}");
         }
+    }
+
+    #[test]
+    fn a_pack_gets_its_places_and_system_directories_and_no_network_when_told() {
+        let plan = SandboxPlan::for_pack(
+            &[PathBuf::from("/w"), PathBuf::from("/h/pack-home")],
+            &[PathBuf::from("/opt/node")],
+            false,
+        );
+        assert_eq!(
+            plan.full,
+            [PathBuf::from("/w"), PathBuf::from("/h/pack-home")]
+        );
+        assert!(plan.read.contains(&PathBuf::from("/usr")));
+        assert!(plan.read.contains(&PathBuf::from("/opt/node")));
+        assert!(!plan.network && !plan.device_ioctls);
+        assert!(!plan.devices.contains(&PathBuf::from("/dev")));
+        assert!(SandboxPlan::for_pack(&[], &[], true).network);
+    }
+
+    #[test]
+    fn a_thread_without_network_cannot_connect_over_tcp() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (applied, connect, bind) = std::thread::spawn(move || {
+            let applied = apply(&SandboxPlan::for_pack(&[], &[], false)).unwrap();
+            (
+                applied,
+                std::net::TcpStream::connect(addr).map_err(|e| e.kind()),
+                std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.kind()),
+            )
+        })
+        .join()
+        .unwrap();
+        if applied.abi < 4 || applied.enforcement == Enforcement::None {
+            eprintln!("landlock network rules not available on this kernel; nothing to check");
+            return;
+        }
+        assert!(applied.network_enforced);
+        assert_eq!(
+            connect.map(|_| ()),
+            Err(std::io::ErrorKind::PermissionDenied)
+        );
+        assert_eq!(bind.map(|_| ()), Err(std::io::ErrorKind::PermissionDenied));
+        // The test thread itself was not restricted.
+        std::net::TcpStream::connect(addr).unwrap();
     }
 
     #[test]

@@ -1,0 +1,512 @@
+//! MCP tool packs from the command line: the pack host service (`glovebox pack-host`, started by
+//! `up` for each account), the shim that contains one pack server (`glovebox pack-shim`, started
+//! by the pack host), and the administrator's commands — `glovebox packs list|reload` (on the
+//! account's pack host socket) and `glovebox secret set|list|remove` (on the gate's admin
+//! socket; a value is read from the terminal without echo, or from stdin, never from argv).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use glovebox_config::StateDir;
+use glovebox_proto::transport::handover::{Handover, peer, socket};
+use glovebox_proto::v1::{self as pb, packs_client::PacksClient};
+
+use crate::Env;
+
+/// How the supervisor starts an account's pack host. Like the executor, it reads nothing of the
+/// state directory (it may run as the account's user): everything comes in its arguments, its
+/// stdin (keys) and, at run time, from the gate.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PackHostArgs {
+    #[arg(long)]
+    pub account: String,
+    #[arg(long, value_name = "DIR")]
+    pub workdir: PathBuf,
+    /// A directory pack servers may touch (repeatable; default: the workdir).
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Where to listen.
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// The gate's audit socket (Audit and PackSupport).
+    #[arg(long, value_name = "PATH")]
+    pub audit_socket: PathBuf,
+    /// A directory never granted to a pack server (repeatable; glovebox's state).
+    #[arg(long = "protected", value_name = "DIR")]
+    pub protected: Vec<PathBuf>,
+}
+
+/// What `glovebox pack-shim` is told by the pack host.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PackShimArgs {
+    /// A directory the server may read and write (repeatable).
+    #[arg(long = "full", value_name = "DIR")]
+    pub full: Vec<PathBuf>,
+    /// A file or directory the server may read and execute (repeatable).
+    #[arg(long = "read", value_name = "PATH")]
+    pub read: Vec<PathBuf>,
+    /// No TCP connect or bind.
+    #[arg(long)]
+    pub no_network: bool,
+    /// The server's working directory.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: PathBuf,
+    /// The server's program and arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Runs `glovebox pack-shim`: the pack server, contained (see `glovebox_sandbox::shim`).
+pub fn pack_shim(args: PackShimArgs) -> i32 {
+    use glovebox_sandbox::shim::{Input, Lifeline, ShimConfig};
+    let Some((program, rest)) = args.command.split_first() else {
+        return glovebox_sandbox::shim::EXIT_SPAWN_FAILED;
+    };
+    glovebox_sandbox::shim::run(ShimConfig {
+        plan: glovebox_sandbox::SandboxPlan::for_pack(&args.full, &args.read, !args.no_network),
+        program: PathBuf::from(program),
+        args: rest.to_vec(),
+        cwd: Some(args.cwd),
+        input: Input::Inherit,
+        lifeline: Lifeline::Parent,
+    })
+}
+
+/// Creates `/tmp/glovebox-packs-<account>-<random>` (0700, this user's): where each pack gets
+/// its temporary directory.
+fn make_tmp_dir(account: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = PathBuf::from(format!(
+        "/tmp/glovebox-packs-{account}-{}",
+        hex::encode(glovebox_config::random_bytes::<8>()?)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Runs `glovebox pack-host` until the supervisor's lifeline closes.
+pub async fn pack_host(
+    env: &Env,
+    args: PackHostArgs,
+    handover: Handover,
+) -> anyhow::Result<ExitCode> {
+    crate::identity::verify_cannot_regain_root()?;
+    let workdir = std::fs::canonicalize(&args.workdir)
+        .with_context(|| format!("workdir {}", args.workdir.display()))?;
+    let roots = if args.roots.is_empty() {
+        vec![workdir.clone()]
+    } else {
+        args.roots
+            .iter()
+            .map(|r| std::fs::canonicalize(r).with_context(|| format!("root {}", r.display())))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    let key_hex = handover
+        .ticket_key
+        .as_deref()
+        .context("the handover has no pack ticket key")?;
+    let key = glovebox_ticket::AccountKey::from_bytes(
+        &hex::decode(key_hex).context("the pack ticket key is not hex")?,
+    )?;
+    let audit_key = handover.calling(socket::AUDIT)?;
+    let serve_keys = handover.served_on(&socket::packs(&args.account));
+    anyhow::ensure!(
+        !serve_keys.is_empty(),
+        "the handover has no key for the broker on this pack host's socket"
+    );
+    let environment: BTreeMap<String, String> = env.environment.iter().cloned().collect();
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::effective())?
+        .context("this user has no passwd entry")?;
+    let user_home = environment
+        .get("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| user.dir.clone());
+    let xdg_cache = environment.get("XDG_CACHE_HOME").map(PathBuf::from);
+    let places = glovebox_packs::places::Places::new(
+        &args.account,
+        &user_home,
+        xdg_cache.as_deref(),
+        &make_tmp_dir(&args.account)?,
+    );
+    let listener = glovebox_proto::transport::bind_private_socket(&args.socket)
+        .with_context(|| format!("bind {}", args.socket.display()))?;
+    let config = glovebox_packs::PacksConfig {
+        account: args.account.clone(),
+        workdir,
+        roots,
+        places,
+        protected: args.protected.clone(),
+        key,
+        audit_socket: args.audit_socket.clone(),
+        audit_key,
+        serve_keys,
+        shim: std::env::current_exe().context("locate the glovebox binary")?,
+        shell: user.shell.display().to_string(),
+        environment,
+    };
+    // stdout belongs to the supervisor's readiness protocol.
+    println!("READY {}", args.socket.display());
+    glovebox_packs::run(config, listener, crate::services::shutdown_signal(true)).await?;
+    let _ = std::fs::remove_file(&args.socket);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `glovebox packs ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum PacksCommand {
+    /// The account's pack tools and the packs that failed (starting packs not started yet).
+    List,
+    /// Read the account's mcp.json files again, ask again about refused project packs, and
+    /// restart every pack on its next use.
+    Reload,
+    /// Add (or replace) a pack in the account's own mcp.json; it starts on its next use.
+    Add {
+        /// The pack's name (its tools are offered as `<name>__<tool>`).
+        name: String,
+        /// An environment variable, `NAME=VALUE` (repeatable); write secrets as
+        /// `${secret:NAME}` (see `glovebox secret set`), never as literals.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// `none`: the server may not open TCP connections (enforced by Landlock).
+        #[arg(long, value_name = "none|any")]
+        network: Option<String>,
+        /// Seconds a call may take (default 30).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// The server's program and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Remove a pack from the account's own mcp.json; its server stops.
+    Remove { name: String },
+}
+
+/// The account's pack host, as the administrator.
+fn packs_client(
+    state: &StateDir,
+    account: &str,
+) -> anyhow::Result<PacksClient<tonic::transport::Channel>> {
+    let keys = crate::control_keys(state)?;
+    let s = socket::packs(account);
+    Ok(PacksClient::new(
+        glovebox_proto::transport::authenticated_channel(
+            &state.packs_socket(account),
+            peer::ADMIN,
+            keys.key(&s, peer::ADMIN),
+        ),
+    ))
+}
+
+fn unreachable(status: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the account's pack host is not reachable (is glovebox up running?): {}",
+        status.message()
+    )
+}
+
+pub async fn packs(
+    state_dir: &Path,
+    account: Option<String>,
+    command: PacksCommand,
+) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(state_dir);
+    let account = crate::policy_cmd::account(&state, account)?;
+    if let PacksCommand::Add { .. } | PacksCommand::Remove { .. } = command {
+        return edit_user_file(&state, &account, command);
+    }
+    let mut client = packs_client(&state, &account)?;
+    match command {
+        PacksCommand::Add { .. } | PacksCommand::Remove { .. } => Ok(ExitCode::SUCCESS),
+        PacksCommand::List => {
+            let listed = client
+                .list(pb::ListPacksRequest {})
+                .await
+                .map_err(unreachable)?
+                .into_inner();
+            print!("{}", render_list(&listed));
+            Ok(ExitCode::SUCCESS)
+        }
+        PacksCommand::Reload => {
+            let r = client
+                .reload(pb::ReloadPacksRequest::default())
+                .await
+                .map_err(unreachable)?
+                .into_inner();
+            println!(
+                "reloaded the packs of account {account}{}",
+                if r.restarted.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; stopped {} (they start again on their next use)",
+                        r.restarted.join(", ")
+                    )
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `glovebox packs add|remove`: edits the account's own mcp.json (validated the way the pack
+/// host reads it); the gate sees the change and the pack host follows it, nothing to restart.
+fn edit_user_file(
+    state: &StateDir,
+    account: &str,
+    command: PacksCommand,
+) -> anyhow::Result<ExitCode> {
+    use glovebox_config::mcp_json;
+    let path = state.mcp_json_file(account);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let (out, said) = match command {
+        PacksCommand::Add {
+            name,
+            env,
+            network,
+            timeout,
+            command,
+        } => {
+            let (program, args) = command.split_first().context("a pack needs a command")?;
+            let mut vars = serde_json::Map::new();
+            for pair in env {
+                let (k, v) = pair
+                    .split_once('=')
+                    .with_context(|| format!("--env {pair:?}: expected NAME=VALUE"))?;
+                vars.insert(k.to_owned(), v.into());
+            }
+            let mut def = serde_json::json!({"command": program, "args": args, "env": vars});
+            if let Some(n) = network {
+                def["network"] = n.into();
+            }
+            if let Some(t) = timeout {
+                def["timeout"] = t.into();
+            }
+            let out = mcp_json::with_pack(&text, &name, def)
+                .map_err(|why| anyhow::anyhow!("pack {name:?} not added: {why}"))?;
+            (
+                out,
+                format!("added pack {name} to account {account}; it starts on its next use"),
+            )
+        }
+        PacksCommand::Remove { name } => match mcp_json::without_pack(&text, &name)
+            .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?
+        {
+            Some(out) => (out, format!("removed pack {name} from account {account}")),
+            None => anyhow::bail!(
+                "account {account} has no pack {name:?} in {}",
+                path.display()
+            ),
+        },
+        PacksCommand::List | PacksCommand::Reload => return Ok(ExitCode::SUCCESS),
+    };
+    glovebox_config::write_private_file(&path, out.as_bytes())
+        .with_context(|| format!("write {}", path.display()))?;
+    println!("{said}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `glovebox packs list` prints.
+pub fn render_list(listed: &pb::ListPacksResponse) -> String {
+    let mut out = String::new();
+    if listed.tools.is_empty() && listed.errors.is_empty() {
+        out.push_str("no packs are configured\n");
+    }
+    for t in &listed.tools {
+        let hint = if t.read_only {
+            "read-only"
+        } else {
+            "may change things"
+        };
+        out.push_str(&format!("{}  ({}, {hint}, {})\n", t.name, t.origin, t.pack));
+    }
+    for e in &listed.errors {
+        let pack = if e.pack.is_empty() {
+            "-"
+        } else {
+            e.pack.as_str()
+        };
+        out.push_str(&format!("error: {pack} ({}): {}\n", e.origin, e.message));
+    }
+    out
+}
+
+/// `glovebox secret ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum SecretCommand {
+    /// Store a secret for the account's packs (`${secret:NAME}` in mcp.json); the value is read
+    /// from the terminal (not echoed) or from stdin. Packs that use it restart.
+    Set {
+        #[arg(long)]
+        account: String,
+        name: String,
+    },
+    /// The names of the account's secrets (never their values).
+    List {
+        #[arg(long)]
+        account: String,
+    },
+    /// Remove a secret. Packs that use it restart (and then wait for it).
+    Remove {
+        #[arg(long)]
+        account: String,
+        name: String,
+    },
+}
+
+/// Largest secret read from stdin or the terminal.
+const MAX_SECRET_INPUT: u64 = 16 * 1024 + 1;
+
+/// Reads the secret's value: from the terminal without echo, or all of stdin (one trailing line
+/// break removed).
+fn read_value(name: &str) -> anyhow::Result<String> {
+    use std::io::Read;
+    let stdin = std::io::stdin();
+    let tty = rustix::termios::isatty(&stdin);
+    let mut value = String::new();
+    if tty {
+        eprint!("value of {name} (not shown): ");
+        let saved = rustix::termios::tcgetattr(&stdin)?;
+        let mut quiet = saved.clone();
+        quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+        rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet)?;
+        let read = std::io::stdin().read_line(&mut value);
+        let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &saved);
+        eprintln!();
+        read?;
+    } else {
+        std::io::stdin()
+            .take(MAX_SECRET_INPUT)
+            .read_to_string(&mut value)?;
+    }
+    let value = value
+        .strip_suffix('\n')
+        .map(|v| v.strip_suffix('\r').unwrap_or(v))
+        .unwrap_or(&value)
+        .to_owned();
+    anyhow::ensure!(!value.is_empty(), "no value was given");
+    Ok(value)
+}
+
+pub async fn secret(state_dir: &Path, command: SecretCommand) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(state_dir);
+    let mut gate = crate::policy_cmd::client(&state)?;
+    let status = |s: tonic::Status| anyhow::anyhow!("{}", s.message());
+    match command {
+        SecretCommand::Set { account, name } => {
+            let account = crate::policy_cmd::account(&state, Some(account))?;
+            anyhow::ensure!(
+                glovebox_config::mcp_json::is_secret_name(&name),
+                "secret names are 1 to 64 of [A-Za-z0-9._-]"
+            );
+            let value = read_value(&name)?;
+            let r = gate
+                .set_secret(pb::SetSecretRequest {
+                    account: account.clone(),
+                    name: name.clone(),
+                    value,
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            println!(
+                "secret {name} of account {account} {}",
+                if r.changed { "stored" } else { "unchanged" }
+            );
+            restart_users(&state, &account, &name).await;
+        }
+        SecretCommand::List { account } => {
+            let account = crate::policy_cmd::account(&state, Some(account))?;
+            let r = gate
+                .list_secrets(pb::ListSecretsRequest { account })
+                .await
+                .map_err(status)?
+                .into_inner();
+            for name in r.names {
+                println!("{name}");
+            }
+        }
+        SecretCommand::Remove { account, name } => {
+            let account = crate::policy_cmd::account(&state, Some(account))?;
+            let r = gate
+                .remove_secret(pb::RemoveSecretRequest {
+                    account: account.clone(),
+                    name: name.clone(),
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            println!(
+                "secret {name} of account {account} {}",
+                if r.changed {
+                    "removed"
+                } else {
+                    "was not there"
+                }
+            );
+            restart_users(&state, &account, &name).await;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Restarts the packs that use `secret` (best effort: with glovebox stopped, nothing runs).
+async fn restart_users(state: &StateDir, account: &str, secret: &str) {
+    let Ok(mut client) = packs_client(state, account) else {
+        return;
+    };
+    if let Ok(r) = client
+        .reload(pb::ReloadPacksRequest {
+            secret: secret.to_owned(),
+        })
+        .await
+        && !r.get_ref().restarted.is_empty()
+    {
+        println!(
+            "restarted {} (they start with it on their next use)",
+            r.into_inner().restarted.join(", ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_shows_tools_and_errors() {
+        let listed = pb::ListPacksResponse {
+            tools: vec![pb::PackTool {
+                name: "e__echo".into(),
+                pack: "e".into(),
+                tool: "echo".into(),
+                read_only: true,
+                origin: "user".into(),
+                ..Default::default()
+            }],
+            errors: vec![pb::PackError {
+                pack: "gh".into(),
+                origin: "project".into(),
+                message: "waiting for the account's approver".into(),
+            }],
+            untrusted: vec![],
+        };
+        assert_eq!(
+            render_list(&listed),
+            "e__echo  (user, read-only, e)\nerror: gh (project): waiting for the account's approver\n"
+        );
+        assert_eq!(
+            render_list(&pb::ListPacksResponse::default()),
+            "no packs are configured\n"
+        );
+    }
+}

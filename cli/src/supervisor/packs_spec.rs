@@ -1,0 +1,99 @@
+//! The child spec of an account's pack host: `glovebox pack-host`, as the account's executor
+//! identity (its `run_as` user, with that user's `HOME`), with its socket beside the executor's
+//! and its keys (the account's pack ticket key, its socket's peers, its audit key) on stdin.
+
+use glovebox_config::StateDir;
+
+use super::Spec;
+use crate::identity::Identity;
+
+/// The pack host of account `a`, handed `handover` (its keys) on stdin.
+pub(super) fn packs_spec(
+    state: &StateDir,
+    a: &glovebox_config::Account,
+    identity: &Identity,
+    protected: &str,
+    handover: String,
+) -> Spec {
+    let mut args: Vec<String> = vec![
+        "pack-host".into(),
+        "--account".into(),
+        a.id.clone(),
+        "--workdir".into(),
+        a.workdir.display().to_string(),
+        "--socket".into(),
+        state.packs_socket(&a.id).display().to_string(),
+        "--audit-socket".into(),
+        state.audit_socket().display().to_string(),
+        "--protected".into(),
+        protected.to_owned(),
+    ];
+    for root in &a.roots {
+        args.extend(["--root".into(), root.display().to_string()]);
+    }
+    let env = if identity.drops {
+        vec![
+            ("HOME".to_owned(), identity.home.clone()),
+            ("USER".to_owned(), identity.name.clone()),
+            ("LOGNAME".to_owned(), identity.name.clone()),
+        ]
+    } else {
+        Vec::new()
+    };
+    Spec {
+        name: format!("packs[{}]", a.id),
+        args,
+        stdin_line: Some(handover),
+        run_as: identity.drops.then_some((identity.uid, identity.gid)),
+        env,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pack_host_runs_as_its_accounts_executor_user_beside_its_socket() {
+        let state = StateDir::new(std::path::Path::new("/s"));
+        let account = glovebox_config::Account {
+            id: "a".into(),
+            workdir: "/w".into(),
+            roots: vec!["/w".into(), "/r".into()],
+            run_as: Some("alice".into()),
+            job_env: vec![],
+            enabled: true,
+            token_hashes: vec![],
+            approver_token_hashes: vec![],
+        };
+        let alice = Identity {
+            name: "alice".into(),
+            uid: 1001,
+            gid: 1001,
+            home: "/home/alice".into(),
+            drops: true,
+        };
+        let spec = packs_spec(&state, &account, &alice, "/s", "keys\n".into());
+        assert_eq!(spec.name, "packs[a]");
+        assert_eq!(spec.run_as, Some((1001, 1001)));
+        assert_eq!(spec.stdin_line.as_deref(), Some("keys\n"));
+        assert!(
+            spec.env
+                .contains(&("HOME".to_owned(), "/home/alice".to_owned()))
+        );
+        let joined = spec.args.join(" ");
+        assert!(
+            joined.starts_with(
+                "pack-host --account a --workdir /w --socket /s/run/exec-a/packs.sock"
+            ),
+            "{joined}"
+        );
+        assert!(joined.ends_with("--root /w --root /r"), "{joined}");
+        let me = Identity {
+            drops: false,
+            ..alice
+        };
+        let spec = packs_spec(&state, &account, &me, "/s", "k".into());
+        assert_eq!((spec.run_as, spec.env.len()), (None, 0));
+    }
+}

@@ -1,0 +1,351 @@
+//! Pack tools on the wire: how a pack's tool is named for agents (`<pack>__<tool>`), how a
+//! server's input schema is made safe to list, and the digest that binds a call's parameters to
+//! its ticket. Pure and table-tested.
+//!
+//! A pack name is 1 to 32 characters of `[A-Za-z0-9_-]` that neither starts nor ends with `_` nor
+//! holds `__`, and is not `client` (client tools are `client__<name>`); so an exposed name splits
+//! at its first `__` into exactly one pack and one tool. A tool whose exposed name would not be
+//! wire-safe or would exceed 64 characters is reported as an error by the pack host, never
+//! renamed: the name an agent calls is the name the server has.
+
+use sha2::{Digest, Sha256};
+
+/// Longest pack name.
+pub const MAX_PACK_NAME: usize = 32;
+/// What separates a pack's name from its tool's in an exposed name.
+pub const SEPARATOR: &str = "__";
+/// Largest input schema listed as the server gave it, in bytes of JSON; a bigger one is replaced.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// Deepest input schema listed as the server gave it; a deeper one is replaced.
+pub const MAX_SCHEMA_DEPTH: usize = 32;
+/// Longest tool description listed, in bytes (longer ones are cut on a character boundary).
+pub const MAX_DESCRIPTION_BYTES: usize = 4 * 1024;
+
+/// Why a pack name cannot be used.
+pub fn check_pack_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_PACK_NAME {
+        return Err(format!(
+            "a pack name must be 1 to {MAX_PACK_NAME} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err("a pack name may hold only letters, digits, `_` and `-`".to_owned());
+    }
+    if name.starts_with('_') || name.ends_with('_') || name.contains(SEPARATOR) {
+        return Err("a pack name may not start or end with `_` or hold `__`".to_owned());
+    }
+    if name == crate::client_tools::PREFIX.trim_end_matches('_') {
+        return Err("`client` is reserved for client tools".to_owned());
+    }
+    Ok(())
+}
+
+/// The name agents call a pack's tool by, or why it has none.
+pub fn exposed_name(pack: &str, tool: &str) -> Result<String, String> {
+    check_pack_name(pack)?;
+    let name = format!("{pack}{SEPARATOR}{tool}");
+    if tool.is_empty() || !crate::tools::is_wire_safe_name(&name) {
+        return Err(format!(
+            "tool {tool:?} cannot be offered: `{pack}{SEPARATOR}<tool>` must be at most 64 characters of [A-Za-z0-9_-]"
+        ));
+    }
+    Ok(name)
+}
+
+/// The pack and tool of an exposed pack tool name; `None` for a built-in or client tool, or a
+/// name no pack tool could have.
+pub fn split_name(name: &str) -> Option<(&str, &str)> {
+    let (pack, tool) = name.split_once(SEPARATOR)?;
+    (check_pack_name(pack).is_ok() && !tool.is_empty() && crate::tools::is_wire_safe_name(name))
+        .then_some((pack, tool))
+}
+
+/// The digest a pack tool's ticket carries (as its `content_tag`): SHA-256 of the call's
+/// parameters exactly as the gate judged them, so the pack host calls the tool with nothing else.
+pub fn params_digest(params_json: &str) -> Vec<u8> {
+    Sha256::digest(params_json.as_bytes()).to_vec()
+}
+
+/// The key a project pack's trust is stored and looked up by: every field of its
+/// [`TrustSubject`](crate::v1::TrustSubject) (workdir, name, command, arguments, environment as
+/// written, working directory, network), length-prefixed so no two subjects share a key. A change
+/// of any of them asks again.
+pub fn trust_key(subject: &crate::v1::TrustSubject) -> String {
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(b"glovebox.v1.pack-trust");
+    for single in [
+        &subject.workdir,
+        &subject.pack,
+        &subject.command,
+        &subject.cwd,
+        &subject.network,
+    ] {
+        field(single.as_bytes());
+    }
+    for list in [&subject.args, &subject.env] {
+        field(&(list.len() as u64).to_le_bytes());
+        for item in list {
+            field(item.as_bytes());
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+/// An input schema a client can always list: a JSON object whose `type` is `object`, at most
+/// [`MAX_SCHEMA_BYTES`] and [`MAX_SCHEMA_DEPTH`] deep. Anything else is replaced by an open
+/// object schema that says why (the server still validates its own arguments).
+pub fn sanitize_schema(schema: &serde_json::Value) -> serde_json::Value {
+    let replaced = |why: &str| {
+        serde_json::json!({
+            "type": "object",
+            "properties": {},
+            "description": format!("the server's input schema was not listed: {why}"),
+        })
+    };
+    let Some(object) = schema.as_object() else {
+        return replaced("it is not a JSON object");
+    };
+    match object.get("type") {
+        None => {}
+        Some(serde_json::Value::String(t)) if t == "object" => {}
+        Some(_) => return replaced("its type is not \"object\""),
+    }
+    if object.get("properties").is_some_and(|p| !p.is_object()) {
+        return replaced("its properties are not an object");
+    }
+    if object.get("required").is_some_and(|r| {
+        !r.as_array()
+            .is_some_and(|a| a.iter().all(|n| n.is_string()))
+    }) {
+        return replaced("its required is not a list of names");
+    }
+    if depth(schema) > MAX_SCHEMA_DEPTH {
+        return replaced("it is nested too deeply");
+    }
+    if serde_json::to_string(schema).map_or(usize::MAX, |s| s.len()) > MAX_SCHEMA_BYTES {
+        return replaced("it is too large");
+    }
+    if refers_elsewhere(schema) {
+        return replaced("it refers to another document");
+    }
+    let mut object = object.clone();
+    object.insert("type".into(), "object".into());
+    serde_json::Value::Object(object)
+}
+
+/// Whether any `$ref` in the schema points outside it (a client would fetch it).
+fn refers_elsewhere(value: &serde_json::Value) -> bool {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.get("$ref")
+                    .is_some_and(|r| !r.as_str().is_some_and(|r| r.starts_with('#')))
+                {
+                    return true;
+                }
+                stack.extend(m.values());
+            }
+            serde_json::Value::Array(a) => stack.extend(a.iter()),
+            _ => {}
+        }
+    }
+    false
+}
+
+fn depth(value: &serde_json::Value) -> usize {
+    // Iterative, so a hostile schema cannot exhaust the stack while it is measured.
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        if d > MAX_SCHEMA_DEPTH {
+            break;
+        }
+        match v {
+            serde_json::Value::Object(m) => stack.extend(m.values().map(|c| (c, d + 1))),
+            serde_json::Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// A description cut to [`MAX_DESCRIPTION_BYTES`] on a character boundary.
+pub fn sanitize_description(description: &str) -> String {
+    let mut text = description.to_owned();
+    if crate::display::truncate_at_char(&mut text, MAX_DESCRIPTION_BYTES) {
+        text.push('…');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pack_names() {
+        for good in ["github", "my-db", "a_b", "x1"] {
+            assert!(check_pack_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "_a",
+            "a_",
+            "a__b",
+            "client",
+            "a.b",
+            "a b",
+            "ä",
+            &"x".repeat(33),
+        ] {
+            assert!(check_pack_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn exposed_names_fit_or_are_refused_never_mangled() {
+        assert_eq!(
+            exposed_name("github", "get_file").unwrap(),
+            "github__get_file"
+        );
+        assert_eq!(exposed_name("e", "get-sum").unwrap(), "e__get-sum");
+        for (pack, tool) in [
+            ("github", ""),
+            ("github", "get.file"),
+            ("github", "get file"),
+            ("github", "ünïcode"),
+            ("github", &"t".repeat(57)),
+            ("client", "x"),
+        ] {
+            assert!(exposed_name(pack, tool).is_err(), "{pack} {tool}");
+        }
+        // 6 + 2 + 56 = 64 fits exactly.
+        assert!(exposed_name("github", &"t".repeat(56)).is_ok());
+    }
+
+    #[test]
+    fn names_split_at_the_first_separator() {
+        assert_eq!(split_name("github__get_file"), Some(("github", "get_file")));
+        assert_eq!(split_name("db__a__b"), Some(("db", "a__b")));
+        for not_a_pack_tool in [
+            "file_read",
+            "client__shot",
+            "__x",
+            "a__",
+            "_a__x",
+            "a b__x",
+            "x__y z",
+        ] {
+            assert_eq!(split_name(not_a_pack_tool), None, "{not_a_pack_tool}");
+        }
+    }
+
+    #[test]
+    fn schemas_are_made_listable() {
+        let good = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        assert_eq!(sanitize_schema(&good), good);
+        let local = json!({"type": "object", "$defs": {"p": {"type": "string"}},
+                           "properties": {"a": {"$ref": "#/$defs/p"}}, "required": ["a"]});
+        assert_eq!(sanitize_schema(&local), local);
+        assert_eq!(
+            sanitize_schema(&json!({"properties": {}})),
+            json!({"type": "object", "properties": {}})
+        );
+        let mut deep = json!({"type": "string"});
+        for _ in 0..40 {
+            deep = json!({"type": "object", "properties": {"x": deep}});
+        }
+        let big = json!({"type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES)});
+        for bad in [
+            json!("object"),
+            json!(["type"]),
+            json!(null),
+            json!({"type": "array"}),
+            json!({"type": ["object", "null"]}),
+            deep,
+            big,
+            json!({"type": "object", "properties": 7}),
+            json!({"type": "object", "required": "a"}),
+            json!({"type": "object", "properties": {"a": {"$ref": "http://evil/a.json"}}}),
+        ] {
+            let s = sanitize_schema(&bad);
+            assert_eq!(s["type"], "object", "{bad}");
+            assert!(
+                s["description"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("the server's input schema was not listed"),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn descriptions_are_cut_on_a_character_boundary() {
+        assert_eq!(sanitize_description("short"), "short");
+        let long = "é".repeat(MAX_DESCRIPTION_BYTES);
+        let cut = sanitize_description(&long);
+        assert!(cut.len() <= MAX_DESCRIPTION_BYTES + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn a_trust_key_changes_with_every_field_and_never_collides_by_moving_bytes() {
+        let base = crate::v1::TrustSubject {
+            workdir: "/w".into(),
+            pack: "p".into(),
+            command: "node".into(),
+            args: vec!["a".into(), "b".into()],
+            env: vec!["T=${secret:t}".into()],
+            cwd: "/w".into(),
+            network: "any".into(),
+        };
+        let key = trust_key(&base);
+        assert_eq!(key, trust_key(&base.clone()));
+        let mut variants = Vec::new();
+        let mut v = base.clone();
+        v.command = "nodejs".into();
+        variants.push(v);
+        let mut v = base.clone();
+        v.args = vec!["ab".into()];
+        variants.push(v);
+        let mut v = base.clone();
+        v.args = vec!["a".into(), "b".into(), String::new()];
+        variants.push(v);
+        let mut v = base.clone();
+        v.env = vec!["T=${secret:u}".into()];
+        variants.push(v);
+        let mut v = base.clone();
+        v.network = "none".into();
+        variants.push(v);
+        let mut v = base.clone();
+        v.workdir = "/w2".into();
+        variants.push(v);
+        let mut v = base.clone();
+        v.cwd = "/w/sub".into();
+        variants.push(v);
+        let mut v = base.clone();
+        v.pack = "q".into();
+        variants.push(v);
+        for v in variants {
+            assert_ne!(trust_key(&v), key, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn the_digest_changes_with_any_byte_of_the_parameters() {
+        assert_eq!(params_digest("{}"), params_digest("{}"));
+        assert_ne!(params_digest(r#"{"a":1}"#), params_digest(r#"{"a":2}"#));
+        assert_eq!(params_digest("").len(), 32);
+    }
+}

@@ -1,0 +1,304 @@
+//! The shim: a small process of glovebox's own between its parent (an executor, a pack host) and
+//! one contained program (a job's shell, a pack server), and the reason nothing the program
+//! starts outlives it.
+//!
+//! The parent starts `glovebox job-shim` or `glovebox pack-shim`, which call [`run`]. The shim:
+//! 1. leaves its parent's session (`setsid`): the program has no controlling terminal;
+//! 2. becomes a child subreaper, so every process the program starts stays its descendant;
+//! 3. confines itself in the program's Landlock domain (its [`SandboxPlan`]) with the signal and
+//!    abstract-socket scopes;
+//! 4. starts the program in a further nested domain of scopes only, so nothing it runs can signal
+//!    (or ptrace) the shim;
+//! 5. waits. When the program exits, when the parent asks (SIGUSR1), or when the parent is gone
+//!    (its lifeline: the end of the shim's stdin, or the shim being orphaned), it kills every
+//!    process of the program with `kill(-1, SIGKILL)`: with the signal scope that reaches exactly
+//!    the processes in the shim's domain and the domains nested in it — the program, whatever it
+//!    did (`setsid`, double forks, dropping `GLOVEBOX_JOB`) — and nothing else. SIGTERM is
+//!    forwarded the same way. Then it reaps until it has no children, and exits with the
+//!    program's status.
+//!
+//! On a kernel without the scopes (Landlock ABI < 6) `kill(-1)` would reach every process of the
+//! user, so the shim falls back to killing its descendants by walking `/proc` (the executor's
+//! marker search covers a job that killed its shim), and `up` says which containment is in use.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use landlock::RulesetCreated;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask, raise};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::{SandboxPlan, apply, scopes_only};
+
+/// How long the shim waits for killed processes to be reaped before it exits anyway.
+const REAP_LIMIT: Duration = Duration::from_secs(5);
+/// How often an orphaned shim is noticed (see [`Lifeline::Parent`]).
+const PARENT_POLL: Duration = Duration::from_millis(100);
+
+/// What the contained program's standard input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// Nothing (a job).
+    Null,
+    /// The shim's own (a pack server speaks MCP on it).
+    Inherit,
+}
+
+/// How the shim notices that its parent is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifeline {
+    /// The parent holds the other end of the shim's stdin (a job's executor).
+    Stdin,
+    /// The shim is orphaned (a pack host: the shim's stdin is the pack server's).
+    Parent,
+}
+
+/// What a shim contains, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShimConfig {
+    pub plan: SandboxPlan,
+    /// The program and its arguments (a job: `/bin/sh -c COMMAND`).
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The program's working directory (default: the shim's).
+    pub cwd: Option<PathBuf>,
+    pub input: Input,
+    pub lifeline: Lifeline,
+}
+
+/// Exit codes of a shim that could not start its job.
+pub const EXIT_SANDBOX_FAILED: i32 = 125;
+pub const EXIT_SPAWN_FAILED: i32 = 127;
+
+/// Runs the shim; returns the exit code the process ends with (after mirroring a shell killed
+/// by a signal, which does not return).
+pub fn run(config: ShimConfig) -> i32 {
+    let (scoped, inner) = match confine(&config) {
+        Ok(confined) => confined,
+        Err(code) => return code,
+    };
+    let watched = watched_signals();
+    // Blocked here and taken with sigwait below; the shell starts with an empty mask (std clears
+    // it in the child before exec).
+    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&watched), None).is_err() {
+        return EXIT_SANDBOX_FAILED;
+    }
+    let parent = nix::unistd::getppid();
+    let shell = match spawn_program(&config, inner) {
+        Ok(pid) => pid,
+        Err(code) => return code,
+    };
+    // The lifeline: when the parent is gone, so is the program.
+    match config.lifeline {
+        Lifeline::Stdin => std::thread::spawn(|| {
+            let mut sink = [0u8; 64];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            let _ = kill(Pid::this(), Signal::SIGUSR1);
+        }),
+        Lifeline::Parent => std::thread::spawn(move || {
+            while nix::unistd::getppid() == parent {
+                std::thread::sleep(PARENT_POLL);
+            }
+            let _ = kill(Pid::this(), Signal::SIGUSR1);
+        }),
+    };
+    let mut ended: Option<WaitStatus> = None;
+    while ended.is_none() {
+        match watched.wait() {
+            Ok(Signal::SIGCHLD) => ended = reap_until_shell(shell),
+            Ok(Signal::SIGUSR1) | Err(_) => break,
+            Ok(_) => signal_job(scoped, Signal::SIGTERM),
+        }
+    }
+    kill_job(scoped);
+    match ended {
+        Some(WaitStatus::Exited(_, code)) => code,
+        Some(WaitStatus::Signaled(_, signal, _)) => mirror(signal),
+        _ => 128 + Signal::SIGKILL as i32,
+    }
+}
+
+/// Steps 1 to 3: a session of its own, a child subreaper without capabilities, confined in the
+/// program's domain. Returns whether the signal scopes are enforced and, if they are, the inner
+/// domain for the shell; or the exit code of a shim that cannot start its job.
+fn confine(config: &ShimConfig) -> Result<(bool, Option<RulesetCreated>), i32> {
+    let _ = nix::unistd::setsid();
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    if let Err(e) = drop_capabilities() {
+        eprintln!("glovebox: the job's capabilities could not be dropped: {e}");
+        return Err(EXIT_SANDBOX_FAILED);
+    }
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    let applied = match apply(&config.plan) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("glovebox: the sandbox could not be applied: {e}");
+            return Err(EXIT_SANDBOX_FAILED);
+        }
+    };
+    if !applied.network_enforced {
+        eprintln!(
+            "glovebox: this kernel cannot take the network away (Landlock ABI 4); not starting"
+        );
+        return Err(EXIT_SANDBOX_FAILED);
+    }
+    // Only with the scopes does kill(-1) stay inside the job; without them, nest nothing.
+    if !applied.scoped {
+        return Ok((false, None));
+    }
+    match scopes_only() {
+        Ok(inner) => Ok((true, Some(inner))),
+        Err(e) => {
+            eprintln!("glovebox: the job's inner domain could not be prepared: {e}");
+            Err(EXIT_SANDBOX_FAILED)
+        }
+    }
+}
+
+/// The signals the shim waits for: its shell's end, and the requests to stop the job.
+fn watched_signals() -> SigSet {
+    let mut watched = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
+        watched.add(s);
+    }
+    watched
+}
+
+/// Step 4: starts the program, in the `inner` domain if there is one. Returns its pid, or the
+/// exit code of a shim that could not start it.
+fn spawn_program(config: &ShimConfig, inner: Option<RulesetCreated>) -> Result<Pid, i32> {
+    let mut command = Command::new(&config.program);
+    command.args(&config.args).stdin(match config.input {
+        Input::Null => Stdio::null(),
+        Input::Inherit => Stdio::inherit(),
+    });
+    if let Some(cwd) = &config.cwd {
+        command.current_dir(cwd);
+    }
+    if let Some(inner) = inner {
+        let mut inner = Some(inner);
+        // SAFETY: runs in the forked child before exec. The shim is single-threaded when it
+        // spawns (the lifeline thread starts afterwards), so the allocation `restrict_self` and
+        // the error path may do cannot meet a lock held by another thread.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(move || match inner.take() {
+                Some(ruleset) => ruleset
+                    .restrict_self()
+                    .map(|_| ())
+                    .map_err(|e| std::io::Error::other(e.to_string())),
+                None => Ok(()),
+            });
+        }
+    }
+    match command.spawn() {
+        Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
+        Err(e) => {
+            eprintln!(
+                "glovebox: could not start {}: {e}",
+                config.program.display()
+            );
+            Err(EXIT_SPAWN_FAILED)
+        }
+    }
+}
+
+/// Leaves the job no capabilities at all, now or after any exec: a job of an executor running
+/// as root (dev mode as root) would otherwise keep CAP_SYS_PTRACE, CAP_KILL, CAP_DAC_OVERRIDE and
+/// the rest. Dropping the bounding set needs CAP_SETPCAP; a process without it has no
+/// capabilities to lose there, and `no_new_privs` keeps it from gaining any.
+fn drop_capabilities() -> std::io::Result<()> {
+    use rustix::thread::{
+        CapabilitySet, CapabilitySets, capabilities, capability_is_in_bounding_set,
+        clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
+    };
+    let held = capabilities(None)?;
+    let can_drop_bounding = held.effective.contains(CapabilitySet::SETPCAP);
+    for bit in 0..64u32 {
+        let cap = CapabilitySet::from_bits_retain(1u64 << bit);
+        if can_drop_bounding && capability_is_in_bounding_set(cap).unwrap_or(false) {
+            remove_capability_from_bounding_set(cap)?;
+        }
+    }
+    let _ = clear_ambient_capability_set();
+    set_capabilities(
+        None,
+        CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )?;
+    Ok(())
+}
+
+/// Collects exited children; returns the shell's status once it has exited.
+fn reap_until_shell(shell: Pid) -> Option<WaitStatus> {
+    let mut found = None;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return found,
+            Ok(status @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)))
+                if pid == shell =>
+            {
+                found = Some(status)
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Sends `signal` to every process of the job (and, without the scopes, to the shim's
+/// descendants found in `/proc`).
+fn signal_job(scoped: bool, signal: Signal) {
+    if scoped {
+        // With the signal scope, -1 means "every process in this domain and those nested in it".
+        let _ = kill(Pid::from_raw(-1), signal);
+    } else {
+        for pid in crate::procs::descendants(std::process::id() as i32) {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+    }
+}
+
+/// Kills every process of the job and reaps until the shim has no children left.
+fn kill_job(scoped: bool) {
+    let deadline = Instant::now() + REAP_LIMIT;
+    loop {
+        signal_job(scoped, Signal::SIGKILL);
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(_) => continue,
+                // No child is left: as a subreaper, the shim had every process of the job as a
+                // descendant, so none is left.
+                Err(_) => return,
+            }
+        }
+        if Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Ends the shim the way the shell ended: by the same signal (without a core dump), so the
+/// executor reports `signaled` with the right number.
+fn mirror(signal: Signal) -> i32 {
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    let _ = raise(signal);
+    // Still here: a signal whose disposition is to be ignored in this process (SIGPIPE).
+    128 + signal as i32
+}

@@ -1,0 +1,482 @@
+//! MCP tool packs at the front door. The account's pack host lists its packs' tools (the broker
+//! sanitizes their schemas, see `ToolInfo::pack`); a call of `<pack>__<tool>` (or `pack_invoke`)
+//! is planned by the pack host (the tool's facts, its path arguments), its path arguments resolved
+//! by the account's executor, judged by the gate (asking the approver, who sees the pack, the
+//! tool and the arguments), and made by the pack host on the gate's ticket. A project pack the
+//! approver has not trusted yet gets a trust ask, one at a time per pack, answered at the gate.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::catalog::{Hints, ToolInfo};
+use glovebox_proto::v1::{
+    self as pb, Answer, ListPacksRequest, ListPacksResponse, PackInvokeRequest, PackPlanRequest,
+    Plan, PlanPathsRequest, ResolveTrustRequest, TrustSubject,
+};
+use glovebox_proto::ws::{
+    AskDisplay, AskSubject, Decision, PackErrorSpec, PackToolSpec, ServerFrame, ToolAnnotations,
+    ToolSpec, WireError,
+};
+
+use crate::app::App;
+use crate::asks::AskOutcome;
+use crate::backends::request;
+use crate::pipeline::{
+    CallIds, Origin, Preview, authorize, from_tool_error, input_preview, unavailable,
+};
+use crate::sync::lock;
+
+/// Trust asks waiting to be shown, at most.
+pub const MAX_QUEUED_TRUST_ASKS: usize = 64;
+/// What a pack call's deadline adds to the pack's own time limit (the pack host answers first).
+const INVOKE_MARGIN: Duration = Duration::from_secs(5);
+
+type TrustJob = (String, TrustSubject);
+
+/// The trust asks the broker has queued or shown: one per (account, pack trust key) at a time.
+pub struct TrustAsks {
+    queued: Mutex<HashSet<(String, String)>>,
+    tx: tokio::sync::mpsc::Sender<TrustJob>,
+    rx: Mutex<Option<tokio::sync::mpsc::Receiver<TrustJob>>>,
+}
+
+impl Default for TrustAsks {
+    fn default() -> TrustAsks {
+        let (tx, rx) = tokio::sync::mpsc::channel(MAX_QUEUED_TRUST_ASKS);
+        TrustAsks {
+            queued: Mutex::new(HashSet::new()),
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+}
+
+impl TrustAsks {
+    fn request(&self, account: &str, subject: TrustSubject) {
+        let key = (
+            account.to_owned(),
+            glovebox_proto::packs::trust_key(&subject),
+        );
+        if !lock(&self.queued).insert(key.clone()) {
+            return;
+        }
+        if self.tx.try_send((account.to_owned(), subject)).is_err() {
+            lock(&self.queued).remove(&key);
+        }
+    }
+
+    fn done(&self, account: &str, subject: &TrustSubject) {
+        lock(&self.queued).remove(&(
+            account.to_owned(),
+            glovebox_proto::packs::trust_key(subject),
+        ));
+    }
+}
+
+/// Starts the task that shows trust asks (once per broker).
+pub fn spawn(app: Arc<App>) {
+    let Some(mut rx) = lock(&app.trust_asks.rx).take() else {
+        return;
+    };
+    tokio::spawn(async move {
+        while let Some((account, subject)) = rx.recv().await {
+            tokio::spawn(ask_trust(app.clone(), account, subject));
+        }
+    });
+}
+
+/// What the approver sees of a project pack that wants to start.
+pub fn trust_preview(s: &TrustSubject) -> String {
+    let mut command = vec![s.command.as_str()];
+    command.extend(s.args.iter().map(String::as_str));
+    format!(
+        "The project's {}/.glovebox/mcp.json wants to start the tool pack {:?}:\n  command:     {}\n  directory:   {}\n  network:     {}\n  environment: {}\nonce: start it until glovebox stops; always: trust it for this workdir (asked again if any of this changes); deny: do not start it.\n",
+        s.workdir,
+        s.pack,
+        command.join(" "),
+        s.cwd,
+        s.network,
+        if s.env.is_empty() {
+            "(none)".to_owned()
+        } else {
+            s.env.join(", ")
+        }
+    )
+}
+
+async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
+    let key = glovebox_proto::packs::trust_key(&subject);
+    let outcome = if app.asks.approver_count(&account) == 0 {
+        AskOutcome::NoApprover
+    } else {
+        let preview = trust_preview(&subject);
+        let mut command = vec![subject.command.clone()];
+        command.extend(subject.args.iter().cloned());
+        let subjects = vec![
+            AskSubject {
+                domain: "pack".into(),
+                path: subject.pack.clone(),
+            },
+            AskSubject {
+                domain: "exec".into(),
+                path: command.join(" "),
+            },
+            AskSubject {
+                domain: "read".into(),
+                path: subject.cwd.clone(),
+            },
+        ];
+        let (display, warnings) = AskDisplay::of("pack_trust", &subjects, &preview);
+        let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
+        app.asks
+            .ask(
+                &account,
+                |ask_id, expires_in_ms| ServerFrame::Ask {
+                    ask_id: ask_id.to_owned(),
+                    call_id: format!("trust-{}", &key[..16]),
+                    account: account.clone(),
+                    connection_id: String::new(),
+                    tool: "pack_trust".into(),
+                    subjects,
+                    preview,
+                    expires_in_ms,
+                    display,
+                    warning,
+                },
+                std::future::pending::<()>(),
+            )
+            .await
+    };
+    let answer = match outcome {
+        AskOutcome::Answered(Decision::Once) => Some(Answer::Once),
+        AskOutcome::Answered(Decision::Always) => Some(Answer::Always),
+        AskOutcome::Answered(Decision::Deny) => Some(Answer::Deny),
+        AskOutcome::Timeout => Some(Answer::Timeout),
+        // Nobody to ask, or no room to: the pack keeps waiting, and is asked about next time.
+        AskOutcome::NoApprover
+        | AskOutcome::ApproverGone
+        | AskOutcome::Busy
+        | AskOutcome::Cancelled => None,
+    };
+    if let Some(answer) = answer {
+        let mut gate = app.backends.gate.clone();
+        let resolved = gate
+            .resolve_trust(request(ResolveTrustRequest {
+                account: account.clone(),
+                subject: Some(subject.clone()),
+                answer: answer as i32,
+            }))
+            .await;
+        if let Err(status) = resolved {
+            tracing::error!(error = %status.message(), "could not record a pack trust answer");
+        }
+    }
+    app.trust_asks.done(&account, &subject);
+}
+
+/// The account's packs as its pack host lists them (starting them), queueing a trust ask for
+/// each project pack waiting for one. `Err` when the pack host cannot be reached.
+pub async fn listing(app: &App, account: &str) -> Result<ListPacksResponse, String> {
+    let mut packs = app
+        .backends
+        .packs(account)
+        .ok_or("the account has no pack host")?;
+    let listed = packs
+        .list(request(ListPacksRequest {}))
+        .await
+        .map_err(|s| format!("the account's pack host is unavailable ({})", s.message()))?
+        .into_inner();
+    for waiting in &listed.untrusted {
+        if let Some(subject) = &waiting.subject {
+            app.trust_asks.request(account, subject.clone());
+        }
+    }
+    Ok(listed)
+}
+
+fn hints(t: &pb::PackTool) -> Hints {
+    Hints {
+        read_only: t.read_only,
+        destructive: t.destructive,
+    }
+}
+
+fn pack_info(t: &pb::PackTool) -> Result<ToolInfo, String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(&t.input_schema_json).unwrap_or(serde_json::Value::Null);
+    ToolInfo::pack(&t.pack, &t.tool, &t.description, &schema, hints(t))
+}
+
+/// The account's pack tools as front doors list them (none if the pack host cannot say).
+pub async fn tool_specs(app: &App, account: &str) -> Vec<ToolSpec> {
+    match listing(app, account).await {
+        Err(why) => {
+            tracing::warn!(%account, error = %why, "no pack tools listed");
+            Vec::new()
+        }
+        Ok(listed) => listed
+            .tools
+            .iter()
+            .filter_map(|t| {
+                let i = pack_info(t).ok()?;
+                Some(ToolSpec {
+                    name: i.name,
+                    description: i.description,
+                    input_schema: i.input_schema,
+                    annotations: Some(ToolAnnotations {
+                        read_only_hint: t.read_only,
+                        destructive_hint: t.destructive,
+                    }),
+                })
+            })
+            .collect(),
+    }
+}
+
+/// The answer to `packs_list`: every pack tool and every pack that has none now.
+pub async fn packs_frame(app: &App, account: &str) -> ServerFrame {
+    let info = crate::tool_list::account_info(app, account).await;
+    if !info.as_ref().is_some_and(|i| i.enabled) {
+        return ServerFrame::Packs {
+            tools: Vec::new(),
+            errors: vec![PackErrorSpec {
+                pack: String::new(),
+                origin: String::new(),
+                message: "the account's tools are switched off (or the gate is unavailable)".into(),
+            }],
+        };
+    }
+    match listing(app, account).await {
+        Err(why) => ServerFrame::Packs {
+            tools: Vec::new(),
+            errors: vec![PackErrorSpec {
+                pack: String::new(),
+                origin: String::new(),
+                message: why,
+            }],
+        },
+        Ok(listed) => {
+            let mut errors: Vec<PackErrorSpec> = listed
+                .errors
+                .iter()
+                .map(|e| PackErrorSpec {
+                    pack: e.pack.clone(),
+                    origin: e.origin.clone(),
+                    message: e.message.clone(),
+                })
+                .collect();
+            let mut tools = Vec::new();
+            for t in &listed.tools {
+                match pack_info(t) {
+                    Ok(i) => tools.push(PackToolSpec {
+                        name: i.name,
+                        pack: t.pack.clone(),
+                        tool: t.tool.clone(),
+                        description: i.description,
+                        input_schema: i.input_schema,
+                        annotations: ToolAnnotations {
+                            read_only_hint: t.read_only,
+                            destructive_hint: t.destructive,
+                        },
+                        origin: t.origin.clone(),
+                    }),
+                    Err(why) => errors.push(PackErrorSpec {
+                        pack: t.pack.clone(),
+                        origin: t.origin.clone(),
+                        message: why,
+                    }),
+                }
+            }
+            ServerFrame::Packs { tools, errors }
+        }
+    }
+}
+
+/// What the approver is shown of a pack call: the pack, the tool and the arguments.
+fn call_preview(pack: &str, tool: &str, params: &serde_json::Value) -> String {
+    format!(
+        "pack: {pack}\ntool: {tool}\n{}",
+        input_preview(params).replacen("input:", "arguments:", 1)
+    )
+}
+
+/// A call of a pack tool: planned by the pack host and the executor, judged by the gate, made by
+/// the pack host on the gate's ticket. Withdrawing it (`cancel`) while it runs tells the pack's
+/// server to cancel.
+pub async fn pack_call(
+    app: &App,
+    origin: &Origin,
+    ids: &CallIds,
+    exposed: &str,
+    (pack, tool): (&str, &str),
+    params: serde_json::Value,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+) -> Result<serde_json::Value, WireError> {
+    let account = origin.account.as_str();
+    if !params.is_object() {
+        return Err(WireError::new(
+            ErrorCode::InvalidParams,
+            "params must be a JSON object",
+        ));
+    }
+    let mut packs = app
+        .backends
+        .packs(account)
+        .ok_or_else(|| unavailable("the account's pack host"))?;
+    let call = ids.tool_call(account, exposed, &params);
+    let planned = packs
+        .plan(request(PackPlanRequest {
+            call: Some(call.clone()),
+        }))
+        .await
+        .map_err(|_| unavailable("the account's pack host"))?
+        .into_inner();
+    if let Some(e) = planned.error {
+        return Err(from_tool_error(e));
+    }
+    let facts = planned
+        .facts
+        .ok_or_else(|| WireError::new(ErrorCode::Internal, "the pack host returned no facts"))?;
+    let mut subjects = vec![pb::Subject {
+        domain: pb::Domain::Tool as i32,
+        path: exposed.to_owned(),
+        state: None,
+    }];
+    if !planned.paths.is_empty() {
+        let mut executor = app
+            .backends
+            .executor(account)
+            .ok_or_else(|| unavailable("the account's executor"))?;
+        let resolved = executor
+            .plan_paths(request(PlanPathsRequest {
+                call: Some(call.clone()),
+                paths: planned
+                    .paths
+                    .iter()
+                    .map(|a| pb::Subject {
+                        domain: a.domain,
+                        path: a.path.clone(),
+                        state: None,
+                    })
+                    .collect(),
+                base: planned.base.clone(),
+            }))
+            .await
+            .map_err(|_| unavailable("the account's executor"))?
+            .into_inner();
+        if let Some(e) = resolved.error {
+            return Err(from_tool_error(e));
+        }
+        let paths = resolved.plan.map(|p| p.subjects).unwrap_or_default();
+        if paths.len() != planned.paths.len() {
+            return Err(WireError::new(
+                ErrorCode::Internal,
+                "the executor did not resolve every path argument",
+            ));
+        }
+        subjects.extend(paths);
+    }
+    let plan = Plan {
+        subjects,
+        content_tag: Vec::new(),
+        pack: Some(facts),
+    };
+    let preview = Preview::Text(call_preview(pack, tool, &params));
+    let ticket = authorize(app, origin, &call, &plan, cancelled.clone(), preview).await?;
+    let mut invoke = tonic::Request::new(PackInvokeRequest {
+        call: Some(call),
+        ticket: Some(ticket),
+    });
+    invoke.set_timeout(Duration::from_millis(planned.timeout_ms) + INVOKE_MARGIN);
+    let mut cancelled = cancelled;
+    let withdrawn = async move {
+        if cancelled.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let invoked = tokio::select! {
+        r = packs.invoke(invoke) => r,
+        _ = withdrawn => {
+            return Err(WireError::new(
+                ErrorCode::Cancelled,
+                "the call was withdrawn; the pack's server was told to cancel it",
+            ));
+        }
+    };
+    let invoked = invoked
+        .map_err(|_| {
+            WireError::new(
+                ErrorCode::Unavailable,
+                "the account's pack host failed during the call; it was not retried",
+            )
+        })?
+        .into_inner();
+    if let Some(e) = invoked.error {
+        return Err(from_tool_error(e));
+    }
+    serde_json::from_str(&invoked.result_json).map_err(|_| {
+        WireError::new(
+            ErrorCode::Internal,
+            "the pack host returned a malformed result",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trust_ask_shows_everything_that_decides_what_runs() {
+        let s = TrustSubject {
+            workdir: "/w".into(),
+            pack: "db".into(),
+            command: "python3".into(),
+            args: vec!["server.py".into()],
+            env: vec!["TOKEN=${secret:db}".into()],
+            cwd: "/w/tools".into(),
+            network: "none".into(),
+        };
+        let p = trust_preview(&s);
+        for needle in [
+            "/w/.glovebox/mcp.json",
+            "\"db\"",
+            "python3 server.py",
+            "/w/tools",
+            "network:     none",
+            "TOKEN=${secret:db}",
+        ] {
+            assert!(p.contains(needle), "{needle}: {p}");
+        }
+    }
+
+    #[test]
+    fn a_pack_call_shows_pack_tool_and_arguments() {
+        let p = call_preview("e", "echo", &serde_json::json!({"message": "hi"}));
+        assert_eq!(
+            p,
+            "pack: e\ntool: echo\narguments:\n{\n  \"message\": \"hi\"\n}\n"
+        );
+    }
+
+    #[test]
+    fn trust_asks_are_queued_once_per_pack_until_done() {
+        let asks = TrustAsks::default();
+        let s = TrustSubject {
+            pack: "p".into(),
+            ..Default::default()
+        };
+        asks.request("a", s.clone());
+        asks.request("a", s.clone());
+        asks.request("b", s.clone());
+        let mut rx = lock(&asks.rx).take().unwrap();
+        assert_eq!(rx.try_recv().unwrap().0, "a");
+        assert_eq!(rx.try_recv().unwrap().0, "b");
+        assert!(rx.try_recv().is_err());
+        asks.done("a", &s);
+        asks.request("a", s);
+        assert_eq!(rx.try_recv().unwrap().0, "a");
+    }
+}

@@ -1,0 +1,274 @@
+//! MCP tool packs at the gate: the `PackSupport` service for pack hosts (on the audit socket; the
+//! account is the peer's, `packs:<account>`, never the request's), and what the broker and
+//! administrators ask of it — recording a trust answer (`Gate.ResolveTrust`) and managing secrets
+//! (`GateAdmin.SetSecret|RemoveSecret|ListSecrets`). Every change is audited; a secret only by
+//! its name.
+
+use std::pin::Pin;
+
+use glovebox_proto::v1::{
+    ListSecretsRequest, ListSecretsResponse, PackConfig, PackConfigRequest, PackSecretsRequest,
+    PackSecretsResponse, PackTrustAnswer, PackTrustQuery, RemoveSecretRequest, ResolveTrustRequest,
+    ResolveTrustResponse, SecretChangeResponse, SetSecretRequest, TrustSubject,
+};
+use tokio_stream::Stream;
+
+use super::*;
+use crate::packs::secrets::SecretError;
+use crate::packs::trust::Trust;
+
+/// Most secret names a pack host may ask for at once.
+const MAX_SECRETS_ASKED: usize = 256;
+
+/// The `PackSupport` service, for pack hosts.
+#[derive(Clone)]
+pub struct PackSupportService(pub Arc<GateState>);
+
+/// The account of a pack host's connection.
+fn pack_host<T>(request: &Request<T>) -> Result<String, Status> {
+    match glovebox_proto::transport::peer_of(request) {
+        Some(peer) => peer
+            .strip_prefix("packs:")
+            .map(str::to_owned)
+            .ok_or_else(|| Status::permission_denied(format!("{peer} may not call this method"))),
+        None => Err(Status::unauthenticated(
+            "the connection was not authenticated",
+        )),
+    }
+}
+
+/// How the audit shows a trust subject: the pack, its command line (secrets masked) and where.
+fn trust_text(s: &TrustSubject) -> String {
+    let mut line = vec![s.command.clone()];
+    line.extend(s.args.iter().cloned());
+    format!(
+        "pack {}: {} (cwd {}, network {}, env {})",
+        s.pack,
+        crate::redact::mask_command(&line.join(" ")),
+        s.cwd,
+        s.network,
+        s.env
+            .iter()
+            .map(|e| e.split('=').next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+fn secret_status(e: SecretError) -> Status {
+    match e {
+        SecretError::Store(why) => {
+            tracing::error!(error = %why, "pack secrets store");
+            Status::internal("could not store the secret")
+        }
+        other => Status::invalid_argument(other.to_string()),
+    }
+}
+
+impl GateState {
+    fn known_account(&self, account: &str) -> Result<(), Status> {
+        self.policies
+            .workdir(account)
+            .map(|_| ())
+            .ok_or_else(|| Status::not_found("unknown account"))
+    }
+
+    /// Records the approver's answer to a project pack's trust ask, and audits it.
+    pub(crate) async fn resolve_trust(
+        &self,
+        request: ResolveTrustRequest,
+    ) -> Result<ResolveTrustResponse, Status> {
+        self.known_account(&request.account)?;
+        let subject = required(request.subject, "subject")?;
+        // A project pack is trusted for the account's own workdir only.
+        if self.policies.workdir(&request.account) != Some(subject.workdir.as_str()) {
+            return Err(Status::invalid_argument(
+                "the pack is not of the account's workdir",
+            ));
+        }
+        let answer = Answer::try_from(request.answer).unwrap_or(Answer::Unspecified);
+        let trust = tokio::task::block_in_place(|| {
+            self.packs.trust.resolve(&request.account, &subject, answer)
+        })
+        .map_err(|e| {
+            tracing::error!(error = %e, "could not store a trusted pack");
+            Status::internal("could not store the answer")
+        })?;
+        let approval = match answer {
+            Answer::Once => "approved",
+            Answer::Always => "approved_always",
+            Answer::Deny => "denied",
+            Answer::Timeout => "timeout",
+            Answer::NoApprover => "no_approver",
+            Answer::Cancelled => "cancelled",
+            _ => "denied",
+        };
+        self.audit(AuditEvent {
+            account: request.account.clone(),
+            source: "gate".into(),
+            kind: "trust".into(),
+            subject: trust_text(&subject),
+            approval: approval.into(),
+            outcome: trust.as_str().into(),
+            detail: format!("project pack of {}", subject.workdir),
+            ..Default::default()
+        })
+        .await;
+        Ok(ResolveTrustResponse {
+            trusted: matches!(trust, Trust::Always | Trust::Once),
+        })
+    }
+
+    pub(crate) async fn set_secret(
+        &self,
+        request: SetSecretRequest,
+    ) -> Result<SecretChangeResponse, Status> {
+        self.known_account(&request.account)?;
+        let changed = tokio::task::block_in_place(|| {
+            self.packs
+                .secrets
+                .set(&request.account, &request.name, &request.value)
+        })
+        .map_err(secret_status)?;
+        self.audit_secret(&request.account, &request.name, "set")
+            .await;
+        Ok(SecretChangeResponse { changed })
+    }
+
+    pub(crate) async fn remove_secret(
+        &self,
+        request: RemoveSecretRequest,
+    ) -> Result<SecretChangeResponse, Status> {
+        self.known_account(&request.account)?;
+        let changed = tokio::task::block_in_place(|| {
+            self.packs.secrets.remove(&request.account, &request.name)
+        })
+        .map_err(secret_status)?;
+        if changed {
+            self.audit_secret(&request.account, &request.name, "removed")
+                .await;
+        }
+        Ok(SecretChangeResponse { changed })
+    }
+
+    pub(crate) fn list_secrets(
+        &self,
+        request: ListSecretsRequest,
+    ) -> Result<ListSecretsResponse, Status> {
+        self.known_account(&request.account)?;
+        let names = self
+            .packs
+            .secrets
+            .names(&request.account)
+            .map_err(secret_status)?;
+        Ok(ListSecretsResponse { names })
+    }
+
+    async fn audit_secret(&self, account: &str, name: &str, outcome: &str) {
+        self.audit(AuditEvent {
+            account: account.to_owned(),
+            source: "gate".into(),
+            kind: "secret".into(),
+            outcome: outcome.into(),
+            detail: format!("pack secret {name} (by the administrator)"),
+            ..Default::default()
+        })
+        .await;
+    }
+}
+
+type ConfigStream = Pin<Box<dyn Stream<Item = Result<PackConfig, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::pack_support_server::PackSupport for PackSupportService {
+    type WatchConfigStream = ConfigStream;
+
+    async fn watch_config(
+        &self,
+        request: Request<PackConfigRequest>,
+    ) -> Result<Response<Self::WatchConfigStream>, Status> {
+        let account = pack_host(&request)?;
+        let rx = self
+            .0
+            .packs
+            .follow(&account)
+            .ok_or_else(|| Status::not_found("unknown account"))?;
+        // The current file first, then each change.
+        let stream = futures_util::stream::unfold((rx, true), |(mut rx, first)| async move {
+            if !first && rx.changed().await.is_err() {
+                return None;
+            }
+            let now = rx.borrow_and_update().clone();
+            Some((Ok(now), (rx, false)))
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn secrets(
+        &self,
+        request: Request<PackSecretsRequest>,
+    ) -> Result<Response<PackSecretsResponse>, Status> {
+        let account = pack_host(&request)?;
+        let names = request.into_inner().names;
+        if names.len() > MAX_SECRETS_ASKED {
+            return Err(Status::invalid_argument("too many secrets asked for"));
+        }
+        let values = tokio::task::block_in_place(|| self.0.packs.secrets.values(&account, &names))
+            .map_err(secret_status)?;
+        let missing = names
+            .iter()
+            .filter(|n| !values.contains_key(*n))
+            .cloned()
+            .collect();
+        Ok(Response::new(PackSecretsResponse {
+            values: values.into_iter().collect(),
+            missing,
+        }))
+    }
+
+    async fn trust(
+        &self,
+        request: Request<PackTrustQuery>,
+    ) -> Result<Response<PackTrustAnswer>, Status> {
+        let account = pack_host(&request)?;
+        let query = request.into_inner();
+        if query.forget_refusals {
+            self.0.packs.trust.forget_refusals(&account);
+        }
+        let trust = match &query.subject {
+            // A pack of another directory than the account's workdir is never trusted.
+            Some(s) if self.0.policies.workdir(&account) == Some(s.workdir.as_str()) => {
+                tokio::task::block_in_place(|| self.0.packs.trust.get(&account, s))
+            }
+            _ => Trust::Unknown,
+        };
+        Ok(Response::new(PackTrustAnswer {
+            trust: trust.as_str().to_owned(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_audit_shows_a_trusted_command_with_secrets_masked_and_env_by_name() {
+        let s = TrustSubject {
+            workdir: "/w".into(),
+            pack: "p".into(),
+            command: "curl".into(),
+            args: vec![
+                "-H".into(),
+                "Authorization: Bearer abcdef0123456789abcdef".into(),
+            ],
+            env: vec!["TOKEN=${secret:t}".into(), "MODE=ro".into()],
+            cwd: "/w".into(),
+            network: "any".into(),
+        };
+        let t = trust_text(&s);
+        assert!(t.starts_with("pack p: curl -H"), "{t}");
+        assert!(!t.contains("abcdef0123456789abcdef"), "{t}");
+        assert!(t.ends_with("env TOKEN,MODE)"), "{t}");
+    }
+}

@@ -1,0 +1,217 @@
+//! Starting one pack server: its secrets from the gate, its environment, its command found on
+//! the owner's `PATH`, then `glovebox pack-shim` (which confines it, see `glovebox_sandbox::shim`)
+//! spawned as an MCP stdio server through rmcp's child-process transport, initialized, and its
+//! tools listed — all within [`START_TIMEOUT`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use glovebox_config::mcp_json::{Network, PackDef};
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use tokio::sync::OnceCell;
+
+use crate::PacksConfig;
+use crate::environment::{describe_missing, login_path, pack_env};
+use crate::gate_link::GateLink;
+use crate::places::{find_command, install_grant};
+use crate::stderr::{Tail, spawn_copy};
+
+/// How long a pack has to start: spawn, initialize and list its tools.
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// Most tools one pack may offer (more are not listed, and the pack says so).
+pub const MAX_TOOLS: usize = 512;
+
+/// A started pack server.
+pub struct Started {
+    pub service: RunningService<RoleClient, ()>,
+    pub tools: Arc<Vec<rmcp::model::Tool>>,
+    /// The shim's pid (its process group and Landlock domain hold the server).
+    pub shim: Option<u32>,
+    pub started: Instant,
+    pub tail: Tail,
+}
+
+/// Why a pack did not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartError {
+    pub message: String,
+    /// Whether a process ran (and so a restart backs off); a missing secret or command does not.
+    pub spawned: bool,
+}
+
+impl StartError {
+    fn before_spawn(message: String) -> StartError {
+        StartError {
+            message,
+            spawned: false,
+        }
+    }
+}
+
+/// What starting packs needs, shared by every pack of the host.
+pub struct Launcher {
+    pub config: Arc<PacksConfig>,
+    pub gate: GateLink,
+    login_path: OnceCell<String>,
+}
+
+impl Launcher {
+    pub fn new(config: Arc<PacksConfig>, gate: GateLink) -> Launcher {
+        Launcher {
+            config,
+            gate,
+            login_path: OnceCell::new(),
+        }
+    }
+
+    async fn login_path(&self) -> &str {
+        self.login_path
+            .get_or_init(|| login_path(&self.config.shell, &self.config.places.user_home))
+            .await
+    }
+
+    /// Starts `def`'s server and lists its tools.
+    pub async fn start(&self, def: &PackDef) -> Result<Started, StartError> {
+        let config = &self.config;
+        let names: Vec<String> = def.secrets().iter().map(|s| (*s).to_owned()).collect();
+        let secrets = if names.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.gate
+                .secrets(&names)
+                .await
+                .map_err(StartError::before_spawn)?
+        };
+        let login = self.login_path().await.to_owned();
+        let env = pack_env(def, &config.places, &login, &config.environment, &secrets)
+            .map_err(|m| StartError::before_spawn(describe_missing(&m, &config.account)))?;
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or(login.as_str(), |(_, v)| v.as_str());
+        let found = find_command(&def.command, path, &def.cwd).ok_or_else(|| {
+            StartError::before_spawn(format!(
+                "spawn {}: not found (ENOENT) on PATH {path}",
+                def.command
+            ))
+        })?;
+        self.make_dirs(def).map_err(|e| {
+            StartError::before_spawn(format!("prepare the pack's directories: {e}"))
+        })?;
+        let command = self.shim_command(def, &found, env);
+        let tail = Tail::default();
+        let spawned = |message: String| StartError {
+            message,
+            spawned: true,
+        };
+        let (transport, stderr) = TokioChildProcess::builder(command)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| spawned(format!("spawn {}: {e}", config.shim.display())))?;
+        let shim = transport.id();
+        if let Some(stderr) = stderr {
+            spawn_copy(stderr, config.places.log(&def.name), tail.clone());
+        }
+        let with_tail = |what: String| {
+            let t = tail.text();
+            if t.is_empty() {
+                what
+            } else {
+                format!("{what}; its stderr ends: {t}")
+            }
+        };
+        let service = match tokio::time::timeout(START_TIMEOUT, ().serve(transport)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                // Give the stderr copy a moment to catch the server's last words.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Err(spawned(with_tail(format!("initialize failed: {e}"))));
+            }
+            Err(_) => {
+                return Err(spawned(with_tail(format!(
+                    "did not initialize within {} s",
+                    START_TIMEOUT.as_secs()
+                ))));
+            }
+        };
+        let tools = match tokio::time::timeout(START_TIMEOUT, service.peer().list_all_tools()).await
+        {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return Err(spawned(with_tail(format!("tools/list failed: {e}")))),
+            Err(_) => {
+                return Err(spawned(format!(
+                    "did not list its tools within {} s",
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        tracing::info!(account = %config.account, pack = %def.name, tools = tools.len(), "pack started");
+        Ok(Started {
+            service,
+            tools: Arc::new(tools.into_iter().take(MAX_TOOLS).collect()),
+            shim,
+            started: Instant::now(),
+            tail,
+        })
+    }
+
+    fn make_dirs(&self, def: &PackDef) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        let p = &self.config.places;
+        for dir in [&p.pack_home, &p.logs, &p.npm_cache, &p.xdg_cache, &p.tmp] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        let tmp = p.pack_tmp(&def.name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// `glovebox pack-shim` with the pack's domain, its working directory, then its command.
+    fn shim_command(
+        &self,
+        def: &PackDef,
+        found: &std::path::Path,
+        env: Vec<(String, String)>,
+    ) -> tokio::process::Command {
+        let config = &self.config;
+        let p = &config.places;
+        let mut full: Vec<PathBuf> = config.roots.clone();
+        full.extend([
+            p.pack_home.clone(),
+            p.npm_cache.clone(),
+            p.xdg_cache.clone(),
+            p.pack_tmp(&def.name),
+        ]);
+        let homes = [p.user_home.clone()];
+        let grant = install_grant(found, &config.protected, &homes);
+        let mut command = tokio::process::Command::new(&config.shim);
+        command.arg("pack-shim");
+        for dir in &full {
+            command.arg("--full").arg(dir);
+        }
+        command.arg("--read").arg(&grant);
+        if def.network == Network::None {
+            command.arg("--no-network");
+        }
+        command
+            .arg("--cwd")
+            .arg(&def.cwd)
+            .arg("--")
+            .arg(found)
+            .args(&def.args)
+            .env_clear()
+            .envs(env)
+            .current_dir(&def.cwd)
+            .kill_on_drop(true);
+        command
+    }
+}

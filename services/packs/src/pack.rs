@@ -1,0 +1,215 @@
+//! One pack: its definition and its server's state. The server starts on first use (a list or a
+//! call); its initialize and tools/list are cached while it runs; one that exited (or never
+//! started) is started again on the next use, at once the first time and then after a backoff
+//! that doubles up to [`MAX_BACKOFF`] (a server that ran [`STABLE_AFTER`] starts over). A call
+//! has the pack's time limit; a call that times out or is dropped tells the server with
+//! `notifications/cancelled` (rmcp sends it for an abandoned request). Stopping a pack stops its
+//! shim, which takes every process the server started with it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use glovebox_config::mcp_json::PackDef;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::ServiceError;
+
+use crate::launch::{Launcher, Started};
+
+/// The longest a failing pack waits before it is started again.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A server that ran this long before it exited restarts without delay.
+pub const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// Calls one pack's server may have in flight; more are refused as `busy` at once.
+pub const MAX_CONCURRENT_CALLS: usize = 8;
+/// How long a stopping server has to exit before its shim is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How long to wait before the next start, after `failures` failures in a row: none after the
+/// first, then 1 s, doubling up to [`MAX_BACKOFF`].
+pub fn restart_delay(failures: u32) -> Duration {
+    match failures {
+        0 | 1 => Duration::ZERO,
+        n => (Duration::from_secs(1) * (1u32 << (n - 2).min(10))).min(MAX_BACKOFF),
+    }
+}
+
+enum State {
+    Idle,
+    Running { started: Started, failures: u32 },
+    Failed(Failure),
+}
+
+struct Failure {
+    message: String,
+    at: Instant,
+    failures: u32,
+    /// Whether the next start waits ([`restart_delay`]): only after a process ran.
+    backs_off: bool,
+}
+
+/// Why a call did not return a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The pack could not be started (or is backing off).
+    Unavailable(String),
+    /// The server did not answer within the pack's time limit (it was told to cancel).
+    Timeout(Duration),
+    /// The server exited during the call; it is started again on the next use.
+    Exited,
+    Failed(String),
+    /// [`MAX_CONCURRENT_CALLS`] calls of this pack are in flight.
+    Busy,
+}
+
+/// One configured pack.
+pub struct Pack {
+    pub def: PackDef,
+    state: tokio::sync::Mutex<State>,
+    calls: tokio::sync::Semaphore,
+}
+
+impl Pack {
+    pub fn new(def: PackDef) -> Pack {
+        Pack {
+            def,
+            state: tokio::sync::Mutex::new(State::Idle),
+            calls: tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS),
+        }
+    }
+
+    /// The running server's peer and tools, starting it first if it is not running (and may be
+    /// started now).
+    pub async fn ensure(
+        &self,
+        launcher: &Launcher,
+    ) -> Result<(rmcp::Peer<rmcp::RoleClient>, Arc<Vec<Tool>>), String> {
+        let mut state = self.state.lock().await;
+        if let State::Running { started, failures } = &*state {
+            if !started.service.is_transport_closed() && !started.service.is_closed() {
+                return Ok((started.service.peer().clone(), started.tools.clone()));
+            }
+            let failures = if started.started.elapsed() > STABLE_AFTER {
+                1
+            } else {
+                failures + 1
+            };
+            let tail = started.tail.text();
+            let message = if tail.is_empty() {
+                "the server exited".to_owned()
+            } else {
+                format!("the server exited; its stderr ends: {tail}")
+            };
+            tracing::warn!(pack = %self.def.name, failures, "pack server exited");
+            *state = State::Failed(Failure {
+                message,
+                at: Instant::now(),
+                failures,
+                backs_off: true,
+            });
+        }
+        let failures = match &*state {
+            State::Failed(f) => {
+                let wait = restart_delay(f.failures);
+                if f.backs_off && f.at.elapsed() < wait {
+                    let left = wait.saturating_sub(f.at.elapsed());
+                    return Err(format!(
+                        "{}; starting it again in {} s",
+                        f.message,
+                        left.as_secs().max(1)
+                    ));
+                }
+                f.failures
+            }
+            _ => 0,
+        };
+        match launcher.start(&self.def).await {
+            Ok(started) => {
+                let ok = (started.service.peer().clone(), started.tools.clone());
+                *state = State::Running { started, failures };
+                Ok(ok)
+            }
+            Err(e) => {
+                tracing::warn!(pack = %self.def.name, error = %e.message, "pack did not start");
+                *state = State::Failed(Failure {
+                    message: e.message.clone(),
+                    at: Instant::now(),
+                    failures: failures + u32::from(e.spawned),
+                    backs_off: e.spawned,
+                });
+                Err(e.message)
+            }
+        }
+    }
+
+    /// Calls `tool` with `arguments`, within `limit`.
+    pub async fn call(
+        &self,
+        launcher: &Launcher,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        limit: Duration,
+    ) -> Result<CallToolResult, CallError> {
+        let _slot = self.calls.try_acquire().map_err(|_| CallError::Busy)?;
+        let (peer, _) = self
+            .ensure(launcher)
+            .await
+            .map_err(CallError::Unavailable)?;
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        match tokio::time::timeout(limit, peer.call_tool(params)).await {
+            Err(_) => Err(CallError::Timeout(limit)),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(ServiceError::TransportClosed)) => Err(CallError::Exited),
+            Ok(Err(e)) => Err(CallError::Failed(e.to_string())),
+        }
+    }
+
+    /// Stops the server (if it runs): its shim is told to stop (it kills everything the server
+    /// started), then the transport is closed.
+    pub async fn stop(&self) {
+        let previous = std::mem::replace(&mut *self.state.lock().await, State::Idle);
+        if let State::Running { mut started, .. } = previous {
+            terminate(started.shim);
+            // Only a shim that was not reaped is killed (a reaped one's pid may be reused).
+            if let Ok(None) = started.service.close_with_timeout(STOP_GRACE).await {
+                kill(started.shim);
+            }
+        }
+    }
+
+    /// The shim's pid, while the server runs.
+    pub async fn shim_pid(&self) -> Option<u32> {
+        match &*self.state.lock().await {
+            State::Running { started, .. } => started.shim,
+            _ => None,
+        }
+    }
+}
+
+fn terminate(pid: Option<u32>) {
+    signal(pid, nix::sys::signal::Signal::SIGTERM);
+}
+
+fn kill(pid: Option<u32>) {
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
+fn signal(pid: Option<u32>, signal: nix::sys::signal::Signal) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_after_the_first() {
+        assert_eq!(restart_delay(0), Duration::ZERO);
+        assert_eq!(restart_delay(1), Duration::ZERO);
+        assert_eq!(restart_delay(2), Duration::from_secs(1));
+        assert_eq!(restart_delay(3), Duration::from_secs(2));
+        assert_eq!(restart_delay(7), MAX_BACKOFF);
+        assert_eq!(restart_delay(u32::MAX), MAX_BACKOFF);
+    }
+}

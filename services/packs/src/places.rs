@@ -1,0 +1,167 @@
+//! Where a pack server runs and what it may reach: the account's pack home (its `HOME`), the
+//! caches its tools share with the user (npm's and XDG's, pinned to the user's real ones so
+//! `npx` does not download again per pack), a private temporary directory per pack, a bounded
+//! stderr log per pack, and the directory its command is installed in. The paths are computed
+//! here; the pack's shim applies them as its Landlock domain.
+
+use std::path::{Component, Path, PathBuf};
+
+/// The names of directories that hold commands, whose parent is the installation (`/opt/x/bin`
+/// → `/opt/x`; `node_modules/.bin` → `node_modules`; pyenv's `shims` → `~/.pyenv`).
+const BIN_DIRS: &[&str] = &["bin", "sbin", ".bin", "shims"];
+
+/// The places of one account's pack host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Places {
+    /// The user's real home (whose caches are shared).
+    pub user_home: PathBuf,
+    /// `HOME` of every pack of the account: `<user home>/.local/share/glovebox/pack-home/<id>`.
+    pub pack_home: PathBuf,
+    /// npm's cache (`npm_config_cache`): `<user home>/.npm`.
+    pub npm_cache: PathBuf,
+    /// `XDG_CACHE_HOME`: the user's, or `<user home>/.cache`.
+    pub xdg_cache: PathBuf,
+    /// Where each pack's stderr log is kept: `<pack home>/logs`.
+    pub logs: PathBuf,
+    /// The pack host's private temporary directory (each pack gets one below it).
+    pub tmp: PathBuf,
+}
+
+impl Places {
+    /// The places of `account`'s pack host for a user whose home is `user_home` (and whose
+    /// `XDG_CACHE_HOME` is `xdg_cache`, if set to an absolute path), with its temporary
+    /// directory `tmp`.
+    pub fn new(account: &str, user_home: &Path, xdg_cache: Option<&Path>, tmp: &Path) -> Places {
+        let pack_home = user_home
+            .join(".local/share/glovebox/pack-home")
+            .join(account);
+        Places {
+            user_home: user_home.to_owned(),
+            logs: pack_home.join("logs"),
+            pack_home,
+            npm_cache: user_home.join(".npm"),
+            xdg_cache: xdg_cache
+                .filter(|p| p.is_absolute())
+                .map_or_else(|| user_home.join(".cache"), Path::to_owned),
+            tmp: tmp.to_owned(),
+        }
+    }
+
+    /// The temporary directory of pack `name`.
+    pub fn pack_tmp(&self, name: &str) -> PathBuf {
+        self.tmp.join(name)
+    }
+
+    /// The stderr log of pack `name`.
+    pub fn log(&self, name: &str) -> PathBuf {
+        self.logs.join(format!("{name}.stderr.log"))
+    }
+}
+
+/// What a pack's server may read and execute besides system directories, given where its
+/// command was found (`found`, absolute): the installation the command belongs to (the parent of
+/// a `bin`-like directory, else the command's directory), unless that would reach `/`, a home
+/// directory, or anything `protected` (glovebox's state): then the command file alone.
+pub fn install_grant(found: &Path, protected: &[PathBuf], homes: &[PathBuf]) -> PathBuf {
+    let Some(dir) = found.parent() else {
+        return found.to_owned();
+    };
+    let prefix = match dir.file_name().and_then(|n| n.to_str()) {
+        Some(name) if BIN_DIRS.contains(&name) => dir.parent().unwrap_or(dir),
+        _ => dir,
+    };
+    let reaches = |p: &PathBuf| p.starts_with(prefix);
+    if prefix.components().all(|c| matches!(c, Component::RootDir))
+        || protected.iter().any(reaches)
+        || homes.iter().any(reaches)
+    {
+        return found.to_owned();
+    }
+    prefix.to_owned()
+}
+
+/// Finds `command` as `execvp` would: a name with a `/` is taken as it is (relative to `cwd`),
+/// any other is looked up in `path` (the `PATH` the pack gets).
+pub fn find_command(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = cwd.join(command);
+        return executable(&p).then_some(p);
+    }
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| cwd.join(d).join(command))
+        .find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_of_an_account() {
+        let p = Places::new("alice", Path::new("/home/a"), None, Path::new("/tmp/gp"));
+        assert_eq!(
+            p.pack_home,
+            Path::new("/home/a/.local/share/glovebox/pack-home/alice")
+        );
+        assert_eq!(p.npm_cache, Path::new("/home/a/.npm"));
+        assert_eq!(p.xdg_cache, Path::new("/home/a/.cache"));
+        assert_eq!(p.pack_tmp("github"), Path::new("/tmp/gp/github"));
+        assert!(p.log("github").starts_with(&p.pack_home));
+        let q = Places::new("a", Path::new("/h"), Some(Path::new("/c")), Path::new("/t"));
+        assert_eq!(q.xdg_cache, Path::new("/c"));
+        let r = Places::new(
+            "a",
+            Path::new("/h"),
+            Some(Path::new("rel")),
+            Path::new("/t"),
+        );
+        assert_eq!(r.xdg_cache, Path::new("/h/.cache"));
+    }
+
+    #[test]
+    fn the_installation_of_a_command_is_readable_but_never_a_home_or_the_state() {
+        let protected = [PathBuf::from("/home/a/.local/state/glovebox")];
+        let homes = [PathBuf::from("/home/a"), PathBuf::from("/root")];
+        #[rustfmt::skip]
+        let cases: &[(&str, &str)] = &[
+            ("/usr/bin/node",                                  "/usr"),
+            ("/opt/node/bin/node",                             "/opt/node"),
+            ("/w/node_modules/.bin/mcp-server-everything",     "/w/node_modules"),
+            ("/root/.pyenv/versions/3.11.7/bin/python3",       "/root/.pyenv/versions/3.11.7"),
+            ("/srv/tools/server",                              "/srv/tools"),
+            ("/bin/sh",                                        "/bin/sh"),
+            ("/home/a/bin/tool",                               "/home/a/bin/tool"),
+            ("/home/a/.local/bin/tool",                        "/home/a/.local/bin/tool"),
+            ("/home/a/tools/x",                                "/home/a/tools"),
+        ];
+        for (found, grant) in cases {
+            assert_eq!(
+                install_grant(Path::new(found), &protected, &homes),
+                Path::new(grant),
+                "{found}"
+            );
+        }
+    }
+
+    #[test]
+    fn commands_are_found_like_execvp_finds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let tool = bin.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::write(bin.join("plain"), "not executable").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("/nonexistent:{}", bin.display());
+        assert_eq!(find_command("tool", &path, dir.path()), Some(tool.clone()));
+        assert_eq!(find_command("plain", &path, dir.path()), None);
+        assert_eq!(find_command("nothere", &path, dir.path()), None);
+        assert_eq!(find_command("bin/tool", "", dir.path()), Some(tool));
+    }
+}

@@ -1,0 +1,447 @@
+//! The pack host's gRPC service (`Packs`): the broker lists, plans and invokes; an administrator
+//! (`glovebox packs list|reload`, `glovebox secret set`) lists and reloads.
+//!
+//! Invoke acts only on a ticket that verifies under this account's pack key, names this call and
+//! tool, is fresh and unused, carries the digest of exactly these parameters, the tool's facts as
+//! they are now, and a subject for each path argument the parameters hold. Each invoke sends one
+//! `execute` audit row to the gate: the pack, the tool, the arguments' names (those the tool's
+//! schema declares) and sizes, never their values.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
+use glovebox_proto::v1::{
+    self as pb, AuditEvent, ListPacksRequest, ListPacksResponse, PackInvokeRequest,
+    PackInvokeResponse, PackPlanRequest, PackPlanResponse, ReloadPacksRequest, ReloadPacksResponse,
+    ToolCall, ToolError,
+};
+use glovebox_proto::{ErrorCode, error::tool_error};
+use glovebox_ticket::spent::SpentTickets;
+use tonic::{Request, Response, Status};
+
+use crate::host::{Host, domain_of};
+use crate::pack::CallError;
+
+/// Largest result a pack tool may return, in bytes of JSON.
+pub const MAX_RESULT_BYTES: usize = 2 * 1024 * 1024;
+/// Most argument names an audit row lists.
+const MAX_AUDITED_ARGUMENTS: usize = 32;
+
+#[derive(Clone)]
+pub struct PacksService {
+    host: Arc<Host>,
+    spent: Arc<SpentTickets>,
+}
+
+impl PacksService {
+    pub fn new(host: Arc<Host>) -> PacksService {
+        PacksService {
+            host,
+            spent: Arc::new(SpentTickets::new(glovebox_ticket::spent::MAX_SPENT)),
+        }
+    }
+}
+
+fn caller<T>(request: &Request<T>, allowed: &[&str]) -> Result<(), Status> {
+    match glovebox_proto::transport::peer_of(request) {
+        Some(peer) if allowed.contains(&peer) => Ok(()),
+        Some(peer) => Err(Status::permission_denied(format!(
+            "{peer} may not call this method"
+        ))),
+        None => Err(Status::unauthenticated(
+            "the connection was not authenticated",
+        )),
+    }
+}
+
+fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
+    value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
+}
+
+/// A call's pack, tool and parameters, or why it names none.
+fn parse_call(
+    call: &ToolCall,
+    account: &str,
+) -> Result<(String, String, serde_json::Map<String, serde_json::Value>), ToolError> {
+    if call.account != account {
+        return Err(tool_error(
+            ErrorCode::Denied,
+            "this pack host serves another account",
+        ));
+    }
+    let (pack, tool) = glovebox_proto::packs::split_name(&call.tool).ok_or_else(|| {
+        tool_error(
+            ErrorCode::UnknownTool,
+            format!("{:?} is not a pack tool", call.tool),
+        )
+    })?;
+    let params: serde_json::Value = serde_json::from_str(&call.params_json).map_err(|e| {
+        tool_error(
+            ErrorCode::InvalidParams,
+            format!("params are not JSON: {e}"),
+        )
+    })?;
+    let serde_json::Value::Object(params) = params else {
+        return Err(tool_error(
+            ErrorCode::InvalidParams,
+            "params must be a JSON object",
+        ));
+    };
+    Ok((pack.to_owned(), tool.to_owned(), params))
+}
+
+/// What the audit says of a call's arguments: the names the tool's schema declares and every
+/// argument's size, never a value.
+pub fn arguments_detail(
+    params: &serde_json::Map<String, serde_json::Value>,
+    schema: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let declared = schema.get("properties").and_then(|p| p.as_object());
+    let size = |v: &serde_json::Value| serde_json::to_string(v).map_or(0, |s| s.len());
+    let mut named = Vec::new();
+    let (mut others, mut other_bytes) = (0usize, 0usize);
+    for (name, value) in params {
+        if declared.is_some_and(|d| d.contains_key(name)) && named.len() < MAX_AUDITED_ARGUMENTS {
+            named.push(format!(
+                "{} ({} bytes)",
+                name.chars().take(64).collect::<String>(),
+                size(value)
+            ));
+        } else {
+            others += 1;
+            other_bytes += size(value);
+        }
+    }
+    if others > 0 {
+        named.push(format!("{others} other ({other_bytes} bytes)"));
+    }
+    if named.is_empty() {
+        "none".to_owned()
+    } else {
+        named.join(", ")
+    }
+}
+
+fn now_ms() -> u64 {
+    glovebox_ticket::now_ms().unwrap_or(u64::MAX)
+}
+
+impl PacksService {
+    fn account(&self) -> &str {
+        &self.host.launcher.config.account
+    }
+
+    /// Checks `ticket` against this call, its parameters and the tool as it is now; returns the
+    /// ticket's body.
+    async fn verify(
+        &self,
+        call: &ToolCall,
+        ticket: Option<pb::Ticket>,
+    ) -> Result<
+        (
+            pb::TicketBody,
+            crate::host::Found,
+            serde_json::Map<String, serde_json::Value>,
+        ),
+        ToolError,
+    > {
+        let denied = |m: String| tool_error(ErrorCode::Denied, m);
+        let (pack, tool, params) = parse_call(call, self.account())?;
+        let ticket =
+            ticket.ok_or_else(|| denied("no ticket: the gate has not allowed this call".into()))?;
+        let body = self
+            .host
+            .launcher
+            .config
+            .key
+            .verify(
+                &ticket,
+                &glovebox_ticket::Expected {
+                    account: self.account(),
+                    call_id: &call.call_id,
+                    tool: &call.tool,
+                    now_ms: now_ms(),
+                },
+            )
+            .map_err(|e| denied(format!("ticket refused: {e}")))?;
+        self.spent
+            .spend(&ticket.mac, body.expires_at_ms, now_ms())
+            .map_err(|e| match e {
+                glovebox_ticket::spent::SpendError::Full => {
+                    tool_error(ErrorCode::Busy, e.to_string())
+                }
+                glovebox_ticket::spent::SpendError::AlreadyUsed => denied(e.to_string()),
+            })?;
+        if body.content_tag != glovebox_proto::packs::params_digest(&call.params_json) {
+            return Err(tool_error(
+                ErrorCode::Changed,
+                "the parameters differ from the ones the gate judged",
+            ));
+        }
+        let (found, paths) = self.host.plan(&pack, &tool, &params).await?;
+        if body.pack.as_ref() != Some(&found.facts) {
+            return Err(tool_error(
+                ErrorCode::Changed,
+                "the pack's tool changed since the call was judged; call it again",
+            ));
+        }
+        let named_tool = body
+            .subjects
+            .first()
+            .is_some_and(|s| s.domain == pb::Domain::Tool as i32 && s.path == call.tool);
+        let path_domains: Vec<i32> = body.subjects.iter().skip(1).map(|s| s.domain).collect();
+        let wanted: Vec<i32> = paths.iter().map(|a| domain_of(a) as i32).collect();
+        if !named_tool || path_domains != wanted {
+            return Err(denied(
+                "the ticket does not name this tool and each of its path arguments".into(),
+            ));
+        }
+        Ok((body, found, params))
+    }
+}
+
+/// A call's outcome as the agent sees it.
+fn call_outcome(
+    outcome: Result<rmcp::model::CallToolResult, CallError>,
+) -> Result<String, ToolError> {
+    match outcome {
+        Ok(result) => {
+            let json = serde_json::to_string(&result).map_err(|e| {
+                tool_error(
+                    ErrorCode::Internal,
+                    format!("the result could not be encoded: {e}"),
+                )
+            })?;
+            if json.len() > MAX_RESULT_BYTES {
+                return Err(tool_error(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "the tool's result is {} bytes, more than the {MAX_RESULT_BYTES} allowed",
+                        json.len()
+                    ),
+                ));
+            }
+            Ok(json)
+        }
+        Err(CallError::Unavailable(why)) => Err(tool_error(ErrorCode::Unavailable, why)),
+        Err(CallError::Timeout(limit)) => Err(tool_error(
+            ErrorCode::Timeout,
+            format!(
+                "the pack's server did not answer within {} s; it was told to cancel the call",
+                limit.as_secs()
+            ),
+        )),
+        Err(CallError::Exited) => Err(tool_error(
+            ErrorCode::Unavailable,
+            "the pack's server exited during the call; it starts again on the next call",
+        )),
+        Err(CallError::Busy) => Err(tool_error(
+            ErrorCode::Busy,
+            format!(
+                "the pack already has {} calls in flight; try again when one ends",
+                crate::pack::MAX_CONCURRENT_CALLS
+            ),
+        )),
+        Err(CallError::Failed(why)) => Err(tool_error(
+            ErrorCode::Internal,
+            format!("the pack's server failed the call: {why}"),
+        )),
+    }
+}
+
+#[tonic::async_trait]
+impl pb::packs_server::Packs for PacksService {
+    async fn list(
+        &self,
+        request: Request<ListPacksRequest>,
+    ) -> Result<Response<ListPacksResponse>, Status> {
+        caller(&request, &[BROKER, ADMIN])?;
+        Ok(Response::new(self.host.list().await))
+    }
+
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn plan(
+        &self,
+        request: Request<PackPlanRequest>,
+    ) -> Result<Response<PackPlanResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let call = required(request.into_inner().call, "call")?;
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let planned = match parse_call(&call, self.account()) {
+            Err(e) => Err(e),
+            Ok((pack, tool, params)) => self.host.plan(&pack, &tool, &params).await,
+        };
+        Ok(Response::new(match planned {
+            Ok((found, paths)) => Host::plan_response(&found, paths),
+            Err(e) => PackPlanResponse {
+                error: Some(e),
+                ..Default::default()
+            },
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn invoke(
+        &self,
+        request: Request<PackInvokeRequest>,
+    ) -> Result<Response<PackInvokeResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let PackInvokeRequest { call, ticket } = request.into_inner();
+        let call = required(call, "call")?;
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        // The call runs on its own task: if the broker withdraws it (the agent cancelled), this
+        // handler is dropped, `withdrawn` fires, and the task tells the server and still audits.
+        let (keep, withdrawn) = tokio::sync::oneshot::channel::<()>();
+        let service = self.clone();
+        let task = tokio::spawn(async move { service.run(call, ticket, withdrawn).await });
+        let response = task
+            .await
+            .map_err(|_| Status::internal("the call failed unexpectedly"))?;
+        drop(keep);
+        Ok(Response::new(response))
+    }
+
+    async fn reload(
+        &self,
+        request: Request<ReloadPacksRequest>,
+    ) -> Result<Response<ReloadPacksResponse>, Status> {
+        caller(&request, &[BROKER, ADMIN])?;
+        let secret = request.into_inner().secret;
+        let restarted = self.host.reload(&secret).await;
+        tracing::info!(account = %self.account(), ?restarted, "packs reloaded");
+        Ok(Response::new(ReloadPacksResponse { restarted }))
+    }
+}
+
+impl PacksService {
+    async fn run(
+        &self,
+        call: ToolCall,
+        ticket: Option<pb::Ticket>,
+        withdrawn: tokio::sync::oneshot::Receiver<()>,
+    ) -> PackInvokeResponse {
+        let started = Instant::now();
+        let mut event = AuditEvent {
+            call_id: call.call_id.clone(),
+            client_call_id: call.client_call_id.clone(),
+            account: self.account().to_owned(),
+            source: "packs".into(),
+            kind: "execute".into(),
+            tool: call.tool.clone(),
+            ..Default::default()
+        };
+        let outcome = match self.verify(&call, ticket).await {
+            Err(e) => {
+                event.outcome = "refused".into();
+                Err(e)
+            }
+            Ok((body, found, params)) => {
+                event.subjects = body.subjects.clone();
+                event.approval = body.approval.clone();
+                event.detail = format!(
+                    "pack {}, tool {}; arguments: {}",
+                    found.pack.def.name,
+                    found.tool.name,
+                    arguments_detail(&params, &found.tool.input_schema)
+                );
+                let limit = Duration::from_secs(found.pack.def.timeout_s);
+                let call_tool =
+                    found
+                        .pack
+                        .call(&self.host.launcher, &found.tool.name, params, limit);
+                tokio::select! {
+                    outcome = call_tool => {
+                        if let Ok(r) = &outcome && r.is_error == Some(true) {
+                            event.detail.push_str("; the tool reported an error");
+                        }
+                        call_outcome(outcome)
+                    }
+                    _ = withdrawn => {
+                        event.outcome = "cancelled".into();
+                        Err(tool_error(ErrorCode::Cancelled, "the call was withdrawn; the pack's server was told to cancel it"))
+                    }
+                }
+            }
+        };
+        let response = match outcome {
+            Ok(json) => {
+                event.outcome = "ok".into();
+                event.bytes = json.len() as u64;
+                PackInvokeResponse {
+                    result_json: json,
+                    error: None,
+                }
+            }
+            Err(e) => {
+                if event.outcome.is_empty() {
+                    event.outcome = "error".into();
+                }
+                event.error_code = e.code.clone();
+                event.reason = e.message.clone();
+                PackInvokeResponse {
+                    result_json: String::new(),
+                    error: Some(e),
+                }
+            }
+        };
+        event.duration_ms = started.elapsed().as_millis() as u64;
+        let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
+        if let Err(status) = glovebox_proto::transport::append_durably(
+            &self.host.launcher.gate.audit,
+            event,
+            durable,
+        )
+        .await
+        {
+            tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+            return PackInvokeResponse {
+                result_json: String::new(),
+                error: Some(tool_error(
+                    ErrorCode::Unavailable,
+                    "the call ran, but its audit row could not be written; it is reported as failed",
+                )),
+            };
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_audit_names_declared_arguments_and_sizes_never_values() {
+        let schema = json!({"type": "object", "properties": {"path": {}, "content": {}}});
+        let params = json!({"path": "a.txt", "content": "hunter2", "sk-live-abcdef": "x"});
+        let d = arguments_detail(params.as_object().unwrap(), schema.as_object().unwrap());
+        assert_eq!(d, "content (9 bytes), path (7 bytes), 1 other (3 bytes)");
+        assert!(!d.contains("hunter2") && !d.contains("sk-live"));
+        assert_eq!(
+            arguments_detail(&serde_json::Map::new(), schema.as_object().unwrap()),
+            "none"
+        );
+    }
+
+    #[test]
+    fn calls_name_a_pack_tool_of_this_account_with_object_params() {
+        let call = |account: &str, tool: &str, params: &str| ToolCall {
+            account: account.into(),
+            tool: tool.into(),
+            params_json: params.into(),
+            ..Default::default()
+        };
+        assert!(parse_call(&call("a", "e__echo", "{}"), "a").is_ok());
+        for (c, code) in [
+            (call("b", "e__echo", "{}"), "denied"),
+            (call("a", "file_read", "{}"), "unknown_tool"),
+            (call("a", "client__x", "{}"), "unknown_tool"),
+            (call("a", "e__echo", "[]"), "invalid_params"),
+            (call("a", "e__echo", "{"), "invalid_params"),
+        ] {
+            assert_eq!(parse_call(&c, "a").unwrap_err().code, code, "{c:?}");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! A pack server's stderr: copied to a bounded log file of its own (rotated once to `.1` when it
+//! reaches [`MAX_LOG_BYTES`], so at most twice that is kept), with its last [`TAIL_BYTES`] kept
+//! in memory for the pack's error when it fails to start or exits. Never glovebox's own log.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::AsyncReadExt;
+
+/// Largest stderr log of one pack before it is rotated.
+pub const MAX_LOG_BYTES: u64 = 1024 * 1024;
+/// How much of the end of a pack's stderr its error shows.
+pub const TAIL_BYTES: usize = 1024;
+
+/// The last bytes a pack wrote to stderr.
+#[derive(Debug, Clone, Default)]
+pub struct Tail(Arc<Mutex<Vec<u8>>>);
+
+impl Tail {
+    fn push(&self, bytes: &[u8]) {
+        let mut tail = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        tail.extend_from_slice(bytes);
+        let excess = tail.len().saturating_sub(TAIL_BYTES);
+        tail.drain(..excess);
+    }
+
+    /// The tail as text (its last lines), empty if the pack wrote nothing.
+    pub fn text(&self) -> String {
+        let tail = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&tail).trim().to_owned()
+    }
+}
+
+/// Copies `stderr` to `log` until it closes, keeping `tail`.
+pub fn spawn_copy(stderr: tokio::process::ChildStderr, log: PathBuf, tail: Tail) {
+    tokio::spawn(async move {
+        let mut stderr = stderr;
+        let mut file = open_log(&log);
+        let mut written = file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |m| m.len());
+        let mut buf = vec![0u8; 8192];
+        loop {
+            let n = match stderr.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            tail.push(&buf[..n]);
+            if written + n as u64 > MAX_LOG_BYTES {
+                let mut old = log.as_os_str().to_owned();
+                old.push(".1");
+                let _ = std::fs::rename(&log, &old);
+                file = open_log(&log);
+                written = 0;
+            }
+            if let Some(f) = file.as_mut()
+                && f.write_all(&buf[..n]).is_ok()
+            {
+                written += n as u64;
+            }
+        }
+    });
+}
+
+fn open_log(path: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes() {
+        let t = Tail::default();
+        assert_eq!(t.text(), "");
+        t.push(b"first line\n");
+        t.push(&vec![b'x'; TAIL_BYTES]);
+        t.push(b"\nlast line\n");
+        let text = t.text();
+        assert!(text.ends_with("last line"), "{text}");
+        assert!(!text.contains("first"), "{text}");
+        assert!(text.len() <= TAIL_BYTES);
+    }
+
+    #[tokio::test]
+    async fn the_log_is_rotated_at_its_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("p.stderr.log");
+        std::fs::write(&log, vec![b'a'; MAX_LOG_BYTES as usize - 4]).unwrap();
+        let mut child = tokio::process::Command::new("/bin/sh")
+            .args(["-c", "printf 'hello world' >&2"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let tail = Tail::default();
+        spawn_copy(child.stderr.take().unwrap(), log.clone(), tail.clone());
+        child.wait().await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read(&log)
+            .map(|b| b != b"hello world")
+            .unwrap_or(true)
+        {
+            assert!(std::time::Instant::now() < deadline, "not rotated");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let old = std::fs::metadata(dir.path().join("p.stderr.log.1")).unwrap();
+        assert_eq!(old.len(), MAX_LOG_BYTES - 4);
+        assert_eq!(tail.text(), "hello world");
+    }
+}

@@ -1,0 +1,567 @@
+//! MCP tool packs end to end: a scripted MCP server (`glovebox-fake-pack`) configured in the
+//! account's `mcp.json`, started lazily by the account's pack host, its tools listed on the front
+//! door as `<pack>__<tool>`, every call judged by the gate and audited — and hostile servers
+//! (lying tool lists, garbage, floods, hangs, crashes) that must not take glovebox down with them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use glovebox_e2e::{Client, Glovebox, Options, expect_error, expect_ok, sibling_bin};
+use serde_json::{Value, json};
+
+/// An account whose own `mcp.json` has the fake pack in each `(name, mode, extra)` entry.
+fn start(packs: &[(&str, &str, Value)]) -> Glovebox {
+    start_with_limits(packs, Vec::new())
+}
+
+/// [`start`], with `limits:` lines for `glovebox.yaml`.
+fn start_with_limits(packs: &[(&str, &str, Value)], limits: Vec<String>) -> Glovebox {
+    let bin = sibling_bin("glovebox-fake-pack");
+    let mut servers = serde_json::Map::new();
+    for (name, mode, extra) in packs {
+        let mut def = json!({"command": bin, "args": [mode]});
+        if let Value::Object(more) = extra {
+            for (k, v) in more {
+                def[k] = v.clone();
+            }
+        }
+        servers.insert((*name).to_owned(), def);
+    }
+    Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(json!({ "mcpServers": servers }).to_string()),
+        limits,
+        ..Options::default()
+    })
+}
+
+async fn packs_list(agent: &mut Client) -> Value {
+    agent.send(json!({"type": "packs_list"})).await;
+    loop {
+        let frame = agent.next().await;
+        if frame["type"] == "packs" {
+            return frame;
+        }
+    }
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn text_of(result: &Value) -> String {
+    let ok = expect_ok(result);
+    ok["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_pack_starts_on_first_use_and_its_read_only_tool_is_allowed_and_audited() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    let names = names(&list);
+    assert!(names.contains(&"fake__echo".to_owned()), "{list}");
+    assert!(names.contains(&"fake__write_note".to_owned()), "{list}");
+    assert_eq!(list["errors"], json!([]), "{list}");
+    let result = agent
+        .invoke("c1", "fake__echo", json!({"text": "hello pack"}))
+        .await;
+    assert_eq!(text_of(&result), "hello pack", "{result}");
+    let via_frame = {
+        agent
+            .send(json!({"type": "pack_invoke", "call_id": "c2", "pack": "fake", "tool": "echo", "args": {"text": "again"}}))
+            .await;
+        agent.result_for("c2").await
+    };
+    assert_eq!(text_of(&via_frame), "again", "{via_frame}");
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT tool, verdict, outcome FROM tool_calls WHERE client_call_id IN ('c1','c2')",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (tool, verdict, outcome) in rows {
+        assert_eq!(tool, "fake__echo");
+        assert_eq!(verdict.as_deref(), Some("allow"));
+        assert_eq!(outcome.as_deref(), Some("ok"));
+    }
+    let (pack, tool, arguments): (String, String, String) = sqlx::query_as(
+        "SELECT pack, pack_tool, arguments FROM pack_calls WHERE client_call_id = 'c1'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((pack.as_str(), tool.as_str()), ("fake", "echo"));
+    assert!(arguments.contains("text (12 bytes)"), "{arguments}");
+    assert!(!arguments.contains("hello pack"), "{arguments}");
+}
+
+#[tokio::test]
+async fn a_pack_tool_that_writes_asks_and_a_denied_call_never_reaches_the_server() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let target = g.workdir.join("note.txt");
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "w1",
+            "fake__write_note",
+            json!({"path": target}),
+            "deny",
+        )
+        .await;
+    assert!(ask.to_string().contains("write_note"), "{ask}");
+    expect_error(&result, "denied");
+    assert!(!target.exists());
+    let (_, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "w2",
+            "fake__write_note",
+            json!({"path": target}),
+            "once",
+        )
+        .await;
+    assert!(text_of(&result).starts_with("wrote"), "{result}");
+    assert!(target.exists());
+}
+
+#[tokio::test]
+async fn a_path_argument_on_the_secret_floor_is_denied_without_asking() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let _approver = g.connect("approver").await;
+    let secret = g.workdir.join(".env");
+    let result = agent
+        .invoke("f1", "fake__write_note", json!({"path": secret}))
+        .await;
+    expect_error(&result, "denied");
+    assert!(!secret.exists());
+}
+
+#[tokio::test]
+async fn a_lying_tool_list_cannot_shadow_built_ins_and_bad_names_are_reported_not_mangled() {
+    let g = start(&[("liar", "liar", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    let names = names(&list);
+    assert!(names.contains(&"liar__echo".to_owned()), "{list}");
+    assert!(names.contains(&"liar__file_read".to_owned()), "{list}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "file_read" || n == "exec" || n.contains(' ')),
+        "{list}"
+    );
+    assert!(names.iter().all(|n| n.len() <= 64), "{list}");
+    assert_eq!(
+        names.iter().filter(|n| *n == "liar__echo").count(),
+        1,
+        "{list}"
+    );
+    let errors = list["errors"].to_string();
+    assert!(errors.contains("bad name!"), "{list}");
+    assert!(errors.contains("more than once"), "{list}");
+    // Every listed schema is an object a client can take.
+    for tool in list["tools"].as_array().unwrap() {
+        assert_eq!(tool["input_schema"]["type"], "object", "{tool}");
+        assert!(tool["input_schema"]["properties"].is_object(), "{tool}");
+    }
+    // The hello's tool list has each name once, the built-ins as the catalog defines them.
+    let hello = g.connect("agent").await.hello_ok;
+    let listed: Vec<&str> = hello["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let unique: std::collections::HashSet<&&str> = listed.iter().collect();
+    assert_eq!(unique.len(), listed.len(), "{hello}");
+    assert!(listed.contains(&"liar__file_read"), "{hello}");
+    // The built-in still is the executor's.
+    std::fs::write(g.workdir.join("a.txt"), "built-in").unwrap();
+    let read = agent
+        .invoke("r1", "file_read", json!({"path": "a.txt"}))
+        .await;
+    assert!(expect_ok(&read).to_string().contains("built-in"), "{read}");
+}
+
+#[tokio::test]
+async fn servers_that_die_speak_garbage_or_flood_are_listed_with_errors_and_the_others_work() {
+    let g = start(&[
+        ("good", "good", json!({})),
+        ("garbage", "garbage", json!({})),
+        ("die", "die", json!({})),
+        ("flood", "flood", json!({})),
+        ("mute", "mute", json!({})),
+    ]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    let errors: Vec<String> = list["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["pack"].as_str().unwrap().to_owned())
+        .collect();
+    for bad in ["garbage", "die", "flood", "mute"] {
+        assert!(errors.contains(&bad.to_owned()), "{list}");
+    }
+    assert!(names(&list).contains(&"good__echo".to_owned()), "{list}");
+    let result = agent
+        .invoke("g1", "good__echo", json!({"text": "still here"}))
+        .await;
+    assert_eq!(text_of(&result), "still here");
+    let missing = agent.invoke("g2", "die__echo", json!({})).await;
+    assert_eq!(missing["ok"], false, "{missing}");
+}
+
+#[tokio::test]
+async fn a_hanging_call_times_out_and_glovebox_keeps_answering() {
+    let g = start(&[("slow", "good", json!({"timeout": 1}))]);
+    let mut agent = g.connect("agent").await;
+    let started = std::time::Instant::now();
+    let result = agent
+        .invoke("h1", "slow__sleep", json!({"seconds": 3600}))
+        .await;
+    expect_error(&result, "timeout");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    std::fs::write(g.workdir.join("a.txt"), "x").unwrap();
+    expect_ok(
+        &agent
+            .invoke("h2", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    let pool = g.audit_pool().await;
+    let code: Option<String> =
+        sqlx::query_scalar("SELECT error_code FROM tool_calls WHERE client_call_id = 'h1'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(code.as_deref(), Some("timeout"));
+}
+
+#[tokio::test]
+async fn a_result_larger_than_the_cap_is_refused() {
+    let g = start(&[("big", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let result = agent
+        .invoke("b1", "big__huge", json!({"bytes": 8 << 20}))
+        .await;
+    expect_error(&result, "too_large");
+    let small = agent.invoke("b2", "big__echo", json!({"text": "ok"})).await;
+    assert_eq!(text_of(&small), "ok");
+}
+
+#[tokio::test]
+async fn a_crashed_server_is_started_again_on_the_next_call() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let first: i32 = text_of(&agent.invoke("p1", "fake__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    let crashed = agent.invoke("p2", "fake__crash", json!({})).await;
+    assert_eq!(crashed["ok"], false, "{crashed}");
+    let second: i32 = text_of(&agent.invoke("p3", "fake__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert_ne!(first, second);
+    assert!(!glovebox_e2e::alive(first));
+}
+
+#[tokio::test]
+async fn no_pack_process_outlives_glovebox() {
+    let mut g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    let pid: i32 = text_of(&agent.invoke("p1", "fake__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert!(glovebox_e2e::alive(pid));
+    drop(agent);
+    g.stop();
+    glovebox_e2e::eventually("the pack server is gone", || !glovebox_e2e::alive(pid)).await;
+}
+
+#[tokio::test]
+async fn another_account_never_sees_or_reaches_an_accounts_packs() {
+    let bin = sibling_bin("glovebox-fake-pack");
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("a".into(), true), ("b".into(), true)],
+        mcp_json: Some(
+            json!({"mcpServers": {"fake": {"command": bin, "args": ["good"]}}}).to_string(),
+        ),
+        ..Options::default()
+    });
+    let mut a = g.connect_as("a", "agent").await;
+    assert!(names(&packs_list(&mut a).await).contains(&"fake__echo".to_owned()));
+    let mut b = g.connect_as("b", "agent").await;
+    let list = packs_list(&mut b).await;
+    assert_eq!(list["tools"], json!([]), "{list}");
+    let result = b.invoke("x1", "fake__echo", json!({"text": "hi"})).await;
+    assert_eq!(result["ok"], false, "{result}");
+    let result = b.invoke("x2", "fake__pid", json!({})).await;
+    assert_eq!(result["ok"], false, "{result}");
+}
+
+/// Runs `tests/packs/list_changed.py` against `/mcp` and returns its output lines, after
+/// `change` (run once the client has listed its tools).
+async fn mcp_client_sees_change(g: &Glovebox, change: impl FnOnce()) -> Vec<Value> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/list_changed.py");
+    let url = g.url.replace("ws://", "http://").replace("/v1/ws", "/mcp");
+    let mut child = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(url)
+        .arg(&g.token)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 with the `mcp` package");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = Vec::new();
+    let mut change = Some(change);
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(glovebox_e2e::WAIT, lines.next_line()).await
+    {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["step"] == "before"
+            && let Some(c) = change.take()
+        {
+            c();
+        }
+        out.push(v);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_pack_added_while_running_reaches_mcp_clients_with_list_changed() {
+    let g = start(&[]);
+    let bin = sibling_bin("glovebox-fake-pack");
+    let file = g.state.join("accounts/test/mcp.json");
+    let steps = mcp_client_sees_change(&g, || {
+        let text = json!({"mcpServers": {"late": {"command": bin, "args": ["good"]}}});
+        std::fs::write(&file, text.to_string()).unwrap();
+    })
+    .await;
+    assert_eq!(steps.len(), 3, "{steps:?}\n{}", g.stderr());
+    assert!(
+        !steps[0]["names"].to_string().contains("late__"),
+        "{steps:?}"
+    );
+    assert_eq!(steps[1]["step"], "changed");
+    assert!(
+        steps[2]["names"].to_string().contains("\"late__echo\""),
+        "{steps:?}"
+    );
+}
+
+#[tokio::test]
+async fn calls_beyond_a_packs_concurrency_limit_are_refused_as_busy() {
+    // The broker lets an account run more calls at once than a pack takes, so the pack's own
+    // limit is what refuses (by default both are 8, and the broker's makes the rest wait).
+    let g = start_with_limits(
+        &[("slow", "good", json!({"timeout": 3}))],
+        vec!["calls_per_account: 16".into()],
+    );
+    let mut agent = g.connect("agent").await;
+    // Started first, so every call below finds the server running.
+    expect_ok(
+        &agent
+            .invoke("warm", "slow__echo", json!({"text": "x"}))
+            .await,
+    );
+    for i in 0..10 {
+        agent
+            .send(json!({"type": "invoke", "call_id": format!("s{i}"), "tool": "slow__sleep", "params": {"seconds": 30}}))
+            .await;
+    }
+    let mut codes = Vec::new();
+    while codes.len() < 10 {
+        let frame = agent.next().await;
+        if frame["type"] == "result" {
+            codes.push(frame["error"]["code"].as_str().unwrap().to_owned());
+        }
+    }
+    codes.sort();
+    let busy = codes.iter().filter(|c| *c == "busy").count();
+    let timeout = codes.iter().filter(|c| *c == "timeout").count();
+    assert_eq!((busy, timeout), (2, 8), "{codes:?}");
+}
+
+/// `glovebox packs --state-dir <state> ARGS...` (the state dir before a trailing `-- command`).
+fn packs_cli(g: &Glovebox, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .arg("packs")
+        .arg("--state-dir")
+        .arg(&g.state)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits until the account's pack tool names satisfy `check`.
+async fn until_listed(g: &Glovebox, what: &str, check: impl Fn(&[String]) -> bool) {
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let mut agent = g.connect("agent").await;
+        if check(&names(&packs_list(&mut agent).await)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn packs_are_added_and_removed_from_the_command_line_while_glovebox_runs() {
+    let g = start(&[]);
+    let bin = sibling_bin("glovebox-fake-pack").display().to_string();
+    let (code, _, err) = packs_cli(&g, &["add", "cli", "--", &bin, "good"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = packs_cli(
+        &g,
+        &[
+            "add",
+            "leaky",
+            "--env",
+            "TOKEN=ghp_0123456789abcdefghij0123",
+            "--",
+            &bin,
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("credential"), "{err}");
+    until_listed(&g, "the added pack", |n| {
+        n.contains(&"cli__echo".to_owned())
+    })
+    .await;
+    let (code, out, err) = packs_cli(&g, &["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cli__echo"), "{out}");
+    let (code, _, err) = packs_cli(&g, &["remove", "cli"]);
+    assert_eq!(code, 0, "{err}");
+    until_listed(&g, "the removed pack gone", |n| {
+        !n.contains(&"cli__echo".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let result = agent.invoke("r1", "cli__echo", json!({"text": "x"})).await;
+    assert_eq!(result["ok"], false, "{result}");
+    let (code, _, err) = packs_cli(&g, &["remove", "cli"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no pack"), "{err}");
+}
+
+#[tokio::test]
+async fn network_none_is_refused_by_the_kernel_and_the_default_connects() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let g = start(&[
+        ("offline", "good", json!({"network": "none"})),
+        ("online", "good", json!({})),
+    ]);
+    let mut agent = g.connect("agent").await;
+    let online = text_of(
+        &agent
+            .invoke("n1", "online__connect", json!({"port": port}))
+            .await,
+    );
+    assert_eq!(online, "connected");
+    let offline = text_of(
+        &agent
+            .invoke("n2", "offline__connect", json!({"port": port}))
+            .await,
+    );
+    assert!(offline.starts_with("refused"), "{offline}");
+    assert!(offline.contains("ermission denied"), "{offline}");
+}
+
+#[tokio::test]
+async fn a_missing_secret_is_a_visible_error_until_set_and_never_lands_in_plain_text() {
+    use std::io::Write;
+    const VALUE: &str = "s3cret-value-7f1d9c2e";
+    let g = start(&[(
+        "needy",
+        "good",
+        json!({"env": {"API_TOKEN": "${secret:API_TOKEN}"}}),
+    )]);
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    assert!(list["errors"].to_string().contains("API_TOKEN"), "{list}");
+    assert!(
+        !names(&list).iter().any(|n| n.starts_with("needy__")),
+        "{list}"
+    );
+    let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args([
+            "secret",
+            "set",
+            "--account",
+            "test",
+            "API_TOKEN",
+            "--state-dir",
+        ])
+        .arg(&g.state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(VALUE.as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    until_listed(&g, "the pack with its secret", |n| {
+        n.contains(&"needy__getenv".to_owned())
+    })
+    .await;
+    let got = text_of(
+        &agent
+            .invoke("s1", "needy__getenv", json!({"name": "API_TOKEN"}))
+            .await,
+    );
+    assert_eq!(got, VALUE);
+    // Not in the state directory (secrets file, audit, logs) nor in glovebox's own output.
+    let mut stack = vec![g.root()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                assert!(
+                    !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
+                    "{} holds the secret in plain text",
+                    path.display()
+                );
+            }
+        }
+    }
+}
