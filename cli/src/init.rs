@@ -80,6 +80,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
             approver_token_sha256: vec![hex::encode(token_hash(&approver_token))],
         }],
         limits: Default::default(),
+        client_tools: Default::default(),
     };
     let text = raw.to_yaml()?;
     // What we write must be what we would accept.

@@ -18,6 +18,7 @@
 //! <state>/run/exec-<id>/                      the account's executor and pack host sockets (owned by its run_as user)
 //! ```
 
+pub mod client_tools;
 pub mod job_env;
 pub mod limits;
 pub mod mcp_json;
@@ -198,6 +199,12 @@ pub struct RawConfig {
     /// The front door's limits (see [`limits`]); absent: the broker's defaults.
     #[serde(default, skip_serializing_if = "limits::RawLimits::is_empty")]
     pub limits: limits::RawLimits,
+    /// `/v1/client-tools` (see [`client_tools`]); absent: its defaults.
+    #[serde(
+        default,
+        skip_serializing_if = "client_tools::RawClientTools::is_empty"
+    )]
+    pub client_tools: client_tools::RawClientTools,
 }
 
 impl RawConfig {
@@ -266,6 +273,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub accounts: Vec<Account>,
     pub limits: limits::Limits,
+    /// With the environment's overrides applied.
+    pub client_tools: client_tools::ClientTools,
 }
 
 impl Config {
@@ -306,10 +315,14 @@ impl Config {
             accounts.push(account);
         }
         let limits = limits::Limits::validate(&raw.limits).map_err(|m| invalid(None, m))?;
+        let client_tools =
+            client_tools::ClientTools::validate(&raw.client_tools, |k| std::env::var(k).ok())
+                .map_err(|m| invalid(None, m))?;
         Ok(Config {
             listen,
             accounts,
             limits,
+            client_tools,
         })
     }
 

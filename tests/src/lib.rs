@@ -127,6 +127,8 @@ pub struct Options {
     /// Written as the `limits:` section of `glovebox.yaml` (YAML lines under it, indented by two
     /// spaces); with it, accounts are written as for `accounts` (one account `test` if none).
     pub limits: Vec<String>,
+    /// Written as the `client_tools:` section of `glovebox.yaml`, like `limits`.
+    pub client_tools: Vec<String>,
     /// The first account's own `mcp.json` (its tool packs), written before `up` starts.
     pub mcp_json: Option<String>,
 }
@@ -142,6 +144,7 @@ impl Default for Options {
             extra_roots: Vec::new(),
             open_files_limit: None,
             limits: Vec::new(),
+            client_tools: Vec::new(),
             mcp_json: None,
         }
     }
@@ -173,7 +176,9 @@ impl Glovebox {
         let accounts = match &options.run_as {
             Some(_) => vec![("test".to_owned(), true)],
             None if options.accounts.is_empty()
-                && (!options.extra_roots.is_empty() || !options.limits.is_empty()) =>
+                && (!options.extra_roots.is_empty()
+                    || !options.limits.is_empty()
+                    || !options.client_tools.is_empty()) =>
             {
                 vec![("test".to_owned(), true)]
             }
@@ -510,10 +515,15 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
         )
         .unwrap();
     }
-    if !options.limits.is_empty() {
-        yaml.push_str("limits:\n");
-        for line in &options.limits {
-            yaml.push_str(&format!("  {line}\n"));
+    for (section, lines) in [
+        ("limits", &options.limits),
+        ("client_tools", &options.client_tools),
+    ] {
+        if !lines.is_empty() {
+            yaml.push_str(&format!("{section}:\n"));
+            for line in lines {
+                yaml.push_str(&format!("  {line}\n"));
+            }
         }
     }
     std::fs::write(state.join("glovebox.yaml"), yaml).unwrap();

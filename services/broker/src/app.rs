@@ -53,8 +53,8 @@ impl App {
             )?,
             asks: asks::Asks::new(config.ask_timeout, asks::MAX_WAITING_ASKS),
             registry: registry::Registry::new(
-                registry::DEFAULT_MAX_PROVIDERS,
-                registry::DEFAULT_CALL_TIMEOUT,
+                config.client_tools.max_connections,
+                config.client_tools.timeout,
             ),
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
             mcp_sessions: Arc::new(mcp::SessionOwners::new(

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use glovebox_proto::client_tools::{
     PROTOCOL_VERSION, ProviderFrame, SUBPROTOCOLS, ToProviderFrame, accept_tools,
     parse_provider_frame,
@@ -19,14 +19,18 @@ use crate::asks::new_id;
 use crate::registry::RegistryError;
 use crate::session::{CLOSE_POLICY, Outbox, Session};
 
-/// Largest frame a provider may send.
-pub const MAX_PROVIDER_FRAME_BYTES: usize = 1024 * 1024;
-
 pub async fn upgrade(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    if !app.config.client_tools.enabled {
+        return (
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            "client tools are switched off on this glovebox (client_tools.enabled in glovebox.yaml)\n",
+        )
+            .into_response();
+    }
     let Some(who) = crate::auth::credential_of(&app.credentials, &headers) else {
         return crate::auth::unauthorized();
     };
@@ -50,8 +54,9 @@ pub async fn upgrade(
         Some(p) => ws.protocols([p]),
         None => ws,
     };
-    ws.max_message_size(MAX_PROVIDER_FRAME_BYTES)
-        .max_frame_size(MAX_PROVIDER_FRAME_BYTES)
+    let max_frame = app.config.client_tools.max_frame_bytes;
+    ws.max_message_size(max_frame)
+        .max_frame_size(max_frame)
         .on_upgrade(move |socket| serve(app, account, socket, revoked))
 }
 

@@ -62,6 +62,8 @@ pub struct BrokerConfig {
     pub handover: glovebox_proto::transport::handover::Handover,
     /// Timeouts and caps of the front door.
     pub limits: limits::Limits,
+    /// The knobs of `/v1/client-tools`.
+    pub client_tools: glovebox_config::client_tools::ClientTools,
 }
 
 impl BrokerConfig {
@@ -89,6 +91,7 @@ impl BrokerConfig {
             config_file: Some(state.config_file()),
             handover: Default::default(),
             limits: limits::Limits::from_config(&config.limits),
+            client_tools: config.client_tools,
         }
     }
 }

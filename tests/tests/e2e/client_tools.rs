@@ -452,3 +452,61 @@ async fn a_providers_failure_is_a_client_error() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn switched_off_client_tools_answer_503_at_the_upgrade() {
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        client_tools: vec!["enabled: false".into()],
+        ..Default::default()
+    });
+    assert_eq!(open_provider(&g, &g.token).await.err(), Some(503));
+    // the rest of glovebox is unaffected
+    let mut agent = g.connect("agent").await;
+    expect_ok(&agent.invoke("l", "file_list", json!({"path": "."})).await);
+}
+
+#[tokio::test]
+async fn the_operator_s_client_tools_knobs_take_effect() {
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        client_tools: vec![
+            "max_connections: 1".into(),
+            "max_frame_bytes: 4096".into(),
+            "timeout_ms: 300".into(),
+        ],
+        ..Default::default()
+    });
+    let mut first = open_provider(&g, &g.token).await.unwrap();
+    first.register(&["slow"]).await;
+    // one provider per account: a second is told so and closed
+    let mut second = open_provider(&g, &g.token).await.unwrap();
+    second
+        .send(json!({"type": "hello", "client": "second", "tools": []}))
+        .await;
+    let e = second.next().await;
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too many client-tools connections"),
+        "{e}"
+    );
+    // a call the provider never answers fails after 300 ms, not the default 30 s
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "c", "tool": "client__slow", "params": {}}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    let started = std::time::Instant::now();
+    let invoke = first.next().await;
+    assert_eq!(invoke["type"], "invoke", "{invoke}");
+    let r = agent.result_for("c").await;
+    expect_error(&r, "timeout");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // a frame over 4 KiB closes the provider's socket
+    let big = json!({"type": "result", "call_id": "x", "ok": true, "output": "o".repeat(8192)});
+    first.send(big).await;
+    let closed = first.next().await;
+    assert_eq!(closed["type"], "closed", "{closed}");
+}

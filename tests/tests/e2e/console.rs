@@ -491,12 +491,19 @@ async fn always_adds_a_rule_that_the_rule_list_shows_and_revoke_removes() {
     );
 
     // the Revoke button on that rule's row (the account file has others)
-    page.eval(
-        "[...document.querySelectorAll('#rules tbody tr')].find(tr => \
-         tr.querySelector('code.pattern')?.textContent.includes('always.txt'))\
-         .querySelector('button.revoke').id = 'revoke-always'",
-    )
-    .await;
+    // (the list is redrawn when the account's rules or calls change, so the row is marked in
+    // the same step that finds it, and again if a redraw took the mark away)
+    let mark = "(() => { const tr = [...document.querySelectorAll('#rules tbody tr')].find(tr => \
+                tr.querySelector('code.pattern')?.textContent.includes('always.txt')); \
+                const b = tr?.querySelector('button.revoke'); if (b) b.id = 'revoke-always'; \
+                return !!b; })()";
+    for _ in 0..20 {
+        page.wait_for("the always rule's revoke button", mark).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if page.visible("#revoke-always").await {
+            break;
+        }
+    }
     page.click("#revoke-always").await;
     page.wait_for("the rule gone", &format!("!({has_rule})"))
         .await;
