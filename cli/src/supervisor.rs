@@ -319,14 +319,54 @@ fn executor_spec(
     protected: &str,
     handover: String,
 ) -> Spec {
+    let mut extra = vec!["--trash".into(), trash.display().to_string()];
+    for name in &a.job_env {
+        extra.extend(["--job-env".into(), name.clone()]);
+    }
+    account_service_spec(
+        AccountService {
+            name: "executor",
+            command: "executor",
+            socket: &state.executor_socket(&a.id),
+            extra,
+        },
+        state,
+        a,
+        identity,
+        protected,
+        handover,
+    )
+}
+
+/// What differs between the services that run as an account's identity (its executor, its pack
+/// host): the command, its socket, and arguments of its own.
+struct AccountService<'a> {
+    /// Its name in the supervisor's messages: `<name>[<account>]`.
+    name: &'static str,
+    command: &'static str,
+    socket: &'a std::path::Path,
+    extra: Vec<String>,
+}
+
+/// A service of account `a` run as the account's executor identity (its `run_as` user, with that
+/// user's `HOME`), serving `service.socket`, writing to the audit socket, handed `handover` (its
+/// keys) on stdin.
+fn account_service_spec(
+    service: AccountService<'_>,
+    state: &StateDir,
+    a: &glovebox_config::Account,
+    identity: &identity::Identity,
+    protected: &str,
+    handover: String,
+) -> Spec {
     let mut args: Vec<String> = vec![
-        "executor".into(),
+        service.command.into(),
         "--account".into(),
         a.id.clone(),
         "--workdir".into(),
         a.workdir.display().to_string(),
         "--socket".into(),
-        state.executor_socket(&a.id).display().to_string(),
+        service.socket.display().to_string(),
         "--audit-socket".into(),
         state.audit_socket().display().to_string(),
         "--protected".into(),
@@ -335,10 +375,7 @@ fn executor_spec(
     for root in &a.roots {
         args.extend(["--root".into(), root.display().to_string()]);
     }
-    args.extend(["--trash".into(), trash.display().to_string()]);
-    for name in &a.job_env {
-        args.extend(["--job-env".into(), name.clone()]);
-    }
+    args.extend(service.extra);
     let env = if identity.drops {
         vec![
             ("HOME".to_owned(), identity.home.clone()),
@@ -349,7 +386,7 @@ fn executor_spec(
         Vec::new()
     };
     Spec {
-        name: format!("executor[{}]", a.id),
+        name: format!("{}[{}]", service.name, a.id),
         args,
         stdin_line: Some(handover),
         run_as: identity.drops.then_some((identity.uid, identity.gid)),

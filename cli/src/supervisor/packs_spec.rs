@@ -15,38 +15,19 @@ pub(super) fn packs_spec(
     protected: &str,
     handover: String,
 ) -> Spec {
-    let mut args: Vec<String> = vec![
-        "pack-host".into(),
-        "--account".into(),
-        a.id.clone(),
-        "--workdir".into(),
-        a.workdir.display().to_string(),
-        "--socket".into(),
-        state.packs_socket(&a.id).display().to_string(),
-        "--audit-socket".into(),
-        state.audit_socket().display().to_string(),
-        "--protected".into(),
-        protected.to_owned(),
-    ];
-    for root in &a.roots {
-        args.extend(["--root".into(), root.display().to_string()]);
-    }
-    let env = if identity.drops {
-        vec![
-            ("HOME".to_owned(), identity.home.clone()),
-            ("USER".to_owned(), identity.name.clone()),
-            ("LOGNAME".to_owned(), identity.name.clone()),
-        ]
-    } else {
-        Vec::new()
-    };
-    Spec {
-        name: format!("packs[{}]", a.id),
-        args,
-        stdin_line: Some(handover),
-        run_as: identity.drops.then_some((identity.uid, identity.gid)),
-        env,
-    }
+    super::account_service_spec(
+        super::AccountService {
+            name: "packs",
+            command: "pack-host",
+            socket: &state.packs_socket(&a.id),
+            extra: Vec::new(),
+        },
+        state,
+        a,
+        identity,
+        protected,
+        handover,
+    )
 }
 
 #[cfg(test)]
