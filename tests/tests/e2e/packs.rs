@@ -565,3 +565,137 @@ async fn a_missing_secret_is_a_visible_error_until_set_and_never_lands_in_plain_
         }
     }
 }
+
+/// The lines of the fake pack's events file (`FAKE_PACK_EVENTS`) in the workdir.
+fn pack_events(g: &Glovebox) -> Vec<String> {
+    std::fs::read_to_string(g.workdir.join("pack-events.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A pack (`slow`) whose server records what it receives, with a one-second time limit.
+fn recording_pack() -> Glovebox {
+    start(&[(
+        "slow",
+        "good",
+        json!({"timeout": 1, "env": {"FAKE_PACK_EVENTS": "pack-events.log"}}),
+    )])
+}
+
+#[tokio::test]
+async fn a_hung_server_is_stopped_after_a_timeout_and_the_next_call_starts_a_new_one() {
+    let g = recording_pack();
+    let mut agent = g.connect("agent").await;
+    let first: i32 = text_of(&agent.invoke("p1", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    // `freeze` blocks the server's only reader: it answers nothing, not even a ping.
+    let hung = agent
+        .invoke("f1", "slow__freeze", json!({"seconds": 3600}))
+        .await;
+    expect_error(&hung, "timeout");
+    let echoed = agent
+        .invoke("e1", "slow__echo", json!({"text": "back"}))
+        .await;
+    assert_eq!(text_of(&echoed), "back");
+    let second: i32 = text_of(&agent.invoke("p2", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert_ne!(first, second, "the hung server still answers calls");
+    glovebox_e2e::eventually("the hung server is gone", || !glovebox_e2e::alive(first)).await;
+}
+
+#[tokio::test]
+async fn a_slow_but_healthy_server_is_told_to_cancel_and_keeps_running() {
+    let g = recording_pack();
+    let mut agent = g.connect("agent").await;
+    let first: i32 = text_of(&agent.invoke("p1", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    // `sleep` answers from its own thread: the server still answers pings, so it is not hung.
+    let slow = agent
+        .invoke("s1", "slow__sleep", json!({"seconds": 3600}))
+        .await;
+    expect_error(&slow, "timeout");
+    let id = pack_events(&g)
+        .iter()
+        .find_map(|l| l.strip_prefix("call sleep ").map(str::to_owned))
+        .expect("the server got the call");
+    glovebox_e2e::eventually("the server is told to cancel the call", || {
+        pack_events(&g).contains(&format!("cancelled {id}"))
+    })
+    .await;
+    let again: i32 = text_of(&agent.invoke("p2", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert_eq!(first, again, "a server that answers pings was restarted");
+}
+
+#[tokio::test]
+async fn a_call_its_agent_withdraws_is_cancelled_at_the_pack_server() {
+    let g = start(&[(
+        "slow",
+        "good",
+        json!({"timeout": 60, "env": {"FAKE_PACK_EVENTS": "pack-events.log"}}),
+    )]);
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "w1", "tool": "slow__sleep", "params": {"seconds": 3600}}))
+        .await;
+    glovebox_e2e::eventually("the server to get the call", || {
+        pack_events(&g).iter().any(|l| l.starts_with("call sleep "))
+    })
+    .await;
+    let id = pack_events(&g)
+        .iter()
+        .find_map(|l| l.strip_prefix("call sleep ").map(str::to_owned))
+        .unwrap();
+    let started = std::time::Instant::now();
+    agent.send(json!({"type": "cancel", "call_id": "w1"})).await;
+    let result = loop {
+        let frame = agent.next().await;
+        if frame["type"] == "result" && frame["call_id"] == "w1" {
+            break frame;
+        }
+    };
+    expect_error(&result, "cancelled");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    glovebox_e2e::eventually("the server is told to cancel the call", || {
+        pack_events(&g).contains(&format!("cancelled {id}"))
+    })
+    .await;
+    let pool = g.audit_pool().await;
+    let code: Option<String> =
+        sqlx::query_scalar("SELECT error_code FROM tool_calls WHERE client_call_id = 'w1'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(code.as_deref(), Some("cancelled"));
+}
+
+#[tokio::test]
+async fn a_hung_server_that_ignores_sigterm_is_ended_with_everything_it_started() {
+    let g = recording_pack();
+    let mut agent = g.connect("agent").await;
+    let server: i32 = text_of(&agent.invoke("p1", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    let child: i32 = text_of(&agent.invoke("s1", "slow__shield", json!({})).await)
+        .parse()
+        .unwrap();
+    assert!(glovebox_e2e::alive(child));
+    let hung = agent
+        .invoke("f1", "slow__freeze", json!({"seconds": 3600}))
+        .await;
+    expect_error(&hung, "timeout");
+    glovebox_e2e::eventually("the server and its child are gone", || {
+        !glovebox_e2e::alive(server) && !glovebox_e2e::alive(child)
+    })
+    .await;
+    let echoed = agent
+        .invoke("e1", "slow__echo", json!({"text": "back"}))
+        .await;
+    assert_eq!(text_of(&echoed), "back");
+}
