@@ -11,7 +11,7 @@
 //! `sleep` answers from a thread of its own (the server keeps answering, as a busy but healthy
 //! server does); `freeze` sleeps on the only reader, so nothing is answered, not even `ping` (a
 //! hung server). With `FAKE_PACK_EVENTS=<file>`, each tool call the server receives is appended
-//! to that file as `call <tool> <request id>` and each `notifications/cancelled` as
+//! to that file as `call <tool> <request id>`, its start as `started`, and each `notifications/cancelled` as
 //! `cancelled <request id>`.
 
 use std::io::{BufRead, Write};
@@ -132,6 +132,7 @@ fn record(line: &str) {
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "good".into());
+    record("started");
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     for line in stdin.lock().lines() {

@@ -699,3 +699,224 @@ async fn a_hung_server_that_ignores_sigterm_is_ended_with_everything_it_started(
         .await;
     assert_eq!(text_of(&echoed), "back");
 }
+
+/// Writes the project's `.glovebox/mcp.json` with the fake pack `proj` run with `args`, its
+/// events recorded in `proj-events.log`.
+fn write_project_pack(g: &Glovebox, args: &[&str]) {
+    let bin = sibling_bin("glovebox-fake-pack");
+    let dir = g.workdir.join(".glovebox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = json!({"mcpServers": {"proj": {
+        "command": bin, "args": args, "env": {"FAKE_PACK_EVENTS": "proj-events.log"}
+    }}});
+    std::fs::write(dir.join("mcp.json"), file.to_string()).unwrap();
+}
+
+fn project_pack_started(g: &Glovebox) -> bool {
+    std::fs::read_to_string(g.workdir.join("proj-events.log"))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l == "started")
+}
+
+/// Lists the packs (which queues the trust ask) and returns the trust ask the approver gets.
+async fn trust_ask(g: &Glovebox, approver: &mut Client) -> Value {
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    assert!(
+        !names(&list).iter().any(|n| n.starts_with("proj__")),
+        "an untrusted project pack is listed: {list}"
+    );
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["tool"], "pack_trust", "{ask}");
+    assert!(
+        ask["preview"].as_str().unwrap().contains("\"proj\""),
+        "{ask}"
+    );
+    ask
+}
+
+#[tokio::test]
+async fn a_project_pack_starts_only_once_its_approver_trusts_it_and_its_tools_still_ask() {
+    let g = start(&[]);
+    let mut approver = g.connect("approver").await;
+    write_project_pack(&g, &["good"]);
+    let ask = trust_ask(&g, &mut approver).await;
+    assert!(!project_pack_started(&g), "started before it was trusted");
+    approver.answer(&ask, "once").await;
+    until_listed(&g, "the trusted project pack", |n| {
+        n.contains(&"proj__echo".to_owned())
+    })
+    .await;
+    // Even its read-only tools ask: the project's file is not the user's own.
+    let mut agent = g.connect("agent").await;
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "e1",
+            "proj__echo",
+            json!({"text": "hi"}),
+            "once",
+        )
+        .await;
+    assert_eq!(ask["tool"], "proj__echo", "{ask}");
+    assert_eq!(text_of(&result), "hi");
+    // Nothing about the trust was written into the project.
+    let entries: Vec<String> = std::fs::read_dir(g.workdir.join(".glovebox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["mcp.json"]);
+}
+
+#[tokio::test]
+async fn a_project_pack_refused_or_not_answered_in_time_never_starts() {
+    for answer in ["deny", "none"] {
+        let g = Glovebox::start_with(Options {
+            accounts: vec![("test".into(), true)],
+            mcp_json: Some(json!({"mcpServers": {}}).to_string()),
+            ask_timeout_secs: 1,
+            ..Options::default()
+        });
+        let mut approver = g.connect("approver").await;
+        write_project_pack(&g, &["good"]);
+        let ask = trust_ask(&g, &mut approver).await;
+        if answer == "deny" {
+            approver.answer(&ask, "deny").await;
+        }
+        // The answer (or the timeout) is recorded; the pack is then listed with its refusal.
+        let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+        let list = loop {
+            let mut agent = g.connect("agent").await;
+            let list = packs_list(&mut agent).await;
+            if list["errors"].to_string().contains("proj") {
+                break list;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{answer}: no refusal listed: {list}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        assert!(
+            !names(&list).iter().any(|n| n.starts_with("proj__")),
+            "{answer}: {list}"
+        );
+        let mut agent = g.connect("agent").await;
+        let r = agent.invoke("c1", "proj__echo", json!({"text": "x"})).await;
+        assert_eq!(r["ok"], false, "{answer}: {r}");
+        assert!(
+            !project_pack_started(&g),
+            "{answer}: the refused pack started"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_always_trusted_project_pack_is_asked_about_again_when_its_command_changes() {
+    let g = start(&[]);
+    let mut approver = g.connect("approver").await;
+    write_project_pack(&g, &["good"]);
+    let ask = trust_ask(&g, &mut approver).await;
+    approver.answer(&ask, "always").await;
+    until_listed(&g, "the trusted project pack", |n| {
+        n.contains(&"proj__echo".to_owned())
+    })
+    .await;
+    // "always" lives in the state directory, keyed by what would run; the project holds nothing.
+    assert_eq!(
+        std::fs::read_dir(g.workdir.join(".glovebox"))
+            .unwrap()
+            .count(),
+        1
+    );
+    // The same pack name with another command is a new question.
+    write_project_pack(&g, &["good", "--changed"]);
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let ask = loop {
+        let mut agent = g.connect("agent").await;
+        let _ = packs_list(&mut agent).await;
+        if let Ok(frame) =
+            tokio::time::timeout(std::time::Duration::from_millis(500), approver.next_ask()).await
+        {
+            break frame;
+        }
+        assert!(std::time::Instant::now() < deadline, "no new trust ask");
+    };
+    assert_eq!(ask["tool"], "pack_trust", "{ask}");
+    assert!(
+        ask["preview"].as_str().unwrap().contains("--changed"),
+        "{ask}"
+    );
+    approver.answer(&ask, "deny").await;
+    until_listed(&g, "the changed pack to be dropped", |n| {
+        !n.iter().any(|t| t.starts_with("proj__"))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_managed_no_packs_cap_denies_every_pack_tool_and_a_managed_tools_deny_one() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    assert_eq!(
+        text_of(&agent.invoke("e0", "fake__echo", json!({"text": "x"})).await),
+        "x"
+    );
+    let managed = g.state.join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    // A tools deny in the managed layer beats the user's own read-only default allow ...
+    std::fs::write(
+        managed.join("corp.yaml"),
+        "tools:\n  deny: ['fake__echo']\n",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let mut i = 0;
+    let denied = loop {
+        i += 1;
+        let r = agent
+            .invoke(&format!("e{i}"), "fake__echo", json!({"text": "x"}))
+            .await;
+        if r["ok"] == false {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "never denied: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let e = expect_error(&denied, "denied");
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("managed"),
+        "{e}"
+    );
+    assert!(!text_of(&agent.invoke("p0", "fake__pid", json!({})).await).is_empty());
+    // ... and `no-packs` denies every pack tool, read-only or not, without asking anyone.
+    std::fs::write(managed.join("corp.yaml"), "cap: [no-packs]\n").unwrap();
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let denied = loop {
+        i += 1;
+        let r = agent.invoke(&format!("p{i}"), "fake__pid", json!({})).await;
+        if r["ok"] == false {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "never capped: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let e = expect_error(&denied, "denied");
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("no-packs"),
+        "{e}"
+    );
+    let r = agent
+        .invoke("w1", "fake__write_note", json!({"path": "note.txt"}))
+        .await;
+    expect_error(&r, "denied");
+    assert!(!g.workdir.join("note.txt").exists());
+    // Built-in tools are not packs: they still work.
+    std::fs::write(g.workdir.join("a.txt"), "x").unwrap();
+    expect_ok(
+        &agent
+            .invoke("r1", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+}
