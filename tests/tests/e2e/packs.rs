@@ -34,7 +34,7 @@ fn start_with_limits(packs: &[(&str, &str, Value)], limits: Vec<String>) -> Glov
     })
 }
 
-async fn packs_list(agent: &mut Client) -> Value {
+pub(crate) async fn packs_list(agent: &mut Client) -> Value {
     agent.send(json!({"type": "packs_list"})).await;
     loop {
         let frame = agent.next().await;
@@ -44,7 +44,7 @@ async fn packs_list(agent: &mut Client) -> Value {
     }
 }
 
-fn names(list: &Value) -> Vec<String> {
+pub(crate) fn names(list: &Value) -> Vec<String> {
     list["tools"]
         .as_array()
         .unwrap()
@@ -53,7 +53,7 @@ fn names(list: &Value) -> Vec<String> {
         .collect()
 }
 
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     let ok = expect_ok(result);
     ok["content"][0]["text"]
         .as_str()
@@ -415,7 +415,7 @@ fn packs_cli(g: &Glovebox, args: &[&str]) -> (i32, String, String) {
 }
 
 /// Waits until the account's pack tool names satisfy `check`.
-async fn until_listed(g: &Glovebox, what: &str, check: impl Fn(&[String]) -> bool) {
+pub(crate) async fn until_listed(g: &Glovebox, what: &str, check: impl Fn(&[String]) -> bool) {
     let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
     loop {
         let mut agent = g.connect("agent").await;
