@@ -179,8 +179,16 @@ pub enum PacksCommand {
         /// Seconds a call may take (default 30).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
+        /// A server to reach over Streamable HTTP instead of one to start: `https://…`, or
+        /// `http://` to this machine.
+        #[arg(long, value_name = "URL", conflicts_with_all = ["env", "network", "command"])]
+        url: Option<String>,
+        /// A header sent to an HTTP pack, `Name: value` (repeatable); a token as
+        /// `${secret:NAME}`.
+        #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
+        headers: Vec<String>,
         /// The server's program and arguments.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "url")]
         command: Vec<String>,
     },
     /// Remove a pack from the account's own mcp.json; its server stops.
@@ -274,17 +282,34 @@ fn edit_user_file(
             env,
             network,
             timeout,
+            url,
+            headers,
             command,
         } => {
-            let (program, args) = command.split_first().context("a pack needs a command")?;
-            let mut vars = serde_json::Map::new();
-            for pair in env {
-                let (k, v) = pair
-                    .split_once('=')
-                    .with_context(|| format!("--env {pair:?}: expected NAME=VALUE"))?;
-                vars.insert(k.to_owned(), v.into());
-            }
-            let mut def = serde_json::json!({"command": program, "args": args, "env": vars});
+            let mut def = match url {
+                Some(url) => {
+                    let mut sent = serde_json::Map::new();
+                    for header in headers {
+                        let (k, v) = header.split_once(':').with_context(|| {
+                            format!("--header {header:?}: expected `Name: value`")
+                        })?;
+                        sent.insert(k.trim().to_owned(), v.trim().into());
+                    }
+                    serde_json::json!({"url": url, "headers": sent})
+                }
+                None => {
+                    let (program, args) =
+                        command.split_first().context("a pack needs a command")?;
+                    let mut vars = serde_json::Map::new();
+                    for pair in env {
+                        let (k, v) = pair
+                            .split_once('=')
+                            .with_context(|| format!("--env {pair:?}: expected NAME=VALUE"))?;
+                        vars.insert(k.to_owned(), v.into());
+                    }
+                    serde_json::json!({"command": program, "args": args, "env": vars})
+                }
+            };
             if let Some(n) = network {
                 def["network"] = n.into();
             }

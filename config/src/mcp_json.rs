@@ -10,10 +10,15 @@
 //!                 "network": "any", "timeout": 30, "disabledTools": ["delete_repo"] } } }
 //! ```
 //!
+//! A pack is a server glovebox starts (`command`, `args`, `env`, `cwd`: stdio) or one already
+//! running that it reaches over Streamable HTTP (`url`, `headers`): `https://` anywhere, plain
+//! `http://` only on the loopback interface (a header may carry a token, which must not cross a
+//! network in the clear).
+//!
 //! A bad entry is an error of that pack only (with the file and the line its entry starts on);
 //! a file that is not JSON is an error of the whole file. Neither stops the other packs.
 //!
-//! Environment values are templates: literal text and references `${secret:NAME}` (a secret of
+//! Environment and header values are templates: literal text and references `${secret:NAME}` (a secret of
 //! the account, see `glovebox secret set`) and `${env:NAME}` (a variable of the pack host's own
 //! environment). A literal that looks like a credential is refused: the file may be shared or
 //! committed, so a token belongs in a secret.
@@ -151,11 +156,19 @@ impl Template {
     }
 }
 
+/// Longest `url`, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+
 /// A validated pack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackDef {
     pub name: String,
     pub origin: Origin,
+    /// A Streamable HTTP server's endpoint; `None` for a stdio server (`command`).
+    pub url: Option<String>,
+    /// HTTP headers sent with every request to `url`, in name order.
+    pub headers: Vec<(String, Template)>,
+    /// Empty for an HTTP pack.
     pub command: String,
     pub args: Vec<String>,
     /// Name and value, in name order.
@@ -172,19 +185,26 @@ pub struct PackDef {
 }
 
 impl PackDef {
-    /// Every secret its environment names.
+    /// Every secret its environment or its headers name.
     pub fn secrets(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.env.iter().flat_map(|(_, t)| t.secrets()).collect();
+        let mut names: Vec<&str> = self
+            .env
+            .iter()
+            .chain(&self.headers)
+            .flat_map(|(_, t)| t.secrets())
+            .collect();
         names.sort_unstable();
         names.dedup();
         names
     }
 
-    /// The environment as written (`NAME=raw value`): what a trust ask shows and keys on.
+    /// The environment as written (`NAME=raw value`), and an HTTP pack's headers (`NAME: raw
+    /// value`): what a trust ask shows and keys on.
     pub fn env_as_written(&self) -> Vec<String> {
         self.env
             .iter()
             .map(|(k, t)| format!("{k}={}", t.raw))
+            .chain(self.headers.iter().map(|(k, t)| format!("{k}: {}", t.raw)))
             .collect()
     }
 }
@@ -313,20 +333,20 @@ fn validate(
 ) -> Result<PackDef, String> {
     check_pack_name(name)?;
     let raw = RawPack::deserialize(value).map_err(|e| e.to_string())?;
-    if raw.url.is_some() || !raw.headers.is_empty() || raw.kind.as_deref() == Some("http") {
-        return Err(
-            "Streamable HTTP packs (`url`, `headers`) are not supported yet; run the server with `command`"
-                .to_owned(),
-        );
+    let http = raw.url.is_some() || raw.kind.as_deref() == Some("http");
+    match raw.kind.as_deref() {
+        None | Some("stdio") | Some("http") => {}
+        Some(kind) => return Err(format!("type must be \"stdio\" or \"http\", not {kind:?}")),
     }
-    if let Some(kind) = &raw.kind
-        && kind != "stdio"
-    {
-        return Err(format!("type must be \"stdio\", not {kind:?}"));
+    if http {
+        return validate_http(name, raw, origin, workdir);
+    }
+    if !raw.headers.is_empty() {
+        return Err("`headers` are for HTTP packs (`url`)".to_owned());
     }
     let command = raw
         .command
-        .ok_or("a pack needs a `command` (the server to start)")?;
+        .ok_or("a pack needs a `command` (the server to start) or a `url` (a server to reach)")?;
     check_string("command", &command)?;
     if command.trim().is_empty() {
         return Err("the command is empty".to_owned());
@@ -365,6 +385,8 @@ fn validate(
     Ok(PackDef {
         name: name.to_owned(),
         origin,
+        url: None,
+        headers: Vec::new(),
         command,
         args: raw.args,
         env,
@@ -376,6 +398,141 @@ fn validate(
         labels: raw.labels,
         path_args: raw.path_args,
     })
+}
+
+/// An HTTP pack: a `url` (see [`check_url`]) and `headers`; nothing of a started server.
+fn validate_http(
+    name: &str,
+    raw: RawPack,
+    origin: Origin,
+    workdir: &Path,
+) -> Result<PackDef, String> {
+    let url = raw.url.ok_or("an HTTP pack needs a `url`")?;
+    check_url(&url)?;
+    if raw.command.is_some() || !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+        return Err(
+            "an HTTP pack (`url`) starts nothing: `command`, `args`, `env` and `cwd` are for stdio packs"
+                .to_owned(),
+        );
+    }
+    if raw.network == Network::None {
+        return Err(
+            "`network: none` cannot hold for an HTTP pack, which is reached over the network"
+                .to_owned(),
+        );
+    }
+    check_list("disabledTools", &raw.disabled_tools)?;
+    check_list("labels", &raw.labels)?;
+    if let Some(p) = &raw.path_args {
+        check_list("path_args", p)?;
+    }
+    if raw.headers.len() > MAX_LIST {
+        return Err(format!("more than {MAX_LIST} headers"));
+    }
+    let mut headers = Vec::new();
+    for (key, value) in raw.headers {
+        if !is_header_name(&key) {
+            return Err(format!(
+                "header name {key:?} must be 1 to 128 of [A-Za-z0-9-]"
+            ));
+        }
+        if RESERVED_HEADERS.iter().any(|r| key.eq_ignore_ascii_case(r)) {
+            return Err(format!("header {key} is set by the MCP transport itself"));
+        }
+        check_string("a header value", &value)?;
+        if value.chars().any(char::is_control) {
+            return Err(format!("header {key}: the value holds a control character"));
+        }
+        let template = parse_template(&value).map_err(|why| format!("header {key}: {why}"))?;
+        headers.push((key, template));
+    }
+    let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
+    if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
+        return Err(format!("timeout must be 1 to {MAX_TIMEOUT_S} seconds"));
+    }
+    Ok(PackDef {
+        name: name.to_owned(),
+        origin,
+        url: Some(url),
+        headers,
+        command: String::new(),
+        args: Vec::new(),
+        env: Vec::new(),
+        cwd: workdir.to_owned(),
+        network: Network::Any,
+        timeout_s,
+        enabled: raw.enabled,
+        disabled_tools: raw.disabled_tools,
+        labels: raw.labels,
+        path_args: raw.path_args,
+    })
+}
+
+/// An HTTP pack's endpoint: `https://HOST[:PORT]/...`, or `http://` to a loopback host only
+/// (`localhost`, `127.0.0.0/8`, `[::1]`); no user or password in it, no whitespace or control
+/// characters, at most [`MAX_URL_BYTES`].
+pub fn check_url(url: &str) -> Result<(), String> {
+    if url.len() > MAX_URL_BYTES {
+        return Err(format!("the url is longer than {MAX_URL_BYTES} bytes"));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("the url holds whitespace or a control character".to_owned());
+    }
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or("the url must start with https:// (or http:// to this machine)")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(
+            "the url holds a user or password: send credentials in `headers` with ${secret:NAME}"
+                .to_owned(),
+        );
+    }
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    if host.is_empty() {
+        return Err("the url has no host".to_owned());
+    }
+    match scheme.to_ascii_lowercase().as_str() {
+        "https" => Ok(()),
+        "http" if is_loopback_host(host) => Ok(()),
+        "http" => Err(format!(
+            "plain http:// is allowed to this machine only (got host {host:?}): use https://"
+        )),
+        other => Err(format!(
+            "the url's scheme must be https or http, not {other:?}"
+        )),
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Headers an HTTP pack's file may not set: the transport's and the protocol's own.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "connection",
+    "content-length",
+    "content-type",
+    "host",
+    "last-event-id",
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn is_header_name(name: &str) -> bool {
+    (1..=128).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// The same rule as `glovebox_proto::packs::check_pack_name` (this crate knows no wire
@@ -630,7 +787,7 @@ mod tests {
   "good": {"command": "ok"},
   "typo": {"command": "x", "netwrok": "none"},
   "nocmd": {"args": ["a"]},
-  "http": {"url": "https://example.com/mcp"},
+  "http": {"url": "http://example.com/mcp"},
   "bad__name": {"command": "x"},
   "slow": {"command": "x", "timeout": 601},
   "net": {"command": "x", "network": "some"},
@@ -659,7 +816,7 @@ mod tests {
         says("typo", "unknown field `netwrok`");
         says("typo", "line 3:");
         says("nocmd", "needs a `command`");
-        says("http", "not supported yet");
+        says("http", "use https://");
         says("bad__name", "pack name");
         says("slow", "timeout");
         says("net", "unknown variant `some`");
@@ -667,6 +824,84 @@ mod tests {
         says("ref", "is not a reference");
         says("envname", "environment variable name");
         assert_eq!(p.errors.len(), 9);
+    }
+
+    #[test]
+    fn urls_are_https_or_plain_http_to_this_machine_only() {
+        for ok in [
+            "https://example.com/mcp",
+            "https://example.com:8443/a?b=c",
+            "HTTPS://[2001:db8::1]/mcp",
+            "http://localhost:8080/mcp",
+            "http://127.0.0.1:3000/mcp",
+            "http://127.8.9.10/mcp",
+            "http://[::1]:9000/mcp",
+        ] {
+            assert_eq!(check_url(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("http://example.com/mcp", "use https://"),
+            ("http://10.0.0.1/mcp", "use https://"),
+            ("http://localhost.evil.com/mcp", "use https://"),
+            ("http://[::2]/mcp", "use https://"),
+            ("ftp://example.com/", "scheme"),
+            ("example.com/mcp", "must start with"),
+            ("https:///mcp", "no host"),
+            ("https://user:pw@example.com/", "user or password"),
+            ("https://example.com/a b", "whitespace"),
+            ("https://example.com/\u{7}", "control"),
+        ] {
+            let e = check_url(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert!(check_url(&format!("https://e.com/{}", "a".repeat(MAX_URL_BYTES))).is_err());
+    }
+
+    #[test]
+    fn an_http_pack_has_a_url_and_headers_and_nothing_of_a_started_server() {
+        let p = parse_user(
+            r#"{"mcpServers": {"remote": {"type": "http", "url": "https://mcp.example.com/mcp",
+                "headers": {"Authorization": "Bearer ${secret:REMOTE}", "X-Team": "blue"}, "timeout": 60}}}"#,
+        );
+        assert_eq!(p.errors, vec![]);
+        let d = &p.packs[0];
+        assert_eq!(d.url.as_deref(), Some("https://mcp.example.com/mcp"));
+        assert_eq!(d.secrets(), ["REMOTE"]);
+        assert_eq!(
+            d.env_as_written(),
+            ["Authorization: Bearer ${secret:REMOTE}", "X-Team: blue"]
+        );
+        assert_eq!((d.command.as_str(), d.timeout_s), ("", 60));
+        let text = r#"{"mcpServers": {
+  "both": {"url": "https://e.com/", "command": "x"},
+  "net": {"url": "https://e.com/", "network": "none"},
+  "leak": {"url": "https://e.com/", "headers": {"Authorization": "Bearer ghp_0123456789abcdefghij0123456789"}},
+  "hname": {"url": "https://e.com/", "headers": {"Bad Name": "x"}},
+  "crlf": {"url": "https://e.com/", "headers": {"X": "a\r\nInjected: yes"}},
+  "nourl": {"type": "http"},
+  "stdioheaders": {"command": "x", "headers": {"X": "y"}},
+  "kind": {"type": "sse", "url": "https://e.com/"},
+  "session": {"url": "https://e.com/", "headers": {"Mcp-Session-Id": "x"}}
+}}"#;
+        let p = parse_user(text);
+        assert!(p.packs.is_empty(), "{:?}", p.packs);
+        let says = |pack: &str, needle: &str| {
+            let e = p
+                .errors
+                .iter()
+                .find(|e| e.pack.as_deref() == Some(pack))
+                .unwrap_or_else(|| panic!("no error for {pack}: {:?}", p.errors));
+            assert!(e.message.contains(needle), "{pack}: {}", e.message);
+        };
+        says("both", "starts nothing");
+        says("net", "network: none");
+        says("leak", "credential");
+        says("hname", "header name");
+        says("crlf", "control character");
+        says("nourl", "needs a `url`");
+        says("stdioheaders", "for HTTP packs");
+        says("kind", "type must be");
+        says("session", "set by the MCP transport");
     }
 
     #[test]

@@ -95,6 +95,11 @@ pub fn trust_key(subject: &crate::v1::TrustSubject) -> String {
             field(item.as_bytes());
         }
     }
+    // Only an HTTP pack has one: a stdio pack's key stays what it was before HTTP packs existed.
+    if !subject.url.is_empty() {
+        field(b"url");
+        field(subject.url.as_bytes());
+    }
     hex::encode(h.finalize())
 }
 
@@ -309,6 +314,7 @@ mod tests {
             env: vec!["T=${secret:t}".into()],
             cwd: "/w".into(),
             network: "any".into(),
+            url: String::new(),
         };
         let key = trust_key(&base);
         assert_eq!(key, trust_key(&base.clone()));

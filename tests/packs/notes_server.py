@@ -1,6 +1,10 @@
 """A pack server written with the official MCP Python SDK's high-level server (FastMCP, called
 MCPServer since mcp 2): the tests run it as a real pack, under glovebox's pack host.
 
+Run with no argument it speaks stdio; with `--http TOKEN` it serves Streamable HTTP on a free
+loopback port (printed as `port N` on stdout once it listens), answering only requests that
+carry `Authorization: Bearer TOKEN`, and also offers `slow` (sleeps, to test time limits).
+
 Tools: `read_note` (read-only, a path argument), `write_note` (writes a path argument),
 `token_set` (whether the secret API_TOKEN reached its environment, never its value) and `dial`
 (tries a TCP connection to a loopback port).
@@ -47,5 +51,39 @@ def dial(port: int) -> str:
         return f"refused: {e}"
 
 
+def serve_http(token: str) -> None:
+    """Streamable HTTP on 127.0.0.1, port chosen by the kernel, behind a bearer token."""
+    import asyncio
+
+    import uvicorn
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def slow(seconds: float) -> str:
+        """Sleeps."""
+        await asyncio.sleep(seconds)
+        return "slept"
+
+    app = server.streamable_http_app()
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(f"port {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
+    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+
+
 if __name__ == "__main__":
-    server.run()
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        serve_http(sys.argv[2])
+    else:
+        server.run()

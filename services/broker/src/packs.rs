@@ -87,22 +87,38 @@ pub fn spawn(app: Arc<App>) {
     });
 }
 
-/// What the approver sees of a project pack that wants to start.
+/// What the approver sees of a project pack that wants to start (or, for an HTTP pack, to be
+/// reached).
 pub fn trust_preview(s: &TrustSubject) -> String {
-    let mut command = vec![s.command.as_str()];
-    command.extend(s.args.iter().map(String::as_str));
-    format!(
-        "The project's {}/.glovebox/mcp.json wants to start the tool pack {:?}:\n  command:     {}\n  directory:   {}\n  network:     {}\n  environment: {}\nonce: start it until glovebox stops; always: trust it for this workdir (asked again if any of this changes); deny: do not start it.\n",
-        s.workdir,
-        s.pack,
-        command.join(" "),
-        s.cwd,
-        s.network,
-        if s.env.is_empty() {
+    let list = |items: &[String]| {
+        if items.is_empty() {
             "(none)".to_owned()
         } else {
-            s.env.join(", ")
+            items.join(", ")
         }
+    };
+    let what = if s.url.is_empty() {
+        let mut command = vec![s.command.as_str()];
+        command.extend(s.args.iter().map(String::as_str));
+        format!(
+            "wants to start the tool pack {:?}:\n  command:     {}\n  directory:   {}\n  network:     {}\n  environment: {}",
+            s.pack,
+            command.join(" "),
+            s.cwd,
+            s.network,
+            list(&s.env)
+        )
+    } else {
+        format!(
+            "wants the tool pack {:?} reached over HTTP:\n  url:         {}\n  headers:     {}",
+            s.pack,
+            s.url,
+            list(&s.env)
+        )
+    };
+    format!(
+        "The project's {}/.glovebox/mcp.json {what}\nonce: use it until glovebox stops; always: trust it for this workdir (asked again if any of this changes); deny: do not use it.\n",
+        s.workdir
     )
 }
 
@@ -114,6 +130,9 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
         let preview = trust_preview(&subject);
         let mut command = vec![subject.command.clone()];
         command.extend(subject.args.iter().cloned());
+        if !subject.url.is_empty() {
+            command = vec![subject.url.clone()];
+        }
         let subjects = vec![
             AskSubject {
                 domain: "pack".into(),
@@ -438,6 +457,7 @@ mod tests {
             env: vec!["TOKEN=${secret:db}".into()],
             cwd: "/w/tools".into(),
             network: "none".into(),
+            url: String::new(),
         };
         let p = trust_preview(&s);
         for needle in [
@@ -450,6 +470,28 @@ mod tests {
         ] {
             assert!(p.contains(needle), "{needle}: {p}");
         }
+    }
+
+    #[test]
+    fn a_trust_ask_for_an_http_pack_shows_its_url_and_headers_not_a_command() {
+        let s = TrustSubject {
+            workdir: "/w".into(),
+            pack: "remote".into(),
+            env: vec!["Authorization: Bearer ${secret:r}".into()],
+            cwd: "/w".into(),
+            network: "any".into(),
+            url: "https://mcp.example.com/mcp".into(),
+            ..Default::default()
+        };
+        let p = trust_preview(&s);
+        for needle in [
+            "\"remote\" reached over HTTP",
+            "url:         https://mcp.example.com/mcp",
+            "Authorization: Bearer ${secret:r}",
+        ] {
+            assert!(p.contains(needle), "{needle}: {p}");
+        }
+        assert!(!p.contains("command:"), "{p}");
     }
 
     #[test]

@@ -2,12 +2,13 @@
 //! account's pack home), `PATH` (the owner's login shell's), `TMPDIR`, the shared caches, the
 //! locale and user names, then the pack's own `env`, whose references are resolved here at spawn
 //! time (`${secret:NAME}` from the values the gate handed over, `${env:NAME}` from the host's
-//! environment). Values are never logged.
+//! environment). An HTTP pack's headers are resolved the same way ([`pack_headers`]). Values are
+//! never logged.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use glovebox_config::mcp_json::{PackDef, Piece};
+use glovebox_config::mcp_json::{PackDef, Piece, Template};
 
 use crate::places::Places;
 
@@ -57,8 +58,30 @@ pub fn pack_env(
         "XDG_CACHE_HOME".into(),
         places.xdg_cache.display().to_string(),
     );
+    let own = resolve_all(&def.env, host_env, secrets)?;
+    env.extend(own);
+    Ok(env.into_iter().collect())
+}
+
+/// An HTTP pack's headers, their references resolved; fails with every reference that has no
+/// value.
+pub fn pack_headers(
+    def: &PackDef,
+    host_env: &BTreeMap<String, String>,
+    secrets: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, Vec<Missing>> {
+    resolve_all(&def.headers, host_env, secrets)
+}
+
+/// Each `(name, template)` with its template's references replaced by their values.
+fn resolve_all(
+    templates: &[(String, Template)],
+    host_env: &BTreeMap<String, String>,
+    secrets: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, Vec<Missing>> {
+    let mut out = Vec::new();
     let mut missing = Vec::new();
-    for (name, template) in &def.env {
+    for (name, template) in templates {
         let mut value = String::new();
         for piece in &template.pieces {
             match piece {
@@ -73,13 +96,13 @@ pub fn pack_env(
                 },
             }
         }
-        env.insert(name.clone(), value);
+        out.push((name.clone(), value));
     }
     if !missing.is_empty() {
         missing.dedup();
         return Err(missing);
     }
-    Ok(env.into_iter().collect())
+    Ok(out)
 }
 
 /// What a pack error says about missing values.

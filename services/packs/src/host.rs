@@ -69,6 +69,7 @@ pub fn trust_subject(def: &PackDef, workdir: &Path) -> TrustSubject {
         env: def.env_as_written(),
         cwd: def.cwd.display().to_string(),
         network: def.network.as_str().to_owned(),
+        url: def.url.clone().unwrap_or_default(),
     }
 }
 

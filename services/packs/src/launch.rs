@@ -1,7 +1,8 @@
 //! Starting one pack server: its secrets from the gate, its environment, its command found on
 //! the owner's `PATH`, then `glovebox pack-shim` (which confines it, see `glovebox_sandbox::shim`)
-//! spawned as an MCP stdio server through rmcp's child-process transport, initialized, and its
-//! tools listed — all within [`START_TIMEOUT`].
+//! spawned as an MCP stdio server through rmcp's child-process transport — or, for an HTTP pack,
+//! its headers resolved and its endpoint reached (`http.rs`) — initialized, and its tools listed,
+//! all within [`START_TIMEOUT`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use rmcp::transport::TokioChildProcess;
 use tokio::sync::OnceCell;
 
 use crate::PacksConfig;
-use crate::environment::{describe_missing, login_path, pack_env};
+use crate::environment::{describe_missing, login_path, pack_env, pack_headers};
 use crate::gate_link::GateLink;
 use crate::places::{find_command, install_grant};
 use crate::stderr::{Tail, spawn_copy};
@@ -25,11 +26,68 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// Most tools one pack may offer (more are not listed, and the pack says so).
 pub const MAX_TOOLS: usize = 512;
 
+/// Initializes the MCP session over `transport` and lists the server's tools (at most
+/// [`MAX_TOOLS`]), each step within [`START_TIMEOUT`]; `explain` adds what is known of the
+/// server to a failure.
+async fn initialize<T, E, A>(
+    transport: T,
+    explain: &(dyn Fn(String) -> String + Sync),
+) -> Result<(RunningService<RoleClient, ()>, Arc<Vec<rmcp::model::Tool>>), String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let service = match tokio::time::timeout(START_TIMEOUT, ().serve(transport)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            // Give the stderr copy a moment to catch the server's last words.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return Err(explain(format!("initialize failed: {}", with_causes(&e))));
+        }
+        Err(_) => {
+            return Err(explain(format!(
+                "did not initialize within {} s",
+                START_TIMEOUT.as_secs()
+            )));
+        }
+    };
+    let tools = match tokio::time::timeout(START_TIMEOUT, service.peer().list_all_tools()).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Err(explain(format!("tools/list failed: {e}"))),
+        Err(_) => {
+            return Err(format!(
+                "did not list its tools within {} s",
+                START_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    Ok((
+        service,
+        Arc::new(tools.into_iter().take(MAX_TOOLS).collect()),
+    ))
+}
+
+/// `e` and what caused it (a TLS or connection failure is the last cause, not the first).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 /// A started pack server.
 pub struct Started {
     pub service: RunningService<RoleClient, ()>,
     pub tools: Arc<Vec<rmcp::model::Tool>>,
-    /// The shim's pid (its process group and Landlock domain hold the server).
+    /// The shim's pid (its process group and Landlock domain hold the server); `None` for an
+    /// HTTP pack.
     pub shim: Option<u32>,
     pub started: Instant,
     pub tail: Tail,
@@ -86,6 +144,9 @@ impl Launcher {
                 .await
                 .map_err(StartError::before_spawn)?
         };
+        if let Some(url) = &def.url {
+            return self.reach(def, url, &secrets).await;
+        }
         let login = self.login_path().await.to_owned();
         let env = pack_env(def, &config.places, &login, &config.environment, &secrets)
             .map_err(|m| StartError::before_spawn(describe_missing(&m, &config.account)))?;
@@ -124,38 +185,44 @@ impl Launcher {
                 format!("{what}; its stderr ends: {t}")
             }
         };
-        let service = match tokio::time::timeout(START_TIMEOUT, ().serve(transport)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                // Give the stderr copy a moment to catch the server's last words.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                return Err(spawned(with_tail(format!("initialize failed: {e}"))));
-            }
-            Err(_) => {
-                return Err(spawned(with_tail(format!(
-                    "did not initialize within {} s",
-                    START_TIMEOUT.as_secs()
-                ))));
-            }
-        };
-        let tools = match tokio::time::timeout(START_TIMEOUT, service.peer().list_all_tools()).await
-        {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Err(spawned(with_tail(format!("tools/list failed: {e}")))),
-            Err(_) => {
-                return Err(spawned(format!(
-                    "did not list its tools within {} s",
-                    START_TIMEOUT.as_secs()
-                )));
-            }
-        };
+        let (service, tools) = initialize(transport, &with_tail).await.map_err(spawned)?;
         tracing::info!(account = %config.account, pack = %def.name, tools = tools.len(), "pack started");
         Ok(Started {
             service,
-            tools: Arc::new(tools.into_iter().take(MAX_TOOLS).collect()),
+            tools,
             shim,
             started: Instant::now(),
             tail,
+        })
+    }
+
+    /// Reaches HTTP pack `def` at `url`.
+    async fn reach(
+        &self,
+        def: &PackDef,
+        url: &str,
+        secrets: &BTreeMap<String, String>,
+    ) -> Result<Started, StartError> {
+        let config = &self.config;
+        let headers = pack_headers(def, &config.environment, secrets)
+            .map_err(|m| StartError::before_spawn(describe_missing(&m, &config.account)))?;
+        let transport = crate::http::transport(url, headers).map_err(StartError::before_spawn)?;
+        let (service, tools) = initialize(transport, &|what| what)
+            .await
+            .map_err(|message| {
+                // Nothing ran here, but a server that fails keeps being retried with a backoff.
+                StartError {
+                    message,
+                    spawned: true,
+                }
+            })?;
+        tracing::info!(account = %config.account, pack = %def.name, tools = tools.len(), "pack reached");
+        Ok(Started {
+            service,
+            tools,
+            shim: None,
+            started: Instant::now(),
+            tail: Tail::default(),
         })
     }
 

@@ -14,6 +14,7 @@
 pub mod environment;
 pub mod gate_link;
 pub mod host;
+pub mod http;
 pub mod launch;
 pub mod pack;
 pub mod paths;

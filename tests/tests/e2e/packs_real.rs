@@ -221,3 +221,135 @@ async fn a_python_sdk_server_is_a_pack_with_its_secret_its_paths_judged_and_no_n
     );
     assert!(dialed.starts_with("refused"), "{dialed}");
 }
+
+/// The notes server serving Streamable HTTP behind `token`; killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    fn start(token: &str) -> HttpServer {
+        use std::io::BufRead;
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/notes_server.py");
+        let mut child = std::process::Command::new(python())
+            .arg(script)
+            .args(["--http", token])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the HTTP server said {line:?}"));
+        HttpServer { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn set_secret(g: &Glovebox, name: &str, value: &str) {
+    use std::io::Write;
+    let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["secret", "set", "--account", "test", name, "--state-dir"])
+        .arg(&g.state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(value.as_bytes())
+        .unwrap();
+    let out = set.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn an_http_pack_is_reached_with_its_secret_header_gated_and_timed() {
+    const TOKEN: &str = "http-pack-token-8d2a41";
+    let server = HttpServer::start(TOKEN);
+    let g = start_with_packs(json!({"remote": {
+        "url": format!("http://127.0.0.1:{}/mcp", server.port),
+        "headers": {"Authorization": "Bearer ${secret:REMOTE_TOKEN}"},
+        "timeout": 2
+    }}));
+    let mut agent = g.connect("agent").await;
+    // Without its secret, nothing is sent: the pack is listed with the missing credential.
+    let list = packs_list(&mut agent).await;
+    assert!(
+        list["errors"].to_string().contains("REMOTE_TOKEN"),
+        "{list}"
+    );
+    // A wrong token: the server refuses it, and the listing says so.
+    set_secret(&g, "REMOTE_TOKEN", "not-the-token");
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let list = packs_list(&mut g.connect("agent").await).await;
+        let errors = list["errors"].to_string();
+        if errors.contains("remote") && !errors.contains("REMOTE_TOKEN") {
+            assert!(
+                !names(&list).iter().any(|n| n.starts_with("remote__")),
+                "{list}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    set_secret(&g, "REMOTE_TOKEN", TOKEN);
+    until_listed(&g, "the HTTP pack", |n| {
+        n.contains(&"remote__read_note".to_owned())
+    })
+    .await;
+    let note = g.workdir.join("a.txt");
+    std::fs::write(&note, "over http").unwrap();
+    let r = agent
+        .invoke("r1", "remote__read_note", json!({"path": note}))
+        .await;
+    assert_eq!(text_of(&r), "over http");
+    // Path arguments are judged as for any pack: the secret floor holds.
+    std::fs::write(g.workdir.join(".env"), "KEY=1").unwrap();
+    let floor = agent
+        .invoke(
+            "r2",
+            "remote__read_note",
+            json!({"path": g.workdir.join(".env")}),
+        )
+        .await;
+    expect_error(&floor, "denied");
+    // The pack's time limit holds, and the server still answers after.
+    let slow = agent
+        .invoke("s1", "remote__slow", json!({"seconds": 30}))
+        .await;
+    expect_error(&slow, "timeout");
+    let again = agent
+        .invoke("r3", "remote__read_note", json!({"path": note}))
+        .await;
+    assert_eq!(text_of(&again), "over http");
+    let pool = g.audit_pool().await;
+    let calls: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM tool_calls WHERE tool LIKE 'remote__%'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(calls, 4);
+}

@@ -50,6 +50,9 @@ struct Entry {
     env: Vec<String>,
     cwd: String,
     network: String,
+    /// An HTTP pack's endpoint (absent for stdio packs, and in files written before them).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    url: String,
 }
 
 impl Entry {
@@ -62,6 +65,7 @@ impl Entry {
             env: s.env.clone(),
             cwd: s.cwd.clone(),
             network: s.network.clone(),
+            url: s.url.clone(),
         }
     }
 
@@ -74,6 +78,7 @@ impl Entry {
             env: self.env.clone(),
             cwd: self.cwd.clone(),
             network: self.network.clone(),
+            url: self.url.clone(),
         }
     }
 }
@@ -218,6 +223,7 @@ mod tests {
             env: vec!["T=${secret:t}".into()],
             cwd: "/w".into(),
             network: "none".into(),
+            url: String::new(),
         }
     }
 

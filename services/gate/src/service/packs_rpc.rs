@@ -265,6 +265,7 @@ mod tests {
             env: vec!["TOKEN=${secret:t}".into(), "MODE=ro".into()],
             cwd: "/w".into(),
             network: "any".into(),
+            url: String::new(),
         };
         let t = trust_text(&s);
         assert!(t.starts_with("pack p: curl -H"), "{t}");
