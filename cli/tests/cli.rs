@@ -7,6 +7,8 @@ use std::process::{Command, Stdio};
 
 #[path = "cli/deploy.rs"]
 mod deploy;
+#[path = "cli/doctor.rs"]
+mod doctor;
 
 fn glovebox(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_glovebox"))
