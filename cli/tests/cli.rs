@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 mod deploy;
 #[path = "cli/doctor.rs"]
 mod doctor;
+#[path = "cli/package.rs"]
+mod package;
 
 fn glovebox(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_glovebox"))
