@@ -12,6 +12,7 @@ mod out;
 mod client;
 mod console_cmd;
 mod docs;
+mod doctor;
 mod identity;
 mod init;
 mod mcp_bridge;
@@ -167,6 +168,28 @@ enum Command {
         state_dir: Option<PathBuf>,
         #[command(subcommand)]
         command: packs_cmd::SecretCommand,
+    },
+    /// Check this machine for glovebox: kernel features, identities, file and socket modes,
+    /// managed policy, running services; each OK, or WARN/FAIL with the fix. Exits 1 on a FAIL.
+    Doctor {
+        /// Check the system service (`glovebox up --system`): its users, /etc/glovebox,
+        /// /var/lib/glovebox and /run/glovebox.
+        #[arg(long)]
+        system: bool,
+        /// State directory (default: /var/lib/glovebox with --system, else as for `up`).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// glovebox.yaml (default: /etc/glovebox/glovebox.yaml with --system, else the state
+        /// dir's).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// Where the sockets are (default: /run/glovebox with --system, else the state dir's run/).
+        #[arg(long, value_name = "DIR")]
+        runtime_dir: Option<PathBuf>,
+        /// Managed policy directory (default: /etc/glovebox/policy.d with --system, else the
+        /// state dir's managed/).
+        #[arg(long, value_name = "DIR")]
+        policy_dir: Option<PathBuf>,
     },
     /// Credentials of an account.
     Token {
@@ -548,6 +571,35 @@ async fn dispatch(
                 file.display()
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Doctor {
+            system,
+            state_dir,
+            config,
+            runtime_dir,
+            policy_dir,
+        } => {
+            use glovebox_config::system;
+            let state_dir = match state_dir {
+                Some(dir) => env.absolute(dir),
+                None if system => PathBuf::from(system::STATE_DIR),
+                None => env.default_state_dir.clone(),
+            };
+            let state = glovebox_config::StateDir::new(&state_dir);
+            let pick =
+                |given: Option<PathBuf>, system_default: &str, user_default: PathBuf| match given {
+                    Some(p) => env.absolute(p),
+                    None if system => PathBuf::from(system_default),
+                    None => user_default,
+                };
+            let options = doctor::Options {
+                system,
+                config: pick(config, system::CONFIG_FILE, state.config_file()),
+                runtime_dir: pick(runtime_dir, system::RUNTIME_DIR, state.run_dir()),
+                policy_dir: pick(policy_dir, system::POLICY_DIR, state_dir.join("managed")),
+                state_dir,
+            };
+            doctor::doctor(&options).await
         }
         Command::Completions { shell } => docs::completions(Cli::command(), shell),
         Command::Man => docs::man(Cli::command()),

@@ -25,7 +25,7 @@ pub fn running_pid(state: &StateDir) -> Option<i32> {
 }
 
 /// Whether process `pid` exists and is a glovebox (not a zombie, not a reused pid).
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let running = stat
         .rsplit_once(')')
@@ -46,7 +46,7 @@ fn command_line(pid: i32) -> Vec<String> {
 }
 
 /// `up`'s services: (name, pid), from its children's command lines.
-fn services(up: i32) -> Vec<(String, i32)> {
+pub(crate) fn services(up: i32) -> Vec<(String, i32)> {
     let children =
         std::fs::read_to_string(format!("/proc/{up}/task/{up}/children")).unwrap_or_default();
     children
@@ -75,7 +75,10 @@ fn services(up: i32) -> Vec<(String, i32)> {
 /// The broker's `/healthz` answer with the details each account's approver may see, merged:
 /// (HTTP status, body), or why it could not be asked. Without an approver credential the broker
 /// says only up or down.
-async fn health(url: &str, state: &StateDir) -> Result<(u16, serde_json::Value), String> {
+pub(crate) async fn health(
+    url: &str,
+    state: &StateDir,
+) -> Result<(u16, serde_json::Value), String> {
     let accounts = state
         .load_config()
         .map(|c| c.accounts.into_iter().map(|a| a.id).collect::<Vec<_>>())

@@ -7,6 +7,10 @@ use std::process::{Command, Stdio};
 
 #[path = "cli/deploy.rs"]
 mod deploy;
+#[path = "cli/doctor.rs"]
+mod doctor;
+#[path = "cli/package.rs"]
+mod package;
 
 fn glovebox(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_glovebox"))

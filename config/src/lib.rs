@@ -22,6 +22,7 @@ pub mod client_tools;
 pub mod job_env;
 pub mod limits;
 pub mod mcp_json;
+pub mod system;
 
 use std::io::Write;
 use std::net::SocketAddr;

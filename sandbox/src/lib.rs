@@ -20,6 +20,7 @@
 //! The gate decides inside the roots; Landlock holds the outer line even if a verdict were wrong.
 //! Restricting also sets `no_new_privs`.
 
+pub mod probe;
 pub mod procs;
 pub mod shim;
 

@@ -342,3 +342,287 @@ fn the_package_ships_files_that_exist_or_that_build_assets_makes() {
         );
     }
 }
+
+const SYSUSERS: &str = "deploy/sysusers.d/glovebox.conf";
+const TMPFILES: &str = "deploy/tmpfiles.d/glovebox.conf";
+
+/// The (type, name or path, rest...) entries of a sysusers.d or tmpfiles.d file.
+fn entries(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            // A quoted field (a GECOS) is one word.
+            let mut words = Vec::new();
+            let mut rest = l;
+            while !rest.is_empty() {
+                rest = rest.trim_start();
+                if let Some(quoted) = rest.strip_prefix('"') {
+                    let (word, after) = quoted.split_once('"').unwrap();
+                    words.push(word.to_owned());
+                    rest = after;
+                } else {
+                    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                    words.push(rest[..end].to_owned());
+                    rest = &rest[end..];
+                }
+            }
+            words
+        })
+        .collect()
+}
+
+fn is_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
+
+#[test]
+fn sysusers_makes_the_users_and_group_the_code_names() {
+    use glovebox_config::system::{AUDIT_GROUP, BROKER_USER, GATE_USER};
+    let text = read(SYSUSERS);
+    let made: Vec<(String, String)> = entries(&text)
+        .into_iter()
+        .map(|e| (e[0].clone(), e[1].clone()))
+        .collect();
+    let want = [
+        ("g".to_owned(), AUDIT_GROUP.to_owned()),
+        ("u".to_owned(), GATE_USER.to_owned()),
+        ("u".to_owned(), BROKER_USER.to_owned()),
+    ];
+    assert_eq!(made, want, "{SYSUSERS}");
+    if !is_root() {
+        eprintln!("not root: systemd-sysusers --root is not run");
+        return;
+    }
+    // What systemd-sysusers makes of it, in an empty root: system ids, no login shell.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("etc")).unwrap();
+    let mut child = Command::new("systemd-sysusers")
+        .arg(format!("--root={}", root.path().display()))
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("systemd-sysusers (the systemd package) checks deploy/sysusers.d");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let passwd = std::fs::read_to_string(root.path().join("etc/passwd")).unwrap();
+    for user in [GATE_USER, BROKER_USER] {
+        let fields: Vec<&str> = passwd
+            .lines()
+            .find(|l| l.starts_with(&format!("{user}:")))
+            .unwrap_or_else(|| panic!("no {user}: {passwd}"))
+            .split(':')
+            .collect();
+        let uid: u32 = fields[2].parse().unwrap();
+        assert!(uid > 0 && uid < 1000, "{fields:?}");
+        assert!(fields[6].ends_with("nologin"), "{fields:?}");
+    }
+    let group = std::fs::read_to_string(root.path().join("etc/group")).unwrap();
+    assert!(
+        group
+            .lines()
+            .any(|l| l.starts_with(&format!("{AUDIT_GROUP}:"))),
+        "{group}"
+    );
+}
+
+#[test]
+fn tmpfiles_makes_the_default_directories_root_0755() {
+    use glovebox_config::system::{RUNTIME_DIR, STATE_DIR};
+    let text = read(TMPFILES);
+    let dirs: Vec<Vec<String>> = entries(&text);
+    let want: Vec<Vec<String>> = [STATE_DIR, RUNTIME_DIR]
+        .iter()
+        .map(|p| {
+            ["d", p, "0755", "root", "root", "-"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        })
+        .collect();
+    assert_eq!(dirs, want, "{TMPFILES}");
+    if !is_root() {
+        eprintln!("not root: systemd-tmpfiles --root is not run");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let mut child = Command::new("systemd-tmpfiles")
+        .arg(format!("--root={}", root.path().display()))
+        .args(["--create", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("systemd-tmpfiles (the systemd package) checks deploy/tmpfiles.d");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for dir in [STATE_DIR, RUNTIME_DIR] {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(root.path().join(&dir[1..])).unwrap();
+        assert_eq!((meta.mode() & 0o7777, meta.uid()), (0o755, 0), "{dir}");
+    }
+}
+
+/// Runs maintainer script `name` with `args`, the system commands it may call replaced by ones
+/// that log their arguments (nothing on this machine changes): what it would have run.
+fn run_maintainer_script(name: &str, prelude: &str, args: &[&str]) -> Vec<String> {
+    run_script_text(name, &read(&format!("deploy/debian/{name}")), prelude, args)
+}
+
+/// [`run_maintainer_script`] with the script's text given.
+fn run_script_text(name: &str, script: &str, prelude: &str, args: &[&str]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = dir.path().join("log");
+    for command in [
+        "systemd-sysusers",
+        "systemd-tmpfiles",
+        "systemctl",
+        "useradd",
+        "groupadd",
+        "userdel",
+        "groupdel",
+        "rm",
+        "install",
+        "getent",
+    ] {
+        // getent finds nothing before a purge's users are made; everything after a purge exists.
+        let status = if command == "getent" { "$GETENT" } else { "0" };
+        let path = bin.join(command);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho \"{command} $*\" >> {}\nexit {status}\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("{prelude}\n{script}"))
+        .arg(name)
+        .args(args)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("GETENT", if args == ["purge"] { "0" } else { "2" })
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with("getent ") && !l.starts_with("systemctl "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_maintainer_scripts_make_users_and_remove_them_and_the_state_only_on_purge() {
+    use glovebox_config::system::{AUDIT_GROUP, BROKER_USER, GATE_USER, STATE_DIR};
+    use std::os::unix::fs::PermissionsExt;
+    let (assets, _) = deb_metadata();
+    let dests: Vec<&str> = assets.iter().map(|(_, d)| d.as_str()).collect();
+    for (file, dest) in [
+        (SYSUSERS, "usr/lib/sysusers.d/glovebox.conf"),
+        (TMPFILES, "usr/lib/tmpfiles.d/glovebox.conf"),
+    ] {
+        assert!(dests.contains(&dest), "{file} is not packaged as {dest}");
+        assert!(
+            read("deploy/debian/postinst").contains(&format!("/{dest}")),
+            "postinst does not apply /{dest}"
+        );
+    }
+    assert!(
+        read("cli/Cargo.toml").contains("\nmaintainer-scripts = \"../deploy/debian/\"\n"),
+        "cargo-deb metadata names deploy/debian/"
+    );
+    for name in ["postinst", "prerm", "postrm"] {
+        let path = repo().join("deploy/debian").join(name);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755, "{name}");
+        let syntax = Command::new("/bin/sh")
+            .arg("-n")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(syntax.status.success(), "{name}: {syntax:?}");
+    }
+    // postinst: systemd-sysusers and systemd-tmpfiles on the packaged files ...
+    let ran = run_maintainer_script("postinst", "", &["configure"]);
+    assert_eq!(
+        ran,
+        [
+            "systemd-sysusers /usr/lib/sysusers.d/glovebox.conf",
+            "systemd-tmpfiles --create /usr/lib/tmpfiles.d/glovebox.conf"
+        ]
+    );
+    // ... and without them, the shadow tools make the same users from the same file.
+    let fallback = format!(
+        "command() {{ case \"$2\" in systemd-*) return 1;; esac; return 0; }}\n\
+         SYSUSERS_FILE={}",
+        repo().join(SYSUSERS).display()
+    );
+    let script = read("deploy/debian/postinst").replace(
+        "SYSUSERS=/usr/lib/sysusers.d/glovebox.conf",
+        "SYSUSERS=$SYSUSERS_FILE",
+    );
+    let ran = run_script_text("postinst", &script, &fallback, &["configure"]);
+    let nologin = if Path::new("/usr/sbin/nologin").exists() {
+        "/usr/sbin/nologin"
+    } else {
+        "/bin/false"
+    };
+    let useradd = |u: &str| {
+        format!("useradd --system --user-group --no-create-home --home-dir / --shell {nologin} {u}")
+    };
+    assert_eq!(
+        ran,
+        [
+            format!("groupadd --system {AUDIT_GROUP}"),
+            useradd(GATE_USER),
+            useradd(BROKER_USER),
+            "install -d -m 0755 -o root -g root /var/lib/glovebox /run/glovebox".to_owned(),
+        ]
+    );
+    // prerm stops nothing it does not run; postrm keeps users and state on remove and upgrade ...
+    for args in [["remove"], ["upgrade"]] {
+        assert!(
+            run_maintainer_script("postrm", "", &args).is_empty(),
+            "{args:?}"
+        );
+        assert!(
+            run_maintainer_script("prerm", "", &args).is_empty(),
+            "{args:?}"
+        );
+    }
+    // ... and removes them on purge.
+    let ran = run_maintainer_script("postrm", "", &["purge"]);
+    assert_eq!(
+        ran,
+        [
+            format!("rm -rf {STATE_DIR} /run/glovebox"),
+            format!("userdel {GATE_USER}"),
+            format!("userdel {BROKER_USER}"),
+            format!("groupdel {AUDIT_GROUP}"),
+            format!("groupdel {GATE_USER}"),
+            format!("groupdel {BROKER_USER}"),
+        ]
+    );
+}

@@ -1,0 +1,402 @@
+//! `glovebox doctor [--system]`: checks what glovebox needs from this machine and prints one line
+//! per check, `OK|WARN|FAIL <check>: <finding>`, with the fix under each that is not OK. It
+//! exits 1 when any check fails.
+//!
+//! - kernel ([`kernel`]): the Landlock ABI and its scopes, `no_new_privs`, cgroups;
+//! - identities ([`users`]): in system mode the service users and the audit group; each
+//!   account's `run_as`;
+//! - files ([`files`]): the state directory, its keys and the audit database, the sockets;
+//! - managed policy ([`managed`]): the directory and each file, and that each compiles;
+//! - services: whether the running glovebox answers health (as `glovebox status` asks it).
+//!
+//! Each check takes facts (modes, uids, the ABI, a passwd entry) and returns a [`Finding`]; this
+//! module only gathers the facts and prints.
+
+mod files;
+mod finding;
+mod kernel;
+mod managed;
+mod users;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use glovebox_config::system::{AUDIT_GROUP, BROKER_USER, GATE_USER};
+use glovebox_config::{Config, StateDir};
+
+use crate::outln;
+use files::{AccountFacts, Facts, Kind, Layout, Who};
+pub use finding::{Finding, Level};
+
+/// Where to look. `main` fills in each mode's defaults.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub system: bool,
+    pub state_dir: PathBuf,
+    pub config: PathBuf,
+    pub runtime_dir: PathBuf,
+    pub policy_dir: PathBuf,
+}
+
+/// Runs every check and prints the findings.
+pub async fn doctor(options: &Options) -> anyhow::Result<ExitCode> {
+    let findings = checks(options).await;
+    for f in &findings {
+        outln!("{f}");
+    }
+    let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
+    let failed = count(Level::Fail);
+    outln!(
+        "{} OK, {} WARN, {failed} FAIL",
+        count(Level::Ok),
+        count(Level::Warn)
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn user(name: &str) -> Option<users::UserFacts> {
+    let u = nix::unistd::User::from_name(name).ok()??;
+    Some(users::UserFacts {
+        name: u.name,
+        uid: u.uid.as_raw(),
+        gid: u.gid.as_raw(),
+        shell: u.shell.to_string_lossy().into_owned(),
+    })
+}
+
+fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+fn group(name: &str) -> Option<users::GroupFacts> {
+    let g = nix::unistd::Group::from_name(name).ok()??;
+    Some(users::GroupFacts {
+        name: g.name,
+        gid: g.gid.as_raw(),
+        members: g.mem,
+    })
+}
+
+/// A user that does not exist: owns nothing, so every ownership check names it.
+fn absent(name: &str) -> Who {
+    Who::new(u32::MAX, name)
+}
+
+async fn checks(options: &Options) -> Vec<Finding> {
+    let mut out = Vec::new();
+    // Kernel.
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    out.extend(kernel::checks(
+        &glovebox_sandbox::probe::kernel_support(),
+        &mounts,
+    ));
+
+    // Configuration: in user mode `up` makes it; in system mode the package installs it.
+    let me = nix::unistd::Uid::effective().as_raw();
+    let config_shown = options.config.display().to_string();
+    let config = match std::fs::read_to_string(&options.config) {
+        Ok(text) => match Config::parse(&text, &options.config) {
+            Ok(config) => {
+                out.push(Finding::ok(
+                    "config",
+                    format!("{config_shown}: {} account(s)", config.accounts.len()),
+                ));
+                Some(config)
+            }
+            Err(e) => {
+                out.push(Finding::fail(
+                    "config",
+                    e.to_string(),
+                    format!("fix {config_shown}"),
+                ));
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !options.system => {
+            out.push(Finding::warn(
+                "config",
+                format!("{config_shown} does not exist"),
+                "run `glovebox up` (it makes the state directory and the config)",
+            ));
+            None
+        }
+        Err(e) => {
+            out.push(Finding::fail(
+                "config",
+                format!("{config_shown}: {e}"),
+                if options.system {
+                    "reinstall the glovebox package (it installs /etc/glovebox/glovebox.yaml)"
+                        .to_owned()
+                } else {
+                    format!("check the permissions of {config_shown}")
+                },
+            ));
+            None
+        }
+    };
+    let accounts = config
+        .as_ref()
+        .map(|c| c.accounts.clone())
+        .unwrap_or_default();
+
+    // Identities.
+    let (sys_uid_max, sys_gid_max) =
+        users::system_id_max(&std::fs::read_to_string("/etc/login.defs").unwrap_or_default());
+    let gate = user(GATE_USER);
+    let broker = user(BROKER_USER);
+    let audit = group(AUDIT_GROUP);
+    if options.system {
+        out.push(users::service_user(GATE_USER, gate.as_ref(), sys_uid_max));
+        out.push(users::service_user(
+            BROKER_USER,
+            broker.as_ref(),
+            sys_uid_max,
+        ));
+        out.push(users::audit_group(audit.as_ref(), sys_gid_max));
+    } else if me == 0 {
+        out.push(Finding::warn(
+            "identity",
+            "running as root: an executor without run_as has root's reach, limited only by the policy",
+            "run glovebox as your own user, or set run_as for each account",
+        ));
+    }
+    let state = StateDir::new(&options.state_dir);
+    // The state's owner: the gate's user in system mode; in user mode whoever owns the state
+    // directory (or you, before it exists).
+    let owner = if options.system {
+        gate.as_ref()
+            .map(|g| Who::new(g.uid, &g.name))
+            .unwrap_or_else(|| absent(GATE_USER))
+    } else {
+        let facts = Facts::of(state.root());
+        let uid = if facts.kind == Kind::Missing {
+            me
+        } else {
+            facts.uid
+        };
+        Who::new(uid, user_name(uid))
+    };
+    let mut account_facts = Vec::new();
+    for a in &accounts {
+        let facts = a.run_as.as_deref().and_then(user);
+        out.push(users::run_as(
+            &a.id,
+            a.run_as.as_deref(),
+            facts.as_ref(),
+            options.system,
+            &config_shown,
+            owner.id,
+        ));
+        let runs_as = match (&a.run_as, &facts) {
+            (None, _) => owner.clone(),
+            (Some(_), Some(u)) => Who::new(u.uid, &u.name),
+            (Some(name), None) => absent(name),
+        };
+        account_facts.push(AccountFacts {
+            id: a.id.clone(),
+            runs_as,
+        });
+    }
+
+    // Files and sockets.
+    let root = Who::new(0, "root");
+    let mut socket_owners = vec![root.clone()];
+    for u in [&gate, &broker].into_iter().flatten() {
+        socket_owners.push(Who::new(u.uid, &u.name));
+    }
+    socket_owners.extend(account_facts.iter().map(|a| a.runs_as.clone()));
+    let layout = Layout {
+        system: options.system,
+        state: state.clone(),
+        runtime: options.runtime_dir.clone(),
+        owner: owner.clone(),
+        audit_group: options.system.then(|| {
+            audit
+                .as_ref()
+                .map(|g| Who::new(g.gid, &g.name))
+                .unwrap_or_else(|| absent(AUDIT_GROUP))
+        }),
+        socket_owners,
+        accounts: account_facts,
+    };
+    let state_present = Facts::of(state.root()).kind != Kind::Missing;
+    for (path, rule) in files::plan(&layout) {
+        // Under a state dir that does not exist yet, one finding says so.
+        if !state_present && path.starts_with(state.root()) && path != state.root() {
+            continue;
+        }
+        let path = rebase_runtime(&path, &state, &options.runtime_dir);
+        out.push(files::check(&path, &Facts::of(&path), &rule));
+    }
+    if options.system {
+        for (path, facts) in runtime_entries(&options.runtime_dir) {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let rule = if facts.kind == Kind::Dir {
+                managed::rule(Kind::Dir, &layout.socket_owners, (Level::Ok, "gone"))
+            } else {
+                files::socket_rule(&layout, &name)
+            };
+            out.push(files::check(&path, &facts, &rule));
+        }
+    }
+
+    // Managed policy.
+    let policy_owners = if options.system {
+        vec![root]
+    } else {
+        vec![owner.clone(), root]
+    };
+    let dir_missing = if options.system {
+        (
+            Level::Warn,
+            "reinstall the glovebox package (it installs /etc/glovebox/policy.d), or: mkdir -m 755 /etc/glovebox/policy.d",
+        )
+    } else {
+        (Level::Ok, "no managed policy")
+    };
+    let dir = &options.policy_dir;
+    let dir_facts = Facts::of(dir);
+    out.push(files::check(
+        dir,
+        &dir_facts,
+        &managed::rule(Kind::Dir, &policy_owners, dir_missing),
+    ));
+    if dir_facts.kind == Kind::Dir {
+        let workdir = accounts
+            .first()
+            .map(|a| a.workdir.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "/home/user/project".to_owned());
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        paths.retain(|p| managed::is_policy_file(p));
+        paths.sort();
+        for path in paths {
+            let facts = Facts::of(&path);
+            let text = (facts.kind == Kind::File)
+                .then(|| std::fs::read_to_string(&path).ok())
+                .flatten();
+            out.push(managed::file(
+                &path,
+                &facts,
+                &policy_owners,
+                text.as_deref(),
+                &workdir,
+            ));
+        }
+    }
+
+    // Services.
+    out.extend(services(options, &state).await);
+    out
+}
+
+/// `path` under the state's run dir, moved to `runtime` (which `--runtime-dir` may override).
+fn rebase_runtime(path: &Path, state: &StateDir, runtime: &Path) -> PathBuf {
+    match path.strip_prefix(state.run_dir()) {
+        Ok(rest) if rest.as_os_str().is_empty() => runtime.to_owned(),
+        Ok(rest) => runtime.join(rest),
+        Err(_) => path.to_owned(),
+    }
+}
+
+/// The sockets and directories in a system-mode runtime dir, two levels deep.
+fn runtime_entries(runtime: &Path) -> Vec<(PathBuf, Facts)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![(runtime.to_owned(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            let facts = Facts::of(&path);
+            match facts.kind {
+                Kind::Socket => out.push((path, facts)),
+                Kind::Dir => {
+                    out.push((path.clone(), facts));
+                    if depth < 1 {
+                        dirs.push((path, depth + 1));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Whether the running glovebox answers health, as `glovebox status` asks it.
+async fn services(options: &Options, state: &StateDir) -> Vec<Finding> {
+    let runtime = &options.runtime_dir;
+    let start = if options.system {
+        "systemctl enable --now glovebox"
+    } else {
+        "glovebox up (or: systemctl --user enable --now glovebox)"
+    };
+    let lock = rebase_runtime(&state.lock_file(), state, runtime);
+    let pid = std::fs::read_to_string(&lock)
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .filter(|p| crate::status::alive(*p));
+    let Some(pid) = pid else {
+        return vec![Finding::fail(
+            "services",
+            format!("glovebox is not running (no live {})", lock.display()),
+            start,
+        )];
+    };
+    let running: Vec<String> = crate::status::services(pid)
+        .into_iter()
+        .map(|(name, pid)| format!("{name} (pid {pid})"))
+        .collect();
+    let url = std::fs::read_to_string(rebase_runtime(&state.broker_url_file(), state, runtime))
+        .map(|u| u.trim().to_owned())
+        .unwrap_or_default();
+    if url.is_empty() {
+        return vec![Finding::fail(
+            "services",
+            format!("glovebox (pid {pid}) runs but its broker has not written broker.url"),
+            "wait for it to start, or restart it",
+        )];
+    }
+    let mut out = Vec::new();
+    match crate::status::health(&url, state).await {
+        Ok((200, body)) => {
+            out.push(Finding::ok(
+                "services",
+                format!("health ok at {url}: {}", running.join(", ")),
+            ));
+            for e in body["policy_errors"].as_array().into_iter().flatten() {
+                out.push(Finding::warn(
+                    "policy",
+                    e.as_str().unwrap_or_default().to_owned(),
+                    "fix the file named; the last good policy applies until then",
+                ));
+            }
+        }
+        Ok((code, body)) => out.push(Finding::fail(
+            "services",
+            format!("health at {url} is HTTP {code}: {body}"),
+            "see `glovebox status` and the service's log",
+        )),
+        Err(e) => out.push(Finding::fail(
+            "services",
+            format!("glovebox (pid {pid}) runs but its broker at {url} did not answer: {e}"),
+            "see the service's log; restart it",
+        )),
+    }
+    out
+}
