@@ -72,7 +72,9 @@ struct AccountEntry {
 /// Managed files as last read: (file name, parsed policy) or the error.
 #[derive(Default)]
 struct Managed {
-    stamps: Vec<(PathBuf, Stamp)>,
+    /// Each file's stamp, and its owner and mode (a chown or chmod changes whether system mode
+    /// takes it, and changes neither the stamp's time nor its inode).
+    stamps: Vec<(PathBuf, Stamp, Option<(u32, u32)>)>,
     files: Vec<(String, RawPolicy, i64)>,
     error: Option<String>,
 }
@@ -296,9 +298,15 @@ impl AccountPolicies {
             }
         }
         files.sort();
-        let stamps: Vec<(PathBuf, Stamp)> = files
+        let owner_mode = |f: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(f)
+                .ok()
+                .map(|m| (m.uid(), m.mode()))
+        };
+        let stamps: Vec<(PathBuf, Stamp, Option<(u32, u32)>)> = files
             .iter()
-            .map(|f| (f.clone(), glovebox_config::file_stamp(f)))
+            .map(|f| (f.clone(), glovebox_config::file_stamp(f), owner_mode(f)))
             .collect();
         let first = self.managed_version.load(Ordering::SeqCst) == 0;
         if !first && stamps == managed.stamps && error == managed.error {
