@@ -62,6 +62,7 @@ fn the_example_config_parses_with_the_real_loader() {
         .unwrap_or_else(|e| panic!("{e}\n{full}"));
     assert_eq!(config.accounts.len(), 2, "{full}");
     assert_eq!(config.accounts[1].run_as.as_deref(), Some("ci-bot"));
+    assert_eq!(config.accounts[1].owner.as_deref(), Some("alice"));
 }
 
 fn baseline_policy(text: &str) -> Policy {
@@ -265,9 +266,13 @@ fn the_system_unit_runs_up_system_as_the_binary_parses_it() {
     let mut bad = starts[0][1..].to_vec();
     bad.push("--no-such-flag".to_owned());
     assert!(!parses(&bad).0);
-    // The system mode overrides need --system.
-    let (ok, output) = parses(&["up".into(), "--runtime-dir".into(), "/x".into()]);
-    assert!(!ok, "{output}");
+    // The system mode overrides need --system (refused while parsing, before anything runs).
+    let out = Command::new(env!("CARGO_BIN_EXE_glovebox"))
+        .args(["up", "--runtime-dir", "/nonexistent/x"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("--system"), "{said}");
 }
 
 #[test]
