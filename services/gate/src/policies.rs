@@ -23,6 +23,8 @@ use glovebox_policy::{Inputs, Policy, RawPolicy, Source, applies_to};
 
 /// What identifies one version of a file on disk.
 type Stamp = Option<glovebox_config::FileStamp>;
+/// A managed file's stamp, with its owner and mode (system mode takes only root's files).
+type ManagedStamp = (PathBuf, Stamp, Option<(u32, u32)>);
 
 /// A policy change or a failed reload, for the audit and the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +76,7 @@ struct AccountEntry {
 struct Managed {
     /// Each file's stamp, and its owner and mode (a chown or chmod changes whether system mode
     /// takes it, and changes neither the stamp's time nor its inode).
-    stamps: Vec<(PathBuf, Stamp, Option<(u32, u32)>)>,
+    stamps: Vec<ManagedStamp>,
     files: Vec<(String, RawPolicy, i64)>,
     error: Option<String>,
 }
@@ -304,7 +306,7 @@ impl AccountPolicies {
                 .ok()
                 .map(|m| (m.uid(), m.mode()))
         };
-        let stamps: Vec<(PathBuf, Stamp, Option<(u32, u32)>)> = files
+        let stamps: Vec<ManagedStamp> = files
             .iter()
             .map(|f| (f.clone(), glovebox_config::file_stamp(f), owner_mode(f)))
             .collect();
