@@ -112,6 +112,13 @@ impl Target {
 pub type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// A WebSocket over any stream: TCP to the broker's port, or system mode's approve socket.
+pub type Ws<S> = tokio_tungstenite::WebSocketStream<S>;
+
+/// What a WebSocket can run over.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for S {}
+
 /// Connects and says hello; returns the socket and the `hello_ok` frame.
 pub async fn connect_with_hello(
     target: &Target,
@@ -143,7 +150,7 @@ pub async fn connect_with_hello(
 }
 
 /// Sends one frame (its JSON is defined by `glovebox_proto::ws`, like the broker's parser).
-pub async fn send_frame(socket: &mut Socket, frame: &ClientFrame) -> anyhow::Result<()> {
+pub async fn send_frame<S: Stream>(socket: &mut Ws<S>, frame: &ClientFrame) -> anyhow::Result<()> {
     socket.send(Message::Text(frame.to_json()?.into())).await?;
     Ok(())
 }
@@ -152,7 +159,7 @@ async fn connect(target: &Target, role: Role) -> anyhow::Result<Socket> {
     Ok(connect_with_hello(target, role).await?.0)
 }
 
-pub async fn next_frame(socket: &mut Socket) -> anyhow::Result<ServerFrame> {
+pub async fn next_frame<S: Stream>(socket: &mut Ws<S>) -> anyhow::Result<ServerFrame> {
     loop {
         match socket.next().await {
             Some(Ok(Message::Text(t))) => {
@@ -228,7 +235,53 @@ enum Event {
 /// applies only to the ask on screen, and only if it was typed after that ask appeared (see
 /// `typeahead`).
 pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
-    let mut socket = connect(target, Role::Approver).await?;
+    approve_on(connect(target, Role::Approver).await?).await
+}
+
+/// `glovebox approve --system`: the same, over system mode's approve socket, where the kernel
+/// tells the broker who is connecting: this user is the approver of the account they own
+/// (`account` chooses when they own several). No token is read.
+pub async fn approve_system(socket: &Path, account: Option<&str>) -> anyhow::Result<ExitCode> {
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot reach glovebox's approve socket {} (is the glovebox service running?)",
+                socket.display()
+            )
+        })?;
+    let url = match account {
+        Some(a) => format!("ws://localhost/v1/ws?account={a}"),
+        None => "ws://localhost/v1/ws".to_owned(),
+    };
+    use tokio_tungstenite::tungstenite::Error;
+    let (mut socket, _) = match tokio_tungstenite::client_async(url, stream).await {
+        Ok(connected) => connected,
+        Err(Error::Http(response)) => {
+            let body = response
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).trim().to_owned())
+                .unwrap_or_default();
+            anyhow::bail!("the broker refused this user as an approver: {body}")
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("connect to the approve socket")),
+    };
+    send_frame(
+        &mut socket,
+        &ClientFrame::Hello {
+            role: Role::Approver,
+        },
+    )
+    .await?;
+    match next_frame(&mut socket).await? {
+        ServerFrame::HelloOk { account, .. } => eprintln!("approving for account {account}"),
+        other => anyhow::bail!("unexpected answer to hello: {other:?}"),
+    }
+    approve_on(socket).await
+}
+
+async fn approve_on<S: Stream>(mut socket: Ws<S>) -> anyhow::Result<ExitCode> {
     let mut input = typeahead::spawn_stdin_reader().context("read stdin")?;
     // Listening from before the first prompt, so a Ctrl-C at any point ends `approve` at once.
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -376,8 +429,8 @@ fn prompt(ask: &Shown) -> anyhow::Result<()> {
 }
 
 /// Answers the ask on screen (if any), which then leaves the screen.
-async fn answer(
-    socket: &mut Socket,
+async fn answer<S: Stream>(
+    socket: &mut Ws<S>,
     shown: &mut Option<Shown>,
     decision: Decision,
 ) -> anyhow::Result<()> {

@@ -86,3 +86,172 @@ pub fn verify_cannot_regain_root() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Switches the calling process to `uid`/`gid` for good, as the supervisor does in a child
+/// between `fork` and `exec` (system mode): every capability out of the bounding and ambient sets
+/// (while root still may), the supplementary groups set to exactly `gid`, the real, effective and
+/// saved ids changed (which empties the effective and permitted sets), the inheritable set
+/// emptied, and `no_new_privs`, so no later `exec` (of a set-uid program, or one with file
+/// capabilities) gains anything. Only system calls: safe between `fork` and `exec`.
+pub fn switch_for_good(uid: u32, gid: u32) -> std::io::Result<()> {
+    use rustix::thread::{self as t, CapabilitySet};
+    for bit in 0..64 {
+        // Capabilities this kernel does not know answer EINVAL; without CAP_SETPCAP (a unit that
+        // bounded it away) EPERM: the switch below still empties every other set, and
+        // `no_new_privs` keeps the bounding set from ever granting anything.
+        let _ = t::remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(1 << bit));
+    }
+    t::clear_ambient_capability_set().map_err(std::io::Error::from)?;
+    let (uid, gid) = (
+        rustix::process::Uid::from_raw(uid),
+        rustix::process::Gid::from_raw(gid),
+    );
+    t::set_thread_groups(&[gid]).map_err(std::io::Error::from)?;
+    t::set_thread_res_gid(gid, gid, gid).map_err(std::io::Error::from)?;
+    t::set_thread_res_uid(uid, uid, uid).map_err(std::io::Error::from)?;
+    t::set_capabilities(
+        None,
+        t::CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )
+    .map_err(std::io::Error::from)?;
+    t::set_no_new_privs(true).map_err(std::io::Error::from)?;
+    Ok(())
+}
+
+/// What `/proc/self/status` says of a process's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatusIdentity {
+    /// Real, effective, saved and filesystem ids.
+    pub uids: Vec<u32>,
+    pub gids: Vec<u32>,
+    pub groups: Vec<u32>,
+    pub no_new_privs: Option<u32>,
+    pub cap_inh: Option<u64>,
+    pub cap_prm: Option<u64>,
+    pub cap_eff: Option<u64>,
+    pub cap_amb: Option<u64>,
+}
+
+/// Parses the identity lines of a `/proc/<pid>/status` text.
+pub fn parse_status(text: &str) -> StatusIdentity {
+    let mut s = StatusIdentity::default();
+    let numbers = |v: &str| -> Vec<u32> {
+        v.split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect()
+    };
+    let hex = |v: &str| u64::from_str_radix(v.trim(), 16).ok();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        match key {
+            "Uid" => s.uids = numbers(value),
+            "Gid" => s.gids = numbers(value),
+            "Groups" => s.groups = numbers(value),
+            "NoNewPrivs" => s.no_new_privs = value.trim().parse().ok(),
+            "CapInh" => s.cap_inh = hex(value),
+            "CapPrm" => s.cap_prm = hex(value),
+            "CapEff" => s.cap_eff = hex(value),
+            "CapAmb" => s.cap_amb = hex(value),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// Why `status` is not exactly the identity the supervisor switched a service to: `uid` and
+/// `gid` everywhere, no supplementary group but `gid`, `no_new_privs`, no capability.
+pub fn check_switched(status: &StatusIdentity, uid: u32, gid: u32) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    if status.uids.len() != 4 || status.uids.iter().any(|u| *u != uid) {
+        wrong.push(format!("Uid {:?} (want {uid} four times)", status.uids));
+    }
+    if status.gids.len() != 4 || status.gids.iter().any(|g| *g != gid) {
+        wrong.push(format!("Gid {:?} (want {gid} four times)", status.gids));
+    }
+    if !status.groups.iter().all(|g| *g == gid) {
+        wrong.push(format!("Groups {:?} (want only {gid})", status.groups));
+    }
+    if status.no_new_privs != Some(1) {
+        wrong.push(format!("NoNewPrivs {:?} (want 1)", status.no_new_privs));
+    }
+    for (name, set) in [
+        ("CapInh", status.cap_inh),
+        ("CapPrm", status.cap_prm),
+        ("CapEff", status.cap_eff),
+        ("CapAmb", status.cap_amb),
+    ] {
+        if set != Some(0) {
+            wrong.push(format!("{name} {set:x?} (want 0)"));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join(", "))
+    }
+}
+
+/// In a service started in system mode: confirms from `/proc/self/status` that the supervisor's
+/// switch to `expect` took, before the service reads or binds anything; refuses to run otherwise.
+pub fn verify_switched(
+    expect: &glovebox_proto::transport::handover::ExpectedIdentity,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string("/proc/self/status").context("read /proc/self/status")?;
+    check_switched(&parse_status(&text), expect.uid, expect.gid).map_err(|wrong| {
+        anyhow::anyhow!(
+            "this service is not running as the identity it was started as (uid {}, gid {}): {wrong}; refusing to run",
+            expect.uid,
+            expect.gid
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWITCHED: &str = "Name:\tglovebox\nUid:\t998\t998\t998\t998\nGid:\t997\t997\t997\t997\n\
+        Groups:\t997 \nNoNewPrivs:\t1\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n\
+        CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n";
+
+    #[test]
+    fn a_switched_status_passes_and_each_leftover_privilege_is_named() {
+        assert_eq!(check_switched(&parse_status(SWITCHED), 998, 997), Ok(()));
+        let no_groups = SWITCHED.replace("Groups:\t997 ", "Groups:\t");
+        assert_eq!(check_switched(&parse_status(&no_groups), 998, 997), Ok(()));
+        let cases = [
+            ("Uid:\t998\t998\t998\t998", "Uid:\t998\t0\t998\t998", "Uid"),
+            ("Gid:\t997\t997\t997\t997", "Gid:\t997\t997\t0\t997", "Gid"),
+            ("Groups:\t997 ", "Groups:\t997 27 ", "Groups"),
+            ("NoNewPrivs:\t1", "NoNewPrivs:\t0", "NoNewPrivs"),
+            (
+                "CapEff:\t0000000000000000",
+                "CapEff:\t0000000000000040",
+                "CapEff",
+            ),
+            (
+                "CapPrm:\t0000000000000000",
+                "CapPrm:\t00000000000000c0",
+                "CapPrm",
+            ),
+            (
+                "CapAmb:\t0000000000000000",
+                "CapAmb:\t0000000000000001",
+                "CapAmb",
+            ),
+            ("CapInh:\t0000000000000000", "", "CapInh"),
+        ];
+        for (from, to, needle) in cases {
+            let text = SWITCHED.replace(from, to);
+            let e = check_switched(&parse_status(&text), 998, 997).unwrap_err();
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+        assert!(check_switched(&parse_status(SWITCHED), 999, 997).is_err());
+    }
+}

@@ -73,6 +73,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
             workdir: workdir.to_string_lossy().into_owned(),
             roots: Vec::new(),
             run_as: None,
+            owner: None,
             job_env: Vec::new(),
             // The user who runs `up` is its own administrator: their account starts enabled.
             enabled: true,

@@ -22,6 +22,7 @@ mod policy_cmd;
 mod services;
 mod status;
 mod supervisor;
+mod system;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,6 +47,17 @@ struct StateArgs {
     /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+}
+
+/// System mode's layout, as `up --system` hands it to the gate and the broker.
+#[derive(clap::Args, Debug, Clone)]
+struct LayoutArgs {
+    /// System mode: the runtime directory with the sockets (`/run/glovebox`).
+    #[arg(long, value_name = "DIR", requires = "config")]
+    runtime_dir: Option<PathBuf>,
+    /// System mode: `glovebox.yaml` (`/etc/glovebox/glovebox.yaml`).
+    #[arg(long, value_name = "FILE", requires = "runtime_dir")]
+    config: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -76,6 +88,20 @@ enum Command {
         /// Seconds an approver has to answer an ask.
         #[arg(long, default_value_t = 25)]
         ask_timeout_secs: u64,
+        /// System mode (as root, what the system unit runs): the gate, the broker and each
+        /// account's executor under their own OS users; config, managed policy, state and
+        /// sockets in /etc/glovebox, /var/lib/glovebox and /run/glovebox.
+        #[arg(long)]
+        system: bool,
+        /// System mode: the configuration file (default: /etc/glovebox/glovebox.yaml).
+        #[arg(long, value_name = "FILE", requires = "system")]
+        config: Option<PathBuf>,
+        /// System mode: the runtime directory for sockets (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
+        /// System mode: the managed policy directory (default: /etc/glovebox/policy.d).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        policy_dir: Option<PathBuf>,
     },
     /// Say whether glovebox runs: its processes, URLs, accounts, sandboxes and health.
     Status {
@@ -114,6 +140,13 @@ enum Command {
     Approve {
         #[command(flatten)]
         client: ClientArgs,
+        /// System mode: connect to the system service's approve socket as yourself, the owner of
+        /// the account (no token: the kernel tells glovebox who you are).
+        #[arg(long)]
+        system: bool,
+        /// System mode: the runtime directory (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
     },
     /// Print a one-time login link to the web console (approvals, activity, rules, switches).
     Console {
@@ -215,6 +248,11 @@ enum Command {
     Gate {
         #[command(flatten)]
         state: StateArgs,
+        #[command(flatten)]
+        layout: LayoutArgs,
+        /// The managed policy directory (default: `managed` in the state dir).
+        #[arg(long, value_name = "DIR")]
+        policy_dir: Option<PathBuf>,
         /// A user whose executor may append audit events (repeatable).
         #[arg(long = "audit-peer-uid", value_name = "UID")]
         audit_peer_uids: Vec<u32>,
@@ -249,6 +287,8 @@ enum Command {
     Broker {
         #[command(flatten)]
         state: StateArgs,
+        #[command(flatten)]
+        layout: LayoutArgs,
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
         #[arg(long, default_value_t = 25)]
@@ -358,6 +398,19 @@ impl Env {
         )
     }
 
+    /// The layout of a service's state: user mode's, or system mode's when `layout` names it.
+    fn layout(&self, state: &StateArgs, layout: LayoutArgs) -> glovebox_config::StateDir {
+        let root = self.state_dir(state);
+        match (layout.runtime_dir, layout.config) {
+            (Some(runtime), Some(config)) => glovebox_config::StateDir::system(
+                root,
+                self.absolute(runtime),
+                self.absolute(config),
+            ),
+            _ => glovebox_config::StateDir::new(root),
+        }
+    }
+
     /// `path`, relative to the current directory when it is not absolute.
     fn absolute(&self, path: PathBuf) -> PathBuf {
         if path.is_absolute() {
@@ -450,6 +503,14 @@ fn main() -> ExitCode {
         }
         _ => Default::default(),
     };
+    // A service started in system mode checks, before anything else, that it is exactly the
+    // identity the supervisor switched it to (no group, capability or way back left over).
+    if let Some(expect) = &handover.expect
+        && let Err(e) = identity::verify_switched(expect)
+    {
+        eprintln!("glovebox: {}", out::error_chain(&e));
+        return ExitCode::from(2);
+    }
     // The executor confines itself before any thread exists, so every thread and job inherits it.
     let prepared = match &cli.command {
         Command::Executor(args) => match services::prepare_executor(&env, args, &handover) {
@@ -508,10 +569,30 @@ async fn dispatch(
             workdir,
             listen,
             ask_timeout_secs,
+            system,
+            config,
+            runtime_dir,
+            policy_dir,
         } => {
             let workdir_option = workdir.map(|w| env.absolute(w));
+            let system = system.then(|| {
+                use glovebox_config::system_defaults as d;
+                let or = |p: Option<PathBuf>, default: &str| {
+                    env.absolute(p.unwrap_or_else(|| PathBuf::from(default)))
+                };
+                supervisor::SystemPaths {
+                    config: or(config, d::CONFIG),
+                    runtime_dir: or(runtime_dir, d::RUNTIME_DIR),
+                    policy_dir: or(policy_dir, d::POLICY_DIR),
+                }
+            });
+            let state_dir = match (&system, &state.state_dir) {
+                (Some(_), None) => PathBuf::from(glovebox_config::system_defaults::STATE_DIR),
+                _ => env.state_dir(&state),
+            };
             let options = supervisor::UpOptions {
-                state_dir: env.state_dir(&state),
+                state_dir,
+                system,
                 workdir: workdir_option.clone().unwrap_or_else(|| env.cwd.clone()),
                 workdir_option,
                 listen,
@@ -540,7 +621,22 @@ async fn dispatch(
         Command::Mcp { client } => {
             mcp_bridge::serve(move || env.target(client.clone(), Role::Agent)).await
         }
-        Command::Approve { client } => client::approve(&env.target(client, Role::Approver)?).await,
+        Command::Approve {
+            client,
+            system: true,
+            runtime_dir,
+        } => {
+            let runtime =
+                env.absolute(runtime_dir.unwrap_or_else(|| {
+                    PathBuf::from(glovebox_config::system_defaults::RUNTIME_DIR)
+                }));
+            // Only the runtime directory matters here; the state is the service's.
+            let layout = glovebox_config::StateDir::system("/", &runtime, "/");
+            client::approve_system(&layout.approve_socket(), client.account.as_deref()).await
+        }
+        Command::Approve { client, .. } => {
+            client::approve(&env.target(client, Role::Approver)?).await
+        }
         Command::Console { client, open } => {
             let target = env.target(client, Role::Approver)?;
             let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
@@ -608,11 +704,14 @@ async fn dispatch(
         } => services::audit_verify(&env.state_dir(&state)).await,
         Command::Gate {
             state,
+            layout,
+            policy_dir,
             audit_peer_uids,
             exit_on_stdin_eof,
         } => {
             services::gate(
-                &env.state_dir(&state),
+                env.layout(&state, layout),
+                policy_dir.map(|p| env.absolute(p)),
                 audit_peer_uids,
                 exit_on_stdin_eof,
                 handover,
@@ -633,13 +732,14 @@ async fn dispatch(
         }
         Command::Broker {
             state,
+            layout,
             listen,
             ask_timeout_secs,
             exit_on_stdin_eof,
         } => {
             services::broker(
                 &env,
-                &env.state_dir(&state),
+                env.layout(&state, layout),
                 listen,
                 ask_timeout_secs,
                 exit_on_stdin_eof,

@@ -134,7 +134,7 @@ pub async fn pack_host(
         xdg_cache.as_deref(),
         &make_tmp_dir(&args.account)?,
     );
-    let listener = glovebox_proto::transport::bind_private_socket(&args.socket)
+    let listener = glovebox_proto::transport::bind_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
     let config = glovebox_packs::PacksConfig {
         account: args.account.clone(),
@@ -146,6 +146,7 @@ pub async fn pack_host(
         audit_socket: args.audit_socket.clone(),
         audit_key,
         serve_keys,
+        allowed_uids: handover.allowed_uids(),
         shim: std::env::current_exe().context("locate the glovebox binary")?,
         shell: user.shell.display().to_string(),
         environment,

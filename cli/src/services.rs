@@ -88,18 +88,27 @@ fn ready(line: &str) {
 }
 
 pub async fn gate(
-    state_dir: &Path,
+    state: StateDir,
+    policy_dir: Option<std::path::PathBuf>,
     audit_peer_uids: Vec<u32>,
     exit_on_stdin_eof: bool,
     handover: Handover,
 ) -> anyhow::Result<ExitCode> {
-    let state = StateDir::new(state_dir);
     let mut config = glovebox_gate::GateConfig::load(state.clone())?;
+    if let Some(dir) = policy_dir {
+        // System mode's managed layer: root's directory, whose every file must be root's too.
+        config.managed_dirs = vec![dir];
+        config.managed_root_only = true;
+    }
+    if state.system_paths().is_some() {
+        glovebox_gate::audit::share_with_group();
+    }
     config.audit_peer_uids = audit_peer_uids;
+    let socket_mode = handover.socket_mode();
     config.handover = handover;
     let socket = state.gate_socket();
-    let listener =
-        bind_private_socket(&socket).with_context(|| format!("bind {}", socket.display()))?;
+    let listener = glovebox_proto::transport::bind_socket(&socket, socket_mode)
+        .with_context(|| format!("bind {}", socket.display()))?;
     // Reachable by other users' executors; the gate checks each peer's uid.
     let audit_socket = state.audit_socket();
     let audit_listener = glovebox_proto::transport::bind_socket(&audit_socket, 0o666)
@@ -188,7 +197,7 @@ pub fn prepare_executor(
     let (workdir, roots) = canonical_places(args)?;
     let (key, audit_key, serve_keys) = executor_keys(args, handover)?;
     // Bound before any thread starts; handed to tokio once the runtime exists.
-    let listener = glovebox_proto::transport::bind_std_socket(&args.socket, 0o600)
+    let listener = glovebox_proto::transport::bind_std_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
     // The trash must exist (as this user) before the sandbox is applied, to be granted. A user
     // without a writable home has no trash: deletes then fail, nothing else does.
@@ -226,6 +235,7 @@ pub fn prepare_executor(
             gate_socket: args.audit_socket.clone(),
             audit_key,
             serve_keys,
+            allowed_uids: handover.allowed_uids(),
             protected: args
                 .protected
                 .iter()
@@ -350,13 +360,12 @@ pub async fn executor(prepared: PreparedExecutor) -> anyhow::Result<ExitCode> {
 
 pub async fn broker(
     env: &Env,
-    state_dir: &Path,
+    state: StateDir,
     listen: Option<SocketAddr>,
     ask_timeout_secs: u64,
     exit_on_stdin_eof: bool,
     handover: Handover,
 ) -> anyhow::Result<ExitCode> {
-    let state = StateDir::new(state_dir);
     let config = state.load_config()?;
     let addr = listen.unwrap_or(config.listen);
     anyhow::ensure!(
@@ -381,10 +390,36 @@ pub async fn broker(
         ),
         Err(e) => return Err(anyhow::Error::new(e).context(format!("listen on {addr}"))),
     };
+    // System mode: approvers connect to the approve socket as themselves, each the approver of
+    // the accounts they own.
+    let approve = match state.system_paths() {
+        None => None,
+        Some(_) => {
+            let mut owners = Vec::new();
+            for a in &config.accounts {
+                let name = a.owner.as_deref().with_context(|| {
+                    format!("account {:?} has no owner (required in system mode)", a.id)
+                })?;
+                let user = nix::unistd::User::from_name(name)?.with_context(|| {
+                    format!("owner {name:?} of account {:?} does not exist", a.id)
+                })?;
+                owners.push((a.id.clone(), user.uid.as_raw()));
+            }
+            let path = state.approve_socket();
+            let listener = glovebox_proto::transport::bind_socket(&path, 0o666)
+                .with_context(|| format!("bind {}", path.display()))?;
+            Some((listener, glovebox_broker::approve_socket::Owners(owners)))
+        }
+    };
     let local = listener.local_addr()?;
     ready(&format!("ws://{local}/v1/ws"));
     serve_with_grace(exit_on_stdin_eof, |stopped| {
-        Box::pin(glovebox_broker::run(broker_config, listener, stopped))
+        Box::pin(glovebox_broker::run_with_approve(
+            broker_config,
+            listener,
+            approve,
+            stopped,
+        ))
     })
     .await?;
     Ok(ExitCode::SUCCESS)

@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use glovebox_config::{StateDir, write_private_file};
 use glovebox_proto::transport::authenticated_channel;
-use glovebox_proto::transport::handover::{ControlKeys, peer, socket};
+use glovebox_proto::transport::handover::{ControlKeys, ExpectedIdentity, Handover, peer, socket};
 use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::services::await_ready;
-use crate::{identity, init};
+use crate::{identity, init, system};
 
 mod packs_spec;
 
@@ -37,6 +37,8 @@ const STABLE_AFTER: Duration = Duration::from_secs(60);
 
 pub struct UpOptions {
     pub state_dir: PathBuf,
+    /// `--system`: where system mode's files are (see `system`).
+    pub system: Option<SystemPaths>,
     /// The workdir of the account a first start creates (the current directory by default).
     pub workdir: PathBuf,
     /// `--workdir`, if given: on a later start it must match the user's account's workdir.
@@ -49,6 +51,21 @@ pub struct UpOptions {
     pub home: Option<PathBuf>,
 }
 
+/// System mode's files besides the state directory.
+#[derive(Debug, Clone)]
+pub struct SystemPaths {
+    pub config: PathBuf,
+    pub runtime_dir: PathBuf,
+    pub policy_dir: PathBuf,
+}
+
+/// System mode, set up: who each service runs as, and the managed policy the gate loads.
+#[derive(Debug, Clone)]
+struct SystemMode {
+    users: system::ServiceUsers,
+    policy_dir: PathBuf,
+}
+
 /// One kind of child process.
 /// Not `Debug`: its handover line holds keys.
 #[derive(Clone)]
@@ -59,6 +76,9 @@ struct Spec {
     stdin_line: Option<String>,
     /// (uid, gid) to run as, when it differs from the supervisor's.
     run_as: Option<(u32, u32)>,
+    /// System mode: the switch to `run_as` also sets the supplementary groups to exactly its
+    /// gid, empties every capability set and sets `no_new_privs` (`identity::switch_for_good`).
+    harden: bool,
     /// Environment variables set for the child (on top of the supervisor's).
     env: Vec<(String, String)>,
 }
@@ -83,26 +103,60 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    let state = StateDir::new(&o.state_dir);
+    let (state, system_mode) = match &o.system {
+        None => (StateDir::new(&o.state_dir), None),
+        Some(paths) => {
+            system::require_root()?;
+            let users = system::service_users()?;
+            system::check_root_owned(&paths.config, "config file")?;
+            let state = StateDir::system(&o.state_dir, &paths.runtime_dir, &paths.config);
+            let config = state.load_config()?;
+            system::check_accounts(&config, &state.config_file(), &users)?;
+            system::prepare_runtime(&paths.runtime_dir)?;
+            let mode = SystemMode {
+                users,
+                policy_dir: paths.policy_dir.clone(),
+            };
+            (state, Some(mode))
+        }
+    };
     let (exits_tx, mut exits) = mpsc::channel::<Exit>(64);
     // A first start that fails leaves nothing behind, so the next one starts afresh; a start
     // that fails after taking the lock leaves no sockets. One that finds another `up` running
-    // touches nothing of it.
-    let fresh = !state.root().exists();
+    // touches nothing of it. (System mode's state is never removed.)
+    let fresh = system_mode.is_none() && !state.root().exists();
     let forget = || {
         if fresh {
             let _ = std::fs::remove_dir_all(state.root());
         }
     };
-    let created = init::ensure_state(&state, &o.workdir).inspect_err(|_| forget())?;
+    let created = match system_mode {
+        Some(_) => None,
+        None => init::ensure_state(&state, &o.workdir).inspect_err(|_| forget())?,
+    };
     let _lock = lock(&state)?;
+    if let Some(mode) = &system_mode {
+        let config = state.load_config()?;
+        let identities = system::check_accounts(&config, &state.config_file(), &mode.users)?;
+        system::prepare_state(&state, &config, &mode.users)?;
+        system::prepare_sockets(&state, &config, &identities, &mode.users)?;
+    }
     let Started {
         config,
         keys,
         exe,
         mut running,
         url,
-    } = match start_up(&state, &o, created.is_some(), &exits_tx, &mut exits).await {
+    } = match start_up(
+        &state,
+        &o,
+        system_mode.as_ref(),
+        created.is_some(),
+        &exits_tx,
+        &mut exits,
+    )
+    .await
+    {
         Ok(started) => started,
         Err(e) => {
             remove_sockets(&state);
@@ -121,14 +175,17 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         &format!("glovebox up: {} processes", running.len()),
     )
     .await;
-    banner(
-        &state,
-        &config,
-        &url,
-        created.as_deref(),
-        &sandboxes(&running),
-        &crate::status::policy_errors(&url, &state).await,
-    );
+    match &system_mode {
+        None => banner(
+            &state,
+            &config,
+            &url,
+            created.as_deref(),
+            &sandboxes(&running),
+            &crate::status::policy_errors(&url, &state).await,
+        ),
+        Some(mode) => system_banner(&state, &config, &url, &sandboxes(&running), mode),
+    }
 
     let signal = async move {
         tokio::select! {
@@ -165,6 +222,7 @@ struct Started {
 async fn start_up(
     state: &StateDir,
     o: &UpOptions,
+    system_mode: Option<&SystemMode>,
     first_start: bool,
     exits_tx: &mpsc::Sender<Exit>,
     exits: &mut mpsc::Receiver<Exit>,
@@ -182,9 +240,12 @@ async fn start_up(
     let master = glovebox_ticket::MasterKey::from_bytes(&std::fs::read(state.ticket_key())?)?;
     let keys = crate::control_keys(state)?;
     let exe = std::env::current_exe().context("locate the glovebox binary")?;
-    let specs = child_specs(state, &config, &keys, &master, o)?;
+    let specs = child_specs(state, &config, &keys, &master, o, system_mode)?;
     let mut running = start_all(&exe, specs, exits_tx, exits).await?;
     let url = publish_url(state, &mut running)?;
+    if system_mode.is_some() {
+        system::publish_url_file(&state.broker_url_file())?;
+    }
     Ok(Started {
         config,
         keys,
@@ -235,6 +296,9 @@ fn remove_sockets(state: &StateDir) {
     if let Ok(config) = state.load_config() {
         files.extend(config.accounts.iter().map(|a| state.executor_socket(&a.id)));
     }
+    if state.system_paths().is_some() {
+        files.push(state.approve_socket());
+    }
     for file in files {
         let _ = std::fs::remove_file(file);
     }
@@ -249,12 +313,16 @@ fn child_specs(
     keys: &ControlKeys,
     master: &glovebox_ticket::MasterKey,
     o: &UpOptions,
+    system_mode: Option<&SystemMode>,
 ) -> anyhow::Result<Vec<Spec>> {
     let account_ids: Vec<&str> = config.accounts.iter().map(|a| a.id.as_str()).collect();
     let mut identities = Vec::new();
     for a in &config.accounts {
         let identity = identity::resolve(a)?;
-        identity::prepare_run_dir(state, &a.id, &identity)?;
+        if system_mode.is_none() {
+            // System mode made every socket directory already (`system::prepare_sockets`).
+            identity::prepare_run_dir(state, &a.id, &identity)?;
+        }
         identities.push(identity);
     }
     let trashes: Vec<PathBuf> = identities
@@ -270,20 +338,82 @@ fn child_specs(
     check_placement(state, config, &identities, &trashes, o.home.as_deref())?;
     let mut specs = vec![gate_spec(state, keys, &account_ids, &identities)];
     let protected = std::fs::canonicalize(state.root())?.display().to_string();
+    // System mode: each account service accepts the broker's uid, and checks it runs as its
+    // account's user with nothing left over.
+    let system_handover = |mut h: Handover, identity: &identity::Identity| -> String {
+        if let Some(mode) = system_mode {
+            h.peer_uids = vec![mode.users.broker.uid];
+            h.expect = Some(ExpectedIdentity {
+                uid: identity.uid,
+                gid: identity.gid,
+            });
+        }
+        h.to_line()
+    };
     for ((a, identity), trash) in config.accounts.iter().zip(&identities).zip(&trashes) {
         let key = hex::encode(master.account_key(&a.id).as_bytes());
-        let handover = keys.for_executor(&a.id, key).to_line();
+        let handover = system_handover(keys.for_executor(&a.id, key), identity);
         specs.push(executor_spec(
             state, a, identity, trash, &protected, handover,
         ));
         let packs_key = hex::encode(master.packs_key(&a.id).as_bytes());
-        let handover = keys.for_packs(&a.id, packs_key).to_line();
+        let handover = system_handover(keys.for_packs(&a.id, packs_key), identity);
         specs.push(packs_spec::packs_spec(
             state, a, identity, &protected, handover,
         ));
     }
     specs.push(broker_spec(state, keys, &account_ids, o));
+    if let Some(mode) = system_mode {
+        for spec in &mut specs {
+            system_spec(spec, state, mode);
+        }
+    }
     Ok(specs)
+}
+
+/// Turns a user-mode spec into system mode's: the gate and the broker as their service users,
+/// told the layout (and the gate the managed policy); each child switched for good and told
+/// which identity to verify.
+fn system_spec(spec: &mut Spec, state: &StateDir, mode: &SystemMode) {
+    let users = &mode.users;
+    let layout = |args: &mut Vec<String>| {
+        if let Some(paths) = state.system_paths() {
+            args.extend([
+                "--runtime-dir".into(),
+                paths.runtime.display().to_string(),
+                "--config".into(),
+                paths.config.display().to_string(),
+            ]);
+        }
+    };
+    let service_user = match spec.name.as_str() {
+        "gate" => {
+            layout(&mut spec.args);
+            spec.args
+                .extend(["--policy-dir".into(), mode.policy_dir.display().to_string()]);
+            Some((&users.gate, vec![users.broker.uid]))
+        }
+        "broker" => {
+            layout(&mut spec.args);
+            Some((&users.broker, Vec::new()))
+        }
+        _ => None,
+    };
+    if let Some((user, peer_uids)) = service_user {
+        spec.run_as = Some((user.uid, user.gid));
+        if let Some(line) = &spec.stdin_line
+            && let Ok(mut h) = Handover::parse(line)
+        {
+            h.peer_uids = peer_uids;
+            h.expect = Some(ExpectedIdentity {
+                uid: user.uid,
+                gid: user.gid,
+            });
+            spec.stdin_line = Some(h.to_line());
+        }
+        spec.env = vec![("HOME".into(), "/".into())];
+    }
+    spec.harden = true;
 }
 
 fn gate_spec(
@@ -306,6 +436,7 @@ fn gate_spec(
         args,
         stdin_line: Some(keys.for_gate(account_ids.iter().copied()).to_line()),
         run_as: None,
+        harden: false,
         env: Vec::new(),
     }
 }
@@ -390,6 +521,7 @@ fn account_service_spec(
         args,
         stdin_line: Some(handover),
         run_as: identity.drops.then_some((identity.uid, identity.gid)),
+        harden: false,
         env,
     }
 }
@@ -411,6 +543,7 @@ fn broker_spec(state: &StateDir, keys: &ControlKeys, account_ids: &[&str], o: &U
         args,
         stdin_line: Some(keys.for_broker(account_ids.iter().copied()).to_line()),
         run_as: None,
+        harden: false,
         env: Vec::new(),
     }
 }
@@ -612,9 +745,20 @@ async fn start(
     // A group of its own: Ctrl-C in the terminal reaches `up` alone, which audits the stop and
     // stops the children in order (the gate last).
     command.process_group(0);
-    if let Some((uid, gid)) = spec.run_as {
+    match spec.run_as {
+        Some((uid, gid)) if spec.harden => {
+            // SAFETY: the closure makes only system calls (no allocation, no lock), as is
+            // required between fork and exec of a multi-threaded parent.
+            #[allow(unsafe_code)]
+            unsafe {
+                command.pre_exec(move || identity::switch_for_good(uid, gid));
+            }
+        }
         // As root, std also drops every supplementary group before changing user.
-        command.uid(uid).gid(gid);
+        Some((uid, gid)) => {
+            command.uid(uid).gid(gid);
+        }
+        None => {}
     }
     let mut child = command
         .args(&spec.args)
@@ -744,6 +888,50 @@ pub(crate) fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
+/// What `up --system` prints once everything runs.
+fn system_banner(
+    state: &StateDir,
+    config: &glovebox_config::Config,
+    url: &str,
+    sandboxes: &[(String, String)],
+    mode: &SystemMode,
+) {
+    println!("glovebox is up (system mode)");
+    println!("  WebSocket: {url}");
+    println!("  MCP:       {}", crate::status::mcp_url(url));
+    println!("  config:    {}", state.config_file().display());
+    println!("  policy:    {} (managed)", mode.policy_dir.display());
+    println!(
+        "  state:     {} (owned by {})",
+        state.root().display(),
+        mode.users.gate.name
+    );
+    println!("  sockets:   {}", state.run_dir().display());
+    println!(
+        "  approve:   {} (`glovebox approve --system` as an account's owner)",
+        state.approve_socket().display()
+    );
+    println!(
+        "  audit:     {} (readable by group {})",
+        state.audit_db().display(),
+        glovebox_config::system_defaults::AUDIT_GROUP
+    );
+    println!("  gate:      runs as {}", mode.users.gate.name);
+    println!("  broker:    runs as {}", mode.users.broker.name);
+    for a in &config.accounts {
+        println!(
+            "  account:   {} (owner {}, runs as {}, workdir {})",
+            a.id,
+            a.owner.as_deref().unwrap_or("?"),
+            a.run_as.as_deref().unwrap_or("?"),
+            a.workdir.display()
+        );
+    }
+    for (name, status) in sandboxes {
+        println!("  sandbox:   {name} {status}");
+    }
+}
+
 fn banner(
     state: &StateDir,
     config: &glovebox_config::Config,
@@ -839,6 +1027,7 @@ mod tests {
         let state = StateDir::new(std::path::Path::new("/s"));
         let options = UpOptions {
             state_dir: "/s".into(),
+            system: None,
             workdir: "/w".into(),
             workdir_option: None,
             listen: Some("127.0.0.1:7420".parse().unwrap()),
@@ -886,6 +1075,7 @@ mod tests {
             workdir: "/w".into(),
             roots: vec!["/w".into()],
             run_as: None,
+            owner: None,
             job_env: vec![],
             enabled: true,
             token_hashes: vec![],

@@ -17,6 +17,20 @@
 //! <state>/run/                               sockets and the lock of a running `glovebox up`
 //! <state>/run/exec-<id>/                      the account's executor and pack host sockets (owned by its run_as user)
 //! ```
+//!
+//! In system mode ([`StateDir::system`], `glovebox up --system`) `glovebox.yaml` is a file of its
+//! own (`/etc/glovebox/glovebox.yaml`) and the sockets live in a runtime directory
+//! (`/run/glovebox`), one directory per service so that each directory's owner, group and mode
+//! say exactly who may reach the sockets in it:
+//!
+//! ```text
+//! <runtime>/glovebox.lock, broker.url        the supervisor's lock (root) and the broker's URL
+//! <runtime>/gate/gate.sock                   the gate's main socket (the broker, the supervisor)
+//! <runtime>/admin/admin.sock                 the gate's rule-management socket (root)
+//! <runtime>/audit/audit.sock                 the gate's audit-only socket (executors, pack hosts)
+//! <runtime>/exec-<id>/                       the account's executor and pack host sockets (the broker)
+//! <runtime>/broker/approve.sock              approvers, authenticated by their uid (everyone may connect)
+//! ```
 
 pub mod client_tools;
 pub mod job_env;
@@ -64,18 +78,95 @@ impl ConfigError {
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    /// System mode: the runtime directory and the config file, apart from the state.
+    system: Option<SystemPaths>,
+}
+
+/// Where system mode keeps what user mode keeps in the state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemPaths {
+    pub runtime: PathBuf,
+    pub config: PathBuf,
+}
+
+/// System mode's default paths.
+pub mod system_defaults {
+    pub const CONFIG: &str = "/etc/glovebox/glovebox.yaml";
+    pub const POLICY_DIR: &str = "/etc/glovebox/policy.d";
+    pub const STATE_DIR: &str = "/var/lib/glovebox";
+    pub const RUNTIME_DIR: &str = "/run/glovebox";
+    /// The system user the gate runs as (the state's only owner and writer).
+    pub const GATE_USER: &str = "glovebox-gate";
+    /// The system user the broker runs as.
+    pub const BROKER_USER: &str = "glovebox-broker";
+    /// The group whose members may read `audit.db`.
+    pub const AUDIT_GROUP: &str = "glovebox-audit";
 }
 
 impl StateDir {
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
-        StateDir { root: root.into() }
+        StateDir {
+            root: root.into(),
+            system: None,
+        }
+    }
+
+    /// System mode's layout: state in `root`, sockets in `runtime`, the config in `config`.
+    pub fn system(
+        root: impl Into<PathBuf>,
+        runtime: impl Into<PathBuf>,
+        config: impl Into<PathBuf>,
+    ) -> StateDir {
+        StateDir {
+            root: root.into(),
+            system: Some(SystemPaths {
+                runtime: runtime.into(),
+                config: config.into(),
+            }),
+        }
+    }
+
+    /// System mode's paths, if this is a system layout.
+    pub fn system_paths(&self) -> Option<&SystemPaths> {
+        self.system.as_ref()
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
     pub fn config_file(&self) -> PathBuf {
-        self.root.join("glovebox.yaml")
+        match &self.system {
+            Some(s) => s.config.clone(),
+            None => self.root.join("glovebox.yaml"),
+        }
+    }
+    /// System mode: the directory of one service's sockets in the runtime directory (`gate`,
+    /// `admin`, `audit`, `broker`, `exec-<id>`); user mode: the run directory.
+    fn socket_dir(&self, service: &str) -> PathBuf {
+        match &self.system {
+            Some(s) => s.runtime.join(service),
+            None => self.run_dir(),
+        }
+    }
+    /// System mode: the directory of the gate's main socket (the broker's group may enter).
+    pub fn gate_socket_dir(&self) -> PathBuf {
+        self.socket_dir("gate")
+    }
+    /// System mode: the directory of the admin socket (root only).
+    pub fn admin_socket_dir(&self) -> PathBuf {
+        self.socket_dir("admin")
+    }
+    /// System mode: the directory of the audit socket (everyone may enter; the gate checks uids).
+    pub fn audit_socket_dir(&self) -> PathBuf {
+        self.socket_dir("audit")
+    }
+    /// System mode: the broker's directory (its approve socket).
+    pub fn broker_socket_dir(&self) -> PathBuf {
+        self.socket_dir("broker")
+    }
+    /// System mode: where approvers connect, authenticated by their uid.
+    pub fn approve_socket(&self) -> PathBuf {
+        self.broker_socket_dir().join("approve.sock")
     }
     pub fn account_dir(&self, account: &str) -> PathBuf {
         self.root.join("accounts").join(account)
@@ -109,14 +200,18 @@ impl StateDir {
     pub fn control_key(&self) -> PathBuf {
         self.root.join("control.key")
     }
+    /// Sockets, the lock and the broker's URL: `<state>/run`, or system mode's runtime directory.
     pub fn run_dir(&self) -> PathBuf {
-        self.root.join("run")
+        match &self.system {
+            Some(s) => s.runtime.clone(),
+            None => self.root.join("run"),
+        }
     }
     pub fn lock_file(&self) -> PathBuf {
         self.run_dir().join("glovebox.lock")
     }
     pub fn gate_socket(&self) -> PathBuf {
-        self.run_dir().join("gate.sock")
+        self.gate_socket_dir().join("gate.sock")
     }
     /// A directory of the account's own (its executor may run as another OS user).
     pub fn executor_run_dir(&self, account: &str) -> PathBuf {
@@ -147,11 +242,11 @@ impl StateDir {
     }
     /// The gate's rule-management socket (`glovebox policy ...`); the broker never connects to it.
     pub fn admin_socket(&self) -> PathBuf {
-        self.run_dir().join("admin.sock")
+        self.admin_socket_dir().join("admin.sock")
     }
     /// The gate's audit-only socket, which executors running as other users connect to.
     pub fn audit_socket(&self) -> PathBuf {
-        self.run_dir().join("audit.sock")
+        self.audit_socket_dir().join("audit.sock")
     }
     /// Written by `glovebox up` once the broker listens: its WebSocket URL.
     pub fn broker_url_file(&self) -> PathBuf {
@@ -232,6 +327,10 @@ pub struct RawAccount {
     /// the user who runs glovebox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as: Option<String>,
+    /// The OS user who approves this account's asks (system mode, where it is required): their
+    /// `glovebox approve` is the account's approver by the uid the kernel reports for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// Directories the account's executor and jobs may touch at all (Landlock); default: the workdir.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
@@ -260,6 +359,8 @@ pub struct Account {
     /// Absolute; never empty (the workdir when none are configured).
     pub roots: Vec<PathBuf>,
     pub run_as: Option<String>,
+    /// The OS user who approves the account's asks (system mode).
+    pub owner: Option<String>,
     pub job_env: Vec<String>,
     pub enabled: bool,
     /// Agent credentials.
@@ -422,18 +523,21 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
             ));
         }
     }
-    if let Some(user) = &a.run_as
-        && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
-    {
-        return Err(format!(
-            "{at}.run_as: expected an unprivileged user name, got {user:?}"
-        ));
+    for (field, user) in [("run_as", &a.run_as), ("owner", &a.owner)] {
+        if let Some(user) = user
+            && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
+        {
+            return Err(format!(
+                "{at}.{field}: expected an unprivileged user name, got {user:?}"
+            ));
+        }
     }
     Ok(Account {
         id: a.id.clone(),
         workdir,
         roots,
         run_as: a.run_as.clone(),
+        owner: a.owner.clone(),
         job_env: a.job_env.clone(),
         enabled: a.enabled,
         token_hashes,

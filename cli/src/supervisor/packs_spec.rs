@@ -42,6 +42,7 @@ mod tests {
             workdir: "/w".into(),
             roots: vec!["/w".into(), "/r".into()],
             run_as: Some("alice".into()),
+            owner: None,
             job_env: vec![],
             enabled: true,
             token_hashes: vec![],

@@ -44,6 +44,7 @@ fn looks_like_yaml(rest: &str) -> bool {
 const EXAMPLE_CONFIG: &str = "deploy/etc/glovebox.yaml";
 const BASELINE: &str = "deploy/etc/policy.d/00-baseline.yaml";
 const USER_UNIT: &str = "deploy/systemd/glovebox-user.service";
+const SYSTEM_UNIT: &str = "deploy/systemd/glovebox.service";
 
 #[test]
 fn the_example_config_parses_with_the_real_loader() {
@@ -61,6 +62,7 @@ fn the_example_config_parses_with_the_real_loader() {
         .unwrap_or_else(|e| panic!("{e}\n{full}"));
     assert_eq!(config.accounts.len(), 2, "{full}");
     assert_eq!(config.accounts[1].run_as.as_deref(), Some("ci-bot"));
+    assert_eq!(config.accounts[1].owner.as_deref(), Some("alice"));
 }
 
 fn baseline_policy(text: &str) -> Policy {
@@ -240,6 +242,91 @@ fn systemd_accepts_the_user_unit() {
         .args(["--user", "--man=no", "verify"])
         .arg(&path)
         .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .expect("systemd-analyze (the systemd package) is needed to check deploy/systemd");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && said.trim().is_empty(), "{said}");
+}
+
+#[test]
+fn the_system_unit_runs_up_system_as_the_binary_parses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = exec_starts(&read(SYSTEM_UNIT), dir.path(), dir.path());
+    assert_eq!(starts, vec![vec!["/usr/bin/glovebox", "up", "--system"]]);
+    let (ok, output) = parses(&starts[0][1..]);
+    assert!(ok && output.contains("Usage: glovebox up"), "{output}");
+    assert!(
+        output.contains("--system") && output.contains("--policy-dir"),
+        "{output}"
+    );
+    let mut bad = starts[0][1..].to_vec();
+    bad.push("--no-such-flag".to_owned());
+    assert!(!parses(&bad).0);
+    // The system mode overrides need --system (refused while parsing, before anything runs).
+    let out = Command::new(env!("CARGO_BIN_EXE_glovebox"))
+        .args(["up", "--runtime-dir", "/nonexistent/x"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("--system"), "{said}");
+}
+
+#[test]
+fn the_system_unit_keeps_the_hardening_system_mode_needs() {
+    let entries = unit_entries(&read(SYSTEM_UNIT));
+    let value = |key: &str| {
+        entries
+            .iter()
+            .find(|(s, k, _)| s == "Service" && k == key)
+            .map(|(_, _, v)| v.clone())
+            .unwrap_or_else(|| panic!("{SYSTEM_UNIT} has no {key}="))
+    };
+    // The supervisor starts as root: no User=, and the capabilities to switch and set up only.
+    assert!(
+        !entries
+            .iter()
+            .any(|(_, k, _)| k == "User" || k == "DynamicUser")
+    );
+    let caps: Vec<String> = value("CapabilityBoundingSet")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    for needed in [
+        "CAP_SETUID",
+        "CAP_SETGID",
+        "CAP_CHOWN",
+        "CAP_FOWNER",
+        "CAP_KILL",
+    ] {
+        assert!(
+            caps.iter().any(|c| c == needed),
+            "{needed} missing: {caps:?}"
+        );
+    }
+    assert!(!caps.iter().any(|c| c == "CAP_SYS_ADMIN"), "{caps:?}");
+    assert_eq!(value("NoNewPrivileges"), "yes");
+    assert_eq!(value("ProtectSystem"), "full");
+    assert_eq!(value("PrivateTmp"), "yes");
+    assert_eq!(value("RuntimeDirectory"), "glovebox");
+    // Workdirs are usually in /home: not hidden from the executors.
+    assert!(!entries.iter().any(|(_, k, _)| k == "ProtectHome"));
+    assert!(value("RestrictAddressFamilies").contains("AF_UNIX"));
+    assert!(value("SystemCallFilter").starts_with('~'));
+}
+
+#[test]
+fn systemd_accepts_the_system_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = read(SYSTEM_UNIT).replace("/usr/bin/glovebox", env!("CARGO_BIN_EXE_glovebox"));
+    let path = dir.path().join("glovebox.service");
+    std::fs::write(&path, unit).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["--man=no", "verify"])
+        .arg(&path)
         .output()
         .expect("systemd-analyze (the systemd package) is needed to check deploy/systemd");
     let said = format!(

@@ -68,6 +68,23 @@ pub struct Handover {
     /// Keys this service proves as a client.
     #[serde(default)]
     pub call: Vec<Grant>,
+    /// System mode: the uids, besides its own and root, whose connections the service's main
+    /// socket accepts (the broker's, on the gate's and each executor's; see [`ControlKeys`]).
+    /// The keys are still needed: this is the kernel's check before the handshake.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_uids: Vec<u32>,
+    /// System mode: the identity the supervisor switched this service to. The service checks it
+    /// against `/proc/self/status` before anything else and refuses to run if anything is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<ExpectedIdentity>,
+}
+
+/// What a service started in system mode must find itself to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedIdentity {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 impl std::fmt::Debug for Handover {
@@ -84,6 +101,8 @@ impl std::fmt::Debug for Handover {
             )
             .field("serve", &names(&self.serve))
             .field("call", &names(&self.call))
+            .field("peer_uids", &self.peer_uids)
+            .field("expect", &self.expect)
             .finish()
     }
 }
@@ -177,6 +196,26 @@ impl Handover {
                 .filter(|g| g.socket == socket)
                 .filter_map(|g| Some((g.peer.clone(), SocketKey::from_hex(&g.key).ok()?))),
         )
+    }
+
+    /// The uids allowed to connect to this service's main socket: its own, root's, and
+    /// [`Handover::peer_uids`].
+    pub fn allowed_uids(&self) -> Vec<u32> {
+        let mut uids = super::default_allowed_uids();
+        for uid in &self.peer_uids {
+            if !uids.contains(uid) {
+                uids.push(*uid);
+            }
+        }
+        uids
+    }
+
+    /// The mode of the socket this service serves: its owner's alone in user mode; in system
+    /// mode (started with an [`ExpectedIdentity`]) anyone's, because the socket's directory,
+    /// made by the supervisor with the peer's group, decides who reaches it (see
+    /// `glovebox_config::StateDir`).
+    pub fn socket_mode(&self) -> u32 {
+        if self.expect.is_some() { 0o666 } else { 0o600 }
     }
 
     /// The key to call `socket` with, and the peer name it was granted to.

@@ -60,6 +60,9 @@ pub enum Entry {
     /// A web console session standing for an approver credential; the connection ends when the
     /// session does (logout, expiry), as when the credential is rotated.
     Console(Pin<Box<dyn Future<Output = ()> + Send>>),
+    /// System mode's approve socket: the kernel's peer uid is the account owner's, so there is no
+    /// token to revoke; the connection lasts until either end closes it.
+    Peer,
 }
 
 /// The upgrade of `/v1/ws`: authenticates the credential, reads the `profile` and `session`
@@ -126,12 +129,14 @@ pub async fn serve(
     entry: Entry,
 ) {
     let credential_revoked = crate::auth::revoked(app.credentials.subscribe(), who.clone());
+    let by_peer = matches!(entry, Entry::Peer);
     let (console, session_ended) = match entry {
-        Entry::Credential => (false, None),
+        Entry::Credential | Entry::Peer => (false, None),
         Entry::Console(ended) => (true, Some(ended)),
     };
     let revoked = async move {
         match session_ended {
+            None if by_peer => std::future::pending::<()>().await,
             None => credential_revoked.await,
             Some(ended) => {
                 tokio::select! {

@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod app;
+pub mod approve_socket;
 pub mod asks;
 pub mod auth;
 pub mod backends;
@@ -134,6 +135,17 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), BrokerError> {
+    run_with_approve(config, listener, None, shutdown).await
+}
+
+/// [`run`], and in system mode the approve socket (`approve_socket`) with each account's
+/// owner uid.
+pub async fn run_with_approve(
+    config: BrokerConfig,
+    listener: TcpListener,
+    approve: Option<(tokio::net::UnixListener, approve_socket::Owners)>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), BrokerError> {
     let open_files = limits::raise_open_files();
     let app = Arc::new(app::App::new(config, open_files)?);
     let pools = app.admission.pools();
@@ -151,6 +163,29 @@ pub async fn run(
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();
-    front_door::serve(listener, router(app), admission, header_timeout, shutdown).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    if let Some((approve_listener, owners)) = approve {
+        tokio::spawn(approve_socket::serve(
+            approve_listener,
+            app.clone(),
+            owners,
+            stopped(stop_rx.clone()),
+        ));
+    }
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    front_door::serve(
+        listener,
+        router(app),
+        admission,
+        header_timeout,
+        stopped(stop_rx),
+    )
+    .await?;
     Ok(())
 }

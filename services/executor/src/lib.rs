@@ -53,6 +53,9 @@ pub struct ExecutorConfig {
     pub audit_key: (String, transport::SocketKey),
     /// The keys of the peers this executor serves (the broker's).
     pub serve_keys: transport::ServerKeys,
+    /// The uids whose connections the socket accepts (its own, root's, and in system mode the
+    /// broker's).
+    pub allowed_uids: Vec<u32>,
     /// Canonical directories on the floor (glovebox's own state), hidden from listings.
     pub protected: Vec<String>,
     /// How jobs start: their environment (an allowlist; never the service's own), the shim
@@ -96,7 +99,7 @@ pub async fn run(
         .map_err(ExecutorError::Reaper)?;
     let incoming = transport::authenticated_incoming(
         listener,
-        transport::default_allowed_uids(),
+        config.allowed_uids.clone(),
         config.serve_keys.clone(),
     );
     let config_scratch = config.jobs.scratch.clone();

@@ -164,19 +164,38 @@ pub async fn open_pool(path: &Path) -> Result<SqlitePool, AuditError> {
     Ok(pool)
 }
 
-/// Makes `path` readable and writable by its owner only (creating it empty when `create`).
+/// Whether the audit files are readable by their group (system mode: the `glovebox-audit`
+/// group, which the supervisor gave the state directory and `audit.db`): set once at start.
+static GROUP_READABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// System mode: administrators in the audit files' group may read them with `sqlite3` (mode 0640
+/// instead of 0600; the group is the one the supervisor gave the state directory).
+pub fn share_with_group() {
+    GROUP_READABLE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Makes `path` readable and writable by its owner only, or also readable by its group after
+/// [`share_with_group`] (creating it empty when `create`).
 fn make_private(path: &Path, create: bool) -> std::io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mode = if GROUP_READABLE.load(std::sync::atomic::Ordering::SeqCst) {
+        0o640
+    } else {
+        0o600
+    };
     if create {
         std::fs::OpenOptions::new()
             .append(true)
             .create(true)
-            .mode(0o600)
+            .mode(mode)
             .open(path)?;
     }
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        Ok(meta)
+            if (meta.permissions().mode() & 0o077) & !mode != 0
+                || (mode == 0o640 && meta.permissions().mode() & 0o777 != mode) =>
+        {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         }
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(()),

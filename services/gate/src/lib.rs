@@ -59,6 +59,9 @@ pub struct GateConfig {
     /// Directories of the administrator's managed policy files (`*.yaml`): `<state>/managed`,
     /// and `/etc/glovebox/policy.d` in system mode ([`GateConfig::with_system_policy`]).
     pub managed_dirs: Vec<PathBuf>,
+    /// System mode: every managed directory and file must be root's and writable by root alone
+    /// (not a symlink); anything else fails the managed layer closed (see `policies`).
+    pub managed_root_only: bool,
     /// The keys of the peers each of the gate's sockets accepts (handed over by the supervisor).
     pub handover: Handover,
     /// The audit chain's key (`<state>/audit.key`, made on the first start that lacks it).
@@ -142,6 +145,7 @@ impl GateConfig {
             protected: vec![root.to_string_lossy().into_owned()],
             audit_peer_uids: Vec::new(),
             managed_dirs,
+            managed_root_only: false,
             handover: Handover::default(),
             audit_key,
         })
@@ -171,7 +175,8 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
         config.accounts,
         config.protected,
         config.managed_dirs,
-    );
+    )
+    .managed_root_only(config.managed_root_only);
     let state = Arc::new(service::GateState {
         policies,
         audit: audit.clone(),
@@ -240,7 +245,7 @@ pub async fn run(
     });
     let incoming = transport::authenticated_incoming(
         listener,
-        transport::default_allowed_uids(),
+        handover.allowed_uids(),
         handover.served_on(socket::GATE),
     );
     let main = tonic::transport::Server::builder()

@@ -23,6 +23,8 @@ use glovebox_policy::{Inputs, Policy, RawPolicy, Source, applies_to};
 
 /// What identifies one version of a file on disk.
 type Stamp = Option<glovebox_config::FileStamp>;
+/// A managed file's stamp, with its owner and mode (system mode takes only root's files).
+type ManagedStamp = (PathBuf, Stamp, Option<(u32, u32)>);
 
 /// A policy change or a failed reload, for the audit and the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +74,9 @@ struct AccountEntry {
 /// Managed files as last read: (file name, parsed policy) or the error.
 #[derive(Default)]
 struct Managed {
-    stamps: Vec<(PathBuf, Stamp)>,
+    /// Each file's stamp, and its owner and mode (a chown or chmod changes whether system mode
+    /// takes it, and changes neither the stamp's time nor its inode).
+    stamps: Vec<ManagedStamp>,
     files: Vec<(String, RawPolicy, i64)>,
     error: Option<String>,
 }
@@ -82,6 +86,8 @@ pub struct AccountPolicies {
     accounts: HashMap<String, AccountEntry>,
     protected: Vec<String>,
     managed_dirs: Vec<PathBuf>,
+    /// Whether managed files must be root's and writable by root alone (system mode).
+    managed_root_only: bool,
     managed: Mutex<Managed>,
     /// Bumped when a managed file actually changed.
     managed_version: AtomicU64,
@@ -135,6 +141,7 @@ impl AccountPolicies {
             accounts,
             protected,
             managed_dirs,
+            managed_root_only: false,
             managed: Mutex::new(Managed::default()),
             managed_version: AtomicU64::new(0),
             events: Mutex::new(Vec::new()),
@@ -142,6 +149,16 @@ impl AccountPolicies {
         };
         policies.refresh_managed();
         policies
+    }
+
+    /// System mode: the managed layer takes only directories and files owned by root and
+    /// writable by no one else, none of them a symlink; one that is not fails the whole managed
+    /// layer closed (as a managed file that does not compile does), with the reason in health.
+    pub fn managed_root_only(mut self, on: bool) -> AccountPolicies {
+        self.managed_root_only = on;
+        self.managed_version.store(0, Ordering::SeqCst);
+        self.refresh_managed();
+        self
     }
 
     pub fn workdir(&self, account: &str) -> Option<&str> {
@@ -265,6 +282,12 @@ impl AccountPolicies {
         let mut files: Vec<PathBuf> = Vec::new();
         let mut error = None;
         for dir in &self.managed_dirs {
+            if self.managed_root_only
+                && let Err(why) = root_only_dir(dir)
+            {
+                error = Some(why);
+                continue;
+            }
             match std::fs::read_dir(dir) {
                 Ok(entries) => files.extend(
                     entries
@@ -277,9 +300,15 @@ impl AccountPolicies {
             }
         }
         files.sort();
-        let stamps: Vec<(PathBuf, Stamp)> = files
+        let owner_mode = |f: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(f)
+                .ok()
+                .map(|m| (m.uid(), m.mode()))
+        };
+        let stamps: Vec<ManagedStamp> = files
             .iter()
-            .map(|f| (f.clone(), glovebox_config::file_stamp(f)))
+            .map(|f| (f.clone(), glovebox_config::file_stamp(f), owner_mode(f)))
             .collect();
         let first = self.managed_version.load(Ordering::SeqCst) == 0;
         if !first && stamps == managed.stamps && error == managed.error {
@@ -288,7 +317,12 @@ impl AccountPolicies {
         managed.stamps = stamps;
         let mut parsed = Vec::new();
         for f in &files {
-            match read_source(f) {
+            let read = if self.managed_root_only {
+                read_root_only_source(f)
+            } else {
+                read_source(f)
+            };
+            match read {
                 Ok(Some(s)) => parsed.push((s.name, s.raw, s.modified)),
                 Ok(None) => {}
                 Err(e) => error = Some(e),
@@ -334,12 +368,60 @@ fn summary(policy: Option<&Policy>) -> String {
 /// The largest policy file the gate reads: a bigger one is refused rather than held in memory.
 const MAX_POLICY_BYTES: u64 = 1 << 20;
 
+/// Why a managed directory may not be read in system mode: it must be a directory (not a
+/// symlink) owned by root and writable by root alone. A missing one is an empty layer.
+fn root_only_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+        Ok(meta) if !meta.is_dir() => Err(format!(
+            "{}: managed policy directory is not a directory (a symlink is refused); refusing the managed policy",
+            dir.display()
+        )),
+        Ok(meta) => root_only(dir, &meta, "directory"),
+    }
+}
+
+/// Why a managed file or directory (by its metadata) is not root's alone.
+fn root_only(path: &Path, meta: &std::fs::Metadata, what: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if meta.uid() != 0 {
+        return Err(format!(
+            "{}: managed policy {what} is owned by uid {}, not root; refusing the managed policy (chown root: it)",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{}: managed policy {what} is writable by group or others (mode {:o}); refusing the managed policy (chmod go-w it)",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// [`read_source`] for system mode's managed files: the open file must be root's alone.
+fn read_root_only_source(path: &Path) -> Result<Option<Source>, String> {
+    read_source_checked(path, |meta| root_only(path, meta, "file"))
+}
+
 /// Reads and parses one policy file; `None` when it does not exist.
 fn read_source(path: &Path) -> Result<Option<Source>, String> {
+    read_source_checked(path, |_| Ok(()))
+}
+
+/// [`read_source`], refusing a file whose metadata (of the opened file) `check` refuses.
+fn read_source_checked(
+    path: &Path,
+    check: impl Fn(&std::fs::Metadata) -> Result<(), String>,
+) -> Result<Option<Source>, String> {
     let read = read_policy_text(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let Some((text, meta)) = read else {
         return Ok(None);
     };
+    check(&meta)?;
     let raw = RawPolicy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let modified = meta
         .modified()

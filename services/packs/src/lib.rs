@@ -54,6 +54,9 @@ pub struct PacksConfig {
     pub audit_key: (String, SocketKey),
     /// The peers this host serves (the broker, the administrator).
     pub serve_keys: ServerKeys,
+    /// The uids whose connections the socket accepts (its own, root's, and in system mode the
+    /// broker's).
+    pub allowed_uids: Vec<u32>,
     /// The glovebox binary (`glovebox pack-shim` contains each server).
     pub shim: PathBuf,
     /// The owner's login shell (its `PATH` is the packs').
@@ -81,7 +84,7 @@ pub async fn run(
     watch::spawn(host.clone());
     let incoming = transport::authenticated_incoming(
         listener,
-        transport::default_allowed_uids(),
+        config.allowed_uids.clone(),
         config.serve_keys.clone(),
     );
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);

@@ -282,6 +282,20 @@ fn read(paths: &[String]) {
     }
 }
 
+/// Connects to each socket: in system mode the kernel (the socket directories' owners, groups
+/// and modes) must refuse it before any handshake.
+fn connect(paths: &[String]) {
+    for p in paths {
+        let r = std::os::unix::net::UnixStream::connect(p);
+        report(
+            "connect",
+            p,
+            r.is_ok(),
+            r.err().map(|e| e.to_string()).unwrap_or_default(),
+        );
+    }
+}
+
 /// Replaces a socket with our own and waits for a connection: a process that can do this
 /// captures the next call meant for the service.
 async fn hijack(socket: &Path, wait: Duration) {
@@ -495,13 +509,14 @@ async fn main() {
         "packs" => packs(Path::new(&arg(2)), &arg(3), &arg(4), &arg(5)).await,
         "console" => console(&arg(2), Path::new(&arg(3)), arg(4).parse().unwrap_or(0)).await,
         "read" => read(&args[2..]),
+        "connect" => connect(&args[2..]),
         "hijack" => {
             let secs = arg(3).parse().unwrap_or(5);
             hijack(Path::new(&arg(2)), Duration::from_secs(secs)).await;
         }
         other => {
             eprintln!(
-                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID | processes PID... | read PATH... | hijack SOCKET [SECS] (got {other:?})"
+                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID | processes PID... | read PATH... | connect SOCKET... | hijack SOCKET [SECS] (got {other:?})"
             );
             std::process::exit(2);
         }

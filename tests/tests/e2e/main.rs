@@ -21,3 +21,4 @@ mod principals;
 mod profiles;
 mod protocol;
 mod services;
+mod system_mode;
