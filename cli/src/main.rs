@@ -1,6 +1,7 @@
 //! The `glovebox` command: `up` runs everything under a supervisor, `status` and `stop` report on
 //! and end it; `call`, `approve` and `tools` speak the WebSocket API from a terminal; `console`
-//! prints a login link to the web console; `audit verify` checks the audit chain; `packs` and
+//! prints a login link to the web console; `audit verify` checks the audit chain, `audit query`
+//! and `audit tail` read it; `packs` and
 //! `secret` manage MCP tool packs; `gate`, `executor`, `pack-host` and `broker` (hidden from
 //! `--help`) are the service entry points that `up` starts
 //! as separate processes.
@@ -9,6 +10,7 @@
 
 mod out;
 
+mod audit_cmd;
 mod client;
 mod console_cmd;
 mod docs;
@@ -262,6 +264,28 @@ enum AuditCommand {
     Verify {
         #[command(flatten)]
         state: StateArgs,
+    },
+    /// Run one read-only SQL statement on the local audit (tables `events`, views `tool_calls`,
+    /// `denials`, `approvals`, `commands`, `pack_calls`) and print the rows.
+    Query {
+        #[command(flatten)]
+        state: StateArgs,
+        /// One SELECT (or WITH, VALUES, EXPLAIN) statement.
+        sql: String,
+        /// Print {"columns", "rows", "truncated"} as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the last audit rows, then each new one as it is written, until Ctrl-C.
+    Tail {
+        #[command(flatten)]
+        state: StateArgs,
+        /// One JSON object per row instead of a line of text.
+        #[arg(long)]
+        json: bool,
+        /// How many of the existing rows to show first.
+        #[arg(long, short = 'n', default_value_t = 10)]
+        lines: u32,
     },
 }
 
@@ -554,6 +578,12 @@ async fn dispatch(
         Command::Audit {
             command: AuditCommand::Verify { state },
         } => services::audit_verify(&env.state_dir(&state)).await,
+        Command::Audit {
+            command: AuditCommand::Query { state, sql, json },
+        } => audit_cmd::query(&env.state_dir(&state), &sql, json).await,
+        Command::Audit {
+            command: AuditCommand::Tail { state, json, lines },
+        } => audit_cmd::tail(&env.state_dir(&state), json, lines).await,
         Command::Gate {
             state,
             audit_peer_uids,
