@@ -3,6 +3,7 @@
 //! nothing here can change it whatever the SQL says; one statement, bounded in rows, bytes and
 //! time; stored text is escaped before it reaches the terminal ([`render`]).
 
+pub mod fleet;
 pub mod render;
 pub mod sql;
 
