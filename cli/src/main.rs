@@ -1,6 +1,7 @@
 //! The `glovebox` command: `up` runs everything under a supervisor, `status` and `stop` report on
 //! and end it; `call`, `approve` and `tools` speak the WebSocket API from a terminal; `console`
-//! prints a login link to the web console; `audit verify` checks the audit chain; `packs` and
+//! prints a login link to the web console; `audit verify` checks the audit chain, `audit query`
+//! and `audit tail` read it; `packs` and
 //! `secret` manage MCP tool packs; `gate`, `executor`, `pack-host` and `broker` (hidden from
 //! `--help`) are the service entry points that `up` starts
 //! as separate processes.
@@ -9,6 +10,7 @@
 
 mod out;
 
+mod audit_cmd;
 mod client;
 mod console_cmd;
 mod docs;
@@ -321,10 +323,56 @@ enum RoleArg {
 
 #[derive(Subcommand, Debug)]
 enum AuditCommand {
-    /// Recompute the hash chain of every audit row and report the first broken one.
+    /// Recompute the hash chain of every audit row and report the first broken one (with
+    /// --postgres: of one machine's rows in the fleet database).
     Verify {
         #[command(flatten)]
         state: StateArgs,
+        /// Verify a machine's rows in this fleet PostgreSQL database instead of the local file.
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
+        /// The machine (default: this one).
+        #[arg(long, value_name = "ID", requires = "postgres")]
+        machine: Option<String>,
+        /// That machine's audit key (default: <state>/audit.key).
+        #[arg(long, value_name = "FILE", requires = "postgres")]
+        audit_key: Option<PathBuf>,
+    },
+    /// Copy the audit rows not yet shipped to a fleet PostgreSQL database (idempotent, resumable).
+    Ship {
+        #[command(flatten)]
+        state: StateArgs,
+        /// postgres://user@host/database (put the password in ~/.pgpass or PGPASSWORD, not here).
+        #[arg(long, value_name = "URL")]
+        postgres: String,
+        /// This machine's fleet id (default: /etc/machine-id, else one kept in the state dir).
+        #[arg(long, value_name = "ID")]
+        machine: Option<String>,
+        /// Rows per transaction.
+        #[arg(long, value_name = "N", default_value_t = glovebox_config::audit_ship::DEFAULT_BATCH)]
+        batch: u32,
+    },
+    /// Run one read-only SQL statement on the local audit (tables `events`, views `tool_calls`,
+    /// `denials`, `approvals`, `commands`, `pack_calls`) and print the rows.
+    Query {
+        #[command(flatten)]
+        state: StateArgs,
+        /// One SELECT (or WITH, VALUES, EXPLAIN) statement.
+        sql: String,
+        /// Print {"columns", "rows", "truncated"} as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the last audit rows, then each new one as it is written, until Ctrl-C.
+    Tail {
+        #[command(flatten)]
+        state: StateArgs,
+        /// One JSON object per row instead of a line of text.
+        #[arg(long)]
+        json: bool,
+        /// How many of the existing rows to show first.
+        #[arg(long, short = 'n', default_value_t = 10)]
+        lines: u32,
     },
 }
 
@@ -700,8 +748,45 @@ async fn dispatch(
         Command::Completions { shell } => docs::completions(Cli::command(), shell),
         Command::Man => docs::man(Cli::command()),
         Command::Audit {
-            command: AuditCommand::Verify { state },
+            command:
+                AuditCommand::Verify {
+                    state,
+                    postgres: None,
+                    ..
+                },
         } => services::audit_verify(&env.state_dir(&state)).await,
+        Command::Audit {
+            command:
+                AuditCommand::Verify {
+                    state,
+                    postgres: Some(url),
+                    machine,
+                    audit_key,
+                },
+        } => {
+            audit_cmd::fleet::verify_postgres(
+                &env.state_dir(&state),
+                &url,
+                machine,
+                audit_key.map(|k| env.absolute(k)),
+            )
+            .await
+        }
+        Command::Audit {
+            command:
+                AuditCommand::Ship {
+                    state,
+                    postgres,
+                    machine,
+                    batch,
+                },
+        } => audit_cmd::fleet::ship_once(&env.state_dir(&state), &postgres, machine, batch).await,
+        Command::Audit {
+            command: AuditCommand::Query { state, sql, json },
+        } => audit_cmd::query(&env.state_dir(&state), &sql, json).await,
+        Command::Audit {
+            command: AuditCommand::Tail { state, json, lines },
+        } => audit_cmd::tail(&env.state_dir(&state), json, lines).await,
         Command::Gate {
             state,
             layout,

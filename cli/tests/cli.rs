@@ -5,6 +5,8 @@
 
 use std::process::{Command, Stdio};
 
+#[path = "cli/audit.rs"]
+mod audit;
 #[path = "cli/deploy.rs"]
 mod deploy;
 #[path = "cli/doctor.rs"]

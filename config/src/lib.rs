@@ -14,6 +14,8 @@
 //! <state>/ticket.key                         the gate's master ticket key (0600)
 //! <state>/control.key                        the key every control-socket key derives from (0600)
 //! <state>/audit.key, audit.head              the audit chain's key (0600) and its signed head
+//! <state>/machine-id                         this machine's fleet id when /etc/machine-id is unreadable
+//! <state>/audit-ship/<target>.cursor         the last row shipped to each fleet database
 //! <state>/run/                               sockets and the lock of a running `glovebox up`
 //! <state>/run/exec-<id>/                      the account's executor and pack host sockets (owned by its run_as user)
 //! ```
@@ -32,6 +34,7 @@
 //! <runtime>/broker/approve.sock              approvers, authenticated by their uid (everyone may connect)
 //! ```
 
+pub mod audit_ship;
 pub mod client_tools;
 pub mod job_env;
 pub mod limits;
@@ -196,6 +199,15 @@ impl StateDir {
     pub fn audit_head(&self) -> PathBuf {
         self.root.join("audit.head")
     }
+    /// This machine's fleet id, made here when `/etc/machine-id` cannot be read.
+    pub fn machine_id_file(&self) -> PathBuf {
+        self.root.join("machine-id")
+    }
+    /// The shipping cursors: one file per fleet database (not in `audit.db`, which only the
+    /// gate writes and never changes).
+    pub fn audit_ship_dir(&self) -> PathBuf {
+        self.root.join("audit-ship")
+    }
     /// The secret every control socket's keys are derived from (see `glovebox_proto::transport`).
     pub fn control_key(&self) -> PathBuf {
         self.root.join("control.key")
@@ -301,6 +313,9 @@ pub struct RawConfig {
         skip_serializing_if = "client_tools::RawClientTools::is_empty"
     )]
     pub client_tools: client_tools::RawClientTools,
+    /// The audit's shipping to a fleet database (see [`audit_ship`]); absent: not shipped.
+    #[serde(default, skip_serializing_if = "audit_ship::RawAudit::is_empty")]
+    pub audit: audit_ship::RawAudit,
 }
 
 impl RawConfig {
@@ -377,6 +392,8 @@ pub struct Config {
     pub limits: limits::Limits,
     /// With the environment's overrides applied.
     pub client_tools: client_tools::ClientTools,
+    /// `audit.ship`, if configured.
+    pub audit_ship: Option<audit_ship::Ship>,
 }
 
 impl Config {
@@ -420,11 +437,13 @@ impl Config {
         let client_tools =
             client_tools::ClientTools::validate(&raw.client_tools, |k| std::env::var(k).ok())
                 .map_err(|m| invalid(None, m))?;
+        let audit_ship = audit_ship::Ship::validate(&raw.audit).map_err(|m| invalid(None, m))?;
         Ok(Config {
             listen,
             accounts,
             limits,
             client_tools,
+            audit_ship,
         })
     }
 

@@ -9,6 +9,7 @@
 
 pub mod browser;
 pub mod mcp_clients;
+pub mod postgres;
 pub mod stats;
 
 use std::io::{BufRead, BufReader, Read};
@@ -131,6 +132,8 @@ pub struct Options {
     pub client_tools: Vec<String>,
     /// The first account's own `mcp.json` (its tool packs), written before `up` starts.
     pub mcp_json: Option<String>,
+    /// Written as the `audit:` section of `glovebox.yaml`, like `limits`.
+    pub audit: Vec<String>,
 }
 
 impl Default for Options {
@@ -146,6 +149,7 @@ impl Default for Options {
             limits: Vec::new(),
             client_tools: Vec::new(),
             mcp_json: None,
+            audit: Vec::new(),
         }
     }
 }
@@ -178,7 +182,8 @@ impl Glovebox {
             None if options.accounts.is_empty()
                 && (!options.extra_roots.is_empty()
                     || !options.limits.is_empty()
-                    || !options.client_tools.is_empty()) =>
+                    || !options.client_tools.is_empty()
+                    || !options.audit.is_empty()) =>
             {
                 vec![("test".to_owned(), true)]
             }
@@ -426,6 +431,38 @@ impl Glovebox {
         sqlx::SqlitePool::connect(&url).await.unwrap()
     }
 
+    /// Appends `n` broker `result` rows (call ids `bulk-<i>`) over the gate socket, 64 in
+    /// flight, as the broker writes them; returns once all are committed.
+    pub async fn append_rows(&self, n: usize) {
+        use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
+        let audit = AuditClient::new(self.gate_channel());
+        let mut tasks = Vec::new();
+        for w in 0..64.min(n) {
+            let mut audit = audit.clone();
+            let account = self.account.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in (w..n).step_by(64) {
+                    audit
+                        .append(AuditEvent {
+                            call_id: format!("bulk-{i}"),
+                            account: account.clone(),
+                            source: "broker".into(),
+                            kind: "result".into(),
+                            tool: "file_read".into(),
+                            outcome: "ok".into(),
+                            duration_ms: (i % 50) as u64,
+                            ..Default::default()
+                        })
+                        .await
+                        .unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+
     /// The pid of `glovebox up` itself (the supervisor).
     pub fn up_pid(&self) -> Option<i32> {
         self.child.as_ref().map(|c| c.id() as i32)
@@ -518,6 +555,7 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
     for (section, lines) in [
         ("limits", &options.limits),
         ("client_tools", &options.client_tools),
+        ("audit", &options.audit),
     ] {
         if !lines.is_empty() {
             yaml.push_str(&format!("{section}:\n"));

@@ -9,6 +9,8 @@
 
 pub mod chain;
 pub mod query;
+pub mod row;
+pub mod ship;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -17,14 +19,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use glovebox_proto::v1::AuditEvent;
+use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Row, SqlSafeStr};
 use tokio::sync::{mpsc, oneshot};
 
-use chain::{AuditKey, Fields, GENESIS, Head, StoredRow};
+use chain::{AuditKey, Fields, GENESIS, Head};
 
 /// Events waiting to be written; appends wait when it is full.
 const QUEUE_DEPTH: usize = 4096;
@@ -680,54 +682,22 @@ async fn insert(
 }
 
 /// Reads every row and checks the chain against `key` and the head file's text (if any); see
-/// [`chain::check`].
+/// [`row::check_rows`], which the fleet's verify shares.
 pub async fn verify(
     pool: &SqlitePool,
     key: &AuditKey,
     head: Option<&str>,
 ) -> Result<chain::Report, AuditError> {
-    let rows = sqlx::query(
-        "SELECT id, ts, call_id, client_call_id, account, source, kind, tool, subject, verdict, \
-         rule, reason, approval, outcome, error_code, detail, duration_ms, bytes, prev_hash, hash, \
-         keyed FROM events ORDER BY id",
-    )
-    .fetch_all(pool)
-    .await?;
-    let mut stored = Vec::with_capacity(rows.len());
-    for row in rows {
-        let text = |col: &str| -> Result<String, sqlx::Error> {
-            Ok(row.try_get::<Option<String>, _>(col)?.unwrap_or_default())
-        };
-        let number = |col: &str| -> Result<u64, sqlx::Error> {
-            Ok(row.try_get::<Option<i64>, _>(col)?.unwrap_or(0).max(0) as u64)
-        };
-        stored.push(StoredRow {
-            id: row.try_get("id")?,
-            fields: Fields {
-                ts: text("ts")?,
-                call_id: text("call_id")?,
-                client_call_id: text("client_call_id")?,
-                account: text("account")?,
-                source: text("source")?,
-                kind: text("kind")?,
-                tool: text("tool")?,
-                subject: text("subject")?,
-                verdict: text("verdict")?,
-                rule: text("rule")?,
-                reason: text("reason")?,
-                approval: text("approval")?,
-                outcome: text("outcome")?,
-                error_code: text("error_code")?,
-                detail: text("detail")?,
-                duration_ms: number("duration_ms")?,
-                bytes: number("bytes")?,
-            },
-            prev: text("prev_hash")?,
-            mac: text("hash")?,
-            keyed: row.try_get::<Option<i64>, _>("keyed")?.unwrap_or(0) == 1,
-        });
-    }
-    Ok(chain::check(stored, key, head))
+    let sql = format!("SELECT id, {} FROM events ORDER BY id", row::column_list());
+    // Safe: built from the constant column list.
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await?;
+    let rows = rows
+        .iter()
+        .map(row::RawRow::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(row::check_rows(&rows, key, head))
 }
 
 /// Formats a time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T23:42:41.123Z`.

@@ -66,6 +66,8 @@ pub struct GateConfig {
     pub handover: Handover,
     /// The audit chain's key (`<state>/audit.key`, made on the first start that lacks it).
     pub audit_key: audit::chain::AuditKey,
+    /// `audit.ship` of `glovebox.yaml`: copy the audit to a fleet database in the background.
+    pub ship: Option<glovebox_config::audit_ship::Ship>,
 }
 
 /// The audit key of a state directory; a state directory from before the chain was keyed gets
@@ -148,6 +150,7 @@ impl GateConfig {
             managed_root_only: false,
             handover: Handover::default(),
             audit_key,
+            ship: config.audit_ship.clone(),
         })
     }
 
@@ -213,9 +216,14 @@ pub async fn run(
     let mut audit_peers = transport::default_allowed_uids();
     audit_peers.extend(&config.audit_peer_uids);
     let handover = config.handover.clone();
+    let ship = config.ship.clone();
+    let state_dir = config.state.clone();
     let state = start(config).await?;
     let stopping = state.audit.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if let Some(ship) = ship {
+        audit::ship::spawn(state_dir, ship, stop_rx.clone());
+    }
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);

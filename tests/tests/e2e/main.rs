@@ -9,6 +9,7 @@ mod client_tools;
 mod console;
 mod exec;
 mod file_ops;
+mod fleet;
 mod hiding;
 mod identity;
 mod limits;
