@@ -225,6 +225,7 @@ async fn checks(options: &Options) -> Vec<Finding> {
                 .unwrap_or_else(|| absent(AUDIT_GROUP))
         }),
         socket_owners,
+        broker: broker.as_ref().map(|u| Who::new(u.uid, &u.name)),
         accounts: account_facts,
     };
     let state_present = Facts::of(state.root()).kind != Kind::Missing;
@@ -238,15 +239,8 @@ async fn checks(options: &Options) -> Vec<Finding> {
     }
     if options.system {
         for (path, facts) in runtime_entries(&options.runtime_dir) {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let rule = if facts.kind == Kind::Dir {
-                managed::rule(Kind::Dir, &layout.socket_owners, (Level::Ok, "gone"))
-            } else {
-                files::socket_rule(&layout, &name)
-            };
+            let rel = path.strip_prefix(&options.runtime_dir).unwrap_or(&path);
+            let rule = files::runtime_rule(&layout, rel, facts.kind);
             out.push(files::check(&path, &facts, &rule));
         }
     }

@@ -624,18 +624,18 @@ async fn dispatch(
         } => {
             let workdir_option = workdir.map(|w| env.absolute(w));
             let system = system.then(|| {
-                use glovebox_config::system_defaults as d;
+                use glovebox_config::system as d;
                 let or = |p: Option<PathBuf>, default: &str| {
                     env.absolute(p.unwrap_or_else(|| PathBuf::from(default)))
                 };
                 supervisor::SystemPaths {
-                    config: or(config, d::CONFIG),
+                    config: or(config, d::CONFIG_FILE),
                     runtime_dir: or(runtime_dir, d::RUNTIME_DIR),
                     policy_dir: or(policy_dir, d::POLICY_DIR),
                 }
             });
             let state_dir = match (&system, &state.state_dir) {
-                (Some(_), None) => PathBuf::from(glovebox_config::system_defaults::STATE_DIR),
+                (Some(_), None) => PathBuf::from(glovebox_config::system::STATE_DIR),
                 _ => env.state_dir(&state),
             };
             let options = supervisor::UpOptions {
@@ -674,10 +674,9 @@ async fn dispatch(
             system: true,
             runtime_dir,
         } => {
-            let runtime =
-                env.absolute(runtime_dir.unwrap_or_else(|| {
-                    PathBuf::from(glovebox_config::system_defaults::RUNTIME_DIR)
-                }));
+            let runtime = env.absolute(
+                runtime_dir.unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
+            );
             // Only the runtime directory matters here; the state is the service's.
             let layout = glovebox_config::StateDir::system("/", &runtime, "/");
             client::approve_system(&layout.approve_socket(), client.account.as_deref()).await

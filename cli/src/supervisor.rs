@@ -914,7 +914,7 @@ fn system_banner(
     println!(
         "  audit:     {} (readable by group {})",
         state.audit_db().display(),
-        glovebox_config::system_defaults::AUDIT_GROUP
+        glovebox_config::system::AUDIT_GROUP
     );
     println!("  gate:      runs as {}", mode.users.gate.name);
     println!("  broker:    runs as {}", mode.users.broker.name);

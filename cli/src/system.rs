@@ -24,7 +24,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use glovebox_config::system_defaults::{AUDIT_GROUP, BROKER_USER, GATE_USER};
+use glovebox_config::system::{AUDIT_GROUP, BROKER_USER, GATE_USER};
 use glovebox_config::{Config, StateDir, create_private_dir, random_bytes, write_private_file};
 
 /// One system user: its name and ids.
@@ -282,11 +282,35 @@ fn check_state_entry(
     Ok(())
 }
 
+/// Sets the owner and mode of the file or directory at `path` through a descriptor opened without
+/// following a link: the state belongs to the gate's user, which could swap an entry for a
+/// symlink between the walk's check and this change, and root must never chown or chmod what such
+/// a link points to.
 fn set_owner_mode(path: &Path, (uid, gid): (u32, u32), mode: u32) -> anyhow::Result<()> {
-    // Not following links: the walk refused them, and lchown cannot be fooled by a swap.
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-        .with_context(|| format!("chown {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .with_context(|| format!("open {} (a symlink is refused)", path.display()))?;
+    let stat = rustix::fs::fstat(&fd).with_context(|| format!("stat {}", path.display()))?;
+    let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+    anyhow::ensure!(
+        matches!(
+            kind,
+            rustix::fs::FileType::RegularFile | rustix::fs::FileType::Directory
+        ),
+        "{} is neither a file nor a directory",
+        path.display()
+    );
+    rustix::fs::fchown(
+        &fd,
+        Some(rustix::process::Uid::from_raw(uid)),
+        Some(rustix::process::Gid::from_raw(gid)),
+    )
+    .with_context(|| format!("chown {}", path.display()))?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
         .with_context(|| format!("chmod {}", path.display()))
 }
 

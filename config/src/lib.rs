@@ -92,20 +92,6 @@ pub struct SystemPaths {
     pub config: PathBuf,
 }
 
-/// System mode's default paths.
-pub mod system_defaults {
-    pub const CONFIG: &str = "/etc/glovebox/glovebox.yaml";
-    pub const POLICY_DIR: &str = "/etc/glovebox/policy.d";
-    pub const STATE_DIR: &str = "/var/lib/glovebox";
-    pub const RUNTIME_DIR: &str = "/run/glovebox";
-    /// The system user the gate runs as (the state's only owner and writer).
-    pub const GATE_USER: &str = "glovebox-gate";
-    /// The system user the broker runs as.
-    pub const BROKER_USER: &str = "glovebox-broker";
-    /// The group whose members may read `audit.db`.
-    pub const AUDIT_GROUP: &str = "glovebox-audit";
-}
-
 impl StateDir {
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
         StateDir {

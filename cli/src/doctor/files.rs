@@ -273,15 +273,13 @@ pub struct Layout {
     pub audit_group: Option<Who>,
     /// Users that may own sockets (system mode): root, the service users, each `run_as`.
     pub socket_owners: Vec<Who>,
+    /// The broker's user (system mode).
+    pub broker: Option<Who>,
     pub accounts: Vec<AccountFacts>,
 }
 
-/// Sockets any local user may connect to in system mode: each authenticates its peer itself
-/// (approve.sock by peer uid, audit.sock by the executors' keys).
-pub const WORLD_CONNECTABLE: &[&str] = &["approve.sock", "audit.sock"];
-
 /// What each fixed path of `layout` must be. Sockets of a system-mode runtime dir are listed by
-/// [`socket_rule`] as they are found.
+/// [`runtime_rule`] as they are found.
 pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
     let state = &layout.state;
     let owner = &layout.owner;
@@ -314,7 +312,19 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
                 ),
             ),
         };
-        plan.push((state.root().to_owned(), system_dir("the package makes it")));
+        // The gate's, entered by the audit group only; setgid, so the gate's new files (audit.db's
+        // -wal and -shm) take that group.
+        plan.push((
+            state.root().to_owned(),
+            Rule {
+                kind: Kind::Dir,
+                owners: vec![owner.clone()],
+                group: layout.audit_group.clone(),
+                allowed: 0o2710,
+                required: 0o2000,
+                missing: system_dir("the package makes it").missing,
+            },
+        ));
         plan.push((layout.runtime.clone(), system_dir("made at boot")));
     } else {
         plan.push((
@@ -420,18 +430,59 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
     plan
 }
 
-/// What a socket found in a system-mode runtime dir must be: owned by root, a service user or an
-/// account's user, and connectable by its owner and group only, unless it authenticates each peer
-/// itself ([`WORLD_CONNECTABLE`]).
-pub fn socket_rule(layout: &Layout, name: &str) -> Rule {
-    let world = WORLD_CONNECTABLE.contains(&name);
-    Rule {
-        kind: Kind::Socket,
-        owners: layout.socket_owners.clone(),
-        group: None,
-        allowed: if world { 0o666 } else { 0o660 },
+/// What an entry of a system-mode runtime dir must be, by where it is (`rel`, relative to the
+/// runtime dir) — the table `glovebox up --system` sets (see `cli/src/system.rs`): each service's
+/// sockets in a directory of its own whose owner and group let exactly its peers in, so the
+/// sockets themselves may be 0666 (the kernel's peer uid and the handshake authenticate behind
+/// it); the administrators' socket is root's alone. Anything else found there is held to its
+/// owner and group.
+pub fn runtime_rule(layout: &Layout, rel: &Path, kind: Kind) -> Rule {
+    let root = Who::new(0, "root");
+    let gate = layout.owner.clone();
+    let broker = layout.broker.clone();
+    let rule = |owners: Vec<Who>, group: Option<Who>, allowed: u32| Rule {
+        kind,
+        owners,
+        group,
+        allowed,
         required: 0,
         missing: (Level::Ok, "gone".to_owned()),
+    };
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let account = |dir: &str| {
+        dir.strip_prefix("exec-")
+            .and_then(|id| layout.accounts.iter().find(|a| a.id == id))
+            .map(|a| a.runs_as.clone())
+    };
+    match (
+        parts
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice(),
+        kind,
+    ) {
+        (["gate"], Kind::Dir) => rule(vec![gate], broker, 0o750),
+        (["admin"], Kind::Dir) => rule(vec![gate], Some(root), 0o700),
+        (["audit"], Kind::Dir) => rule(vec![gate], None, 0o755),
+        (["broker"], Kind::Dir) => rule(broker.into_iter().collect(), None, 0o755),
+        ([dir], Kind::Dir) if account(dir).is_some() => {
+            rule(account(dir).into_iter().collect(), broker, 0o750)
+        }
+        (["admin", _], Kind::Socket) => rule(vec![gate], None, 0o600),
+        (["gate" | "audit", _], Kind::Socket) => rule(vec![gate], None, 0o666),
+        (["broker", _], Kind::Socket) => rule(broker.into_iter().collect(), None, 0o666),
+        ([dir, _], Kind::Socket) if account(dir).is_some() => {
+            rule(account(dir).into_iter().collect(), None, 0o666)
+        }
+        _ => rule(
+            layout.socket_owners.clone(),
+            None,
+            if kind == Kind::Dir { 0o750 } else { 0o660 },
+        ),
     }
 }
 
@@ -569,6 +620,7 @@ mod tests {
             owner: gate.clone(),
             audit_group: Some(Who::new(997, "glovebox-audit")),
             socket_owners: vec![Who::new(0, "root"), gate, Who::new(996, "glovebox-broker")],
+            broker: Some(Who::new(996, "glovebox-broker")),
             accounts: vec![AccountFacts {
                 id: "a".to_owned(),
                 runs_as: Who::new(1001, "bob"),
@@ -585,6 +637,7 @@ mod tests {
             owner: alice.clone(),
             audit_group: None,
             socket_owners: Vec::new(),
+            broker: None,
             accounts: vec![AccountFacts {
                 id: "a".to_owned(),
                 runs_as: if drops { Who::new(1001, "bob") } else { alice },
@@ -625,21 +678,96 @@ mod tests {
     }
 
     #[test]
-    fn system_sockets_are_group_only_unless_they_authenticate_each_peer() {
+    fn the_system_runtime_dir_is_checked_against_the_table_up_system_sets() {
         let layout = layout(true);
-        let sock = Path::new("/run/glovebox/gate.sock");
-        let table = [
-            ("gate.sock", 0o600, 998, Level::Ok),
-            ("gate.sock", 0o660, 998, Level::Ok),
-            ("gate.sock", 0o666, 998, Level::Fail),
-            ("gate.sock", 0o600, 1234, Level::Fail),
-            ("approve.sock", 0o666, 0, Level::Ok),
-            ("audit.sock", 0o666, 998, Level::Ok),
+        let (gate, broker, bob, root) = (998, 996, 1001, 0);
+        let table: &[(&str, Kind, u32, u32, u32, Level)] = &[
+            ("gate", Kind::Dir, 0o750, gate, broker, Level::Ok),
+            ("gate", Kind::Dir, 0o755, gate, broker, Level::Fail),
+            ("gate", Kind::Dir, 0o750, gate, 1234, Level::Fail),
+            ("gate/gate.sock", Kind::Socket, 0o666, gate, gate, Level::Ok),
+            ("gate/gate.sock", Kind::Socket, 0o666, bob, bob, Level::Fail),
+            ("admin", Kind::Dir, 0o700, gate, root, Level::Ok),
+            ("admin", Kind::Dir, 0o750, gate, root, Level::Fail),
+            (
+                "admin/admin.sock",
+                Kind::Socket,
+                0o600,
+                gate,
+                gate,
+                Level::Ok,
+            ),
+            (
+                "admin/admin.sock",
+                Kind::Socket,
+                0o666,
+                gate,
+                gate,
+                Level::Fail,
+            ),
+            ("audit", Kind::Dir, 0o755, gate, root, Level::Ok),
+            (
+                "audit/audit.sock",
+                Kind::Socket,
+                0o666,
+                gate,
+                gate,
+                Level::Ok,
+            ),
+            ("broker", Kind::Dir, 0o755, broker, root, Level::Ok),
+            ("broker", Kind::Dir, 0o777, broker, root, Level::Fail),
+            (
+                "broker/approve.sock",
+                Kind::Socket,
+                0o666,
+                broker,
+                broker,
+                Level::Ok,
+            ),
+            ("exec-a", Kind::Dir, 0o750, bob, broker, Level::Ok),
+            ("exec-a", Kind::Dir, 0o755, bob, broker, Level::Fail),
+            ("exec-a", Kind::Dir, 0o750, gate, broker, Level::Fail),
+            (
+                "exec-a/executor.sock",
+                Kind::Socket,
+                0o666,
+                bob,
+                bob,
+                Level::Ok,
+            ),
+            (
+                "exec-a/packs.sock",
+                Kind::Socket,
+                0o666,
+                gate,
+                gate,
+                Level::Fail,
+            ),
+            ("exec-zz", Kind::Dir, 0o777, bob, bob, Level::Fail),
+            ("stray.sock", Kind::Socket, 0o666, root, root, Level::Fail),
         ];
-        for (name, mode, uid, level) in table {
-            let rule = socket_rule(&layout, name);
-            let got = check(sock, &facts(Kind::Socket, mode, uid, 0), &rule);
-            assert_eq!(got.level, level, "{name} {mode:o} {uid}: {got}");
+        for (rel, kind, mode, uid, gid, level) in table {
+            let rule = runtime_rule(&layout, Path::new(rel), *kind);
+            let path = layout.runtime.join(rel);
+            let got = check(&path, &facts(*kind, *mode, *uid, *gid), &rule);
+            assert_eq!(got.level, *level, "{rel} {mode:o} {uid}:{gid}: {got}");
+        }
+    }
+
+    #[test]
+    fn the_system_state_dir_is_the_gates_setgid_to_the_audit_group() {
+        let layout = layout(true);
+        let (path, rule) = plan(&layout).into_iter().next().unwrap();
+        assert_eq!(path, layout.state.root());
+        for (mode, uid, gid, level) in [
+            (0o2710, 998, 997, Level::Ok),
+            (0o0710, 998, 997, Level::Fail),
+            (0o2750, 998, 997, Level::Fail),
+            (0o2710, 0, 997, Level::Fail),
+            (0o2710, 998, 998, Level::Fail),
+        ] {
+            let got = check(&path, &facts(Kind::Dir, mode, uid, gid), &rule);
+            assert_eq!(got.level, level, "{mode:o} {uid}:{gid}: {got}");
         }
     }
 

@@ -575,6 +575,25 @@ async fn each_service_runs_as_its_own_user_with_no_privilege_left() {
         (a.run_as.uid, broker.1, 0o750)
     );
     assert_eq!(mode_of(&s.runtime.join("broker/approve.sock")).2, 0o666);
+    // `glovebox doctor --system` finds this layout in order: nothing fails.
+    let doctor = Command::new(glovebox_bin())
+        .arg("doctor")
+        .arg("--system")
+        .arg("--config")
+        .arg(&s.config)
+        .arg("--state-dir")
+        .arg(&s.state)
+        .arg("--runtime-dir")
+        .arg(&s.runtime)
+        .arg("--policy-dir")
+        .arg(&s.policy_dir)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    let failed: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(failed.is_empty(), "doctor:\n{report}");
+    assert!(doctor.status.success(), "doctor:\n{report}");
+    assert!(report.contains("OK"), "doctor:\n{report}");
     // And they work: the agent calls through the broker, gate and executor.
     std::fs::write(a.workdir.join("hello.txt"), "hi").unwrap();
     let mut agent = s.agent("a").await;
