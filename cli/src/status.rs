@@ -36,6 +36,16 @@ pub(crate) fn alive(pid: i32) -> bool {
             .is_some_and(|a| a.ends_with("glovebox"))
 }
 
+/// Whether process `pid` has exited: gone, or a zombie waiting for its parent.
+fn exited(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
 fn command_line(pid: i32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .unwrap_or_default()
@@ -271,7 +281,9 @@ pub async fn stop(state_dir: &Path) -> anyhow::Result<ExitCode> {
     )
     .map_err(|e| anyhow::anyhow!("stop glovebox (pid {pid}): {e}"))?;
     let deadline = Instant::now() + STOP_WAIT;
-    while alive(pid) {
+    // Not `alive`: an exiting process has no command line a moment before it is a zombie, and
+    // "stopped" must mean it has exited.
+    while !exited(pid) {
         anyhow::ensure!(
             Instant::now() < deadline,
             "glovebox (pid {pid}) did not stop within {} s",
