@@ -22,6 +22,7 @@ pub mod client_tools;
 pub mod job_env;
 pub mod limits;
 pub mod mcp_json;
+pub mod telemetry;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -205,6 +206,9 @@ pub struct RawConfig {
         skip_serializing_if = "client_tools::RawClientTools::is_empty"
     )]
     pub client_tools: client_tools::RawClientTools,
+    /// Traces and metrics over OTLP (see [`telemetry`]); absent: off.
+    #[serde(default, skip_serializing_if = "telemetry::RawTelemetry::is_empty")]
+    pub telemetry: telemetry::RawTelemetry,
 }
 
 impl RawConfig {
@@ -275,6 +279,9 @@ pub struct Config {
     pub limits: limits::Limits,
     /// With the environment's overrides applied.
     pub client_tools: client_tools::ClientTools,
+    /// The file's `telemetry:` section, validated; `glovebox up` applies the `OTEL_*` variables
+    /// over it (see [`telemetry::Telemetry::validate`]).
+    pub telemetry: telemetry::RawTelemetry,
 }
 
 impl Config {
@@ -318,11 +325,13 @@ impl Config {
         let client_tools =
             client_tools::ClientTools::validate(&raw.client_tools, |k| std::env::var(k).ok())
                 .map_err(|m| invalid(None, m))?;
+        telemetry::Telemetry::validate(&raw.telemetry, |_| None).map_err(|m| invalid(None, m))?;
         Ok(Config {
             listen,
             accounts,
             limits,
             client_tools,
+            telemetry: raw.telemetry,
         })
     }
 

@@ -222,6 +222,7 @@ pub async fn run(
         let incoming =
             transport::authenticated_incoming(l, audit_peers, handover.served_on(socket::AUDIT));
         tonic::transport::Server::builder()
+            .layer(glovebox_proto::transport::ServerLayer)
             .add_service(AuditServer::new(service::AuditService(state.clone())))
             .add_service(PackSupportServer::new(service::PackSupportService(
                 state.clone(),
@@ -244,6 +245,7 @@ pub async fn run(
         handover.served_on(socket::GATE),
     );
     let main = tonic::transport::Server::builder()
+        .layer(glovebox_proto::transport::ServerLayer)
         .add_service(GateServer::new(service::GateService(state.clone())))
         .add_service(AccountAdminServer::new(service::AccountAdminService::new(
             state.clone(),

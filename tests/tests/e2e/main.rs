@@ -20,3 +20,4 @@ mod principals;
 mod profiles;
 mod protocol;
 mod services;
+mod telemetry;

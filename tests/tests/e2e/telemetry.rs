@@ -1,0 +1,301 @@
+//! Traces over OTLP: an in-test collector (a tonic server implementing the OTLP TraceService
+//! with `opentelemetry-proto`'s types) receives, for one real call through the real binaries,
+//! one connected trace across the broker, the gate and the executor, with the rpc.* and
+//! glovebox.* attributes and nothing of the file the call read. With telemetry off, nothing is
+//! exported and no service installs the OpenTelemetry layer.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use glovebox_e2e::{Glovebox, Options, expect_ok};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use serde_json::json;
+
+/// What the in-test collector received.
+#[derive(Clone, Default)]
+struct Collector(Arc<Mutex<Vec<ExportTraceServiceRequest>>>);
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// Starts the collector on a loopback port; returns it and its endpoint URL.
+async fn collector() -> (Collector, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let c = Collector::default();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(c.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    (c, format!("http://{addr}"))
+}
+
+/// One received span, flattened.
+#[derive(Debug, Clone)]
+struct Span {
+    service: String,
+    name: String,
+    trace_id: Vec<u8>,
+    span_id: Vec<u8>,
+    parent: Vec<u8>,
+    /// OTLP's span kind: 2 server, 3 client.
+    kind: i32,
+    attributes: HashMap<String, String>,
+}
+
+fn text(kv: &KeyValue) -> String {
+    match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(Value::StringValue(s)) => s.clone(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
+}
+
+fn spans(c: &Collector) -> Vec<Span> {
+    let mut out = Vec::new();
+    for request in c.0.lock().unwrap().iter() {
+        for rs in &request.resource_spans {
+            let service = rs
+                .resource
+                .as_ref()
+                .and_then(|r| r.attributes.iter().find(|kv| kv.key == "service.name"))
+                .map(text)
+                .unwrap_or_default();
+            for ss in &rs.scope_spans {
+                for s in &ss.spans {
+                    out.push(Span {
+                        service: service.clone(),
+                        name: s.name.clone(),
+                        trace_id: s.trace_id.clone(),
+                        span_id: s.span_id.clone(),
+                        parent: s.parent_span_id.clone(),
+                        kind: s.kind,
+                        attributes: s
+                            .attributes
+                            .iter()
+                            .map(|kv| (kv.key.clone(), text(kv)))
+                            .collect(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn telemetry_on(endpoint: &str) -> Options {
+    Options {
+        env: vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint.to_owned()),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES".into(),
+                "service.namespace=e2e".into(),
+            ),
+        ],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_call_is_one_connected_trace_without_content() {
+    let (c, endpoint) = collector().await;
+    let g = Glovebox::start_with(telemetry_on(&endpoint));
+    let marker = format!("glovebox-marker-{}", std::process::id());
+    std::fs::write(g.workdir.join("notes.txt"), format!("{marker}\n")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(
+        &agent
+            .invoke("c1", "file_read", json!({"path": "notes.txt"}))
+            .await,
+    );
+    assert!(r["content"].as_str().unwrap().contains(&marker));
+
+    // The call's trace: its root in the broker, then every hop, exported within a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let trace = loop {
+        let all = spans(&c);
+        if let Some(root) = all.iter().find(|s| s.name == "call file_read") {
+            let trace: Vec<Span> = all
+                .iter()
+                .filter(|s| s.trace_id == root.trace_id)
+                .cloned()
+                .collect();
+            let services: HashSet<&str> = trace.iter().map(|s| s.service.as_str()).collect();
+            let methods: HashSet<&str> = trace
+                .iter()
+                .filter_map(|s| s.attributes.get("rpc.method").map(String::as_str))
+                .collect();
+            if ["glovebox-broker", "glovebox-gate", "glovebox-executor"]
+                .iter()
+                .all(|s| services.contains(s))
+                && ["Plan", "Decide", "Execute", "Append"]
+                    .iter()
+                    .all(|m| methods.contains(m))
+            {
+                break trace;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no complete trace was exported; received: {:#?}\nstderr:\n{}",
+            spans(&c),
+            g.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    // One trace, one root, every other span's parent in the trace: connected across processes.
+    let ids: HashSet<&[u8]> = trace.iter().map(|s| s.span_id.as_slice()).collect();
+    let roots: Vec<&Span> = trace.iter().filter(|s| s.parent.is_empty()).collect();
+    assert_eq!(roots.len(), 1, "one root: {trace:#?}");
+    let root = roots[0];
+    assert_eq!(root.name, "call file_read");
+    assert_eq!(root.service, "glovebox-broker");
+    for s in &trace {
+        assert!(
+            s.parent.is_empty() || ids.contains(s.parent.as_slice()),
+            "{} ({}) has a parent outside the trace: {trace:#?}",
+            s.name,
+            s.service
+        );
+    }
+    // Each server span's parent is the client span of the process that called it, for the
+    // same method: the links cross processes.
+    let by_id: HashMap<&[u8], &Span> = trace.iter().map(|s| (s.span_id.as_slice(), s)).collect();
+    let servers: Vec<&Span> = trace
+        .iter()
+        .filter(|s| s.kind == 2 && s.service != "glovebox-broker")
+        .collect();
+    assert!(servers.len() >= 4, "{trace:#?}");
+    for s in servers {
+        let parent = by_id[s.parent.as_slice()];
+        assert_eq!(parent.kind, 3, "{s:#?} <- {parent:#?}");
+        assert_ne!(parent.service, s.service, "{s:#?} <- {parent:#?}");
+        assert_eq!(
+            parent.attributes.get("rpc.method"),
+            s.attributes.get("rpc.method")
+        );
+    }
+
+    // The call's attributes.
+    let a = &root.attributes;
+    assert_eq!(a["glovebox.account"], g.account);
+    assert_eq!(a["glovebox.tool"], "file_read");
+    assert_eq!(a["glovebox.verdict"], "allow");
+    assert_eq!(a["glovebox.outcome"], "ok");
+    let decide = trace
+        .iter()
+        .find(|s| {
+            s.service == "glovebox-gate"
+                && s.attributes.get("rpc.method").map(String::as_str) == Some("Decide")
+        })
+        .expect("the gate's decide span");
+    assert_eq!(decide.attributes["rpc.system"], "grpc");
+    assert_eq!(decide.attributes["rpc.service"], "glovebox.v1.Gate");
+    assert_eq!(decide.name, "glovebox.v1.Gate/Decide");
+    let execute = trace
+        .iter()
+        .find(|s| s.service == "glovebox-executor" && s.name == "glovebox.v1.Executor/Execute")
+        .expect("the executor's execute span");
+    assert_eq!(execute.attributes["rpc.method"], "Execute");
+
+    // The resource says which service and namespace.
+    let requests = c.0.lock().unwrap().clone();
+    let namespaces: HashSet<String> = requests
+        .iter()
+        .flat_map(|r| &r.resource_spans)
+        .filter_map(|rs| rs.resource.as_ref())
+        .flat_map(|r| {
+            r.attributes
+                .iter()
+                .filter(|kv| kv.key == "service.namespace")
+        })
+        .map(text)
+        .collect();
+    assert_eq!(namespaces, HashSet::from(["e2e".to_owned()]));
+
+    // Nothing of the file, the token or the path reached the collector, in any attribute,
+    // event or resource.
+    let everything = format!("{requests:?}");
+    assert!(
+        !everything.contains(&marker),
+        "the file's content was exported"
+    );
+    assert!(
+        !everything.contains(&g.token),
+        "the agent token was exported"
+    );
+    assert!(
+        !everything.contains("notes.txt"),
+        "the call's parameters were exported"
+    );
+    for s in &trace {
+        for key in s.attributes.keys() {
+            assert!(
+                key.starts_with("rpc.")
+                    || key.starts_with("glovebox.")
+                    || key.starts_with("otel.")
+                    || key == "busy_ns"
+                    || key == "idle_ns",
+                "unexpected attribute {key} on {}",
+                s.name
+            );
+        }
+    }
+    for service in ["gate", "broker", "executor", "pack-host"] {
+        assert!(
+            g.stderr()
+                .contains(&format!("service=\"glovebox-{service}\""))
+                || g.stderr().contains(&format!("service=glovebox-{service}")),
+            "glovebox-{service} did not say it exports:\n{}",
+            g.stderr()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn telemetry_off_exports_nothing_and_installs_no_layer() {
+    let (c, endpoint) = collector().await;
+    let mut options = telemetry_on(&endpoint);
+    options
+        .env
+        .push(("OTEL_SDK_DISABLED".into(), "true".into()));
+    let g = Glovebox::start_with(options);
+    std::fs::write(g.workdir.join("a.txt"), "a\n").unwrap();
+    let mut agent = g.connect("agent").await;
+    expect_ok(
+        &agent
+            .invoke("c1", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    // Longer than several export intervals.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        c.0.lock().unwrap().is_empty(),
+        "spans were exported with telemetry off"
+    );
+    assert!(
+        !g.stderr().contains("telemetry: exporting"),
+        "a service installed the OpenTelemetry layer:\n{}",
+        g.stderr()
+    );
+}
