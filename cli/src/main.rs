@@ -485,6 +485,10 @@ fn main() -> ExitCode {
     let telemetry_guard = match (service_name, &telemetry) {
         (Some(name), Some(settings)) => {
             let _runtime = runtime.enter();
+            if let Err(e) = glovebox_telemetry::metrics::init(Some(settings), name) {
+                eprintln!("glovebox: telemetry: {e}");
+                return ExitCode::from(2);
+            }
             match telemetry_slot.start(settings, name) {
                 Ok(guard) => guard,
                 Err(e) => {
@@ -500,6 +504,9 @@ fn main() -> ExitCode {
         None => runtime.block_on(dispatch(cli.command, env, handover)),
     };
     drop(telemetry_guard);
+    if service_name.is_some() {
+        glovebox_telemetry::metrics::shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

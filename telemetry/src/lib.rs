@@ -8,6 +8,8 @@
 //! never a parameter, a file's content, a command or a token.
 
 pub mod install;
+pub mod metrics;
+pub mod prometheus;
 pub mod propagation;
 pub mod spans;
 

@@ -19,6 +19,11 @@ use crate::app::App;
 use crate::asks::AskOutcome;
 use crate::backends::request;
 
+tokio::task_local! {
+    /// The gate's verdict on the call this task runs, for its metrics (`none` until decided).
+    static VERDICT: std::cell::Cell<&'static str>;
+}
+
 /// Who made a call: the authenticated account and the connection it came on.
 #[derive(Debug, Clone)]
 pub struct Origin {
@@ -92,14 +97,20 @@ pub async fn run_call(
     // carries its context.
     let span = spans::call(account, tool);
     app.asks.activity(account, true);
-    let outcome = async {
-        match enter(app, account, cancelled.clone()).await {
-            Ok(_running) => steps(app, origin, &ids, tool, params, cancelled).await,
-            Err(error) => Err(error),
-        }
-    }
-    .instrument(span.clone())
-    .await;
+    let verdict = std::cell::Cell::new("none");
+    let (outcome, verdict) = VERDICT
+        .scope(verdict, async {
+            let outcome = async {
+                match enter(app, account, cancelled.clone()).await {
+                    Ok(_running) => steps(app, origin, &ids, tool, params, cancelled).await,
+                    Err(error) => Err(error),
+                }
+            }
+            .instrument(span.clone())
+            .await;
+            (outcome, VERDICT.with(|v| v.get()))
+        })
+        .await;
     app.asks.activity(account, false);
     let mut event = AuditEvent {
         call_id: ids.server.clone(),
@@ -135,6 +146,15 @@ pub async fn run_call(
     // A result is answered only once its row is in the audit (waiting for a gate that is
     // restarting); if it cannot be written, the call is reported failed.
     spans::record_outcome(&span, &event.outcome);
+    glovebox_telemetry::metrics::broker().call(
+        tool,
+        verdict,
+        &event.outcome,
+        started.elapsed().as_secs_f64(),
+    );
+    if tool == "exec_run" && event.outcome == "ok" {
+        glovebox_telemetry::metrics::broker().job_started();
+    }
     let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
     if let Err(status) =
         glovebox_proto::transport::append_durably(&app.backends.audit, event, durable)
@@ -330,11 +350,13 @@ pub(crate) async fn authorize(
         .map_err(|_| unavailable("the gate"))?
         .into_inner();
     let verdict = pb::Verdict::try_from(decided.verdict);
-    spans::record_verdict(match verdict {
+    let said = match verdict {
         Ok(pb::Verdict::Allow) => "allow",
         Ok(pb::Verdict::Ask) => "ask",
         _ => "deny",
-    });
+    };
+    spans::record_verdict(said);
+    let _ = VERDICT.try_with(|v| v.set(said));
     let ticket = match verdict {
         Ok(pb::Verdict::Allow) => decided.ticket,
         Ok(pb::Verdict::Ask) => Some(
@@ -467,6 +489,7 @@ async fn ask(
     gate_warnings: &[String],
 ) -> Result<Ticket, WireError> {
     let ask_span = spans::ask();
+    let asked = Instant::now();
     // Without an approver, deny at once: no preview, no waiting.
     let outcome = if app.asks.approver_count(&call.account) == 0 {
         AskOutcome::NoApprover
@@ -478,11 +501,16 @@ async fn ask(
             preview: preview_text(app, call, plan, preview).await?,
             gate_warnings,
         };
-        show(app, shown, cancelled)
+        let metrics = glovebox_telemetry::metrics::broker();
+        metrics.asks_pending(1);
+        let outcome = show(app, shown, cancelled)
             .instrument(ask_span.clone())
-            .await
+            .await;
+        metrics.asks_pending(-1);
+        outcome
     };
     let approval = approval_of(&outcome);
+    glovebox_telemetry::metrics::broker().ask(approval, asked.elapsed().as_secs_f64());
     spans::record_approval(&ask_span, approval);
     spans::record_approval(&tracing::Span::current(), approval);
     drop(ask_span);

@@ -299,3 +299,152 @@ async fn telemetry_off_exports_nothing_and_installs_no_layer() {
         g.stderr()
     );
 }
+
+/// The samples of a Prometheus text page as Prometheus's own parser
+/// (`prometheus_client.parser`) reads it: `(name, labels, value)`; panics if it does not parse.
+fn parse_prometheus(text: &str) -> Vec<(String, HashMap<String, String>, f64)> {
+    use std::io::Write as _;
+    let script = "import sys, json\n\
+        from prometheus_client.parser import text_string_to_metric_families\n\
+        out = []\n\
+        for family in text_string_to_metric_families(sys.stdin.read()):\n\
+        \x20   for s in family.samples:\n\
+        \x20       out.append([s.name, s.labels, s.value])\n\
+        print(json.dumps(out))\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (pip install -r tests/mcp/requirements.txt)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "/metrics did not parse: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Vec<(String, HashMap<String, String>, f64)>>(&out.stdout).unwrap()
+}
+
+fn value(
+    samples: &[(String, HashMap<String, String>, f64)],
+    name: &str,
+    labels: &[(&str, &str)],
+) -> f64 {
+    samples
+        .iter()
+        .filter(|(n, l, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(_, _, v)| *v)
+        .sum()
+}
+
+async fn scrape(g: &Glovebox, token: &str) -> (u16, String) {
+    let auth = format!("Bearer {token}");
+    let (status, _, body) = glovebox_e2e::http_request(
+        &g.url,
+        "GET",
+        "/metrics",
+        &[("Authorization", auth.as_str())],
+        "",
+    )
+    .await;
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_parse_move_with_calls_and_refuse_agents() {
+    let g = Glovebox::start();
+    let approver = g.credential_of(&g.account, "approver");
+    // No credential, or an agent's: no metrics.
+    let (status, _, _) = glovebox_e2e::http_request(&g.url, "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 401);
+    let (status, body) = scrape(&g, &g.token).await;
+    assert_eq!(status, 403, "an agent token read /metrics: {body}");
+    assert!(!body.contains("glovebox_calls"));
+
+    let (status, body) = scrape(&g, &approver).await;
+    assert_eq!(status, 200, "{body}");
+    let before = parse_prometheus(&body);
+    let ok = [
+        ("tool", "file_read"),
+        ("verdict", "allow"),
+        ("outcome", "ok"),
+    ];
+    let calls_before = value(&before, "glovebox_calls_total", &ok);
+
+    std::fs::write(g.workdir.join("a.txt"), "a\n").unwrap();
+    let _approver_connection = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    for i in 0..2 {
+        expect_ok(
+            &agent
+                .invoke(&format!("c{i}"), "file_read", json!({"path": "a.txt"}))
+                .await,
+        );
+    }
+    // A read outside every root is denied by the gate.
+    let denied = agent
+        .invoke("c9", "file_read", json!({"path": "/etc/hostname"}))
+        .await;
+    assert_eq!(denied["ok"], false, "{denied}");
+
+    let (status, body) = scrape(&g, &approver).await;
+    assert_eq!(status, 200);
+    let after = parse_prometheus(&body);
+    assert_eq!(
+        value(&after, "glovebox_calls_total", &ok) - calls_before,
+        2.0,
+        "{body}"
+    );
+    assert!(
+        value(
+            &after,
+            "glovebox_calls_total",
+            &[
+                ("tool", "file_read"),
+                ("verdict", "deny"),
+                ("outcome", "denied")
+            ]
+        ) >= 1.0,
+        "{body}"
+    );
+    assert!(
+        value(
+            &after,
+            "glovebox_call_duration_seconds_count",
+            &[("tool", "file_read")]
+        ) >= 3.0,
+        "{body}"
+    );
+    assert_eq!(
+        value(&after, "glovebox_approver_connections", &[]),
+        1.0,
+        "{body}"
+    );
+    // The gate's part, over the gate link: audit commits were timed.
+    assert!(
+        value(&after, "glovebox_audit_commit_duration_seconds_count", &[]) >= 3.0,
+        "{body}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|(n, _, _)| n == "glovebox_audit_queue_depth"),
+        "{body}"
+    );
+    // Nothing names the account, a path or a token.
+    assert!(!body.contains("a.txt") && !body.contains("/etc/hostname"));
+    assert!(!body.contains(&g.token) && !body.contains(&approver));
+}
