@@ -9,6 +9,7 @@
 
 pub mod browser;
 pub mod mcp_clients;
+pub mod otlp;
 pub mod stats;
 
 use std::io::{BufRead, BufReader, Read};

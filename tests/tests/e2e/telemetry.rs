@@ -7,47 +7,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use glovebox_e2e::otlp::{self, Collector};
 use glovebox_e2e::{Glovebox, Options, expect_ok};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use serde_json::json;
-
-/// What the in-test collector received.
-#[derive(Clone, Default)]
-struct Collector(Arc<Mutex<Vec<ExportTraceServiceRequest>>>);
-
-#[tonic::async_trait]
-impl TraceService for Collector {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        self.0.lock().unwrap().push(request.into_inner());
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
-    }
-}
-
-/// Starts the collector on a loopback port; returns it and its endpoint URL.
-async fn collector() -> (Collector, String) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let c = Collector::default();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(c.clone()))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
-    (c, format!("http://{addr}"))
-}
 
 /// One received span, flattened.
 #[derive(Debug, Clone)]
@@ -72,7 +38,7 @@ fn text(kv: &KeyValue) -> String {
 
 fn spans(c: &Collector) -> Vec<Span> {
     let mut out = Vec::new();
-    for request in c.0.lock().unwrap().iter() {
+    for request in c.traces.lock().unwrap().iter() {
         for rs in &request.resource_spans {
             let service = rs
                 .resource
@@ -117,7 +83,7 @@ fn telemetry_on(endpoint: &str) -> Options {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_call_is_one_connected_trace_without_content() {
-    let (c, endpoint) = collector().await;
+    let (c, endpoint) = otlp::start().await;
     let g = Glovebox::start_with(telemetry_on(&endpoint));
     let marker = format!("glovebox-marker-{}", std::process::id());
     std::fs::write(g.workdir.join("notes.txt"), format!("{marker}\n")).unwrap();
@@ -219,7 +185,7 @@ async fn one_call_is_one_connected_trace_without_content() {
     assert_eq!(execute.attributes["rpc.method"], "Execute");
 
     // The resource says which service and namespace.
-    let requests = c.0.lock().unwrap().clone();
+    let requests = c.traces.lock().unwrap().clone();
     let namespaces: HashSet<String> = requests
         .iter()
         .flat_map(|r| &r.resource_spans)
@@ -270,11 +236,40 @@ async fn one_call_is_one_connected_trace_without_content() {
             g.stderr()
         );
     }
+
+    // Metrics go over OTLP too: a stopping service sends what it measured.
+    let mut g = g;
+    g.stop();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let names: HashSet<String> = c
+            .metrics
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|r| &r.resource_metrics)
+            .flat_map(|rm| &rm.scope_metrics)
+            .flat_map(|sm| &sm.metrics)
+            .map(|m| m.name.clone())
+            .collect();
+        if names.contains("glovebox_calls")
+            && names.contains("glovebox_audit_commit_duration_seconds")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics were not exported: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let everything = format!("{:?}", c.metrics.lock().unwrap());
+    assert!(!everything.contains(&marker) && !everything.contains("notes.txt"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn telemetry_off_exports_nothing_and_installs_no_layer() {
-    let (c, endpoint) = collector().await;
+    let (c, endpoint) = otlp::start().await;
     let mut options = telemetry_on(&endpoint);
     options
         .env
@@ -287,11 +282,13 @@ async fn telemetry_off_exports_nothing_and_installs_no_layer() {
             .invoke("c1", "file_read", json!({"path": "a.txt"}))
             .await,
     );
-    // Longer than several export intervals.
+    // Longer than several span export intervals, then a stop (which would flush metrics).
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut g = g;
+    g.stop();
     assert!(
-        c.0.lock().unwrap().is_empty(),
-        "spans were exported with telemetry off"
+        c.traces.lock().unwrap().is_empty() && c.metrics.lock().unwrap().is_empty(),
+        "something was exported with telemetry off"
     );
     assert!(
         !g.stderr().contains("telemetry: exporting"),
