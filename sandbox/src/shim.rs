@@ -186,21 +186,32 @@ fn spawn_program(config: &ShimConfig, inner: Option<RulesetCreated>) -> Result<P
     if let Some(cwd) = &config.cwd {
         command.current_dir(cwd);
     }
-    if let Some(inner) = inner {
-        let mut inner = Some(inner);
-        // SAFETY: runs in the forked child before exec. The shim is single-threaded when it
-        // spawns (the lifeline thread starts afterwards), so the allocation `restrict_self` and
-        // the error path may do cannot meet a lock held by another thread.
-        #[allow(unsafe_code)]
-        unsafe {
-            command.pre_exec(move || match inner.take() {
+    let shim = nix::unistd::getpid();
+    let mut inner = inner;
+    // SAFETY: runs in the forked child before exec. The shim is single-threaded when it spawns
+    // (the lifeline thread starts afterwards), so the allocation `restrict_self` and the error
+    // path may do cannot meet a lock held by another thread; the rest are plain system calls.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            // The shim blocks the signals it waits for; the program starts with none blocked
+            // (otherwise it could never be stopped with SIGTERM or SIGINT).
+            pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                .map_err(std::io::Error::from)?;
+            // Should the shim itself be killed (it never is on purpose), the program goes too.
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != shim {
+                return Err(std::io::Error::other("the shim is gone"));
+            }
+            match inner.take() {
                 Some(ruleset) => ruleset
                     .restrict_self()
                     .map(|_| ())
                     .map_err(|e| std::io::Error::other(e.to_string())),
                 None => Ok(()),
-            });
-        }
+            }
+        });
     }
     match command.spawn() {
         Ok(child) => Ok(Pid::from_raw(child.id() as i32)),

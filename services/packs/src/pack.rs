@@ -3,8 +3,10 @@
 //! started) is started again on the next use, at once the first time and then after a backoff
 //! that doubles up to [`MAX_BACKOFF`] (a server that ran [`STABLE_AFTER`] starts over). A call
 //! has the pack's time limit; a call that times out or is dropped tells the server with
-//! `notifications/cancelled` (rmcp sends it for an abandoned request). Stopping a pack stops its
-//! shim, which takes every process the server started with it.
+//! `notifications/cancelled` (rmcp sends it for an abandoned request). After a timeout the server
+//! is sent a `ping`: one that does not answer within [`HUNG_PROBE`] is hung, and is stopped so the
+//! next use starts it again (a server that is only slow at one tool keeps running). Stopping a
+//! pack stops its shim, which takes every process the server started with it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +23,11 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// Calls one pack's server may have in flight; more are refused as `busy` at once.
 pub const MAX_CONCURRENT_CALLS: usize = 8;
-/// How long a stopping server has to exit before its shim is killed.
+/// How long a server has to answer a `ping` after one of its calls timed out before it is
+/// taken for hung and stopped.
+pub const HUNG_PROBE: Duration = Duration::from_secs(2);
+/// How long a stopping server has to exit after SIGTERM before its shim kills it, and the shim
+/// to exit after that.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// How long to wait before the next start, after `failures` failures in a row: none after the
@@ -154,25 +160,54 @@ impl Pack {
             .ensure(launcher)
             .await
             .map_err(CallError::Unavailable)?;
+        let shim = self.shim_pid().await;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         match tokio::time::timeout(limit, peer.call_tool(params)).await {
-            Err(_) => Err(CallError::Timeout(limit)),
+            Err(_) => {
+                if !answers_ping(&peer).await {
+                    tracing::warn!(pack = %self.def.name, "pack server hung: no answer to ping after a call timed out");
+                    self.stop_hung(shim).await;
+                }
+                Err(CallError::Timeout(limit))
+            }
             Ok(Ok(result)) => Ok(result),
             Ok(Err(ServiceError::TransportClosed)) => Err(CallError::Exited),
             Ok(Err(e)) => Err(CallError::Failed(e.to_string())),
         }
     }
 
-    /// Stops the server (if it runs): its shim is told to stop (it kills everything the server
-    /// started), then the transport is closed.
+    /// Stops the server (if it runs): see [`shut_down`].
     pub async fn stop(&self) {
         let previous = std::mem::replace(&mut *self.state.lock().await, State::Idle);
-        if let State::Running { mut started, .. } = previous {
-            terminate(started.shim);
-            // Only a shim that was not reaped is killed (a reaped one's pid may be reused).
-            if let Ok(None) = started.service.close_with_timeout(STOP_GRACE).await {
-                kill(started.shim);
+        if let State::Running { started, .. } = previous {
+            shut_down(started).await;
+        }
+    }
+
+    /// Stops the server started as `shim` if it still runs, recording why: the next use starts it
+    /// again (a server started since is left alone).
+    async fn stop_hung(&self, shim: Option<u32>) {
+        let mut state = self.state.lock().await;
+        let failures = match &*state {
+            State::Running { started, failures } if shim.is_some() && started.shim == shim => {
+                failures + 1
             }
+            _ => return,
+        };
+        let previous = std::mem::replace(
+            &mut *state,
+            State::Failed(Failure {
+                message: "the server stopped answering (not even a ping) after a call timed out"
+                    .to_owned(),
+                at: Instant::now(),
+                failures,
+                backs_off: true,
+            }),
+        );
+        drop(state);
+        if let State::Running { started, .. } = previous {
+            // The caller's timeout is answered now; the server gets its grace in the background.
+            tokio::spawn(shut_down(started));
         }
     }
 
@@ -185,17 +220,51 @@ impl Pack {
     }
 }
 
-fn terminate(pid: Option<u32>) {
-    signal(pid, nix::sys::signal::Signal::SIGTERM);
+/// Whether the server answers a `ping` within [`HUNG_PROBE`].
+async fn answers_ping(peer: &rmcp::Peer<rmcp::RoleClient>) -> bool {
+    let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest::default());
+    matches!(
+        tokio::time::timeout(HUNG_PROBE, peer.send_request(ping)).await,
+        Ok(Ok(_))
+    )
 }
 
-fn kill(pid: Option<u32>) {
-    signal(pid, nix::sys::signal::Signal::SIGKILL);
+/// Stops a server through its shim, which alone can take every process the server started: the
+/// shim forwards SIGTERM to the server; a server still running after [`STOP_GRACE`] (it ignores
+/// SIGTERM, or is hung) is ended by SIGUSR1, on which the shim kills all of it and exits. Only
+/// then is the transport closed — killing the shim itself would leave the server's descendants
+/// behind.
+async fn shut_down(mut started: Started) {
+    let Some(pid) = started.shim.and_then(|p| i32::try_from(p).ok()) else {
+        let _ = started.service.close_with_timeout(STOP_GRACE).await;
+        return;
+    };
+    let shim = nix::unistd::Pid::from_raw(pid);
+    let _ = nix::sys::signal::kill(shim, nix::sys::signal::Signal::SIGTERM);
+    if !ended_within(pid, STOP_GRACE).await {
+        let _ = nix::sys::signal::kill(shim, nix::sys::signal::Signal::SIGUSR1);
+        ended_within(pid, STOP_GRACE).await;
+    }
+    let _ = started.service.close_with_timeout(STOP_GRACE).await;
 }
 
-fn signal(pid: Option<u32>, signal: nix::sys::signal::Signal) {
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+/// Waits until process `pid` has exited (gone, or a zombie awaiting its parent), up to `limit`.
+async fn ended_within(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let ended = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        };
+        if ended {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use glovebox_proto::v1::{
-    self as pb, audit_client::AuditClient, executor_client::ExecutorClient,
-    gate_admin_client::GateAdminClient, gate_client::GateClient,
+    self as pb, account_admin_client::AccountAdminClient, audit_client::AuditClient,
+    executor_client::ExecutorClient, gate_admin_client::GateAdminClient, gate_client::GateClient,
+    pack_support_client::PackSupportClient, packs_client::PacksClient,
 };
 use serde_json::json;
 
@@ -311,6 +312,176 @@ async fn hijack(socket: &Path, wait: Duration) {
     }
 }
 
+/// Every pack method a job would want, without a key: the account's own pack host and another
+/// account's (list, plan, call without a ticket, restart), the gate's pack support (another
+/// account's `mcp.json`, sealed secrets, project trust) and the console's account administration.
+async fn packs(state: &Path, account: &str, victim: &str, secret: &str) {
+    let run = state.join("run");
+    for target in [account, victim] {
+        let sock = run.join(format!("exec-{target}/packs.sock"));
+        let name = format!("packs-{target}");
+        let mut host = PacksClient::new(raw_channel(&sock));
+        let (ok, d) = outcome(host.list(pb::ListPacksRequest {}).await);
+        report(&format!("Packs/List of {target}"), &name, ok, d);
+        let (ok, d) = outcome(
+            host.plan(pb::PackPlanRequest {
+                call: Some(call(target, "fake__write_note", json!({"path": "pwned"}))),
+            })
+            .await,
+        );
+        report(&format!("Packs/Plan of {target}"), &name, ok, d);
+        let (ok, d) = outcome(
+            host.invoke(pb::PackInvokeRequest {
+                call: Some(call(target, "fake__write_note", json!({"path": "pwned"}))),
+                ticket: None,
+            })
+            .await,
+        );
+        report(
+            &format!("Packs/Invoke of {target} without a ticket"),
+            &name,
+            ok,
+            d,
+        );
+        let (ok, d) = outcome(host.reload(pb::ReloadPacksRequest::default()).await);
+        report(&format!("Packs/Reload of {target}"), &name, ok, d);
+    }
+    for sock in [run.join("audit.sock"), run.join("gate.sock")] {
+        let name = sock.file_name().unwrap().to_string_lossy().into_owned();
+        let mut support = PackSupportClient::new(raw_channel(&sock));
+        let (ok, d) = outcome(
+            support
+                .secrets(pb::PackSecretsRequest {
+                    names: vec![secret.to_owned()],
+                })
+                .await,
+        );
+        report("PackSupport/Secrets", &name, ok, d);
+        let r = support.watch_config(pb::PackConfigRequest {}).await;
+        let (ok, d) = match r {
+            Ok(mut stream) => match stream.get_mut().message().await {
+                Ok(Some(config)) => (
+                    true,
+                    format!("{} bytes of {}", config.text.len(), config.path),
+                ),
+                Ok(None) => (false, "the stream ended empty".to_owned()),
+                Err(s) => (false, format!("{:?}: {}", s.code(), s.message())),
+            },
+            Err(s) => (false, format!("{:?}: {}", s.code(), s.message())),
+        };
+        report("PackSupport/WatchConfig", &name, ok, d);
+        let (ok, d) = outcome(
+            AccountAdminClient::new(raw_channel(&sock))
+                .add_rule(pb::AddRuleRequest {
+                    account: victim.into(),
+                    section: "commands".into(),
+                    kind: "allow".into(),
+                    pattern: ".*".into(),
+                    ..Default::default()
+                })
+                .await,
+        );
+        report(&format!("AccountAdmin/AddRule for {victim}"), &name, ok, d);
+    }
+    let guess = glovebox_proto::transport::SocketKey::from_bytes(&[0x42; 32]).unwrap();
+    let sock = run.join(format!("exec-{account}/packs.sock"));
+    let r = glovebox_proto::transport::connect_authenticated(&sock, "broker", &guess).await;
+    report(
+        "handshake as broker with a guessed key",
+        &format!("packs-{account}"),
+        r.is_ok(),
+        r.err().map(|e| e.to_string()).unwrap_or_default(),
+    );
+}
+
+/// Sends one HTTP/1.1 GET to the broker and returns the status line and whether it set a cookie.
+async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, bool)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(request.as_bytes()).await?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .map_err(|_| std::io::Error::other("no answer"))??;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, head.contains("\r\nset-cookie:")))
+}
+
+/// What a job could try to get at the web console or an approver's credential: the approver
+/// token file, a running `glovebox approve` (signals, ptrace, /proc), a guessed login link, the
+/// console without a session, and `console_login` on a connection without a credential.
+async fn console(ws_url: &str, token_file: &Path, approver_pid: i32) {
+    let r = std::fs::read(token_file);
+    report(
+        "read the approver token",
+        &token_file.display().to_string(),
+        r.is_ok(),
+        r.err().map(|e| e.to_string()).unwrap_or_default(),
+    );
+    processes(&[approver_pid]);
+    let addr = ws_url
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    for path in [
+        format!("/console/login?t={}", "7".repeat(64)),
+        "/console/".to_owned(),
+    ] {
+        let (ok, d) = match http_get(&addr, &path).await {
+            Ok((status, cookie)) => (
+                (200..400).contains(&status) || cookie,
+                format!("HTTP {status}, cookie set: {cookie}"),
+            ),
+            Err(e) => (false, e.to_string()),
+        };
+        report("GET", &path, ok, d);
+    }
+    let (ok, d) = match tokio_tungstenite::connect_async(ws_url).await {
+        Err(e) => (false, format!("upgrade refused: {e}")),
+        Ok((mut ws, _)) => {
+            use futures_util::{SinkExt, StreamExt};
+            use tokio_tungstenite::tungstenite::Message;
+            let hello = json!({"type": "hello", "role": "approver"}).to_string();
+            let login = json!({"type": "console_login"}).to_string();
+            let _ = ws.send(Message::text(hello)).await;
+            let _ = ws.send(Message::text(login)).await;
+            let mut minted = None;
+            while let Ok(Some(Ok(m))) =
+                tokio::time::timeout(Duration::from_secs(3), ws.next()).await
+            {
+                if let Message::Text(t) = m
+                    && t.as_str().contains("console_login")
+                {
+                    minted = Some(t.as_str().to_owned());
+                    break;
+                }
+            }
+            match minted {
+                Some(frame) => (true, frame),
+                None => (false, "no login link".to_owned()),
+            }
+        }
+    };
+    report("console_login without a credential", ws_url, ok, d);
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -321,6 +492,8 @@ async fn main() {
             let pids: Vec<i32> = args[2..].iter().filter_map(|p| p.parse().ok()).collect();
             processes(&pids);
         }
+        "packs" => packs(Path::new(&arg(2)), &arg(3), &arg(4), &arg(5)).await,
+        "console" => console(&arg(2), Path::new(&arg(3)), arg(4).parse().unwrap_or(0)).await,
         "read" => read(&args[2..]),
         "hijack" => {
             let secs = arg(3).parse().unwrap_or(5);
@@ -328,7 +501,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | processes PID... | read PATH... | hijack SOCKET [SECS] (got {other:?})"
+                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID | processes PID... | read PATH... | hijack SOCKET [SECS] (got {other:?})"
             );
             std::process::exit(2);
         }

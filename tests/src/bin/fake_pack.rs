@@ -5,6 +5,14 @@
 //! Modes: `good`, `liar` (a tool list with colliding, invalid and duplicate names and a
 //! poisonous schema), `garbage` (answers initialize with bytes that are not JSON), `flood` (a
 //! 64 MiB line at initialize), `mute` (never answers initialize), `die` (exits at initialize).
+//!
+//! `shield` makes the server ignore SIGTERM and start a `sleep` in a process group of its own
+//! (its pid is the answer), as a server that means to outlive glovebox would.
+//! `sleep` answers from a thread of its own (the server keeps answering, as a busy but healthy
+//! server does); `freeze` sleeps on the only reader, so nothing is answered, not even `ping` (a
+//! hung server). With `FAKE_PACK_EVENTS=<file>`, each tool call the server receives is appended
+//! to that file as `call <tool> <request id>`, its start as `started`, and each `notifications/cancelled` as
+//! `cancelled <request id>`.
 
 use std::io::{BufRead, Write};
 
@@ -24,6 +32,8 @@ fn tools(mode: &str) -> Vec<Value> {
         tool("echo", true, json!({"text": {"type": "string"}})),
         tool("write_note", false, json!({"path": {"type": "string"}})),
         tool("sleep", true, json!({"seconds": {"type": "number"}})),
+        tool("freeze", true, json!({"seconds": {"type": "number"}})),
+        tool("shield", true, json!({})),
         tool("crash", true, json!({})),
         tool("huge", true, json!({"bytes": {"type": "number"}})),
         tool("pid", true, json!({})),
@@ -55,12 +65,33 @@ fn call(name: &str, args: &Value) -> Value {
                 Err(e) => text(format!("failed: {e}")),
             }
         }
-        "sleep" => {
+        "freeze" => {
             let s = args["seconds"].as_f64().unwrap_or(3600.0);
             std::thread::sleep(std::time::Duration::from_secs_f64(s));
             text("slept")
         }
         "crash" => std::process::exit(3),
+        "shield" => {
+            // SAFETY: SIG_IGN installs no handler; nothing else in this process handles SIGTERM.
+            #[allow(unsafe_code)]
+            let ignored = unsafe {
+                nix::sys::signal::signal(
+                    nix::sys::signal::Signal::SIGTERM,
+                    nix::sys::signal::SigHandler::SigIgn,
+                )
+            };
+            use std::os::unix::process::CommandExt;
+            let child = std::process::Command::new("sleep")
+                .arg("3600")
+                .process_group(0)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn();
+            match (ignored, child) {
+                (Ok(_), Ok(child)) => text(child.id().to_string()),
+                (a, b) => text(format!("failed: {:?} {:?}", a.err(), b.err())),
+            }
+        }
         "huge" => {
             let n = args["bytes"].as_u64().unwrap_or(8 << 20) as usize;
             text("a".repeat(n))
@@ -81,18 +112,54 @@ fn call(name: &str, args: &Value) -> Value {
     }
 }
 
+/// Writes one JSON-RPC message as a line (from the reader or a `sleep` thread).
+fn send(message: &Value) -> bool {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{message}").is_ok() && out.flush().is_ok()
+}
+
+/// Appends `line` to the events file, when the test asked for one.
+fn record(line: &str) {
+    if let Some(path) = std::env::var_os("FAKE_PACK_EVENTS")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "good".into());
+    record("started");
     let stdin = std::io::stdin();
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::stdout();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { return };
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
         let Some(id) = msg.get("id").cloned() else {
-            continue; // a notification
+            if msg["method"] == "notifications/cancelled" {
+                record(&format!("cancelled {}", msg["params"]["requestId"]));
+            }
+            continue;
         };
+        if msg["method"] == "tools/call" {
+            let name = msg["params"]["name"].as_str().unwrap_or_default();
+            record(&format!("call {name} {id}"));
+        }
+        if msg["method"] == "tools/call" && msg["params"]["name"] == "sleep" {
+            let seconds = msg["params"]["arguments"]["seconds"]
+                .as_f64()
+                .unwrap_or(1.0);
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": text("slept")}));
+            });
+            continue;
+        }
         let method = msg["method"].as_str().unwrap_or_default();
         let result = match method {
             "initialize" => match mode.as_str() {
@@ -128,14 +195,13 @@ fn main() {
             ),
             "ping" => json!({}),
             _ => {
-                let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no such method"}});
-                let _ = writeln!(out, "{reply}");
-                let _ = out.flush();
+                send(
+                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no such method"}}),
+                );
                 continue;
             }
         };
-        let reply = json!({"jsonrpc": "2.0", "id": id, "result": result});
-        if writeln!(out, "{reply}").is_err() || out.flush().is_err() {
+        if !send(&json!({"jsonrpc": "2.0", "id": id, "result": result})) {
             return;
         }
     }

@@ -709,3 +709,140 @@ async fn a_rule_added_after_its_explain_preview_decides_the_next_call() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn the_tools_switch_turns_an_accounts_tools_off_and_on_for_its_agents() {
+    let g = Glovebox::start();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    std::fs::write(g.workdir.join("a.txt"), "x").unwrap();
+    let mut agent = g.connect("agent").await;
+    expect_ok(
+        &agent
+            .invoke("r1", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    page.click("#tab-account").await;
+    page.wait_for(
+        "the tools switch",
+        "document.getElementById('tools-toggle').textContent === 'Switch tools off'",
+    )
+    .await;
+    page.click("#tools-toggle").await;
+    page.wait_for(
+        "the switch to show tools off",
+        "document.getElementById('tools-toggle').textContent === 'Switch tools on' && \
+         document.getElementById('tools-state').textContent.startsWith('Off')",
+    )
+    .await;
+    // The gate refuses every call of the account's agents, including connections made before.
+    let r = agent
+        .invoke("r2", "file_read", json!({"path": "a.txt"}))
+        .await;
+    assert_eq!(r["ok"], false, "{r}");
+    page.click("#tools-toggle").await;
+    page.wait_for(
+        "the switch to show tools on",
+        "document.getElementById('tools-toggle').textContent === 'Switch tools off'",
+    )
+    .await;
+    expect_ok(
+        &agent
+            .invoke("r3", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn confinement_switched_on_in_the_console_denies_what_would_ask_outside_the_workdir() {
+    let g = Glovebox::with_extra_roots(&["elsewhere"]);
+    let outside = g.root().join("elsewhere/out.txt");
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    let mut agent = g.connect("agent").await;
+    let write = |id: &str| {
+        json!({"type": "invoke", "call_id": id, "tool": "file_write",
+               "params": {"path": outside, "content": "x"}})
+    };
+    // Unconfined, a write outside the workdir asks.
+    agent.send(write("w1")).await;
+    ask_shown(&mut page, "w1").await;
+    page.click("#answer-deny").await;
+    expect_error(&agent.result_for("w1").await, "denied");
+    page.click("#tab-account").await;
+    page.wait_for(
+        "the confinement switch",
+        "document.getElementById('confine-toggle').textContent === 'Confine to the workdir'",
+    )
+    .await;
+    page.click("#confine-toggle").await;
+    page.wait_for(
+        "confinement on",
+        "document.getElementById('confine-state').textContent.startsWith('On')",
+    )
+    .await;
+    // Confined, it is denied without asking anyone; inside the workdir still asks.
+    let r = agent
+        .invoke("w2", "file_write", json!({"path": outside, "content": "x"}))
+        .await;
+    let e = expect_error(&r, "denied");
+    assert!(e.to_string().contains("workdir"), "{e}");
+    assert!(!outside.exists());
+    agent
+        .send(
+            json!({"type": "invoke", "call_id": "w3", "tool": "file_write",
+                     "params": {"path": "in.txt", "content": "x"}}),
+        )
+        .await;
+    ask_shown(&mut page, "w3").await;
+    page.click("#answer-once").await;
+    expect_ok(&agent.result_for("w3").await);
+}
+
+#[tokio::test]
+async fn a_job_is_listed_tailed_and_killed_from_the_console() {
+    let g = Glovebox::start();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(
+            json!({"type": "invoke", "call_id": "j1", "tool": "exec_run",
+                     "params": {"command": "echo started-marker; sleep 600"}}),
+        )
+        .await;
+    ask_shown(&mut page, "j1").await;
+    page.click("#answer-once").await;
+    let job = expect_ok(&agent.result_for("j1").await)["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    page.click("#tab-account").await;
+    page.click("#jobs-refresh").await;
+    let kill_button = format!("[aria-label={}]", json!(format!("Kill job {job}")));
+    let tail_button = format!("[aria-label={}]", json!(format!("Output of job {job}")));
+    page.wait_for(
+        "the running job in the table",
+        &format!("document.querySelector({}) !== null", json!(kill_button)),
+    )
+    .await;
+    page.click(&tail_button).await;
+    page.wait_for(
+        "the job's output",
+        "document.getElementById('job-tail').textContent.includes('started-marker')",
+    )
+    .await;
+    page.click(&kill_button).await;
+    page.wait_for(
+        "the job no longer running",
+        &format!(
+            "document.querySelector({}) === null && \
+             document.getElementById('jobs').textContent.includes({})",
+            json!(kill_button),
+            json!(job)
+        ),
+    )
+    .await;
+    let status = agent.wait_job(&job).await;
+    assert_ne!(status["state"], "running", "{status}");
+}

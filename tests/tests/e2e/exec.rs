@@ -452,3 +452,22 @@ async fn an_account_chooses_which_variables_its_jobs_inherit() {
     );
     assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
 }
+
+#[tokio::test]
+async fn a_job_starts_with_no_signal_blocked_and_sigterm_ends_it() {
+    // The shim blocks the signals it waits for; a job that inherited that mask could not be
+    // stopped by SIGTERM or SIGINT, and programs that wait for SIGCHLD would hang.
+    let (_g, mut agent, job) = started_job(json!({
+        "command": "grep -E '^Sig(Blk|Ign):' /proc/self/status; sh -c 'kill -TERM $$; sleep 5; echo survived'"
+    }))
+    .await;
+    let status = agent.wait_job(&job).await;
+    let tail = expect_ok(
+        &agent
+            .invoke("t", "exec_tail", json!({ "job_id": job }))
+            .await,
+    );
+    let out = tail["stdout"]["text"].as_str().unwrap();
+    assert!(out.contains("SigBlk:\t0000000000000000"), "{out}");
+    assert!(!out.contains("survived"), "{out} {status}");
+}

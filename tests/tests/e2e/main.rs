@@ -14,6 +14,7 @@ mod identity;
 mod limits;
 mod mcp;
 mod packs;
+mod packs_real;
 mod paths;
 mod policy;
 mod principals;

@@ -34,7 +34,7 @@ fn start_with_limits(packs: &[(&str, &str, Value)], limits: Vec<String>) -> Glov
     })
 }
 
-async fn packs_list(agent: &mut Client) -> Value {
+pub(crate) async fn packs_list(agent: &mut Client) -> Value {
     agent.send(json!({"type": "packs_list"})).await;
     loop {
         let frame = agent.next().await;
@@ -44,7 +44,7 @@ async fn packs_list(agent: &mut Client) -> Value {
     }
 }
 
-fn names(list: &Value) -> Vec<String> {
+pub(crate) fn names(list: &Value) -> Vec<String> {
     list["tools"]
         .as_array()
         .unwrap()
@@ -53,7 +53,7 @@ fn names(list: &Value) -> Vec<String> {
         .collect()
 }
 
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     let ok = expect_ok(result);
     ok["content"][0]["text"]
         .as_str()
@@ -415,7 +415,7 @@ fn packs_cli(g: &Glovebox, args: &[&str]) -> (i32, String, String) {
 }
 
 /// Waits until the account's pack tool names satisfy `check`.
-async fn until_listed(g: &Glovebox, what: &str, check: impl Fn(&[String]) -> bool) {
+pub(crate) async fn until_listed(g: &Glovebox, what: &str, check: impl Fn(&[String]) -> bool) {
     let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
     loop {
         let mut agent = g.connect("agent").await;
@@ -564,4 +564,359 @@ async fn a_missing_secret_is_a_visible_error_until_set_and_never_lands_in_plain_
             }
         }
     }
+}
+
+/// The lines of the fake pack's events file (`FAKE_PACK_EVENTS`) in the workdir.
+fn pack_events(g: &Glovebox) -> Vec<String> {
+    std::fs::read_to_string(g.workdir.join("pack-events.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A pack (`slow`) whose server records what it receives, with a one-second time limit.
+fn recording_pack() -> Glovebox {
+    start(&[(
+        "slow",
+        "good",
+        json!({"timeout": 1, "env": {"FAKE_PACK_EVENTS": "pack-events.log"}}),
+    )])
+}
+
+#[tokio::test]
+async fn a_hung_server_is_stopped_after_a_timeout_and_the_next_call_starts_a_new_one() {
+    let g = recording_pack();
+    let mut agent = g.connect("agent").await;
+    let first: i32 = text_of(&agent.invoke("p1", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    // `freeze` blocks the server's only reader: it answers nothing, not even a ping.
+    let hung = agent
+        .invoke("f1", "slow__freeze", json!({"seconds": 3600}))
+        .await;
+    expect_error(&hung, "timeout");
+    let echoed = agent
+        .invoke("e1", "slow__echo", json!({"text": "back"}))
+        .await;
+    assert_eq!(text_of(&echoed), "back");
+    let second: i32 = text_of(&agent.invoke("p2", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert_ne!(first, second, "the hung server still answers calls");
+    glovebox_e2e::eventually("the hung server is gone", || !glovebox_e2e::alive(first)).await;
+}
+
+#[tokio::test]
+async fn a_slow_but_healthy_server_is_told_to_cancel_and_keeps_running() {
+    let g = recording_pack();
+    let mut agent = g.connect("agent").await;
+    let first: i32 = text_of(&agent.invoke("p1", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    // `sleep` answers from its own thread: the server still answers pings, so it is not hung.
+    let slow = agent
+        .invoke("s1", "slow__sleep", json!({"seconds": 3600}))
+        .await;
+    expect_error(&slow, "timeout");
+    let id = pack_events(&g)
+        .iter()
+        .find_map(|l| l.strip_prefix("call sleep ").map(str::to_owned))
+        .expect("the server got the call");
+    glovebox_e2e::eventually("the server is told to cancel the call", || {
+        pack_events(&g).contains(&format!("cancelled {id}"))
+    })
+    .await;
+    let again: i32 = text_of(&agent.invoke("p2", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    assert_eq!(first, again, "a server that answers pings was restarted");
+}
+
+#[tokio::test]
+async fn a_call_its_agent_withdraws_is_cancelled_at_the_pack_server() {
+    let g = start(&[(
+        "slow",
+        "good",
+        json!({"timeout": 60, "env": {"FAKE_PACK_EVENTS": "pack-events.log"}}),
+    )]);
+    let mut agent = g.connect("agent").await;
+    agent
+        .send(json!({"type": "invoke", "call_id": "w1", "tool": "slow__sleep", "params": {"seconds": 3600}}))
+        .await;
+    glovebox_e2e::eventually("the server to get the call", || {
+        pack_events(&g).iter().any(|l| l.starts_with("call sleep "))
+    })
+    .await;
+    let id = pack_events(&g)
+        .iter()
+        .find_map(|l| l.strip_prefix("call sleep ").map(str::to_owned))
+        .unwrap();
+    let started = std::time::Instant::now();
+    agent.send(json!({"type": "cancel", "call_id": "w1"})).await;
+    let result = loop {
+        let frame = agent.next().await;
+        if frame["type"] == "result" && frame["call_id"] == "w1" {
+            break frame;
+        }
+    };
+    expect_error(&result, "cancelled");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    glovebox_e2e::eventually("the server is told to cancel the call", || {
+        pack_events(&g).contains(&format!("cancelled {id}"))
+    })
+    .await;
+    let pool = g.audit_pool().await;
+    let code: Option<String> =
+        sqlx::query_scalar("SELECT error_code FROM tool_calls WHERE client_call_id = 'w1'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(code.as_deref(), Some("cancelled"));
+}
+
+#[tokio::test]
+async fn a_hung_server_that_ignores_sigterm_is_ended_with_everything_it_started() {
+    let g = recording_pack();
+    let mut agent = g.connect("agent").await;
+    let server: i32 = text_of(&agent.invoke("p1", "slow__pid", json!({})).await)
+        .parse()
+        .unwrap();
+    let child: i32 = text_of(&agent.invoke("s1", "slow__shield", json!({})).await)
+        .parse()
+        .unwrap();
+    assert!(glovebox_e2e::alive(child));
+    let hung = agent
+        .invoke("f1", "slow__freeze", json!({"seconds": 3600}))
+        .await;
+    expect_error(&hung, "timeout");
+    glovebox_e2e::eventually("the server and its child are gone", || {
+        !glovebox_e2e::alive(server) && !glovebox_e2e::alive(child)
+    })
+    .await;
+    let echoed = agent
+        .invoke("e1", "slow__echo", json!({"text": "back"}))
+        .await;
+    assert_eq!(text_of(&echoed), "back");
+}
+
+/// Writes the project's `.glovebox/mcp.json` with the fake pack `proj` run with `args`, its
+/// events recorded in `proj-events.log`.
+fn write_project_pack(g: &Glovebox, args: &[&str]) {
+    let bin = sibling_bin("glovebox-fake-pack");
+    let dir = g.workdir.join(".glovebox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = json!({"mcpServers": {"proj": {
+        "command": bin, "args": args, "env": {"FAKE_PACK_EVENTS": "proj-events.log"}
+    }}});
+    std::fs::write(dir.join("mcp.json"), file.to_string()).unwrap();
+}
+
+fn project_pack_started(g: &Glovebox) -> bool {
+    std::fs::read_to_string(g.workdir.join("proj-events.log"))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l == "started")
+}
+
+/// Lists the packs (which queues the trust ask) and returns the trust ask the approver gets.
+async fn trust_ask(g: &Glovebox, approver: &mut Client) -> Value {
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    assert!(
+        !names(&list).iter().any(|n| n.starts_with("proj__")),
+        "an untrusted project pack is listed: {list}"
+    );
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["tool"], "pack_trust", "{ask}");
+    assert!(
+        ask["preview"].as_str().unwrap().contains("\"proj\""),
+        "{ask}"
+    );
+    ask
+}
+
+#[tokio::test]
+async fn a_project_pack_starts_only_once_its_approver_trusts_it_and_its_tools_still_ask() {
+    let g = start(&[]);
+    let mut approver = g.connect("approver").await;
+    write_project_pack(&g, &["good"]);
+    let ask = trust_ask(&g, &mut approver).await;
+    assert!(!project_pack_started(&g), "started before it was trusted");
+    approver.answer(&ask, "once").await;
+    until_listed(&g, "the trusted project pack", |n| {
+        n.contains(&"proj__echo".to_owned())
+    })
+    .await;
+    // Even its read-only tools ask: the project's file is not the user's own.
+    let mut agent = g.connect("agent").await;
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "e1",
+            "proj__echo",
+            json!({"text": "hi"}),
+            "once",
+        )
+        .await;
+    assert_eq!(ask["tool"], "proj__echo", "{ask}");
+    assert_eq!(text_of(&result), "hi");
+    // Nothing about the trust was written into the project.
+    let entries: Vec<String> = std::fs::read_dir(g.workdir.join(".glovebox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["mcp.json"]);
+}
+
+#[tokio::test]
+async fn a_project_pack_refused_or_not_answered_in_time_never_starts() {
+    for answer in ["deny", "none"] {
+        let g = Glovebox::start_with(Options {
+            accounts: vec![("test".into(), true)],
+            mcp_json: Some(json!({"mcpServers": {}}).to_string()),
+            ask_timeout_secs: 1,
+            ..Options::default()
+        });
+        let mut approver = g.connect("approver").await;
+        write_project_pack(&g, &["good"]);
+        let ask = trust_ask(&g, &mut approver).await;
+        if answer == "deny" {
+            approver.answer(&ask, "deny").await;
+        }
+        // The answer (or the timeout) is recorded; the pack is then listed with its refusal.
+        let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+        let list = loop {
+            let mut agent = g.connect("agent").await;
+            let list = packs_list(&mut agent).await;
+            if list["errors"].to_string().contains("proj") {
+                break list;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{answer}: no refusal listed: {list}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        assert!(
+            !names(&list).iter().any(|n| n.starts_with("proj__")),
+            "{answer}: {list}"
+        );
+        let mut agent = g.connect("agent").await;
+        let r = agent.invoke("c1", "proj__echo", json!({"text": "x"})).await;
+        assert_eq!(r["ok"], false, "{answer}: {r}");
+        assert!(
+            !project_pack_started(&g),
+            "{answer}: the refused pack started"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_always_trusted_project_pack_is_asked_about_again_when_its_command_changes() {
+    let g = start(&[]);
+    let mut approver = g.connect("approver").await;
+    write_project_pack(&g, &["good"]);
+    let ask = trust_ask(&g, &mut approver).await;
+    approver.answer(&ask, "always").await;
+    until_listed(&g, "the trusted project pack", |n| {
+        n.contains(&"proj__echo".to_owned())
+    })
+    .await;
+    // "always" lives in the state directory, keyed by what would run; the project holds nothing.
+    assert_eq!(
+        std::fs::read_dir(g.workdir.join(".glovebox"))
+            .unwrap()
+            .count(),
+        1
+    );
+    // The same pack name with another command is a new question.
+    write_project_pack(&g, &["good", "--changed"]);
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let ask = loop {
+        let mut agent = g.connect("agent").await;
+        let _ = packs_list(&mut agent).await;
+        if let Ok(frame) =
+            tokio::time::timeout(std::time::Duration::from_millis(500), approver.next_ask()).await
+        {
+            break frame;
+        }
+        assert!(std::time::Instant::now() < deadline, "no new trust ask");
+    };
+    assert_eq!(ask["tool"], "pack_trust", "{ask}");
+    assert!(
+        ask["preview"].as_str().unwrap().contains("--changed"),
+        "{ask}"
+    );
+    approver.answer(&ask, "deny").await;
+    until_listed(&g, "the changed pack to be dropped", |n| {
+        !n.iter().any(|t| t.starts_with("proj__"))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_managed_no_packs_cap_denies_every_pack_tool_and_a_managed_tools_deny_one() {
+    let g = start(&[("fake", "good", json!({}))]);
+    let mut agent = g.connect("agent").await;
+    assert_eq!(
+        text_of(&agent.invoke("e0", "fake__echo", json!({"text": "x"})).await),
+        "x"
+    );
+    let managed = g.state.join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    // A tools deny in the managed layer beats the user's own read-only default allow ...
+    std::fs::write(
+        managed.join("corp.yaml"),
+        "tools:\n  deny: ['fake__echo']\n",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let mut i = 0;
+    let denied = loop {
+        i += 1;
+        let r = agent
+            .invoke(&format!("e{i}"), "fake__echo", json!({"text": "x"}))
+            .await;
+        if r["ok"] == false {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "never denied: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let e = expect_error(&denied, "denied");
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("managed"),
+        "{e}"
+    );
+    assert!(!text_of(&agent.invoke("p0", "fake__pid", json!({})).await).is_empty());
+    // ... and `no-packs` denies every pack tool, read-only or not, without asking anyone.
+    std::fs::write(managed.join("corp.yaml"), "cap: [no-packs]\n").unwrap();
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let denied = loop {
+        i += 1;
+        let r = agent.invoke(&format!("p{i}"), "fake__pid", json!({})).await;
+        if r["ok"] == false {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "never capped: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let e = expect_error(&denied, "denied");
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("no-packs"),
+        "{e}"
+    );
+    let r = agent
+        .invoke("w1", "fake__write_note", json!({"path": "note.txt"}))
+        .await;
+    expect_error(&r, "denied");
+    assert!(!g.workdir.join("note.txt").exists());
+    // Built-in tools are not packs: they still work.
+    std::fs::write(g.workdir.join("a.txt"), "x").unwrap();
+    expect_ok(
+        &agent
+            .invoke("r1", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
 }

@@ -690,3 +690,130 @@ async fn every_audit_row_of_an_approved_command_masks_its_secrets() {
     assert_eq!(execute.0, "executor");
     assert!(execute.2.contains("exec echo --token ****"), "{execute:?}");
 }
+
+#[tokio::test]
+async fn a_job_cannot_use_a_pack_host_nor_read_pack_secrets_or_config() {
+    use std::io::Write;
+    const VALUE: &str = "pack-secret-5b0e27a1";
+    let fake = glovebox_e2e::sibling_bin("glovebox-fake-pack");
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("alice".into(), true), ("bob".into(), true)],
+        mcp_json: Some(
+            serde_json::json!({"mcpServers": {"fake": {
+                "command": fake, "args": ["good"],
+                "env": {"API_TOKEN": "${secret:API_TOKEN}"}
+            }}})
+            .to_string(),
+        ),
+        ..Default::default()
+    });
+    for account in ["alice", "bob"] {
+        let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
+            .args(["secret", "set", "--account", account, "API_TOKEN"])
+            .arg("--state-dir")
+            .arg(&g.state)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        set.stdin
+            .take()
+            .unwrap()
+            .write_all(VALUE.as_bytes())
+            .unwrap();
+        let out = set.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let attack = plant_attack_binary(&g.workdir);
+    let mut approver = g.connect_as("alice", "approver").await;
+    let mut agent = g.connect_as("alice", "agent").await;
+    let (status, stdout, stderr) = agent
+        .run_job(
+            &mut approver,
+            &format!(
+                "{} packs {} alice bob API_TOKEN",
+                attack.display(),
+                g.state.display()
+            ),
+        )
+        .await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    let tried = attempts(&stdout);
+    // List, Plan, Invoke and Reload on two pack hosts; Secrets, WatchConfig and AccountAdmin on
+    // two gate sockets; one guessed handshake.
+    assert_eq!(tried.len(), 4 * 2 + 3 * 2 + 1, "{stdout}");
+    for account in ["alice", "bob"] {
+        let sock = g.state.join(format!("run/exec-{account}/packs.sock"));
+        assert!(sock.exists(), "{} is not there to attack", sock.display());
+    }
+    for t in &tried {
+        eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
+        assert!(
+            !t.succeeded,
+            "{} on {} succeeded: {}",
+            t.attack, t.target, t.detail
+        );
+    }
+    assert!(!stdout.contains(VALUE), "{stdout}");
+    assert!(!g.workdir.join("pwned").exists());
+    assert!(!g.root().join("work-bob/pwned").exists());
+    // The pack host is unharmed and still serves its own agent.
+    let r = agent
+        .invoke("after", "fake__echo", serde_json::json!({"text": "fine"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+}
+
+#[tokio::test]
+async fn a_job_cannot_take_the_approvers_credential_nor_mint_a_console_login() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    let attack = plant_attack_binary(&g.workdir);
+    // A person's `glovebox approve`, running as the same user as the job, holding the credential.
+    let mut person = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["approve", "--account", "alice", "--state-dir"])
+        .arg(&g.state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = person.id() as i32;
+    let token_file = g.state.join("accounts/alice/approver.token");
+    let command = format!(
+        "{} console {} {} {pid}",
+        attack.display(),
+        g.url,
+        token_file.display()
+    );
+    let (status, stdout, stderr) = agent.run_job(&mut approver, &command).await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    let tried = attempts(&stdout);
+    // The token file, eleven process attacks, two console pages, one unauthenticated login.
+    assert_eq!(tried.len(), 1 + 11 + 2 + 1, "{stdout}");
+    for t in &tried {
+        eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
+        assert!(
+            !t.succeeded,
+            "{} on {} succeeded: {}",
+            t.attack, t.target, t.detail
+        );
+    }
+    // The console pages were refused by the broker itself, not by an unreachable network.
+    for t in tried.iter().filter(|t| t.attack == "GET") {
+        assert!(
+            t.detail.starts_with("HTTP 401"),
+            "{}: {}",
+            t.target,
+            t.detail
+        );
+    }
+    assert!(glovebox_e2e::alive(pid), "the approve client is gone");
+    assert_ne!(state_of(pid), Some('T'), "the approve client was stopped");
+    let _ = person.kill();
+    let _ = person.wait();
+}

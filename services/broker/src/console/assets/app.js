@@ -599,9 +599,15 @@
       show($("job-output"), true);
     } catch (e) { toast(`Tail: ${e.message}`); }
   }
+  // A killed job takes a moment to end (its shim stops every process first): the table is
+  // refreshed until it no longer shows the job running, for a few seconds at most.
   async function kill(jobId) {
     try { await manage({ name: "job_kill", job_id: jobId }); toast(`Job ${jobId} stopped.`); } catch (e) { toast(`Kill: ${e.message}`); }
-    refreshJobs();
+    for (let i = 0; i < 20; i++) {
+      await refreshJobs();
+      if (!document.querySelector(`[aria-label="Kill job ${CSS.escape(jobId)}"]`)) break;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
   }
   $("jobs-refresh").addEventListener("click", refreshJobs);
 
