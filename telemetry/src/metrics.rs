@@ -329,6 +329,7 @@ mod tests {
 
     #[test]
     fn counts_reach_the_text() {
+        set_builtin_tools(["file_read".to_owned()]);
         broker().call("file_read", "allow", "ok", 0.002);
         broker().call("file_read", "allow", "ok", 0.004);
         broker().asks_pending(1);
