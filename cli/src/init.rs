@@ -83,6 +83,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
         limits: Default::default(),
         client_tools: Default::default(),
         audit: Default::default(),
+        telemetry: Default::default(),
     };
     let text = raw.to_yaml()?;
     // What we write must be what we would accept.

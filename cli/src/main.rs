@@ -393,6 +393,8 @@ pub struct Env {
     pub trash_dir: PathBuf,
     /// `$HOME`, if set.
     pub home: Option<PathBuf>,
+    /// The standard OpenTelemetry variables that were set (see `glovebox_config::telemetry`).
+    pub otel_env: Vec<(String, String)>,
 }
 
 /// Variables passed from the service's environment to exec jobs; nothing else is.
@@ -435,7 +437,24 @@ impl Env {
             environment: std::env::vars().collect(),
             trash_dir: data_home.join("Trash"),
             home: std::env::var_os("HOME").map(PathBuf::from),
+            otel_env: glovebox_config::telemetry::ENV_NAMES
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+                .collect(),
         }
+    }
+
+    /// The telemetry settings: the file's section `raw` under the `OTEL_*` variables.
+    fn telemetry(
+        &self,
+        raw: &glovebox_config::telemetry::RawTelemetry,
+    ) -> Result<glovebox_config::telemetry::Telemetry, String> {
+        glovebox_config::telemetry::Telemetry::validate(raw, |k| {
+            self.otel_env
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        })
     }
 
     fn state_dir(&self, args: &StateArgs) -> PathBuf {
@@ -528,12 +547,29 @@ fn main() -> ExitCode {
         eprintln!("glovebox: could not make this process non-dumpable: {e}");
         return ExitCode::from(2);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&env.log_filter))
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let telemetry_slot = glovebox_telemetry::install::init(
+        &env.log_filter,
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    );
+    // A service exports traces when its environment says so (`up` sets the variables from
+    // glovebox.yaml for each service it starts).
+    let service_name = match &cli.command {
+        Command::Gate { .. } => Some("glovebox-gate"),
+        Command::Broker { .. } => Some("glovebox-broker"),
+        Command::Executor(_) => Some("glovebox-executor"),
+        Command::PackHost(_) => Some("glovebox-pack-host"),
+        _ => None,
+    };
+    let telemetry = match service_name {
+        Some(_) => match env.telemetry(&Default::default()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("glovebox: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     // The services read their handover (keys) from stdin before anything else; the rest of stdin
     // is the supervisor's lifeline.
     let handover = match &cli.command {
@@ -577,10 +613,32 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Started inside the runtime (the exporter's channel lives on it), stopped before it ends.
+    let telemetry_guard = match (service_name, &telemetry) {
+        (Some(name), Some(settings)) => {
+            let _runtime = runtime.enter();
+            if let Err(e) = glovebox_telemetry::metrics::init(Some(settings), name) {
+                eprintln!("glovebox: telemetry: {e}");
+                return ExitCode::from(2);
+            }
+            match telemetry_slot.start(settings, name) {
+                Ok(guard) => guard,
+                Err(e) => {
+                    eprintln!("glovebox: telemetry: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => None,
+    };
     let result = match prepared {
         Some(prepared) => runtime.block_on(services::executor(prepared)),
         None => runtime.block_on(dispatch(cli.command, env, handover)),
     };
+    drop(telemetry_guard);
+    if service_name.is_some() {
+        glovebox_telemetry::metrics::shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -647,6 +705,7 @@ async fn dispatch(
                 ask_timeout_secs,
                 trash_dir: env.trash_dir.clone(),
                 home: env.home.clone(),
+                otel_env: env.otel_env.clone(),
             };
             supervisor::up(options).await
         }

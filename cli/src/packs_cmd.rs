@@ -200,7 +200,7 @@ pub enum PacksCommand {
 fn packs_client(
     state: &StateDir,
     account: &str,
-) -> anyhow::Result<PacksClient<tonic::transport::Channel>> {
+) -> anyhow::Result<PacksClient<glovebox_proto::transport::Link>> {
     let keys = crate::control_keys(state)?;
     let s = socket::packs(account);
     Ok(PacksClient::new(

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use glovebox_config::StateDir;
+use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::v1::{self as pb, gate_admin_client::GateAdminClient};
-use tonic::transport::Channel;
 
 pub use explain::ExplainArgs;
 

@@ -49,6 +49,8 @@ pub struct UpOptions {
     pub trash_dir: PathBuf,
     /// The home directory of the user running `up` (`$HOME`).
     pub home: Option<PathBuf>,
+    /// The `OTEL_*` variables `up` was started with; they override glovebox.yaml's `telemetry:`.
+    pub otel_env: Vec<(String, String)>,
 }
 
 /// System mode's files besides the state directory.
@@ -363,10 +365,20 @@ fn child_specs(
         ));
     }
     specs.push(broker_spec(state, keys, &account_ids, o));
-    if let Some(mode) = system_mode {
-        for spec in &mut specs {
+    // Every service gets the telemetry settings as the standard variables (the executor and
+    // the pack host read nothing of the state directory).
+    let telemetry = glovebox_config::telemetry::Telemetry::validate(&config.telemetry, |k| {
+        o.otel_env
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    })
+    .map_err(|e| anyhow::anyhow!("{}: {e}", state.config_file().display()))?;
+    for spec in &mut specs {
+        if let Some(mode) = system_mode {
             system_spec(spec, state, mode);
         }
+        spec.env.extend(telemetry.to_env());
     }
     Ok(specs)
 }
@@ -604,7 +616,7 @@ fn sandboxes(running: &[Running]) -> Vec<(String, String)> {
 struct Children<'a> {
     exe: &'a std::path::Path,
     exits_tx: &'a mpsc::Sender<Exit>,
-    audit: &'a AuditClient<tonic::transport::Channel>,
+    audit: &'a AuditClient<glovebox_proto::transport::Link>,
 }
 
 impl Children<'_> {
@@ -842,7 +854,7 @@ async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
 }
 
 async fn audit_service(
-    audit: &AuditClient<tonic::transport::Channel>,
+    audit: &AuditClient<glovebox_proto::transport::Link>,
     outcome: &str,
     detail: &str,
 ) {
@@ -1034,6 +1046,7 @@ mod tests {
             ask_timeout_secs: 9,
             trash_dir: "/t".into(),
             home: None,
+            otel_env: Vec::new(),
         };
         let me = identity::Identity {
             name: "me".into(),

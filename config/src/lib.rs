@@ -40,6 +40,7 @@ pub mod job_env;
 pub mod limits;
 pub mod mcp_json;
 pub mod system;
+pub mod telemetry;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -302,6 +303,9 @@ pub struct RawConfig {
     /// The audit's shipping to a fleet database (see [`audit_ship`]); absent: not shipped.
     #[serde(default, skip_serializing_if = "audit_ship::RawAudit::is_empty")]
     pub audit: audit_ship::RawAudit,
+    /// Traces and metrics over OTLP (see [`telemetry`]); absent: off.
+    #[serde(default, skip_serializing_if = "telemetry::RawTelemetry::is_empty")]
+    pub telemetry: telemetry::RawTelemetry,
 }
 
 impl RawConfig {
@@ -380,6 +384,9 @@ pub struct Config {
     pub client_tools: client_tools::ClientTools,
     /// `audit.ship`, if configured.
     pub audit_ship: Option<audit_ship::Ship>,
+    /// The file's `telemetry:` section, validated; `glovebox up` applies the `OTEL_*` variables
+    /// over it (see [`telemetry::Telemetry::validate`]).
+    pub telemetry: telemetry::RawTelemetry,
 }
 
 impl Config {
@@ -424,12 +431,14 @@ impl Config {
             client_tools::ClientTools::validate(&raw.client_tools, |k| std::env::var(k).ok())
                 .map_err(|m| invalid(None, m))?;
         let audit_ship = audit_ship::Ship::validate(&raw.audit).map_err(|m| invalid(None, m))?;
+        telemetry::Telemetry::validate(&raw.telemetry, |_| None).map_err(|m| invalid(None, m))?;
         Ok(Config {
             listen,
             accounts,
             limits,
             client_tools,
             audit_ship,
+            telemetry: raw.telemetry,
         })
     }
 

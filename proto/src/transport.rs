@@ -326,10 +326,16 @@ pub async fn connect_authenticated(
     Ok(stream)
 }
 
+/// A client channel between glovebox's processes: requests carry the trace context of the call
+/// they are part of (see `glovebox_telemetry::propagation`).
+pub type Link = glovebox_telemetry::propagation::Traced<Channel>;
+/// The tower layer every glovebox gRPC server carries: a server span per traced request.
+pub use glovebox_telemetry::propagation::ServerLayer;
+
 /// A channel to the control socket at `path`, as `peer` with `key`. It connects on first use and
 /// reconnects after failures (running the handshake each time), so callers see `Unavailable`
 /// while the service is down, or is not the service it claims to be, instead of hanging.
-pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Channel {
+pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Link {
     let path: PathBuf = path.to_owned();
     let peer = peer.to_owned();
     let connector = tower::service_fn(move |_: http::Uri| {
@@ -340,9 +346,11 @@ pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Channel
         }
     });
     // The URI is never dialled: the connector above decides where to connect.
-    Endpoint::from_static("http://glovebox.local")
-        .connect_timeout(CONNECT_TIMEOUT)
-        .connect_with_connector_lazy(connector)
+    glovebox_telemetry::propagation::Traced::new(
+        Endpoint::from_static("http://glovebox.local")
+            .connect_timeout(CONNECT_TIMEOUT)
+            .connect_with_connector_lazy(connector),
+    )
 }
 
 /// How long a service waits for the gate to take an audit row before it gives up.
@@ -353,7 +361,7 @@ pub const AUDIT_DURABLE_LIMIT: Duration = Duration::from_secs(15);
 /// A call whose rows were not taken is not reported as done: the caller turns an error here into
 /// a failed call. A row retried after a reply was lost may be written twice (rows are never lost).
 pub async fn append_durably(
-    client: &crate::v1::audit_client::AuditClient<Channel>,
+    client: &crate::v1::audit_client::AuditClient<Link>,
     event: crate::v1::AuditEvent,
     limit: Duration,
 ) -> Result<(), tonic::Status> {

@@ -9,6 +9,7 @@
 
 pub mod browser;
 pub mod mcp_clients;
+pub mod otlp;
 pub mod postgres;
 pub mod stats;
 
@@ -363,7 +364,7 @@ impl Glovebox {
         file: &str,
         socket_name: &str,
         peer: &str,
-    ) -> tonic::transport::Channel {
+    ) -> glovebox_proto::transport::Link {
         glovebox_proto::transport::authenticated_channel(
             &self.state.join("run").join(file),
             peer,
@@ -372,19 +373,19 @@ impl Glovebox {
     }
 
     /// The gate's main socket, as the broker.
-    pub fn gate_channel(&self) -> tonic::transport::Channel {
+    pub fn gate_channel(&self) -> glovebox_proto::transport::Link {
         use glovebox_proto::transport::handover::{peer, socket};
         self.channel_as("gate.sock", socket::GATE, peer::BROKER)
     }
 
     /// The gate's admin socket, as an administrator.
-    pub fn admin_channel(&self) -> tonic::transport::Channel {
+    pub fn admin_channel(&self) -> glovebox_proto::transport::Link {
         use glovebox_proto::transport::handover::{peer, socket};
         self.channel_as("admin.sock", socket::ADMIN, peer::ADMIN)
     }
 
     /// An account's executor socket, as the broker.
-    pub fn executor_channel(&self, account: &str) -> tonic::transport::Channel {
+    pub fn executor_channel(&self, account: &str) -> glovebox_proto::transport::Link {
         use glovebox_proto::transport::handover::{peer, socket};
         self.channel_as(
             &format!("exec-{account}/executor.sock"),

@@ -9,12 +9,12 @@ use std::process::ExitCode;
 use clap::Args;
 use glovebox_config::StateDir;
 use glovebox_proto::tools::Tool;
+use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::v1::{
     self as pb, executor_client::ExecutorClient, explain_request::Subject,
     gate_admin_client::GateAdminClient,
 };
 use serde_json::Value;
-use tonic::transport::Channel;
 
 #[derive(Args, Debug)]
 #[group(skip)]

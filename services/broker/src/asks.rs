@@ -68,18 +68,25 @@ impl Asks {
     }
 
     pub fn add_approver(&self, account: &str, conn: u64, tx: mpsc::Sender<Message>) {
-        self.lock()
+        let new = self
+            .lock()
             .entry(account.to_owned())
             .or_default()
             .approvers
-            .insert(conn, tx);
+            .insert(conn, tx)
+            .is_none();
+        if new {
+            glovebox_telemetry::metrics::broker().approver_connections(1);
+        }
     }
 
     /// Removes an approver; if it was the last one, the pending ask ends as `ApproverGone`.
     pub fn remove_approver(&self, account: &str, conn: u64) {
         let mut accounts = self.lock();
         if let Some(a) = accounts.get_mut(account) {
-            a.approvers.remove(&conn);
+            if a.approvers.remove(&conn).is_some() {
+                glovebox_telemetry::metrics::broker().approver_connections(-1);
+            }
             if a.approvers.is_empty()
                 && let Some(p) = a.pending.take()
             {

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::authenticated_channel;
 use glovebox_proto::transport::handover::{Handover, HandoverError, socket};
 use glovebox_proto::v1::{
     account_admin_client::AccountAdminClient, audit_client::AuditClient,
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
 };
-use tonic::transport::Channel;
 
 /// Longest a single gRPC call to a backend may take.
 pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(30);

@@ -21,6 +21,7 @@ pub mod front_door;
 pub mod health;
 pub mod limits;
 pub mod mcp;
+pub mod metrics;
 pub mod packs;
 pub mod peer;
 pub mod pipeline;
@@ -122,6 +123,7 @@ pub fn router(app: Arc<app::App>) -> Router {
         .route("/v1/ws", get(connection::upgrade))
         .route("/v1/client-tools", get(client_tools::upgrade))
         .route("/healthz", get(health::health))
+        .route("/metrics", get(metrics::metrics))
         .with_state(app.clone())
         .merge(mcp)
         .merge(console)
@@ -147,6 +149,11 @@ pub async fn run_with_approve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), BrokerError> {
     let open_files = limits::raise_open_files();
+    glovebox_telemetry::metrics::set_builtin_tools(
+        glovebox_proto::tools::Tool::ALL
+            .iter()
+            .map(|t| t.name().to_owned()),
+    );
     let app = Arc::new(app::App::new(config, open_files)?);
     let pools = app.admission.pools();
     tracing::info!(

@@ -4,6 +4,9 @@
 
 use std::time::Instant;
 
+use glovebox_telemetry::spans;
+use tracing::Instrument;
+
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::Tool;
 use glovebox_proto::v1::{
@@ -15,6 +18,11 @@ use glovebox_proto::ws::{AskDisplay, AskSubject, Decision, ServerFrame, WireErro
 use crate::app::App;
 use crate::asks::AskOutcome;
 use crate::backends::request;
+
+tokio::task_local! {
+    /// The gate's verdict on the call this task runs, for its metrics (`none` until decided).
+    static VERDICT: std::cell::Cell<&'static str>;
+}
 
 /// Who made a call: the authenticated account and the connection it came on.
 #[derive(Debug, Clone)]
@@ -85,11 +93,24 @@ pub async fn run_call(
         server: crate::asks::new_id("call"),
         client: call_id.to_owned(),
     };
+    // The call's trace: its root span, current while the call runs so every backend request
+    // carries its context.
+    let span = spans::call(account, tool);
     app.asks.activity(account, true);
-    let outcome = match enter(app, account, cancelled.clone()).await {
-        Ok(_running) => steps(app, origin, &ids, tool, params, cancelled).await,
-        Err(error) => Err(error),
-    };
+    let verdict = std::cell::Cell::new("none");
+    let (outcome, verdict) = VERDICT
+        .scope(verdict, async {
+            let outcome = async {
+                match enter(app, account, cancelled.clone()).await {
+                    Ok(_running) => steps(app, origin, &ids, tool, params, cancelled).await,
+                    Err(error) => Err(error),
+                }
+            }
+            .instrument(span.clone())
+            .await;
+            (outcome, VERDICT.with(|v| v.get()))
+        })
+        .await;
     app.asks.activity(account, false);
     let mut event = AuditEvent {
         call_id: ids.server.clone(),
@@ -124,9 +145,21 @@ pub async fn run_call(
     };
     // A result is answered only once its row is in the audit (waiting for a gate that is
     // restarting); if it cannot be written, the call is reported failed.
+    spans::record_outcome(&span, &event.outcome);
+    glovebox_telemetry::metrics::broker().call(
+        tool,
+        verdict,
+        &event.outcome,
+        started.elapsed().as_secs_f64(),
+    );
+    if tool == "exec_run" && event.outcome == "ok" {
+        glovebox_telemetry::metrics::broker().job_started();
+    }
     let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
     if let Err(status) =
-        glovebox_proto::transport::append_durably(&app.backends.audit, event, durable).await
+        glovebox_proto::transport::append_durably(&app.backends.audit, event, durable)
+            .instrument(span)
+            .await
     {
         tracing::error!(error = %status.message(), "could not send the audit event to the gate");
         return ServerFrame::failed(
@@ -316,7 +349,15 @@ pub(crate) async fn authorize(
         .await
         .map_err(|_| unavailable("the gate"))?
         .into_inner();
-    let ticket = match pb::Verdict::try_from(decided.verdict) {
+    let verdict = pb::Verdict::try_from(decided.verdict);
+    let said = match verdict {
+        Ok(pb::Verdict::Allow) => "allow",
+        Ok(pb::Verdict::Ask) => "ask",
+        _ => "deny",
+    };
+    spans::record_verdict(said);
+    let _ = VERDICT.try_with(|v| v.set(said));
+    let ticket = match verdict {
         Ok(pb::Verdict::Allow) => decided.ticket,
         Ok(pb::Verdict::Ask) => Some(
             ask(
@@ -447,6 +488,8 @@ async fn ask(
     preview: Preview,
     gate_warnings: &[String],
 ) -> Result<Ticket, WireError> {
+    let ask_span = spans::ask();
+    let asked = Instant::now();
     // Without an approver, deny at once: no preview, no waiting.
     let outcome = if app.asks.approver_count(&call.account) == 0 {
         AskOutcome::NoApprover
@@ -458,8 +501,19 @@ async fn ask(
             preview: preview_text(app, call, plan, preview).await?,
             gate_warnings,
         };
-        show(app, shown, cancelled).await
+        let metrics = glovebox_telemetry::metrics::broker();
+        metrics.asks_pending(1);
+        let outcome = show(app, shown, cancelled)
+            .instrument(ask_span.clone())
+            .await;
+        metrics.asks_pending(-1);
+        outcome
     };
+    let approval = approval_of(&outcome);
+    glovebox_telemetry::metrics::broker().ask(approval, asked.elapsed().as_secs_f64());
+    spans::record_approval(&ask_span, approval);
+    spans::record_approval(&tracing::Span::current(), approval);
+    drop(ask_span);
     let answer = answer_of(outcome)?;
     let mut gate = app.backends.gate.clone();
     let resolved = gate
@@ -474,6 +528,20 @@ async fn ask(
     match (resolved.granted, resolved.ticket) {
         (true, Some(ticket)) => Ok(ticket),
         _ => Err(WireError::denied(resolved.reason, resolved.rule)),
+    }
+}
+
+/// How an ask ended, as the `glovebox.approval` attribute says it.
+fn approval_of(outcome: &AskOutcome) -> &'static str {
+    match outcome {
+        AskOutcome::Answered(Decision::Once) => "once",
+        AskOutcome::Answered(Decision::Always) => "always",
+        AskOutcome::Answered(Decision::Deny) => "deny",
+        AskOutcome::Timeout => "timeout",
+        AskOutcome::NoApprover => "no_approver",
+        AskOutcome::ApproverGone => "approver_gone",
+        AskOutcome::Busy => "busy",
+        AskOutcome::Cancelled => "cancelled",
     }
 }
 

@@ -97,6 +97,7 @@ impl Registry {
             tools: Vec::new(),
             send,
         });
+        glovebox_telemetry::metrics::broker().provider_connections(1);
         Ok(key)
     }
 
@@ -119,7 +120,11 @@ impl Registry {
     pub fn disconnect(&self, account: &str, key: u64) {
         let mut inner = self.lock();
         if let Some(list) = inner.providers.get_mut(account) {
+            let before = list.len();
             list.retain(|p| p.key != key);
+            if list.len() < before {
+                glovebox_telemetry::metrics::broker().provider_connections(-1);
+            }
         }
         let failed: Vec<String> = inner
             .pending

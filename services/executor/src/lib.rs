@@ -109,6 +109,7 @@ pub async fn run(
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let serve = tonic::transport::Server::builder()
+        .layer(glovebox_proto::transport::ServerLayer)
         .concurrency_limit_per_connection(MAX_CONCURRENT_CALLS)
         .add_service(ExecutorServer::new(service))
         .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()));

@@ -9,12 +9,12 @@ use std::time::Instant;
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{Tool, ToolParams};
+use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanPathsRequest, PlanRequest,
     PlanResponse, PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
 };
-use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::ExecutorConfig;

@@ -351,6 +351,8 @@ async fn writer(
             }
             tokio::task::yield_now().await;
         }
+        let metrics = glovebox_telemetry::metrics::gate();
+        metrics.audit_queue((jobs.len() + batch.len()) as u64);
         let mut events = Vec::new();
         let mut waiting = Vec::new();
         let mut checkpoints = Vec::new();
@@ -364,7 +366,10 @@ async fn writer(
             }
         }
         if !events.is_empty() {
+            let started = std::time::Instant::now();
             let ok = write_events(&pool, &mut tip, &files, &counters, &events).await;
+            metrics.audit_commit(started.elapsed().as_secs_f64());
+            metrics.audit_queue(jobs.len() as u64);
             for done in waiting {
                 let _ = done.send(ok);
             }

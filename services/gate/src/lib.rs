@@ -235,6 +235,7 @@ pub async fn run(
         let incoming =
             transport::authenticated_incoming(l, audit_peers, handover.served_on(socket::AUDIT));
         tonic::transport::Server::builder()
+            .layer(glovebox_proto::transport::ServerLayer)
             .add_service(AuditServer::new(service::AuditService(state.clone())))
             .add_service(PackSupportServer::new(service::PackSupportService(
                 state.clone(),
@@ -257,6 +258,7 @@ pub async fn run(
         handover.served_on(socket::GATE),
     );
     let main = tonic::transport::Server::builder()
+        .layer(glovebox_proto::transport::ServerLayer)
         .add_service(GateServer::new(service::GateService(state.clone())))
         .add_service(AccountAdminServer::new(service::AccountAdminService::new(
             state.clone(),

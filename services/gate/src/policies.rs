@@ -245,6 +245,7 @@ impl AccountPolicies {
                     }
                 }
                 Err(error) => {
+                    glovebox_telemetry::metrics::gate().policy_reload_error();
                     if old_error.as_deref() != Some(error.as_str()) {
                         tracing::error!(account, %error, "policy is invalid; keeping the last good policy");
                         self.push_event(account, "invalid", error.clone());

@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::{SocketKey, authenticated_channel};
 use glovebox_proto::v1::{
     PackConfig, PackConfigRequest, PackSecretsRequest, PackTrustQuery, TrustSubject,
     audit_client::AuditClient, pack_support_client::PackSupportClient,
 };
 use tokio::sync::watch;
-use tonic::transport::Channel;
 
 /// Longest a request to the gate may take.
 pub const GATE_TIMEOUT: Duration = Duration::from_secs(10);

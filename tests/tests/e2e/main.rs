@@ -23,3 +23,4 @@ mod profiles;
 mod protocol;
 mod services;
 mod system_mode;
+mod telemetry;

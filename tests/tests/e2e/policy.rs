@@ -12,11 +12,11 @@ use glovebox_proto::v1::{self as pb, gate_admin_client::GateAdminClient, gate_cl
 use serde_json::{Value, json};
 
 /// Rule management: the gate's admin socket, which the broker never connects to.
-fn admin(g: &Glovebox) -> GateAdminClient<tonic::transport::Channel> {
+fn admin(g: &Glovebox) -> GateAdminClient<glovebox_proto::transport::Link> {
     GateAdminClient::new(g.admin_channel())
 }
 
-fn gate(g: &Glovebox) -> GateClient<tonic::transport::Channel> {
+fn gate(g: &Glovebox) -> GateClient<glovebox_proto::transport::Link> {
     GateClient::new(g.gate_channel())
 }
 

@@ -8,7 +8,7 @@ use glovebox_e2e::{Glovebox, expect_error, expect_ok};
 use glovebox_proto::v1::{ExecuteRequest, Ticket, ToolCall, executor_client::ExecutorClient};
 use serde_json::json;
 
-async fn executor_client(g: &Glovebox) -> ExecutorClient<tonic::transport::Channel> {
+async fn executor_client(g: &Glovebox) -> ExecutorClient<glovebox_proto::transport::Link> {
     let channel = g.executor_channel(&g.account);
     ExecutorClient::new(channel)
 }

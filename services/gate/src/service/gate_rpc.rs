@@ -213,4 +213,14 @@ impl pb::gate_server::Gate for GateService {
             policy_errors: self.0.policies.errors(),
         }))
     }
+
+    async fn metrics(
+        &self,
+        request: Request<glovebox_proto::v1::MetricsRequest>,
+    ) -> Result<Response<glovebox_proto::v1::MetricsResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        Ok(Response::new(glovebox_proto::v1::MetricsResponse {
+            text: glovebox_telemetry::metrics::render(),
+        }))
+    }
 }
