@@ -225,7 +225,9 @@ async fn checks(options: &Options) -> Vec<Finding> {
                 .unwrap_or_else(|| absent(AUDIT_GROUP))
         }),
         socket_owners,
-        broker: broker.as_ref().map(|u| Who::new(u.uid, &u.name)),
+        broker: broker
+            .as_ref()
+            .map(|u| (Who::new(u.uid, &u.name), Who::new(u.gid, &u.name))),
         accounts: account_facts,
     };
     let state_present = Facts::of(state.root()).kind != Kind::Missing;
@@ -235,7 +237,15 @@ async fn checks(options: &Options) -> Vec<Finding> {
             continue;
         }
         let path = rebase_runtime(&path, &state, &options.runtime_dir);
-        out.push(files::check(&path, &Facts::of(&path), &rule));
+        let facts = Facts::of(&path);
+        if path == state.root() {
+            let audit_db = Facts::of(&state.audit_db()).kind != Kind::Missing;
+            if let Some(found) = files::not_set_up_yet(&layout, &facts, audit_db) {
+                out.push(found);
+                continue;
+            }
+        }
+        out.push(files::check(&path, &facts, &rule));
     }
     if options.system {
         for (path, facts) in runtime_entries(&options.runtime_dir) {

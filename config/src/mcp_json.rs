@@ -346,17 +346,14 @@ fn validate(
     }
     let command = raw
         .command
+        .clone()
         .ok_or("a pack needs a `command` (the server to start) or a `url` (a server to reach)")?;
     check_string("command", &command)?;
     if command.trim().is_empty() {
         return Err("the command is empty".to_owned());
     }
     check_list("args", &raw.args)?;
-    check_list("disabledTools", &raw.disabled_tools)?;
-    check_list("labels", &raw.labels)?;
-    if let Some(p) = &raw.path_args {
-        check_list("path_args", p)?;
-    }
+    let timeout_s = check_common(&raw)?;
     if raw.env.len() > MAX_LIST {
         return Err(format!("more than {MAX_LIST} environment variables"));
     }
@@ -370,10 +367,6 @@ fn validate(
         check_string("an environment value", &value)?;
         let template = parse_template(&value).map_err(|why| format!("env {key}: {why}"))?;
         env.push((key, template));
-    }
-    let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
-    if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
-        return Err(format!("timeout must be 1 to {MAX_TIMEOUT_S} seconds"));
     }
     let cwd = match &raw.cwd {
         None => workdir.to_owned(),
@@ -400,6 +393,20 @@ fn validate(
     })
 }
 
+/// What every pack may set, checked the same way: its lists and its time limit (returned).
+fn check_common(raw: &RawPack) -> Result<u64, String> {
+    check_list("disabledTools", &raw.disabled_tools)?;
+    check_list("labels", &raw.labels)?;
+    if let Some(p) = &raw.path_args {
+        check_list("path_args", p)?;
+    }
+    let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
+    if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
+        return Err(format!("timeout must be 1 to {MAX_TIMEOUT_S} seconds"));
+    }
+    Ok(timeout_s)
+}
+
 /// An HTTP pack: a `url` (see [`check_url`]) and `headers`; nothing of a started server.
 fn validate_http(
     name: &str,
@@ -407,7 +414,7 @@ fn validate_http(
     origin: Origin,
     workdir: &Path,
 ) -> Result<PackDef, String> {
-    let url = raw.url.ok_or("an HTTP pack needs a `url`")?;
+    let url = raw.url.clone().ok_or("an HTTP pack needs a `url`")?;
     check_url(&url)?;
     if raw.command.is_some() || !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
         return Err(
@@ -421,11 +428,7 @@ fn validate_http(
                 .to_owned(),
         );
     }
-    check_list("disabledTools", &raw.disabled_tools)?;
-    check_list("labels", &raw.labels)?;
-    if let Some(p) = &raw.path_args {
-        check_list("path_args", p)?;
-    }
+    let timeout_s = check_common(&raw)?;
     if raw.headers.len() > MAX_LIST {
         return Err(format!("more than {MAX_LIST} headers"));
     }
@@ -445,10 +448,6 @@ fn validate_http(
         }
         let template = parse_template(&value).map_err(|why| format!("header {key}: {why}"))?;
         headers.push((key, template));
-    }
-    let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
-    if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
-        return Err(format!("timeout must be 1 to {MAX_TIMEOUT_S} seconds"));
     }
     Ok(PackDef {
         name: name.to_owned(),

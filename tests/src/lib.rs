@@ -394,6 +394,31 @@ impl Glovebox {
         )
     }
 
+    /// Sets secret `name` of `account` to `value` with `glovebox secret set` (the value on its
+    /// stdin, as a person would type it), asserting that it succeeded.
+    pub fn set_secret(&self, account: &str, name: &str, value: &str) {
+        use std::io::Write;
+        let mut set = Command::new(glovebox_bin())
+            .args(["secret", "set", "--account", account, name, "--state-dir"])
+            .arg(&self.state)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        set.stdin
+            .take()
+            .unwrap()
+            .write_all(value.as_bytes())
+            .unwrap();
+        let out = set.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "glovebox secret set: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The agent token of one of several accounts.
     pub fn token_of(&self, account: &str) -> String {
         self.credential_of(account, "agent")

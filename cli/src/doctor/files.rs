@@ -273,8 +273,8 @@ pub struct Layout {
     pub audit_group: Option<Who>,
     /// Users that may own sockets (system mode): root, the service users, each `run_as`.
     pub socket_owners: Vec<Who>,
-    /// The broker's user (system mode).
-    pub broker: Option<Who>,
+    /// The broker's user and its primary group (system mode).
+    pub broker: Option<(Who, Who)>,
     pub accounts: Vec<AccountFacts>,
 }
 
@@ -430,6 +430,23 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
     plan
 }
 
+/// A system-mode state directory as the package left it (root's, 0755, no audit yet): glovebox
+/// sets its owner and mode when it first starts, so this is a WARN with that fix, not a FAIL.
+pub fn not_set_up_yet(layout: &Layout, facts: &Facts, audit_db_present: bool) -> Option<Finding> {
+    let packaged = layout.system
+        && facts.kind == Kind::Dir
+        && facts.uid == 0
+        && facts.mode & 0o7777 == 0o755
+        && !audit_db_present;
+    packaged.then(|| {
+        Finding::warn(
+            format!("dir {}", layout.state.root().display()),
+            "as the package made it (root 0755): glovebox sets up its state when it first starts",
+            "systemctl start glovebox",
+        )
+    })
+}
+
 /// What an entry of a system-mode runtime dir must be, by where it is (`rel`, relative to the
 /// runtime dir) — the table `glovebox up --system` sets (see `cli/src/system.rs`): each service's
 /// sockets in a directory of its own whose owner and group let exactly its peers in, so the
@@ -439,7 +456,10 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
 pub fn runtime_rule(layout: &Layout, rel: &Path, kind: Kind) -> Rule {
     let root = Who::new(0, "root");
     let gate = layout.owner.clone();
-    let broker = layout.broker.clone();
+    let (broker, broker_group) = match layout.broker.clone() {
+        Some((user, group)) => (Some(user), Some(group)),
+        None => (None, None),
+    };
     let rule = |owners: Vec<Who>, group: Option<Who>, allowed: u32| Rule {
         kind,
         owners,
@@ -465,12 +485,12 @@ pub fn runtime_rule(layout: &Layout, rel: &Path, kind: Kind) -> Rule {
             .as_slice(),
         kind,
     ) {
-        (["gate"], Kind::Dir) => rule(vec![gate], broker, 0o750),
+        (["gate"], Kind::Dir) => rule(vec![gate], broker_group, 0o750),
         (["admin"], Kind::Dir) => rule(vec![gate], Some(root), 0o700),
         (["audit"], Kind::Dir) => rule(vec![gate], None, 0o755),
         (["broker"], Kind::Dir) => rule(broker.into_iter().collect(), None, 0o755),
         ([dir], Kind::Dir) if account(dir).is_some() => {
-            rule(account(dir).into_iter().collect(), broker, 0o750)
+            rule(account(dir).into_iter().collect(), broker_group, 0o750)
         }
         (["admin", _], Kind::Socket) => rule(vec![gate], None, 0o600),
         (["gate" | "audit", _], Kind::Socket) => rule(vec![gate], None, 0o666),
@@ -620,7 +640,10 @@ mod tests {
             owner: gate.clone(),
             audit_group: Some(Who::new(997, "glovebox-audit")),
             socket_owners: vec![Who::new(0, "root"), gate, Who::new(996, "glovebox-broker")],
-            broker: Some(Who::new(996, "glovebox-broker")),
+            broker: Some((
+                Who::new(996, "glovebox-broker"),
+                Who::new(995, "glovebox-broker"),
+            )),
             accounts: vec![AccountFacts {
                 id: "a".to_owned(),
                 runs_as: Who::new(1001, "bob"),
@@ -680,10 +703,11 @@ mod tests {
     #[test]
     fn the_system_runtime_dir_is_checked_against_the_table_up_system_sets() {
         let layout = layout(true);
-        let (gate, broker, bob, root) = (998, 996, 1001, 0);
+        let (gate, broker, broker_gid, bob, root) = (998, 996, 995, 1001, 0);
         let table: &[(&str, Kind, u32, u32, u32, Level)] = &[
-            ("gate", Kind::Dir, 0o750, gate, broker, Level::Ok),
-            ("gate", Kind::Dir, 0o755, gate, broker, Level::Fail),
+            ("gate", Kind::Dir, 0o750, gate, broker_gid, Level::Ok),
+            ("gate", Kind::Dir, 0o750, gate, broker, Level::Fail),
+            ("gate", Kind::Dir, 0o755, gate, broker_gid, Level::Fail),
             ("gate", Kind::Dir, 0o750, gate, 1234, Level::Fail),
             ("gate/gate.sock", Kind::Socket, 0o666, gate, gate, Level::Ok),
             ("gate/gate.sock", Kind::Socket, 0o666, bob, bob, Level::Fail),
@@ -724,9 +748,9 @@ mod tests {
                 broker,
                 Level::Ok,
             ),
-            ("exec-a", Kind::Dir, 0o750, bob, broker, Level::Ok),
-            ("exec-a", Kind::Dir, 0o755, bob, broker, Level::Fail),
-            ("exec-a", Kind::Dir, 0o750, gate, broker, Level::Fail),
+            ("exec-a", Kind::Dir, 0o750, bob, broker_gid, Level::Ok),
+            ("exec-a", Kind::Dir, 0o755, bob, broker_gid, Level::Fail),
+            ("exec-a", Kind::Dir, 0o750, gate, broker_gid, Level::Fail),
             (
                 "exec-a/executor.sock",
                 Kind::Socket,
@@ -752,6 +776,17 @@ mod tests {
             let got = check(&path, &facts(*kind, *mode, *uid, *gid), &rule);
             assert_eq!(got.level, *level, "{rel} {mode:o} {uid}:{gid}: {got}");
         }
+    }
+
+    #[test]
+    fn a_state_dir_the_package_made_and_glovebox_never_used_is_a_warning() {
+        let layout = layout(true);
+        let packaged = facts(Kind::Dir, 0o755, 0, 0);
+        let found = not_set_up_yet(&layout, &packaged, false).unwrap();
+        assert_eq!(found.level, Level::Warn);
+        assert!(not_set_up_yet(&layout, &packaged, true).is_none());
+        assert!(not_set_up_yet(&layout, &facts(Kind::Dir, 0o777, 0, 0), false).is_none());
+        assert!(not_set_up_yet(&layout_user(false), &packaged, false).is_none());
     }
 
     #[test]

@@ -385,7 +385,7 @@ fn install_check_remove_purge(deb: &Path) {
         format!("OK user {GATE_USER}: "),
         format!("OK user {BROKER_USER}: "),
         format!("OK group {AUDIT_GROUP}: "),
-        format!("OK dir {STATE_DIR}: 0755 root"),
+        format!("WARN dir {STATE_DIR}: as the package made it (root 0755)"),
         format!("OK dir {RUNTIME_DIR}: 0755 root"),
         "OK dir /etc/glovebox/policy.d: 0755 root".to_owned(),
         "OK policy /etc/glovebox/policy.d/00-baseline.yaml: compiles".to_owned(),

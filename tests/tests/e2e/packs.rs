@@ -496,7 +496,6 @@ async fn network_none_is_refused_by_the_kernel_and_the_default_connects() {
 
 #[tokio::test]
 async fn a_missing_secret_is_a_visible_error_until_set_and_never_lands_in_plain_text() {
-    use std::io::Write;
     const VALUE: &str = "s3cret-value-7f1d9c2e";
     let g = start(&[(
         "needy",
@@ -510,32 +509,7 @@ async fn a_missing_secret_is_a_visible_error_until_set_and_never_lands_in_plain_
         !names(&list).iter().any(|n| n.starts_with("needy__")),
         "{list}"
     );
-    let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
-        .args([
-            "secret",
-            "set",
-            "--account",
-            "test",
-            "API_TOKEN",
-            "--state-dir",
-        ])
-        .arg(&g.state)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    set.stdin
-        .take()
-        .unwrap()
-        .write_all(VALUE.as_bytes())
-        .unwrap();
-    let out = set.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    g.set_secret("test", "API_TOKEN", VALUE);
     until_listed(&g, "the pack with its secret", |n| {
         n.contains(&"needy__getenv".to_owned())
     })

@@ -140,36 +140,7 @@ async fn a_python_sdk_server_is_a_pack_with_its_secret_its_paths_judged_and_no_n
     // Until its secret is set the pack is listed with an error naming it.
     let list = packs_list(&mut agent).await;
     assert!(list["errors"].to_string().contains("API_TOKEN"), "{list}");
-    let (code, _, stderr) = {
-        use std::io::Write;
-        let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
-            .args([
-                "secret",
-                "set",
-                "--account",
-                "test",
-                "API_TOKEN",
-                "--state-dir",
-            ])
-            .arg(&g.state)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        set.stdin
-            .take()
-            .unwrap()
-            .write_all(VALUE.as_bytes())
-            .unwrap();
-        let out = set.wait_with_output().unwrap();
-        (
-            out.status.code(),
-            String::new(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    assert_eq!(code, Some(0), "{stderr}");
+    g.set_secret("test", "API_TOKEN", VALUE);
     until_listed(&g, "the notes pack", |n| {
         n.contains(&"notes__read_note".to_owned())
     })
@@ -260,29 +231,6 @@ impl Drop for HttpServer {
     }
 }
 
-fn set_secret(g: &Glovebox, name: &str, value: &str) {
-    use std::io::Write;
-    let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
-        .args(["secret", "set", "--account", "test", name, "--state-dir"])
-        .arg(&g.state)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    set.stdin
-        .take()
-        .unwrap()
-        .write_all(value.as_bytes())
-        .unwrap();
-    let out = set.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test]
 async fn an_http_pack_is_reached_with_its_secret_header_gated_and_timed() {
     const TOKEN: &str = "http-pack-token-8d2a41";
@@ -300,7 +248,7 @@ async fn an_http_pack_is_reached_with_its_secret_header_gated_and_timed() {
         "{list}"
     );
     // A wrong token: the server refuses it, and the listing says so.
-    set_secret(&g, "REMOTE_TOKEN", "not-the-token");
+    g.set_secret("test", "REMOTE_TOKEN", "not-the-token");
     let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
     loop {
         let list = packs_list(&mut g.connect("agent").await).await;
@@ -315,7 +263,7 @@ async fn an_http_pack_is_reached_with_its_secret_header_gated_and_timed() {
         assert!(std::time::Instant::now() < deadline, "{list}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    set_secret(&g, "REMOTE_TOKEN", TOKEN);
+    g.set_secret("test", "REMOTE_TOKEN", TOKEN);
     until_listed(&g, "the HTTP pack", |n| {
         n.contains(&"remote__read_note".to_owned())
     })

@@ -693,7 +693,6 @@ async fn every_audit_row_of_an_approved_command_masks_its_secrets() {
 
 #[tokio::test]
 async fn a_job_cannot_use_a_pack_host_nor_read_pack_secrets_or_config() {
-    use std::io::Write;
     const VALUE: &str = "pack-secret-5b0e27a1";
     let fake = glovebox_e2e::sibling_bin("glovebox-fake-pack");
     let g = Glovebox::start_with(Options {
@@ -708,26 +707,7 @@ async fn a_job_cannot_use_a_pack_host_nor_read_pack_secrets_or_config() {
         ..Default::default()
     });
     for account in ["alice", "bob"] {
-        let mut set = std::process::Command::new(glovebox_e2e::glovebox_bin())
-            .args(["secret", "set", "--account", account, "API_TOKEN"])
-            .arg("--state-dir")
-            .arg(&g.state)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        set.stdin
-            .take()
-            .unwrap()
-            .write_all(VALUE.as_bytes())
-            .unwrap();
-        let out = set.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        g.set_secret(account, "API_TOKEN", VALUE);
     }
     let attack = plant_attack_binary(&g.workdir);
     let mut approver = g.connect_as("alice", "approver").await;
