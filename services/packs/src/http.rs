@@ -5,7 +5,6 @@
 //! redirect (a header may carry a token meant for this endpoint only), gives up connecting after
 //! [`CONNECT_TIMEOUT`], and takes at most [`MAX_RESPONSE_BYTES`] in one response.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use rmcp::transport::StreamableHttpClientTransport;
@@ -18,12 +17,24 @@ pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
 /// Requests to one HTTP pack in flight at once (the pack's own call limit is lower).
 const MAX_REQUESTS: usize = 16;
 
-/// The transport to `url`, sending `headers` (already resolved) with every request.
+/// How long the probe that explains a failed start may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The transport to `url`, sending `headers` (already resolved) with every request, and the
+/// client under it (for [`why_unreachable`]).
 pub fn transport(
     url: &str,
     headers: Vec<(String, String)>,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    let mut custom = HashMap::new();
+) -> Result<
+    (
+        StreamableHttpClientTransport<reqwest::Client>,
+        reqwest::Client,
+    ),
+    String,
+> {
+    // The client's own defaults, so every request — the MCP transport's and the probe's — sends
+    // them (the file cannot name the transport's own headers; the config refuses them).
+    let mut custom = http::HeaderMap::new();
     for (name, value) in headers {
         let name = http::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("header {name:?} is not a valid header name"))?;
@@ -34,16 +45,40 @@ pub fn transport(
     }
     install_crypto();
     let client = reqwest::Client::builder()
+        .default_headers(custom)
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT)
         .build()
         .map_err(|e| format!("an HTTP client: {e}"))?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
-        .custom_headers(custom)
         .max_concurrent_requests(MAX_REQUESTS)
         .max_sse_event_size(MAX_RESPONSE_BYTES);
     config.max_json_response_size = MAX_RESPONSE_BYTES;
-    Ok(StreamableHttpClientTransport::with_client(client, config))
+    Ok((
+        StreamableHttpClientTransport::with_client(client.clone(), config),
+        client,
+    ))
+}
+
+/// Why `url` could not be reached, when the MCP client's own error does not say (it keeps only
+/// the outer message): one GET with the same client and headers, and the innermost cause of its
+/// failure (refused, a name that does not resolve, an untrusted certificate) or a refusing
+/// status. `None` when the endpoint answers.
+pub async fn why_unreachable(client: &reqwest::Client, url: &str) -> Option<String> {
+    match client.get(url).timeout(PROBE_TIMEOUT).send().await {
+        Ok(r) if matches!(r.status().as_u16(), 401 | 403) => Some(format!(
+            "the server refused the request (HTTP {}): check the pack's headers and their secrets",
+            r.status().as_u16()
+        )),
+        Ok(_) => None,
+        Err(e) => {
+            let mut cause: &dyn std::error::Error = &e;
+            while let Some(inner) = cause.source() {
+                cause = inner;
+            }
+            Some(cause.to_string())
+        }
+    }
 }
 
 /// Makes ring rustls's process-wide crypto provider (once; a provider already installed stays).

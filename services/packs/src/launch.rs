@@ -206,16 +206,22 @@ impl Launcher {
         let config = &self.config;
         let headers = pack_headers(def, &config.environment, secrets)
             .map_err(|m| StartError::before_spawn(describe_missing(&m, &config.account)))?;
-        let transport = crate::http::transport(url, headers).map_err(StartError::before_spawn)?;
-        let (service, tools) = initialize(transport, &|what| what)
-            .await
-            .map_err(|message| {
+        let (transport, client) =
+            crate::http::transport(url, headers).map_err(StartError::before_spawn)?;
+        let (service, tools) = match initialize(transport, &|what| what).await {
+            Ok(started) => started,
+            Err(message) => {
+                let message = match crate::http::why_unreachable(&client, url).await {
+                    Some(cause) => format!("{url}: {cause} ({message})"),
+                    None => message,
+                };
                 // Nothing ran here, but a server that fails keeps being retried with a backoff.
-                StartError {
+                return Err(StartError {
                     message,
                     spawned: true,
-                }
-            })?;
+                });
+            }
+        };
         tracing::info!(account = %config.account, pack = %def.name, tools = tools.len(), "pack reached");
         Ok(Started {
             service,

@@ -232,6 +232,21 @@ impl Drop for HttpServer {
 }
 
 #[tokio::test]
+async fn an_http_pack_that_cannot_be_reached_is_listed_with_the_cause() {
+    // A port nothing listens on: the connection is refused, and the listing says so.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let g = start_with_packs(json!({"gone": {"url": format!("http://127.0.0.1:{port}/mcp")}}));
+    let list = packs_list(&mut g.connect("agent").await).await;
+    let errors = list["errors"].to_string();
+    assert!(errors.contains("gone"), "{list}");
+    assert!(errors.to_lowercase().contains("refused"), "{list}");
+}
+
+#[tokio::test]
 async fn an_http_pack_is_reached_with_its_secret_header_gated_and_timed() {
     const TOKEN: &str = "http-pack-token-8d2a41";
     let server = HttpServer::start(TOKEN);
@@ -258,6 +273,8 @@ async fn an_http_pack_is_reached_with_its_secret_header_gated_and_timed() {
                 !names(&list).iter().any(|n| n.starts_with("remote__")),
                 "{list}"
             );
+            // The listing says why: the server refused the credential.
+            assert!(errors.contains("HTTP 401"), "{list}");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{list}");
