@@ -44,6 +44,21 @@ fn write_rows(state: &Path, rows: &[(&str, &str)]) {
     });
 }
 
+/// Waits until nothing has the audit open any more. The store's connections close on threads of
+/// their own, and the last one to close moves the write-ahead log into audit.db and deletes it:
+/// a test comparing the file must compare the one glovebox left, not one still being written.
+fn settled(state: &Path) {
+    let wal = state.join("audit.db-wal");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while wal.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the audit store did not close"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn state_with_rows() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     write_rows(
@@ -54,6 +69,7 @@ fn state_with_rows() -> tempfile::TempDir {
             ("c3", "read /w/evil\u{202e}txt.exe"),
         ],
     );
+    settled(dir.path());
     dir
 }
 
