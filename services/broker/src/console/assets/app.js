@@ -569,14 +569,21 @@
   });
 
   // ---- jobs ----------------------------------------------------------------------------------
+  let lastJobs = null;
   async function refreshJobs() {
     const body = $("jobs").tBodies[0];
     let r;
     try { r = await manage({ name: "jobs" }); } catch (e) {
+      lastJobs = null;
       clear(body);
       body.append(el("tr", {}, el("td", { colspan: "4", class: "quiet", text: `Jobs cannot be listed: ${e.message}` })));
       return;
     }
+    // Unchanged jobs keep their rows: a table rebuilt under the pointer (the panel refreshes
+    // whenever the agent goes idle) would swallow a click that was half done.
+    const shown = JSON.stringify((r.jobs || []).map((j) => [j.job_id, j.command, j.state, j.exit_code]));
+    if (shown === lastJobs && body.rows.length) return;
+    lastJobs = shown;
     clear(body);
     for (const j of r.jobs || []) {
       const state = j.state + (j.exit_code !== undefined ? ` (exit ${j.exit_code})` : "");
