@@ -22,10 +22,8 @@ pub fn default_account_name() -> String {
         .unwrap_or_else(|| "default".to_owned())
 }
 
-/// Creates what is missing of the state directory. Returns the new account's id on first start.
-pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<String>> {
-    create_private_dir(state.root())?;
-    create_private_dir(&state.run_dir())?;
+/// Makes the ticket and control keys if they are missing (user and system mode alike).
+pub fn ensure_keys(state: &StateDir) -> anyhow::Result<()> {
     if !state.ticket_key().exists() {
         write_private_file(
             &state.ticket_key(),
@@ -38,6 +36,14 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
             &random_bytes::<{ glovebox_proto::transport::handshake::KEY_BYTES }>()?,
         )?;
     }
+    Ok(())
+}
+
+/// Creates what is missing of the state directory. Returns the new account's id on first start.
+pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<String>> {
+    create_private_dir(state.root())?;
+    create_private_dir(&state.run_dir())?;
+    ensure_keys(state)?;
     if state.config_file().exists() {
         ensure_approver_tokens(state)?;
         for path in glovebox_config::tighten_state(state)? {

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use glovebox_config::system::{AUDIT_GROUP, BROKER_USER, GATE_USER};
-use glovebox_config::{Config, StateDir, create_private_dir, random_bytes, write_private_file};
+use glovebox_config::{Config, StateDir, create_private_dir, write_private_file};
 
 /// One system user: its name and ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,18 +188,7 @@ pub fn prepare_state(
     }
     // Checked before root writes anything in it, so nothing is written through a planted link.
     walk_state(root, users, &mut |_, _| Ok(()))?;
-    if !state.ticket_key().exists() {
-        write_private_file(
-            &state.ticket_key(),
-            &random_bytes::<{ glovebox_ticket::KEY_BYTES }>()?,
-        )?;
-    }
-    if !state.control_key().exists() {
-        write_private_file(
-            &state.control_key(),
-            &random_bytes::<{ glovebox_proto::transport::handshake::KEY_BYTES }>()?,
-        )?;
-    }
+    crate::init::ensure_keys(state)?;
     for a in &config.accounts {
         create_private_dir(&state.account_dir(&a.id))?;
         let policy = state.permissions_file(&a.id);
