@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod browser;
+pub mod interactive;
 pub mod mcp_clients;
 pub mod otlp;
 pub mod postgres;

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use glovebox_e2e::interactive::Interactive;
 use glovebox_e2e::{Auth, Client, WAIT, attempts, expect_error, expect_ok, glovebox_bin};
 use serde_json::json;
 use sha2::Digest;
@@ -346,8 +347,17 @@ impl System {
             .to_string()
     }
 
-    fn approve(&self, as_user: &TestUser, account: Option<&str>) -> Approver {
-        Approver::start(self, as_user, account)
+    /// `glovebox approve --system` run by `as_user`.
+    fn approve(&self, as_user: &TestUser, account: Option<&str>) -> Interactive {
+        let mut command = Command::new(glovebox_bin());
+        command
+            .args(["approve", "--system", "--runtime-dir"])
+            .arg(&self.runtime);
+        if let Some(a) = account {
+            command.args(["--account", a]);
+        }
+        command.uid(as_user.uid).gid(as_user.gid).env("HOME", "/");
+        Interactive::start(command)
     }
 
     async fn audit_reasons(&self) -> Vec<String> {
@@ -381,110 +391,6 @@ impl Drop for System {
         }
         if std::thread::panicking() {
             eprintln!("---- glovebox up --system stderr ----\n{}", self.stderr());
-        }
-    }
-}
-
-/// `glovebox approve --system` run by one user.
-struct Approver {
-    child: Child,
-    stdin: std::process::ChildStdin,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Approver {
-    fn start(system: &System, as_user: &TestUser, account: Option<&str>) -> Approver {
-        let mut command = Command::new(glovebox_bin());
-        command
-            .args(["approve", "--system", "--runtime-dir"])
-            .arg(&system.runtime);
-        if let Some(a) = account {
-            command.args(["--account", a]);
-        }
-        let mut child = command
-            .uid(as_user.uid)
-            .gid(as_user.gid)
-            .env("HOME", "/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        let stdin = child.stdin.take().unwrap();
-        Approver {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits for an output line containing `needle`; `None` if the approver ended or `wait`
-    /// passed first.
-    fn wait_for(&mut self, needle: &str, wait: Duration) -> Option<String> {
-        let deadline = Instant::now() + wait;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if line.contains(needle) {
-                        return Some(line);
-                    }
-                }
-                Err(_) => return None,
-            }
-        }
-    }
-
-    fn expect(&mut self, needle: &str) -> String {
-        self.wait_for(needle, WAIT).unwrap_or_else(|| {
-            panic!(
-                "approve printed no {needle:?}; it printed:\n{}",
-                self.seen.join("\n")
-            )
-        })
-    }
-
-    fn type_line(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn exit_code(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Approver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("---- approve output ----\n{}", self.seen.join("\n"));
         }
     }
 }
