@@ -397,6 +397,12 @@ async fn packs(state: &Path, account: &str, victim: &str, secret: &str) {
         );
         report(&format!("AccountAdmin/AddRule for {victim}"), &name, ok, d);
     }
+    let (ok, d) = outcome(
+        GateClient::new(raw_channel(&run.join("gate.sock")))
+            .metrics(pb::MetricsRequest {})
+            .await,
+    );
+    report("Gate/Metrics", "gate.sock", ok, d);
     let guess = glovebox_proto::transport::SocketKey::from_bytes(&[0x42; 32]).unwrap();
     let sock = run.join(format!("exec-{account}/packs.sock"));
     let r = glovebox_proto::transport::connect_authenticated(&sock, "broker", &guess).await;
@@ -438,7 +444,7 @@ async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, bool)> {
 
 /// What a job could try to get at the web console or an approver's credential: the approver
 /// token file, a running `glovebox approve` (signals, ptrace, /proc), a guessed login link, the
-/// console without a session, and `console_login` on a connection without a credential.
+/// console and `/metrics` without a credential, and `console_login` on a connection without one.
 async fn console(ws_url: &str, token_file: &Path, approver_pid: i32) {
     let r = std::fs::read(token_file);
     report(
@@ -457,6 +463,7 @@ async fn console(ws_url: &str, token_file: &Path, approver_pid: i32) {
     for path in [
         format!("/console/login?t={}", "7".repeat(64)),
         "/console/".to_owned(),
+        "/metrics".to_owned(),
     ] {
         let (ok, d) = match http_get(&addr, &path).await {
             Ok((status, cookie)) => (

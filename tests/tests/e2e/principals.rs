@@ -725,8 +725,8 @@ async fn a_job_cannot_use_a_pack_host_nor_read_pack_secrets_or_config() {
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
     // List, Plan, Invoke and Reload on two pack hosts; Secrets, WatchConfig and AccountAdmin on
-    // two gate sockets; one guessed handshake.
-    assert_eq!(tried.len(), 4 * 2 + 3 * 2 + 1, "{stdout}");
+    // two gate sockets; the gate's Metrics; one guessed handshake.
+    assert_eq!(tried.len(), 4 * 2 + 3 * 2 + 1 + 1, "{stdout}");
     for account in ["alice", "bob"] {
         let sock = g.state.join(format!("run/exec-{account}/packs.sock"));
         assert!(sock.exists(), "{} is not there to attack", sock.display());
@@ -773,8 +773,9 @@ async fn a_job_cannot_take_the_approvers_credential_nor_mint_a_console_login() {
     let (status, stdout, stderr) = agent.run_job(&mut approver, &command).await;
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
-    // The token file, eleven process attacks, two console pages, one unauthenticated login.
-    assert_eq!(tried.len(), 1 + 11 + 2 + 1, "{stdout}");
+    // The token file, eleven process attacks, two console pages and /metrics, one
+    // unauthenticated login.
+    assert_eq!(tried.len(), 1 + 11 + 3 + 1, "{stdout}");
     for t in &tried {
         eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
         assert!(
@@ -783,7 +784,8 @@ async fn a_job_cannot_take_the_approvers_credential_nor_mint_a_console_login() {
             t.attack, t.target, t.detail
         );
     }
-    // The console pages were refused by the broker itself, not by an unreachable network.
+    // The console pages and /metrics were refused by the broker itself, not by an unreachable
+    // network.
     for t in tried.iter().filter(|t| t.attack == "GET") {
         assert!(
             t.detail.starts_with("HTTP 401"),
