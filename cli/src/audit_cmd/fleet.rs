@@ -45,6 +45,7 @@ pub async fn ship_once(
         url: url.to_owned(),
         machine: machine.clone(),
         batch,
+        head: state.audit_head(),
     })
     .await?;
     let mut last = None;
@@ -98,8 +99,13 @@ pub async fn verify_postgres(
         );
         return Ok(ExitCode::from(1));
     }
+    let anchored = if report.head_checked {
+        ", up to its shipped signed head"
+    } else {
+        " (no signed head shipped: a cut tail would not show)"
+    };
     outln!(
-        "audit chain verified: {} rows of machine {machine} in {shown}",
+        "audit chain verified: {} rows of machine {machine} in {shown}{anchored}",
         report.rows
     );
     Ok(ExitCode::SUCCESS)

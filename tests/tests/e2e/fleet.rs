@@ -235,6 +235,63 @@ async fn calls_are_shipped_whole_verified_centrally_and_queried_alike() {
     );
 }
 
+/// The machine's signed head travels with its rows: a tail cut in PostgreSQL, with
+/// `machine.last_row_id` cut to match, is still caught centrally.
+#[tokio::test]
+async fn a_tail_cut_in_postgresql_is_caught_by_the_shipped_head() {
+    let pg = Postgres::start();
+    let url = pg.url("postgres");
+    let mut g = Glovebox::start();
+    make_calls(&g).await;
+    // A stopped gate has written the head of every row it wrote.
+    g.stop();
+    let (code, out, err) = ship(&g, &url, "m3");
+    assert_eq!(code, 0, "{out}{err}");
+    let pool = pg.pool("postgres").await;
+    let head: String = sqlx::query_scalar("SELECT head FROM machine WHERE id = 'm3'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        head,
+        std::fs::read_to_string(g.state.join("audit.head")).unwrap(),
+        "the shipped head is the machine's head file"
+    );
+    let (code, out, err) = verify(&g, &url, "m3");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("up to its shipped signed head"), "{out}");
+
+    // Someone with write access to the fleet database removes the last rows and the
+    // machine's count of them.
+    sqlx::raw_sql(
+        "ALTER TABLE events DISABLE TRIGGER events_refuse_delete; \
+         DELETE FROM events WHERE machine_id = 'm3' \
+           AND id > (SELECT MAX(id) - 3 FROM events WHERE machine_id = 'm3'); \
+         ALTER TABLE events ENABLE TRIGGER events_refuse_delete; \
+         UPDATE machine SET last_row_id = (SELECT MAX(id) FROM events WHERE machine_id = 'm3') \
+           WHERE id = 'm3'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (code, out, _) = verify(&g, &url, "m3");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("BROKEN") && out.contains("the tail is missing"),
+        "{out}"
+    );
+    // A forged head (not signed with the machine's key) is named too.
+    sqlx::query(
+        "UPDATE machine SET head = replace(head, 'signature ', 'signature 0') WHERE id = 'm3'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (code, out, _) = verify(&g, &url, "m3");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("signature does not verify"), "{out}");
+}
+
 #[tokio::test]
 async fn a_shipper_killed_mid_run_resumes_with_no_duplicates_and_no_gaps() {
     let pg = Postgres::start();

@@ -69,13 +69,22 @@ pub enum ShipError {
 
 /// The fleet schema's migrations (`services/gate/migrations-postgres`).
 pub fn pg_migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "fleet".into(),
-        MigrationType::Simple,
-        include_str!("../../migrations-postgres/0001_fleet.sql").into_sql_str(),
-        false,
-    )])
+    Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "fleet".into(),
+            MigrationType::Simple,
+            include_str!("../../migrations-postgres/0001_fleet.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            "machine head".into(),
+            MigrationType::Simple,
+            include_str!("../../migrations-postgres/0002_machine_head.sql").into_sql_str(),
+            false,
+        ),
+    ])
 }
 
 /// This machine's fleet id: `/etc/machine-id` if readable, else the one kept in the state
@@ -141,6 +150,9 @@ pub struct Options {
     pub url: String,
     pub machine: String,
     pub batch: u32,
+    /// The signed head file (`<state>/audit.head`), shipped once the rows it names are; a
+    /// shipper that cannot read it ships rows only.
+    pub head: PathBuf,
 }
 
 impl std::fmt::Debug for Options {
@@ -289,6 +301,7 @@ impl Shipper {
                 source,
             })?;
         let Some(last) = rows.last().map(|r| r.id) else {
+            self.ship_head(self.next - 1).await?;
             return Ok(Batch {
                 sent: 0,
                 new: 0,
@@ -298,11 +311,38 @@ impl Shipper {
         let new = self.insert(&rows).await?;
         write_cursor(&self.cursor, &self.url, &self.options.machine, last);
         self.next = last + 1;
+        self.ship_head(last).await?;
         Ok(Batch {
             sent: rows.len() as u64,
             new,
             last_id: last,
         })
+    }
+
+    /// Ships the machine's head file when every row it names is shipped (up to `shipped`) and
+    /// it is newer than the one there. Its signature is checked where it is verified.
+    async fn ship_head(&self, shipped: i64) -> Result<(), ShipError> {
+        let Ok(text) = std::fs::read_to_string(&self.options.head) else {
+            return Ok(());
+        };
+        let Some(last_id) = head_last_id(&text).filter(|id| *id <= shipped) else {
+            return Ok(());
+        };
+        sqlx::query(
+            "UPDATE machine SET head = $2, head_last_id = $3 \
+             WHERE id = $1 AND COALESCE(head_last_id, 0) <= $3",
+        )
+        .bind(&self.options.machine)
+        .bind(&text)
+        .bind(last_id)
+        .execute(&self.pg)
+        .await
+        .map_err(|source| ShipError::Postgres {
+            action: "ship the audit head",
+            url: self.url.clone(),
+            source,
+        })?;
+        Ok(())
     }
 
     async fn insert(&self, rows: &[RawRow]) -> Result<u64, ShipError> {
@@ -418,6 +458,18 @@ impl Shipper {
 }
 
 /// The cursor file of one fleet database and machine.
+/// The row a head file's text names (read without its key: the shipper only copies it; a
+/// forged one fails where it is verified).
+fn head_last_id(text: &str) -> Option<i64> {
+    let mut lines = text.lines();
+    if lines.next() != Some("glovebox audit head v1") {
+        return None;
+    }
+    lines
+        .find_map(|l| l.strip_prefix("last_id "))
+        .and_then(|v| v.parse().ok())
+}
+
 fn cursor_path(dir: &Path, url: &str, machine: &str) -> PathBuf {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("{url}\n{machine}").as_bytes());
@@ -461,12 +513,13 @@ pub async fn verify_postgres(
             source,
         }
     };
-    let last: Option<i64> = sqlx::query_scalar("SELECT last_row_id FROM machine WHERE id = $1")
-        .bind(machine)
-        .fetch_optional(pg)
-        .await
-        .map_err(pg_err("read the machine"))?;
-    let Some(last) = last else {
+    let machine_row: Option<(i64, Option<String>)> =
+        sqlx::query_as("SELECT last_row_id, head FROM machine WHERE id = $1")
+            .bind(machine)
+            .fetch_optional(pg)
+            .await
+            .map_err(pg_err("read the machine"))?;
+    let Some((last, head)) = machine_row else {
         return Ok(None);
     };
     let sql = format!(
@@ -483,7 +536,7 @@ pub async fn verify_postgres(
         .map(RawRow::from_row)
         .collect::<Result<Vec<_>, _>>()
         .map_err(pg_err("read the machine's rows"))?;
-    Ok(Some((row::check_rows(&rows, key, None), last)))
+    Ok(Some((row::check_rows(&rows, key, head.as_deref()), last)))
 }
 
 /// Runs `ship` in the background until `stopped` says so: connects (retrying with backoff),
@@ -507,6 +560,7 @@ pub fn spawn(
             url: ship.postgres.clone(),
             machine,
             batch: ship.batch,
+            head: state.audit_head(),
         };
         let mut shipper: Option<Shipper> = None;
         let mut backoff = BACKOFF.0;
@@ -594,6 +648,20 @@ mod tests {
         write_cursor(&a, "postgres://u:***@h/d", "m1", 42);
         assert_eq!(read_cursor(&a), Some(42));
         assert!(!std::fs::read_to_string(&a).unwrap().contains("secret"));
+    }
+
+    #[test]
+    fn a_head_names_its_last_row_and_anything_else_names_none() {
+        let head = "glovebox audit head v1\nrows 7\nlast_id 42\nmac ab\nts t\nsignature cd\n";
+        assert_eq!(head_last_id(head), Some(42));
+        for bad in [
+            "",
+            "rows 7\nlast_id 42\n",
+            "glovebox audit head v2\nlast_id 42\n",
+            "glovebox audit head v1\nrows 7\nlast_id x\n",
+        ] {
+            assert_eq!(head_last_id(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
