@@ -15,6 +15,7 @@
 //! attacker on a shared machine would; otherwise as the same user.
 //!
 //! Run: `cargo build --release -p glovebox -p glovebox-e2e --bins && target/release/glovebox-load-bench`
+//! (`LOAD_BENCH_ONLY=calls,conn` runs only the attacks named: conn, calls, mcp, slowloris, fd)
 //! (`GLOVEBOX_BIN=path/to/glovebox` measures another build of glovebox).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -717,25 +718,44 @@ async fn main() {
         notes: String::new(),
     }];
     let reconnect = |canary: &mut Option<Socket>| canary.is_none();
-    rows.push(connection_flood(&g, &mut canary, pid).await);
-    print_rows(reference, &rows);
+    if wanted("conn") {
+        rows.push(connection_flood(&g, &mut canary, pid).await);
+        print_rows(reference, &rows);
+    }
     if reconnect(&mut canary) {
         canary = connect(&url, &canary_token).await.ok();
     }
-    rows.push(call_flood(&g, &mut canary, pid).await);
-    print_rows(reference, &rows);
+    if wanted("calls") {
+        rows.push(call_flood(&g, &mut canary, pid).await);
+        print_rows(reference, &rows);
+    }
     if reconnect(&mut canary) {
         canary = connect(&url, &canary_token).await.ok();
     }
-    rows.push(mcp_flood(&g, &mut canary, pid).await);
-    print_rows(reference, &rows);
+    if wanted("mcp") {
+        rows.push(mcp_flood(&g, &mut canary, pid).await);
+        print_rows(reference, &rows);
+    }
     if reconnect(&mut canary) {
         canary = connect(&url, &canary_token).await.ok();
     }
-    rows.push(slowloris(&g, &mut canary, pid).await);
-    print_rows(reference, &rows);
+    if wanted("slowloris") {
+        rows.push(slowloris(&g, &mut canary, pid).await);
+        print_rows(reference, &rows);
+    }
     drop(canary);
     drop(g);
-    rows.push(fd_exhaustion().await);
-    print_rows(reference, &rows);
+    if wanted("fd") {
+        rows.push(fd_exhaustion().await);
+        print_rows(reference, &rows);
+    }
+}
+
+/// Whether `attack` runs: all of them unless `LOAD_BENCH_ONLY` names some
+/// (`conn,calls,mcp,slowloris,fd`).
+fn wanted(attack: &str) -> bool {
+    match std::env::var("LOAD_BENCH_ONLY") {
+        Ok(only) if !only.trim().is_empty() => only.split(',').any(|a| a.trim() == attack),
+        _ => true,
+    }
 }
