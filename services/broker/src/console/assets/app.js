@@ -12,6 +12,9 @@
   const ARM_MS = 1000;           // an ask must be on screen this long before it can be answered
   const SANDBOX_ARM_MS = 5000;   // the sandbox's off switch stays armed this long
   const SECOND_CLICK_MIN_MS = 300; // a double click is not two decisions
+  const PROVIDERS_POLL_MS = 2000; // the providers list is read again this often while shown
+  const PACKS_STARTING_RETRIES = 10; // a listing with packs still starting is read again, this often
+  const PACKS_STARTING_RETRY_MS = 3000;
   const $ = (id) => document.getElementById(id);
 
   // ---- DOM helpers: text only ------------------------------------------------------------
@@ -110,7 +113,7 @@
         break;
       case "activity":
         setActive(f.active);
-        if (!f.active) refreshPanel();
+        if (!f.active) refreshPanel({ idle: true });
         break;
       case "enabled":
         overview.enabled = f.enabled;
@@ -307,10 +310,15 @@
   for (const b of document.querySelectorAll("nav button[data-panel]")) {
     b.addEventListener("click", () => selectPanel(b.dataset.panel));
   }
-  function refreshPanel() {
+  function refreshPanel(why) {
     if (activePanel === "activity") refreshCalls();
     if (activePanel === "rules") refreshRules();
     if (activePanel === "account") { refreshOverview(); refreshJobs(); }
+    if (activePanel === "packs") {
+      refreshProviders();
+      // Listing starts packs: only when the panel is opened or on request, not on every idle.
+      if (!(why && why.idle)) refreshPacks(0);
+    }
   }
 
   // ---- overview, switches -------------------------------------------------------------------
@@ -354,12 +362,7 @@
       : "Off: outside the workdir, calls ask like anywhere else.";
     $("confine-toggle").textContent = overview.confined ? "Stop confining" : "Confine to the workdir";
     if (!sandboxArmed) renderSandbox();
-    const providers = $("providers");
-    clear(providers);
-    for (const p of overview.providers || []) {
-      providers.append(el("li", {}, el("code", { text: p.connection_id }), `: ${p.tools.length ? p.tools.join(", ") : "no tools yet"}`));
-    }
-    if (!(overview.providers || []).length) providers.append(el("li", { class: "quiet", text: "No provider is connected." }));
+    renderProviders(overview.providers || []);
   }
 
   $("tools-toggle").addEventListener("click", () => send({ type: "set_enabled", enabled: !overview.enabled }));
@@ -617,6 +620,81 @@
     }
   }
   $("jobs-refresh").addEventListener("click", refreshJobs);
+
+  // ---- packs and providers -------------------------------------------------------------------
+  // Pack names, errors and tool names come from the account's mcp.json and from the packs'
+  // servers: text only, like everything else here.
+  const trustWords = {
+    always: "trusted for this workdir",
+    once: "trusted until glovebox stops",
+    waiting: "waiting for you (see Approvals)",
+    refused: "refused (an administrator's `glovebox packs reload` asks again)",
+  };
+  let lastPacks = null;
+  let packsTimer = 0;
+  async function refreshPacks(attempt) {
+    clearTimeout(packsTimer);
+    const body = $("packs").tBodies[0];
+    let r;
+    try { r = await manage({ name: "packs" }); } catch (e) {
+      lastPacks = null;
+      clear(body);
+      body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet", text: `Packs cannot be listed: ${e.message}` })));
+      return;
+    }
+    const errors = $("packs-errors");
+    clear(errors);
+    for (const e of r.errors || []) errors.append(el("li", { class: "warning", text: e }));
+    // Unchanged packs keep their rows (nothing is rebuilt under the pointer).
+    const shown = JSON.stringify(r.packs);
+    if (shown !== lastPacks || !body.rows.length) {
+      lastPacks = shown;
+      clear(body);
+      for (const p of r.packs) {
+        const tools = p.tools.length
+          ? el("ul", { class: "tool-names" }, ...p.tools.map((t) => el("li", {}, el("code", { text: t }))))
+          : el("span", { class: "quiet", text: "none" });
+        body.append(el("tr", { class: `pack state-${p.state}`, "data-pack": `${p.origin}:${p.name}` },
+          el("th", { scope: "row" }, el("code", { text: p.name })),
+          el("td", { text: p.origin === "project" ? "project" : "account" }),
+          el("td", { class: "pack-state", text: p.state }),
+          el("td", {}, tools),
+          el("td", { text: p.origin === "project" ? (trustWords[p.trust] || p.trust) : "—" }),
+          el("td", { class: "pack-message" }, p.message ? el("code", { text: p.message }) : "")));
+      }
+      if (!r.packs.length) {
+        body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet",
+          text: r.enabled ? "No pack is configured." : "No pack is listed while the account's tools are off." })));
+      }
+    }
+    // A pack still starting is listed as such; its tools come with a later listing.
+    if (activePanel === "packs" && attempt < PACKS_STARTING_RETRIES && r.packs.some((p) => p.state === "starting")) {
+      packsTimer = setTimeout(() => refreshPacks(attempt + 1), PACKS_STARTING_RETRY_MS);
+    }
+  }
+  $("packs-refresh").addEventListener("click", () => refreshPacks(0));
+
+  let lastProviders = null;
+  function renderProviders(list) {
+    const shown = JSON.stringify(list);
+    const ul = $("providers");
+    if (shown === lastProviders && ul.childNodes.length) return;
+    lastProviders = shown;
+    clear(ul);
+    for (const p of list) {
+      ul.append(el("li", { class: "provider", "data-connection": p.connection_id },
+        el("code", { text: p.connection_id }), ": ",
+        p.tools.length ? p.tools.map((t) => `client__${t}`).join(", ") : "no tools yet"));
+    }
+    if (!list.length) ul.append(el("li", { class: "quiet", text: "No provider is connected." }));
+  }
+  async function refreshProviders() {
+    try { renderProviders((await manage({ name: "providers" })).providers); } catch { /* shown on the next try */ }
+  }
+  // Providers come and go without telling approvers: the list is read again while it is shown.
+  setInterval(() => {
+    if (activePanel === "packs" && !document.hidden && ws && ws.readyState === WebSocket.OPEN) refreshProviders();
+  }, PROVIDERS_POLL_MS);
 
   notifyState();
   setArmed(false);
