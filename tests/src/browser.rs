@@ -220,6 +220,16 @@ impl Page {
         }
     }
 
+    /// Runs `source` in every document this tab loads from now on, before the page's own
+    /// scripts (DevTools' own injection: the page's Content-Security-Policy does not apply).
+    pub async fn before_each_document(&mut self, source: &str) {
+        self.call(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({ "source": source }),
+        )
+        .await;
+    }
+
     /// Navigates and waits until the page has loaded.
     pub async fn goto(&mut self, url: &str) {
         self.events.clear();
