@@ -192,3 +192,50 @@ async fn an_ask_answered_by_another_approver_leaves_the_console_saying_so() {
         "two\n"
     );
 }
+
+#[tokio::test]
+async fn an_ask_is_not_answered_while_another_panel_is_shown_and_waits_again_on_return() {
+    let g = Glovebox::start();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    let mut agent = g.connect("agent").await;
+    invoke(
+        &mut agent,
+        "p1",
+        "file_write",
+        json!({"path": "panel.txt", "content": "x"}),
+    )
+    .await;
+    ask_shown(&mut page, "p1").await;
+    // Away from Approvals, the answer keys do nothing and the buttons are off.
+    page.click("#tab-rules").await;
+    page.press('y').await;
+    assert_eq!(
+        page.eval(
+            "[document.getElementById('ask').hidden, document.getElementById('answer-once').disabled]"
+        )
+        .await,
+        json!([false, true]),
+        "the ask is still there, unanswered"
+    );
+    // Back on Approvals, it waits its second again before anything answers it: the buttons come
+    // on no sooner than a second after the click that brought the panel back.
+    page.eval(
+        "window.__back = 0; window.__armed = 0; \
+         document.getElementById('tab-approvals').addEventListener('click', () => { window.__back = performance.now(); }, true); \
+         new MutationObserver(() => { if (!document.getElementById('answer-once').disabled && !window.__armed) window.__armed = performance.now(); }) \
+           .observe(document.getElementById('answer-once'), { attributes: true })",
+    )
+    .await;
+    page.click("#tab-approvals").await;
+    ask_shown(&mut page, "p1").await;
+    let waited = page
+        .eval("window.__back > 0 && window.__armed > 0 ? window.__armed - window.__back : -1")
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(waited >= 900.0, "answerable {waited} ms after coming back");
+    page.press('n').await;
+    assert_eq!(agent.result_for("p1").await["ok"], false);
+    assert!(!g.workdir.join("panel.txt").exists());
+}

@@ -128,7 +128,10 @@ async fn a_project_pack_waits_for_trust_given_in_the_console_and_then_runs() {
         ),
     )
     .await;
-    // Listing asked the approver, as an agent's listing would: the trust ask, with the command.
+    // Listing asked the approver, as an agent's listing would (the console's own hello lists
+    // the account's tools too, so the ask may come before or after the panel opened): the trust
+    // ask, with the command, under Approvals.
+    page.click("#tab-approvals").await;
     page.wait_for(
         "the trust ask, answerable",
         "!document.getElementById('ask').hidden && \

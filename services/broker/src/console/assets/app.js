@@ -5,7 +5,7 @@
 // markup: this file builds the page with createElement and textContent only (the page's CSP also
 // requires Trusted Types, so an HTML sink would throw). Answers cannot be given to an ask the
 // person has not had in front of them for ARM_MS: buttons stay disabled and keys do nothing until
-// then, and the wait starts again whenever the tab comes back into view.
+// then, and the wait starts again whenever the tab or the Approvals panel comes back into view.
 "use strict";
 
 (() => {
@@ -13,8 +13,8 @@
   const SANDBOX_ARM_MS = 5000;   // the sandbox's off switch stays armed this long
   const SECOND_CLICK_MIN_MS = 300; // a double click is not two decisions
   const PROVIDERS_POLL_MS = 2000; // the providers list is read again this often while shown
-  const PACKS_STARTING_RETRIES = 10; // a listing with packs still starting is read again, this often
-  const PACKS_STARTING_RETRY_MS = 3000;
+  const PACKS_RELIST_TRIES = 10;   // a listing with a pack starting or waiting for trust is read
+  const PACKS_RELIST_MS = 3000;    // again this often, this many times, while the panel is shown
   const $ = (id) => document.getElementById(id);
 
   // ---- DOM helpers: text only ------------------------------------------------------------
@@ -210,11 +210,16 @@
     seenSince = performance.now();
     setArmed(false);
     clearTimeout(armTimer);
-    armTimer = setTimeout(() => { if (current && !document.hidden) setArmed(true); }, ARM_MS);
+    armTimer = setTimeout(() => {
+      if (current && !document.hidden && activePanel === "approvals") setArmed(true);
+    }, ARM_MS);
   }
 
+  // Whether the ask on screen may be answered: the tab shown, the Approvals panel shown, and the
+  // ask in front of the person for ARM_MS since either last came into view.
   function armed() {
-    return Boolean(current) && !document.hidden && performance.now() - seenSince >= ARM_MS;
+    return Boolean(current) && !document.hidden && activePanel === "approvals" &&
+      performance.now() - seenSince >= ARM_MS;
   }
 
   function setArmed(on) {
@@ -304,6 +309,11 @@
       const on = b.dataset.panel === name;
       if (on) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
       show($(`panel-${b.dataset.panel}`), on);
+    }
+    // An ask answers only while it is in view: leaving Approvals disarms it, and coming back
+    // starts its wait again (a click or key meant for another panel never answers it).
+    if (current) {
+      if (name === "approvals") seen(); else { clearTimeout(armTimer); setArmed(false); }
     }
     refreshPanel();
   }
@@ -667,9 +677,11 @@
           text: r.enabled ? "No pack is configured." : "No pack is listed while the account's tools are off." })));
       }
     }
-    // A pack still starting is listed as such; its tools come with a later listing.
-    if (activePanel === "packs" && attempt < PACKS_STARTING_RETRIES && r.packs.some((p) => p.state === "starting")) {
-      packsTimer = setTimeout(() => refreshPacks(attempt + 1), PACKS_STARTING_RETRY_MS);
+    // A pack still starting comes with its tools in a later listing; so does a project pack
+    // once its trust ask is answered (the answer is recorded at the gate just after it is given).
+    const unsettled = r.packs.some((p) => p.state === "starting" || p.trust === "waiting");
+    if (activePanel === "packs" && attempt < PACKS_RELIST_TRIES && unsettled) {
+      packsTimer = setTimeout(() => refreshPacks(attempt + 1), PACKS_RELIST_MS);
     }
   }
   $("packs-refresh").addEventListener("click", () => refreshPacks(0));
