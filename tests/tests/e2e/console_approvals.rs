@@ -1,7 +1,8 @@
 //! Approvals in the console beyond one person and one visible tab: a desktop notification for an
 //! ask that arrives while the tab is hidden (never while it is visible, never with the file's
 //! contents), and an ask answered by another approver of the account (`glovebox approve`'s
-//! protocol) disappearing from the console, which says it was answered elsewhere.
+//! protocol) disappearing from the console, which says it was answered elsewhere; and a change
+//! read side by side.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -238,4 +239,78 @@ async fn an_ask_is_not_answered_while_another_panel_is_shown_and_waits_again_on_
     page.press('n').await;
     assert_eq!(agent.result_for("p1").await["ok"], false);
     assert!(!g.workdir.join("panel.txt").exists());
+}
+
+/// The side-by-side cell texts of the ask's diff: `[old no, old, new no, new]` per change row.
+const SIDE_BY_SIDE_ROWS: &str = "[...document.querySelectorAll('#ask-sxs tbody tr.change, #ask-sxs tbody tr.same')]\
+     .map((r) => [...r.cells].map((c) => c.textContent))";
+
+#[tokio::test]
+async fn a_change_can_be_read_side_by_side_each_line_on_its_side_as_text() {
+    let g = Glovebox::start();
+    std::fs::write(
+        g.workdir.join("config.txt"),
+        "keep\nold <b>value</b>\n-- removed comment\nend\n",
+    )
+    .unwrap();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    let mut agent = g.connect("agent").await;
+    invoke(
+        &mut agent,
+        "s1",
+        "file_write",
+        json!({"path": "config.txt", "content": "keep\nnew <i>value</i>\nend\n"}),
+    )
+    .await;
+    ask_shown(&mut page, "s1").await;
+    assert!(page.visible("#ask-preview").await, "one column first");
+    assert!(!page.visible("#ask-sxs").await);
+    page.click("#diff-layout").await;
+    page.wait_for(
+        "the side-by-side view",
+        "!document.getElementById('ask-sxs-wrap').hidden && \
+         document.getElementById('ask-preview').hidden && \
+         document.getElementById('diff-layout').getAttribute('aria-pressed') === 'true'",
+    )
+    .await;
+    let rows = page.eval(SIDE_BY_SIDE_ROWS).await;
+    assert_eq!(
+        rows,
+        json!([
+            ["1", "keep", "1", "keep"],
+            ["2", "old <b>value</b>", "2", "new <i>value</i>"],
+            // a removed line starting with "--" is a removed line, not a file header
+            ["3", "-- removed comment", "", ""],
+            ["4", "end", "3", "end"],
+        ]),
+        "{rows}"
+    );
+    assert_eq!(
+        page.eval("document.querySelectorAll('#ask-sxs b, #ask-sxs i').length")
+            .await,
+        json!(0),
+        "the file's text is text"
+    );
+    page.screenshot("approvals-side-by-side").await;
+    // The choice is kept for the next ask, and the answer is given as usual.
+    page.click("#answer-deny").await;
+    assert_eq!(agent.result_for("s1").await["ok"], false);
+    invoke(
+        &mut agent,
+        "s2",
+        "file_write",
+        json!({"path": "config.txt", "content": "keep\nend\n"}),
+    )
+    .await;
+    ask_shown(&mut page, "s2").await;
+    assert!(page.visible("#ask-sxs").await, "side by side again");
+    page.click("#diff-layout").await;
+    page.wait_for(
+        "one column again",
+        "!document.getElementById('ask-preview').hidden && document.getElementById('ask-sxs-wrap').hidden",
+    )
+    .await;
+    page.click("#answer-deny").await;
+    assert_eq!(agent.result_for("s2").await["ok"], false);
 }

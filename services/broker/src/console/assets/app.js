@@ -201,9 +201,86 @@
       }
       pre.append(el("span", { class: `line ${cls}`, text: line }), "\n");
     }
-    show(pre, text.length > 0);
+    previewIsDiff = isDiff;
+    renderSideBySide(isDiff ? sideBySide(text) : []);
     show($("ask-preview-title"), text.length > 0);
+    show($("diff-layout"), isDiff);
+    layoutPreview(text.length > 0);
   }
+
+  // A unified diff as rows for a side-by-side view (pure): `meta` and `hunk` rows span both
+  // sides; `same` and `change` rows have an `old` and/or a `new` line ({no, text}). Removed and
+  // added lines in a run are paired in order. Line counts come from each hunk's header, so a
+  // removed line that starts with "--" is still a removed line.
+  function sideBySide(text) {
+    const rows = [];
+    let oldNo = 0, newNo = 0, oldLeft = 0, newLeft = 0;
+    let dels = [], adds = [];
+    const flush = () => {
+      for (let i = 0; i < Math.max(dels.length, adds.length); i++) {
+        rows.push({ kind: "change", old: dels[i], new: adds[i] });
+      }
+      dels = []; adds = [];
+    };
+    for (const line of text.split("\n")) {
+      const inHunk = oldLeft > 0 || newLeft > 0;
+      const h = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/.exec(line);
+      if (!inHunk && h) {
+        flush();
+        oldNo = Number(h[1]); oldLeft = h[2] === undefined ? 1 : Number(h[2]);
+        newNo = Number(h[3]); newLeft = h[4] === undefined ? 1 : Number(h[4]);
+        rows.push({ kind: "hunk", text: line });
+      } else if (inHunk && line.startsWith("-") && oldLeft > 0) {
+        dels.push({ no: oldNo++, text: line.slice(1) }); oldLeft--;
+      } else if (inHunk && line.startsWith("+") && newLeft > 0) {
+        adds.push({ no: newNo++, text: line.slice(1) }); newLeft--;
+      } else if (inHunk && line.startsWith(" ") && oldLeft > 0 && newLeft > 0) {
+        flush();
+        rows.push({ kind: "same", old: { no: oldNo++, text: line.slice(1) }, new: { no: newNo++, text: line.slice(1) } });
+        oldLeft--; newLeft--;
+      } else {
+        flush();
+        if (line.length) rows.push({ kind: "meta", text: line });
+      }
+    }
+    flush();
+    return rows;
+  }
+
+  function renderSideBySide(rows) {
+    const body = $("ask-sxs").tBodies[0];
+    clear(body);
+    const side = (line, cls) => line
+      ? [el("td", { class: "no", text: String(line.no) }), el("td", { class: `text ${cls}`, text: line.text })]
+      : [el("td", { class: "no" }), el("td", { class: "text none" })];
+    for (const r of rows) {
+      if (r.kind === "meta" || r.kind === "hunk") {
+        body.append(el("tr", { class: r.kind }, el("td", { colspan: "4", text: r.text })));
+      } else {
+        const changed = r.kind === "change";
+        body.append(el("tr", { class: r.kind }, ...side(r.old, changed ? "del" : "ctx"), ...side(r.new, changed ? "add" : "ctx")));
+      }
+    }
+  }
+
+  // Unified or side by side, as the person last chose (kept in this browser).
+  const LAYOUT_KEY = "glovebox.diffLayout";
+  let previewIsDiff = false;
+  function sideBySideChosen() {
+    try { return localStorage.getItem(LAYOUT_KEY) === "side-by-side"; } catch { return false; }
+  }
+  function layoutPreview(any) {
+    const sxs = previewIsDiff && sideBySideChosen();
+    show($("ask-preview"), any && !sxs);
+    show($("ask-sxs-wrap"), any && sxs);
+    const b = $("diff-layout");
+    b.setAttribute("aria-pressed", sxs ? "true" : "false");
+    b.textContent = sxs ? "Show as one column" : "Show side by side";
+  }
+  $("diff-layout").addEventListener("click", () => {
+    try { localStorage.setItem(LAYOUT_KEY, sideBySideChosen() ? "unified" : "side-by-side"); } catch { /* not kept */ }
+    layoutPreview(true);
+  });
 
   // The ask has just been put in front of the person: answers wait ARM_MS from now.
   function seen() {
