@@ -7,6 +7,7 @@ mod boundary;
 mod calls;
 mod client_tools;
 mod console;
+mod console_a11y;
 mod console_approvals;
 mod console_packs;
 mod exec;
