@@ -101,6 +101,6 @@ async fn every_main_screen_passes_axe_and_tab_reaches_every_control_in_order() {
     page.viewport(420, 800).await;
     check_screen(&mut page, "account, narrow").await;
     open(&mut page, "packs", packs_ready).await;
-    check_screen(&mut page, "packs, narrow").await;
     page.screenshot("packs-narrow").await;
+    check_screen(&mut page, "packs, narrow").await;
 }
