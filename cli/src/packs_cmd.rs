@@ -525,6 +525,7 @@ mod tests {
                 message: "waiting for the account's approver".into(),
             }],
             untrusted: vec![],
+            packs: vec![],
         };
         assert_eq!(
             render_list(&listed),

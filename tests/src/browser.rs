@@ -17,6 +17,18 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::WAIT;
 
+/// The most Tab presses [`Page::tab_order`] makes before it gives up going round.
+pub const MAX_TAB_STOPS: usize = 200;
+
+/// A script expression: the controls shown (enabled, visible), in document order.
+const CONTROLS: &str = "[...document.querySelectorAll('a[href], button, input, select, textarea, summary, \
+     [tabindex]:not([tabindex=\"-1\"])')].filter((e) => !e.disabled && \
+     e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden')";
+
+/// A script function naming an element for focus checks: `#id`, else `tag "text"`.
+const DESCRIBE: &str = "((e) => !e || e === document.body ? 'body' : e.id ? `#${e.id}` : \
+     `${e.tagName.toLowerCase()} ${JSON.stringify((e.getAttribute('aria-label') || e.textContent || '').trim().slice(0, 60))}`)";
+
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -220,6 +232,16 @@ impl Page {
         }
     }
 
+    /// Runs `source` in every document this tab loads from now on, before the page's own
+    /// scripts (DevTools' own injection: the page's Content-Security-Policy does not apply).
+    pub async fn before_each_document(&mut self, source: &str) {
+        self.call(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({ "source": source }),
+        )
+        .await;
+    }
+
     /// Navigates and waits until the page has loaded.
     pub async fn goto(&mut self, url: &str) {
         self.events.clear();
@@ -339,6 +361,71 @@ impl Page {
         up["type"] = json!("keyUp");
         self.call("Input.dispatchKeyEvent", down).await;
         self.call("Input.dispatchKeyEvent", up).await;
+    }
+
+    /// Presses Tab, as a keyboard would; returns a description of what has focus then: its id,
+    /// else its tag and text (`body` when focus left the page's controls).
+    pub async fn tab(&mut self) -> String {
+        for kind in ["rawKeyDown", "keyUp"] {
+            self.call(
+                "Input.dispatchKeyEvent",
+                json!({ "type": kind, "key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9 }),
+            )
+            .await;
+        }
+        self.eval(&format!("{DESCRIBE}(document.activeElement)"))
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// What a keyboard reaches with Tab from the first control, in order, until focus comes
+    /// back round; and, beside it, every control shown (enabled, visible) in document order.
+    /// Equal lists mean every action is reachable by Tab, in the order it appears.
+    pub async fn tab_order(&mut self) -> (Vec<String>, Vec<String>) {
+        let shown: Vec<String> =
+            serde_json::from_value(self.eval(&format!("{CONTROLS}.map({DESCRIBE})")).await)
+                .unwrap();
+        let first = self
+            .eval(&format!(
+                "(() => {{ const c = {CONTROLS}; if (!c.length) return ''; c[0].focus(); \
+                 return {DESCRIBE}(document.activeElement); }})()"
+            ))
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let mut reached = vec![first.clone()];
+        for _ in 0..MAX_TAB_STOPS {
+            let now = self.tab().await;
+            if now == first || now == "body" {
+                break;
+            }
+            reached.push(now);
+        }
+        (reached, shown)
+    }
+
+    /// The serious and critical accessibility violations axe-core (from `tests/node_modules`,
+    /// put into the page over DevTools, never served by the console) finds in the page as it is:
+    /// one line per rule with the elements it names.
+    pub async fn accessibility_violations(&mut self) -> Vec<String> {
+        let path = crate::mcp_clients::tests_dir().join("node_modules/axe-core/axe.min.js");
+        let source = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; run `npm ci --prefix tests`", path.display()));
+        if self.eval("typeof window.axe").await != json!("object") {
+            self.eval(&source).await;
+        }
+        let found = self
+            .eval(
+                "axe.run(document, { resultTypes: ['violations'], runOnly: { type: 'tag', values: \
+                 ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice'] } }) \
+                 .then((r) => r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical') \
+                 .map((v) => `${v.impact} ${v.id}: ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`))",
+            )
+            .await;
+        serde_json::from_value(found).unwrap()
     }
 
     /// Focuses the element and types `text` into it (focused by script, so that a layout still

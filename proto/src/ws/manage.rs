@@ -75,6 +75,12 @@ pub enum ManageOp {
     JobTail { job_id: String },
     /// Stops one of the account's jobs and everything it started (what `exec_kill` returns).
     JobKill { job_id: String },
+    /// The account's tool packs, each with its state, error and trust ([`Packs`]). Listing
+    /// starts packs not started yet and asks the approver about untrusted project packs, as any
+    /// listing of the account's tools does.
+    Packs {},
+    /// The client-tool providers connected for the account now ([`Providers`]).
+    Providers {},
 }
 
 impl ManageOp {
@@ -93,6 +99,8 @@ impl ManageOp {
             ManageOp::Jobs {} => "jobs",
             ManageOp::JobTail { .. } => "job_tail",
             ManageOp::JobKill { .. } => "job_kill",
+            ManageOp::Packs {} => "packs",
+            ManageOp::Providers {} => "providers",
         }
     }
 
@@ -170,6 +178,41 @@ pub struct Overview {
 pub struct Provider {
     pub connection_id: String,
     pub tools: Vec<String>,
+}
+
+/// The result of `providers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Providers {
+    pub providers: Vec<Provider>,
+}
+
+/// The result of `packs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Packs {
+    /// Whether the account's tools are on: while they are off, no pack is listed (or started).
+    pub enabled: bool,
+    pub packs: Vec<PackRow>,
+    /// What is wrong with a whole file (`mcp.json` that does not parse), or why the pack host
+    /// could not say.
+    pub errors: Vec<String>,
+}
+
+/// One configured pack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackRow {
+    pub name: String,
+    /// `user` (the account's `mcp.json`) or `project` (the workdir's `.glovebox/mcp.json`).
+    pub origin: String,
+    /// `running`, `starting`, `failed`, `disabled` or `untrusted`.
+    pub state: String,
+    /// Why it is not running (what its server said included: untrusted text).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Its tools as agents see them (`<pack>__<tool>`).
+    pub tools: Vec<String>,
+    /// Project packs: `always`, `once`, `waiting` or `refused`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trust: String,
 }
 
 /// The result of `list_rules`.
@@ -340,5 +383,14 @@ mod tests {
         }
         assert!(ManageOp::RecentCalls { limit: Some(50) }.check().is_ok());
         assert!(ManageOp::Overview {}.check().is_ok());
+        assert!(ManageOp::Packs {}.check().is_ok());
+    }
+
+    #[test]
+    fn the_listings_take_no_fields() {
+        assert_eq!(op(json!({"name": "packs"})), Ok(ManageOp::Packs {}));
+        assert_eq!(op(json!({"name": "providers"})), Ok(ManageOp::Providers {}));
+        assert!(op(json!({"name": "packs", "account": "bob"})).is_err());
+        assert!(op(json!({"name": "providers", "pack": "x"})).is_err());
     }
 }

@@ -5,6 +5,8 @@
 //! tool and the arguments), and made by the pack host on the gate's ticket. A project pack the
 //! approver has not trusted yet gets a trust ask, one at a time per pack, answered at the gate.
 
+mod rows;
+
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,6 +29,8 @@ use crate::pipeline::{
     CallIds, Origin, Preview, authorize, from_tool_error, input_preview, unavailable,
 };
 use crate::sync::lock;
+
+pub use rows::view as manage_view;
 
 /// Trust asks waiting to be shown, at most.
 pub const MAX_QUEUED_TRUST_ASKS: usize = 64;

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use glovebox_config::mcp_json::{self, Origin, PackDef, Parsed};
 use glovebox_proto::v1::{
-    Domain, ListPacksResponse, PackError, PackFacts, PackPlanResponse, PackTool, PackTrustRequest,
-    PathArgument, TrustSubject,
+    Domain, ListPacksResponse, PackError, PackFacts, PackPlanResponse, PackStatus, PackTool,
+    PackTrustRequest, PathArgument, TrustSubject,
 };
 use glovebox_proto::{ErrorCode, error::tool_error};
 use tokio::sync::watch;
@@ -36,6 +36,35 @@ struct Resolved {
     defs: Vec<PackDef>,
     errors: Vec<PackError>,
     untrusted: Vec<TrustSubject>,
+    /// The project packs kept out (not trusted, or their trust unknown), as listed.
+    held: Vec<PackStatus>,
+    /// How the approver trusts each project pack in effect: `always` or `once`.
+    trust: BTreeMap<String, &'static str>,
+}
+
+/// The states a listing gives a pack (`PackStatus.state`).
+pub mod state {
+    pub const RUNNING: &str = "running";
+    pub const STARTING: &str = "starting";
+    pub const FAILED: &str = "failed";
+    pub const DISABLED: &str = "disabled";
+    pub const UNTRUSTED: &str = "untrusted";
+}
+
+fn pack_status(
+    name: &str,
+    origin: Origin,
+    state: &str,
+    message: String,
+    trust: &str,
+) -> PackStatus {
+    PackStatus {
+        name: name.to_owned(),
+        origin: origin.as_str().to_owned(),
+        state: state.to_owned(),
+        message,
+        trust: trust.to_owned(),
+    }
 }
 
 /// A tool of a running pack, with the facts the gate judges it on.
@@ -186,28 +215,47 @@ impl Host {
             .collect();
         let mut untrusted = Vec::new();
         let mut trusted = Vec::new();
+        let mut held = Vec::new();
+        let mut trust_of = BTreeMap::new();
         let mut forget = forget_refusals;
         for def in &project.packs {
             let subject = trust_subject(def, self.workdir());
             let trust = self.launcher.gate.trust(subject.clone(), forget).await;
             forget = false;
-            match trust {
-                Ok(Trust::Always | Trust::Once) => trusted.push(def.name.clone()),
-                Ok(Trust::No) => errors.push(pack_error(
-                    &def.name,
-                    Origin::Project,
-                    "not trusted: the account's approver refused this project pack (`glovebox packs reload` asks again)".to_owned(),
-                )),
-                Ok(Trust::Unknown) => {
-                    errors.push(pack_error(
-                        &def.name,
-                        Origin::Project,
-                        "waiting for the account's approver to trust this project pack".to_owned(),
-                    ));
-                    untrusted.push(subject);
+            let kept_out = |state: &str, message: String, trust: &str| {
+                (
+                    pack_error(&def.name, Origin::Project, message.clone()),
+                    pack_status(&def.name, Origin::Project, state, message, trust),
+                )
+            };
+            let (error, status) = match trust {
+                Ok(t @ (Trust::Always | Trust::Once)) => {
+                    trusted.push(def.name.clone());
+                    let word = if matches!(t, Trust::Always) {
+                        "always"
+                    } else {
+                        "once"
+                    };
+                    trust_of.insert(def.name.clone(), word);
+                    continue;
                 }
-                Err(why) => errors.push(pack_error(&def.name, Origin::Project, why)),
-            }
+                Ok(Trust::No) => kept_out(
+                    state::UNTRUSTED,
+                    "not trusted: the account's approver refused this project pack (`glovebox packs reload` asks again)".to_owned(),
+                    "refused",
+                ),
+                Ok(Trust::Unknown) => {
+                    untrusted.push(subject);
+                    kept_out(
+                        state::UNTRUSTED,
+                        "waiting for the account's approver to trust this project pack".to_owned(),
+                        "waiting",
+                    )
+                }
+                Err(why) => kept_out(state::FAILED, why, ""),
+            };
+            errors.push(error);
+            held.push(status);
         }
         if forget {
             // No project pack to ask about: still forget the refusals.
@@ -222,6 +270,8 @@ impl Host {
             defs,
             errors,
             untrusted,
+            held,
+            trust: trust_of,
         }
     }
 
@@ -266,11 +316,17 @@ impl Host {
         });
         let started = futures_util::future::join_all(starting.map(|task| async move {
             match tokio::time::timeout(LIST_WAIT, task).await {
-                Ok(Ok(outcome)) => outcome,
-                Ok(Err(_)) => Err("the pack's start failed inside the pack host".to_owned()),
-                Err(_) => Err(format!(
-                    "still starting after {} s; its tools are listed once it is ready",
-                    LIST_WAIT.as_secs()
+                Ok(Ok(outcome)) => outcome.map_err(|m| (state::FAILED, m)),
+                Ok(Err(_)) => Err((
+                    state::FAILED,
+                    "the pack's start failed inside the pack host".to_owned(),
+                )),
+                Err(_) => Err((
+                    state::STARTING,
+                    format!(
+                        "still starting after {} s; its tools are listed once it is ready",
+                        LIST_WAIT.as_secs()
+                    ),
                 )),
             }
         }))
@@ -283,12 +339,38 @@ impl Host {
                 .into_iter()
                 .map(|s| PackTrustRequest { subject: Some(s) })
                 .collect(),
+            packs: resolved.held,
         };
+        let trust_of = |def: &PackDef| match def.origin {
+            Origin::Project => resolved.trust.get(&def.name).copied().unwrap_or(""),
+            Origin::User => "",
+        };
+        for def in resolved.defs.iter().filter(|d| !d.enabled) {
+            response.packs.push(pack_status(
+                &def.name,
+                def.origin,
+                state::DISABLED,
+                String::new(),
+                trust_of(def),
+            ));
+        }
         for (pack, outcome) in packs.iter().zip(started) {
             let def = &pack.def;
             let origin = def.origin;
             match outcome {
-                Err(message) => response.errors.push(pack_error(&def.name, origin, message)),
+                Err((state, message)) => {
+                    response
+                        .errors
+                        .push(pack_error(&def.name, origin, message.clone()));
+                    response.packs.push(pack_status(
+                        &def.name,
+                        origin,
+                        state,
+                        message,
+                        trust_of(def),
+                    ));
+                    continue;
+                }
                 Ok((_, tools)) => {
                     let mut seen = std::collections::HashSet::new();
                     for tool in tools.iter() {
@@ -325,7 +407,17 @@ impl Host {
                     }
                 }
             }
+            response.packs.push(pack_status(
+                &def.name,
+                origin,
+                state::RUNNING,
+                String::new(),
+                trust_of(def),
+            ));
         }
+        response
+            .packs
+            .sort_by(|a, b| (&a.name, &a.origin).cmp(&(&b.name, &b.origin)));
         response
     }
 

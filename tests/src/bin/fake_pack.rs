@@ -4,7 +4,9 @@
 //!
 //! Modes: `good`, `liar` (a tool list with colliding, invalid and duplicate names and a
 //! poisonous schema), `garbage` (answers initialize with bytes that are not JSON), `flood` (a
-//! 64 MiB line at initialize), `mute` (never answers initialize), `die` (exits at initialize).
+//! 64 MiB line at initialize), `mute` (never answers initialize), `die` (exits at initialize),
+//! `shout` (writes [`HOSTILE_STDERR`], markup meant to run in a page, to stderr and exits at
+//! initialize).
 //!
 //! `shield` makes the server ignore SIGTERM and start a `sleep` in a process group of its own
 //! (its pid is the answer), as a server that means to outlive glovebox would.
@@ -17,6 +19,11 @@
 use std::io::{BufRead, Write};
 
 use serde_json::{Value, json};
+
+/// What `shout` writes to stderr before it dies: markup that would run if a page rendered a
+/// pack's error as HTML.
+pub const HOSTILE_STDERR: &str =
+    "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>shout-marker";
 
 fn tool(name: &str, read_only: bool, properties: Value) -> Value {
     json!({
@@ -182,6 +189,10 @@ fn main() {
                     continue;
                 }
                 "die" => std::process::exit(1),
+                "shout" => {
+                    eprintln!("{HOSTILE_STDERR}");
+                    std::process::exit(1)
+                }
                 _ => json!({
                     "protocolVersion": msg["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
                     "capabilities": {"tools": {}},

@@ -14,7 +14,7 @@ use glovebox_e2e::{Client, Glovebox, expect_error, expect_ok, http_request};
 use serde_json::{Value, json};
 
 /// The broker's HTTP origin, `http://127.0.0.1:<port>`.
-fn origin(g: &Glovebox) -> String {
+pub(crate) fn origin(g: &Glovebox) -> String {
     let rest = g.url.strip_prefix("ws://").unwrap();
     format!("http://{}", rest.split('/').next().unwrap())
 }
@@ -24,7 +24,7 @@ fn host(g: &Glovebox) -> String {
 }
 
 /// Runs `glovebox console` and returns the login link it printed.
-fn login_link(g: &Glovebox) -> String {
+pub(crate) fn login_link(g: &Glovebox) -> String {
     let (code, stdout, stderr) = g.run_cli(&["console"]);
     assert_eq!(code, 0, "glovebox console failed: {stderr}");
     let url = stdout.trim().to_owned();
@@ -40,7 +40,7 @@ fn login_link(g: &Glovebox) -> String {
 }
 
 /// Logs the browser in with a fresh link and waits until the page is connected.
-async fn signed_in(g: &Glovebox, browser: &Browser) -> Page {
+pub(crate) async fn signed_in(g: &Glovebox, browser: &Browser) -> Page {
     let mut page = browser.page().await;
     page.goto(&login_link(g)).await;
     page.wait_for(
@@ -55,7 +55,7 @@ async fn signed_in(g: &Glovebox, browser: &Browser) -> Page {
 }
 
 /// Waits until an ask for `call_id` is on screen and can be answered.
-async fn ask_shown(page: &mut Page, call_id: &str) {
+pub(crate) async fn ask_shown(page: &mut Page, call_id: &str) {
     page.wait_for(
         &format!("the ask of {call_id}, answerable"),
         &format!(
@@ -68,7 +68,7 @@ async fn ask_shown(page: &mut Page, call_id: &str) {
     .await;
 }
 
-async fn no_ask_shown(page: &mut Page) {
+pub(crate) async fn no_ask_shown(page: &mut Page) {
     page.wait_for(
         "no ask on screen",
         "document.getElementById('ask').hidden && !document.getElementById('no-ask').hidden",
@@ -76,7 +76,7 @@ async fn no_ask_shown(page: &mut Page) {
     .await;
 }
 
-async fn invoke(agent: &mut Client, call_id: &str, tool: &str, params: Value) {
+pub(crate) async fn invoke(agent: &mut Client, call_id: &str, tool: &str, params: Value) {
     agent
         .send(json!({"type": "invoke", "call_id": call_id, "tool": tool, "params": params}))
         .await;

@@ -5,13 +5,15 @@
 //! operation can name another. The broker still decides nothing: rules, switches, explain and the
 //! audit are the gate's (`AccountAdmin`), a subject to explain is planned by the account's executor
 //! as a real call would be, and jobs are seen and stopped with the account's own `exec_stat`,
-//! `exec_tail` and `exec_kill` calls, judged and audited like an agent's.
+//! `exec_tail` and `exec_kill` calls, judged and audited like an agent's. Packs are listed by the
+//! account's pack host (`packs/rows.rs`), with the same trust asks as any listing.
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::explain::{ExplainDomain, equivalent_call, explained_subject};
 use glovebox_proto::v1::{self as pb, explain_request::Subject};
 use glovebox_proto::ws::manage::{
-    CallEvent, CallEvents, CallRow, Calls, Changed, Explained, Overview, Provider, Rule, Rules,
+    CallEvent, CallEvents, CallRow, Calls, Changed, Explained, Overview, Provider, Providers, Rule,
+    Rules,
 };
 use glovebox_proto::ws::{ManageOp, ServerFrame, WireError};
 use serde::Serialize;
@@ -108,6 +110,10 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         ManageOp::JobKill { job_id } => {
             job_call(at, "exec_kill", json!({ "job_id": job_id })).await
         }
+        ManageOp::Packs {} => value(crate::packs::manage_view(at.app, at.account).await),
+        ManageOp::Providers {} => value(Providers {
+            providers: providers(at),
+        }),
     };
     if let Err(e) = &outcome {
         let (account, code) = (at.account, e.code.as_str());
@@ -192,16 +198,21 @@ async fn overview(at: &Caller<'_>) -> Outcome {
             .as_ref()
             .map_or_else(|| "unreachable".to_owned(), |s| s.sandbox.clone()),
         running_jobs: status.map_or(0, |s| s.running_jobs),
-        providers: app
-            .registry
-            .providers(at.account)
-            .into_iter()
-            .map(|(connection_id, tools)| Provider {
-                connection_id,
-                tools,
-            })
-            .collect(),
+        providers: providers(at),
     })
+}
+
+/// The account's client-tool providers now, the most recently registered first.
+fn providers(at: &Caller<'_>) -> Vec<Provider> {
+    at.app
+        .registry
+        .providers(at.account)
+        .into_iter()
+        .map(|(connection_id, tools)| Provider {
+            connection_id,
+            tools,
+        })
+        .collect()
 }
 
 async fn list_rules(at: &Caller<'_>) -> Outcome {

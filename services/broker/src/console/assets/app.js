@@ -5,13 +5,16 @@
 // markup: this file builds the page with createElement and textContent only (the page's CSP also
 // requires Trusted Types, so an HTML sink would throw). Answers cannot be given to an ask the
 // person has not had in front of them for ARM_MS: buttons stay disabled and keys do nothing until
-// then, and the wait starts again whenever the tab comes back into view.
+// then, and the wait starts again whenever the tab or the Approvals panel comes back into view.
 "use strict";
 
 (() => {
   const ARM_MS = 1000;           // an ask must be on screen this long before it can be answered
   const SANDBOX_ARM_MS = 5000;   // the sandbox's off switch stays armed this long
   const SECOND_CLICK_MIN_MS = 300; // a double click is not two decisions
+  const PROVIDERS_POLL_MS = 2000; // the providers list is read again this often while shown
+  const PACKS_RELIST_TRIES = 10;   // a listing with a pack starting or waiting for trust is read
+  const PACKS_RELIST_MS = 3000;    // again this often, this many times, while the panel is shown
   const $ = (id) => document.getElementById(id);
 
   // ---- DOM helpers: text only ------------------------------------------------------------
@@ -110,7 +113,7 @@
         break;
       case "activity":
         setActive(f.active);
-        if (!f.active) refreshPanel();
+        if (!f.active) refreshPanel({ idle: true });
         break;
       case "enabled":
         overview.enabled = f.enabled;
@@ -198,20 +201,102 @@
       }
       pre.append(el("span", { class: `line ${cls}`, text: line }), "\n");
     }
-    show(pre, text.length > 0);
+    previewIsDiff = isDiff;
+    renderSideBySide(isDiff ? sideBySide(text) : []);
     show($("ask-preview-title"), text.length > 0);
+    show($("diff-layout"), isDiff);
+    layoutPreview(text.length > 0);
   }
+
+  // A unified diff as rows for a side-by-side view (pure): `meta` and `hunk` rows span both
+  // sides; `same` and `change` rows have an `old` and/or a `new` line ({no, text}). Removed and
+  // added lines in a run are paired in order. Line counts come from each hunk's header, so a
+  // removed line that starts with "--" is still a removed line.
+  function sideBySide(text) {
+    const rows = [];
+    let oldNo = 0, newNo = 0, oldLeft = 0, newLeft = 0;
+    let dels = [], adds = [];
+    const flush = () => {
+      for (let i = 0; i < Math.max(dels.length, adds.length); i++) {
+        rows.push({ kind: "change", old: dels[i], new: adds[i] });
+      }
+      dels = []; adds = [];
+    };
+    for (const line of text.split("\n")) {
+      const inHunk = oldLeft > 0 || newLeft > 0;
+      const h = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/.exec(line);
+      if (!inHunk && h) {
+        flush();
+        oldNo = Number(h[1]); oldLeft = h[2] === undefined ? 1 : Number(h[2]);
+        newNo = Number(h[3]); newLeft = h[4] === undefined ? 1 : Number(h[4]);
+        rows.push({ kind: "hunk", text: line });
+      } else if (inHunk && line.startsWith("-") && oldLeft > 0) {
+        dels.push({ no: oldNo++, text: line.slice(1) }); oldLeft--;
+      } else if (inHunk && line.startsWith("+") && newLeft > 0) {
+        adds.push({ no: newNo++, text: line.slice(1) }); newLeft--;
+      } else if (inHunk && line.startsWith(" ") && oldLeft > 0 && newLeft > 0) {
+        flush();
+        rows.push({ kind: "same", old: { no: oldNo++, text: line.slice(1) }, new: { no: newNo++, text: line.slice(1) } });
+        oldLeft--; newLeft--;
+      } else {
+        flush();
+        if (line.length) rows.push({ kind: "meta", text: line });
+      }
+    }
+    flush();
+    return rows;
+  }
+
+  function renderSideBySide(rows) {
+    const body = $("ask-sxs").tBodies[0];
+    clear(body);
+    const side = (line, cls) => line
+      ? [el("td", { class: "no", text: String(line.no) }), el("td", { class: `text ${cls}`, text: line.text })]
+      : [el("td", { class: "no" }), el("td", { class: "text none" })];
+    for (const r of rows) {
+      if (r.kind === "meta" || r.kind === "hunk") {
+        body.append(el("tr", { class: r.kind }, el("td", { colspan: "4", text: r.text })));
+      } else {
+        const changed = r.kind === "change";
+        body.append(el("tr", { class: r.kind }, ...side(r.old, changed ? "del" : "ctx"), ...side(r.new, changed ? "add" : "ctx")));
+      }
+    }
+  }
+
+  // Unified or side by side, as the person last chose (kept in this browser).
+  const LAYOUT_KEY = "glovebox.diffLayout";
+  let previewIsDiff = false;
+  function sideBySideChosen() {
+    try { return localStorage.getItem(LAYOUT_KEY) === "side-by-side"; } catch { return false; }
+  }
+  function layoutPreview(any) {
+    const sxs = previewIsDiff && sideBySideChosen();
+    show($("ask-preview"), any && !sxs);
+    show($("ask-sxs-wrap"), any && sxs);
+    const b = $("diff-layout");
+    b.setAttribute("aria-pressed", sxs ? "true" : "false");
+    b.textContent = sxs ? "Show as one column" : "Show side by side";
+  }
+  $("diff-layout").addEventListener("click", () => {
+    try { localStorage.setItem(LAYOUT_KEY, sideBySideChosen() ? "unified" : "side-by-side"); } catch { /* not kept */ }
+    layoutPreview(true);
+  });
 
   // The ask has just been put in front of the person: answers wait ARM_MS from now.
   function seen() {
     seenSince = performance.now();
     setArmed(false);
     clearTimeout(armTimer);
-    armTimer = setTimeout(() => { if (current && !document.hidden) setArmed(true); }, ARM_MS);
+    armTimer = setTimeout(() => {
+      if (current && !document.hidden && activePanel === "approvals") setArmed(true);
+    }, ARM_MS);
   }
 
+  // Whether the ask on screen may be answered: the tab shown, the Approvals panel shown, and the
+  // ask in front of the person for ARM_MS since either last came into view.
   function armed() {
-    return Boolean(current) && !document.hidden && performance.now() - seenSince >= ARM_MS;
+    return Boolean(current) && !document.hidden && activePanel === "approvals" &&
+      performance.now() - seenSince >= ARM_MS;
   }
 
   function setArmed(on) {
@@ -302,15 +387,25 @@
       if (on) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
       show($(`panel-${b.dataset.panel}`), on);
     }
+    // An ask answers only while it is in view: leaving Approvals disarms it, and coming back
+    // starts its wait again (a click or key meant for another panel never answers it).
+    if (current) {
+      if (name === "approvals") seen(); else { clearTimeout(armTimer); setArmed(false); }
+    }
     refreshPanel();
   }
   for (const b of document.querySelectorAll("nav button[data-panel]")) {
     b.addEventListener("click", () => selectPanel(b.dataset.panel));
   }
-  function refreshPanel() {
+  function refreshPanel(why) {
     if (activePanel === "activity") refreshCalls();
     if (activePanel === "rules") refreshRules();
     if (activePanel === "account") { refreshOverview(); refreshJobs(); }
+    if (activePanel === "packs") {
+      refreshProviders();
+      // Listing starts packs: only when the panel is opened or on request, not on every idle.
+      if (!(why && why.idle)) refreshPacks(0);
+    }
   }
 
   // ---- overview, switches -------------------------------------------------------------------
@@ -354,12 +449,7 @@
       : "Off: outside the workdir, calls ask like anywhere else.";
     $("confine-toggle").textContent = overview.confined ? "Stop confining" : "Confine to the workdir";
     if (!sandboxArmed) renderSandbox();
-    const providers = $("providers");
-    clear(providers);
-    for (const p of overview.providers || []) {
-      providers.append(el("li", {}, el("code", { text: p.connection_id }), `: ${p.tools.length ? p.tools.join(", ") : "no tools yet"}`));
-    }
-    if (!(overview.providers || []).length) providers.append(el("li", { class: "quiet", text: "No provider is connected." }));
+    renderProviders(overview.providers || []);
   }
 
   $("tools-toggle").addEventListener("click", () => send({ type: "set_enabled", enabled: !overview.enabled }));
@@ -617,6 +707,83 @@
     }
   }
   $("jobs-refresh").addEventListener("click", refreshJobs);
+
+  // ---- packs and providers -------------------------------------------------------------------
+  // Pack names, errors and tool names come from the account's mcp.json and from the packs'
+  // servers: text only, like everything else here.
+  const trustWords = {
+    always: "trusted for this workdir",
+    once: "trusted until glovebox stops",
+    waiting: "waiting for you (see Approvals)",
+    refused: "refused (an administrator's `glovebox packs reload` asks again)",
+  };
+  let lastPacks = null;
+  let packsTimer = 0;
+  async function refreshPacks(attempt) {
+    clearTimeout(packsTimer);
+    const body = $("packs").tBodies[0];
+    let r;
+    try { r = await manage({ name: "packs" }); } catch (e) {
+      lastPacks = null;
+      clear(body);
+      body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet", text: `Packs cannot be listed: ${e.message}` })));
+      return;
+    }
+    const errors = $("packs-errors");
+    clear(errors);
+    for (const e of r.errors || []) errors.append(el("li", { class: "warning", text: e }));
+    // Unchanged packs keep their rows (nothing is rebuilt under the pointer).
+    const shown = JSON.stringify(r.packs);
+    if (shown !== lastPacks || !body.rows.length) {
+      lastPacks = shown;
+      clear(body);
+      for (const p of r.packs) {
+        const tools = p.tools.length
+          ? el("ul", { class: "tool-names" }, ...p.tools.map((t) => el("li", {}, el("code", { text: t }))))
+          : el("span", { class: "quiet", text: "none" });
+        body.append(el("tr", { class: `pack state-${p.state}`, "data-pack": `${p.origin}:${p.name}` },
+          el("th", { scope: "row" }, el("code", { text: p.name })),
+          el("td", { text: p.origin === "project" ? "project" : "account" }),
+          el("td", { class: "pack-state", text: p.state }),
+          el("td", {}, tools),
+          el("td", { text: p.origin === "project" ? (trustWords[p.trust] || p.trust) : "—" }),
+          el("td", { class: "pack-message" }, p.message ? el("code", { text: p.message }) : "")));
+      }
+      if (!r.packs.length) {
+        body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet",
+          text: r.enabled ? "No pack is configured." : "No pack is listed while the account's tools are off." })));
+      }
+    }
+    // A pack still starting comes with its tools in a later listing; so does a project pack
+    // once its trust ask is answered (the answer is recorded at the gate just after it is given).
+    const unsettled = r.packs.some((p) => p.state === "starting" || p.trust === "waiting");
+    if (activePanel === "packs" && attempt < PACKS_RELIST_TRIES && unsettled) {
+      packsTimer = setTimeout(() => refreshPacks(attempt + 1), PACKS_RELIST_MS);
+    }
+  }
+  $("packs-refresh").addEventListener("click", () => refreshPacks(0));
+
+  let lastProviders = null;
+  function renderProviders(list) {
+    const shown = JSON.stringify(list);
+    const ul = $("providers");
+    if (shown === lastProviders && ul.childNodes.length) return;
+    lastProviders = shown;
+    clear(ul);
+    for (const p of list) {
+      ul.append(el("li", { class: "provider", "data-connection": p.connection_id },
+        el("code", { text: p.connection_id }), ": ",
+        p.tools.length ? p.tools.map((t) => `client__${t}`).join(", ") : "no tools yet"));
+    }
+    if (!list.length) ul.append(el("li", { class: "quiet", text: "No provider is connected." }));
+  }
+  async function refreshProviders() {
+    try { renderProviders((await manage({ name: "providers" })).providers); } catch { /* shown on the next try */ }
+  }
+  // Providers come and go without telling approvers: the list is read again while it is shown.
+  setInterval(() => {
+    if (activePanel === "packs" && !document.hidden && ws && ws.readyState === WebSocket.OPEN) refreshProviders();
+  }, PROVIDERS_POLL_MS);
 
   notifyState();
   setArmed(false);

@@ -1,0 +1,193 @@
+//! The console's Packs panel in a real browser: the account's packs with their state, tools,
+//! errors (a server's hostile stderr shown as text) and trust (a project pack trusted from the
+//! console through the same trust ask as anywhere), and the client-tool providers connected,
+//! which come and go without a reload.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use glovebox_e2e::browser::{Browser, Page};
+use glovebox_e2e::{Glovebox, Options, sibling_bin};
+use serde_json::{Value, json};
+
+use crate::client_tools::open_provider;
+use crate::console::signed_in;
+
+/// The `textContent` of one cell (`state`, `tools`, `trust`, `message`) of a pack's row, as an
+/// expression ("" while the row is not there).
+fn cell(origin: &str, pack: &str, column: usize) -> String {
+    format!(
+        "(document.querySelector({})?.cells[{column}]?.textContent ?? '')",
+        json!(format!("#packs tr[data-pack=\"{origin}:{pack}\"]"))
+    )
+}
+
+const STATE: usize = 2;
+const TOOLS: usize = 3;
+const TRUST: usize = 4;
+const MESSAGE: usize = 5;
+
+async fn open_packs(page: &mut Page) {
+    page.click("#tab-packs").await;
+    page.wait_for(
+        "the packs table",
+        "document.querySelectorAll('#packs tbody tr').length > 0",
+    )
+    .await;
+}
+
+fn fake(mode: &str, extra: Value) -> Value {
+    let mut def = json!({"command": sibling_bin("glovebox-fake-pack"), "args": [mode]});
+    if let Value::Object(more) = extra {
+        for (k, v) in more {
+            def[k] = v;
+        }
+    }
+    def
+}
+
+#[tokio::test]
+async fn the_console_lists_packs_with_their_tools_and_a_failing_servers_error_as_text() {
+    let servers = json!({"mcpServers": {
+        "good": fake("good", json!({})),
+        "loud": fake("shout", json!({})),
+        "resting": fake("good", json!({"enabled": false})),
+    }});
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(servers.to_string()),
+        ..Options::default()
+    });
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    page.eval("window.__pwned = undefined").await;
+    open_packs(&mut page).await;
+    page.wait_for(
+        "the working pack running with its tools",
+        &format!(
+            "{} === 'running' && {}.includes('good__echo') && {}.includes('good__write_note')",
+            cell("user", "good", STATE),
+            cell("user", "good", TOOLS),
+            cell("user", "good", TOOLS)
+        ),
+    )
+    .await;
+    page.wait_for(
+        "the failing pack with its server's last words",
+        &format!(
+            "{} === 'failed' && {}.includes('shout-marker')",
+            cell("user", "loud", STATE),
+            cell("user", "loud", MESSAGE)
+        ),
+    )
+    .await;
+    let message = page.eval(&cell("user", "loud", MESSAGE)).await;
+    assert!(
+        message
+            .as_str()
+            .unwrap()
+            .contains("<img src=x onerror=\"window.__pwned=1\"><script>"),
+        "the error is shown as the server wrote it: {message}"
+    );
+    assert_eq!(
+        page.eval(&cell("user", "resting", STATE)).await,
+        json!("disabled")
+    );
+    assert_eq!(
+        page.eval("document.querySelectorAll('#packs img, #packs script, #packs svg').length")
+            .await,
+        json!(0),
+        "no element was made of a server's words"
+    );
+    assert_eq!(
+        page.eval("window.__pwned === undefined").await,
+        json!(true),
+        "nothing a server wrote ran"
+    );
+    page.screenshot("packs").await;
+}
+
+#[tokio::test]
+async fn a_project_pack_waits_for_trust_given_in_the_console_and_then_runs() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        ..Options::default()
+    });
+    let dir = g.workdir.join(".glovebox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = json!({"mcpServers": {"proj": fake("good", json!({}))}});
+    std::fs::write(dir.join("mcp.json"), file.to_string()).unwrap();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    open_packs(&mut page).await;
+    page.wait_for(
+        "the project pack waiting for trust",
+        &format!(
+            "{} === 'untrusted' && {}.startsWith('waiting')",
+            cell("project", "proj", STATE),
+            cell("project", "proj", TRUST)
+        ),
+    )
+    .await;
+    // Listing asked the approver, as an agent's listing would (the console's own hello lists
+    // the account's tools too, so the ask may come before or after the panel opened): the trust
+    // ask, with the command, under Approvals.
+    page.click("#tab-approvals").await;
+    page.wait_for(
+        "the trust ask, answerable",
+        "!document.getElementById('ask').hidden && \
+         document.getElementById('ask-tool').textContent === 'pack_trust' && \
+         !document.getElementById('answer-once').disabled",
+    )
+    .await;
+    let command = page.text("#ask-command").await;
+    assert!(command.contains("glovebox-fake-pack good"), "{command}");
+    page.screenshot("packs-trust-ask").await;
+    page.click("#answer-once").await;
+    open_packs(&mut page).await;
+    page.wait_for(
+        "the trusted project pack running",
+        &format!(
+            "{} === 'running' && {}.includes('proj__echo') && {}.startsWith('trusted until')",
+            cell("project", "proj", STATE),
+            cell("project", "proj", TOOLS),
+            cell("project", "proj", TRUST)
+        ),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_connected_provider_is_listed_and_disappears_when_it_disconnects() {
+    let g = Glovebox::start();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    page.click("#tab-packs").await;
+    page.wait_for(
+        "no provider yet",
+        "document.getElementById('providers').textContent.includes('No provider')",
+    )
+    .await;
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    let ok = provider.register(&["pick_color"]).await;
+    let connection = ok["connection_id"].as_str().unwrap().to_owned();
+    page.wait_for(
+        "the provider and its tool",
+        &format!(
+            "(() => {{ const t = document.getElementById('providers').textContent; \
+             return t.includes({}) && t.includes('client__pick_color'); }})()",
+            json!(connection)
+        ),
+    )
+    .await;
+    page.screenshot("packs-provider").await;
+    drop(provider);
+    page.wait_for(
+        "the provider gone",
+        &format!(
+            "(() => {{ const t = document.getElementById('providers').textContent; \
+             return !t.includes({}) && t.includes('No provider'); }})()",
+            json!(connection)
+        ),
+    )
+    .await;
+}
