@@ -10,6 +10,7 @@
 
 mod out;
 
+mod account_cmd;
 mod audit_cmd;
 mod client;
 mod console_cmd;
@@ -195,6 +196,21 @@ enum Command {
         account: Option<String>,
         #[command(subcommand)]
         command: packs_cmd::PacksCommand,
+    },
+    /// Accounts while glovebox runs (add, list, show, remove), without a restart.
+    Account {
+        /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox;
+        /// /var/lib/glovebox with --system).
+        #[arg(long, value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+        /// The system service's accounts (as root, on its admin socket).
+        #[arg(long, global = true)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", global = true, requires = "system")]
+        runtime_dir: Option<PathBuf>,
+        #[command(subcommand)]
+        command: account_cmd::AccountCommand,
     },
     /// Secrets of an account's packs (`${secret:NAME}` in mcp.json), stored encrypted by the gate.
     Secret {
@@ -577,7 +593,19 @@ fn main() -> ExitCode {
         | Command::Broker { .. }
         | Command::Executor(_)
         | Command::PackHost(_) => {
-            match glovebox_proto::transport::handover::Handover::read_from(std::io::stdin()) {
+            // Unbuffered (std's stdin buffers): what follows the line stays in the pipe for
+            // the service (the broker reads the supervisor's accounts updates from it).
+            let raw = {
+                use std::os::fd::AsFd;
+                std::io::stdin()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map(std::fs::File::from)
+            };
+            let read = raw
+                .map_err(glovebox_proto::transport::handover::HandoverError::from)
+                .and_then(glovebox_proto::transport::handover::Handover::read_from);
+            match read {
                 Ok(h) => h,
                 Err(e) => {
                     eprintln!("glovebox: {e}");
@@ -747,6 +775,24 @@ async fn dispatch(
             let target = env.target(client, Role::Approver)?;
             let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
             console_cmd::console(&target, open, browser.map(|(_, v)| v.as_str())).await
+        }
+        Command::Account {
+            state_dir,
+            system,
+            runtime_dir,
+            command,
+        } => {
+            use glovebox_config::system as d;
+            let state = if system {
+                glovebox_config::StateDir::system(
+                    env.absolute(state_dir.unwrap_or_else(|| PathBuf::from(d::STATE_DIR))),
+                    env.absolute(runtime_dir.unwrap_or_else(|| PathBuf::from(d::RUNTIME_DIR))),
+                    d::CONFIG_FILE,
+                )
+            } else {
+                glovebox_config::StateDir::new(env.state_dir(&StateArgs { state_dir }))
+            };
+            account_cmd::run(&state, command).await
         }
         Command::Policy {
             state_dir,
