@@ -72,7 +72,15 @@ pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<Ex
                 .await
                 .map_err(crate::policy_cmd::gate_error)?
                 .into_inner();
-            outln!("added account {id:?}; glovebox starts its executor now");
+            if wait_applied(state, &mut gate, &id, true).await {
+                outln!("added account {id:?}; its executor and pack host are running");
+            } else {
+                outln!(
+                    "added account {id:?}, but its executor has not started within {}s: \
+                     see glovebox's log and the audit (kind 'service')",
+                    APPLY_WAIT.as_secs()
+                );
+            }
             outln!("  token:    {} (agent)", r.token_file);
             outln!("  approver: {}", r.approver_token_file);
             if !enabled {
@@ -106,10 +114,111 @@ pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<Ex
             gate.remove_account(pb::RemoveAccountRequest { id: id.clone() })
                 .await
                 .map_err(crate::policy_cmd::gate_error)?;
-            outln!("removed account {id:?}: its tokens are refused and its executor stops");
+            wait_applied(state, &mut gate, &id, false).await;
+            outln!("removed account {id:?}: its tokens are refused and its executor stopped");
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long `add` and `remove` wait for glovebox to start or stop the account's services.
+const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the account's executor socket is there (`present`) or gone, and the gate (which
+/// restarts for the change) answers again: a script's next command finds the change in effect.
+async fn wait_applied(
+    state: &StateDir,
+    gate: &mut pb::gate_admin_client::GateAdminClient<glovebox_proto::transport::Link>,
+    id: &str,
+    present: bool,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    let socket = state.executor_socket(id);
+    while tokio::time::Instant::now() < deadline {
+        if socket.exists() == present
+            && gate.list_accounts(pb::ListAccountsRequest {}).await.is_ok()
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// Longest answer read from the approve socket.
+const MAX_TOKEN_REPLY_BYTES: u64 = 16 * 1024;
+
+/// `glovebox token show`: the agent token of an account of this state directory.
+pub fn token_show(state: &StateDir, account: Option<&str>) -> anyhow::Result<ExitCode> {
+    let id = match account {
+        Some(a) => a.to_owned(),
+        None => crate::init::default_account_name(),
+    };
+    anyhow::ensure!(
+        glovebox_config::is_valid_account_id(&id),
+        "no account {id:?}"
+    );
+    let path = state.token_file(&id);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("no token for account {id:?} ({}: {e})", path.display()))?;
+    outln!("{}", text.trim());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `glovebox token show --system`: asks the broker's approve socket as this user.
+pub async fn token_show_system(
+    socket: &std::path::Path,
+    account: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let query = match account {
+        Some(a) => {
+            anyhow::ensure!(glovebox_config::is_valid_account_id(a), "no account {a:?}");
+            format!("?account={a}")
+        }
+        None => String::new(),
+    };
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| anyhow::anyhow!("is glovebox running? {}: {e}", socket.display()))?;
+    stream
+        .write_all(
+            format!(
+                "GET /v1/token{query} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
+    let mut raw = Vec::new();
+    stream
+        .take(MAX_TOKEN_REPLY_BYTES)
+        .read_to_end(&mut raw)
+        .await?;
+    let (status, body) = parse_reply(&raw)?;
+    anyhow::ensure!(status == 200, "refused ({status}): {}", body.trim());
+    outln!("{}", body.trim());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The status and body of an HTTP/1.1 answer without chunking.
+fn parse_reply(raw: &[u8]) -> anyhow::Result<(u16, String)> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("the broker's answer was cut"))?;
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("the broker's answer has no status"))?;
+    anyhow::ensure!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "the broker's answer is chunked"
+    );
+    Ok((status, body.to_owned()))
 }
 
 async fn list(
@@ -150,6 +259,17 @@ fn line(a: &pb::AccountEntry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replies_are_read_by_status_and_body() {
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nabcd\n";
+        assert_eq!(parse_reply(ok).unwrap(), (200, "abcd\n".into()));
+        let refused = b"HTTP/1.1 403 Forbidden\r\n\r\nuid 5 is not the owner\n";
+        assert_eq!(parse_reply(refused).unwrap().0, 403);
+        assert!(parse_reply(b"HTTP/1.1 200 OK\r\n").is_err(), "cut");
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n";
+        assert!(parse_reply(chunked).is_err());
+    }
 
     #[test]
     fn a_list_line_names_where_the_account_comes_from() {

@@ -329,6 +329,22 @@ enum TokenCommand {
         #[arg(long, value_enum)]
         role: RoleArg,
     },
+    /// Print an account's agent token (for its agent's configuration). User mode: read from the
+    /// state. With --system, run as the account's owner: the broker's approve socket knows you
+    /// by your uid and hands you only the tokens of accounts you own.
+    Show {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Default: the only account you own (system mode), or the one named after you.
+        #[arg(long)]
+        account: Option<String>,
+        /// Ask the system service (`glovebox up --system`) as yourself.
+        #[arg(long)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -799,6 +815,27 @@ async fn dispatch(
             account,
             command,
         } => policy_cmd::run(&env.state_dir(&StateArgs { state_dir }), account, command).await,
+        Command::Token {
+            command:
+                TokenCommand::Show {
+                    state,
+                    account,
+                    system,
+                    runtime_dir,
+                },
+        } => {
+            if system {
+                let runtime = env.absolute(
+                    runtime_dir
+                        .unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
+                );
+                let layout = glovebox_config::StateDir::system("/", &runtime, "/");
+                account_cmd::token_show_system(&layout.approve_socket(), account.as_deref()).await
+            } else {
+                let state = glovebox_config::StateDir::new(env.state_dir(&state));
+                account_cmd::token_show(&state, account.as_deref())
+            }
+        }
         Command::Token {
             command:
                 TokenCommand::Rotate {

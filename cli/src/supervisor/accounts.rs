@@ -4,12 +4,16 @@
 //!
 //! 1. tells the broker which added accounts remain (a removed account's tokens are refused at once
 //!    and its connections close);
-//! 2. stops a removed account's executor and pack host and removes its socket directory;
+//! 2. checks a new account as `up` does (its identity, workdir, roots, socket directory);
 //! 3. restarts the gate with the keys of every account's executor and pack host on its audit
 //!    socket (it reloads the accounts, their policies and switches from the state; a call being
 //!    decided at that moment fails closed with `unavailable`, and the broker reconnects);
-//! 4. starts a new account's executor and pack host, under its identity, checked as at `up`;
-//! 5. tells the broker of the new accounts' credentials and sockets.
+//! 4. stops a removed account's executor and pack host and removes its socket directory;
+//! 5. starts a new account's executor and pack host, under its identity;
+//! 6. tells the broker of the new accounts' credentials and sockets.
+//!
+//! So an account's executor socket appears (or goes) only once the gate knows (or forgot) the
+//! account: `glovebox account add|remove` waits for that.
 //!
 //! What to start and stop is [`plan`], pure. An account the supervisor refuses (its user gone,
 //! its workdir missing, its roots holding the state) is logged and audited and stays stopped;
@@ -103,6 +107,11 @@ pub(super) fn broker_update(
                 approver_token_sha256: a.approver_token_hashes.iter().map(hex::encode).collect(),
                 executor_socket: state.executor_socket(&a.id).display().to_string(),
                 packs_socket: state.packs_socket(&a.id).display().to_string(),
+                owner_uid: a
+                    .owner
+                    .as_deref()
+                    .and_then(|n| nix::unistd::User::from_name(n).ok().flatten())
+                    .map(|u| u.uid.as_raw()),
             })
             .collect(),
     )
@@ -157,16 +166,7 @@ impl Added<'_> {
             }
         }
         self.tell_broker(running).await;
-        // 2. The removed accounts' services.
-        for id in &p.stop {
-            for name in [format!("executor[{id}]"), format!("packs[{id}]")] {
-                stop_named(running, &name, exits, children.exits_tx).await;
-            }
-            let _ = std::fs::remove_dir_all(self.state.executor_run_dir(id));
-            let detail = format!("account {id:?}: its executor and pack host stopped");
-            super::audit_service(children.audit, "account_stopped", &detail).await;
-        }
-        // 3. and 4. The new accounts, checked as `up` checks them.
+        // 2. The new accounts, checked as `up` checks them; 3. the gate, restarted.
         let mut accepted = Vec::new();
         for id in &p.start {
             let Some(a) = wanted.iter().find(|a| &a.id == id) else {
@@ -195,6 +195,17 @@ impl Added<'_> {
             self.restart_gate(&merged, &ids, children, running, exits)
                 .await;
         }
+        // 4. The removed accounts' services (after the gate forgot them: once their socket is
+        //    gone, the change is in effect).
+        for id in &p.stop {
+            for name in [format!("executor[{id}]"), format!("packs[{id}]")] {
+                stop_named(running, &name, exits, children.exits_tx).await;
+            }
+            let _ = std::fs::remove_dir_all(self.state.executor_run_dir(id));
+            let detail = format!("account {id:?}: its executor and pack host stopped");
+            super::audit_service(children.audit, "account_stopped", &detail).await;
+        }
+        // 5. The new accounts' services.
         for (a, identity) in accepted {
             if self
                 .start_account(&a, &identity, &merged, children, running)
@@ -203,13 +214,13 @@ impl Added<'_> {
                 self.running.push(a);
             }
         }
-        // 5.
+        // 6.
         self.tell_broker(running).await;
     }
 
     /// The checks `up` makes of an account before starting it: its identity (system mode: its
     /// owner and run_as real, unprivileged users), its workdir a directory, its roots apart from
-    /// the state; then its socket directory.
+    /// the state.
     fn check(
         &self,
         a: &Account,
@@ -240,13 +251,17 @@ impl Added<'_> {
             std::slice::from_ref(&trash),
             self.o.home.as_deref(),
         )?;
+        Ok(identity)
+    }
+
+    /// Makes the account's socket directory afresh, as `up` makes each.
+    fn prepare_run_dir(&self, a: &Account, identity: &identity::Identity) -> anyhow::Result<()> {
         match self.system_mode {
             Some(mode) => {
-                crate::system::prepare_account_sockets(self.state, &a.id, &identity, &mode.users)?
+                crate::system::prepare_account_sockets(self.state, &a.id, identity, &mode.users)
             }
-            None => identity::prepare_run_dir(self.state, &a.id, &identity)?,
+            None => identity::prepare_run_dir(self.state, &a.id, identity),
         }
-        Ok(identity)
     }
 
     /// Starts an account's executor and pack host; false (and nothing left running) if either
@@ -263,6 +278,12 @@ impl Added<'_> {
             Ok(p) => p.display().to_string(),
             Err(_) => return false,
         };
+        if let Err(e) = self.prepare_run_dir(a, identity) {
+            let why = format!("account {:?} not started: {e:#}", a.id);
+            tracing::error!(error = %why, "could not start an added account");
+            super::audit_service(children.audit, "refused", &why).await;
+            return false;
+        }
         let trash = super::trash_of(identity, self.o);
         let mut specs: Vec<Spec> = super::account_specs(
             self.state,

@@ -251,6 +251,10 @@ pub struct AddedAccount {
     pub approver_token_sha256: Vec<String>,
     pub executor_socket: String,
     pub packs_socket: String,
+    /// System mode: the uid of its owner, who approves for it and reads its agent token on the
+    /// approve socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<u32>,
 }
 
 impl std::fmt::Debug for AccountsUpdate {

@@ -48,6 +48,11 @@ pub fn apply(app: &App, update: &AccountsUpdate) {
         app.credentials.set_added(TokenTable::default());
         return;
     }
+    *app.added_owners.write().unwrap_or_else(|p| p.into_inner()) = update
+        .accounts
+        .iter()
+        .filter_map(|a| Some((a.id.clone(), a.owner_uid?)))
+        .collect();
     app.credentials.set_added(token_table(update));
     let ids: Vec<&str> = update.accounts.iter().map(|a| a.id.as_str()).collect();
     tracing::info!(accounts = ?ids, "accounts added at run time");
