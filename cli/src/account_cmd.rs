@@ -37,6 +37,12 @@ pub enum AccountCommand {
     List,
     /// One account.
     Show { id: String },
+    /// Move an added account to another workdir (its executor and pack host restart there).
+    SetWorkdir { id: String, workdir: PathBuf },
+    /// Let an added account's executor and jobs touch one more directory.
+    AddRoot { id: String, root: PathBuf },
+    /// Take a directory from an added account's roots (one that holds its workdir stays).
+    RemoveRoot { id: String, root: PathBuf },
     /// Remove an account added with `account add`: its tokens are refused at once, its
     /// connections close and its executor and pack host stop. Its directory in the state is
     /// kept under removed/ for review, never reused.
@@ -55,14 +61,10 @@ pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<Ex
             owner,
             enabled,
         } => {
-            let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
             let request = pb::AddAccountRequest {
                 id: id.clone(),
-                workdir: absolute(workdir).display().to_string(),
-                roots: roots
-                    .into_iter()
-                    .map(|r| absolute(r).display().to_string())
-                    .collect(),
+                workdir: absolute(workdir),
+                roots: roots.into_iter().map(absolute).collect(),
                 run_as: run_as.unwrap_or_default(),
                 owner: owner.unwrap_or_default(),
                 enabled,
@@ -110,6 +112,30 @@ pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<Ex
             outln!("from:     {}", from(a));
             outln!("token:    {}", state.token_file(&a.id).display());
         }
+        AccountCommand::SetWorkdir { id, workdir } => {
+            let request = pb::UpdateAccountRequest {
+                id: id.clone(),
+                workdir: absolute(workdir),
+                ..Default::default()
+            };
+            update(state, &mut gate, request).await?;
+        }
+        AccountCommand::AddRoot { id, root } => {
+            let request = pb::UpdateAccountRequest {
+                id: id.clone(),
+                add_roots: vec![absolute(root)],
+                ..Default::default()
+            };
+            update(state, &mut gate, request).await?;
+        }
+        AccountCommand::RemoveRoot { id, root } => {
+            let request = pb::UpdateAccountRequest {
+                id: id.clone(),
+                remove_roots: vec![absolute(root)],
+                ..Default::default()
+            };
+            update(state, &mut gate, request).await?;
+        }
         AccountCommand::Remove { id } => {
             gate.remove_account(pb::RemoveAccountRequest { id: id.clone() })
                 .await
@@ -119,6 +145,47 @@ pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<Ex
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn absolute(p: PathBuf) -> String {
+    std::path::absolute(&p).unwrap_or(p).display().to_string()
+}
+
+type Gate = pb::gate_admin_client::GateAdminClient<glovebox_proto::transport::Link>;
+
+/// Sends a change of an added account and waits until its executor runs again (a new socket).
+async fn update(
+    state: &StateDir,
+    gate: &mut Gate,
+    request: pb::UpdateAccountRequest,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let socket = state.executor_socket(&request.id);
+    let inode = |p: &std::path::Path| std::fs::symlink_metadata(p).map(|m| m.ino()).ok();
+    let before = inode(&socket);
+    let id = request.id.clone();
+    let r = gate
+        .update_account(request)
+        .await
+        .map_err(crate::policy_cmd::gate_error)?
+        .into_inner();
+    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    loop {
+        let now = inode(&socket);
+        if now.is_some() && now != before && wait_applied(state, gate, &id, true).await {
+            outln!("changed account {id:?}: roots {}", r.roots.join(", "));
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            outln!(
+                "changed account {id:?}, but its executor has not restarted within {}s: see \
+                 glovebox's log and the audit (kind 'service')",
+                APPLY_WAIT.as_secs()
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// How long `add` and `remove` wait for glovebox to start or stop the account's services.

@@ -158,8 +158,10 @@ impl Added<'_> {
         if !p.tell_broker {
             return;
         }
-        // 1. The broker first: a removed account's credentials stop at once.
-        self.running.retain(|a| !p.stop.contains(&a.id));
+        // 1. The broker first: a removed account's credentials stop at once (a changed account
+        //    keeps its own, and its connections, while its services restart).
+        let removed: Vec<&String> = p.stop.iter().filter(|id| !p.start.contains(id)).collect();
+        self.running.retain(|a| !removed.contains(&&a.id));
         for a in &mut self.running {
             if let Some(b) = wanted.iter().find(|b| b.id == a.id) {
                 *a = b.clone();
@@ -178,6 +180,7 @@ impl Added<'_> {
                     let why = format!("account {id:?} not started: {e:#}");
                     tracing::error!(error = %why, "refused an added account");
                     super::audit_service(children.audit, "refused", &why).await;
+                    self.running.retain(|r| &r.id != id);
                 }
             }
         }
@@ -207,10 +210,11 @@ impl Added<'_> {
         }
         // 5. The new accounts' services.
         for (a, identity) in accepted {
-            if self
+            let started = self
                 .start_account(&a, &identity, &merged, children, running)
-                .await
-            {
+                .await;
+            self.running.retain(|r| r.id != a.id);
+            if started {
                 self.running.push(a);
             }
         }

@@ -15,6 +15,8 @@ use tonic::Status;
 
 use crate::service::GateState;
 
+pub mod update;
+
 /// One account change at a time: each reads `accounts.yaml`, checks and writes it.
 static CHANGES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 

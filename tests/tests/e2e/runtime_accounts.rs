@@ -285,3 +285,125 @@ async fn a_bad_account_add_changes_nothing() {
         "denied",
     );
 }
+
+/// Reads `path` as `agent`, asking `approver` (who answers once) if the gate asks.
+async fn read_with(agent: &mut Client, approver: &mut Client, path: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for n in 0.. {
+        let call_id = format!("read-{n}");
+        agent
+            .send(
+                json!({"type": "invoke", "call_id": call_id, "tool": "file_read",
+                         "params": {"path": path}}),
+            )
+            .await;
+        let result = loop {
+            let frame = tokio::select! {
+                f = agent.next() => f,
+                a = approver.next_ask() => {
+                    approver.answer(&a, "once").await;
+                    continue;
+                }
+            };
+            if frame["type"] == "result" && frame["call_id"] == call_id.as_str() {
+                break frame;
+            }
+        };
+        if result["error"]["code"] != "unavailable" || Instant::now() > deadline {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
+#[tokio::test]
+async fn an_added_account_moves_and_gains_and_loses_roots_at_run_time() {
+    let g = Glovebox::start();
+    let (one, two, data) = (
+        workdir(&g, "work-one"),
+        workdir(&g, "work-two"),
+        workdir(&g, "data"),
+    );
+    std::fs::write(one.join("where.txt"), "one").unwrap();
+    std::fs::write(two.join("where.txt"), "two").unwrap();
+    std::fs::write(data.join("x.txt"), "data").unwrap();
+    let outside = data.join("x.txt").to_str().unwrap().to_owned();
+    let arg = |p: &PathBuf| p.to_str().unwrap().to_owned();
+    let (code, _, err) = g.run_cli(&[
+        "account",
+        "add",
+        "mover",
+        "--workdir",
+        &arg(&one),
+        "--enabled",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut agent = connect_when_accepted(&g, &token_in(&g.state, "mover")).await;
+    let approver_token =
+        std::fs::read_to_string(g.state.join("accounts/mover/approver.token")).unwrap();
+    let mut approver =
+        Client::connect(&g.url, Auth::Header(approver_token.trim()), "approver").await;
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "one");
+    let r = read_with(&mut agent, &mut approver, &outside).await;
+    let error = glovebox_e2e::expect_error(&r, "denied");
+    assert!(
+        error["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside the account's roots"),
+        "{r}"
+    );
+
+    // Moved: relative paths are the new workdir's; the agent's connection stays.
+    let (code, out, err) = g.run_cli(&["account", "set-workdir", "mover", &arg(&two)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "two");
+    // A root added: the approver may now let it read there.
+    let (code, out, err) = g.run_cli(&["account", "add-root", "mover", &arg(&data)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&arg(&data)), "{out}");
+    let read = read_with(&mut agent, &mut approver, &outside).await;
+    assert_eq!(expect_ok(&read)["content"], "data");
+    // And removed: out of reach again.
+    let (code, out, err) = g.run_cli(&["account", "remove-root", "mover", &arg(&data)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_with(&mut agent, &mut approver, &outside).await;
+    let error = glovebox_e2e::expect_error(&r, "denied");
+    assert!(
+        error["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside the account's roots"),
+        "{r}"
+    );
+
+    // What cannot be: the root that holds the workdir, a missing workdir, glovebox.yaml's account.
+    let (code, _, err) = g.run_cli(&["account", "remove-root", "mover", &arg(&two)]);
+    assert_ne!(code, 0);
+    assert!(err.contains("outside every root"), "{err}");
+    let (code, _, err) = g.run_cli(&[
+        "account",
+        "set-workdir",
+        "mover",
+        &arg(&g.root().join("gone")),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not a directory"), "{err}");
+    let (code, _, err) = g.run_cli(&["account", "set-workdir", &g.account, &arg(&two)]);
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot be changed at run time"), "{err}");
+    let outcomes: Vec<String> = account_rows(&g, "mover")
+        .await
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "added", "changed", "changed", "changed", "refused", "refused"
+        ]
+    );
+}

@@ -135,6 +135,17 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         Ok(Response::new(pb::RemoveAccountResponse {}))
     }
 
+    async fn update_account(
+        &self,
+        request: Request<pb::UpdateAccountRequest>,
+    ) -> Result<Response<pb::UpdateAccountResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let uid = actor_uid(&request)?;
+        Ok(Response::new(
+            self.0.update_account(request.into_inner(), uid).await?,
+        ))
+    }
+
     async fn list_accounts(
         &self,
         request: Request<pb::ListAccountsRequest>,
