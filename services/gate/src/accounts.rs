@@ -15,6 +15,7 @@ use tonic::Status;
 
 use crate::service::GateState;
 
+pub mod token;
 pub mod update;
 
 /// One account change at a time: each reads `accounts.yaml`, checks and writes it.
@@ -173,28 +174,6 @@ fn lookup(name: &str) -> Option<UserFacts> {
     })
 }
 
-/// Longest token file read.
-const MAX_TOKEN_FILE_BYTES: u64 = 256;
-
-/// A token file's token: one line of hex, as glovebox writes them.
-fn read_token(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_TOKEN_FILE_BYTES).read_to_string(&mut text))
-        .map_err(|e| {
-            format!(
-                "the account has no token glovebox keeps ({}: {e}); its administrator holds it",
-                path.display()
-            )
-        })?;
-    let token = text.trim();
-    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("{} does not hold a token", path.display()));
-    }
-    Ok(token.to_owned())
-}
-
 fn internal(e: impl std::fmt::Display) -> Status {
     tracing::error!(error = %e, "account change failed");
     Status::internal(format!("account change failed: {e}"))
@@ -211,7 +190,13 @@ fn removed_dir(state: &StateDir, id: &str) -> std::path::PathBuf {
 }
 
 impl GateState {
-    async fn audit_account(&self, account: &str, outcome: &str, uid: u32, detail: String) {
+    pub(crate) async fn audit_account(
+        &self,
+        account: &str,
+        outcome: &str,
+        uid: u32,
+        detail: String,
+    ) {
         self.audit
             .append(pb::AuditEvent {
                 source: "gate".into(),
@@ -341,39 +326,6 @@ impl GateState {
         self.audit_account(id, "removed", uid, "remove".into())
             .await;
         Ok(())
-    }
-
-    /// `AgentToken`: the agent token of `account`, for its owner (`uid`, as the broker's approve
-    /// socket saw it). Only a well-formed token of an account that exists is ever read out, and
-    /// the audit row names the uid, never the token.
-    pub(crate) async fn agent_token(&self, account: &str, uid: u32) -> Result<String, Status> {
-        let state = &self.state_dir;
-        let known = is_valid_account_id(account)
-            && state
-                .load_merged_config()
-                .map_err(internal)?
-                .account(account)
-                .is_some();
-        if !known {
-            return Err(Status::not_found(format!("no account {account:?}")));
-        }
-        let path = state.token_file(account);
-        let token = match read_token(&path) {
-            Ok(token) => token,
-            Err(why) => {
-                self.audit_account(account, "token_refused", uid, why.clone())
-                    .await;
-                return Err(Status::failed_precondition(why));
-            }
-        };
-        self.audit_account(
-            account,
-            "token_shown",
-            uid,
-            "agent token read by its owner".into(),
-        )
-        .await;
-        Ok(token)
     }
 
     /// `ListAccounts`: every account, glovebox.yaml's first.
