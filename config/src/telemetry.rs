@@ -1,10 +1,10 @@
 //! The `telemetry:` section of `glovebox.yaml`: where the services send OpenTelemetry traces and
-//! metrics (OTLP over gRPC), the `service.namespace` they report, and the share of calls traced.
-//! Off unless an endpoint is set. The standard `OTEL_*` variables override the file
-//! (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_TRACES_SAMPLER_ARG`, `service.namespace` in
-//! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SDK_DISABLED=true`); `glovebox up` hands the result to every
-//! service it starts as those same variables ([`Telemetry::to_env`]), so each service reads only
-//! its environment.
+//! metrics (OTLP over gRPC, or over HTTP with protobuf bodies), the `service.namespace` they
+//! report, and the share of calls traced. Off unless an endpoint is set. The standard `OTEL_*`
+//! variables override the file (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL`,
+//! `OTEL_TRACES_SAMPLER_ARG`, `service.namespace` in `OTEL_RESOURCE_ATTRIBUTES`,
+//! `OTEL_SDK_DISABLED=true`); `glovebox up` hands the result to every service it starts as those
+//! same variables ([`Telemetry::to_env`]), so each service reads only its environment.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,9 +12,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTelemetry {
-    /// The collector's OTLP/gRPC address, e.g. `http://127.0.0.1:4317`; absent: telemetry off.
+    /// The collector's address, e.g. `http://127.0.0.1:4317` (gRPC) or
+    /// `https://collector.example:4318` (HTTP); absent: telemetry off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp_endpoint: Option<String>,
+    /// `grpc` (default) or `http/protobuf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp_protocol: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_namespace: Option<String>,
     /// The share of calls traced, 0.0 to 1.0 (default 1.0).
@@ -33,7 +37,10 @@ impl RawTelemetry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Telemetry {
     /// Where to export; `None`: telemetry is off (nothing exported, no OpenTelemetry layer).
+    /// Over HTTP this is the base address: traces go to `/v1/traces`, metrics to `/v1/metrics`.
     pub otlp_endpoint: Option<String>,
+    /// How the exporters talk to the collector.
+    pub protocol: Protocol,
     /// `service.namespace` of every service (default `glovebox`).
     pub service_namespace: String,
     /// The share of traces sampled at their root (the broker); the other services follow the
@@ -45,8 +52,42 @@ impl Default for Telemetry {
     fn default() -> Telemetry {
         Telemetry {
             otlp_endpoint: None,
+            protocol: Protocol::Grpc,
             service_namespace: DEFAULT_NAMESPACE.to_owned(),
             sample_ratio: 1.0,
+        }
+    }
+}
+
+/// The OTLP transports glovebox exports over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// OTLP/gRPC (plain text: a local collector).
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies; `https://` endpoints are verified against the system's
+    /// roots.
+    HttpProtobuf,
+}
+
+impl Protocol {
+    /// The name `OTEL_EXPORTER_OTLP_PROTOCOL` and `telemetry.otlp_protocol` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Grpc => "grpc",
+            Protocol::HttpProtobuf => "http/protobuf",
+        }
+    }
+
+    fn parse(name: &str, source: &str) -> Result<Protocol, String> {
+        match name.trim() {
+            "grpc" => Ok(Protocol::Grpc),
+            "http/protobuf" => Ok(Protocol::HttpProtobuf),
+            "http/json" => Err(format!(
+                "{source}: http/json is not supported; use http/protobuf or grpc"
+            )),
+            other => Err(format!(
+                "{source}: expected grpc or http/protobuf, got {other:?}"
+            )),
         }
     }
 }
@@ -59,12 +100,19 @@ pub const MAX_ENDPOINT_BYTES: usize = 2048;
 pub const MAX_NAMESPACE_BYTES: usize = 64;
 
 pub const ENV_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub const ENV_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
 pub const ENV_SAMPLER: &str = "OTEL_TRACES_SAMPLER";
 pub const ENV_SAMPLER_ARG: &str = "OTEL_TRACES_SAMPLER_ARG";
 pub const ENV_RESOURCE: &str = "OTEL_RESOURCE_ATTRIBUTES";
 pub const ENV_DISABLED: &str = "OTEL_SDK_DISABLED";
 /// Every variable [`Telemetry::validate`] reads (what `main` passes in).
-pub const ENV_NAMES: &[&str] = &[ENV_ENDPOINT, ENV_SAMPLER_ARG, ENV_RESOURCE, ENV_DISABLED];
+pub const ENV_NAMES: &[&str] = &[
+    ENV_ENDPOINT,
+    ENV_PROTOCOL,
+    ENV_SAMPLER_ARG,
+    ENV_RESOURCE,
+    ENV_DISABLED,
+];
 
 impl Telemetry {
     /// Whether traces and metrics are exported.
@@ -91,8 +139,15 @@ impl Telemetry {
             Some(v) => (Some(v), ENV_ENDPOINT),
             None => (raw.otlp_endpoint.clone(), "telemetry.otlp_endpoint"),
         };
+        let protocol = match env(ENV_PROTOCOL).filter(|v| !v.trim().is_empty()) {
+            Some(v) => Protocol::parse(&v, ENV_PROTOCOL)?,
+            None => match raw.otlp_protocol.as_deref() {
+                Some(v) => Protocol::parse(v, "telemetry.otlp_protocol")?,
+                None => Protocol::Grpc,
+            },
+        };
         let otlp_endpoint = match endpoint {
-            Some(e) if !disabled => Some(check_endpoint(e.trim(), source)?),
+            Some(e) if !disabled => Some(check_endpoint(e.trim(), source, protocol)?),
             _ => None,
         };
         let namespace = match env(ENV_RESOURCE).and_then(|v| resource_namespace(&v)) {
@@ -118,6 +173,7 @@ impl Telemetry {
         };
         Ok(Telemetry {
             otlp_endpoint,
+            protocol,
             service_namespace,
             sample_ratio,
         })
@@ -142,23 +198,34 @@ impl Telemetry {
             ENV_ENDPOINT.to_owned(),
             self.otlp_endpoint.clone().unwrap_or_default(),
         ));
+        env.push((ENV_PROTOCOL.to_owned(), self.protocol.name().to_owned()));
         env
     }
 }
 
-fn check_endpoint(e: &str, source: &str) -> Result<String, String> {
+fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, String> {
     if e.len() > MAX_ENDPOINT_BYTES {
         return Err(format!("{source}: longer than {MAX_ENDPOINT_BYTES} bytes"));
     }
-    if e.starts_with("https://") {
+    let example = match protocol {
+        Protocol::Grpc => "an OTLP/gRPC address like http://127.0.0.1:4317",
+        Protocol::HttpProtobuf => "an OTLP/HTTP address like https://collector.example:4318",
+    };
+    if e.starts_with("https://") && protocol == Protocol::Grpc {
         return Err(format!(
-            "{source}: https is not supported (glovebox is built without TLS); export to a local collector over http://"
+            "{source}: https over gRPC is not supported; use otlp_protocol http/protobuf for TLS, or a local collector over http://"
         ));
     }
-    let Some(rest) = e.strip_prefix("http://") else {
+    if e.contains('?') || e.contains('#') || e.contains('@') {
         return Err(format!(
-            "{source}: expected an OTLP/gRPC address like http://127.0.0.1:4317, got {e:?}"
+            "{source}: expected {example} without credentials, query or fragment, got {e:?}"
         ));
+    }
+    let Some(rest) = e
+        .strip_prefix("http://")
+        .or_else(|| e.strip_prefix("https://"))
+    else {
+        return Err(format!("{source}: expected {example}, got {e:?}"));
     };
     let authority = rest.split('/').next().unwrap_or("");
     if authority.is_empty()
@@ -166,11 +233,9 @@ fn check_endpoint(e: &str, source: &str) -> Result<String, String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || ".-:[]_".contains(c))
     {
-        return Err(format!(
-            "{source}: expected an OTLP/gRPC address like http://127.0.0.1:4317, got {e:?}"
-        ));
+        return Err(format!("{source}: expected {example}, got {e:?}"));
     }
-    Ok(e.to_owned())
+    Ok(e.trim_end_matches('/').to_owned())
 }
 
 fn check_namespace(ns: String, source: &str) -> Result<String, String> {
@@ -232,12 +297,14 @@ mod tests {
             otlp_endpoint: Some("http://127.0.0.1:4317".into()),
             service_namespace: Some("desktops".into()),
             sample_ratio: Some(0.25),
+            ..Default::default()
         };
         let file = Telemetry::validate(&raw, no_env).unwrap();
         assert_eq!(
             file,
             Telemetry {
                 otlp_endpoint: Some("http://127.0.0.1:4317".into()),
+                protocol: Protocol::Grpc,
                 service_namespace: "desktops".into(),
                 sample_ratio: 0.25
             }
@@ -251,6 +318,19 @@ mod tests {
         assert_eq!(both.otlp_endpoint.as_deref(), Some("http://[::1]:14317"));
         assert_eq!(both.service_namespace, "lab");
         assert_eq!(both.sample_ratio, 0.5);
+        let tls = Telemetry::validate(
+            &raw,
+            env_of(&[
+                (ENV_ENDPOINT, "https://collector.example:4318/"),
+                (ENV_PROTOCOL, "http/protobuf"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(tls.protocol, Protocol::HttpProtobuf);
+        assert_eq!(
+            tls.otlp_endpoint.as_deref(),
+            Some("https://collector.example:4318")
+        );
         let off = Telemetry::validate(&raw, env_of(&[(ENV_DISABLED, "true")])).unwrap();
         assert!(!off.is_on());
     }
@@ -261,8 +341,15 @@ mod tests {
             Telemetry::default(),
             Telemetry {
                 otlp_endpoint: Some("http://collector:4317".into()),
+                protocol: Protocol::Grpc,
                 service_namespace: "fleet-a".into(),
                 sample_ratio: 0.1,
+            },
+            Telemetry {
+                otlp_endpoint: Some("https://collector.example:4318".into()),
+                protocol: Protocol::HttpProtobuf,
+                service_namespace: "fleet-b".into(),
+                sample_ratio: 1.0,
             },
         ] {
             let vars = t.to_env();
@@ -270,6 +357,7 @@ mod tests {
             // What a child reads with a file that says something else entirely.
             let raw = RawTelemetry {
                 otlp_endpoint: Some("http://elsewhere:1".into()),
+                otlp_protocol: Some("http/protobuf".into()),
                 service_namespace: Some("other".into()),
                 sample_ratio: Some(0.9),
             };
@@ -287,7 +375,30 @@ mod tests {
                     ..Default::default()
                 },
                 &[],
-                "telemetry.otlp_endpoint: https is not supported",
+                "telemetry.otlp_endpoint: https over gRPC is not supported",
+            ),
+            (
+                RawTelemetry {
+                    otlp_endpoint: Some("https://user:pw@c:4318".into()),
+                    otlp_protocol: Some("http/protobuf".into()),
+                    ..Default::default()
+                },
+                &[],
+                "telemetry.otlp_endpoint: expected an OTLP/HTTP address",
+            ),
+            (
+                RawTelemetry {
+                    otlp_endpoint: Some("http://c:4318".into()),
+                    otlp_protocol: Some("http/json".into()),
+                    ..Default::default()
+                },
+                &[],
+                "telemetry.otlp_protocol: http/json is not supported",
+            ),
+            (
+                RawTelemetry::default(),
+                &[(ENV_PROTOCOL, "carrier-pigeon")],
+                "OTEL_EXPORTER_OTLP_PROTOCOL: expected grpc or http/protobuf",
             ),
             (
                 RawTelemetry {

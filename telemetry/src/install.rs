@@ -12,7 +12,6 @@ use std::time::Duration;
 use glovebox_config::telemetry::Telemetry;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider,
@@ -114,15 +113,12 @@ impl Slot {
         let Some(endpoint) = settings.otlp_endpoint.as_deref() else {
             return Ok(None);
         };
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(endpoint)
-            .with_timeout(EXPORT_TIMEOUT)
-            .build()
-            .map_err(|e| TelemetryError::Exporter {
+        let exporter = crate::export::spans(settings, endpoint).map_err(|message| {
+            TelemetryError::Exporter {
                 endpoint: endpoint.to_owned(),
-                message: e.to_string(),
-            })?;
+                message,
+            }
+        })?;
         let batches = BatchConfigBuilder::default()
             .with_max_queue_size(MAX_QUEUED_SPANS)
             .with_max_export_batch_size(MAX_EXPORT_BATCH)
@@ -149,6 +145,7 @@ impl Slot {
             .map_err(|_| TelemetryError::AlreadyStarted)?;
         tracing::info!(
             endpoint,
+            protocol = settings.protocol.name(),
             service,
             namespace = %settings.service_namespace,
             sample_ratio = settings.sample_ratio,

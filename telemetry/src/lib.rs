@@ -7,6 +7,7 @@
 //! glovebox.verdict, glovebox.approval, glovebox.outcome. No log event, no other span's fields,
 //! never a parameter, a file's content, a command or a token.
 
+pub mod export;
 pub mod install;
 pub mod metrics;
 pub mod prometheus;

@@ -16,7 +16,6 @@ use std::time::Duration;
 use glovebox_config::telemetry::Telemetry;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _, UpDownCounter};
-use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -81,11 +80,7 @@ pub fn init(settings: Option<&Telemetry>, service: &str) -> Result<(), String> {
                 .build(),
         );
         if let Some(endpoint) = settings.otlp_endpoint.as_deref() {
-            let exporter = opentelemetry_otlp::MetricExporter::builder()
-                .with_tonic()
-                .with_endpoint(endpoint)
-                .with_timeout(crate::install::EXPORT_TIMEOUT)
-                .build()
+            let exporter = crate::export::metrics(settings, endpoint)
                 .map_err(|e| format!("build the OTLP metric exporter for {endpoint}: {e}"))?;
             builder = builder.with_reader(
                 PeriodicReader::builder(exporter)

@@ -8,6 +8,7 @@ Usage: compare_client.py SIDE FIXTURE -- COMMAND [ARGS...]
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -18,6 +19,39 @@ WARMUP = 20
 ROUNDS = {"read": 300, "list": 200, "ping": 300, "find": 8}
 IN_FLIGHT = 8
 CONCURRENT_READS = 800
+TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ms(pid):
+    """CPU time (user + system) a process has used so far, in milliseconds; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * TICK_MS
+
+
+def processes():
+    """The processes whose CPU the 8-in-flight measure accounts: this client, the server it
+    started over stdio (glovebox's bridge or the reference server), and glovebox's services
+    (named in GB_SERVICE_PIDS as name=pid,...)."""
+    me = os.getpid()
+    found = {"client": me}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me:
+            found["server"] = int(entry)
+    for item in filter(None, os.environ.get("GB_SERVICE_PIDS", "").split(",")):
+        name, pid = item.split("=")
+        found[name] = int(pid)
+    return found
 
 
 def calls(side, fixture):
@@ -80,9 +114,14 @@ async def main(side, fixture, command):
                 async with semaphore:
                     text_of(await session.call_tool(name, args))
 
+            watched = processes()
+            before = {name: cpu_ms(pid) for name, pid in watched.items()}
             start = time.perf_counter()
             await asyncio.gather(*(one() for _ in range(CONCURRENT_READS)))
             out["reads_per_s"] = CONCURRENT_READS / (time.perf_counter() - start)
+            out["cpu_ms_per_read"] = {
+                name: (cpu_ms(pid) - before[name]) / CONCURRENT_READS for name, pid in watched.items()
+            }
     print(json.dumps(out), flush=True)
 
 

@@ -1,6 +1,7 @@
 //! An OTLP collector for tests and benchmarks: a tonic server on a loopback port implementing
-//! the collector's TraceService and MetricsService with `opentelemetry-proto`'s types, keeping
-//! every export request it receives.
+//! the collector's TraceService and MetricsService with `opentelemetry-proto`'s types ([`start`]),
+//! or an HTTP server taking the same messages as protobuf bodies ([`start_http`]), keeping every
+//! export request it receives.
 
 use std::sync::{Arc, Mutex};
 
@@ -61,6 +62,47 @@ pub async fn start() -> (Collector, String) {
             .add_service(MetricsServiceServer::new(c.clone()))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
+    (c, format!("http://{addr}"))
+}
+
+/// Starts a collector that takes OTLP over HTTP (protobuf bodies on `/v1/traces` and
+/// `/v1/metrics`) on a free loopback port; returns it and its base URL.
+pub async fn start_http() -> (Collector, String) {
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::routing::post;
+    use prost::Message as _;
+
+    async fn traces(State(c): State<Collector>, body: Bytes) -> axum::http::StatusCode {
+        match ExportTraceServiceRequest::decode(body) {
+            Ok(request) => {
+                if let Ok(mut t) = c.traces.lock() {
+                    t.push(request);
+                }
+                axum::http::StatusCode::OK
+            }
+            Err(_) => axum::http::StatusCode::BAD_REQUEST,
+        }
+    }
+    async fn metrics(State(c): State<Collector>, body: Bytes) -> axum::http::StatusCode {
+        match ExportMetricsServiceRequest::decode(body) {
+            Ok(request) => {
+                if let Ok(mut m) = c.metrics.lock() {
+                    m.push(request);
+                }
+                axum::http::StatusCode::OK
+            }
+            Err(_) => axum::http::StatusCode::BAD_REQUEST,
+        }
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let c = Collector::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(traces))
+        .route("/v1/metrics", post(metrics))
+        .with_state(c.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
     (c, format!("http://{addr}"))
 }
 

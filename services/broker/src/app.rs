@@ -64,7 +64,10 @@ impl App {
                 limits.mcp_sessions_per_account,
                 limits.mcp_session_idle,
             )),
-            calls: crate::call_slots::CallSlots::new(limits.calls_per_account),
+            calls: crate::call_slots::CallSlots::new(
+                limits.calls_per_account,
+                std::thread::available_parallelism().map_or(2, usize::from),
+            ),
             trust_asks: crate::packs::TrustAsks::default(),
             tool_changes: tool_changes::ToolChanges::default(),
             console: console::Console::default(),

@@ -22,6 +22,7 @@ pub mod front_door;
 pub mod health;
 pub mod limits;
 pub mod mcp;
+pub mod memory;
 pub mod metrics;
 pub mod packs;
 pub mod peer;
@@ -175,6 +176,7 @@ pub async fn run_with_approve(
     }
     packs::spawn(app.clone());
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
+    tokio::spawn(memory::trim_after_surges(Arc::downgrade(&app.admission)));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -102,7 +102,10 @@ pub async fn run_call(
         .scope(verdict, async {
             let outcome = async {
                 match enter(app, account, cancelled.clone()).await {
-                    Ok(_running) => steps(app, origin, &ids, tool, params, cancelled).await,
+                    Ok(place) => {
+                        let call = steps(app, origin, &ids, tool, params, cancelled);
+                        crate::call_slots::holding(&app.calls, place, call).await
+                    }
                     Err(error) => Err(error),
                 }
             }
@@ -179,7 +182,7 @@ async fn enter(
     app: &App,
     account: &str,
     mut cancelled: tokio::sync::watch::Receiver<bool>,
-) -> Result<tokio::sync::OwnedSemaphorePermit, WireError> {
+) -> Result<crate::call_slots::Permit, WireError> {
     let withdrawn = async {
         // A call whose canceller is gone can no longer be cancelled.
         if cancelled.wait_for(|c| *c).await.is_err() {
@@ -503,9 +506,10 @@ async fn ask(
         };
         let metrics = glovebox_telemetry::metrics::broker();
         metrics.asks_pending(1);
-        let outcome = show(app, shown, cancelled)
-            .instrument(ask_span.clone())
-            .await;
+        // Waiting for a person holds none of the account's running places.
+        let outcome =
+            crate::call_slots::set_aside(show(app, shown, cancelled).instrument(ask_span.clone()))
+                .await;
         metrics.asks_pending(-1);
         outcome
     };

@@ -42,8 +42,9 @@ fn fixture(root: &Path) {
     }
 }
 
-fn run_client(side: &str, fixture: &Path, command: &[String]) -> Value {
+fn run_client(side: &str, fixture: &Path, command: &[String], service_pids: &str) -> Value {
     let out = Command::new("python3")
+        .env("GB_SERVICE_PIDS", service_pids)
         .arg(bench_dir().join("compare_client.py"))
         .arg(side)
         .arg(fixture)
@@ -97,12 +98,21 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(2);
+    let service_pids: Vec<String> = ["broker", "gate", "executor"]
+        .into_iter()
+        .flat_map(|name| {
+            g.service_pids(name)
+                .into_iter()
+                .map(move |pid| format!("{name}={pid}"))
+        })
+        .collect();
+    let service_pids = service_pids.join(",");
     let mut fs = Vec::new();
     let mut gb = Vec::new();
     for round in 0..rounds {
         eprintln!("round {} of {rounds} ...", round + 1);
-        fs.push(run_client("fs", &root, &fs_cmd));
-        gb.push(run_client("gb", &root, &gb_cmd));
+        fs.push(run_client("fs", &root, &fs_cmd, ""));
+        gb.push(run_client("gb", &root, &gb_cmd, &service_pids));
     }
     println!(
         "{:<34} {:>10} {:>10} {:>10} {:>10} {:>8}",
@@ -140,9 +150,40 @@ fn main() {
             "",
             gr / fr
         );
+        print_cpu(round, &f["cpu_ms_per_read"], &b["cpu_ms_per_read"]);
         assert_eq!(
             f["find_size"], b["find_size"],
             "both servers must find the same 400 names"
         );
     }
+}
+
+/// CPU per read in the 8-in-flight measure, process by process: where the gated path spends
+/// the machine (on 2 cores, throughput with calls in flight is bounded by the sum).
+fn print_cpu(round: usize, fs: &Value, gb: &Value) {
+    let total = |v: &Value| {
+        v.as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_f64().unwrap())
+            .sum::<f64>()
+    };
+    let part = |v: &Value, name: &str| v.get(name).and_then(Value::as_f64).unwrap_or(0.0);
+    let names = ["client", "server", "broker", "gate", "executor"];
+    let describe = |v: &Value| {
+        names
+            .iter()
+            .map(|n| format!("{n} {:.3}", part(v, n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "r{} CPU ms per read, 8 in flight: fs {:.3} ({}); gb {:.3} ({}); ratio {:.2}x",
+        round + 1,
+        total(fs),
+        describe(fs),
+        total(gb),
+        describe(gb),
+        total(gb) / total(fs)
+    );
 }

@@ -84,7 +84,24 @@ fn telemetry_on(endpoint: &str) -> Options {
 #[tokio::test(flavor = "multi_thread")]
 async fn one_call_is_one_connected_trace_without_content() {
     let (c, endpoint) = otlp::start().await;
-    let g = Glovebox::start_with(telemetry_on(&endpoint));
+    one_connected_trace_and_metrics(c, telemetry_on(&endpoint)).await;
+}
+
+/// The same over OTLP/HTTP (protobuf bodies on `/v1/traces` and `/v1/metrics`).
+#[tokio::test(flavor = "multi_thread")]
+async fn over_otlp_http_one_call_is_one_connected_trace_without_content() {
+    let (c, endpoint) = otlp::start_http().await;
+    let mut options = telemetry_on(&endpoint);
+    options
+        .env
+        .push(("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "http/protobuf".into()));
+    one_connected_trace_and_metrics(c, options).await;
+}
+
+/// One call through `options`' glovebox reaches `c` as one connected trace with the call's
+/// attributes and nothing of its content; metrics follow when glovebox stops.
+async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
+    let g = Glovebox::start_with(options);
     let marker = format!("glovebox-marker-{}", std::process::id());
     std::fs::write(g.workdir.join("notes.txt"), format!("{marker}\n")).unwrap();
     let mut agent = g.connect("agent").await;
