@@ -10,6 +10,7 @@
 
 mod out;
 
+mod account_cmd;
 mod audit_cmd;
 mod client;
 mod console_cmd;
@@ -196,6 +197,21 @@ enum Command {
         #[command(subcommand)]
         command: packs_cmd::PacksCommand,
     },
+    /// Accounts while glovebox runs (add, list, show, remove), without a restart.
+    Account {
+        /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox;
+        /// /var/lib/glovebox with --system).
+        #[arg(long, value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+        /// The system service's accounts (as root, on its admin socket).
+        #[arg(long, global = true)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", global = true, requires = "system")]
+        runtime_dir: Option<PathBuf>,
+        #[command(subcommand)]
+        command: account_cmd::AccountCommand,
+    },
     /// Secrets of an account's packs (`${secret:NAME}` in mcp.json), stored encrypted by the gate.
     Secret {
         /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
@@ -312,6 +328,22 @@ enum TokenCommand {
         /// Which credential: `agent` (tools, MCP, client-tool providers) or `approver` (asks).
         #[arg(long, value_enum)]
         role: RoleArg,
+    },
+    /// Print an account's agent token (for its agent's configuration). User mode: read from the
+    /// state. With --system, run as the account's owner: the broker's approve socket knows you
+    /// by your uid and hands you only the tokens of accounts you own.
+    Show {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Default: the only account you own (system mode), or the one named after you.
+        #[arg(long)]
+        account: Option<String>,
+        /// Ask the system service (`glovebox up --system`) as yourself.
+        #[arg(long)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
     },
 }
 
@@ -577,7 +609,19 @@ fn main() -> ExitCode {
         | Command::Broker { .. }
         | Command::Executor(_)
         | Command::PackHost(_) => {
-            match glovebox_proto::transport::handover::Handover::read_from(std::io::stdin()) {
+            // Unbuffered (std's stdin buffers): what follows the line stays in the pipe for
+            // the service (the broker reads the supervisor's accounts updates from it).
+            let raw = {
+                use std::os::fd::AsFd;
+                std::io::stdin()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map(std::fs::File::from)
+            };
+            let read = raw
+                .map_err(glovebox_proto::transport::handover::HandoverError::from)
+                .and_then(glovebox_proto::transport::handover::Handover::read_from);
+            match read {
                 Ok(h) => h,
                 Err(e) => {
                     eprintln!("glovebox: {e}");
@@ -748,11 +792,50 @@ async fn dispatch(
             let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
             console_cmd::console(&target, open, browser.map(|(_, v)| v.as_str())).await
         }
+        Command::Account {
+            state_dir,
+            system,
+            runtime_dir,
+            command,
+        } => {
+            use glovebox_config::system as d;
+            let state = if system {
+                glovebox_config::StateDir::system(
+                    env.absolute(state_dir.unwrap_or_else(|| PathBuf::from(d::STATE_DIR))),
+                    env.absolute(runtime_dir.unwrap_or_else(|| PathBuf::from(d::RUNTIME_DIR))),
+                    d::CONFIG_FILE,
+                )
+            } else {
+                glovebox_config::StateDir::new(env.state_dir(&StateArgs { state_dir }))
+            };
+            account_cmd::run(&state, command).await
+        }
         Command::Policy {
             state_dir,
             account,
             command,
         } => policy_cmd::run(&env.state_dir(&StateArgs { state_dir }), account, command).await,
+        Command::Token {
+            command:
+                TokenCommand::Show {
+                    state,
+                    account,
+                    system,
+                    runtime_dir,
+                },
+        } => {
+            if system {
+                let runtime = env.absolute(
+                    runtime_dir
+                        .unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
+                );
+                let layout = glovebox_config::StateDir::system("/", &runtime, "/");
+                account_cmd::token_show_system(&layout.approve_socket(), account.as_deref()).await
+            } else {
+                let state = glovebox_config::StateDir::new(env.state_dir(&state));
+                account_cmd::token_show(&state, account.as_deref())
+            }
+        }
         Command::Token {
             command:
                 TokenCommand::Rotate {

@@ -100,7 +100,7 @@ pub(crate) fn client(state: &StateDir) -> anyhow::Result<GateAdminClient<Channel
     Ok(GateAdminClient::new(channel))
 }
 
-fn gate_error(status: tonic::Status) -> anyhow::Error {
+pub(crate) fn gate_error(status: tonic::Status) -> anyhow::Error {
     match status.code() {
         tonic::Code::Unavailable => {
             anyhow::anyhow!("is glovebox running? the gate is not reachable")

@@ -52,7 +52,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// [`SHUTDOWN_GRACE`] to finish (a client that keeps an idle connection open cannot hold the
 /// service up).
 async fn serve_with_grace<E>(
-    stdin_lifeline: bool,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
     serve: impl FnOnce(
         std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
     )
@@ -60,7 +60,7 @@ async fn serve_with_grace<E>(
 ) -> Result<(), E> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        shutdown_signal(stdin_lifeline).await;
+        stop.await;
         let _ = stop_tx.send(true);
     });
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -117,7 +117,7 @@ pub async fn gate(
     let admin_listener = bind_private_socket(&admin_socket)
         .with_context(|| format!("bind {}", admin_socket.display()))?;
     ready(&socket.display().to_string());
-    serve_with_grace(exit_on_stdin_eof, |stopped| {
+    serve_with_grace(shutdown_signal(exit_on_stdin_eof), |stopped| {
         Box::pin(glovebox_gate::run(
             config,
             listener,
@@ -411,9 +411,23 @@ pub async fn broker(
             Some((listener, glovebox_broker::approve_socket::Owners(owners)))
         }
     };
+    // After the handover, each line on stdin is an update of the accounts added at run time;
+    // the end of stdin is the supervisor's end.
+    let (updates_tx, updates) = tokio::sync::watch::channel(None);
+    broker_config.accounts_updates = Some(updates);
+    let stop = async move {
+        if exit_on_stdin_eof {
+            tokio::select! {
+                _ = accounts_updates(updates_tx) => {}
+                _ = shutdown_signal(false) => {}
+            }
+        } else {
+            shutdown_signal(false).await;
+        }
+    };
     let local = listener.local_addr()?;
     ready(&format!("ws://{local}/v1/ws"));
-    serve_with_grace(exit_on_stdin_eof, |stopped| {
+    serve_with_grace(stop, |stopped| {
         Box::pin(glovebox_broker::run_with_approve(
             broker_config,
             listener,
@@ -423,6 +437,40 @@ pub async fn broker(
     })
     .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the supervisor's accounts updates from stdin, one line each, into `tx`, until stdin
+/// ends. A line that does not parse is logged and ignored (the last good update stays).
+async fn accounts_updates(
+    tx: tokio::sync::watch::Sender<Option<glovebox_proto::transport::handover::AccountsUpdate>>,
+) {
+    use glovebox_proto::transport::handover::{AccountsUpdate, MAX_HANDOVER_BYTES};
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let mut limited = (&mut stdin).take(MAX_HANDOVER_BYTES as u64 + 1);
+        match limited.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) if !line.ends_with(b"\n") => {
+                // Too long, or cut by the end of stdin: the supervisor is gone or broken, and
+                // the broker stops (it restarts the broker if it is still there).
+                tracing::error!("an accounts update on stdin is too long or cut; stopping");
+                return;
+            }
+            Ok(_) => match std::str::from_utf8(&line)
+                .map_err(|e| e.to_string())
+                .and_then(|l| AccountsUpdate::parse(l).map_err(|e| e.to_string()))
+            {
+                Ok(update) => {
+                    let _ = tx.send(Some(update));
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "an accounts update on stdin is not valid; ignored")
+                }
+            },
+        }
+    }
 }
 
 pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {

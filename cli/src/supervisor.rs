@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::services::await_ready;
 use crate::{identity, init, system};
 
+mod accounts;
 mod packs_spec;
 
 /// How long a child has to report readiness.
@@ -94,6 +95,8 @@ struct Running {
     stdin: Option<ChildStdin>,
     ready: String,
     failures: u32,
+    /// Stopped for good (its account was removed): its exits are not restarts.
+    retired: bool,
 }
 
 /// (child index, generation, exit description)
@@ -112,7 +115,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
             let users = system::service_users()?;
             system::check_root_owned(&paths.config, "config file")?;
             let state = StateDir::system(&o.state_dir, &paths.runtime_dir, &paths.config);
-            let config = state.load_config()?;
+            let config = state.load_merged_config()?;
             system::check_accounts(&config, &state.config_file(), &users)?;
             system::prepare_runtime(&paths.runtime_dir)?;
             let mode = SystemMode {
@@ -138,11 +141,13 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     };
     let _lock = lock(&state)?;
     if let Some(mode) = &system_mode {
-        let config = state.load_config()?;
+        let config = state.load_merged_config()?;
         let identities = system::check_accounts(&config, &state.config_file(), &mode.users)?;
         system::prepare_state(&state, &config, &mode.users)?;
         system::prepare_sockets(&state, &config, &identities, &mode.users)?;
     }
+    // Taken before the accounts are read: a change made during the start is applied after it.
+    let started_stamp = glovebox_config::file_stamp(&state.added_accounts_file());
     let Started {
         config,
         keys,
@@ -201,8 +206,18 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         exits_tx: &exits_tx,
         audit: &audit,
     };
+    let master = glovebox_ticket::MasterKey::from_bytes(&std::fs::read(state.ticket_key())?)?;
+    let mut added = accounts::Added {
+        state: &state,
+        o: &o,
+        system_mode: system_mode.as_ref(),
+        keys: &keys,
+        master: &master,
+        stamp: started_stamp,
+        running: accounts::added_of(&state, &config),
+    };
     children
-        .supervise(&mut running, &mut exits, signal.as_mut())
+        .supervise(&mut running, &mut exits, &mut added, signal.as_mut())
         .await;
     eprintln!("glovebox: stopping");
     audit_service(&audit, "stopped", "glovebox up is stopping").await;
@@ -229,7 +244,7 @@ async fn start_up(
     exits_tx: &mpsc::Sender<Exit>,
     exits: &mut mpsc::Receiver<Exit>,
 ) -> anyhow::Result<Started> {
-    let config = state.load_config()?;
+    let config = state.load_merged_config()?;
     for a in &config.accounts {
         anyhow::ensure!(
             a.workdir.is_dir(),
@@ -295,7 +310,7 @@ fn remove_sockets(state: &StateDir) {
         state.audit_socket(),
         state.broker_url_file(),
     ];
-    if let Ok(config) = state.load_config() {
+    if let Ok(config) = state.load_merged_config() {
         files.extend(config.accounts.iter().map(|a| state.executor_socket(&a.id)));
     }
     if state.system_paths().is_some() {
@@ -327,22 +342,61 @@ fn child_specs(
         }
         identities.push(identity);
     }
-    let trashes: Vec<PathBuf> = identities
-        .iter()
-        .map(|identity| {
-            if identity.drops {
-                PathBuf::from(&identity.home).join(".local/share/Trash")
-            } else {
-                o.trash_dir.clone()
-            }
-        })
-        .collect();
+    let trashes: Vec<PathBuf> = identities.iter().map(|i| trash_of(i, o)).collect();
     check_placement(state, config, &identities, &trashes, o.home.as_deref())?;
     let mut specs = vec![gate_spec(state, keys, &account_ids, &identities)];
     let protected = std::fs::canonicalize(state.root())?.display().to_string();
-    // System mode: each account service accepts the broker's uid, and checks it runs as its
-    // account's user with nothing left over.
-    let system_handover = |mut h: Handover, identity: &identity::Identity| -> String {
+    for ((a, identity), trash) in config.accounts.iter().zip(&identities).zip(&trashes) {
+        specs.extend(account_specs(
+            state,
+            a,
+            identity,
+            trash,
+            &protected,
+            keys,
+            master,
+            system_mode,
+        ));
+    }
+    // The broker is handed glovebox.yaml's accounts, then (next line) those added at run time.
+    let added = accounts::added_of(state, config);
+    let base: Vec<&str> = account_ids
+        .iter()
+        .copied()
+        .filter(|id| !added.iter().any(|a| a.id == *id))
+        .collect();
+    let mut broker = broker_spec(state, keys, &base, o);
+    if let Some(line) = &mut broker.stdin_line {
+        line.push_str(&accounts::broker_update(state, keys, &added).to_line());
+    }
+    specs.push(broker);
+    finish_specs(&mut specs, state, config, o, system_mode)?;
+    Ok(specs)
+}
+
+/// The trash of an account's jobs: its `run_as` user's, or that of the user running `up`.
+fn trash_of(identity: &identity::Identity, o: &UpOptions) -> PathBuf {
+    if identity.drops {
+        PathBuf::from(&identity.home).join(".local/share/Trash")
+    } else {
+        o.trash_dir.clone()
+    }
+}
+
+/// An account's executor and pack host, each handed its keys; in system mode each accepts the
+/// broker's uid and checks it runs as its account's user with nothing left over.
+#[allow(clippy::too_many_arguments)]
+fn account_specs(
+    state: &StateDir,
+    a: &glovebox_config::Account,
+    identity: &identity::Identity,
+    trash: &std::path::Path,
+    protected: &str,
+    keys: &ControlKeys,
+    master: &glovebox_ticket::MasterKey,
+    system_mode: Option<&SystemMode>,
+) -> [Spec; 2] {
+    let system_handover = |mut h: Handover| -> String {
         if let Some(mode) = system_mode {
             h.peer_uids = vec![mode.users.broker.uid];
             h.expect = Some(ExpectedIdentity {
@@ -352,21 +406,24 @@ fn child_specs(
         }
         h.to_line()
     };
-    for ((a, identity), trash) in config.accounts.iter().zip(&identities).zip(&trashes) {
-        let key = hex::encode(master.account_key(&a.id).as_bytes());
-        let handover = system_handover(keys.for_executor(&a.id, key), identity);
-        specs.push(executor_spec(
-            state, a, identity, trash, &protected, handover,
-        ));
-        let packs_key = hex::encode(master.packs_key(&a.id).as_bytes());
-        let handover = system_handover(keys.for_packs(&a.id, packs_key), identity);
-        specs.push(packs_spec::packs_spec(
-            state, a, identity, &protected, handover,
-        ));
-    }
-    specs.push(broker_spec(state, keys, &account_ids, o));
-    // Every service gets the telemetry settings as the standard variables (the executor and
-    // the pack host read nothing of the state directory).
+    let key = hex::encode(master.account_key(&a.id).as_bytes());
+    let handover = system_handover(keys.for_executor(&a.id, key));
+    let executor = executor_spec(state, a, identity, trash, protected, handover);
+    let packs_key = hex::encode(master.packs_key(&a.id).as_bytes());
+    let handover = system_handover(keys.for_packs(&a.id, packs_key));
+    let packs = packs_spec::packs_spec(state, a, identity, protected, handover);
+    [executor, packs]
+}
+
+/// What every spec gets last: system mode's identities and layout, and the telemetry settings
+/// as the standard variables (the executor and the pack host read nothing of the state).
+fn finish_specs(
+    specs: &mut [Spec],
+    state: &StateDir,
+    config: &glovebox_config::Config,
+    o: &UpOptions,
+    system_mode: Option<&SystemMode>,
+) -> anyhow::Result<()> {
     let telemetry = glovebox_config::telemetry::Telemetry::validate(&config.telemetry, |k| {
         o.otel_env
             .iter()
@@ -374,13 +431,13 @@ fn child_specs(
             .map(|(_, v)| v.clone())
     })
     .map_err(|e| anyhow::anyhow!("{}: {e}", state.config_file().display()))?;
-    for spec in &mut specs {
+    for spec in specs {
         if let Some(mode) = system_mode {
             system_spec(spec, state, mode);
         }
         spec.env.extend(telemetry.to_env());
     }
-    Ok(specs)
+    Ok(())
 }
 
 /// Turns a user-mode spec into system mode's: the gate and the broker as their service users,
@@ -413,7 +470,9 @@ fn system_spec(spec: &mut Spec, state: &StateDir, mode: &SystemMode) {
     };
     if let Some((user, peer_uids)) = service_user {
         spec.run_as = Some((user.uid, user.gid));
-        if let Some(line) = &spec.stdin_line
+        // The handover is the first line; the broker's accounts update may follow it.
+        if let Some(text) = &spec.stdin_line
+            && let Some((line, rest)) = text.split_once('\n')
             && let Ok(mut h) = Handover::parse(line)
         {
             h.peer_uids = peer_uids;
@@ -421,7 +480,7 @@ fn system_spec(spec: &mut Spec, state: &StateDir, mode: &SystemMode) {
                 uid: user.uid,
                 gid: user.gid,
             });
-            spec.stdin_line = Some(h.to_line());
+            spec.stdin_line = Some(format!("{}{rest}", h.to_line()));
         }
         spec.env = vec![("HOME".into(), "/".into())];
     }
@@ -598,7 +657,7 @@ fn publish_url(state: &StateDir, running: &mut [Running]) -> anyhow::Result<Stri
 fn sandboxes(running: &[Running]) -> Vec<(String, String)> {
     running
         .iter()
-        .filter(|r| r.spec.name.starts_with("executor"))
+        .filter(|r| r.spec.name.starts_with("executor") && !r.retired)
         .map(|r| {
             (
                 r.spec.name.clone(),
@@ -623,16 +682,20 @@ impl Children<'_> {
     /// Restarts each child that exits, with backoff, until `signal` completes.
     async fn supervise(
         &self,
-        running: &mut [Running],
+        running: &mut Vec<Running>,
         exits: &mut mpsc::Receiver<Exit>,
+        added: &mut accounts::Added<'_>,
         mut signal: Pin<&mut impl Future<Output = ()>>,
     ) {
+        let mut follow = tokio::time::interval(accounts::FOLLOW_PERIOD);
+        follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = &mut signal => break,
+                _ = follow.tick() => added.follow(self, running, exits).await,
                 Some((index, generation, how)) = exits.recv() => {
                     let Some(r) = running.get_mut(index) else { continue };
-                    if r.generation != generation {
+                    if r.generation != generation || r.retired {
                         continue;
                     }
                     if self.restart(r, index, &how, signal.as_mut()).await.is_break() {
@@ -821,6 +884,7 @@ async fn start(
         stdin,
         ready,
         failures: 0,
+        retired: false,
     })
 }
 
@@ -829,6 +893,9 @@ async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     for (index, r) in running.iter_mut().enumerate().rev() {
+        if r.retired {
+            continue;
+        }
         r.stdin = None;
         let pid = Pid::from_raw(r.pid as i32);
         let _ = kill(pid, Signal::SIGTERM);

@@ -369,6 +369,20 @@ pub fn prepare_sockets(
     Ok(())
 }
 
+/// The socket directory of one account added while glovebox runs, as [`prepare_sockets`] makes
+/// each at the start: `<runtime>/exec-<id>`, the account's user's, the broker's group, 0750.
+pub fn prepare_account_sockets(
+    state: &StateDir,
+    account: &str,
+    identity: &crate::identity::Identity,
+    users: &ServiceUsers,
+) -> anyhow::Result<()> {
+    let dir = state.executor_run_dir(account);
+    remove_fresh(&dir)?;
+    std::fs::create_dir(&dir).with_context(|| format!("create {}", dir.display()))?;
+    set_owner_mode(&dir, (identity.uid, users.broker.gid), 0o750)
+}
+
 /// Removes a socket directory of an earlier start (never following a link out of the runtime
 /// directory: a link is removed, not followed).
 fn remove_fresh(path: &Path) -> anyhow::Result<()> {

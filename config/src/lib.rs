@@ -34,6 +34,7 @@
 //! <runtime>/broker/approve.sock              approvers, authenticated by their uid (everyone may connect)
 //! ```
 
+pub mod added_accounts;
 pub mod audit_ship;
 pub mod client_tools;
 pub mod job_env;

@@ -69,15 +69,21 @@ pub fn default_allowed_uids() -> Vec<u32> {
     if own == 0 { vec![0] } else { vec![own, 0] }
 }
 
-/// Who is on the other end of an authenticated connection: the peer name whose key it proved.
-/// Services read it from a request's extensions ([`peer_of`]); it never comes from a message.
+/// Who is on the other end of an authenticated connection: the peer name whose key it proved,
+/// and the uid the kernel reported for it (`SO_PEERCRED`). Services read it from a request's
+/// extensions ([`peer_of`], [`peer_uid_of`]); it never comes from a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer(pub String);
+pub struct Peer(pub String, pub u32);
 
 /// The peer of the connection a request arrived on (`None` on a connection that was not
 /// authenticated, which a glovebox server never accepts).
 pub fn peer_of<T>(request: &tonic::Request<T>) -> Option<&str> {
     request.extensions().get::<Peer>().map(|p| p.0.as_str())
+}
+
+/// The kernel's uid of the peer of the connection a request arrived on.
+pub fn peer_uid_of<T>(request: &tonic::Request<T>) -> Option<u32> {
+    request.extensions().get::<Peer>().map(|p| p.1)
 }
 
 /// The keys a server accepts: peer name → key.
@@ -226,7 +232,7 @@ async fn accept(
         .map_err(|_| RefusedConnection::Timeout)??;
     Ok(AuthenticatedStream {
         inner: stream,
-        peer: Peer(peer),
+        peer: Peer(peer, uid),
     })
 }
 
@@ -412,7 +418,10 @@ mod tests {
             async move { connect_authenticated(&path, "broker", &key("broker")).await }
         });
         let served = incoming.next().await.unwrap().unwrap();
-        assert_eq!(served.peer(), &Peer("broker".into()));
+        assert_eq!(
+            served.peer(),
+            &Peer("broker".into(), rustix::process::geteuid().as_raw())
+        );
         client.await.unwrap().unwrap();
     }
 
@@ -452,7 +461,10 @@ mod tests {
             .unwrap()
             .unwrap()
             .unwrap();
-        assert_eq!(served.peer().0, "broker");
+        assert_eq!(
+            served.peer(),
+            &Peer("broker".into(), rustix::process::geteuid().as_raw())
+        );
         ok.await.unwrap().unwrap();
     }
 

@@ -228,6 +228,76 @@ impl Handover {
     }
 }
 
+/// What the supervisor writes to the broker's standard input after its handover, one JSON line
+/// each time the accounts added at run time change (and right after the handover of a restarted
+/// broker): every added account as it is now. An account missing from it is gone: its tokens
+/// stop authenticating and its connections close.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountsUpdate {
+    pub accounts: Vec<AddedAccount>,
+    /// The broker's keys on those accounts' executor and pack host sockets.
+    pub call: Vec<Grant>,
+}
+
+/// One account added at run time, as the broker needs it.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddedAccount {
+    pub id: String,
+    /// Hex SHA-256 of each agent credential.
+    pub token_sha256: Vec<String>,
+    /// Hex SHA-256 of each approver credential.
+    pub approver_token_sha256: Vec<String>,
+    pub executor_socket: String,
+    pub packs_socket: String,
+    /// System mode: the uid of its owner, who approves for it and reads its agent token on the
+    /// approve socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<u32>,
+}
+
+impl std::fmt::Debug for AccountsUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<&str> = self.accounts.iter().map(|a| a.id.as_str()).collect();
+        f.debug_struct("AccountsUpdate")
+            .field("accounts", &ids)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AccountsUpdate {
+    /// The one JSON line written to the broker's stdin.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).unwrap_or_default();
+        line.push('\n');
+        line
+    }
+
+    /// Parses an update line; every key must be well-formed.
+    pub fn parse(line: &str) -> Result<AccountsUpdate, HandoverError> {
+        if line.len() > MAX_HANDOVER_BYTES {
+            return Err(HandoverError::TooLong);
+        }
+        let u: AccountsUpdate =
+            serde_json::from_str(line.trim()).map_err(|e| HandoverError::Invalid(e.to_string()))?;
+        for g in &u.call {
+            SocketKey::from_hex(&g.key)
+                .map_err(|e| HandoverError::Invalid(format!("{}/{}: {e}", g.socket, g.peer)))?;
+        }
+        Ok(u)
+    }
+
+    /// The key to call `socket` with, and the peer name it was granted to.
+    pub fn calling(&self, socket: &str) -> Result<(String, SocketKey), HandoverError> {
+        self.call
+            .iter()
+            .find(|g| g.socket == socket)
+            .and_then(|g| Some((g.peer.clone(), SocketKey::from_hex(&g.key).ok()?)))
+            .ok_or_else(|| HandoverError::NoKey(socket.to_owned()))
+    }
+}
+
 /// The control key of one state directory, and who may call whom: the one place the topology of
 /// glovebox's control sockets is written down.
 ///
@@ -292,6 +362,18 @@ impl ControlKeys {
             }
         }
         h
+    }
+
+    /// The broker's update for the accounts added at run time: `accounts`, with the broker's keys
+    /// on their executors and pack hosts (and nothing else).
+    pub fn accounts_update(&self, accounts: Vec<AddedAccount>) -> AccountsUpdate {
+        let ids: Vec<&str> = accounts.iter().map(|a| a.id.as_str()).collect();
+        let mut h = self.for_broker(ids);
+        h.call.retain(|g| g.socket != socket::GATE);
+        AccountsUpdate {
+            accounts,
+            call: h.call,
+        }
     }
 
     /// One executor's handover: its ticket key, the broker's and the administrator's keys on its
@@ -443,6 +525,33 @@ mod tests {
                 .any(|g| g.socket == socket::AUDIT && g.peer == "packs:alice")
         );
         assert!(keys.for_broker(["alice"]).calling("packs:alice").is_ok());
+    }
+
+    #[test]
+    fn an_accounts_update_carries_only_the_added_accounts_keys() {
+        let keys = ControlKeys::from_bytes(&[9u8; 32]).unwrap();
+        let update = keys.accounts_update(vec![AddedAccount {
+            id: "new".into(),
+            token_sha256: vec!["ab".repeat(32)],
+            ..Default::default()
+        }]);
+        let line = update.to_line();
+        let back = AccountsUpdate::parse(&line).unwrap();
+        assert_eq!(
+            back.calling(&socket::executor("new")).unwrap().1,
+            keys.key(&socket::executor("new"), peer::BROKER)
+        );
+        assert!(back.calling(&socket::packs("new")).is_ok());
+        assert!(back.calling(socket::GATE).is_err());
+        assert!(back.calling(&socket::executor("other")).is_err());
+        assert!(!line.contains(&keys.key(socket::GATE, peer::BROKER).to_hex()));
+        let shown = format!("{back:?}");
+        assert!(
+            !shown.contains(&"ab".repeat(32)) && shown.contains("new"),
+            "{shown}"
+        );
+        assert!(AccountsUpdate::parse(r#"{"accounts":[],"call":[],"x":1}"#).is_err());
+        assert!(AccountsUpdate::parse(&"x".repeat(MAX_HANDOVER_BYTES + 1)).is_err());
     }
 
     #[test]

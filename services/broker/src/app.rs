@@ -30,6 +30,9 @@ pub struct App {
     /// Who holds the client sockets (see `admission`).
     pub admission: Arc<Admission>,
     pub health: health::Probes,
+    /// System mode: each account added at run time and its owner's uid (the approve socket's
+    /// owners besides those it was started with).
+    pub added_owners: std::sync::RwLock<Vec<(String, u32)>>,
 }
 
 impl App {
@@ -71,6 +74,7 @@ impl App {
             next_conn: AtomicU64::new(1),
             admission: Admission::new(pools),
             health: health::Probes::default(),
+            added_owners: Default::default(),
             config,
         })
     }

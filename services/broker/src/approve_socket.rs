@@ -3,7 +3,8 @@
 //! connection is the approver of the account whose `owner` has that uid (the `account` query
 //! parameter chooses among several) — no token, so none to steal. Any other uid is refused with
 //! a 403 and the refusal is audited with the uid. Past the upgrade it is an ordinary approver
-//! connection of `/v1/ws` (`connection::serve`).
+//! connection of `/v1/ws` (`connection::serve`). `GET /v1/token` hands an owner its account's
+//! agent token (`glovebox token show --system`), read by the gate, which audits it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -71,6 +72,7 @@ pub async fn serve(
     let owners = Arc::new(owners);
     let router = axum::Router::new()
         .route("/v1/ws", get(upgrade))
+        .route("/v1/token", get(agent_token))
         .with_state((app.clone(), owners));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -110,6 +112,7 @@ async fn upgrade(
     Query(query): Query<HashMap<String, String>>,
     ws: WebSocketUpgrade,
 ) -> Response {
+    let owners = with_added(&app, &owners);
     let account = match choose(&owners, uid, query.get("account").map(String::as_str)) {
         Ok(account) => account,
         Err(why) => {
@@ -128,6 +131,60 @@ async fn upgrade(
     ws.on_upgrade(move |socket| {
         crate::connection::serve(app, who, Profile::Desktop, socket, Entry::Peer)
     })
+}
+
+/// The owners the broker started with and those of the accounts added since.
+fn with_added(app: &App, owners: &Owners) -> Owners {
+    let mut all = owners.0.clone();
+    all.extend(
+        app.added_owners
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned(),
+    );
+    Owners(all)
+}
+
+/// `GET /v1/token[?account=ID]`: the agent token of the account the peer owns, as plain text.
+async fn agent_token(
+    State((app, owners)): State<(Arc<App>, Arc<Owners>)>,
+    Extension(PeerUid(uid)): Extension<PeerUid>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let owners = with_added(&app, &owners);
+    let account = match choose(&owners, uid, query.get("account").map(String::as_str)) {
+        Ok(account) => account,
+        Err(why) => {
+            audit_refusal(&app, uid, query.get("account"), &why).await;
+            return (http::StatusCode::FORBIDDEN, format!("{why}\n")).into_response();
+        }
+    };
+    let request = glovebox_proto::v1::AgentTokenRequest {
+        account: account.clone(),
+        uid,
+    };
+    match app
+        .backends
+        .gate
+        .clone()
+        .agent_token(crate::backends::request(request))
+        .await
+    {
+        Ok(r) => (
+            [(http::header::CACHE_CONTROL, "no-store")],
+            format!("{}\n", r.into_inner().token),
+        )
+            .into_response(),
+        Err(status) => {
+            tracing::warn!(%account, uid, error = %status.message(), "no agent token for an owner");
+            let code = match status.code() {
+                tonic::Code::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
+                _ => http::StatusCode::NOT_FOUND,
+            };
+            (code, format!("{}\n", status.message())).into_response()
+        }
+    }
 }
 
 async fn audit_refusal(app: &App, uid: u32, account: Option<&String>, why: &str) {

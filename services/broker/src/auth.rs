@@ -92,11 +92,22 @@ impl TokenTable {
     }
 }
 
-/// The broker's credentials, following `glovebox.yaml`.
+/// The broker's credentials, following `glovebox.yaml`, and those of the accounts added at run
+/// time (set by the supervisor's updates, [`Credentials::set_added`]).
 pub struct Credentials {
     file: Option<PathBuf>,
     stamp: Mutex<Option<glovebox_config::FileStamp>>,
+    /// The file's table and the added accounts' table, which the published table joins.
+    parts: Mutex<(TokenTable, TokenTable)>,
     table: watch::Sender<Arc<TokenTable>>,
+}
+
+impl TokenTable {
+    fn joined(file: &TokenTable, added: &TokenTable) -> TokenTable {
+        let mut entries = file.entries.clone();
+        entries.extend(added.entries.iter().cloned());
+        TokenTable { entries }
+    }
 }
 
 impl Credentials {
@@ -106,8 +117,28 @@ impl Credentials {
         Credentials {
             file,
             stamp: Mutex::new(stamp),
+            parts: Mutex::new((initial.clone(), TokenTable::default())),
             table: watch::Sender::new(Arc::new(initial)),
         }
+    }
+
+    /// Replaces the credentials of the accounts added at run time. A credential no longer in
+    /// `added` stops authenticating at once, and connections that used it are told to close.
+    pub fn set_added(&self, added: TokenTable) {
+        let mut parts = crate::sync::lock(&self.parts);
+        parts.1 = added;
+        self.publish(TokenTable::joined(&parts.0, &parts.1));
+    }
+
+    fn publish(&self, table: TokenTable) {
+        self.table.send_if_modified(|current| {
+            if **current == table {
+                false
+            } else {
+                *current = Arc::new(table);
+                true
+            }
+        });
     }
 
     /// The current table (re-read first if the file changed).
@@ -136,15 +167,9 @@ impl Credentials {
             .and_then(|t| glovebox_config::Config::parse(&t, file).ok())
         {
             Some(config) => {
-                let table = TokenTable::from_config(&config);
-                self.table.send_if_modified(|current| {
-                    if **current == table {
-                        false
-                    } else {
-                        *current = Arc::new(table);
-                        true
-                    }
-                });
+                let mut parts = crate::sync::lock(&self.parts);
+                parts.0 = TokenTable::from_config(&config);
+                self.publish(TokenTable::joined(&parts.0, &parts.1));
             }
             None => {
                 tracing::warn!(file = %file.display(), "could not re-read credentials; keeping the last known")
@@ -306,6 +331,30 @@ mod tests {
         std::fs::rename(&tmp, &file).unwrap();
         assert!(creds.table().authenticate("two").is_some());
         changes.mark_unchanged();
+    }
+
+    #[tokio::test]
+    async fn added_credentials_join_the_file_and_go_when_removed() {
+        let creds = Credentials::new(None, table());
+        let added = |tok: &str| {
+            TokenTable::new(vec![(
+                Sha256::digest(tok.as_bytes()).into(),
+                "new".into(),
+                Role::Agent,
+            )])
+        };
+        assert!(creds.table().authenticate("new-token").is_none());
+        creds.set_added(added("new-token"));
+        let who = creds.table().authenticate("new-token").unwrap();
+        assert_eq!(who.account, "new");
+        assert!(creds.table().authenticate("alice-token").is_some());
+        let gone = revoked(creds.subscribe(), who);
+        creds.set_added(TokenTable::default());
+        tokio::time::timeout(Duration::from_secs(1), gone)
+            .await
+            .unwrap();
+        assert!(creds.table().authenticate("new-token").is_none());
+        assert!(creds.table().authenticate("bob-token").is_some());
     }
 
     #[test]

@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::authenticated_channel;
-use glovebox_proto::transport::handover::{Handover, HandoverError, socket};
+use glovebox_proto::transport::handover::{AccountsUpdate, Handover, HandoverError, socket};
 use glovebox_proto::v1::{
     account_admin_client::AccountAdminClient, audit_client::AuditClient,
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
@@ -23,6 +24,15 @@ pub struct Backends {
     pub audit: AuditClient<Channel>,
     /// An account's own policy and calls, for its approver (on the gate's main socket).
     pub account_admin: AccountAdminClient<Channel>,
+    executors: HashMap<String, ExecutorClient<Channel>>,
+    packs: HashMap<String, PacksClient<Channel>>,
+    /// The accounts added at run time: their executors and pack hosts, replaced as a whole by
+    /// each of the supervisor's updates ([`Backends::set_added`]).
+    added: Arc<RwLock<Added>>,
+}
+
+#[derive(Default)]
+struct Added {
     executors: HashMap<String, ExecutorClient<Channel>>,
     packs: HashMap<String, PacksClient<Channel>>,
 }
@@ -60,24 +70,57 @@ impl Backends {
             account_admin: AccountAdminClient::new(gate_channel),
             executors: clients,
             packs: pack_clients,
+            added: Arc::default(),
         })
+    }
+
+    /// Replaces the added accounts' backends with those of `update` (an account missing from it
+    /// has none from now on). An account of `glovebox.yaml` is never replaced.
+    pub fn set_added(&self, update: &AccountsUpdate) -> Result<(), HandoverError> {
+        let mut added = Added::default();
+        for a in &update.accounts {
+            if self.executors.contains_key(&a.id) {
+                continue;
+            }
+            let (peer, key) = update.calling(&socket::executor(&a.id))?;
+            let channel = authenticated_channel(Path::new(&a.executor_socket), &peer, key);
+            added
+                .executors
+                .insert(a.id.clone(), ExecutorClient::new(channel));
+            let (peer, key) = update.calling(&socket::packs(&a.id))?;
+            let channel = authenticated_channel(Path::new(&a.packs_socket), &peer, key);
+            added.packs.insert(a.id.clone(), PacksClient::new(channel));
+        }
+        *self.added.write().unwrap_or_else(|p| p.into_inner()) = added;
+        Ok(())
+    }
+
+    fn added(&self) -> std::sync::RwLockReadGuard<'_, Added> {
+        self.added.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The executor of `account` (the authenticated account, never one named in a request).
     /// Every account that has an executor.
     pub fn accounts(&self) -> Vec<String> {
         let mut accounts: Vec<String> = self.executors.keys().cloned().collect();
+        accounts.extend(self.added().executors.keys().cloned());
         accounts.sort();
         accounts
     }
 
     pub fn executor(&self, account: &str) -> Option<ExecutorClient<Channel>> {
-        self.executors.get(account).cloned()
+        self.executors
+            .get(account)
+            .cloned()
+            .or_else(|| self.added().executors.get(account).cloned())
     }
 
     /// The pack host of `account` (the authenticated account, never one named in a request).
     pub fn packs(&self, account: &str) -> Option<PacksClient<Channel>> {
-        self.packs.get(account).cloned()
+        self.packs
+            .get(account)
+            .cloned()
+            .or_else(|| self.added().packs.get(account).cloned())
     }
 }
 

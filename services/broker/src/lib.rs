@@ -7,6 +7,7 @@
 //! and calls [`run`] with a bound listener, which raises the open-files limit, sizes the
 //! connection pools by it (`limits`, `admission`) and serves the front door (`front_door`).
 
+pub mod added_accounts;
 pub mod admission;
 pub mod app;
 pub mod approve_socket;
@@ -67,6 +68,8 @@ pub struct BrokerConfig {
     pub limits: limits::Limits,
     /// The knobs of `/v1/client-tools`.
     pub client_tools: glovebox_config::client_tools::ClientTools,
+    /// The supervisor's updates of the accounts added at run time (see `added_accounts`).
+    pub accounts_updates: Option<added_accounts::Updates>,
 }
 
 impl BrokerConfig {
@@ -95,6 +98,7 @@ impl BrokerConfig {
             handover: Default::default(),
             limits: limits::Limits::from_config(&config.limits),
             client_tools: config.client_tools,
+            accounts_updates: None,
         }
     }
 }
@@ -167,6 +171,9 @@ pub async fn run_with_approve(
         "client connections"
     );
     app.credentials.follow();
+    if let Some(updates) = app.config.accounts_updates.clone() {
+        tokio::spawn(added_accounts::follow(Arc::downgrade(&app), updates));
+    }
     packs::spawn(app.clone());
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
     tokio::spawn(memory::trim_after_surges(Arc::downgrade(&app.admission)));

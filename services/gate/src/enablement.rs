@@ -38,7 +38,7 @@ impl Enablement {
         let mut current = self.lock();
         if stamp != current.0 {
             current.0 = stamp;
-            match self.state.load_config() {
+            match self.state.load_merged_config() {
                 Ok(config) => {
                     current.1 = config
                         .accounts
@@ -58,6 +58,9 @@ impl Enablement {
     pub fn set(&self, account: &str, enabled: bool) -> Result<bool, ConfigError> {
         let mut current = self.lock();
         let mut raw = self.state.load_raw_config()?;
+        if !raw.accounts.iter().any(|a| a.id == account) {
+            return self.set_added(&mut current, account, enabled);
+        }
         let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
             return Err(ConfigError::Invalid {
                 path: self.state.config_file(),
@@ -71,6 +74,32 @@ impl Enablement {
             self.state.save_raw_config(&raw)?;
         }
         current.0 = file_stamp(&self.state.config_file());
+        current.1.insert(account.to_owned(), enabled);
+        Ok(changed)
+    }
+}
+
+impl Enablement {
+    /// [`Enablement::set`] for an account added at run time: its entry in `accounts.yaml`.
+    fn set_added(
+        &self,
+        current: &mut (Option<FileStamp>, HashMap<String, bool>),
+        account: &str,
+        enabled: bool,
+    ) -> Result<bool, ConfigError> {
+        let (mut raw, _) = self.state.load_added_accounts()?;
+        let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
+            return Err(ConfigError::Invalid {
+                path: self.state.config_file(),
+                line: None,
+                message: format!("no account {account:?}"),
+            });
+        };
+        let changed = entry.enabled != enabled;
+        entry.enabled = enabled;
+        if changed {
+            self.state.save_added_accounts(&raw)?;
+        }
         current.1.insert(account.to_owned(), enabled);
         Ok(changed)
     }

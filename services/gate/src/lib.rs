@@ -5,6 +5,7 @@
 //! Thin entry point: `glovebox gate --state-dir DIR` (see the `glovebox` crate) loads a
 //! [`GateConfig`], binds the socket and calls [`run`].
 
+pub mod accounts;
 pub mod admin;
 pub mod audit;
 pub mod enablement;
@@ -96,9 +97,10 @@ pub fn load_or_create_audit_key(state: &StateDir) -> Result<audit::chain::AuditK
 pub const SYSTEM_POLICY_DIR: &str = "/etc/glovebox/policy.d";
 
 impl GateConfig {
-    /// Loads `glovebox.yaml` and the master ticket key from a state directory.
+    /// Loads `glovebox.yaml` (with the accounts added at run time) and the master ticket key
+    /// from a state directory.
     pub fn load(state: StateDir) -> Result<GateConfig, GateError> {
-        let config = state.load_config()?;
+        let config = state.load_merged_config()?;
         let key_path = state.ticket_key();
         let key_bytes = std::fs::read(&key_path).map_err(|e| GateError::State {
             path: key_path.clone(),

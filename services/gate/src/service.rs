@@ -317,7 +317,7 @@ mod tests {
         let mut request = Request::new(request);
         request
             .extensions_mut()
-            .insert(glovebox_proto::transport::Peer(BROKER.into()));
+            .insert(glovebox_proto::transport::Peer(BROKER.into(), 0));
         s.gate.decide(request).await.unwrap().into_inner()
     }
 
@@ -385,7 +385,7 @@ mod tests {
             let mut r = Request::new(DecideRequest::default());
             if let Some(p) = peer {
                 r.extensions_mut()
-                    .insert(glovebox_proto::transport::Peer(p.into()));
+                    .insert(glovebox_proto::transport::Peer(p.into(), 0));
             }
             r
         };

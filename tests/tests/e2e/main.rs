@@ -24,6 +24,7 @@ mod policy;
 mod principals;
 mod profiles;
 mod protocol;
+mod runtime_accounts;
 mod services;
 mod system_mode;
 mod telemetry;

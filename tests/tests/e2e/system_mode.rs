@@ -829,3 +829,5 @@ async fn a_managed_policy_file_others_may_write_fails_the_managed_layer_closed()
         "the foreign file's deny was applied: {r}"
     );
 }
+
+mod accounts;

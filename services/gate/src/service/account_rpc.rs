@@ -192,7 +192,7 @@ mod tests {
     fn as_peer<T>(message: T, peer: &str) -> Request<T> {
         let mut r = Request::new(message);
         r.extensions_mut()
-            .insert(glovebox_proto::transport::Peer(peer.into()));
+            .insert(glovebox_proto::transport::Peer(peer.into(), 0));
         r
     }
 

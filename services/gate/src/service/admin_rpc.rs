@@ -113,4 +113,50 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         caller(&request, &[ADMIN])?;
         Ok(Response::new(self.0.list_secrets(request.into_inner())?))
     }
+
+    async fn add_account(
+        &self,
+        request: Request<pb::AddAccountRequest>,
+    ) -> Result<Response<pb::AddAccountResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let uid = actor_uid(&request)?;
+        Ok(Response::new(
+            self.0.add_account(request.into_inner(), uid).await?,
+        ))
+    }
+
+    async fn remove_account(
+        &self,
+        request: Request<pb::RemoveAccountRequest>,
+    ) -> Result<Response<pb::RemoveAccountResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let uid = actor_uid(&request)?;
+        self.0.remove_account(&request.into_inner().id, uid).await?;
+        Ok(Response::new(pb::RemoveAccountResponse {}))
+    }
+
+    async fn update_account(
+        &self,
+        request: Request<pb::UpdateAccountRequest>,
+    ) -> Result<Response<pb::UpdateAccountResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let uid = actor_uid(&request)?;
+        Ok(Response::new(
+            self.0.update_account(request.into_inner(), uid).await?,
+        ))
+    }
+
+    async fn list_accounts(
+        &self,
+        request: Request<pb::ListAccountsRequest>,
+    ) -> Result<Response<pb::ListAccountsResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(self.0.list_accounts()?))
+    }
+}
+
+/// The kernel's uid of the administrator making a change, for its audit row.
+fn actor_uid<T>(request: &Request<T>) -> Result<u32, Status> {
+    glovebox_proto::transport::peer_uid_of(request)
+        .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))
 }

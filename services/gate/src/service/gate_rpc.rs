@@ -214,6 +214,16 @@ impl pb::gate_server::Gate for GateService {
         }))
     }
 
+    async fn agent_token(
+        &self,
+        request: Request<pb::AgentTokenRequest>,
+    ) -> Result<Response<pb::AgentTokenResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let r = request.into_inner();
+        let token = self.0.agent_token(&r.account, r.uid).await?;
+        Ok(Response::new(pb::AgentTokenResponse { token }))
+    }
+
     async fn metrics(
         &self,
         request: Request<glovebox_proto::v1::MetricsRequest>,

@@ -1,0 +1,357 @@
+//! `glovebox account add|list|show|remove`: accounts while glovebox runs, through the gate's
+//! admin socket (the state's owner in user mode, root in system mode). The gate checks, writes
+//! and audits each change (with the caller's uid); the supervisor starts or stops the account's
+//! executor and pack host and tells the broker (see `supervisor/accounts.rs`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use glovebox_config::StateDir;
+use glovebox_proto::v1 as pb;
+
+use crate::outln;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum AccountCommand {
+    /// Add an account: its executor and pack host start at once, as --run-as; its agent token is
+    /// written to <state>/accounts/ID/token (0600). Its tools are off unless --enabled.
+    Add {
+        id: String,
+        /// The directory its agents work in (must exist).
+        #[arg(long, value_name = "DIR")]
+        workdir: PathBuf,
+        /// A directory its executor and jobs may touch at all (default: the workdir); repeat.
+        #[arg(long = "root", value_name = "DIR")]
+        roots: Vec<PathBuf>,
+        /// The OS user its executor, pack host and jobs run as (required in system mode).
+        #[arg(long, value_name = "USER")]
+        run_as: Option<String>,
+        /// The OS user who approves its asks (required in system mode).
+        #[arg(long, value_name = "USER")]
+        owner: Option<String>,
+        /// Switch its tools on now (`glovebox enable` later otherwise).
+        #[arg(long)]
+        enabled: bool,
+    },
+    /// Every account: glovebox.yaml's (changed only by an edit and a restart) and those added.
+    List,
+    /// One account.
+    Show { id: String },
+    /// Move an added account to another workdir (its executor and pack host restart there).
+    SetWorkdir { id: String, workdir: PathBuf },
+    /// Let an added account's executor and jobs touch one more directory.
+    AddRoot { id: String, root: PathBuf },
+    /// Take a directory from an added account's roots (one that holds its workdir stays).
+    RemoveRoot { id: String, root: PathBuf },
+    /// Remove an account added with `account add`: its tokens are refused at once, its
+    /// connections close and its executor and pack host stop. Its directory in the state is
+    /// kept under removed/ for review, never reused.
+    Remove { id: String },
+}
+
+/// Runs an account command against the gate of `state`.
+pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<ExitCode> {
+    let mut gate = crate::policy_cmd::client(state)?;
+    match command {
+        AccountCommand::Add {
+            id,
+            workdir,
+            roots,
+            run_as,
+            owner,
+            enabled,
+        } => {
+            let request = pb::AddAccountRequest {
+                id: id.clone(),
+                workdir: absolute(workdir),
+                roots: roots.into_iter().map(absolute).collect(),
+                run_as: run_as.unwrap_or_default(),
+                owner: owner.unwrap_or_default(),
+                enabled,
+            };
+            let r = gate
+                .add_account(request)
+                .await
+                .map_err(crate::policy_cmd::gate_error)?
+                .into_inner();
+            if wait_applied(state, &mut gate, &id, true).await {
+                outln!("added account {id:?}; its executor and pack host are running");
+            } else {
+                outln!(
+                    "added account {id:?}, but its executor has not started within {}s: \
+                     see glovebox's log and the audit (kind 'service')",
+                    APPLY_WAIT.as_secs()
+                );
+            }
+            outln!("  token:    {} (agent)", r.token_file);
+            outln!("  approver: {}", r.approver_token_file);
+            if !enabled {
+                outln!("  its tools are off: `glovebox enable --account {id}` switches them on");
+            }
+        }
+        AccountCommand::List => {
+            let r = list(&mut gate).await?;
+            for a in &r.accounts {
+                outln!("{}", line(a));
+            }
+        }
+        AccountCommand::Show { id } => {
+            let r = list(&mut gate).await?;
+            let Some(a) = r.accounts.iter().find(|a| a.id == id) else {
+                anyhow::bail!("no account {id:?}");
+            };
+            outln!("id:       {}", a.id);
+            outln!("workdir:  {}", a.workdir);
+            outln!("roots:    {}", a.roots.join(", "));
+            outln!(
+                "run_as:   {}",
+                or_default(&a.run_as, "(the user glovebox runs as)")
+            );
+            outln!("owner:    {}", or_default(&a.owner, "(none)"));
+            outln!("enabled:  {}", a.enabled);
+            outln!("from:     {}", from(a));
+            outln!("token:    {}", state.token_file(&a.id).display());
+        }
+        AccountCommand::SetWorkdir { id, workdir } => {
+            let request = pb::UpdateAccountRequest {
+                id: id.clone(),
+                workdir: absolute(workdir),
+                ..Default::default()
+            };
+            update(state, &mut gate, request).await?;
+        }
+        AccountCommand::AddRoot { id, root } => {
+            let request = pb::UpdateAccountRequest {
+                id: id.clone(),
+                add_roots: vec![absolute(root)],
+                ..Default::default()
+            };
+            update(state, &mut gate, request).await?;
+        }
+        AccountCommand::RemoveRoot { id, root } => {
+            let request = pb::UpdateAccountRequest {
+                id: id.clone(),
+                remove_roots: vec![absolute(root)],
+                ..Default::default()
+            };
+            update(state, &mut gate, request).await?;
+        }
+        AccountCommand::Remove { id } => {
+            gate.remove_account(pb::RemoveAccountRequest { id: id.clone() })
+                .await
+                .map_err(crate::policy_cmd::gate_error)?;
+            wait_applied(state, &mut gate, &id, false).await;
+            outln!("removed account {id:?}: its tokens are refused and its executor stopped");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn absolute(p: PathBuf) -> String {
+    std::path::absolute(&p).unwrap_or(p).display().to_string()
+}
+
+type Gate = pb::gate_admin_client::GateAdminClient<glovebox_proto::transport::Link>;
+
+/// Sends a change of an added account and waits until its executor runs again (a new socket).
+async fn update(
+    state: &StateDir,
+    gate: &mut Gate,
+    request: pb::UpdateAccountRequest,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let socket = state.executor_socket(&request.id);
+    let inode = |p: &std::path::Path| std::fs::symlink_metadata(p).map(|m| m.ino()).ok();
+    let before = inode(&socket);
+    let id = request.id.clone();
+    let r = gate
+        .update_account(request)
+        .await
+        .map_err(crate::policy_cmd::gate_error)?
+        .into_inner();
+    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    loop {
+        let now = inode(&socket);
+        if now.is_some() && now != before && wait_applied(state, gate, &id, true).await {
+            outln!("changed account {id:?}: roots {}", r.roots.join(", "));
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            outln!(
+                "changed account {id:?}, but its executor has not restarted within {}s: see \
+                 glovebox's log and the audit (kind 'service')",
+                APPLY_WAIT.as_secs()
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// How long `add` and `remove` wait for glovebox to start or stop the account's services.
+const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the account's executor socket is there (`present`) or gone, and the gate (which
+/// restarts for the change) answers again: a script's next command finds the change in effect.
+async fn wait_applied(
+    state: &StateDir,
+    gate: &mut pb::gate_admin_client::GateAdminClient<glovebox_proto::transport::Link>,
+    id: &str,
+    present: bool,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    let socket = state.executor_socket(id);
+    while tokio::time::Instant::now() < deadline {
+        if socket.exists() == present
+            && gate.list_accounts(pb::ListAccountsRequest {}).await.is_ok()
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// Longest answer read from the approve socket.
+const MAX_TOKEN_REPLY_BYTES: u64 = 16 * 1024;
+
+/// `glovebox token show`: the agent token of an account of this state directory.
+pub fn token_show(state: &StateDir, account: Option<&str>) -> anyhow::Result<ExitCode> {
+    let id = match account {
+        Some(a) => a.to_owned(),
+        None => crate::init::default_account_name(),
+    };
+    anyhow::ensure!(
+        glovebox_config::is_valid_account_id(&id),
+        "no account {id:?}"
+    );
+    let path = state.token_file(&id);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("no token for account {id:?} ({}: {e})", path.display()))?;
+    outln!("{}", text.trim());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `glovebox token show --system`: asks the broker's approve socket as this user.
+pub async fn token_show_system(
+    socket: &std::path::Path,
+    account: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let query = match account {
+        Some(a) => {
+            anyhow::ensure!(glovebox_config::is_valid_account_id(a), "no account {a:?}");
+            format!("?account={a}")
+        }
+        None => String::new(),
+    };
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| anyhow::anyhow!("is glovebox running? {}: {e}", socket.display()))?;
+    stream
+        .write_all(
+            format!(
+                "GET /v1/token{query} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
+    let mut raw = Vec::new();
+    stream
+        .take(MAX_TOKEN_REPLY_BYTES)
+        .read_to_end(&mut raw)
+        .await?;
+    let (status, body) = parse_reply(&raw)?;
+    anyhow::ensure!(status == 200, "refused ({status}): {}", body.trim());
+    outln!("{}", body.trim());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The status and body of an HTTP/1.1 answer without chunking.
+fn parse_reply(raw: &[u8]) -> anyhow::Result<(u16, String)> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("the broker's answer was cut"))?;
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("the broker's answer has no status"))?;
+    anyhow::ensure!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "the broker's answer is chunked"
+    );
+    Ok((status, body.to_owned()))
+}
+
+async fn list(
+    gate: &mut pb::gate_admin_client::GateAdminClient<glovebox_proto::transport::Link>,
+) -> anyhow::Result<pb::ListAccountsResponse> {
+    Ok(gate
+        .list_accounts(pb::ListAccountsRequest {})
+        .await
+        .map_err(crate::policy_cmd::gate_error)?
+        .into_inner())
+}
+
+fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
+    if value.is_empty() { default } else { value }
+}
+
+fn from(a: &pb::AccountEntry) -> &'static str {
+    if a.added {
+        "added at run time (accounts.yaml)"
+    } else {
+        "glovebox.yaml"
+    }
+}
+
+/// One line of `account list`.
+fn line(a: &pb::AccountEntry) -> String {
+    format!(
+        "{}\t{}\trun_as={}\towner={}\t{}\t{}",
+        a.id,
+        a.workdir,
+        or_default(&a.run_as, "-"),
+        or_default(&a.owner, "-"),
+        if a.enabled { "enabled" } else { "disabled" },
+        if a.added { "added" } else { "config" },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_by_status_and_body() {
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nabcd\n";
+        assert_eq!(parse_reply(ok).unwrap(), (200, "abcd\n".into()));
+        let refused = b"HTTP/1.1 403 Forbidden\r\n\r\nuid 5 is not the owner\n";
+        assert_eq!(parse_reply(refused).unwrap().0, 403);
+        assert!(parse_reply(b"HTTP/1.1 200 OK\r\n").is_err(), "cut");
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n";
+        assert!(parse_reply(chunked).is_err());
+    }
+
+    #[test]
+    fn a_list_line_names_where_the_account_comes_from() {
+        let a = pb::AccountEntry {
+            id: "n".into(),
+            workdir: "/w".into(),
+            added: true,
+            ..Default::default()
+        };
+        assert_eq!(line(&a), "n\t/w\trun_as=-\towner=-\tdisabled\tadded");
+        let b = pb::AccountEntry {
+            run_as: "agent".into(),
+            enabled: true,
+            ..a
+        };
+        assert!(line(&b).contains("run_as=agent") && line(&b).ends_with("enabled\tadded"));
+    }
+}

@@ -1,0 +1,580 @@
+//! Accounts added at run time, on the supervisor's side. The gate writes
+//! `<state>/accounts.yaml` (`glovebox account add|remove`, on its admin socket); the supervisor
+//! follows the file ([`FOLLOW_PERIOD`]) and, for each change, in this order:
+//!
+//! 1. tells the broker which added accounts remain (a removed account's tokens are refused at once
+//!    and its connections close);
+//! 2. checks a new account as `up` does (its identity, workdir, roots, socket directory);
+//! 3. restarts the gate with the keys of every account's executor and pack host on its audit
+//!    socket (it reloads the accounts, their policies and switches from the state; a call being
+//!    decided at that moment fails closed with `unavailable`, and the broker reconnects);
+//! 4. stops a removed account's executor and pack host and removes its socket directory;
+//! 5. starts a new account's executor and pack host, under its identity;
+//! 6. tells the broker of the new accounts' credentials and sockets.
+//!
+//! So an account's executor socket appears (or goes) only once the gate knows (or forgot) the
+//! account: `glovebox account add|remove` waits for that.
+//!
+//! What to start and stop is [`plan`], pure. An account the supervisor refuses (its user gone,
+//! its workdir missing, its roots holding the state) is logged and audited and stays stopped;
+//! its tokens authenticate no one.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use glovebox_config::{Account, FileStamp, StateDir, file_stamp};
+use glovebox_proto::transport::handover::{AccountsUpdate, AddedAccount, ControlKeys};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use super::{Children, Exit, Running, Spec, SystemMode, UpOptions};
+use crate::identity;
+
+/// How often the supervisor looks at `accounts.yaml`.
+pub const FOLLOW_PERIOD: Duration = Duration::from_millis(300);
+
+/// What one change asks of the supervisor.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Accounts whose services stop (removed, or changed in what their services are started with).
+    pub stop: Vec<String>,
+    /// Accounts whose services start (new, or changed).
+    pub start: Vec<String>,
+    /// Whether the broker must be told (any credential changed, or anything above).
+    pub tell_broker: bool,
+}
+
+/// What an account's services are started with: a change in any of it restarts them.
+fn started_with(a: &Account) -> impl PartialEq + '_ {
+    (&a.workdir, &a.roots, &a.run_as, &a.owner, &a.job_env)
+}
+
+/// Compares the added accounts running now with those the file names.
+pub fn plan(running: &[Account], wanted: &[Account]) -> Plan {
+    let now: BTreeMap<&str, &Account> = running.iter().map(|a| (a.id.as_str(), a)).collect();
+    let next: BTreeMap<&str, &Account> = wanted.iter().map(|a| (a.id.as_str(), a)).collect();
+    let mut p = Plan::default();
+    for (id, a) in &now {
+        match next.get(id) {
+            None => p.stop.push((*id).to_owned()),
+            Some(b) if started_with(a) != started_with(b) => {
+                p.stop.push((*id).to_owned());
+                p.start.push((*id).to_owned());
+            }
+            Some(b) => {
+                if (&a.token_hashes, &a.approver_token_hashes)
+                    != (&b.token_hashes, &b.approver_token_hashes)
+                {
+                    p.tell_broker = true;
+                }
+            }
+        }
+    }
+    for id in next.keys() {
+        if !now.contains_key(id) {
+            p.start.push((*id).to_owned());
+        }
+    }
+    p.tell_broker |= !p.stop.is_empty() || !p.start.is_empty();
+    p
+}
+
+/// What the supervisor knows of the added accounts.
+pub(super) struct Added<'a> {
+    pub state: &'a StateDir,
+    pub o: &'a UpOptions,
+    pub system_mode: Option<&'a SystemMode>,
+    pub keys: &'a ControlKeys,
+    pub master: &'a glovebox_ticket::MasterKey,
+    /// The file's stamp when last applied.
+    pub stamp: Option<FileStamp>,
+    /// The added accounts whose services run.
+    pub running: Vec<Account>,
+}
+
+/// The broker's view of `accounts`.
+pub(super) fn broker_update(
+    state: &StateDir,
+    keys: &ControlKeys,
+    accounts: &[Account],
+) -> AccountsUpdate {
+    keys.accounts_update(
+        accounts
+            .iter()
+            .map(|a| AddedAccount {
+                id: a.id.clone(),
+                token_sha256: a.token_hashes.iter().map(hex::encode).collect(),
+                approver_token_sha256: a.approver_token_hashes.iter().map(hex::encode).collect(),
+                executor_socket: state.executor_socket(&a.id).display().to_string(),
+                packs_socket: state.packs_socket(&a.id).display().to_string(),
+                owner_uid: a
+                    .owner
+                    .as_deref()
+                    .and_then(|n| nix::unistd::User::from_name(n).ok().flatten())
+                    .map(|u| u.uid.as_raw()),
+            })
+            .collect(),
+    )
+}
+
+/// The accounts of `merged` that `glovebox.yaml` does not hold.
+pub(super) fn added_of(state: &StateDir, merged: &glovebox_config::Config) -> Vec<Account> {
+    let base: Vec<String> = state
+        .load_config()
+        .map(|c| c.accounts.into_iter().map(|a| a.id).collect())
+        .unwrap_or_default();
+    merged
+        .accounts
+        .iter()
+        .filter(|a| !base.contains(&a.id))
+        .cloned()
+        .collect()
+}
+
+impl Added<'_> {
+    /// Applies a change of `accounts.yaml`, if there is one.
+    pub(super) async fn follow(
+        &mut self,
+        children: &Children<'_>,
+        running: &mut Vec<Running>,
+        exits: &mut mpsc::Receiver<Exit>,
+    ) {
+        let stamp = file_stamp(&self.state.added_accounts_file());
+        if stamp == self.stamp {
+            return;
+        }
+        self.stamp = stamp;
+        let merged = match self.state.load_merged_config() {
+            Ok(c) => c,
+            Err(e) => {
+                let why = format!("accounts not changed: {e}");
+                tracing::error!(error = %why, "could not apply accounts.yaml");
+                super::audit_service(children.audit, "refused", &why).await;
+                return;
+            }
+        };
+        let wanted = added_of(self.state, &merged);
+        let p = plan(&self.running, &wanted);
+        if !p.tell_broker {
+            return;
+        }
+        // 1. The broker first: a removed account's credentials stop at once (a changed account
+        //    keeps its own, and its connections, while its services restart).
+        let removed: Vec<&String> = p.stop.iter().filter(|id| !p.start.contains(id)).collect();
+        self.running.retain(|a| !removed.contains(&&a.id));
+        for a in &mut self.running {
+            if let Some(b) = wanted.iter().find(|b| b.id == a.id) {
+                *a = b.clone();
+            }
+        }
+        self.tell_broker(running).await;
+        // 2. The new accounts, checked as `up` checks them; 3. the gate, restarted.
+        let mut accepted = Vec::new();
+        for id in &p.start {
+            let Some(a) = wanted.iter().find(|a| &a.id == id) else {
+                continue;
+            };
+            match self.check(a, &merged) {
+                Ok(identity) => accepted.push((a.clone(), identity)),
+                Err(e) => {
+                    let why = format!("account {id:?} not started: {e:#}");
+                    tracing::error!(error = %why, "refused an added account");
+                    super::audit_service(children.audit, "refused", &why).await;
+                    self.running.retain(|r| &r.id != id);
+                }
+            }
+        }
+        if !p.stop.is_empty() || !accepted.is_empty() {
+            let ids: Vec<String> = merged
+                .accounts
+                .iter()
+                .filter(|a| {
+                    !wanted.iter().any(|w| w.id == a.id)
+                        || self.running.iter().any(|r| r.id == a.id)
+                        || accepted.iter().any(|(r, _)| r.id == a.id)
+                })
+                .map(|a| a.id.clone())
+                .collect();
+            self.restart_gate(&merged, &ids, children, running, exits)
+                .await;
+        }
+        // 4. The removed accounts' services (after the gate forgot them: once their socket is
+        //    gone, the change is in effect).
+        for id in &p.stop {
+            for name in [format!("executor[{id}]"), format!("packs[{id}]")] {
+                stop_named(running, &name, exits, children.exits_tx).await;
+            }
+            let _ = std::fs::remove_dir_all(self.state.executor_run_dir(id));
+            let detail = format!("account {id:?}: its executor and pack host stopped");
+            super::audit_service(children.audit, "account_stopped", &detail).await;
+        }
+        // 5. The new accounts' services.
+        for (a, identity) in accepted {
+            let started = self
+                .start_account(&a, &identity, &merged, children, running)
+                .await;
+            self.running.retain(|r| r.id != a.id);
+            if started {
+                self.running.push(a);
+            }
+        }
+        // 6.
+        self.tell_broker(running).await;
+    }
+
+    /// The checks `up` makes of an account before starting it: its identity (system mode: its
+    /// owner and run_as real, unprivileged users), its workdir a directory, its roots apart from
+    /// the state.
+    fn check(
+        &self,
+        a: &Account,
+        merged: &glovebox_config::Config,
+    ) -> anyhow::Result<identity::Identity> {
+        anyhow::ensure!(
+            a.workdir.is_dir(),
+            "workdir {} is not a directory",
+            a.workdir.display()
+        );
+        let one = glovebox_config::Config {
+            accounts: vec![a.clone()],
+            ..merged.clone()
+        };
+        let identity = match self.system_mode {
+            Some(mode) => {
+                crate::system::check_accounts(&one, &self.state.added_accounts_file(), &mode.users)?
+                    .pop()
+                    .ok_or_else(|| anyhow::anyhow!("no identity"))?
+            }
+            None => identity::resolve(a)?,
+        };
+        let trash = super::trash_of(&identity, self.o);
+        super::check_placement(
+            self.state,
+            &one,
+            std::slice::from_ref(&identity),
+            std::slice::from_ref(&trash),
+            self.o.home.as_deref(),
+        )?;
+        Ok(identity)
+    }
+
+    /// Makes the account's socket directory afresh, as `up` makes each.
+    fn prepare_run_dir(&self, a: &Account, identity: &identity::Identity) -> anyhow::Result<()> {
+        match self.system_mode {
+            Some(mode) => {
+                crate::system::prepare_account_sockets(self.state, &a.id, identity, &mode.users)
+            }
+            None => identity::prepare_run_dir(self.state, &a.id, identity),
+        }
+    }
+
+    /// Starts an account's executor and pack host; false (and nothing left running) if either
+    /// does not start.
+    async fn start_account(
+        &self,
+        a: &Account,
+        identity: &identity::Identity,
+        merged: &glovebox_config::Config,
+        children: &Children<'_>,
+        running: &mut Vec<Running>,
+    ) -> bool {
+        let protected = match std::fs::canonicalize(self.state.root()) {
+            Ok(p) => p.display().to_string(),
+            Err(_) => return false,
+        };
+        if let Err(e) = self.prepare_run_dir(a, identity) {
+            let why = format!("account {:?} not started: {e:#}", a.id);
+            tracing::error!(error = %why, "could not start an added account");
+            super::audit_service(children.audit, "refused", &why).await;
+            return false;
+        }
+        let trash = super::trash_of(identity, self.o);
+        let mut specs: Vec<Spec> = super::account_specs(
+            self.state,
+            a,
+            identity,
+            &trash,
+            &protected,
+            self.keys,
+            self.master,
+            self.system_mode,
+        )
+        .into();
+        if let Err(e) =
+            super::finish_specs(&mut specs, self.state, merged, self.o, self.system_mode)
+        {
+            tracing::error!(error = %format!("{e:#}"), "could not start an added account");
+            return false;
+        }
+        for spec in specs {
+            let index = running.len();
+            match super::start(children.exe, &spec, index, 0, children.exits_tx).await {
+                Ok(r) => running.push(r),
+                Err(e) => {
+                    let why = format!("account {:?}: {} did not start: {e:#}", a.id, spec.name);
+                    tracing::error!(error = %why, "could not start an added account");
+                    super::audit_service(children.audit, "refused", &why).await;
+                    for name in [format!("executor[{}]", a.id), format!("packs[{}]", a.id)] {
+                        retire_named(running, &name);
+                    }
+                    return false;
+                }
+            }
+        }
+        let detail = format!(
+            "account {:?}: its executor and pack host started (workdir {})",
+            a.id,
+            a.workdir.display()
+        );
+        super::audit_service(children.audit, "account_started", &detail).await;
+        true
+    }
+
+    /// Restarts the gate with the audit keys of `ids`' executors and pack hosts.
+    async fn restart_gate(
+        &self,
+        merged: &glovebox_config::Config,
+        ids: &[String],
+        children: &Children<'_>,
+        running: &mut [Running],
+        exits: &mut mpsc::Receiver<Exit>,
+    ) {
+        let mut identities = Vec::new();
+        for a in merged.accounts.iter().filter(|a| ids.contains(&a.id)) {
+            match identity::resolve(a) {
+                Ok(i) => identities.push(i),
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "an account's identity"),
+            }
+        }
+        let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut spec = super::gate_spec(self.state, self.keys, &names, &identities);
+        if let Err(e) = super::finish_specs(
+            std::slice::from_mut(&mut spec),
+            self.state,
+            merged,
+            self.o,
+            self.system_mode,
+        ) {
+            tracing::error!(error = %format!("{e:#}"), "could not restart the gate");
+            return;
+        }
+        let Some(index) = running.iter().position(|r| r.spec.name == "gate") else {
+            return;
+        };
+        stop_child(running, index, exits, children.exits_tx).await;
+        let generation = running[index].generation + 1;
+        match super::start(children.exe, &spec, index, generation, children.exits_tx).await {
+            Ok(r) => running[index] = r,
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "the gate did not restart; retrying");
+                running[index].spec = spec;
+                running[index].generation = generation;
+                let _ = children
+                    .exits_tx
+                    .try_send((index, generation, "failed to start".into()));
+            }
+        }
+    }
+
+    /// Tells the running broker of the added accounts, and makes it what a restarted broker is
+    /// told after its handover.
+    async fn tell_broker(&self, running: &mut [Running]) {
+        let update = broker_update(self.state, self.keys, &self.running);
+        let Some(broker) = running.iter_mut().find(|r| r.spec.name == "broker") else {
+            return;
+        };
+        if let Some(line) = &broker.spec.stdin_line {
+            let handover = line.lines().next().unwrap_or_default();
+            broker.spec.stdin_line = Some(format!("{handover}\n{}", update.to_line()));
+        }
+        if let Some(stdin) = broker.stdin.as_mut() {
+            let line = update.to_line();
+            if let Err(e) = async {
+                stdin.write_all(line.as_bytes()).await?;
+                stdin.flush().await
+            }
+            .await
+            {
+                tracing::warn!(error = %e, "could not tell the broker of the accounts; it restarts with them");
+            }
+        }
+    }
+}
+
+/// Stops the running child named `name` without waiting (its lifeline closed, SIGTERM) and
+/// marks it gone for good: its exit is not a restart.
+fn retire_named(running: &mut [Running], name: &str) {
+    for r in running
+        .iter_mut()
+        .filter(|r| r.spec.name == name && !r.retired)
+    {
+        r.retired = true;
+        r.stdin = None;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(r.pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+}
+
+/// Stops the child named `name` and retires it.
+async fn stop_named(
+    running: &mut [Running],
+    name: &str,
+    exits: &mut mpsc::Receiver<Exit>,
+    exits_tx: &mpsc::Sender<Exit>,
+) {
+    if let Some(index) = running
+        .iter()
+        .position(|r| r.spec.name == name && !r.retired)
+    {
+        stop_child(running, index, exits, exits_tx).await;
+        running[index].retired = true;
+    }
+}
+
+/// Stops child `index` (its lifeline closed, SIGTERM, SIGKILL after the grace) and waits for its
+/// exit; other children's exits seen meanwhile are queued again for the supervisor.
+async fn stop_child(
+    running: &mut [Running],
+    index: usize,
+    exits: &mut mpsc::Receiver<Exit>,
+    exits_tx: &mpsc::Sender<Exit>,
+) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let r = &mut running[index];
+    r.stdin = None;
+    let pid = Pid::from_raw(r.pid as i32);
+    let _ = kill(pid, Signal::SIGTERM);
+    let mut others = Vec::new();
+    let mut exited = false;
+    let deadline = tokio::time::Instant::now() + super::STOP_GRACE;
+    while !exited {
+        match tokio::time::timeout_at(deadline, exits.recv()).await {
+            Ok(Some((who, generation, _))) if who == index && generation == r.generation => {
+                exited = true;
+            }
+            Ok(Some(other)) => others.push(other),
+            Ok(None) => break,
+            Err(_) => {
+                tracing::warn!(child = %r.spec.name, "did not stop in time; killing it");
+                let _ = kill(pid, Signal::SIGKILL);
+                // Its exit is still reported; wait for it so the pid is not reused under us.
+                let _ = tokio::time::timeout(super::STOP_GRACE, async {
+                    loop {
+                        match exits.recv().await {
+                            Some((who, g, _)) if who == index && g == r.generation => return,
+                            Some(other) => others.push(other),
+                            None => return,
+                        }
+                    }
+                })
+                .await;
+                break;
+            }
+        }
+    }
+    for other in others {
+        let _ = exits_tx.try_send(other);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn account(id: &str, workdir: &str, token: u8) -> Account {
+        Account {
+            id: id.into(),
+            workdir: workdir.into(),
+            roots: vec![workdir.into()],
+            run_as: None,
+            owner: None,
+            job_env: vec![],
+            enabled: true,
+            token_hashes: vec![[token; 32]],
+            approver_token_hashes: vec![],
+        }
+    }
+
+    #[test]
+    fn plans() {
+        let a = account("a", "/a", 1);
+        let b = account("b", "/b", 2);
+        let cases: Vec<(&str, Vec<Account>, Vec<Account>, Plan)> = vec![
+            (
+                "nothing changed",
+                vec![a.clone()],
+                vec![a.clone()],
+                Plan::default(),
+            ),
+            (
+                "added",
+                vec![a.clone()],
+                vec![a.clone(), b.clone()],
+                Plan {
+                    start: vec!["b".into()],
+                    tell_broker: true,
+                    ..Plan::default()
+                },
+            ),
+            (
+                "removed",
+                vec![a.clone(), b.clone()],
+                vec![b.clone()],
+                Plan {
+                    stop: vec!["a".into()],
+                    tell_broker: true,
+                    ..Plan::default()
+                },
+            ),
+            (
+                "moved to another workdir: restarted",
+                vec![a.clone()],
+                vec![account("a", "/elsewhere", 1)],
+                Plan {
+                    stop: vec!["a".into()],
+                    start: vec!["a".into()],
+                    tell_broker: true,
+                },
+            ),
+            (
+                "a new token: only the broker",
+                vec![a.clone()],
+                vec![account("a", "/a", 9)],
+                Plan {
+                    tell_broker: true,
+                    ..Plan::default()
+                },
+            ),
+            (
+                "switched off: nothing to restart",
+                vec![a.clone()],
+                vec![Account {
+                    enabled: false,
+                    ..a.clone()
+                }],
+                Plan::default(),
+            ),
+        ];
+        for (name, now, next, wanted) in cases {
+            assert_eq!(plan(&now, &next), wanted, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_broker_hears_of_each_added_account_with_its_sockets_and_hashes() {
+        let state = StateDir::new("/s");
+        let keys = ControlKeys::from_bytes(&[4; 32]).unwrap();
+        let update = broker_update(&state, &keys, &[account("n", "/n", 7)]);
+        assert_eq!(update.accounts.len(), 1);
+        let n = &update.accounts[0];
+        assert_eq!(n.token_sha256, vec!["07".repeat(32)]);
+        assert_eq!(
+            n.executor_socket,
+            state.executor_socket("n").display().to_string()
+        );
+        assert!(update.calling("executor:n").is_ok() && update.calling("packs:n").is_ok());
+    }
+}

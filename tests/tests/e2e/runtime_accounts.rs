@@ -1,0 +1,409 @@
+//! Accounts added and removed while glovebox runs (`glovebox account add|list|show|remove`),
+//! in user mode: the new account's executor starts and its token works at once, without a
+//! restart and without dropping the other accounts' connections; on removal its token is refused,
+//! its connections close and its executor is gone; a bad add changes nothing; every change and
+//! refusal is audited with the caller's uid.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use glovebox_e2e::{Auth, Client, Glovebox, eventually, expect_ok, open};
+use serde_json::json;
+
+/// Pids of this instance's services of `account` (its executor and pack host).
+fn account_pids(g: &Glovebox, account: &str) -> Vec<i32> {
+    let state = g.state.to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let of_account = args
+            .windows(2)
+            .any(|w| w[0] == "--account" && w[1] == account);
+        if of_account && args.iter().any(|a| a.starts_with(&state)) && glovebox_e2e::alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Connects as an agent with `token`, waiting (within 20 s) for the broker to accept it.
+async fn connect_when_accepted(g: &Glovebox, token: &str) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match open(&g.url, Auth::Header(token)).await {
+            Ok(_) => return Client::connect(&g.url, Auth::Header(token), "agent").await,
+            Err(status) => {
+                assert_eq!(status, 401, "a token not yet known is refused as unknown");
+                assert!(
+                    Instant::now() < deadline,
+                    "the new token was never accepted"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Invokes `tool` until the call is not refused as `unavailable` (within 10 s): a gate restarting
+/// for an account change is back within about a second.
+async fn invoke_when_available(
+    client: &mut Client,
+    tool: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for n in 0.. {
+        let result = client
+            .invoke(&format!("retry-{n}"), tool, params.clone())
+            .await;
+        if result["error"]["code"] != "unavailable" || Instant::now() > deadline {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
+fn token_in(state: &Path, account: &str) -> String {
+    std::fs::read_to_string(state.join("accounts").join(account).join("token"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+fn workdir(g: &Glovebox, name: &str) -> PathBuf {
+    let dir = g.root().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn account_rows(g: &Glovebox, account: &str) -> Vec<(String, String)> {
+    let pool = g.audit_pool().await;
+    sqlx::query_as::<_, (String, String)>(
+        "SELECT outcome, detail FROM events WHERE kind = 'account' AND account = ? ORDER BY id",
+    )
+    .bind(account)
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_account_added_at_run_time_works_until_it_is_removed() {
+    let g = Glovebox::start();
+    let work = workdir(&g, "work-extra");
+    std::fs::write(work.join("hello.txt"), "from extra").unwrap();
+    let mut first = g.connect("agent").await;
+    let first_executor = g.service_pids("executor");
+    assert_eq!(first_executor.len(), 1);
+
+    let work_arg = work.to_str().unwrap();
+    let (code, out, err) = g.run_cli(&[
+        "account",
+        "add",
+        "extra",
+        "--workdir",
+        work_arg,
+        "--enabled",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("accounts/extra/token"), "{out}");
+    let token_file = g.state.join("accounts/extra/token");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the token file is its owner's alone");
+    let token = token_in(&g.state, "extra");
+
+    // Its agent works, in its own workdir, through its own executor.
+    let mut agent = connect_when_accepted(&g, &token).await;
+    assert_eq!(agent.hello_ok["account"], "extra");
+    let read = expect_ok(
+        &invoke_when_available(&mut agent, "file_read", json!({"path": "hello.txt"})).await,
+    );
+    assert_eq!(read["content"], "from extra");
+    assert_eq!(read["path"], work.join("hello.txt").to_str().unwrap());
+    let pids = account_pids(&g, "extra");
+    assert_eq!(pids.len(), 2, "its executor and its pack host: {pids:?}");
+
+    // The first account's connection, open through the change, still works.
+    let listed =
+        expect_ok(&invoke_when_available(&mut first, "file_list", json!({"path": "."})).await);
+    assert!(listed["entries"].is_array(), "{listed}");
+
+    let (code, out, _) = g.run_cli(&["account", "list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("extra\t") && l.ends_with("\tadded")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&format!("{}\t", g.account)) && l.ends_with("\tconfig")),
+        "{out}"
+    );
+    let (code, out, _) = g.run_cli(&["account", "show", "extra"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("workdir:  {work_arg}")), "{out}");
+
+    // An account of glovebox.yaml is not removed at run time.
+    let (code, _, err) = g.run_cli(&["account", "remove", &g.account]);
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot be removed at run time"), "{err}");
+
+    let (code, out, err) = g.run_cli(&["account", "remove", "extra"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Its connection closes, its token is refused, its services are gone.
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            use futures_util::StreamExt;
+            match agent.socket.next().await {
+                None | Some(Err(_)) => return,
+                Some(Ok(m)) if m.is_close() => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the removed account's connection was not closed"
+    );
+    assert_eq!(open(&g.url, Auth::Header(&token)).await.err(), Some(401));
+    eventually("the removed account's services to stop", || {
+        pids.iter().all(|p| !glovebox_e2e::alive(*p))
+    })
+    .await;
+    assert!(account_pids(&g, "extra").is_empty());
+    assert!(!g.state.join("accounts/extra").exists(), "moved aside");
+    // The first account's connection stayed open and works (once the gate, restarted to forget
+    // the account, is back: a call meanwhile fails closed and runs nothing).
+    let listed =
+        expect_ok(&invoke_when_available(&mut first, "file_list", json!({"path": "."})).await);
+    assert!(listed["entries"].is_array(), "{listed}");
+    assert_eq!(
+        first_executor,
+        g.service_pids("executor"),
+        "its executor kept running"
+    );
+
+    let uid = nix::unistd::geteuid().as_raw();
+    let rows = account_rows(&g, "extra").await;
+    let outcomes: Vec<&str> = rows.iter().map(|(o, _)| o.as_str()).collect();
+    assert_eq!(outcomes, ["added", "removed"], "{rows:?}");
+    for (_, detail) in &rows {
+        assert!(detail.starts_with(&format!("by uid {uid}:")), "{detail}");
+        assert!(!detail.contains(&token), "a token is never audited");
+    }
+    let refused = account_rows(&g, &g.account).await;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, "refused");
+}
+
+#[tokio::test]
+async fn a_bad_account_add_changes_nothing() {
+    let g = Glovebox::start();
+    let work = workdir(&g, "work-x");
+    let work_arg = work.to_str().unwrap();
+    let missing = g.root().join("no-such-dir");
+    let accounts_file = g.state.join("accounts.yaml");
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "an unknown user",
+            vec![
+                "x",
+                "--workdir",
+                work_arg,
+                "--run-as",
+                "glovebox-no-such-user",
+            ],
+            "does not exist",
+        ),
+        (
+            "a missing workdir",
+            vec!["x", "--workdir", missing.to_str().unwrap()],
+            "not a directory",
+        ),
+        (
+            "the id of glovebox.yaml's account",
+            vec![&g.account, "--workdir", work_arg],
+            "already exists",
+        ),
+        (
+            "a bad id",
+            vec!["../x", "--workdir", work_arg],
+            "expected 1-64",
+        ),
+    ];
+    for (name, args, wanted) in &cases {
+        let mut all = vec!["account", "add"];
+        all.extend(args);
+        let (code, out, err) = g.run_cli(&all);
+        assert_ne!(code, 0, "{name}: {out}");
+        assert!(err.contains(wanted), "{name}: {err}");
+        assert!(!accounts_file.exists(), "{name}: accounts.yaml written");
+        assert!(!g.state.join("accounts/x").exists(), "{name}");
+    }
+    // A duplicate of an added account.
+    let (code, _, err) = g.run_cli(&["account", "add", "x", "--workdir", work_arg]);
+    assert_eq!(code, 0, "{err}");
+    let written = std::fs::read_to_string(&accounts_file).unwrap();
+    let token = token_in(&g.state, "x");
+    let (code, _, err) = g.run_cli(&["account", "add", "x", "--workdir", work_arg]);
+    assert_ne!(code, 0);
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&accounts_file).unwrap(), written);
+    assert_eq!(
+        token_in(&g.state, "x"),
+        token,
+        "the first one's token stays"
+    );
+    // Refusals are audited (the bad id without its text as the account).
+    let pool = g.audit_pool().await;
+    let refused: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM events WHERE kind = 'account' AND outcome = 'refused'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(refused, 5);
+    // Its tools are off unless --enabled: its agent connects but is denied.
+    let mut agent = connect_when_accepted(&g, &token).await;
+    glovebox_e2e::expect_error(
+        &agent.invoke("r", "file_list", json!({"path": "."})).await,
+        "denied",
+    );
+}
+
+/// Reads `path` as `agent`, asking `approver` (who answers once) if the gate asks.
+async fn read_with(agent: &mut Client, approver: &mut Client, path: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for n in 0.. {
+        let call_id = format!("read-{n}");
+        agent
+            .send(
+                json!({"type": "invoke", "call_id": call_id, "tool": "file_read",
+                         "params": {"path": path}}),
+            )
+            .await;
+        let result = loop {
+            let frame = tokio::select! {
+                f = agent.next() => f,
+                a = approver.next_ask() => {
+                    approver.answer(&a, "once").await;
+                    continue;
+                }
+            };
+            if frame["type"] == "result" && frame["call_id"] == call_id.as_str() {
+                break frame;
+            }
+        };
+        if result["error"]["code"] != "unavailable" || Instant::now() > deadline {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
+#[tokio::test]
+async fn an_added_account_moves_and_gains_and_loses_roots_at_run_time() {
+    let g = Glovebox::start();
+    let (one, two, data) = (
+        workdir(&g, "work-one"),
+        workdir(&g, "work-two"),
+        workdir(&g, "data"),
+    );
+    std::fs::write(one.join("where.txt"), "one").unwrap();
+    std::fs::write(two.join("where.txt"), "two").unwrap();
+    std::fs::write(data.join("x.txt"), "data").unwrap();
+    let outside = data.join("x.txt").to_str().unwrap().to_owned();
+    let arg = |p: &PathBuf| p.to_str().unwrap().to_owned();
+    let (code, _, err) = g.run_cli(&[
+        "account",
+        "add",
+        "mover",
+        "--workdir",
+        &arg(&one),
+        "--enabled",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut agent = connect_when_accepted(&g, &token_in(&g.state, "mover")).await;
+    let approver_token =
+        std::fs::read_to_string(g.state.join("accounts/mover/approver.token")).unwrap();
+    let mut approver =
+        Client::connect(&g.url, Auth::Header(approver_token.trim()), "approver").await;
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "one");
+    let r = read_with(&mut agent, &mut approver, &outside).await;
+    let error = glovebox_e2e::expect_error(&r, "denied");
+    assert!(
+        error["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside the account's roots"),
+        "{r}"
+    );
+
+    // Moved: relative paths are the new workdir's; the agent's connection stays.
+    let (code, out, err) = g.run_cli(&["account", "set-workdir", "mover", &arg(&two)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "two");
+    // A root added: the approver may now let it read there.
+    let (code, out, err) = g.run_cli(&["account", "add-root", "mover", &arg(&data)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&arg(&data)), "{out}");
+    let read = read_with(&mut agent, &mut approver, &outside).await;
+    assert_eq!(expect_ok(&read)["content"], "data");
+    // And removed: out of reach again.
+    let (code, out, err) = g.run_cli(&["account", "remove-root", "mover", &arg(&data)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_with(&mut agent, &mut approver, &outside).await;
+    let error = glovebox_e2e::expect_error(&r, "denied");
+    assert!(
+        error["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside the account's roots"),
+        "{r}"
+    );
+
+    // What cannot be: the root that holds the workdir, a missing workdir, glovebox.yaml's account.
+    let (code, _, err) = g.run_cli(&["account", "remove-root", "mover", &arg(&two)]);
+    assert_ne!(code, 0);
+    assert!(err.contains("outside every root"), "{err}");
+    let (code, _, err) = g.run_cli(&[
+        "account",
+        "set-workdir",
+        "mover",
+        &arg(&g.root().join("gone")),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not a directory"), "{err}");
+    let (code, _, err) = g.run_cli(&["account", "set-workdir", &g.account, &arg(&two)]);
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot be changed at run time"), "{err}");
+    let outcomes: Vec<String> = account_rows(&g, "mover")
+        .await
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "added", "changed", "changed", "changed", "refused", "refused"
+        ]
+    );
+}

@@ -1,0 +1,243 @@
+//! Accounts added at run time in system mode (`glovebox account add --system` as root): two
+//! accounts owned by two users; each owner reads only its own agent token (`glovebox token show
+//! --system`, over the approve socket, known by its uid), never from the state; another user
+//! cannot add an account; and from inside an approved job of one account, the other's token and
+//! the admin socket stay out of reach.
+
+use super::*;
+
+/// `glovebox ARGS --system` against this glovebox, as root.
+fn as_root(s: &System, args: &[&str]) -> std::process::Output {
+    Command::new(glovebox_bin())
+        .args(args)
+        .arg("--system")
+        .arg("--state-dir")
+        .arg(&s.state)
+        .arg("--runtime-dir")
+        .arg(&s.runtime)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `glovebox token show --system [--account ID]` run by `user`.
+fn token_show_as(s: &System, user: &TestUser, account: Option<&str>) -> std::process::Output {
+    let mut c = Command::new(glovebox_bin());
+    c.args(["token", "show", "--system", "--runtime-dir"])
+        .arg(&s.runtime);
+    if let Some(a) = account {
+        c.args(["--account", a]);
+    }
+    c.uid(user.uid)
+        .gid(user.gid)
+        .env("HOME", "/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// An account added at run time: its users and workdir.
+struct Added {
+    id: &'static str,
+    run_as: TestUser,
+    owner: TestUser,
+    workdir: PathBuf,
+}
+
+fn add(s: &System, id: &'static str) -> Added {
+    let run_as = TestUser::new("r");
+    let owner = TestUser::new("o");
+    let workdir = s.root.join(format!("work-{id}"));
+    std::fs::create_dir(&workdir).unwrap();
+    std::fs::write(workdir.join("hello.txt"), id).unwrap();
+    std::os::unix::fs::chown(&workdir, Some(run_as.uid), Some(run_as.gid)).unwrap();
+    std::fs::set_permissions(&workdir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = as_root(
+        s,
+        &[
+            "account",
+            "add",
+            id,
+            "--workdir",
+            workdir.to_str().unwrap(),
+            "--run-as",
+            &run_as.name,
+            "--owner",
+            &owner.name,
+            "--enabled",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Added {
+        id,
+        run_as,
+        owner,
+        workdir,
+    }
+}
+
+/// The owner's `token show`, once the supervisor has told the broker of the account.
+fn own_token(s: &System, a: &Added) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let out = token_show_as(s, &a.owner, None);
+        if out.status.success() {
+            return String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}'s owner never got its token: {}",
+            a.id,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test]
+async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
+    if !is_root() {
+        return;
+    }
+    let s = System::start(Setup {
+        accounts: &["base"],
+        ..Default::default()
+    });
+    let (c, d) = (add(&s, "c"), add(&s, "d"));
+    let (token_c, token_d) = (own_token(&s, &c), own_token(&s, &d));
+    assert_ne!(token_c, token_d);
+    for t in [&token_c, &token_d] {
+        assert!(
+            t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{t}"
+        );
+    }
+    // The token works: c's agent reads c's workdir, through c's executor, which runs as c's user.
+    let mut agent = Client::connect(&s.url, Auth::Header(&token_c), "agent").await;
+    assert_eq!(agent.hello_ok["account"], "c");
+    let read = expect_ok(
+        &agent
+            .invoke("r", "file_read", json!({"path": "hello.txt"}))
+            .await,
+    );
+    assert_eq!(read["content"], "c");
+    let executor = s.pid_of("executor", Some("c"));
+    let (uids, ..) = identity_of(executor);
+    assert!(uids.iter().all(|u| *u == c.run_as.uid), "{uids:?}");
+
+    // c's owner asking for d's token is refused, and the refusal audited with its uid.
+    let out = token_show_as(&s, &c.owner, Some("d"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not the owner of account \"d\""), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&token_d));
+    let reasons = s.audit_reasons().await;
+    let wanted = format!("peer uid {}", c.owner.uid);
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains(&wanted) && r.contains("not the owner of account \"d\"")),
+        "{reasons:?}"
+    );
+    // c's run_as (what c's jobs run as) owns nothing, and the token file is the gate's alone.
+    let out = token_show_as(&s, &c.run_as, None);
+    assert!(!out.status.success());
+    let file = s.state.join("accounts/c/token");
+    for who in [&c.owner, &c.run_as, &d.owner] {
+        let out = Command::new("cat")
+            .arg(&file)
+            .uid(who.uid)
+            .gid(who.gid)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{} read the token file", who.name);
+    }
+    // Another user cannot add an account (the admin socket is root's), and nothing changes.
+    let before = std::fs::read_to_string(s.state.join("accounts.yaml")).unwrap();
+    let out = Command::new(glovebox_bin())
+        .args(["account", "add", "e", "--system", "--workdir"])
+        .arg(&c.workdir)
+        .args(["--run-as", &c.run_as.name, "--owner", &c.owner.name])
+        .arg("--state-dir")
+        .arg(&s.state)
+        .arg("--runtime-dir")
+        .arg(&s.runtime)
+        .uid(c.owner.uid)
+        .gid(c.owner.gid)
+        .env("HOME", "/")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(s.state.join("accounts.yaml")).unwrap(),
+        before
+    );
+
+    // From inside an approved job of c: d's token and the admin socket are out of reach.
+    let approve = s.runtime.join("broker/approve.sock");
+    let admin = s.runtime.join("admin/admin.sock");
+    let command = format!(
+        "curl -s --unix-socket {} 'http://localhost/v1/token?account=d'; echo; \
+         curl -s --unix-socket {} 'http://localhost/v1/token'; echo; \
+         curl -s --unix-socket {} http://localhost/ || echo admin-unreachable",
+        approve.display(),
+        approve.display(),
+        admin.display()
+    );
+    let mut approver = s.approve(&c.owner, Some("c"));
+    approver.expect("approving for account c");
+    agent
+        .send(
+            json!({"type": "invoke", "call_id": "job", "tool": "exec_run",
+                     "params": {"command": command}}),
+        )
+        .await;
+    approver.expect("call job");
+    // What is typed before the ask could be read is not taken as the answer.
+    std::thread::sleep(Duration::from_millis(600));
+    approver.type_line("y");
+    let job = expect_ok(&agent.result_for("job").await)["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let status = agent.wait_job(&job).await;
+    assert_eq!(status["state"], "exited", "{status}");
+    let tail = expect_ok(
+        &agent
+            .invoke("tail", "exec_tail", json!({"job_id": job, "since": 0}))
+            .await,
+    );
+    let stdout = tail["stdout"]["text"].as_str().unwrap();
+    assert!(
+        !stdout.contains(&token_d) && !stdout.contains(&token_c),
+        "{stdout}"
+    );
+    let refusal = format!("uid {} is not the owner", c.run_as.uid);
+    assert_eq!(stdout.matches(&refusal).count(), 2, "{stdout}");
+    assert!(stdout.contains("admin-unreachable"), "{stdout}");
+
+    // Removed: the token is refused and the executor is gone.
+    let out = as_root(&s, &["account", "remove", "d"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + WAIT;
+    while glovebox_e2e::open(&s.url, Auth::Header(&token_d))
+        .await
+        .is_ok()
+    {
+        assert!(Instant::now() < deadline, "d's token still works");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!token_show_as(&s, &d.owner, None).status.success());
+    assert!(
+        !d.workdir.join(".glovebox").exists(),
+        "nothing was written into d's workdir"
+    );
+}
