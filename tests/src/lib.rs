@@ -276,6 +276,12 @@ impl Glovebox {
 
     /// Pids of this instance's child services whose command line contains `service`.
     pub fn service_pids(&self, service: &str) -> Vec<i32> {
+        self.pids_where(|args| args.get(1).map(String::as_str) == Some(service))
+    }
+
+    /// Pids of this instance's processes (a command line naming its state directory) whose
+    /// arguments satisfy `wanted`.
+    pub fn pids_where(&self, wanted: impl Fn(&[String]) -> bool) -> Vec<i32> {
         let state = self.state.to_string_lossy().into_owned();
         let mut pids = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -289,9 +295,7 @@ impl Glovebox {
                 .split(|b| *b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            if args.get(1).map(String::as_str) == Some(service)
-                && args.iter().any(|a| a.starts_with(&state))
-            {
+            if wanted(&args) && args.iter().any(|a| a.starts_with(&state)) {
                 pids.push(pid);
             }
         }

@@ -14,27 +14,13 @@ use serde_json::json;
 
 /// Pids of this instance's services of `account` (its executor and pack host).
 fn account_pids(g: &Glovebox, account: &str) -> Vec<i32> {
-    let state = g.state.to_string_lossy().into_owned();
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let of_account = args
-            .windows(2)
-            .any(|w| w[0] == "--account" && w[1] == account);
-        if of_account && args.iter().any(|a| a.starts_with(&state)) && glovebox_e2e::alive(pid) {
-            pids.push(pid);
-        }
-    }
-    pids
+    g.pids_where(|args| {
+        args.windows(2)
+            .any(|w| w[0] == "--account" && w[1] == account)
+    })
+    .into_iter()
+    .filter(|pid| glovebox_e2e::alive(*pid))
+    .collect()
 }
 
 /// Connects as an agent with `token`, waiting (within 20 s) for the broker to accept it.
