@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
     if let Ok(ProviderFrame::Hello { tools, .. }) = parse_provider_frame(text) {
-        let accepted = accept_tools(tools);
+        let (accepted, _rejected) = accept_tools(tools);
         for (i, tool) in accepted.iter().enumerate() {
             assert!(is_valid_bare_name(&tool.name), "{}", tool.name);
             assert!(tool.input_schema.is_object());

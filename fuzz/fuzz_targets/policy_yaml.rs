@@ -33,6 +33,7 @@ fuzz_target!(|text: &str| {
         let inputs = Inputs {
             workdir: WORKDIR.to_owned(),
             protected: vec!["/home/u/.local/state/glovebox".to_owned()],
+            roots: vec![WORKDIR.to_owned(), "/tmp".to_owned()],
             managed,
             account,
             project,
