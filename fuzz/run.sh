@@ -18,7 +18,10 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
 fi
-cargo +nightly fuzz build "${targets[@]}" 2>&1 | tail -n 1
+# `cargo fuzz build` takes one target at a time.
+for t in "${targets[@]}"; do
+    cargo +nightly fuzz build "$t" 2>&1 | tail -n 1
+done
 status=0
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
