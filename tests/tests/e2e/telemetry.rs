@@ -98,6 +98,65 @@ async fn over_otlp_http_one_call_is_one_connected_trace_without_content() {
     one_connected_trace_and_metrics(c, options).await;
 }
 
+/// A collector credential (`OTEL_EXPORTER_OTLP_HEADERS`) reaches the services that export, and
+/// nothing an agent's job can read: not its environment, not a service's `/proc/<pid>/environ`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_collector_credential_is_out_of_reach_of_jobs() {
+    let (_c, endpoint) = otlp::start_http().await;
+    let secret = format!("collector-secret-{}", std::process::id());
+    let mut options = telemetry_on(&endpoint);
+    options.env.extend([
+        ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "http/protobuf".into()),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS".into(),
+            format!("authorization=Bearer%20{secret}"),
+        ),
+    ]);
+    let g = Glovebox::start_with(options);
+    let pids: Vec<i32> = ["broker", "gate", "executor", "pack-host"]
+        .iter()
+        .flat_map(|s| g.service_pids(s))
+        .collect();
+    assert!(pids.len() >= 3, "{pids:?}");
+    // The services have it (read here as root)...
+    let broker_env =
+        std::fs::read(format!("/proc/{}/environ", g.service_pids("broker")[0])).unwrap();
+    assert!(
+        String::from_utf8_lossy(&broker_env).contains(&secret),
+        "the broker was not given the collector credential"
+    );
+    // ...and a job, running hostile code as the executor's user, does not.
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let pid_list: Vec<String> = pids.iter().map(i32::to_string).collect();
+    let command = format!(
+        "env; for p in {}; do cat /proc/$p/environ; tr '\\0' '\\n' < /proc/$p/cmdline; done 2>&1; true",
+        pid_list.join(" ")
+    );
+    let (_, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "x",
+            "exec_run",
+            json!({"command": command}),
+            "once",
+        )
+        .await;
+    let job = expect_ok(&r)["job_id"].as_str().unwrap().to_owned();
+    agent.wait_job(&job).await;
+    let out = expect_ok(
+        &agent
+            .invoke("t", "exec_tail", json!({"job_id": job, "lines": 1000}))
+            .await,
+    );
+    let text = out["stdout"]["text"].as_str().unwrap();
+    assert!(text.contains("PATH="), "the job ran: {text}");
+    assert!(
+        !text.contains(&secret),
+        "a job read the collector credential:\n{text}"
+    );
+}
+
 /// One call through `options`' glovebox reaches `c` as one connected trace with the call's
 /// attributes and nothing of its content; metrics follow when glovebox stops.
 async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
