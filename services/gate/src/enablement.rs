@@ -58,15 +58,8 @@ impl Enablement {
     pub fn set(&self, account: &str, enabled: bool) -> Result<bool, ConfigError> {
         let mut current = self.lock();
         let mut raw = self.state.load_raw_config()?;
-        if !raw.accounts.iter().any(|a| a.id == account) {
-            return self.set_added(&mut current, account, enabled);
-        }
         let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
-            return Err(ConfigError::Invalid {
-                path: self.state.config_file(),
-                line: None,
-                message: format!("no account {account:?}"),
-            });
+            return self.set_added(&mut current, account, enabled);
         };
         let changed = entry.enabled != enabled;
         entry.enabled = enabled;
@@ -90,7 +83,7 @@ impl Enablement {
         let (mut raw, _) = self.state.load_added_accounts()?;
         let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
             return Err(ConfigError::Invalid {
-                path: self.state.config_file(),
+                path: self.state.added_accounts_file(),
                 line: None,
                 message: format!("no account {account:?}"),
             });
@@ -142,5 +135,32 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled("b"));
+    }
+
+    #[test]
+    fn an_added_accounts_switch_is_written_to_its_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        let config = "accounts:\n  - id: a\n    workdir: /w\n";
+        std::fs::write(state.config_file(), config).unwrap();
+        let hash = "11".repeat(32);
+        glovebox_config::write_private_file(
+            &state.added_accounts_file(),
+            format!("accounts:\n  - id: b\n    workdir: /v\n    token_sha256: ['{hash}']\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        let e = Enablement::new(state.clone(), HashMap::new());
+        assert!(e.set("b", true).unwrap());
+        assert!(e.is_enabled("b"));
+        let (added, _) = state.load_added_accounts().unwrap();
+        assert!(added.accounts.iter().any(|a| a.id == "b" && a.enabled));
+        assert_eq!(
+            std::fs::read_to_string(state.config_file()).unwrap(),
+            config,
+            "glovebox.yaml is not touched"
+        );
+        let err = e.set("nobody", true).unwrap_err().to_string();
+        assert!(err.contains("accounts.yaml"), "{err}");
     }
 }
