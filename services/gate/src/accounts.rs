@@ -128,6 +128,18 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
             ));
         }
     }
+    // The owner approves what the agent asks; an agent running as its own approver could answer
+    // its own asks (its jobs reach the approve socket as the owner's uid).
+    if facts.system
+        && let (Some(run_as), Some(owner)) = (&facts.run_as, &facts.owner)
+        && run_as.uid == owner.uid
+    {
+        return no(format!(
+            "run_as {:?} and owner {:?} are the same user: in system mode the agent's user must not \
+             be the one who approves its asks",
+            request.run_as, request.owner
+        ));
+    }
     if !facts.system
         && facts.own_uid != 0
         && let Some(user) = &facts.run_as
@@ -485,6 +497,41 @@ mod tests {
                     f.run_as = user(1002);
                 },
                 Some("owner is required"),
+            ),
+            (
+                "system mode, run_as the owner",
+                |r, f| {
+                    f.system = true;
+                    f.own_uid = 0;
+                    r.run_as = "alice".into();
+                    f.run_as = user(1000);
+                    r.owner = "alice".into();
+                    f.owner = user(1000);
+                },
+                Some("the same user"),
+            ),
+            (
+                "system mode, run_as another name of the owner's uid",
+                |r, f| {
+                    f.system = true;
+                    f.own_uid = 0;
+                    r.run_as = "alias".into();
+                    f.run_as = user(1000);
+                    r.owner = "alice".into();
+                    f.owner = user(1000);
+                },
+                Some("the same user"),
+            ),
+            (
+                "user mode, run_as the owner",
+                |r, f| {
+                    f.own_uid = 0;
+                    r.run_as = "alice".into();
+                    f.run_as = user(1000);
+                    r.owner = "alice".into();
+                    f.owner = user(1000);
+                },
+                None,
             ),
             (
                 "system mode with both",

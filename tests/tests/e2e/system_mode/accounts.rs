@@ -3,7 +3,8 @@
 //! --system`, over the approve socket, known by its uid), never from the state; another user
 //! cannot add an account; and from inside an approved job of one account, the other's token and
 //! the admin socket stay out of reach. The gate takes every change (add, set-workdir, remove)
-//! without restarting and refuses a removed account's executor credential at once.
+//! without restarting, refuses a removed account's executor credential at once, and refuses an
+//! account whose agent user is its own approver.
 
 use super::*;
 
@@ -139,6 +140,28 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
         ..Default::default()
     });
     let gate = s.pid_of("gate", None);
+    // An agent user that is its own approver is refused, and nothing is written.
+    let both = TestUser::new("b");
+    let work = s.root.join("work-same");
+    std::fs::create_dir(&work).unwrap();
+    let out = as_root(
+        &s,
+        &[
+            "account",
+            "add",
+            "same",
+            "--workdir",
+            work.to_str().unwrap(),
+            "--run-as",
+            &both.name,
+            "--owner",
+            &both.name,
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the same user"), "{err}");
+    assert!(!s.state.join("accounts.yaml").exists());
     let (c, d) = (add(&s, "c"), add(&s, "d"));
     let (token_c, token_d) = (own_token(&s, &c), own_token(&s, &d));
     assert_ne!(token_c, token_d);
