@@ -134,13 +134,13 @@ mod tests {
         std::fs::create_dir_all(state.account_dir("b")).unwrap();
         std::fs::write(state.mcp_json_file("b"), r#"{"mcpServers": {}}"#).unwrap();
         let packs = PackState::new(state.clone(), ["a".to_owned()]);
-        let mut a = packs.follow("a").unwrap();
+        let a = packs.follow("a").unwrap();
         packs.set_accounts(&["b".to_owned()]);
         assert!(a.has_changed().is_err(), "a's follower is told it ended");
         assert!(packs.follow("a").is_none());
         assert!(packs.follow("b").unwrap().borrow().exists);
         // Kept accounts keep their followers.
-        let mut b = packs.follow("b").unwrap();
+        let b = packs.follow("b").unwrap();
         packs.set_accounts(&["b".to_owned(), "c".to_owned()]);
         assert!(!b.has_changed().unwrap());
         assert!(packs.follow("c").is_some());
