@@ -555,8 +555,9 @@ pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
 }
 
 /// `glovebox enable|disable`: switches an account's tools through the running gate (which owns
-/// `enabled` in `glovebox.yaml`, judges it and audits the switch). When glovebox is stopped (no
-/// gate to ask, and its lock free), the file is edited directly; the gate reads it at start.
+/// `enabled` in `glovebox.yaml` and `accounts.yaml`, judges it and audits the switch). When
+/// glovebox is stopped (no gate to ask, and its lock free), `glovebox.yaml` is edited directly
+/// (the gate reads it at start); an account added at run time is switched only through the gate.
 pub async fn set_enabled(
     state_dir: &Path,
     account: Option<String>,
@@ -565,7 +566,8 @@ pub async fn set_enabled(
     use glovebox_proto::transport::handover::{peer, socket};
     use glovebox_proto::v1::{SetEnabledRequest, gate_admin_client::GateAdminClient};
     let state = StateDir::new(state_dir);
-    let config = state.load_config()?;
+    // glovebox.yaml's accounts and those added at run time (accounts.yaml), switched alike.
+    let config = state.load_merged_config()?;
     let account = match account {
         Some(a) => a,
         None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
@@ -574,8 +576,9 @@ pub async fn set_enabled(
     let account = account.as_str();
     anyhow::ensure!(
         config.account(account).is_some(),
-        "no account {account:?} in {}",
-        state.config_file().display()
+        "no account {account:?} in {} or {}",
+        state.config_file().display(),
+        state.added_accounts_file().display()
     );
     let keys = crate::control_keys(&state)?;
     let mut admin = GateAdminClient::new(glovebox_proto::transport::authenticated_channel(
@@ -596,9 +599,13 @@ pub async fn set_enabled(
             let _stopped = crate::supervisor::lock(&state)
                 .context("the gate is not reachable, yet glovebox seems to be running")?;
             let mut raw = state.load_raw_config()?;
-            if let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) {
-                entry.enabled = enabled;
-            }
+            let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
+                // accounts.yaml has one writer, the gate.
+                anyhow::bail!(
+                    "account {account:?} was added at run time: start glovebox to switch it"
+                );
+            };
+            entry.enabled = enabled;
             state.save_raw_config(&raw)?;
         }
         Err(status) => anyhow::bail!("{}", status.message()),

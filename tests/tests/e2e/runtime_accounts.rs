@@ -397,22 +397,21 @@ async fn an_added_account_moves_and_gains_and_loses_roots_at_run_time() {
     );
 }
 
-/// Calls `file_list` as `client` until `stop` is set; returns each result.
+/// Calls `file_list` as `client` until `stop` is set; returns each result with when it came.
 fn call_continuously(
     mut client: Client,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> tokio::task::JoinHandle<Vec<serde_json::Value>> {
+) -> tokio::task::JoinHandle<Vec<(Instant, serde_json::Value)>> {
     tokio::spawn(async move {
         let mut results = Vec::new();
         for n in 0.. {
             if stop.load(std::sync::atomic::Ordering::SeqCst) {
                 break;
             }
-            results.push(
-                client
-                    .invoke(&format!("steady-{n}"), "file_list", json!({"path": "."}))
-                    .await,
-            );
+            let result = client
+                .invoke(&format!("steady-{n}"), "file_list", json!({"path": "."}))
+                .await;
+            results.push((Instant::now(), result));
         }
         results
     })
@@ -448,6 +447,7 @@ async fn the_gate_takes_account_changes_without_restarting() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let steady = call_continuously(g.connect("agent").await, stop.clone());
 
+    let add_started = Instant::now();
     let (code, out, err) = g.run_cli(&[
         "account",
         "add",
@@ -457,6 +457,7 @@ async fn the_gate_takes_account_changes_without_restarting() {
         "--enabled",
     ]);
     assert_eq!(code, 0, "{out}{err}");
+    let added_in = add_started.elapsed();
     assert_eq!(
         g.service_pids("gate"),
         gate,
@@ -497,8 +498,10 @@ async fn the_gate_takes_account_changes_without_restarting() {
     // connection opened now stays open through the removal.
     let executor = g.channel_as("audit.sock", socket::AUDIT, "executor:live");
     append_as(&executor, "live").await.unwrap();
+    let remove_started = Instant::now();
     let (code, out, err) = g.run_cli(&["account", "remove", "live"]);
     assert_eq!(code, 0, "{out}{err}");
+    let removed_in = remove_started.elapsed();
     assert_eq!(
         g.service_pids("gate"),
         gate,
@@ -520,8 +523,67 @@ async fn the_gate_takes_account_changes_without_restarting() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let results = steady.await.unwrap();
     assert!(results.len() >= 3, "{} calls", results.len());
-    for r in &results {
+    for (_, r) in &results {
         expect_ok(r);
     }
+    // Calls were answered while each change was being applied, not only around them.
+    for (what, from, took) in [
+        ("add", add_started, added_in),
+        ("remove", remove_started, removed_in),
+    ] {
+        assert!(
+            results
+                .iter()
+                .any(|(at, _)| *at > from && *at < from + took),
+            "no call of the first account was answered during {what}"
+        );
+    }
+    assert_eq!(g.service_pids("gate"), gate);
+    eprintln!(
+        "figures: account add returned in {added_in:?}, remove in {removed_in:?}; \
+         {} calls of the first account meanwhile, all ok",
+        results.len()
+    );
+}
+
+#[tokio::test]
+async fn an_added_account_is_switched_on_and_off_with_glovebox_enable() {
+    let g = Glovebox::start();
+    let gate = g.service_pids("gate");
+    let work = workdir(&g, "work-switch");
+    let (code, out, err) =
+        g.run_cli(&["account", "add", "sw", "--workdir", work.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut agent = connect_when_accepted(&g, &token_in(&g.state, "sw")).await;
+    let off = invoke_when_available(&mut agent, "file_list", json!({"path": "."})).await;
+    assert_eq!(
+        glovebox_e2e::expect_error(&off, "denied")["rule"],
+        "enablement"
+    );
+
+    let (code, out, err) = g.run_cli(&["enable", "--account", "sw"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // On the open connection, at the next call; written to accounts.yaml, not glovebox.yaml.
+    expect_ok(&agent.invoke("on", "file_list", json!({"path": "."})).await);
+    let added = std::fs::read_to_string(g.state.join("accounts.yaml")).unwrap();
+    assert!(added.contains("enabled: true"), "{added}");
+    let config = std::fs::read_to_string(g.state.join("glovebox.yaml")).unwrap();
+    assert!(!config.contains("sw"), "{config}");
+
+    let (code, out, err) = g.run_cli(&["disable", "--account", "sw"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let off = agent.invoke("off", "file_list", json!({"path": "."})).await;
+    assert_eq!(
+        glovebox_e2e::expect_error(&off, "denied")["rule"],
+        "enablement"
+    );
+    let pool = g.audit_pool().await;
+    let switches: Vec<String> = sqlx::query_scalar(
+        "SELECT outcome FROM events WHERE kind = 'enablement' AND account = 'sw' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(switches, ["enabled", "disabled"]);
     assert_eq!(g.service_pids("gate"), gate);
 }
