@@ -161,7 +161,13 @@ async fn update(
 ) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let socket = state.executor_socket(&request.id);
-    let inode = |p: &std::path::Path| std::fs::symlink_metadata(p).map(|m| m.ino()).ok();
+    // A new socket, not the same file: its inode alone is not enough, a file system reuses the
+    // number of the one just removed; its change time (nanoseconds) tells them apart.
+    let inode = |p: &std::path::Path| {
+        std::fs::symlink_metadata(p)
+            .map(|m| (m.ino(), m.ctime(), m.ctime_nsec()))
+            .ok()
+    };
     let before = inode(&socket);
     let id = request.id.clone();
     let r = gate

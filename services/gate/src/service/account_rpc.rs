@@ -254,6 +254,7 @@ mod tests {
                 [("alice".to_owned(), true)].into(),
             ),
             packs: crate::packs::PackState::new(state.clone(), ["alice".to_owned()]),
+            audit_access: Default::default(),
             state_dir: state,
         });
         let service = AccountAdminService::new(gate);
