@@ -111,6 +111,11 @@ impl App {
                 .0
                 .iter()
                 .any(|(account, owner)| *owner == uid && *account == who.account),
+            auth::Proof::Administrator => self
+                .owners()
+                .0
+                .iter()
+                .any(|(account, _)| *account == who.account),
         }
     }
 

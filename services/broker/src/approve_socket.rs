@@ -41,6 +41,27 @@ impl Owners {
     }
 }
 
+/// Who a connection by `uid` approves for, and its proof: the account's owner, or root, the
+/// machine's administrator, who may open any account it names (never choosing one for it) —
+/// root can read any credential on the machine anyway, so this grants nothing new, and it is
+/// audited. Agent tokens are for owners only ([`choose`]).
+pub fn approver_of(
+    owners: &Owners,
+    uid: u32,
+    named: Option<&str>,
+) -> Result<(String, Proof), String> {
+    match (uid, named) {
+        (0, Some(a)) if owners.0.iter().any(|(account, _)| account == a) => {
+            Ok((a.to_owned(), Proof::Administrator))
+        }
+        (0, Some(a)) => Err(format!("no account {a:?}")),
+        (0, None) => {
+            Err("root owns no account: as the administrator, name one with --account".to_owned())
+        }
+        _ => choose(owners, uid, named).map(|account| (account, Proof::Owner(uid))),
+    }
+}
+
 /// The peer of one connection on the approve socket.
 #[derive(Debug, Clone, Copy)]
 struct PeerUid(u32);
@@ -113,18 +134,22 @@ async fn upgrade(
     ws: WebSocketUpgrade,
 ) -> Response {
     let owners = app.owners();
-    let account = match choose(&owners, uid, query.get("account").map(String::as_str)) {
-        Ok(account) => account,
+    let (account, proof) = match approver_of(&owners, uid, query.get("account").map(String::as_str))
+    {
+        Ok(chosen) => chosen,
         Err(why) => {
             audit_refusal(&app, uid, query.get("account"), &why).await;
             return (http::StatusCode::FORBIDDEN, format!("{why}\n")).into_response();
         }
     };
     tracing::info!(%account, uid, "approver connected on the approve socket");
+    if proof == Proof::Administrator {
+        audit_administrator(&app, &account).await;
+    }
     let who = Authenticated {
         account,
         role: Role::Approver,
-        proof: Proof::Owner(uid),
+        proof,
     };
     ws.on_upgrade(move |socket| {
         crate::connection::serve(app, who, Profile::Desktop, socket, Entry::Credential)
@@ -178,6 +203,27 @@ async fn agent_token(
             };
             (code, format!("{}\n", status.message())).into_response()
         }
+    }
+}
+
+/// Records that root opened an account it does not own as its approver.
+async fn audit_administrator(app: &App, account: &str) {
+    let event = AuditEvent {
+        account: account.to_owned(),
+        source: "broker".into(),
+        kind: "auth".into(),
+        outcome: "administrator".into(),
+        reason: "approve socket: peer uid 0 (root) opened the account as its approver".into(),
+        ..Default::default()
+    };
+    if let Err(status) = app
+        .backends
+        .audit
+        .clone()
+        .append(crate::backends::request(event))
+        .await
+    {
+        tracing::error!(error = %status.message(), "could not send the audit event to the gate");
     }
 }
 
@@ -235,5 +281,29 @@ mod tests {
             choose(&owners, 0, None).is_err(),
             "root owns nothing by default"
         );
+    }
+
+    #[test]
+    fn root_opens_any_account_it_names_as_the_administrator_and_only_that() {
+        let owners = Owners(vec![("a".into(), 1001), ("b".into(), 1002)]);
+        assert_eq!(
+            approver_of(&owners, 0, Some("b")),
+            Ok(("b".into(), Proof::Administrator))
+        );
+        assert!(
+            approver_of(&owners, 0, None).is_err(),
+            "never chosen for root"
+        );
+        assert!(approver_of(&owners, 0, Some("zz")).is_err());
+        assert_eq!(
+            approver_of(&owners, 1001, None),
+            Ok(("a".into(), Proof::Owner(1001)))
+        );
+        assert!(
+            approver_of(&owners, 1001, Some("b")).is_err(),
+            "an owner is no administrator"
+        );
+        // Agent tokens stay the owners': root is refused there.
+        assert!(choose(&owners, 0, Some("a")).is_err());
     }
 }

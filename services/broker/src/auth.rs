@@ -38,6 +38,9 @@ pub enum Proof {
     /// System mode: the kernel's word that the peer is this uid, the account's owner; valid while
     /// that uid owns the account (`App::still_authorized`).
     Owner(u32),
+    /// System mode: the kernel's word that the peer is root, the machine's administrator, who
+    /// named the account; valid while the account exists.
+    Administrator,
 }
 
 /// Known token hashes, with the account and role each authenticates.

@@ -1,6 +1,7 @@
 //! The web console in system mode: `glovebox console --system`, run by an account's owner, mints
 //! a login link over the approve socket — the session stands for that OS user, with no token
-//! read — and nobody else's run of it does; the link works once; the session is an approver
+//! read — and nobody else's run of it does (root, the administrator, may open an account it
+//! names, audited); the link works once; the session is an approver
 //! connection of the owner's account; and it ends, with the owner's open console page and
 //! `glovebox approve`, when the owner no longer owns the account.
 
@@ -147,6 +148,47 @@ async fn an_owner_signs_in_to_the_console_as_themselves_and_nobody_else_can() {
     assert_eq!(page_status(&s, &cookie).await, 200);
     assert_eq!(page_status(&s, "not-a-session").await, 401);
     assert_eq!(session_socket(&s, &cookie).await.hello_ok["account"], "a");
+
+    // Root, the administrator, opens an account it names (never one chosen for it), audited;
+    // an agent token stays the owner's.
+    let out = Command::new(glovebox_bin())
+        .args(["console", "--system", "--account", "b", "--runtime-dir"])
+        .arg(&s.runtime)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let link = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let (status, cookie) = redeem(&s, &link).await;
+    assert_eq!(status, 303);
+    let cookie = cookie.expect("a session cookie");
+    assert_eq!(session_socket(&s, &cookie).await.hello_ok["account"], "b");
+    let reasons = s.audit_reasons().await;
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("peer uid 0 (root) opened the account as its approver")),
+        "{reasons:?}"
+    );
+    let out = Command::new(glovebox_bin())
+        .args([
+            "token",
+            "show",
+            "--system",
+            "--account",
+            "b",
+            "--runtime-dir",
+        ])
+        .arg(&s.runtime)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "root reads no agent token here");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&b.token));
 }
 
 #[tokio::test]

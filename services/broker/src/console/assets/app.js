@@ -412,9 +412,15 @@
   const overview = { enabled: true, sandbox_enabled: true, confined: false };
   let active = false;
 
+  // Reads run side by side at the broker and may answer out of order: only the latest one asked
+  // is shown, so a read sent before a switch cannot undo what the switch showed.
+  let overviewAsked = 0;
   async function refreshOverview() {
+    const mine = ++overviewAsked;
     try {
-      Object.assign(overview, await manage({ name: "overview" }));
+      const read = await manage({ name: "overview" });
+      if (mine !== overviewAsked) return;
+      Object.assign(overview, read);
       setActive(overview.active);
       renderOverview();
     } catch (e) { toast(`Could not read the account: ${e.message}`); }
