@@ -109,6 +109,7 @@ async fn main() {
             .execute(ExecuteRequest {
                 call: Some(call),
                 ticket: decided.ticket,
+                ..Default::default()
             })
             .await
             .unwrap()
