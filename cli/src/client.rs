@@ -92,19 +92,20 @@ pub fn target(
 impl Target {
     /// The broker's HTTP origin (`http://127.0.0.1:7420`), from its WebSocket URL.
     pub fn http_origin(&self) -> anyhow::Result<String> {
-        let (scheme, rest) = if let Some(rest) = self.url.strip_prefix("ws://") {
+        Target::origin_of(&self.url)
+    }
+
+    /// The HTTP origin of a broker's WebSocket URL.
+    pub fn origin_of(url: &str) -> anyhow::Result<String> {
+        let (scheme, rest) = if let Some(rest) = url.strip_prefix("ws://") {
             ("http", rest)
-        } else if let Some(rest) = self.url.strip_prefix("wss://") {
+        } else if let Some(rest) = url.strip_prefix("wss://") {
             ("https", rest)
         } else {
-            anyhow::bail!("the broker URL {} is not a ws:// URL", self.url);
+            anyhow::bail!("the broker URL {url} is not a ws:// URL");
         };
         let authority = rest.split('/').next().unwrap_or_default();
-        anyhow::ensure!(
-            !authority.is_empty(),
-            "the broker URL {} has no host",
-            self.url
-        );
+        anyhow::ensure!(!authority.is_empty(), "the broker URL {url} has no host");
         Ok(format!("{scheme}://{authority}"))
     }
 }
@@ -242,6 +243,17 @@ pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
 /// tells the broker who is connecting: this user is the approver of the account they own
 /// (`account` chooses when they own several). No token is read.
 pub async fn approve_system(socket: &Path, account: Option<&str>) -> anyhow::Result<ExitCode> {
+    let (socket, account) = connect_system(socket, account).await?;
+    eprintln!("approving for account {account}");
+    approve_on(socket).await
+}
+
+/// An approver connection over system mode's approve socket, as the user running this (the
+/// owner of `account`, or of the only account it owns), past hello; and the account's id.
+pub async fn connect_system(
+    socket: &Path,
+    account: Option<&str>,
+) -> anyhow::Result<(Ws<tokio::net::UnixStream>, String)> {
     let stream = tokio::net::UnixStream::connect(socket)
         .await
         .with_context(|| {
@@ -275,10 +287,9 @@ pub async fn approve_system(socket: &Path, account: Option<&str>) -> anyhow::Res
     )
     .await?;
     match next_frame(&mut socket).await? {
-        ServerFrame::HelloOk { account, .. } => eprintln!("approving for account {account}"),
+        ServerFrame::HelloOk { account, .. } => Ok((socket, account)),
         other => anyhow::bail!("unexpected answer to hello: {other:?}"),
     }
-    approve_on(socket).await
 }
 
 async fn approve_on<S: Stream>(mut socket: Ws<S>) -> anyhow::Result<ExitCode> {

@@ -1,14 +1,17 @@
 //! `glovebox console`: a one-time login link to the web console the broker serves. The link is
 //! minted over an approver connection made with the account's approver credential (the same
 //! credential `glovebox approve` reads), so only whoever may approve for the account can open a
-//! console for it. It is printed on stdout, alone on its line, and with `--open` handed to the
-//! desktop's browser; it works once, within a minute.
+//! console for it; in system mode (`--system`) over the approve socket, so the link stands for
+//! the OS user who ran it, the account's owner, and no token is read. It is printed on stdout,
+//! alone on its line, and with `--open` handed to the desktop's browser; it works once, within a
+//! minute.
 
+use glovebox_config::StateDir;
 use std::process::{Command, ExitCode, Stdio};
 
 use glovebox_proto::ws::{ClientFrame, Role, ServerFrame};
 
-use crate::client::{self, Target};
+use crate::client::{self, Stream, Target, Ws};
 
 /// Mints a login link for the target's account and prints it (and opens it with `browser`, or
 /// `xdg-open` when none is set, if `open`).
@@ -18,11 +21,42 @@ pub async fn console(
     browser: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let origin = target.http_origin()?;
-    let (mut socket, hello_ok) = client::connect_with_hello(target, Role::Approver).await?;
+    let (socket, hello_ok) = client::connect_with_hello(target, Role::Approver).await?;
     let account = match &hello_ok {
         ServerFrame::HelloOk { account, .. } => account.clone(),
         _ => String::new(),
     };
+    mint(socket, &account, &origin, open, browser).await
+}
+
+/// System mode: the same, as the account's owner over the approve socket (`runtime` is the
+/// service's runtime layout: its approve socket, and `broker.url` for the page's address).
+pub async fn console_system(
+    runtime: &StateDir,
+    account: Option<&str>,
+    open: bool,
+    browser: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let url_file = runtime.broker_url_file();
+    let url = std::fs::read_to_string(&url_file).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {} ({e}): is the glovebox service running?",
+            url_file.display()
+        )
+    })?;
+    let origin = Target::origin_of(url.trim())?;
+    let (socket, account) = client::connect_system(&runtime.approve_socket(), account).await?;
+    mint(socket, &account, &origin, open, browser).await
+}
+
+/// Asks the broker for a login link on an approver connection and hands it out.
+async fn mint<S: Stream>(
+    mut socket: Ws<S>,
+    account: &str,
+    origin: &str,
+    open: bool,
+    browser: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     client::send_frame(&mut socket, &ClientFrame::ConsoleLogin {}).await?;
     let (path, expires_in_ms) = loop {
         match client::next_frame(&mut socket).await? {

@@ -158,6 +158,13 @@ enum Command {
         /// Also open the link in the desktop's browser ($BROWSER, or xdg-open).
         #[arg(long)]
         open: bool,
+        /// System mode: the link is for you, the account's owner, over the system service's
+        /// approve socket (no token: the kernel tells glovebox who you are).
+        #[arg(long)]
+        system: bool,
+        /// System mode: the runtime directory (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
     },
     /// Switch an account's tools on (its agents see and may call them, through the gate).
     Enable {
@@ -787,7 +794,27 @@ async fn dispatch(
         Command::Approve { client, .. } => {
             client::approve(&env.target(client, Role::Approver)?).await
         }
-        Command::Console { client, open } => {
+        Command::Console {
+            client,
+            open,
+            system: true,
+            runtime_dir,
+        } => {
+            let runtime = env.absolute(
+                runtime_dir.unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
+            );
+            let layout = glovebox_config::StateDir::system("/", &runtime, "/");
+            let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
+            // Only the runtime directory matters here; the state is the service's.
+            console_cmd::console_system(
+                &layout,
+                client.account.as_deref(),
+                open,
+                browser.map(|(_, v)| v.as_str()),
+            )
+            .await
+        }
+        Command::Console { client, open, .. } => {
             let target = env.target(client, Role::Approver)?;
             let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
             console_cmd::console(&target, open, browser.map(|(_, v)| v.as_str())).await

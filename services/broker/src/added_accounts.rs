@@ -2,7 +2,8 @@
 //! [`AccountsUpdate`] line on the broker's stdin per change): their credentials join the
 //! table `auth` authenticates with, and their executors and pack hosts the backends. An account
 //! an update no longer names is gone at once: its tokens are refused, its connections close (they
-//! wait on `auth::revoked`), and no call reaches its executor.
+//! wait on `App::unauthorized`: its owner's approve-socket and console connections too), and no
+//! call reaches its executor.
 
 use std::sync::Weak;
 

@@ -30,6 +30,8 @@ pub struct App {
     /// Who holds the client sockets (see `admission`).
     pub admission: Arc<Admission>,
     pub health: health::Probes,
+    /// System mode: each account of `glovebox.yaml` and its owner's uid, as the broker started.
+    pub started_owners: crate::approve_socket::Owners,
     /// System mode: each account added at run time and its owner's uid (the approve socket's
     /// owners besides those it was started with).
     pub added_owners: std::sync::RwLock<Vec<(String, u32)>>,
@@ -74,8 +76,51 @@ impl App {
             next_conn: AtomicU64::new(1),
             admission: Admission::new(pools),
             health: health::Probes::default(),
+            started_owners: Default::default(),
             added_owners: Default::default(),
             config,
         })
+    }
+
+    /// System mode: every account with an owner and its owner's uid, those added since the start
+    /// included (empty in user mode).
+    pub fn owners(&self) -> crate::approve_socket::Owners {
+        let mut all = self.started_owners.0.clone();
+        all.extend(
+            self.added_owners
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned(),
+        );
+        crate::approve_socket::Owners(all)
+    }
+
+    /// Whether `who` is still who it proved to be: its token is still in the table, or its uid
+    /// still owns the account (an account removed or given to another owner ends it).
+    pub fn still_authorized(&self, who: &auth::Authenticated) -> bool {
+        self.authorized_by(&self.credentials.table(), who)
+    }
+
+    /// [`App::still_authorized`] against this token table.
+    fn authorized_by(&self, table: &auth::TokenTable, who: &auth::Authenticated) -> bool {
+        match who.proof {
+            auth::Proof::Token(_) => table.still_valid(who),
+            auth::Proof::Owner(uid) => self
+                .owners()
+                .0
+                .iter()
+                .any(|(account, owner)| *owner == uid && *account == who.account),
+        }
+    }
+
+    /// Completes when `who` is no longer authorized ([`App::still_authorized`]). Every change of
+    /// either tokens or owners publishes a new token table (an accounts update sets the owners
+    /// first), so waiting on the table sees both.
+    pub async fn unauthorized(self: Arc<Self>, who: auth::Authenticated) {
+        let mut tables = self.credentials.subscribe();
+        let _ = tables
+            .wait_for(|table| !self.authorized_by(table, &who))
+            .await;
     }
 }

@@ -19,7 +19,7 @@ use tokio::net::UnixListener;
 use tower::ServiceExt;
 
 use crate::app::App;
-use crate::auth::Authenticated;
+use crate::auth::{Authenticated, Proof};
 use crate::connection::Entry;
 use crate::profiles::Profile;
 use glovebox_proto::v1::AuditEvent;
@@ -66,14 +66,12 @@ pub fn choose(owners: &Owners, uid: u32, named: Option<&str>) -> Result<String, 
 pub async fn serve(
     listener: UnixListener,
     app: Arc<App>,
-    owners: Owners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let owners = Arc::new(owners);
     let router = axum::Router::new()
         .route("/v1/ws", get(upgrade))
         .route("/v1/token", get(agent_token))
-        .with_state((app.clone(), owners));
+        .with_state(app.clone());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -107,12 +105,12 @@ pub async fn serve(
 }
 
 async fn upgrade(
-    State((app, owners)): State<(Arc<App>, Arc<Owners>)>,
+    State(app): State<Arc<App>>,
     Extension(PeerUid(uid)): Extension<PeerUid>,
     Query(query): Query<HashMap<String, String>>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let owners = with_added(&app, &owners);
+    let owners = app.owners();
     let account = match choose(&owners, uid, query.get("account").map(String::as_str)) {
         Ok(account) => account,
         Err(why) => {
@@ -124,35 +122,20 @@ async fn upgrade(
     let who = Authenticated {
         account,
         role: Role::Approver,
-        // Never a token's: nothing in the token table matches it (and `Entry::Peer` never
-        // looks for it there).
-        token_hash: [0; 32],
+        proof: Proof::Owner(uid),
     };
     ws.on_upgrade(move |socket| {
-        crate::connection::serve(app, who, Profile::Desktop, socket, Entry::Peer)
+        crate::connection::serve(app, who, Profile::Desktop, socket, Entry::Credential)
     })
-}
-
-/// The owners the broker started with and those of the accounts added since.
-fn with_added(app: &App, owners: &Owners) -> Owners {
-    let mut all = owners.0.clone();
-    all.extend(
-        app.added_owners
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned(),
-    );
-    Owners(all)
 }
 
 /// `GET /v1/token[?account=ID]`: the agent token of the account the peer owns, as plain text.
 async fn agent_token(
-    State((app, owners)): State<(Arc<App>, Arc<Owners>)>,
+    State(app): State<Arc<App>>,
     Extension(PeerUid(uid)): Extension<PeerUid>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let owners = with_added(&app, &owners);
+    let owners = app.owners();
     let account = match choose(&owners, uid, query.get("account").map(String::as_str)) {
         Ok(account) => account,
         Err(why) => {

@@ -20,14 +20,24 @@ use tokio::sync::watch;
 /// How often the broker looks at `glovebox.yaml` for rotated credentials.
 pub const FOLLOW_PERIOD: Duration = Duration::from_secs(1);
 
-/// Who a valid token says the caller is.
+/// Who a valid credential says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
     pub account: String,
     /// The only role this credential may take.
     pub role: Role,
-    /// The credential itself (its hash), to notice when it is revoked.
-    pub token_hash: [u8; 32],
+    /// How the caller proved it, to notice when that stops holding.
+    pub proof: Proof,
+}
+
+/// How a caller proved who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// A bearer token (its hash): valid while the token table holds it.
+    Token([u8; 32]),
+    /// System mode: the kernel's word that the peer is this uid, the account's owner; valid while
+    /// that uid owns the account (`App::still_authorized`).
+    Owner(u32),
 }
 
 /// Known token hashes, with the account and role each authenticates.
@@ -77,18 +87,22 @@ impl TokenTable {
                 found = Some(Authenticated {
                     account: account.clone(),
                     role: *role,
-                    token_hash: hash,
+                    proof: Proof::Token(hash),
                 });
             }
         }
         found
     }
 
-    /// Whether a credential (by its hash) still authenticates as `account` in `role`.
+    /// Whether a token credential (by its hash) still authenticates as `account` in `role`.
+    /// An owner's proof is no token's: never in this table.
     pub fn still_valid(&self, who: &Authenticated) -> bool {
+        let Proof::Token(hash) = who.proof else {
+            return false;
+        };
         self.entries
             .iter()
-            .any(|(h, a, r)| *h == who.token_hash && *a == who.account && *r == who.role)
+            .any(|(h, a, r)| *h == hash && *a == who.account && *r == who.role)
     }
 }
 
@@ -297,8 +311,17 @@ mod tests {
         )]);
         assert!(!rotated.still_valid(&alice));
         // The same token moved to another role or account is not the same credential.
-        let moved = TokenTable::new(vec![(alice.token_hash, "alice".into(), Role::Agent)]);
+        let Proof::Token(hash) = alice.proof else {
+            panic!("a token's proof")
+        };
+        let moved = TokenTable::new(vec![(hash, "alice".into(), Role::Agent)]);
         assert!(!moved.still_valid(&alice));
+        // An owner's proof is never a token's, whatever the table holds.
+        let owner = Authenticated {
+            proof: Proof::Owner(1000),
+            ..alice
+        };
+        assert!(!t.still_valid(&owner));
     }
 
     #[tokio::test]

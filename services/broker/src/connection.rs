@@ -55,14 +55,13 @@ type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>>;
 
 /// How a connection's credential reached the broker.
 pub enum Entry {
-    /// The credential itself (a bearer token).
+    /// The credential itself: a bearer token, or on system mode's approve socket the kernel's
+    /// word that the peer is the account's owner. The connection ends when the token is rotated
+    /// or the owner no longer owns the account.
     Credential,
     /// A web console session standing for an approver credential; the connection ends when the
     /// session does (logout, expiry), as when the credential is rotated.
     Console(Pin<Box<dyn Future<Output = ()> + Send>>),
-    /// System mode's approve socket: the kernel's peer uid is the account owner's, so there is no
-    /// token to revoke; the connection lasts until either end closes it.
-    Peer,
 }
 
 /// The upgrade of `/v1/ws`: authenticates the credential, reads the `profile` and `session`
@@ -128,15 +127,14 @@ pub async fn serve(
     socket: WebSocket,
     entry: Entry,
 ) {
-    let credential_revoked = crate::auth::revoked(app.credentials.subscribe(), who.clone());
-    let by_peer = matches!(entry, Entry::Peer);
+    // A token rotated or removed, or (on the approve socket) an owner no longer the account's.
+    let credential_revoked = app.clone().unauthorized(who.clone());
     let (console, session_ended) = match entry {
-        Entry::Credential | Entry::Peer => (false, None),
+        Entry::Credential => (false, None),
         Entry::Console(ended) => (true, Some(ended)),
     };
     let revoked = async move {
         match session_ended {
-            None if by_peer => std::future::pending::<()>().await,
             None => credential_revoked.await,
             Some(ended) => {
                 tokio::select! {

@@ -6,9 +6,11 @@
 //!
 //! Who may use it: whoever holds a login link, which `glovebox console` mints with the account's
 //! approver credential (`console_login` on an approver connection) and which works once, for a
-//! minute (`console/sessions.rs`). Using it sets a session cookie (`HttpOnly`, `SameSite=Strict`,
-//! path `/console`) that stands for that credential until logout, twelve hours, or the
-//! credential's rotation. Without a live session every route but the login answers 401 and says
+//! minute (`console/sessions.rs`); in system mode `glovebox console --system` mints it over the
+//! approve socket, so the credential is the OS user who ran it, the account's owner. Using it sets
+//! a session cookie (`HttpOnly`, `SameSite=Strict`, path `/console`) that stands for that
+//! credential until logout, twelve hours, or the credential's rotation (or the owner's loss of
+//! the account). Without a live session every route but the login answers 401 and says
 //! nothing about any account.
 //!
 //! A request that carries a token (`Authorization`, or a `bearer.` WebSocket subprotocol) gets
@@ -198,7 +200,7 @@ fn session(app: &App, headers: &HeaderMap) -> Option<sessions::Valid> {
     let value = cookie(headers)?;
     app.console
         .sessions
-        .session(value, &app.credentials.table(), Instant::now())
+        .session(value, |who| app.still_authorized(who), Instant::now())
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {
@@ -253,10 +255,10 @@ async fn login(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let token = query.get("t").map(String::as_str).unwrap_or_default();
-    let redeemed = app
-        .console
-        .sessions
-        .redeem(token, &app.credentials.table(), Instant::now());
+    let redeemed =
+        app.console
+            .sessions
+            .redeem(token, |who| app.still_authorized(who), Instant::now());
     let Some(value) = redeemed else {
         tracing::info!("a console login link was refused (unknown, used or expired)");
         return plain(

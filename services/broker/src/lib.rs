@@ -159,7 +159,12 @@ pub async fn run_with_approve(
             .iter()
             .map(|t| t.name().to_owned()),
     );
-    let app = Arc::new(app::App::new(config, open_files)?);
+    let mut app = app::App::new(config, open_files)?;
+    let approve = approve.map(|(listener, owners)| {
+        app.started_owners = owners;
+        listener
+    });
+    let app = Arc::new(app);
     let pools = app.admission.pools();
     tracing::info!(
         open_files,
@@ -183,11 +188,10 @@ pub async fn run_with_approve(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    if let Some((approve_listener, owners)) = approve {
+    if let Some(approve_listener) = approve {
         tokio::spawn(approve_socket::serve(
             approve_listener,
             app.clone(),
-            owners,
             stopped(stop_rx.clone()),
         ));
     }

@@ -1,6 +1,8 @@
 //! A pack server's stderr: copied to a bounded log file of its own (rotated once to `.1` when it
 //! reaches [`MAX_LOG_BYTES`], so at most twice that is kept), with its last [`TAIL_BYTES`] kept
-//! in memory for the pack's error when it fails to start or exits. Never glovebox's own log.
+//! in memory for the pack's error when it fails to start or exits. The server is not trusted: the
+//! tail is shown only with secrets masked (`glovebox_redact`) and without the partial line its
+//! bound cut, since the error reaches glovebox's log, the console and the agent.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,20 +17,37 @@ pub const TAIL_BYTES: usize = 1024;
 
 /// The last bytes a pack wrote to stderr.
 #[derive(Debug, Clone, Default)]
-pub struct Tail(Arc<Mutex<Vec<u8>>>);
+pub struct Tail(Arc<Mutex<Kept>>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    /// Whether earlier bytes were dropped (the first line kept may be the end of a longer one).
+    cut: bool,
+}
 
 impl Tail {
     fn push(&self, bytes: &[u8]) {
-        let mut tail = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        tail.extend_from_slice(bytes);
-        let excess = tail.len().saturating_sub(TAIL_BYTES);
-        tail.drain(..excess);
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.bytes.extend_from_slice(bytes);
+        let excess = kept.bytes.len().saturating_sub(TAIL_BYTES);
+        if excess > 0 {
+            kept.bytes.drain(..excess);
+            kept.cut = true;
+        }
     }
 
-    /// The tail as text (its last lines), empty if the pack wrote nothing.
+    /// The tail as text (its last whole lines, secrets masked), empty if the pack wrote nothing.
     pub fn text(&self) -> String {
-        let tail = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        String::from_utf8_lossy(&tail).trim().to_owned()
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let text = String::from_utf8_lossy(&kept.bytes);
+        let whole = if kept.cut {
+            // A secret cut in two would no longer look like one: its half line goes.
+            text.split_once('\n').map_or("", |(_, rest)| rest)
+        } else {
+            &text
+        };
+        glovebox_redact::mask_command(whole.trim())
     }
 }
 
@@ -89,6 +108,26 @@ mod tests {
         assert!(text.ends_with("last line"), "{text}");
         assert!(!text.contains("first"), "{text}");
         assert!(text.len() <= TAIL_BYTES);
+    }
+
+    #[test]
+    fn the_tail_masks_secrets_and_drops_the_line_its_bound_cut() {
+        let t = Tail::default();
+        t.push(b"connecting to postgres://app:hunter2@db/prod\n");
+        t.push(b"error: API_KEY=sk-live-4f9a8b7c6d5e4f3a2b1c rejected\n");
+        let text = t.text();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("sk-live"), "{text}");
+        assert!(text.contains("postgres://app:****@db/prod"), "{text}");
+        assert!(text.contains("rejected"), "{text}");
+
+        // A long line cut by the bound: its end (`abcdef…` below) is not shown, whole lines are.
+        let t = Tail::default();
+        let mut long = b"token ".to_vec();
+        long.extend(std::iter::repeat_n(b'a', TAIL_BYTES));
+        long.extend_from_slice(b"b1c2\nstill failing\n");
+        t.push(&long);
+        assert_eq!(t.text(), "still failing");
     }
 
     #[tokio::test]

@@ -5,8 +5,8 @@
 //! Modes: `good`, `liar` (a tool list with colliding, invalid and duplicate names and a
 //! poisonous schema), `garbage` (answers initialize with bytes that are not JSON), `flood` (a
 //! 64 MiB line at initialize), `mute` (never answers initialize), `die` (exits at initialize),
-//! `shout` (writes [`HOSTILE_STDERR`], markup meant to run in a page, to stderr and exits at
-//! initialize).
+//! `shout` (writes [`HOSTILE_STDERR`], markup meant to run in a page, and [`SECRET_STDERR`], a
+//! line with a credential in it, to stderr and exits at initialize).
 //!
 //! `shield` makes the server ignore SIGTERM and start a `sleep` in a process group of its own
 //! (its pid is the answer), as a server that means to outlive glovebox would.
@@ -24,6 +24,10 @@ use serde_json::{Value, json};
 /// pack's error as HTML.
 pub const HOSTILE_STDERR: &str =
     "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>shout-marker";
+
+/// The secret `shout` prints after its markup, as a server that fails with its credential in a
+/// connection string would: it must reach no log, console or agent.
+pub const SECRET_STDERR: &str = "could not connect to postgres://app:shout-secret-0451@db/prod";
 
 fn tool(name: &str, read_only: bool, properties: Value) -> Value {
     json!({
@@ -191,6 +195,7 @@ fn main() {
                 "die" => std::process::exit(1),
                 "shout" => {
                     eprintln!("{HOSTILE_STDERR}");
+                    eprintln!("{SECRET_STDERR}");
                     std::process::exit(1)
                 }
                 _ => json!({

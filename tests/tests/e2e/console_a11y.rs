@@ -102,5 +102,16 @@ async fn every_main_screen_passes_axe_and_tab_reaches_every_control_in_order() {
     check_screen(&mut page, "account, narrow").await;
     open(&mut page, "packs", packs_ready).await;
     page.screenshot("packs-narrow").await;
+    assert_eq!(
+        page.eval(
+            "(() => { const r = document.querySelector('#panel-packs .scroll'); \
+             const cell = document.querySelector('#packs tr.pack td.pack-state'); \
+             return [r.scrollWidth <= r.clientWidth, \
+                     getComputedStyle(cell, '::before').content]; })()"
+        )
+        .await,
+        json!([true, "\"State: \""]),
+        "at 420 px each pack is a card of labelled lines, not a row to scroll sideways"
+    );
     check_screen(&mut page, "packs, narrow").await;
 }

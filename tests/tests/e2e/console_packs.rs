@@ -88,6 +88,11 @@ async fn the_console_lists_packs_with_their_tools_and_a_failing_servers_error_as
             .contains("<img src=x onerror=\"window.__pwned=1\"><script>"),
         "the error is shown as the server wrote it: {message}"
     );
+    let message = message.as_str().unwrap_or_default();
+    assert!(
+        message.contains("postgres://app:****@db/prod") && !message.contains("shout-secret"),
+        "the server's credential is masked in its error: {message}"
+    );
     assert_eq!(
         page.eval(&cell("user", "resting", STATE)).await,
         json!("disabled")
@@ -104,6 +109,11 @@ async fn the_console_lists_packs_with_their_tools_and_a_failing_servers_error_as
         "nothing a server wrote ran"
     );
     page.screenshot("packs").await;
+    let log = g.stderr();
+    assert!(
+        log.contains("postgres://app:****@db/prod") && !log.contains("shout-secret"),
+        "glovebox's log names the failure without the server's credential"
+    );
 }
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 //! A login link is minted for an approver credential (over an approver connection that presented
 //! it: `glovebox console`), works once, within [`LOGIN_TTL`], and turns into a session: a random
 //! cookie value that stands for that same credential until logout, [`SESSION_TTL`], or the
-//! credential's rotation, whichever comes first. Only SHA-256 hashes of link tokens and cookie
+//! credential's rotation (in system mode, where the credential is the owner's uid: the account
+//! removed or given to another owner), whichever comes first. Only SHA-256 hashes of link tokens and cookie
 //! values are kept, so the table holds nothing that could be replayed. Everything is bounded, and
 //! time is passed in, so the rules are unit-tested without a clock.
 
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::auth::{Authenticated, TokenTable};
+use crate::auth::Authenticated;
 
 /// How long a login link works.
 pub const LOGIN_TTL: Duration = Duration::from_secs(60);
@@ -113,10 +114,15 @@ impl Sessions {
     /// Uses a login token (once: it is gone whatever happens next) and starts a session for its
     /// credential, if the token is known, fresh, and its credential still authenticates. Returns
     /// the session's cookie value.
-    pub fn redeem(&self, token: &str, table: &TokenTable, now: Instant) -> Option<String> {
+    pub fn redeem(
+        &self,
+        token: &str,
+        still_authorized: impl Fn(&Authenticated) -> bool,
+        now: Instant,
+    ) -> Option<String> {
         let mut inner = self.lock();
         let login = inner.logins.remove(&hash(token))?;
-        if login.expires <= now || !table.still_valid(&login.who) {
+        if login.expires <= now || !still_authorized(&login.who) {
             return None;
         }
         inner.sessions.retain(|_, s| s.expires > now);
@@ -142,12 +148,18 @@ impl Sessions {
     }
 
     /// The session a cookie value stands for, if it is live and its credential still
-    /// authenticates (a session whose credential was rotated ends here).
-    pub fn session(&self, cookie: &str, table: &TokenTable, now: Instant) -> Option<Valid> {
+    /// authenticates (a session whose token was rotated, or whose owner no longer owns the
+    /// account, ends here).
+    pub fn session(
+        &self,
+        cookie: &str,
+        still_authorized: impl Fn(&Authenticated) -> bool,
+        now: Instant,
+    ) -> Option<Valid> {
         let mut inner = self.lock();
         let key = hash(cookie);
         let s = inner.sessions.get(&key)?;
-        if s.expires <= now || !table.still_valid(&s.who) {
+        if s.expires <= now || !still_authorized(&s.who) {
             inner.sessions.remove(&key);
             return None;
         }
@@ -169,7 +181,12 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::TokenTable;
     use glovebox_proto::ws::Role;
+
+    fn valid(table: &TokenTable) -> impl Fn(&Authenticated) -> bool + '_ {
+        |who| table.still_valid(who)
+    }
 
     fn approver(token: &str) -> (TokenTable, Authenticated) {
         let table = TokenTable::new(vec![(hash(token), "alice".into(), Role::Approver)]);
@@ -184,19 +201,23 @@ mod tests {
         let t0 = Instant::now();
         let link = s.issue_login(who.clone(), t0).unwrap();
         assert_ne!(link, "approver-token");
-        let cookie = s.redeem(&link, &table, t0).unwrap();
+        let cookie = s.redeem(&link, valid(&table), t0).unwrap();
         assert_ne!(cookie, link);
-        assert_eq!(s.redeem(&link, &table, t0), None, "a second use fails");
-        assert_eq!(s.session(&cookie, &table, t0).unwrap().who, who);
+        assert_eq!(
+            s.redeem(&link, valid(&table), t0),
+            None,
+            "a second use fails"
+        );
+        assert_eq!(s.session(&cookie, valid(&table), t0).unwrap().who, who);
 
         let stale = s.issue_login(who.clone(), t0).unwrap();
-        assert_eq!(s.redeem(&stale, &table, t0 + LOGIN_TTL), None);
-        assert_eq!(s.redeem("not-a-link", &table, t0), None);
-        assert_eq!(s.redeem("", &table, t0), None);
+        assert_eq!(s.redeem(&stale, valid(&table), t0 + LOGIN_TTL), None);
+        assert_eq!(s.redeem("not-a-link", valid(&table), t0), None);
+        assert_eq!(s.redeem("", valid(&table), t0), None);
         // the cookie is not a login link, nor the link a cookie
-        assert_eq!(s.redeem(&cookie, &table, t0), None);
+        assert_eq!(s.redeem(&cookie, valid(&table), t0), None);
         let fresh = s.issue_login(who, t0).unwrap();
-        assert!(s.session(&fresh, &table, t0).is_none());
+        assert!(s.session(&fresh, valid(&table), t0).is_none());
     }
 
     #[test]
@@ -206,26 +227,38 @@ mod tests {
         let t0 = Instant::now();
         let login = |s: &Sessions| {
             let link = s.issue_login(who.clone(), t0).unwrap();
-            s.redeem(&link, &table, t0).unwrap()
+            s.redeem(&link, valid(&table), t0).unwrap()
         };
         let cookie = login(&s);
-        assert!(s.session(&cookie, &table, t0 + SESSION_TTL / 2).is_some());
-        assert!(s.session(&cookie, &table, t0 + SESSION_TTL).is_none());
-        assert!(s.session(&cookie, &table, t0).is_none(), "it is gone");
+        assert!(
+            s.session(&cookie, valid(&table), t0 + SESSION_TTL / 2)
+                .is_some()
+        );
+        assert!(
+            s.session(&cookie, valid(&table), t0 + SESSION_TTL)
+                .is_none()
+        );
+        assert!(
+            s.session(&cookie, valid(&table), t0).is_none(),
+            "it is gone"
+        );
 
         let cookie = login(&s);
         let (rotated, _) = approver("new-approver-token");
-        assert!(s.session(&cookie, &rotated, t0).is_none());
-        assert!(s.session(&cookie, &table, t0).is_none(), "it is gone");
+        assert!(s.session(&cookie, valid(&rotated), t0).is_none());
+        assert!(
+            s.session(&cookie, valid(&table), t0).is_none(),
+            "it is gone"
+        );
 
         let cookie = login(&s);
         assert!(s.end(&cookie));
         assert!(!s.end(&cookie));
-        assert!(s.session(&cookie, &table, t0).is_none());
+        assert!(s.session(&cookie, valid(&table), t0).is_none());
 
         // a link minted before the rotation does not start a session after it
         let link = s.issue_login(who.clone(), t0).unwrap();
-        assert_eq!(s.redeem(&link, &rotated, t0), None);
+        assert_eq!(s.redeem(&link, valid(&rotated), t0), None);
     }
 
     #[test]
@@ -246,15 +279,18 @@ mod tests {
         for i in 0..=MAX_SESSIONS {
             let at = t0 + Duration::from_secs(i as u64);
             let link = s.issue_login(who.clone(), at).unwrap();
-            cookies.push(s.redeem(&link, &table, at).unwrap());
+            cookies.push(s.redeem(&link, valid(&table), at).unwrap());
         }
         let at = t0 + Duration::from_secs(MAX_SESSIONS as u64);
         assert!(
-            s.session(&cookies[0], &table, at).is_none(),
+            s.session(&cookies[0], valid(&table), at).is_none(),
             "the oldest went"
         );
-        assert!(s.session(&cookies[1], &table, at).is_some());
-        assert!(s.session(&cookies[MAX_SESSIONS], &table, at).is_some());
+        assert!(s.session(&cookies[1], valid(&table), at).is_some());
+        assert!(
+            s.session(&cookies[MAX_SESSIONS], valid(&table), at)
+                .is_some()
+        );
     }
 
     #[tokio::test]
@@ -263,8 +299,8 @@ mod tests {
         let s = Sessions::default();
         let t0 = Instant::now();
         let link = s.issue_login(who, t0).unwrap();
-        let cookie = s.redeem(&link, &table, t0).unwrap();
-        let ended = s.session(&cookie, &table, t0).unwrap().ended;
+        let cookie = s.redeem(&link, valid(&table), t0).unwrap();
+        let ended = s.session(&cookie, valid(&table), t0).unwrap().ended;
         let waiting = tokio::spawn(ended.wait());
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());

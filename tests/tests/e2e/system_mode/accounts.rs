@@ -7,7 +7,7 @@
 use super::*;
 
 /// `glovebox ARGS --system` against this glovebox, as root.
-fn as_root(s: &System, args: &[&str]) -> std::process::Output {
+pub(super) fn as_root(s: &System, args: &[&str]) -> std::process::Output {
     Command::new(glovebox_bin())
         .args(args)
         .arg("--system")
@@ -37,14 +37,14 @@ fn token_show_as(s: &System, user: &TestUser, account: Option<&str>) -> std::pro
 }
 
 /// An account added at run time: its users and workdir.
-struct Added {
-    id: &'static str,
-    run_as: TestUser,
-    owner: TestUser,
-    workdir: PathBuf,
+pub(super) struct Added {
+    pub(super) id: &'static str,
+    pub(super) run_as: TestUser,
+    pub(super) owner: TestUser,
+    pub(super) workdir: PathBuf,
 }
 
-fn add(s: &System, id: &'static str) -> Added {
+pub(super) fn add(s: &System, id: &'static str) -> Added {
     let run_as = TestUser::new("r");
     let owner = TestUser::new("o");
     let workdir = s.root.join(format!("work-{id}"));

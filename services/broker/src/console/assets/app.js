@@ -741,13 +741,14 @@
         const tools = p.tools.length
           ? el("ul", { class: "tool-names" }, ...p.tools.map((t) => el("li", {}, el("code", { text: t }))))
           : el("span", { class: "quiet", text: "none" });
+        // `data-label` names each cell where a narrow window stacks a pack's row (app.css).
         body.append(el("tr", { class: `pack state-${p.state}`, "data-pack": `${p.origin}:${p.name}` },
           el("th", { scope: "row" }, el("code", { text: p.name })),
-          el("td", { text: p.origin === "project" ? "project" : "account" }),
-          el("td", { class: "pack-state", text: p.state }),
-          el("td", {}, tools),
-          el("td", { text: p.origin === "project" ? (trustWords[p.trust] || p.trust) : "—" }),
-          el("td", { class: "pack-message" }, p.message ? el("code", { text: p.message }) : "")));
+          el("td", { "data-label": "From", text: p.origin === "project" ? "project" : "account" }),
+          el("td", { "data-label": "State", class: "pack-state", text: p.state }),
+          el("td", { "data-label": "Tools" }, tools),
+          el("td", { "data-label": "Trust", text: p.origin === "project" ? (trustWords[p.trust] || p.trust) : "—" }),
+          el("td", { "data-label": "Why not running", class: "pack-message" }, p.message ? el("code", { text: p.message }) : "")));
       }
       if (!r.packs.length) {
         body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet",
