@@ -547,7 +547,8 @@ async fn a_calls_execute_and_result_rows_are_committed_together() {
         pairs(&[("decide", "gate"), ("result", "broker")])
     );
     // the views read the same calls as before
-    let view: Vec<(String, Option<String>, Option<String>, Option<i64>)> = sqlx::query_as(
+    type ViewRow = (String, Option<String>, Option<String>, Option<i64>);
+    let view: Vec<ViewRow> = sqlx::query_as(
         "SELECT client_call_id, outcome, error_code, bytes FROM tool_calls ORDER BY client_call_id",
     )
     .fetch_all(&pool)
