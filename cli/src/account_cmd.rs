@@ -161,7 +161,13 @@ async fn update(
 ) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let socket = state.executor_socket(&request.id);
-    let inode = |p: &std::path::Path| std::fs::symlink_metadata(p).map(|m| m.ino()).ok();
+    // A new socket, not the same file: its inode alone is not enough, a file system reuses the
+    // number of the one just removed; its change time (nanoseconds) tells them apart.
+    let inode = |p: &std::path::Path| {
+        std::fs::symlink_metadata(p)
+            .map(|m| (m.ino(), m.ctime(), m.ctime_nsec()))
+            .ok()
+    };
     let before = inode(&socket);
     let id = request.id.clone();
     let r = gate
@@ -237,7 +243,6 @@ pub async fn token_show_system(
     socket: &std::path::Path,
     account: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let query = match account {
         Some(a) => {
             anyhow::ensure!(glovebox_config::is_valid_account_id(a), "no account {a:?}");
@@ -245,47 +250,15 @@ pub async fn token_show_system(
         }
         None => String::new(),
     };
-    let mut stream = tokio::net::UnixStream::connect(socket)
-        .await
-        .map_err(|e| anyhow::anyhow!("is glovebox running? {}: {e}", socket.display()))?;
-    stream
-        .write_all(
-            format!(
-                "GET /v1/token{query} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await?;
-    let mut raw = Vec::new();
-    stream
-        .take(MAX_TOKEN_REPLY_BYTES)
-        .read_to_end(&mut raw)
-        .await?;
-    let (status, body) = parse_reply(&raw)?;
+    let (status, body) = crate::client::approve_socket_get(
+        socket,
+        &format!("/v1/token{query}"),
+        MAX_TOKEN_REPLY_BYTES,
+    )
+    .await?;
     anyhow::ensure!(status == 200, "refused ({status}): {}", body.trim());
     outln!("{}", body.trim());
     Ok(ExitCode::SUCCESS)
-}
-
-/// The status and body of an HTTP/1.1 answer without chunking.
-fn parse_reply(raw: &[u8]) -> anyhow::Result<(u16, String)> {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow::anyhow!("the broker's answer was cut"))?;
-    let status = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("the broker's answer has no status"))?;
-    anyhow::ensure!(
-        !head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked"),
-        "the broker's answer is chunked"
-    );
-    Ok((status, body.to_owned()))
 }
 
 async fn list(
@@ -326,17 +299,6 @@ fn line(a: &pb::AccountEntry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replies_are_read_by_status_and_body() {
-        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nabcd\n";
-        assert_eq!(parse_reply(ok).unwrap(), (200, "abcd\n".into()));
-        let refused = b"HTTP/1.1 403 Forbidden\r\n\r\nuid 5 is not the owner\n";
-        assert_eq!(parse_reply(refused).unwrap().0, 403);
-        assert!(parse_reply(b"HTTP/1.1 200 OK\r\n").is_err(), "cut");
-        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n";
-        assert!(parse_reply(chunked).is_err());
-    }
 
     #[test]
     fn a_list_line_names_where_the_account_comes_from() {

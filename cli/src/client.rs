@@ -461,3 +461,73 @@ async fn answer<S: Stream>(
     crate::outln!("answered: {word}");
     Ok(())
 }
+
+/// `GET path` on system mode's approve socket, as the user running this (the broker knows them
+/// by their uid): the status and at most `limit` bytes of body.
+pub async fn approve_socket_get(
+    socket: &Path,
+    path: &str,
+    limit: u64,
+) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach glovebox's approve socket {} ({e}): is the glovebox service running?",
+                socket.display()
+            )
+        })?;
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await?;
+        let mut raw = Vec::new();
+        stream.take(limit).read_to_end(&mut raw).await?;
+        parse_reply(&raw)
+    };
+    tokio::time::timeout(APPROVE_SOCKET_WAIT, ask)
+        .await
+        .map_err(|_| anyhow::anyhow!("the broker did not answer within {APPROVE_SOCKET_WAIT:?}"))?
+}
+
+/// How long a request on the approve socket may take.
+const APPROVE_SOCKET_WAIT: Duration = Duration::from_secs(10);
+
+/// The status and body of an HTTP/1.1 answer without chunking.
+fn parse_reply(raw: &[u8]) -> anyhow::Result<(u16, String)> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("the broker's answer was cut"))?;
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("the broker's answer has no status"))?;
+    anyhow::ensure!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "the broker's answer is chunked"
+    );
+    Ok((status, body.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_by_status_and_body() {
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nabcd\n";
+        assert_eq!(parse_reply(ok).unwrap(), (200, "abcd\n".into()));
+        let refused = b"HTTP/1.1 403 Forbidden\r\n\r\nuid 5 is not the owner\n";
+        assert_eq!(parse_reply(refused).unwrap().0, 403);
+        assert!(parse_reply(b"HTTP/1.1 200 OK\r\n").is_err(), "cut");
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n";
+        assert!(parse_reply(chunked).is_err());
+    }
+}

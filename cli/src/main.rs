@@ -110,6 +110,13 @@ enum Command {
     Status {
         #[command(flatten)]
         state: StateArgs,
+        /// System mode: the system service, as you (an account's owner) see it, over its approve
+        /// socket.
+        #[arg(long, conflicts_with = "state_dir")]
+        system: bool,
+        /// System mode: the runtime directory (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
     },
     /// Stop the running `glovebox up` (as Ctrl-C in its terminal would) and wait until it has.
     Stop {
@@ -526,6 +533,16 @@ impl Env {
         }
     }
 
+    /// System mode's runtime layout (`--runtime-dir`, or /run/glovebox), for commands a user runs
+    /// against the system service: only its sockets and `broker.url` matter, the state is the
+    /// service's.
+    fn system_runtime(&self, runtime_dir: Option<PathBuf>) -> glovebox_config::StateDir {
+        let runtime = self.absolute(
+            runtime_dir.unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
+        );
+        glovebox_config::StateDir::system("/", &runtime, "/")
+    }
+
     /// Where a client command connects, and with the credential of `role`.
     fn target(&self, client: ClientArgs, role: Role) -> anyhow::Result<client::Target> {
         client::target(
@@ -765,7 +782,12 @@ async fn dispatch(
             tool,
             params,
         } => client::call(&env.target(client, Role::Agent)?, &tool, &params).await,
-        Command::Status { state } => status::status(&env.state_dir(&state)).await,
+        Command::Status {
+            system: true,
+            runtime_dir,
+            ..
+        } => status::status_system(&env.system_runtime(runtime_dir)).await,
+        Command::Status { state, .. } => status::status(&env.state_dir(&state)).await,
         Command::Stop { state } => status::stop(&env.state_dir(&state)).await,
         Command::Tools { client, json } => {
             status::tools(env.target(client, Role::Agent), json).await
@@ -784,11 +806,7 @@ async fn dispatch(
             system: true,
             runtime_dir,
         } => {
-            let runtime = env.absolute(
-                runtime_dir.unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
-            );
-            // Only the runtime directory matters here; the state is the service's.
-            let layout = glovebox_config::StateDir::system("/", &runtime, "/");
+            let layout = env.system_runtime(runtime_dir);
             client::approve_system(&layout.approve_socket(), client.account.as_deref()).await
         }
         Command::Approve { client, .. } => {
@@ -800,12 +818,8 @@ async fn dispatch(
             system: true,
             runtime_dir,
         } => {
-            let runtime = env.absolute(
-                runtime_dir.unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
-            );
-            let layout = glovebox_config::StateDir::system("/", &runtime, "/");
+            let layout = env.system_runtime(runtime_dir);
             let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
-            // Only the runtime directory matters here; the state is the service's.
             console_cmd::console_system(
                 &layout,
                 client.account.as_deref(),
@@ -852,11 +866,7 @@ async fn dispatch(
                 },
         } => {
             if system {
-                let runtime = env.absolute(
-                    runtime_dir
-                        .unwrap_or_else(|| PathBuf::from(glovebox_config::system::RUNTIME_DIR)),
-                );
-                let layout = glovebox_config::StateDir::system("/", &runtime, "/");
+                let layout = env.system_runtime(runtime_dir);
                 account_cmd::token_show_system(&layout.approve_socket(), account.as_deref()).await
             } else {
                 let state = glovebox_config::StateDir::new(env.state_dir(&state));

@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use glovebox_config::StateDir;
 use glovebox_proto::transport::bind_private_socket;
-use glovebox_proto::transport::handover::{Handover, socket};
+use glovebox_proto::transport::handover::{
+    AccountsUpdate, AuditPeers, Handover, HandoverError, socket,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use crate::{Env, outln};
@@ -116,8 +118,22 @@ pub async fn gate(
     let admin_socket = state.admin_socket();
     let admin_listener = bind_private_socket(&admin_socket)
         .with_context(|| format!("bind {}", admin_socket.display()))?;
+    // After the handover, each line on stdin says who may call the audit socket now (as accounts
+    // come and go); the end of stdin is the supervisor's end.
+    let (updates_tx, updates) = tokio::sync::watch::channel(None);
+    config.audit_peer_updates = Some(updates);
+    let stop = async move {
+        if exit_on_stdin_eof {
+            tokio::select! {
+                _ = stdin_updates(updates_tx, AuditPeers::parse) => {}
+                _ = shutdown_signal(false) => {}
+            }
+        } else {
+            shutdown_signal(false).await;
+        }
+    };
     ready(&socket.display().to_string());
-    serve_with_grace(shutdown_signal(exit_on_stdin_eof), |stopped| {
+    serve_with_grace(stop, |stopped| {
         Box::pin(glovebox_gate::run(
             config,
             listener,
@@ -418,7 +434,7 @@ pub async fn broker(
     let stop = async move {
         if exit_on_stdin_eof {
             tokio::select! {
-                _ = accounts_updates(updates_tx) => {}
+                _ = stdin_updates(updates_tx, AccountsUpdate::parse) => {}
                 _ = shutdown_signal(false) => {}
             }
         } else {
@@ -439,12 +455,15 @@ pub async fn broker(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads the supervisor's accounts updates from stdin, one line each, into `tx`, until stdin
-/// ends. A line that does not parse is logged and ignored (the last good update stays).
-async fn accounts_updates(
-    tx: tokio::sync::watch::Sender<Option<glovebox_proto::transport::handover::AccountsUpdate>>,
+/// Reads the supervisor's updates from stdin (the broker's [`AccountsUpdate`]s, the gate's
+/// [`AuditPeers`]), one line each, into `tx`, until stdin ends. A line that does not parse is
+/// logged and ignored (the last good update stays; the supervisor, which checks that the gate
+/// took its update, restarts a gate that did not).
+async fn stdin_updates<T>(
+    tx: tokio::sync::watch::Sender<Option<T>>,
+    parse: fn(&str) -> Result<T, HandoverError>,
 ) {
-    use glovebox_proto::transport::handover::{AccountsUpdate, MAX_HANDOVER_BYTES};
+    use glovebox_proto::transport::handover::MAX_HANDOVER_BYTES;
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut line = Vec::new();
     loop {
@@ -455,18 +474,18 @@ async fn accounts_updates(
             Ok(_) if !line.ends_with(b"\n") => {
                 // Too long, or cut by the end of stdin: the supervisor is gone or broken, and
                 // the broker stops (it restarts the broker if it is still there).
-                tracing::error!("an accounts update on stdin is too long or cut; stopping");
+                tracing::error!("an update on stdin is too long or cut; stopping");
                 return;
             }
             Ok(_) => match std::str::from_utf8(&line)
                 .map_err(|e| e.to_string())
-                .and_then(|l| AccountsUpdate::parse(l).map_err(|e| e.to_string()))
+                .and_then(|l| parse(l).map_err(|e| e.to_string()))
             {
                 Ok(update) => {
                     let _ = tx.send(Some(update));
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "an accounts update on stdin is not valid; ignored")
+                    tracing::error!(error = %e, "an update on stdin is not valid; ignored")
                 }
             },
         }
@@ -536,8 +555,9 @@ pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
 }
 
 /// `glovebox enable|disable`: switches an account's tools through the running gate (which owns
-/// `enabled` in `glovebox.yaml`, judges it and audits the switch). When glovebox is stopped (no
-/// gate to ask, and its lock free), the file is edited directly; the gate reads it at start.
+/// `enabled` in `glovebox.yaml` and `accounts.yaml`, judges it and audits the switch). When
+/// glovebox is stopped (no gate to ask, and its lock free), `glovebox.yaml` is edited directly
+/// (the gate reads it at start); an account added at run time is switched only through the gate.
 pub async fn set_enabled(
     state_dir: &Path,
     account: Option<String>,
@@ -546,7 +566,8 @@ pub async fn set_enabled(
     use glovebox_proto::transport::handover::{peer, socket};
     use glovebox_proto::v1::{SetEnabledRequest, gate_admin_client::GateAdminClient};
     let state = StateDir::new(state_dir);
-    let config = state.load_config()?;
+    // glovebox.yaml's accounts and those added at run time (accounts.yaml), switched alike.
+    let config = state.load_merged_config()?;
     let account = match account {
         Some(a) => a,
         None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
@@ -555,8 +576,9 @@ pub async fn set_enabled(
     let account = account.as_str();
     anyhow::ensure!(
         config.account(account).is_some(),
-        "no account {account:?} in {}",
-        state.config_file().display()
+        "no account {account:?} in {} or {}",
+        state.config_file().display(),
+        state.added_accounts_file().display()
     );
     let keys = crate::control_keys(&state)?;
     let mut admin = GateAdminClient::new(glovebox_proto::transport::authenticated_channel(
@@ -577,9 +599,13 @@ pub async fn set_enabled(
             let _stopped = crate::supervisor::lock(&state)
                 .context("the gate is not reachable, yet glovebox seems to be running")?;
             let mut raw = state.load_raw_config()?;
-            if let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) {
-                entry.enabled = enabled;
-            }
+            let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
+                // accounts.yaml has one writer, the gate.
+                anyhow::bail!(
+                    "account {account:?} was added at run time: start glovebox to switch it"
+                );
+            };
+            entry.enabled = enabled;
             state.save_raw_config(&raw)?;
         }
         Err(status) => anyhow::bail!("{}", status.message()),

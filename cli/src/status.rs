@@ -1,5 +1,6 @@
 //! `glovebox status` (what runs, its processes, where it listens, the accounts, their sandboxes
-//! and health), `glovebox stop`, and `glovebox tools` (what the account's agents are offered).
+//! and health; with `--system`, the system service as an account's owner sees it), `glovebox
+//! stop`, and `glovebox tools` (what the account's agents are offered).
 //! They read the state directory and ask the running broker; they change nothing but `stop`.
 
 use std::path::Path;
@@ -184,6 +185,78 @@ fn policy_errors_of(health: &serde_json::Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Largest `/healthz` answer `status --system` reads.
+const MAX_HEALTH_REPLY_BYTES: u64 = 256 * 1024;
+
+/// `glovebox status --system`, for whoever runs it: whether the system service runs, where it
+/// listens, and the accounts this user owns with their executors — asked on the approve socket,
+/// where the broker knows the user by uid (nothing of the root-owned state is read). Exits 0 when
+/// the service runs and is healthy, 1 otherwise.
+pub async fn status_system(runtime: &StateDir) -> anyhow::Result<ExitCode> {
+    let socket = runtime.approve_socket();
+    let (code, body) = match crate::client::approve_socket_get(
+        &socket,
+        "/healthz",
+        MAX_HEALTH_REPLY_BYTES,
+    )
+    .await
+    {
+        Ok(answer) => answer,
+        Err(e) => {
+            outln!("glovebox is not running as a system service: {e:#}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    outln!(
+        "glovebox is running as a system service (runtime dir {})",
+        runtime.run_dir().display()
+    );
+    let url = std::fs::read_to_string(runtime.broker_url_file())
+        .map(|u| u.trim().to_owned())
+        .unwrap_or_default();
+    if !url.is_empty() {
+        outln!("  WebSocket: {url}");
+        outln!("  MCP:       {}", mcp_url(&url));
+    }
+    let mut mine: Vec<(&String, &serde_json::Value)> = body["executors"]
+        .as_object()
+        .map(|e| e.iter().collect())
+        .unwrap_or_default();
+    mine.sort_by(|a, b| a.0.cmp(b.0));
+    if mine.is_empty() {
+        outln!(
+            "  accounts:  none owned by you (an administrator adds one: `glovebox account add ID --owner YOU ...`)"
+        );
+    }
+    for (account, executor) in mine {
+        if executor["reachable"].as_bool() == Some(true) {
+            outln!(
+                "  account:   {account} (yours): executor uid {}, {}, {} jobs running",
+                executor["uid"],
+                executor["sandbox"].as_str().unwrap_or("?"),
+                executor["running_jobs"].as_u64().unwrap_or(0)
+            );
+        } else {
+            outln!("  account:   {account} (yours): its executor does not answer");
+        }
+    }
+    let healthy = code == 200;
+    if healthy {
+        outln!("  health:    ok");
+    } else {
+        outln!("  health:    not ok (HTTP {code})");
+    }
+    for e in policy_errors_of(&body) {
+        outln!("  WARNING: policy: {e}");
+    }
+    Ok(if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `glovebox status`. Exits 0 when glovebox runs and is healthy, 1 otherwise.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -86,18 +86,61 @@ pub fn peer_uid_of<T>(request: &tonic::Request<T>) -> Option<u32> {
     request.extensions().get::<Peer>().map(|p| p.1)
 }
 
-/// The keys a server accepts: peer name → key.
+/// The keys a server accepts: peer name → key. Clones share one table, so a server that takes
+/// peers at run time (the gate's audit socket, as accounts come and go) replaces it in place:
+/// the next handshake sees the new table.
 #[derive(Debug, Clone, Default)]
-pub struct ServerKeys(Arc<HashMap<String, SocketKey>>);
+pub struct ServerKeys(Arc<RwLock<HashMap<String, SocketKey>>>);
 
 impl ServerKeys {
     pub fn new(keys: impl IntoIterator<Item = (String, SocketKey)>) -> ServerKeys {
-        ServerKeys(Arc::new(keys.into_iter().collect()))
+        ServerKeys(Arc::new(RwLock::new(keys.into_iter().collect())))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        read(&self.0).is_empty()
     }
+
+    /// Whether `peer` has a key now.
+    pub fn contains(&self, peer: &str) -> bool {
+        read(&self.0).contains_key(peer)
+    }
+
+    /// The key of `peer`, if it has one now.
+    pub fn get(&self, peer: &str) -> Option<SocketKey> {
+        read(&self.0).get(peer).cloned()
+    }
+
+    /// Replaces every key with `keys` (for every clone).
+    pub fn replace(&self, keys: ServerKeys) {
+        let next = read(&keys.0).clone();
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = next;
+    }
+}
+
+/// The peer uids a server admits. Clones share one list, replaced in place like [`ServerKeys`].
+#[derive(Debug, Clone, Default)]
+pub struct AllowedUids(Arc<RwLock<Vec<u32>>>);
+
+impl AllowedUids {
+    pub fn contains(&self, uid: u32) -> bool {
+        read(&self.0).contains(&uid)
+    }
+
+    /// Replaces the list (for every clone).
+    pub fn replace(&self, uids: Vec<u32>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = uids;
+    }
+}
+
+impl From<Vec<u32>> for AllowedUids {
+    fn from(uids: Vec<u32>) -> AllowedUids {
+        AllowedUids(Arc::new(RwLock::new(uids)))
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A connection that passed the peer-uid check and the handshake.
@@ -179,9 +222,10 @@ pub enum RefusedConnection {
 /// delays nobody else.
 pub fn authenticated_incoming(
     listener: UnixListener,
-    allowed_uids: Vec<u32>,
+    allowed_uids: impl Into<AllowedUids>,
     keys: ServerKeys,
 ) -> impl Stream<Item = std::io::Result<AuthenticatedStream>> {
+    let allowed_uids = allowed_uids.into();
     let (tx, rx) = tokio::sync::mpsc::channel(MAX_PENDING_HANDSHAKES);
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
     tokio::spawn(async move {
@@ -220,11 +264,11 @@ pub fn authenticated_incoming(
 
 async fn accept(
     mut stream: UnixStream,
-    allowed_uids: &[u32],
+    allowed_uids: &AllowedUids,
     keys: &ServerKeys,
 ) -> Result<AuthenticatedStream, RefusedConnection> {
     let uid = stream.peer_cred()?.uid();
-    if !allowed_uids.contains(&uid) {
+    if !allowed_uids.contains(uid) {
         return Err(RefusedConnection::Uid(uid));
     }
     let peer = tokio::time::timeout(HANDSHAKE_TIMEOUT, serve_handshake(&mut stream, keys))
@@ -253,9 +297,9 @@ async fn serve_handshake(
     stream.read_exact(&mut rest).await?;
     let (peer, client_nonce) = parse_hello_rest(&rest)?;
     let key = keys
-        .0
         .get(&peer)
         .ok_or_else(|| RefusedConnection::UnknownPeer(peer.clone()))?;
+    let key = &key;
     let server_nonce = nonce()?;
     let mut reply = server_nonce.to_vec();
     reply.extend_from_slice(&proof(
@@ -500,6 +544,42 @@ mod tests {
             &Peer("broker".into(), rustix::process::geteuid().as_raw())
         );
         ok.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn keys_and_uids_replaced_at_run_time_apply_to_the_next_handshake() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, l) = listener(dir.path());
+        let keys = ServerKeys::new([("executor:old".to_owned(), key("executor:old"))]);
+        let uids = AllowedUids::from(default_allowed_uids());
+        let mut incoming = Box::pin(authenticated_incoming(l, uids.clone(), keys.clone()));
+        let connect = |peer: &'static str| {
+            let path = path.clone();
+            tokio::spawn(async move { connect_authenticated(&path, peer, &key(peer)).await })
+        };
+        let served = connect("executor:old");
+        assert_eq!(
+            incoming.next().await.unwrap().unwrap().peer().0,
+            "executor:old"
+        );
+        served.await.unwrap().unwrap();
+        // The old peer out, a new one in: through the clone the server holds.
+        keys.replace(ServerKeys::new([(
+            "executor:new".to_owned(),
+            key("executor:new"),
+        )]));
+        assert!(keys.contains("executor:new") && !keys.contains("executor:old"));
+        let e = connect("executor:old").await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+        let served = connect("executor:new");
+        assert_eq!(
+            incoming.next().await.unwrap().unwrap().peer().0,
+            "executor:new"
+        );
+        served.await.unwrap().unwrap();
+        // No uid admitted: the kernel's check refuses before any handshake.
+        uids.replace(Vec::new());
+        assert!(connect("executor:new").await.unwrap().is_err());
     }
 
     #[tokio::test]

@@ -5,15 +5,16 @@
 //! 1. tells the broker which added accounts remain (a removed account's tokens are refused at once
 //!    and its connections close);
 //! 2. checks a new account as `up` does (its identity, workdir, roots, socket directory);
-//! 3. restarts the gate with the keys of every account's executor and pack host on its audit
-//!    socket (it reloads the accounts, their policies and switches from the state; a call being
-//!    decided at that moment fails closed with `unavailable`, and the broker reconnects);
+//! 3. tells the running gate who may call its audit socket (the keys of every account's executor
+//!    and pack host, over its stdin) and checks that it took them ([`gate`]); the gate itself
+//!    applied the accounts when it wrote the file, so no call is interrupted. Only a gate that
+//!    does not take the change is restarted (fail closed, logged and audited);
 //! 4. stops a removed account's executor and pack host and removes its socket directory;
 //! 5. starts a new account's executor and pack host, under its identity;
 //! 6. tells the broker of the new accounts' credentials and sockets.
 //!
-//! So an account's executor socket appears (or goes) only once the gate knows (or forgot) the
-//! account: `glovebox account add|remove` waits for that.
+//! So an account's executor socket appears (or goes) only once the gate accepts (or refuses)
+//! its keys: `glovebox account add|remove` waits for that.
 //!
 //! What to start and stop is [`plan`], pure. An account the supervisor refuses (its user gone,
 //! its workdir missing, its roots holding the state) is logged and audited and stays stopped;
@@ -29,6 +30,8 @@ use tokio::sync::mpsc;
 
 use super::{Children, Exit, Running, Spec, SystemMode, UpOptions};
 use crate::identity;
+
+mod gate;
 
 /// How often the supervisor looks at `accounts.yaml`.
 pub const FOLLOW_PERIOD: Duration = Duration::from_millis(300);
@@ -168,7 +171,7 @@ impl Added<'_> {
             }
         }
         self.tell_broker(running).await;
-        // 2. The new accounts, checked as `up` checks them; 3. the gate, restarted.
+        // 2. The new accounts, checked as `up` checks them; 3. the gate, told.
         let mut accepted = Vec::new();
         for id in &p.start {
             let Some(a) = wanted.iter().find(|a| &a.id == id) else {
@@ -195,7 +198,14 @@ impl Added<'_> {
                 })
                 .map(|a| a.id.clone())
                 .collect();
-            self.restart_gate(&merged, &ids, children, running, exits)
+            let new: Vec<String> = accepted.iter().map(|(a, _)| a.id.clone()).collect();
+            let removed: Vec<String> = removed.iter().map(|id| (*id).clone()).collect();
+            let change = gate::GateChange {
+                ids: &ids,
+                new: &new,
+                removed: &removed,
+            };
+            self.update_gate(&merged, change, children, running, exits)
                 .await;
         }
         // 4. The removed accounts' services (after the gate forgot them: once their socket is
@@ -328,52 +338,6 @@ impl Added<'_> {
         );
         super::audit_service(children.audit, "account_started", &detail).await;
         true
-    }
-
-    /// Restarts the gate with the audit keys of `ids`' executors and pack hosts.
-    async fn restart_gate(
-        &self,
-        merged: &glovebox_config::Config,
-        ids: &[String],
-        children: &Children<'_>,
-        running: &mut [Running],
-        exits: &mut mpsc::Receiver<Exit>,
-    ) {
-        let mut identities = Vec::new();
-        for a in merged.accounts.iter().filter(|a| ids.contains(&a.id)) {
-            match identity::resolve(a) {
-                Ok(i) => identities.push(i),
-                Err(e) => tracing::warn!(error = %format!("{e:#}"), "an account's identity"),
-            }
-        }
-        let names: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let mut spec = super::gate_spec(self.state, self.keys, &names, &identities);
-        if let Err(e) = super::finish_specs(
-            std::slice::from_mut(&mut spec),
-            self.state,
-            merged,
-            self.o,
-            self.system_mode,
-        ) {
-            tracing::error!(error = %format!("{e:#}"), "could not restart the gate");
-            return;
-        }
-        let Some(index) = running.iter().position(|r| r.spec.name == "gate") else {
-            return;
-        };
-        stop_child(running, index, exits, children.exits_tx).await;
-        let generation = running[index].generation + 1;
-        match super::start(children.exe, &spec, index, generation, children.exits_tx).await {
-            Ok(r) => running[index] = r,
-            Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "the gate did not restart; retrying");
-                running[index].spec = spec;
-                running[index].generation = generation;
-                let _ = children
-                    .exits_tx
-                    .try_send((index, generation, "failed to start".into()));
-            }
-        }
     }
 
     /// Tells the running broker of the added accounts, and makes it what a restarted broker is

@@ -298,6 +298,74 @@ impl AccountsUpdate {
     }
 }
 
+/// What the supervisor writes to the gate's standard input after its handover, one JSON line
+/// each time the accounts change: who may call the gate's audit socket now, as a whole (the key
+/// of every account's executor and pack host, and in system mode the uids they run as). A peer
+/// an update no longer names is refused at its next handshake; the gate refuses its calls on
+/// connections already open by its own account table.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditPeers {
+    /// Keys on [`socket::AUDIT`], each of an `executor:<id>` or `packs:<id>` peer.
+    pub serve: Vec<Grant>,
+    /// The uids, besides the gate's own and root, whose connections the audit socket accepts.
+    #[serde(default)]
+    pub peer_uids: Vec<u32>,
+}
+
+impl std::fmt::Debug for AuditPeers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let peers: Vec<&str> = self.serve.iter().map(|g| g.peer.as_str()).collect();
+        f.debug_struct("AuditPeers")
+            .field("peers", &peers)
+            .field("peer_uids", &self.peer_uids)
+            .finish()
+    }
+}
+
+impl AuditPeers {
+    /// The one JSON line written to the gate's stdin.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).unwrap_or_default();
+        line.push('\n');
+        line
+    }
+
+    /// Parses an update line: every key well-formed, every grant an account's service on the
+    /// audit socket (an update cannot grant the broker, the supervisor or an administrator).
+    pub fn parse(line: &str) -> Result<AuditPeers, HandoverError> {
+        if line.len() > MAX_HANDOVER_BYTES {
+            return Err(HandoverError::TooLong);
+        }
+        let u: AuditPeers =
+            serde_json::from_str(line.trim()).map_err(|e| HandoverError::Invalid(e.to_string()))?;
+        for g in &u.serve {
+            let account = g
+                .peer
+                .strip_prefix("executor:")
+                .or_else(|| g.peer.strip_prefix("packs:"));
+            if g.socket != socket::AUDIT || account.is_none_or(str::is_empty) {
+                return Err(HandoverError::Invalid(format!(
+                    "{}/{}: not an account's service on the audit socket",
+                    g.socket, g.peer
+                )));
+            }
+            SocketKey::from_hex(&g.key)
+                .map_err(|e| HandoverError::Invalid(format!("{}/{}: {e}", g.socket, g.peer)))?;
+        }
+        Ok(u)
+    }
+
+    /// The keys the audit socket accepts under this update.
+    pub fn server_keys(&self) -> super::ServerKeys {
+        super::ServerKeys::new(
+            self.serve
+                .iter()
+                .filter_map(|g| Some((g.peer.clone(), SocketKey::from_hex(&g.key).ok()?))),
+        )
+    }
+}
+
 /// The control key of one state directory, and who may call whom: the one place the topology of
 /// glovebox's control sockets is written down.
 ///
@@ -340,12 +408,27 @@ impl ControlKeys {
             peer::ADMIN,
             &self.key(socket::ADMIN, peer::ADMIN),
         );
+        h.serve.extend(self.audit_peers(accounts, Vec::new()).serve);
+        h
+    }
+
+    /// The gate's audit socket peers: the executor and pack host of each of `accounts`, and
+    /// `peer_uids` (what the gate is told when the accounts change).
+    pub fn audit_peers<'a>(
+        &self,
+        accounts: impl IntoIterator<Item = &'a str>,
+        peer_uids: Vec<u32>,
+    ) -> AuditPeers {
+        let mut h = Handover::default();
         for account in accounts {
             for p in [peer::executor(account), peer::packs(account)] {
                 h.serve(socket::AUDIT, &p, &self.key(socket::AUDIT, &p));
             }
         }
-        h
+        AuditPeers {
+            serve: h.serve,
+            peer_uids,
+        }
     }
 
     /// The broker's handover: how it calls the gate and each account's executor.
@@ -552,6 +635,37 @@ mod tests {
         );
         assert!(AccountsUpdate::parse(r#"{"accounts":[],"call":[],"x":1}"#).is_err());
         assert!(AccountsUpdate::parse(&"x".repeat(MAX_HANDOVER_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn an_audit_peers_update_grants_only_accounts_services_on_the_audit_socket() {
+        let keys = ControlKeys::from_bytes(&[6u8; 32]).unwrap();
+        let update = keys.audit_peers(["new"], vec![1234]);
+        let line = update.to_line();
+        assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
+        let back = AuditPeers::parse(&line).unwrap();
+        assert_eq!(back.peer_uids, [1234]);
+        let served = back.server_keys();
+        assert_eq!(
+            served.get("executor:new"),
+            Some(keys.key(socket::AUDIT, "executor:new"))
+        );
+        assert!(served.contains("packs:new") && !served.contains("executor:other"));
+        // The same keys the gate's handover grants for that account.
+        let handover = keys.for_gate(["new"]).served_on(socket::AUDIT);
+        assert_eq!(handover.get("packs:new"), served.get("packs:new"));
+        assert!(!format!("{back:?}").contains(&keys.key(socket::AUDIT, "packs:new").to_hex()));
+        let k = "ab".repeat(32);
+        for bad in [
+            format!(r#"{{"serve":[{{"socket":"gate","peer":"executor:a","key":"{k}"}}]}}"#),
+            format!(r#"{{"serve":[{{"socket":"audit","peer":"broker","key":"{k}"}}]}}"#),
+            format!(r#"{{"serve":[{{"socket":"audit","peer":"executor:","key":"{k}"}}]}}"#),
+            r#"{"serve":[{"socket":"audit","peer":"executor:a","key":"zz"}]}"#.to_owned(),
+            r#"{"serve":[],"extra":1}"#.to_owned(),
+            "x".repeat(MAX_HANDOVER_BYTES + 1),
+        ] {
+            assert!(AuditPeers::parse(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

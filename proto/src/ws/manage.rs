@@ -79,6 +79,9 @@ pub enum ManageOp {
     /// starts packs not started yet and asks the approver about untrusted project packs, as any
     /// listing of the account's tools does.
     Packs {},
+    /// Forgets the approver's refusals of the account's project packs and lists the packs again
+    /// ([`Packs`]), which asks about them again.
+    PacksAskAgain {},
     /// The client-tool providers connected for the account now ([`Providers`]).
     Providers {},
 }
@@ -100,6 +103,7 @@ impl ManageOp {
             ManageOp::JobTail { .. } => "job_tail",
             ManageOp::JobKill { .. } => "job_kill",
             ManageOp::Packs {} => "packs",
+            ManageOp::PacksAskAgain {} => "packs_ask_again",
             ManageOp::Providers {} => "providers",
         }
     }
@@ -389,6 +393,11 @@ mod tests {
     #[test]
     fn the_listings_take_no_fields() {
         assert_eq!(op(json!({"name": "packs"})), Ok(ManageOp::Packs {}));
+        assert_eq!(
+            op(json!({"name": "packs_ask_again"})),
+            Ok(ManageOp::PacksAskAgain {})
+        );
+        assert!(op(json!({"name": "packs_ask_again", "account": "bob"})).is_err());
         assert_eq!(op(json!({"name": "providers"})), Ok(ManageOp::Providers {}));
         assert!(op(json!({"name": "packs", "account": "bob"})).is_err());
         assert!(op(json!({"name": "providers", "pack": "x"})).is_err());

@@ -4,7 +4,8 @@
 //! parameter chooses among several) — no token, so none to steal. Any other uid is refused with
 //! a 403 and the refusal is audited with the uid. Past the upgrade it is an ordinary approver
 //! connection of `/v1/ws` (`connection::serve`). `GET /v1/token` hands an owner its account's
-//! agent token (`glovebox token show --system`), read by the gate, which audits it.
+//! agent token (`glovebox token show --system`), read by the gate, which audits it; `GET
+//! /healthz` the health details of the accounts the peer owns (`glovebox status --system`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -71,6 +72,7 @@ pub async fn serve(
     let router = axum::Router::new()
         .route("/v1/ws", get(upgrade))
         .route("/v1/token", get(agent_token))
+        .route("/healthz", get(health))
         .with_state(app.clone());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -127,6 +129,15 @@ async fn upgrade(
     ws.on_upgrade(move |socket| {
         crate::connection::serve(app, who, Profile::Desktop, socket, Entry::Credential)
     })
+}
+
+/// `GET /healthz`: health, with the details of every account the peer owns (none: up or down).
+async fn health(
+    State(app): State<Arc<App>>,
+    Extension(PeerUid(uid)): Extension<PeerUid>,
+) -> Response {
+    let owned = app.owners().owned_by(uid);
+    crate::health::answer(&app, &owned).await
 }
 
 /// `GET /v1/token[?account=ID]`: the agent token of the account the peer owns, as plain text.

@@ -1,7 +1,9 @@
 //! Accounts at run time: what `glovebox account add|list|show|remove` asks of the gate on the
 //! admin socket. Added accounts live in `<state>/accounts.yaml` (the gate is its only writer,
-//! `glovebox_config::added_accounts`); the supervisor follows that file and starts or stops the
-//! account's executor and pack host and tells the broker (see the `glovebox` crate).
+//! `glovebox_config::added_accounts`); after each write the gate applies the accounts to itself
+//! ([`live`]), and the supervisor follows the file: it starts or stops the account's executor
+//! and pack host, tells the gate who may call its audit socket and tells the broker (see the
+//! `glovebox` crate).
 //!
 //! [`check_add`] is the decision, pure and table-tested: it sees the facts (users looked up,
 //! the workdir stat'ed) that [`GateState::add_account`] gathers. Every change and every refusal
@@ -15,6 +17,7 @@ use tonic::Status;
 
 use crate::service::GateState;
 
+pub mod live;
 pub mod token;
 pub mod update;
 
@@ -124,6 +127,18 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
                 "{field} {name:?} is one of glovebox's own service users; name a person's or an agent's user"
             ));
         }
+    }
+    // The owner approves what the agent asks; an agent running as its own approver could answer
+    // its own asks (its jobs reach the approve socket as the owner's uid).
+    if facts.system
+        && let (Some(run_as), Some(owner)) = (&facts.run_as, &facts.owner)
+        && run_as.uid == owner.uid
+    {
+        return no(format!(
+            "run_as {:?} and owner {:?} are the same user: in system mode the agent's user must not \
+             be the one who approves its asks",
+            request.run_as, request.owner
+        ));
     }
     if !facts.system
         && facts.own_uid != 0
@@ -289,6 +304,7 @@ impl GateState {
             return Err(Status::failed_precondition(e.to_string()));
         }
         self.audit_account(&id, "added", uid, summary).await;
+        self.reload_accounts(Some(&id)).await;
         Ok(pb::AddAccountResponse {
             token_file: state.token_file(&id).display().to_string(),
             approver_token_file: state.approver_token_file(&id).display().to_string(),
@@ -312,6 +328,9 @@ impl GateState {
         }
         raw.accounts.retain(|a| a.id != id);
         state.save_added_accounts(&raw).map_err(internal)?;
+        // Forgotten at once: its executor and pack host are refused from here on, its pack
+        // host's `mcp.json` stream ends, and its calls are denied as an unknown account's.
+        self.reload_accounts(Some(id)).await;
         let dir = state.account_dir(id);
         if dir.exists() {
             let aside = removed_dir(state, id);
@@ -478,6 +497,41 @@ mod tests {
                     f.run_as = user(1002);
                 },
                 Some("owner is required"),
+            ),
+            (
+                "system mode, run_as the owner",
+                |r, f| {
+                    f.system = true;
+                    f.own_uid = 0;
+                    r.run_as = "alice".into();
+                    f.run_as = user(1000);
+                    r.owner = "alice".into();
+                    f.owner = user(1000);
+                },
+                Some("the same user"),
+            ),
+            (
+                "system mode, run_as another name of the owner's uid",
+                |r, f| {
+                    f.system = true;
+                    f.own_uid = 0;
+                    r.run_as = "alias".into();
+                    f.run_as = user(1000);
+                    r.owner = "alice".into();
+                    f.owner = user(1000);
+                },
+                Some("the same user"),
+            ),
+            (
+                "user mode, run_as the owner",
+                |r, f| {
+                    f.own_uid = 0;
+                    r.run_as = "alice".into();
+                    f.run_as = user(1000);
+                    r.owner = "alice".into();
+                    f.owner = user(1000);
+                },
+                None,
             ),
             (
                 "system mode with both",

@@ -191,8 +191,7 @@ impl GateState {
         let workdir = self
             .policies
             .workdir(&req.account)
-            .unwrap_or("/")
-            .to_owned();
+            .unwrap_or_else(|| "/".to_owned());
         let Some(policy) = current.policy else {
             return Ok(pb::ExplainResponse {
                 verdict: pb::Verdict::Deny as i32,

@@ -54,6 +54,12 @@ impl Enablement {
         current.1.get(account).copied().unwrap_or(false)
     }
 
+    /// Takes every account's switch as the accounts now are (after an account was added or
+    /// removed at run time): a removed account is off, as any unknown one.
+    pub fn replace(&self, switches: HashMap<String, bool>) {
+        self.lock().1 = switches;
+    }
+
     /// Switches `account`'s tools on or off in `glovebox.yaml`. Returns whether it changed.
     pub fn set(&self, account: &str, enabled: bool) -> Result<bool, ConfigError> {
         let mut current = self.lock();

@@ -21,7 +21,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use glovebox_config::{ConfigError, StateDir};
-use glovebox_proto::transport::{self, handover::Handover, handover::socket};
+use glovebox_proto::transport::handover::{AuditPeers, Handover, socket};
+use glovebox_proto::transport::{self};
 use glovebox_proto::v1::{
     account_admin_server::AccountAdminServer, audit_server::AuditServer,
     gate_admin_server::GateAdminServer, gate_server::GateServer,
@@ -69,6 +70,9 @@ pub struct GateConfig {
     pub audit_key: audit::chain::AuditKey,
     /// `audit.ship` of `glovebox.yaml`: copy the audit to a fleet database in the background.
     pub ship: Option<glovebox_config::audit_ship::Ship>,
+    /// The supervisor's updates of who may call the audit socket, as the accounts change
+    /// (`accounts::live`); none: the handover's, for good.
+    pub audit_peer_updates: Option<tokio::sync::watch::Receiver<Option<AuditPeers>>>,
 }
 
 /// The audit key of a state directory; a state directory from before the chain was keyed gets
@@ -117,23 +121,10 @@ impl GateConfig {
             .map(|a| (a.id.clone(), a.enabled))
             .collect();
         for a in &config.accounts {
-            let canonical = |path: &std::path::Path, what: &str| {
-                std::fs::canonicalize(path)
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .map_err(|e| GateError::State {
-                        path: path.to_owned(),
-                        message: format!("{what} of account {:?}: {e}", a.id),
-                    })
-            };
-            accounts.push(policies::AccountPaths {
-                id: a.id.clone(),
-                workdir: canonical(&a.workdir, "workdir")?,
-                roots: a
-                    .roots
-                    .iter()
-                    .map(|r| canonical(r, "root"))
-                    .collect::<Result<_, _>>()?,
-            });
+            accounts.push(
+                accounts::live::canonical_paths(a)
+                    .map_err(|(path, message)| GateError::State { path, message })?,
+            );
         }
         let root = std::fs::canonicalize(state.root()).map_err(|e| GateError::State {
             path: state.root().to_owned(),
@@ -153,6 +144,7 @@ impl GateConfig {
             handover: Handover::default(),
             audit_key,
             ship: config.audit_ship.clone(),
+            audit_peer_updates: None,
         })
     }
 
@@ -165,6 +157,12 @@ impl GateConfig {
 
 /// Opens the audit store, loads every policy, starts the policy watcher, and records the start.
 async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError> {
+    let mut audit_uids = transport::default_allowed_uids();
+    audit_uids.extend(&config.audit_peer_uids);
+    let audit_access = accounts::live::AuditAccess {
+        keys: config.handover.served_on(socket::AUDIT),
+        uids: audit_uids.into(),
+    };
     let audit = AuditStore::open(&audit::AuditFiles {
         db: config.state.audit_db(),
         head: config.state.audit_head(),
@@ -188,6 +186,7 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
         master_key: config.master_key,
         enablement: enablement::Enablement::new(config.state.clone(), config.enabled),
         packs,
+        audit_access,
         state_dir: config.state.clone(),
     });
     audit
@@ -209,18 +208,21 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
 /// supervisor) and, if given, the Audit and PackSupport services on `audit_listener` (for
 /// executors and pack hosts running as other users) until `shutdown` completes.
 pub async fn run(
-    config: GateConfig,
+    mut config: GateConfig,
     listener: UnixListener,
     audit_listener: Option<UnixListener>,
     admin_listener: Option<UnixListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GateError> {
-    let mut audit_peers = transport::default_allowed_uids();
-    audit_peers.extend(&config.audit_peer_uids);
     let handover = config.handover.clone();
     let ship = config.ship.clone();
     let state_dir = config.state.clone();
+    let updates = config.audit_peer_updates.take();
     let state = start(config).await?;
+    if let Some(updates) = updates {
+        tokio::spawn(accounts::live::follow(Arc::downgrade(&state), updates));
+    }
+    let audit_access = state.audit_access.clone();
     let stopping = state.audit.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(ship) = ship {
@@ -234,8 +236,7 @@ pub async fn run(
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let audit_only = audit_listener.map(|l| {
-        let incoming =
-            transport::authenticated_incoming(l, audit_peers, handover.served_on(socket::AUDIT));
+        let incoming = transport::authenticated_incoming(l, audit_access.uids, audit_access.keys);
         tonic::transport::Server::builder()
             .layer(glovebox_proto::transport::ServerLayer)
             .add_service(AuditServer::new(service::AuditService(state.clone())))

@@ -6,6 +6,7 @@ pub mod secrets;
 pub mod trust;
 
 use std::collections::HashMap;
+use std::sync::RwLock;
 
 use glovebox_config::StateDir;
 use glovebox_config::mcp_json::MAX_FILE_BYTES;
@@ -15,7 +16,9 @@ use tokio::sync::watch;
 pub struct PackState {
     pub trust: trust::TrustStore,
     pub secrets: secrets::SecretStore,
-    configs: HashMap<String, watch::Sender<PackConfig>>,
+    /// Each account's `mcp.json`, followed; an account removed at run time drops its sender, so
+    /// its pack host's stream ends.
+    configs: RwLock<HashMap<String, watch::Sender<PackConfig>>>,
     state: StateDir,
 }
 
@@ -59,14 +62,15 @@ impl PackState {
         PackState {
             trust: trust::TrustStore::new(state.clone()),
             secrets: secrets::SecretStore::new(state.clone()),
-            configs,
+            configs: RwLock::new(configs),
             state,
         }
     }
 
     /// Reads every account's `mcp.json` again; followers of one that changed are told.
     pub fn refresh(&self) {
-        for (account, tx) in &self.configs {
+        let configs = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        for (account, tx) in configs.iter() {
             let now = read_config(&self.state, account);
             tx.send_if_modified(|old| {
                 let changed = *old != now;
@@ -78,7 +82,24 @@ impl PackState {
 
     /// Follows `account`'s `mcp.json` (`None` for an unknown account).
     pub fn follow(&self, account: &str) -> Option<watch::Receiver<PackConfig>> {
-        self.configs.get(account).map(watch::Sender::subscribe)
+        self.configs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(account)
+            .map(watch::Sender::subscribe)
+    }
+
+    /// Follows the `mcp.json` of `accounts` from now on, and no other's: a new account's file is
+    /// read, a removed account's followers are told it ended.
+    pub fn set_accounts(&self, accounts: &[String]) {
+        let mut configs = self.configs.write().unwrap_or_else(|p| p.into_inner());
+        configs.retain(|a, _| accounts.contains(a));
+        for a in accounts {
+            if !configs.contains_key(a) {
+                let (tx, _) = watch::channel(read_config(&self.state, a));
+                configs.insert(a.clone(), tx);
+            }
+        }
     }
 }
 
@@ -104,5 +125,24 @@ mod tests {
         assert!(!rx.has_changed().unwrap(), "an unchanged file is not news");
         std::fs::write(state.mcp_json_file("a"), vec![b' '; MAX_FILE_BYTES + 1]).unwrap();
         assert!(!read_config(&state, "a").error.is_empty());
+    }
+
+    #[test]
+    fn an_account_added_is_followed_and_a_removed_ones_followers_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        std::fs::create_dir_all(state.account_dir("b")).unwrap();
+        std::fs::write(state.mcp_json_file("b"), r#"{"mcpServers": {}}"#).unwrap();
+        let packs = PackState::new(state.clone(), ["a".to_owned()]);
+        let a = packs.follow("a").unwrap();
+        packs.set_accounts(&["b".to_owned()]);
+        assert!(a.has_changed().is_err(), "a's follower is told it ended");
+        assert!(packs.follow("a").is_none());
+        assert!(packs.follow("b").unwrap().borrow().exists);
+        // Kept accounts keep their followers.
+        let b = packs.follow("b").unwrap();
+        packs.set_accounts(&["b".to_owned(), "c".to_owned()]);
+        assert!(!b.has_changed().unwrap());
+        assert!(packs.follow("c").is_some());
     }
 }

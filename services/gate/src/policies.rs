@@ -15,7 +15,7 @@ mod edit;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::UNIX_EPOCH;
 
 use glovebox_config::StateDir;
@@ -44,7 +44,7 @@ struct Cached {
 }
 
 /// Where an account may act: its canonical workdir and roots.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountPaths {
     pub id: String,
     pub workdir: String,
@@ -83,7 +83,10 @@ struct Managed {
 
 /// The policy of every configured account.
 pub struct AccountPolicies {
-    accounts: HashMap<String, AccountEntry>,
+    /// The accounts as of now: replaced at run time ([`AccountPolicies::set_accounts`]); a
+    /// caller holds an entry only for the one decision or edit it makes.
+    accounts: RwLock<HashMap<String, Arc<AccountEntry>>>,
+    state: StateDir,
     protected: Vec<String>,
     managed_dirs: Vec<PathBuf>,
     /// Whether managed files must be root's and writable by root alone (system mode).
@@ -124,21 +127,11 @@ impl AccountPolicies {
     ) -> AccountPolicies {
         let accounts = accounts
             .into_iter()
-            .map(|AccountPaths { id, workdir, roots }| {
-                let entry = AccountEntry {
-                    roots,
-                    file: state.permissions_file(&id),
-                    project_file: Path::new(&workdir)
-                        .join(glovebox_policy::policy::PROJECT_DIR)
-                        .join("permissions.yaml"),
-                    workdir,
-                    cache: Mutex::new(Cached::default()),
-                };
-                (id, entry)
-            })
+            .map(|paths| (paths.id.clone(), Arc::new(AccountEntry::new(state, paths))))
             .collect();
         let policies = AccountPolicies {
-            accounts,
+            accounts: RwLock::new(accounts),
+            state: state.clone(),
             protected,
             managed_dirs,
             managed_root_only: false,
@@ -161,14 +154,50 @@ impl AccountPolicies {
         self
     }
 
-    pub fn workdir(&self, account: &str) -> Option<&str> {
-        self.accounts.get(account).map(|e| e.workdir.as_str())
+    pub fn workdir(&self, account: &str) -> Option<String> {
+        self.entry(account).map(|e| e.workdir.clone())
+    }
+
+    /// The account's entry as of now.
+    fn entry(&self, account: &str) -> Option<Arc<AccountEntry>> {
+        read(&self.accounts).get(account).cloned()
+    }
+
+    /// Every account's paths as of now.
+    pub fn accounts(&self) -> Vec<AccountPaths> {
+        let mut out: Vec<AccountPaths> = read(&self.accounts)
+            .iter()
+            .map(|(id, e)| AccountPaths {
+                id: id.clone(),
+                workdir: e.workdir.clone(),
+                roots: e.roots.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    /// Replaces the accounts with `next` (accounts added, removed or moved at run time): an
+    /// account whose paths did not change keeps its compiled policy; a new or moved one compiles
+    /// afresh at its next decision; a removed one is unknown from now on.
+    pub fn set_accounts(&self, next: Vec<AccountPaths>) {
+        let mut accounts = self.accounts.write().unwrap_or_else(|p| p.into_inner());
+        let mut table = HashMap::new();
+        for paths in next {
+            let kept = accounts
+                .remove(&paths.id)
+                .filter(|e| e.workdir == paths.workdir && e.roots == paths.roots);
+            let entry =
+                kept.unwrap_or_else(|| Arc::new(AccountEntry::new(&self.state, paths.clone())));
+            table.insert(paths.id, entry);
+        }
+        *accounts = table;
     }
 
     /// The directories and files the watcher should observe.
     pub fn watched_paths(&self) -> Vec<PathBuf> {
         let mut paths = self.managed_dirs.clone();
-        for e in self.accounts.values() {
+        for e in read(&self.accounts).values() {
             if let Some(dir) = e.file.parent() {
                 paths.push(dir.to_owned());
             }
@@ -188,8 +217,9 @@ impl AccountPolicies {
 
     /// Loads every account's policy, or reloads what changed of it.
     pub fn load_all(&self) {
-        for id in self.accounts.keys() {
-            let _ = self.current(id);
+        let ids: Vec<String> = read(&self.accounts).keys().cloned().collect();
+        for id in ids {
+            let _ = self.current(&id);
         }
     }
 
@@ -208,9 +238,9 @@ impl AccountPolicies {
 
     /// Every account's current policy error, as `account: error`.
     pub fn errors(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .accounts
-            .keys()
+        let ids: Vec<String> = read(&self.accounts).keys().cloned().collect();
+        let mut out: Vec<String> = ids
+            .iter()
             .filter_map(|id| {
                 self.current(id)
                     .and_then(|c| c.error)
@@ -223,7 +253,8 @@ impl AccountPolicies {
 
     /// The account's policy, reloading files that changed. `None` for unknown accounts.
     pub fn current(&self, account: &str) -> Option<Current> {
-        let entry = self.accounts.get(account)?;
+        let entry = self.entry(account)?;
+        let entry = entry.as_ref();
         // Stat before taking the lock: concurrent decisions only share it for the comparison.
         let stamps = (
             glovebox_config::file_stamp(&entry.file),
@@ -478,6 +509,25 @@ fn read_policy_text(path: &Path) -> Result<Option<(String, std::fs::Metadata)>, 
 /// count as live, so allows last no longer than their time and denies no shorter).
 pub fn now_unix() -> i64 {
     glovebox_ticket::now_ms().map_or(0, |ms| (ms / 1000) as i64)
+}
+
+/// Reads `m`, going on after a panic elsewhere held it.
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+impl AccountEntry {
+    fn new(state: &StateDir, AccountPaths { id, workdir, roots }: AccountPaths) -> AccountEntry {
+        AccountEntry {
+            roots,
+            file: state.permissions_file(&id),
+            project_file: Path::new(&workdir)
+                .join(glovebox_policy::policy::PROJECT_DIR)
+                .join("permissions.yaml"),
+            workdir,
+            cache: Mutex::new(Cached::default()),
+        }
+    }
 }
 
 /// Locks `m`, going on after a panic elsewhere held it (the data is kept consistent by each user).

@@ -49,6 +49,9 @@ pub struct GateState {
     pub enablement: crate::enablement::Enablement,
     /// Each account's `mcp.json`, project pack trust and pack secrets.
     pub packs: crate::packs::PackState,
+    /// Who may call the audit socket now (each account's executor and pack host), as the
+    /// supervisor last said.
+    pub audit_access: crate::accounts::live::AuditAccess,
 }
 
 #[derive(Clone)]
@@ -286,6 +289,7 @@ mod tests {
                 state.clone(),
                 ["alice".to_owned(), "bob".to_owned()],
             ),
+            audit_access: Default::default(),
             state_dir: state,
         }));
         Setup {
@@ -404,6 +408,75 @@ mod tests {
                 "{peer:?}: {e:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_removed_accounts_executor_and_pack_host_are_refused_at_once() {
+        use glovebox_proto::v1::audit_server::Audit;
+        use glovebox_proto::v1::pack_support_server::PackSupport;
+        let s = setup().await;
+        let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
+        s.gate
+            .0
+            .set_audit_peers(&keys.audit_peers(["alice", "bob"], Vec::new()));
+        let as_peer = |peer: &str| {
+            let mut r = Request::new(AuditEvent {
+                kind: "execute".into(),
+                ..Default::default()
+            });
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer(peer.into(), 0));
+            r
+        };
+        let audit = AuditService(s.gate.0.clone());
+        audit.append(as_peer("executor:bob")).await.unwrap();
+        let packs = PackSupportService(s.gate.0.clone());
+        let follow = |peer: &str| {
+            let mut r = Request::new(pb::PackConfigRequest::default());
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer(peer.into(), 0));
+            r
+        };
+        let mut stream = packs
+            .watch_config(follow("packs:bob"))
+            .await
+            .unwrap()
+            .into_inner();
+        use tokio_stream::StreamExt;
+        assert!(stream.next().await.unwrap().is_ok(), "bob's mcp.json first");
+        // bob removed from the table: his executor's connection, still open, gets nothing more,
+        // his pack host's stream ends, and his calls are denied as an unknown account's.
+        s.gate
+            .0
+            .policies
+            .set_accounts(vec![crate::policies::AccountPaths::in_workdir(
+                "alice", &s.workdir,
+            )]);
+        s.gate.0.packs.set_accounts(&["alice".to_owned()]);
+        let e = audit.append(as_peer("executor:bob")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        assert!(packs.watch_config(follow("packs:bob")).await.is_err());
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+                .await
+                .unwrap()
+                .is_none(),
+            "the stream ended"
+        );
+        let r = decide(&s, "bob", &format!("{}/a.txt", s.workdir)).await;
+        assert_eq!(
+            (r.verdict, r.rule.as_str()),
+            (pb::Verdict::Deny as i32, "account")
+        );
+        // alice is served while her key is granted, and refused once the supervisor drops it.
+        audit.append(as_peer("executor:alice")).await.unwrap();
+        s.gate.0.set_audit_peers(&keys.audit_peers([], Vec::new()));
+        let e = audit.append(as_peer("executor:alice")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        // The broker is no account's service: unaffected.
+        let mut r = as_peer("broker");
+        r.get_mut().kind = "result".into();
+        audit.append(r).await.unwrap();
     }
 
     #[tokio::test]

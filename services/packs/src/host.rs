@@ -241,7 +241,7 @@ impl Host {
                 }
                 Ok(Trust::No) => kept_out(
                     state::UNTRUSTED,
-                    "not trusted: the account's approver refused this project pack (`glovebox packs reload` asks again)".to_owned(),
+                    "not trusted: the account's approver refused this project pack (the console's Ask again, or `glovebox packs reload`, asks again)".to_owned(),
                     "refused",
                 ),
                 Ok(Trust::Unknown) => {

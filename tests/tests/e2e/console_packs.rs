@@ -201,3 +201,69 @@ async fn a_connected_provider_is_listed_and_disappears_when_it_disconnects() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_refused_project_pack_is_asked_about_again_from_the_console() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        ..Options::default()
+    });
+    let dir = g.workdir.join(".glovebox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = json!({"mcpServers": {"proj": fake("good", json!({}))}});
+    std::fs::write(dir.join("mcp.json"), file.to_string()).unwrap();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    open_packs(&mut page).await;
+    // Refused at its trust ask: kept out, with the way back on its row.
+    page.click("#tab-approvals").await;
+    let trust_ask = "!document.getElementById('ask').hidden && \
+         document.getElementById('ask-tool').textContent === 'pack_trust' && \
+         !document.getElementById('answer-deny').disabled";
+    page.wait_for("the trust ask, answerable", trust_ask).await;
+    page.click("#answer-deny").await;
+    open_packs(&mut page).await;
+    let ask_again = "#packs tr[data-pack=\"project:proj\"] button.ask-again";
+    page.wait_for(
+        "the refused pack with its Ask again button",
+        &format!(
+            "{} === 'untrusted' && {}.startsWith('refused') && !!document.querySelector({})",
+            cell("project", "proj", STATE),
+            cell("project", "proj", TRUST),
+            json!(ask_again)
+        ),
+    )
+    .await;
+    // Listing again does not ask again by itself.
+    page.click("#packs-refresh").await;
+    page.click("#tab-approvals").await;
+    page.wait_for("no ask", "document.getElementById('ask').hidden")
+        .await;
+    open_packs(&mut page).await;
+    page.click(ask_again).await;
+    page.click("#tab-approvals").await;
+    page.wait_for("the trust ask again", trust_ask).await;
+    page.click("#answer-once").await;
+    open_packs(&mut page).await;
+    page.wait_for(
+        "the trusted project pack running",
+        &format!(
+            "{} === 'running' && {}.startsWith('trusted until')",
+            cell("project", "proj", STATE),
+            cell("project", "proj", TRUST)
+        ),
+    )
+    .await;
+    let details: Vec<String> = sqlx::query_scalar(
+        "SELECT COALESCE(detail, '') FROM events WHERE kind = 'trust' ORDER BY id",
+    )
+    .fetch_all(&g.audit_pool().await)
+    .await
+    .unwrap();
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("asked to be asked again") && d.contains("1 refused")),
+        "{details:?}"
+    );
+}

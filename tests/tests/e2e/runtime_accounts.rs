@@ -1,8 +1,9 @@
 //! Accounts added and removed while glovebox runs (`glovebox account add|list|show|remove`),
 //! in user mode: the new account's executor starts and its token works at once, without a
-//! restart and without dropping the other accounts' connections; on removal its token is refused,
-//! its connections close and its executor is gone; a bad add changes nothing; every change and
-//! refusal is audited with the caller's uid.
+//! restart (not even of the gate) and without dropping or failing the other accounts' calls; on
+//! removal its token is refused, its connections close, its executor is gone and the gate
+//! refuses its executor's credential; a bad add changes nothing; every change and refusal is
+//! audited with the caller's uid.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -41,8 +42,8 @@ async fn connect_when_accepted(g: &Glovebox, token: &str) -> Client {
     }
 }
 
-/// Invokes `tool` until the call is not refused as `unavailable` (within 10 s): a gate restarting
-/// for an account change is back within about a second.
+/// Invokes `tool` until the call is not refused as `unavailable` (within 10 s): a new account's
+/// services may still be starting when the broker first hears of it.
 async fn invoke_when_available(
     client: &mut Client,
     tool: &str,
@@ -173,10 +174,12 @@ async fn an_account_added_at_run_time_works_until_it_is_removed() {
     .await;
     assert!(account_pids(&g, "extra").is_empty());
     assert!(!g.state.join("accounts/extra").exists(), "moved aside");
-    // The first account's connection stayed open and works (once the gate, restarted to forget
-    // the account, is back: a call meanwhile fails closed and runs nothing).
-    let listed =
-        expect_ok(&invoke_when_available(&mut first, "file_list", json!({"path": "."})).await);
+    // The first account's connection stayed open and works.
+    let listed = expect_ok(
+        &first
+            .invoke("after", "file_list", json!({"path": "."}))
+            .await,
+    );
     assert!(listed["entries"].is_array(), "{listed}");
     assert_eq!(
         first_executor,
@@ -392,4 +395,195 @@ async fn an_added_account_moves_and_gains_and_loses_roots_at_run_time() {
             "added", "changed", "changed", "changed", "refused", "refused"
         ]
     );
+}
+
+/// Calls `file_list` as `client` until `stop` is set; returns each result with when it came.
+fn call_continuously(
+    mut client: Client,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(Instant, serde_json::Value)>> {
+    tokio::spawn(async move {
+        let mut results = Vec::new();
+        for n in 0.. {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            let result = client
+                .invoke(&format!("steady-{n}"), "file_list", json!({"path": "."}))
+                .await;
+            results.push((Instant::now(), result));
+        }
+        results
+    })
+}
+
+/// An execute row appended as `peer` on the gate's audit socket, over `channel`.
+async fn append_as(
+    channel: &glovebox_proto::transport::Link,
+    account: &str,
+) -> Result<(), tonic::Status> {
+    use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
+    AuditClient::new(channel.clone())
+        .append(AuditEvent {
+            account: account.into(),
+            kind: "execute".into(),
+            outcome: "probe".into(),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_takes_account_changes_without_restarting() {
+    use glovebox_proto::transport::handover::socket;
+    let g = Glovebox::start();
+    let gate = g.service_pids("gate");
+    assert_eq!(gate.len(), 1, "{gate:?}");
+    let (one, two) = (workdir(&g, "steady-one"), workdir(&g, "steady-two"));
+    std::fs::write(one.join("where.txt"), "one").unwrap();
+    std::fs::write(two.join("where.txt"), "two").unwrap();
+    // The first account calls all along; none of its calls may fail.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let steady = call_continuously(g.connect("agent").await, stop.clone());
+
+    let add_started = Instant::now();
+    let (code, out, err) = g.run_cli(&[
+        "account",
+        "add",
+        "live",
+        "--workdir",
+        one.to_str().unwrap(),
+        "--enabled",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let added_in = add_started.elapsed();
+    assert_eq!(
+        g.service_pids("gate"),
+        gate,
+        "the gate was not restarted by add"
+    );
+    let mut agent = connect_when_accepted(&g, &token_in(&g.state, "live")).await;
+    let approver = std::fs::read_to_string(g.state.join("accounts/live/approver.token")).unwrap();
+    let mut approver = Client::connect(&g.url, Auth::Header(approver.trim()), "approver").await;
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "one");
+    // Decided by the gate, executed by its own executor, both audited under its id.
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT source, kind FROM events WHERE account = 'live' AND tool = 'file_read' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for wanted in [("gate", "decide"), ("executor", "execute")] {
+        assert!(
+            rows.iter().any(|(s, k)| (s.as_str(), k.as_str()) == wanted),
+            "{wanted:?} in {rows:?}"
+        );
+    }
+
+    // Moved: the gate judges the new workdir's paths, still the same gate.
+    let (code, out, err) = g.run_cli(&["account", "set-workdir", "live", two.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "two");
+    assert_eq!(
+        g.service_pids("gate"),
+        gate,
+        "the gate was not restarted by set-workdir"
+    );
+
+    // Its executor's credential on the audit socket works while the account is there; a
+    // connection opened now stays open through the removal.
+    let executor = g.channel_as("audit.sock", socket::AUDIT, "executor:live");
+    append_as(&executor, "live").await.unwrap();
+    let remove_started = Instant::now();
+    let (code, out, err) = g.run_cli(&["account", "remove", "live"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let removed_in = remove_started.elapsed();
+    assert_eq!(
+        g.service_pids("gate"),
+        gate,
+        "the gate was not restarted by remove"
+    );
+    // Refused at once, on the open connection and on a new one.
+    let refused = append_as(&executor, "live").await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    let fresh = g.channel_as("audit.sock", socket::AUDIT, "executor:live");
+    assert!(append_as(&fresh, "live").await.is_err());
+    let probes: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM events WHERE account = 'live' AND outcome = 'probe'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(probes, 1, "only the row from before the removal");
+
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let results = steady.await.unwrap();
+    assert!(results.len() >= 3, "{} calls", results.len());
+    for (_, r) in &results {
+        expect_ok(r);
+    }
+    // Calls were answered while each change was being applied, not only around them.
+    for (what, from, took) in [
+        ("add", add_started, added_in),
+        ("remove", remove_started, removed_in),
+    ] {
+        assert!(
+            results
+                .iter()
+                .any(|(at, _)| *at > from && *at < from + took),
+            "no call of the first account was answered during {what}"
+        );
+    }
+    assert_eq!(g.service_pids("gate"), gate);
+    eprintln!(
+        "figures: account add returned in {added_in:?}, remove in {removed_in:?}; \
+         {} calls of the first account meanwhile, all ok",
+        results.len()
+    );
+}
+
+#[tokio::test]
+async fn an_added_account_is_switched_on_and_off_with_glovebox_enable() {
+    let g = Glovebox::start();
+    let gate = g.service_pids("gate");
+    let work = workdir(&g, "work-switch");
+    let (code, out, err) =
+        g.run_cli(&["account", "add", "sw", "--workdir", work.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut agent = connect_when_accepted(&g, &token_in(&g.state, "sw")).await;
+    let off = invoke_when_available(&mut agent, "file_list", json!({"path": "."})).await;
+    assert_eq!(
+        glovebox_e2e::expect_error(&off, "denied")["rule"],
+        "enablement"
+    );
+
+    let (code, out, err) = g.run_cli(&["enable", "--account", "sw"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // On the open connection, at the next call; written to accounts.yaml, not glovebox.yaml.
+    expect_ok(&agent.invoke("on", "file_list", json!({"path": "."})).await);
+    let added = std::fs::read_to_string(g.state.join("accounts.yaml")).unwrap();
+    assert!(added.contains("enabled: true"), "{added}");
+    let config = std::fs::read_to_string(g.state.join("glovebox.yaml")).unwrap();
+    assert!(!config.contains("sw"), "{config}");
+
+    let (code, out, err) = g.run_cli(&["disable", "--account", "sw"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let off = agent.invoke("off", "file_list", json!({"path": "."})).await;
+    assert_eq!(
+        glovebox_e2e::expect_error(&off, "denied")["rule"],
+        "enablement"
+    );
+    let pool = g.audit_pool().await;
+    let switches: Vec<String> = sqlx::query_scalar(
+        "SELECT outcome FROM events WHERE kind = 'enablement' AND account = 'sw' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(switches, ["enabled", "disabled"]);
+    assert_eq!(g.service_pids("gate"), gate);
 }

@@ -111,6 +111,16 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
             job_call(at, "exec_kill", json!({ "job_id": job_id })).await
         }
         ManageOp::Packs {} => value(crate::packs::manage_view(at.app, at.account).await),
+        ManageOp::PacksAskAgain {} => {
+            let forget = pb::AskAgainAboutPacksRequest {
+                account: at.account.to_owned(),
+            };
+            let mut gate = at.app.backends.account_admin.clone();
+            match gate.ask_again_about_packs(request(forget)).await {
+                Ok(_) => value(crate::packs::manage_view(at.app, at.account).await),
+                Err(status) => Err(from_status(status)),
+            }
+        }
         ManageOp::Providers {} => value(Providers {
             providers: providers(at),
         }),

@@ -1,6 +1,7 @@
 //! `UpdateAccount`: an added account moved to another workdir, or a root added or removed
 //! (`glovebox account set-workdir|add-root|remove-root`). [`apply`] is the decision, pure and
-//! table-tested; the supervisor restarts the account's executor and pack host with the result.
+//! table-tested; the gate applies the result to itself at once (`live`), and the supervisor
+//! restarts the account's executor and pack host with it.
 
 use std::path::Path;
 
@@ -150,6 +151,7 @@ impl GateState {
             return Err(Status::failed_precondition(e.to_string()));
         }
         self.audit_account(&id, "changed", uid, summary).await;
+        self.reload_accounts(Some(&id)).await;
         Ok(pb::UpdateAccountResponse { roots })
     }
 }

@@ -142,12 +142,13 @@ impl TrustStore {
         }
     }
 
-    /// Forgets the account's refusals (its packs are reloaded: ask again).
-    pub fn forget_refusals(&self, account: &str) {
-        self.answers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(a, _), t| !(a == account && *t == Trust::No));
+    /// Forgets the account's refusals (its packs are reloaded, or its approver asked to be asked
+    /// again); returns how many there were.
+    pub fn forget_refusals(&self, account: &str) -> usize {
+        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let before = answers.len();
+        answers.retain(|(a, _), t| !(a == account && *t == Trust::No));
+        before - answers.len()
     }
 
     /// Records the approver's answer; returns the trust it gives. An answer that is none (no
@@ -244,7 +245,9 @@ mod tests {
         assert_eq!(store.resolve("a", &s, Answer::Timeout).unwrap(), Trust::No);
         assert_eq!(store.get("a", &s), Trust::No);
         assert_eq!(store.get("b", &s), Trust::Unknown, "per account");
-        store.forget_refusals("a");
+        assert_eq!(store.forget_refusals("b"), 0, "b refused nothing");
+        assert_eq!(store.get("a", &s), Trust::No);
+        assert_eq!(store.forget_refusals("a"), 1);
         assert_eq!(store.get("a", &s), Trust::Unknown);
         assert_eq!(store.resolve("a", &s, Answer::Once).unwrap(), Trust::Once);
         assert_eq!(store.get("a", &s), Trust::Once);

@@ -4,15 +4,16 @@
 //! not compiling is refused and nothing is written), is serialized with the others, and is
 //! recorded as a policy event for the audit.
 
+use std::sync::Arc;
+
 use glovebox_config::write_private_file;
 use glovebox_policy::{Kind, RawPolicy, RawRule, Section, check_account_text, edit, exact_rule};
 
 use super::{AccountEntry, AccountPolicies, EditError, now_unix, read_policy_text};
 
 impl AccountPolicies {
-    fn entry(&self, account: &str) -> Result<&AccountEntry, EditError> {
-        self.accounts
-            .get(account)
+    fn entry_or_unknown(&self, account: &str) -> Result<Arc<AccountEntry>, EditError> {
+        self.entry(account)
             .ok_or_else(|| EditError::UnknownAccount(account.to_owned()))
     }
 
@@ -25,7 +26,7 @@ impl AccountPolicies {
         outcome: &str,
         change: impl FnOnce(&str) -> Result<Option<(String, String)>, EditError>,
     ) -> Result<Option<String>, EditError> {
-        let entry = self.entry(account)?;
+        let entry = self.entry_or_unknown(account)?;
         let _guard = super::lock(&self.edit_lock);
         let file_err = |message: String| EditError::File {
             file: entry.file.display().to_string(),

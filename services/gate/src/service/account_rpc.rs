@@ -9,7 +9,8 @@ use tokio::sync::OnceCell;
 use super::*;
 use crate::audit::query::AuditReader;
 use glovebox_proto::v1::{
-    CallEventsRequest, CallEventsResponse, RecentCallsRequest, RecentCallsResponse,
+    AskAgainAboutPacksRequest, AskAgainAboutPacksResponse, CallEventsRequest, CallEventsResponse,
+    RecentCallsRequest, RecentCallsResponse,
 };
 
 /// The `AccountAdmin` service, on the gate's main socket, for the broker.
@@ -145,6 +146,32 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         ))
     }
 
+    async fn ask_again_about_packs(
+        &self,
+        request: Request<AskAgainAboutPacksRequest>,
+    ) -> Result<Response<AskAgainAboutPacksResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let account = request.into_inner().account;
+        self.known(&account)?;
+        let forgotten = self.state.packs.trust.forget_refusals(&account);
+        self.state
+            .audit(AuditEvent {
+                account: account.clone(),
+                source: "gate".into(),
+                kind: "trust".into(),
+                outcome: "unknown".into(),
+                detail: format!(
+                    "the account's approver asked to be asked again about its refused project \
+                     packs ({forgotten} refused)"
+                ),
+                ..Default::default()
+            })
+            .await;
+        Ok(Response::new(AskAgainAboutPacksResponse {
+            forgotten: u32::try_from(forgotten).unwrap_or(u32::MAX),
+        }))
+    }
+
     async fn recent_calls(
         &self,
         request: Request<RecentCallsRequest>,
@@ -227,6 +254,7 @@ mod tests {
                 [("alice".to_owned(), true)].into(),
             ),
             packs: crate::packs::PackState::new(state.clone(), ["alice".to_owned()]),
+            audit_access: Default::default(),
             state_dir: state,
         });
         let service = AccountAdminService::new(gate);

@@ -1,6 +1,7 @@
 //! The `Audit` service: rows from the broker, the supervisor and the executors, each admitted by
 //! who the connection proved to be (`admit_audit_event`), and the last two rows of a built-in
-//! call from its executor, admitted with the ticket the call ran on (`admit_call_rows`).
+//! call from its executor, admitted with the ticket the call ran on (`admit_call_rows`); an
+//! account's executor or pack host only while its account is served (`accounts::live`).
 
 use super::*;
 
@@ -10,6 +11,12 @@ impl pb::audit_server::Audit for AuditService {
         let peer = glovebox_proto::transport::peer_of(&request)
             .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
             .to_owned();
+        if !self.0.account_peer_current(&peer) {
+            tracing::warn!(%peer, "refused an audit row of a removed account's service");
+            return Err(Status::permission_denied(format!(
+                "{peer} is no longer served"
+            )));
+        }
         let mut event = request.into_inner();
         if let Err(why) = admit_audit_event(&peer, &mut event) {
             tracing::warn!(%peer, kind = %event.kind, "refused an audit row");
@@ -26,6 +33,12 @@ impl pb::audit_server::Audit for AuditService {
         let peer = glovebox_proto::transport::peer_of(&request)
             .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
             .to_owned();
+        if !self.0.account_peer_current(&peer) {
+            tracing::warn!(%peer, "refused a call's rows from a removed account's executor");
+            return Err(Status::permission_denied(format!(
+                "{peer} is no longer served"
+            )));
+        }
         let rows =
             admit_call_rows(&peer, request.into_inner(), &self.0.master_key).map_err(|why| {
                 tracing::warn!(%peer, "refused a call's rows");

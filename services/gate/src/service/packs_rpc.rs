@@ -24,9 +24,12 @@ const MAX_SECRETS_ASKED: usize = 256;
 #[derive(Clone)]
 pub struct PackSupportService(pub Arc<GateState>);
 
-/// The account of a pack host's connection.
-fn pack_host<T>(request: &Request<T>) -> Result<String, Status> {
+/// The account of a pack host's connection, while that account is served.
+fn pack_host<T>(state: &GateState, request: &Request<T>) -> Result<String, Status> {
     match glovebox_proto::transport::peer_of(request) {
+        Some(peer) if !state.account_peer_current(peer) => Err(Status::permission_denied(format!(
+            "{peer} is no longer served"
+        ))),
         Some(peer) => peer
             .strip_prefix("packs:")
             .map(str::to_owned)
@@ -81,7 +84,7 @@ impl GateState {
         self.known_account(&request.account)?;
         let subject = required(request.subject, "subject")?;
         // A project pack is trusted for the account's own workdir only.
-        if self.policies.workdir(&request.account) != Some(subject.workdir.as_str()) {
+        if self.policies.workdir(&request.account).as_deref() != Some(subject.workdir.as_str()) {
             return Err(Status::invalid_argument(
                 "the pack is not of the account's workdir",
             ));
@@ -187,7 +190,7 @@ impl pb::pack_support_server::PackSupport for PackSupportService {
         &self,
         request: Request<PackConfigRequest>,
     ) -> Result<Response<Self::WatchConfigStream>, Status> {
-        let account = pack_host(&request)?;
+        let account = pack_host(&self.0, &request)?;
         let rx = self
             .0
             .packs
@@ -208,7 +211,7 @@ impl pb::pack_support_server::PackSupport for PackSupportService {
         &self,
         request: Request<PackSecretsRequest>,
     ) -> Result<Response<PackSecretsResponse>, Status> {
-        let account = pack_host(&request)?;
+        let account = pack_host(&self.0, &request)?;
         let names = request.into_inner().names;
         if names.len() > MAX_SECRETS_ASKED {
             return Err(Status::invalid_argument("too many secrets asked for"));
@@ -230,14 +233,14 @@ impl pb::pack_support_server::PackSupport for PackSupportService {
         &self,
         request: Request<PackTrustQuery>,
     ) -> Result<Response<PackTrustAnswer>, Status> {
-        let account = pack_host(&request)?;
+        let account = pack_host(&self.0, &request)?;
         let query = request.into_inner();
         if query.forget_refusals {
             self.0.packs.trust.forget_refusals(&account);
         }
         let trust = match &query.subject {
             // A pack of another directory than the account's workdir is never trusted.
-            Some(s) if self.0.policies.workdir(&account) == Some(s.workdir.as_str()) => {
+            Some(s) if self.0.policies.workdir(&account).as_deref() == Some(s.workdir.as_str()) => {
                 tokio::task::block_in_place(|| self.0.packs.trust.get(&account, s))
             }
             _ => Trust::Unknown,

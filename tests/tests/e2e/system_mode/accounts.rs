@@ -2,7 +2,9 @@
 //! accounts owned by two users; each owner reads only its own agent token (`glovebox token show
 //! --system`, over the approve socket, known by its uid), never from the state; another user
 //! cannot add an account; and from inside an approved job of one account, the other's token and
-//! the admin socket stay out of reach.
+//! the admin socket stay out of reach. The gate takes every change (add, set-workdir, remove)
+//! without restarting, refuses a removed account's executor credential at once, and refuses an
+//! account whose agent user is its own approver.
 
 use super::*;
 
@@ -80,6 +82,36 @@ pub(super) fn add(s: &System, id: &'static str) -> Added {
     }
 }
 
+/// A channel to the gate's audit socket proving `peer`'s key (derived, as the supervisor does,
+/// from the state's control key).
+fn audit_channel_as(s: &System, peer: &str) -> glovebox_proto::transport::Link {
+    use glovebox_proto::transport::handover::{ControlKeys, socket};
+    let keys =
+        ControlKeys::from_bytes(&std::fs::read(s.state.join("control.key")).unwrap()).unwrap();
+    glovebox_proto::transport::authenticated_channel(
+        &s.runtime.join("audit/audit.sock"),
+        peer,
+        keys.key(socket::AUDIT, peer),
+    )
+}
+
+/// Appends an execute row of `account` over `channel`.
+async fn append_over(
+    channel: &glovebox_proto::transport::Link,
+    account: &str,
+) -> Result<(), tonic::Status> {
+    use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
+    AuditClient::new(channel.clone())
+        .append(AuditEvent {
+            account: account.into(),
+            kind: "execute".into(),
+            outcome: "probe".into(),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+}
+
 /// The owner's `token show`, once the supervisor has told the broker of the account.
 fn own_token(s: &System, a: &Added) -> String {
     let deadline = Instant::now() + WAIT;
@@ -107,6 +139,29 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
         accounts: &["base"],
         ..Default::default()
     });
+    let gate = s.pid_of("gate", None);
+    // An agent user that is its own approver is refused, and nothing is written.
+    let both = TestUser::new("b");
+    let work = s.root.join("work-same");
+    std::fs::create_dir(&work).unwrap();
+    let out = as_root(
+        &s,
+        &[
+            "account",
+            "add",
+            "same",
+            "--workdir",
+            work.to_str().unwrap(),
+            "--run-as",
+            &both.name,
+            "--owner",
+            &both.name,
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the same user"), "{err}");
+    assert!(!s.state.join("accounts.yaml").exists());
     let (c, d) = (add(&s, "c"), add(&s, "d"));
     let (token_c, token_d) = (own_token(&s, &c), own_token(&s, &d));
     assert_ne!(token_c, token_d);
@@ -128,6 +183,41 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     let executor = s.pid_of("executor", Some("c"));
     let (uids, ..) = identity_of(executor);
     assert!(uids.iter().all(|u| *u == c.run_as.uid), "{uids:?}");
+    assert_eq!(
+        s.pid_of("gate", None),
+        gate,
+        "adding accounts did not restart the gate"
+    );
+    // c moved to another workdir: its executor restarts there, the gate stays.
+    let moved = s.root.join("work-c2");
+    std::fs::create_dir(&moved).unwrap();
+    std::fs::write(moved.join("hello.txt"), "c moved").unwrap();
+    std::os::unix::fs::chown(&moved, Some(c.run_as.uid), Some(c.run_as.gid)).unwrap();
+    let out = as_root(
+        &s,
+        &["account", "set-workdir", "c", moved.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + WAIT;
+    let read = loop {
+        let r = agent
+            .invoke("moved", "file_read", json!({"path": "hello.txt"}))
+            .await;
+        if r["error"]["code"] != "unavailable" || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(expect_ok(&read)["content"], "c moved");
+    assert_eq!(
+        s.pid_of("gate", None),
+        gate,
+        "set-workdir did not restart the gate"
+    );
 
     // c's owner asking for d's token is refused, and the refusal audited with its uid.
     let out = token_show_as(&s, &c.owner, Some("d"));
@@ -220,7 +310,10 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     assert_eq!(stdout.matches(&refusal).count(), 2, "{stdout}");
     assert!(stdout.contains("admin-unreachable"), "{stdout}");
 
-    // Removed: the token is refused and the executor is gone.
+    // Removed: the token is refused, the executor is gone, and the gate refuses d's executor
+    // credential at once, even on a connection opened before.
+    let d_executor = audit_channel_as(&s, "executor:d");
+    append_over(&d_executor, "d").await.unwrap();
     let out = as_root(&s, &["account", "remove", "d"]);
     assert!(
         out.status.success(),
@@ -236,6 +329,23 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!token_show_as(&s, &d.owner, None).status.success());
+    let refused = append_over(&d_executor, "d").await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        append_over(&audit_channel_as(&s, "executor:d"), "d")
+            .await
+            .is_err()
+    );
+    assert!(
+        append_over(&audit_channel_as(&s, "executor:c"), "c")
+            .await
+            .is_ok()
+    );
+    assert_eq!(
+        s.pid_of("gate", None),
+        gate,
+        "removing an account did not restart the gate"
+    );
     assert!(
         !d.workdir.join(".glovebox").exists(),
         "nothing was written into d's workdir"

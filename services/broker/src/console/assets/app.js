@@ -715,15 +715,16 @@
     always: "trusted for this workdir",
     once: "trusted until glovebox stops",
     waiting: "waiting for you (see Approvals)",
-    refused: "refused (an administrator's `glovebox packs reload` asks again)",
+    refused: "refused",
   };
   let lastPacks = null;
   let packsTimer = 0;
-  async function refreshPacks(attempt) {
+  // `op` is "packs", or "packs_ask_again": forget the refusals first, so listing asks again.
+  async function refreshPacks(attempt, op = "packs") {
     clearTimeout(packsTimer);
     const body = $("packs").tBodies[0];
     let r;
-    try { r = await manage({ name: "packs" }); } catch (e) {
+    try { r = await manage({ name: op }); } catch (e) {
       lastPacks = null;
       clear(body);
       body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet", text: `Packs cannot be listed: ${e.message}` })));
@@ -747,7 +748,11 @@
           el("td", { "data-label": "From", text: p.origin === "project" ? "project" : "account" }),
           el("td", { "data-label": "State", class: "pack-state", text: p.state }),
           el("td", { "data-label": "Tools" }, tools),
-          el("td", { "data-label": "Trust", text: p.origin === "project" ? (trustWords[p.trust] || p.trust) : "—" }),
+          el("td", { "data-label": "Trust" }, p.origin === "project" ? (trustWords[p.trust] || p.trust) : "—",
+            p.origin === "project" && p.trust === "refused"
+              ? el("button", { type: "button", class: "ask-again", "aria-label": `Ask again about ${p.name}`,
+                  onclick: () => refreshPacks(0, "packs_ask_again") }, "Ask again")
+              : null),
           el("td", { "data-label": "Why not running", class: "pack-message" }, p.message ? el("code", { text: p.message }) : "")));
       }
       if (!r.packs.length) {
