@@ -68,6 +68,15 @@ impl ErrorCode {
         }
     }
 
+    /// The outcome a call's `result` audit row gives a call that failed with this code: the
+    /// one rule for both writers of result rows (the broker, and an executor for a built-in call).
+    pub fn result_outcome(self) -> &'static str {
+        match self {
+            ErrorCode::Denied => "denied",
+            _ => "error",
+        }
+    }
+
     /// Parses a wire string; unknown strings are `None` so callers can fail closed.
     pub fn parse(s: &str) -> Option<ErrorCode> {
         ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
@@ -101,5 +110,17 @@ mod tests {
         }
         assert_eq!(ErrorCode::parse("DENIED"), None);
         assert_eq!(ErrorCode::parse(""), None);
+    }
+
+    #[test]
+    fn only_a_denial_is_a_denied_result() {
+        for code in ErrorCode::ALL {
+            let want = if code == ErrorCode::Denied {
+                "denied"
+            } else {
+                "error"
+            };
+            assert_eq!(code.result_outcome(), want, "{code}");
+        }
     }
 }

@@ -415,13 +415,47 @@ pub async fn append_durably(
     event: crate::v1::AuditEvent,
     limit: Duration,
 ) -> Result<(), tonic::Status> {
+    durably(limit, || {
+        let mut client = client.clone();
+        let request = audit_request(event.clone());
+        async move { client.append(request).await.map(|_| ()) }
+    })
+    .await
+}
+
+/// Appends the last rows of a built-in call (`Audit.AppendCall`: its execute and result rows,
+/// committed together) like [`append_durably`].
+pub async fn append_call_durably(
+    client: &crate::v1::audit_client::AuditClient<Link>,
+    rows: crate::v1::CallRows,
+    limit: Duration,
+) -> Result<(), tonic::Status> {
+    durably(limit, || {
+        let mut client = client.clone();
+        let request = audit_request(rows.clone());
+        async move { client.append_call(request).await.map(|_| ()) }
+    })
+    .await
+}
+
+fn audit_request<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(Duration::from_secs(5));
+    request
+}
+
+/// Runs `attempt` until it succeeds, retrying while the gate cannot be reached, for at most
+/// `limit`; any other error is returned at once.
+async fn durably<F, Fut>(limit: Duration, mut attempt: F) -> Result<(), tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), tonic::Status>>,
+{
     let deadline = tokio::time::Instant::now() + limit;
     let mut pause = Duration::from_millis(20);
     loop {
-        let mut request = tonic::Request::new(event.clone());
-        request.set_timeout(Duration::from_secs(5));
-        match client.clone().append(request).await {
-            Ok(_) => return Ok(()),
+        match attempt().await {
+            Ok(()) => return Ok(()),
             Err(status)
                 if matches!(
                     status.code(),
@@ -587,6 +621,12 @@ mod tests {
             ) -> Result<tonic::Response<AppendAck>, tonic::Status> {
                 let _ = self.0.send(peer_of(&request).map(str::to_owned));
                 Ok(tonic::Response::new(AppendAck {}))
+            }
+            async fn append_call(
+                &self,
+                _: tonic::Request<crate::v1::CallRows>,
+            ) -> Result<tonic::Response<AppendAck>, tonic::Status> {
+                Err(tonic::Status::unimplemented("not in this test"))
             }
         }
         let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! One call, end to end: validate → plan (executor) → decide (gate) → ask (approver) →
-//! execute (executor) → result, with a final audit event. Fails closed at every step: a backend
-//! that cannot be reached means the call is refused, never that a check is skipped.
+//! execute (executor) → result, with a final audit event: the broker's own, unless the executor
+//! already committed it with its execute row (a built-in call that ran on its ticket). Fails
+//! closed at every step: a backend that cannot be reached means the call is refused, never that
+//! a check is skipped.
 
 use std::time::Instant;
 
@@ -20,8 +22,17 @@ use crate::asks::AskOutcome;
 use crate::backends::request;
 
 tokio::task_local! {
-    /// The gate's verdict on the call this task runs, for its metrics (`none` until decided).
-    static VERDICT: std::cell::Cell<&'static str>;
+    /// What is known of the call this task runs.
+    static CALL: CallFacts;
+}
+
+/// What is known of a running call beyond its result.
+struct CallFacts {
+    started: Instant,
+    /// The gate's verdict, for the call's metrics (`none` until decided).
+    verdict: std::cell::Cell<&'static str>,
+    /// The executor committed the call's result row with its execute row: the broker writes none.
+    result_audited: std::cell::Cell<bool>,
 }
 
 /// Who made a call: the authenticated account and the connection it came on.
@@ -97,9 +108,13 @@ pub async fn run_call(
     // carries its context.
     let span = spans::call(account, tool);
     app.asks.activity(account, true);
-    let verdict = std::cell::Cell::new("none");
-    let (outcome, verdict) = VERDICT
-        .scope(verdict, async {
+    let facts = CallFacts {
+        started,
+        verdict: std::cell::Cell::new("none"),
+        result_audited: std::cell::Cell::new(false),
+    };
+    let (outcome, verdict, result_audited) = CALL
+        .scope(facts, async {
             let outcome = async {
                 match enter(app, account, cancelled.clone()).await {
                     Ok(place) => {
@@ -111,7 +126,8 @@ pub async fn run_call(
             }
             .instrument(span.clone())
             .await;
-            (outcome, VERDICT.with(|v| v.get()))
+            let (verdict, audited) = CALL.with(|c| (c.verdict.get(), c.result_audited.get()));
+            (outcome, verdict, audited)
         })
         .await;
     app.asks.activity(account, false);
@@ -131,12 +147,7 @@ pub async fn run_call(
             ServerFrame::ok(call_id.to_owned(), result)
         }
         Err(error) => {
-            event.outcome = if error.code == ErrorCode::Denied {
-                "denied"
-            } else {
-                "error"
-            }
-            .into();
+            event.outcome = error.code.result_outcome().into();
             event.error_code = error.code.as_str().into();
             event.reason = error
                 .deny_reason
@@ -147,7 +158,8 @@ pub async fn run_call(
         }
     };
     // A result is answered only once its row is in the audit (waiting for a gate that is
-    // restarting); if it cannot be written, the call is reported failed.
+    // restarting); if it cannot be written, the call is reported failed. The executor's row,
+    // when it wrote one, was committed before it answered.
     spans::record_outcome(&span, &event.outcome);
     glovebox_telemetry::metrics::broker().call(
         tool,
@@ -157,6 +169,9 @@ pub async fn run_call(
     );
     if tool == "exec_run" && event.outcome == "ok" {
         glovebox_telemetry::metrics::broker().job_started();
+    }
+    if result_audited {
+        return frame;
     }
     let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
     if let Err(status) =
@@ -304,6 +319,9 @@ async fn builtin(
         .execute(request(ExecuteRequest {
             call: Some(call),
             ticket: Some(ticket),
+            call_age_ms: CALL
+                .try_with(|c| c.started.elapsed().as_millis() as u64)
+                .unwrap_or(0),
         }))
         .await
         .map_err(|_| {
@@ -313,15 +331,26 @@ async fn builtin(
             )
         })?
         .into_inner();
+    // The executor's result row says what it answered. A result the broker cannot pass on is
+    // a failure the executor's row does not know of: the broker writes its own row besides.
+    let result_audited = executed.result_audited;
+    let audited = move || {
+        if result_audited {
+            let _ = CALL.try_with(|c| c.result_audited.set(true));
+        }
+    };
     if let Some(e) = executed.error {
+        audited();
         return Err(from_tool_error(e));
     }
-    serde_json::from_str(&executed.result_json).map_err(|_| {
+    let value = serde_json::from_str(&executed.result_json).map_err(|_| {
         WireError::new(
             ErrorCode::Internal,
             "the executor returned a malformed result",
         )
-    })
+    })?;
+    audited();
+    Ok(value)
 }
 
 /// What the approver is shown as the preview of an ask.
@@ -359,7 +388,7 @@ pub(crate) async fn authorize(
         _ => "deny",
     };
     spans::record_verdict(said);
-    let _ = VERDICT.try_with(|v| v.set(said));
+    let _ = CALL.try_with(|c| c.verdict.set(said));
     let ticket = match verdict {
         Ok(pb::Verdict::Allow) => decided.ticket,
         Ok(pb::Verdict::Ask) => Some(

@@ -1,8 +1,10 @@
 //! The executor's gRPC service: plan, preview, execute for one account.
 //!
 //! Plan and preview only look; execute acts, and only on a ticket that verifies under this
-//! account's key and names this call. Each execute sends one audit event to the gate. The broker
-//! may call every method; an administrator only Plan (what `glovebox policy explain` judges).
+//! account's key and names this call. Each execute that acted sends the gate its execute row and
+//! the call's result row together (`Audit.AppendCall`, with the ticket), and answers only once
+//! they are committed; a refused ticket sends its execute row alone. The broker may call every
+//! method; an administrator only Plan (what `glovebox policy explain` judges).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -72,7 +74,7 @@ impl ExecutorService {
     fn verify(
         &self,
         call: &ToolCall,
-        ticket: Option<pb::Ticket>,
+        ticket: Option<&pb::Ticket>,
     ) -> Result<pb::TicketBody, OpError> {
         let Some(t) = ticket else {
             return Err(OpError::new(
@@ -89,7 +91,7 @@ impl ExecutorService {
         let body = self
             .config
             .key
-            .verify(&t, &expected)
+            .verify(t, &expected)
             .map_err(|e| OpError::new(ErrorCode::Denied, format!("ticket refused: {e}")))?;
         self.used.spend(&t.mac, body.expires_at_ms, now_ms())?;
         Ok(body)
@@ -175,6 +177,7 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
             ExecuteResponse {
                 result_json: done.result,
                 error: None,
+                result_audited: false,
             }
         }
         Err(e) => {
@@ -186,9 +189,35 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
             ExecuteResponse {
                 result_json: String::new(),
                 error: Some(e.to_proto()),
+                result_audited: false,
             }
         }
     }
+}
+
+/// The call's result row: what `response` tells the broker, which answers the client with it
+/// (the same outcome, code and reason the broker's own result rows give a failure).
+fn result_row(call: &ToolCall, response: &ExecuteResponse, duration_ms: u64) -> AuditEvent {
+    let mut row = AuditEvent {
+        call_id: call.call_id.clone(),
+        client_call_id: call.client_call_id.clone(),
+        account: call.account.clone(),
+        source: "executor".into(),
+        kind: "result".into(),
+        tool: call.tool.clone(),
+        duration_ms,
+        ..Default::default()
+    };
+    match &response.error {
+        None => row.outcome = "ok".into(),
+        Some(e) => {
+            let code = ErrorCode::parse(&e.code).unwrap_or(ErrorCode::Internal);
+            row.outcome = code.result_outcome().into();
+            row.error_code = code.as_str().into();
+            row.reason = e.message.clone();
+        }
+    }
+    row
 }
 
 #[tonic::async_trait]
@@ -288,7 +317,11 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<ExecuteResponse>, Status> {
         caller(&request, &[BROKER])?;
         let started = Instant::now();
-        let ExecuteRequest { call, ticket } = request.into_inner();
+        let ExecuteRequest {
+            call,
+            ticket,
+            call_age_ms,
+        } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let mut event = AuditEvent {
@@ -300,37 +333,51 @@ impl pb::executor_server::Executor for ExecutorService {
             tool: call.tool.clone(),
             ..Default::default()
         };
-        let outcome = match self.verify(&call, ticket) {
+        let (outcome, ticketed) = match self.verify(&call, ticket.as_ref()) {
             Err(e) => {
                 event.outcome = "refused".into();
-                Err(e)
+                (Err(e), false)
             }
             Ok(body) => {
                 // The gate renders (and redacts) the subjects of the row itself.
                 event.subjects = body.subjects.clone();
                 event.approval = body.approval.clone();
-                self.act(&call, body, &mut event).await
+                (self.act(&call, body, &mut event).await, true)
             }
         };
         let mut response = answer(outcome, &mut event);
         event.duration_ms = started.elapsed().as_millis() as u64;
-        // The call is reported done only once its row is in the audit (waiting for a gate that
-        // is restarting); otherwise it is reported failed, though what it did stays done.
+        // The call is reported done only once its rows are in the audit (waiting for a gate that
+        // is restarting); otherwise it is reported failed, though what it did stays done. A call
+        // that ran on its ticket sends its result row too, in the same commit.
         let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
-        if let Err(status) =
-            glovebox_proto::transport::append_durably(&self.audit, event, durable).await
-        {
-            tracing::error!(error = %status.message(), "could not send the audit event to the gate");
-            response = ExecuteResponse {
-                result_json: String::new(),
-                error: Some(
-                    OpError::new(
-                        ErrorCode::Unavailable,
-                        "the call ran, but its audit row could not be written; it is reported as failed",
-                    )
-                    .to_proto(),
-                ),
+        let written = if ticketed {
+            let age = call_age_ms.saturating_add(event.duration_ms);
+            let rows = pb::CallRows {
+                result: Some(result_row(&call, &response, age)),
+                execute: Some(event),
+                ticket,
             };
+            glovebox_proto::transport::append_call_durably(&self.audit, rows, durable).await
+        } else {
+            glovebox_proto::transport::append_durably(&self.audit, event, durable).await
+        };
+        match written {
+            Ok(()) => response.result_audited = ticketed,
+            Err(status) => {
+                tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+                response = ExecuteResponse {
+                    result_json: String::new(),
+                    error: Some(
+                        OpError::new(
+                            ErrorCode::Unavailable,
+                            "the call ran, but its audit row could not be written; it is reported as failed",
+                        )
+                        .to_proto(),
+                    ),
+                    result_audited: false,
+                };
+            }
         }
         Ok(Response::new(response))
     }
@@ -346,5 +393,57 @@ impl pb::executor_server::Executor for ExecutorService {
             running_jobs: self.jobs.running() as u32,
             jobs: self.config.containment.clone(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_result_row_says_what_the_response_says() {
+        let call = ToolCall {
+            account: "alice".into(),
+            call_id: "call-1".into(),
+            tool: "file_read".into(),
+            params_json: "{}".into(),
+            client_call_id: "r1".into(),
+        };
+        let failed = |code: &str| ExecuteResponse {
+            error: Some(pb::ToolError {
+                code: code.into(),
+                message: "why".into(),
+            }),
+            ..Default::default()
+        };
+        let cases = [
+            (ExecuteResponse::default(), ("ok", "", "")),
+            (failed("not_found"), ("error", "not_found", "why")),
+            (failed("denied"), ("denied", "denied", "why")),
+            // a code nobody knows is reported as the broker reports it: internal
+            (failed("what"), ("error", "internal", "why")),
+        ];
+        for (response, (outcome, code, reason)) in cases {
+            let row = result_row(&call, &response, 7);
+            assert_eq!(
+                (
+                    row.outcome.as_str(),
+                    row.error_code.as_str(),
+                    row.reason.as_str()
+                ),
+                (outcome, code, reason),
+                "{response:?}"
+            );
+            assert_eq!(
+                (
+                    row.kind.as_str(),
+                    row.call_id.as_str(),
+                    row.client_call_id.as_str(),
+                    row.account.as_str(),
+                    row.duration_ms
+                ),
+                ("result", "call-1", "r1", "alice", 7)
+            );
+        }
     }
 }

@@ -67,8 +67,9 @@ pub struct AuditHealth {
 }
 
 enum Job {
-    Event {
-        event: Box<AuditEvent>,
+    /// Rows written together: chained in order and committed in one transaction.
+    Events {
+        events: Vec<AuditEvent>,
         done: oneshot::Sender<bool>,
     },
     /// Write a checkpoint row now (`why`: start, stop).
@@ -278,16 +279,15 @@ impl AuditStore {
 
     /// Appends one event and waits until it is written. Returns whether it was.
     pub async fn append(&self, event: AuditEvent) -> bool {
+        self.append_all(vec![event]).await
+    }
+
+    /// Appends events as one unit (one place in the queue; chained one after the other and
+    /// committed in the same transaction, so either all are written or none) and waits until
+    /// they are written. Returns whether they were.
+    pub async fn append_all(&self, events: Vec<AuditEvent>) -> bool {
         let (done, wait) = oneshot::channel();
-        if self
-            .jobs
-            .send(Job::Event {
-                event: Box::new(event),
-                done,
-            })
-            .await
-            .is_err()
-        {
+        if self.jobs.send(Job::Events { events, done }).await.is_err() {
             self.record_failure("audit writer has stopped");
             return false;
         }
@@ -309,9 +309,10 @@ impl AuditStore {
     }
 }
 
-/// Most events written at once. Under load the writer takes every queued event (up to this) and
-/// writes them with one multi-row INSERT, which SQLite commits atomically, so one round trip to
-/// SQLite's worker thread serves many calls; each caller still waits until its row is committed.
+/// Most appends written at once (each one row, or a call's last two). Under load the writer takes
+/// every queued append (up to this) and writes their rows with one multi-row INSERT, which SQLite
+/// commits atomically, so one round trip to SQLite's worker thread serves many calls; each caller
+/// still waits until its rows are committed.
 const MAX_BATCH: usize = 64;
 /// Scheduler turns the writer yields to gather a batch.
 const LINGER_TURNS: usize = 4;
@@ -358,8 +359,11 @@ async fn writer(
         let mut checkpoints = Vec::new();
         for job in batch {
             match job {
-                Job::Event { event, done } => {
-                    events.push(*event);
+                Job::Events {
+                    events: mut rows,
+                    done,
+                } => {
+                    events.append(&mut rows);
                     waiting.push(done);
                 }
                 Job::Checkpoint { why, done } => checkpoints.push((why, done)),
@@ -845,6 +849,62 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(distinct, 200);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rows_appended_together_are_adjacent_and_committed_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        // Other calls' rows race the pairs; each pair still lands as two consecutive rows.
+        let tasks: Vec<_> = (0..50)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let call = format!("c{i}");
+                    let lone = store.append(event("decide", &format!("d{i}")));
+                    let pair =
+                        store.append_all(vec![event("execute", &call), event("result", &call)]);
+                    let (a, b) = tokio::join!(lone, pair);
+                    a && b
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.unwrap());
+        }
+        let pool = open_pool(&f.db).await.unwrap();
+        let rows: Vec<(i64, String, String)> =
+            sqlx::query_as("SELECT id, kind, call_id FROM events WHERE kind <> 'checkpoint'")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(rows.len(), 150);
+        for (id, kind, call) in &rows {
+            if kind == "execute" {
+                let next = rows.iter().find(|r| r.0 == id + 1).unwrap();
+                assert_eq!((next.1.as_str(), &next.2), ("result", call));
+            }
+        }
+        let r = check(&f).await;
+        assert_eq!((r.problem, r.rows), (None, 151));
+        // A failing store writes neither row of a pair.
+        sqlx::query(
+            "CREATE TRIGGER events_fail BEFORE INSERT ON events WHEN NEW.kind = 'result' BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        assert!(
+            !store
+                .append_all(vec![event("execute", "lost"), event("result", "lost")])
+                .await
+        );
+        let lost: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE call_id = 'lost'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(lost, 0);
     }
 
     /// A store with `n` decide rows after its start checkpoint, closed; returns its files.

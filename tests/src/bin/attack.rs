@@ -161,6 +161,7 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
                     json!({"path": "pwned", "content": "x"}),
                 )),
                 ticket: None,
+                ..Default::default()
             })
             .await,
         );

@@ -6,7 +6,12 @@
 //!    same run — the difference is what the broker adds; and the executor's Execute alone (with a
 //!    ticket the gate signed for that call).
 //!
+//! 3. throughput: the same read through the broker with 8 calls in flight (8 connections), in
+//!    calls per second, and the CPU each service spent per call (its `/proc` user and system
+//!    time over the run).
+//!
 //! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin glovebox-broker-bench`
+//! (`GLOVEBOX_BIN=path/to/glovebox` measures another build of the services with this bench).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -32,6 +37,17 @@ fn rss_kib(pid: i32) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap()
+}
+
+/// CPU time (user + system) of the process `pid` and all its threads so far, in milliseconds.
+fn cpu_ms(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command (which may hold spaces), from the state (field 3) on.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // USER_HZ is 100 on Linux.
+    ticks as f64 * 10.0
 }
 
 fn raise_fd_limit() {
@@ -109,6 +125,7 @@ async fn main() {
             .execute(ExecuteRequest {
                 call: Some(call),
                 ticket: decided.ticket,
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -144,4 +161,42 @@ async fn main() {
         (m1.as_secs_f64() - m2.as_secs_f64()) * 1e6,
         m1.as_secs_f64() / m2.as_secs_f64()
     );
+    drop(agent);
+
+    // 3. throughput and CPU per call, IN_FLIGHT calls at once
+    const IN_FLIGHT: usize = 8;
+    const PER_CONNECTION: usize = 250;
+    let services: Vec<(&str, i32)> = ["gate", "broker", "executor"]
+        .into_iter()
+        .map(|name| (name, g.service_pids(name)[0]))
+        .collect();
+    let mut agents = Vec::new();
+    for _ in 0..IN_FLIGHT {
+        agents.push(g.connect("agent").await);
+    }
+    let cpu_before: Vec<f64> = services.iter().map(|(_, pid)| cpu_ms(*pid)).collect();
+    let t = Instant::now();
+    futures_util::future::join_all(agents.iter_mut().enumerate().map(|(w, agent)| async move {
+        for i in 0..PER_CONNECTION {
+            let r = agent
+                .invoke(&format!("t{w}-{i}"), "file_read", json!({"path": "4k.txt"}))
+                .await;
+            assert_eq!(expect_ok(&r)["bytes"], 4096);
+        }
+    }))
+    .await;
+    let wall = t.elapsed();
+    let calls = (IN_FLIGHT * PER_CONNECTION) as f64;
+    println!(
+        "{IN_FLIGHT} calls in flight through the broker, {} calls: {:.0} calls/s",
+        IN_FLIGHT * PER_CONNECTION,
+        calls / wall.as_secs_f64()
+    );
+    let mut total = 0.0;
+    for ((name, pid), before) in services.iter().zip(cpu_before) {
+        let per_call = (cpu_ms(*pid) - before) / calls;
+        total += per_call;
+        println!("  {name:<9} CPU {per_call:>7.3} ms per call");
+    }
+    println!("  services  CPU {total:>7.3} ms per call");
 }

@@ -126,7 +126,7 @@ async fn grep_never_reads_the_floor_or_follows_links_out_of_the_tree() {
     // the audit records the pattern's kind and length, never the pattern
     let pool = g.audit_pool().await;
     let detail: String = sqlx::query_scalar(
-        "SELECT detail FROM events WHERE source = 'executor' AND client_call_id = 'g'",
+        "SELECT detail FROM events WHERE kind = 'execute' AND client_call_id = 'g'",
     )
     .fetch_one(&pool)
     .await

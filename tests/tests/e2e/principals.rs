@@ -171,6 +171,7 @@ async fn an_administrator_key_may_only_ask_an_executor_to_plan() {
             .execute(ExecuteRequest {
                 call: Some(call),
                 ticket: None,
+                ..Default::default()
             })
             .await
             .map(|_| ()),

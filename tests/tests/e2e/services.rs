@@ -33,6 +33,7 @@ async fn the_executor_refuses_calls_without_a_valid_ticket() {
         .execute(ExecuteRequest {
             call: Some(write_call(&g, "target.txt")),
             ticket: None,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -47,6 +48,7 @@ async fn the_executor_refuses_calls_without_a_valid_ticket() {
         .execute(ExecuteRequest {
             call: Some(write_call(&g, "target.txt")),
             ticket: Some(forged),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -103,6 +105,7 @@ async fn a_ticket_for_one_call_cannot_be_replayed_for_another_path_or_twice() {
         exec.execute(ExecuteRequest {
             call: Some(call),
             ticket: Some(ticket.clone()),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -456,6 +459,123 @@ async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
 }
 
 /// `/healthz` with the account's approver credential (without one it says only up or down).
+/// A built-in call that ran leaves its execute and result rows from its executor, committed
+/// together (one append, consecutive rows, the result after the execute); a call that never
+/// reached the executor keeps the broker's result row.
+#[tokio::test]
+async fn a_calls_execute_and_result_rows_are_committed_together() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "four").unwrap();
+    std::fs::write(g.workdir.join(".env"), "TOKEN=x").unwrap();
+    let mut agent = g.connect("agent").await;
+    expect_ok(
+        &agent
+            .invoke("ok", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    expect_error(
+        &agent
+            .invoke("missing", "file_read", json!({"path": "nothere.txt"}))
+            .await,
+        "not_found",
+    );
+    expect_error(
+        &agent
+            .invoke("floor", "file_read", json!({"path": ".env"}))
+            .await,
+        "denied",
+    );
+    let pool = g.audit_pool().await;
+    type Row = (i64, String, String, Option<String>, Option<String>, i64);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, kind, source, outcome, error_code, COALESCE(duration_ms, 0) FROM events \
+         WHERE client_call_id = ? ORDER BY id",
+    )
+    .bind("ok")
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let shape = |rows: &[Row]| -> Vec<(String, String)> {
+        rows.iter().map(|r| (r.1.clone(), r.2.clone())).collect()
+    };
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        shape(&rows),
+        pairs(&[
+            ("decide", "gate"),
+            ("execute", "executor"),
+            ("result", "executor")
+        ])
+    );
+    assert_eq!(
+        rows[2].0,
+        rows[1].0 + 1,
+        "the two rows are one append: {rows:?}"
+    );
+    assert_eq!(rows[2].3.as_deref(), Some("ok"));
+    // the result's duration is the whole call's, at least the execute's own
+    assert!(rows[2].5 >= rows[1].5, "{rows:?}");
+    let missing: Vec<Row> = sqlx::query_as(
+        "SELECT id, kind, source, outcome, error_code, COALESCE(duration_ms, 0) FROM events \
+         WHERE client_call_id = 'missing' AND kind IN ('execute', 'result') ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        shape(&missing),
+        pairs(&[("execute", "executor"), ("result", "executor")])
+    );
+    assert_eq!(missing[1].0, missing[0].0 + 1);
+    assert_eq!(
+        (missing[1].3.as_deref(), missing[1].4.as_deref()),
+        (Some("error"), Some("not_found"))
+    );
+    let floor: Vec<Row> = sqlx::query_as(
+        "SELECT id, kind, source, outcome, error_code, 0 FROM events \
+         WHERE client_call_id = 'floor' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        shape(&floor),
+        pairs(&[("decide", "gate"), ("result", "broker")])
+    );
+    // the views read the same calls as before
+    type ViewRow = (String, Option<String>, Option<String>, Option<i64>);
+    let view: Vec<ViewRow> = sqlx::query_as(
+        "SELECT client_call_id, outcome, error_code, bytes FROM tool_calls ORDER BY client_call_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        view,
+        [
+            (
+                "floor".into(),
+                Some("denied".into()),
+                Some("denied".into()),
+                None
+            ),
+            (
+                "missing".into(),
+                Some("error".into()),
+                Some("not_found".into()),
+                Some(0)
+            ),
+            ("ok".into(), Some("ok".into()), None, Some(4)),
+        ]
+    );
+    let (code, out, _) = g.run_cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}");
+}
+
 async fn healthz(g: &Glovebox) -> (u16, serde_json::Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = g
@@ -609,6 +729,7 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
             .execute(ExecuteRequest {
                 call: Some(call(account)),
                 ticket: Some(ticket.clone()),
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -622,6 +743,7 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
         .execute(ExecuteRequest {
             call: Some(call("alice")),
             ticket: Some(ticket),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -1,6 +1,7 @@
 //! The `Audit` service: rows from the broker, the supervisor and the executors, each admitted by
-//! who the connection proved to be (`admit_audit_event`); an account's executor or pack host
-//! only while its account is served (`accounts::live`).
+//! who the connection proved to be (`admit_audit_event`), and the last two rows of a built-in
+//! call from its executor, admitted with the ticket the call ran on (`admit_call_rows`); an
+//! account's executor or pack host only while its account is served (`accounts::live`).
 
 use super::*;
 
@@ -23,5 +24,272 @@ impl pb::audit_server::Audit for AuditService {
         }
         self.0.audit(event).await;
         Ok(Response::new(AppendAck {}))
+    }
+
+    async fn append_call(
+        &self,
+        request: Request<pb::CallRows>,
+    ) -> Result<Response<AppendAck>, Status> {
+        let peer = glovebox_proto::transport::peer_of(&request)
+            .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
+            .to_owned();
+        if !self.0.account_peer_current(&peer) {
+            tracing::warn!(%peer, "refused a call's rows from a removed account's executor");
+            return Err(Status::permission_denied(format!(
+                "{peer} is no longer served"
+            )));
+        }
+        let rows =
+            admit_call_rows(&peer, request.into_inner(), &self.0.master_key).map_err(|why| {
+                tracing::warn!(%peer, "refused a call's rows");
+                Status::permission_denied(why)
+            })?;
+        // One place in the writer's queue: both rows are chained and committed together. A
+        // failed write is counted and reported by Health, as for a single row.
+        let _ = self.0.audit.append_all(rows.into()).await;
+        Ok(Response::new(AppendAck {}))
+    }
+}
+
+/// Admits the last two rows of a built-in call from `peer`: only an account's executor, for its
+/// own account, with a ticket the gate signed (under the account's executor key) for exactly
+/// that call and tool. The execute row is admitted as [`admit_audit_event`] admits one; the
+/// result row's source is the executor too (who wrote it), and it names no subject. Returns the
+/// rows in order, or why they are refused.
+pub(crate) fn admit_call_rows(
+    peer: &str,
+    rows: pb::CallRows,
+    master: &MasterKey,
+) -> Result<[AuditEvent; 2], String> {
+    let Some(account) = peer.strip_prefix("executor:") else {
+        return Err(format!("{peer} may not write a call's rows"));
+    };
+    let (Some(mut execute), Some(mut result), Some(ticket)) =
+        (rows.execute, rows.result, rows.ticket)
+    else {
+        return Err("a call's rows need the execute row, the result row and the ticket".into());
+    };
+    admit_audit_event(peer, &mut execute)?;
+    if result.kind != "result" {
+        return Err(format!(
+            "the second of a call's rows must be its result, not {:?}",
+            result.kind
+        ));
+    }
+    if result.account.is_empty() {
+        result.account = account.to_owned();
+    }
+    if result.account != account || result.call_id != execute.call_id || result.tool != execute.tool
+    {
+        return Err("a call's two rows must name the same account, call and tool".into());
+    }
+    let body = master
+        .account_key(account)
+        .open(&ticket)
+        .map_err(|e| format!("the call's ticket was refused: {e}"))?;
+    if body.account != account || body.call_id != execute.call_id || body.tool != execute.tool {
+        return Err("the ticket names another call".into());
+    }
+    result.source = "executor".into();
+    result.subject.clear();
+    result.subjects.clear();
+    Ok([execute, result])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::v1::{Subject, TicketBody};
+
+    fn master() -> MasterKey {
+        MasterKey::from_bytes(&[9u8; glovebox_ticket::KEY_BYTES]).unwrap()
+    }
+
+    fn ticket(
+        key: &glovebox_ticket::AccountKey,
+        account: &str,
+        call: &str,
+        tool: &str,
+    ) -> pb::Ticket {
+        key.sign(&TicketBody {
+            account: account.into(),
+            call_id: call.into(),
+            tool: tool.into(),
+            // long expired: the rows are written after the call ran
+            expires_at_ms: 1,
+            ..Default::default()
+        })
+    }
+
+    fn row(kind: &str, account: &str, call: &str, tool: &str) -> AuditEvent {
+        AuditEvent {
+            call_id: call.into(),
+            account: account.into(),
+            source: "broker".into(),
+            kind: kind.into(),
+            tool: tool.into(),
+            subject: "free text".into(),
+            subjects: vec![Subject {
+                domain: pb::Domain::Read as i32,
+                path: "/w/a.txt".into(),
+                state: None,
+            }],
+            outcome: "ok".into(),
+            ..Default::default()
+        }
+    }
+
+    fn rows(execute: AuditEvent, result: AuditEvent, ticket: pb::Ticket) -> pb::CallRows {
+        pb::CallRows {
+            execute: Some(execute),
+            result: Some(result),
+            ticket: Some(ticket),
+        }
+    }
+
+    #[test]
+    fn an_executor_writes_its_calls_rows_with_the_ticket() {
+        let m = master();
+        let t = ticket(&m.account_key("alice"), "alice", "c1", "file_read");
+        let [e, r] = admit_call_rows(
+            "executor:alice",
+            rows(
+                row("execute", "", "c1", "file_read"),
+                row("result", "alice", "c1", "file_read"),
+                t,
+            ),
+            &m,
+        )
+        .unwrap();
+        assert_eq!(
+            (e.kind.as_str(), e.source.as_str(), e.account.as_str()),
+            ("execute", "executor", "alice")
+        );
+        // the gate renders the execute row's subject from the ticket's subjects
+        assert_eq!(e.subject, "read /w/a.txt");
+        assert_eq!(
+            (r.kind.as_str(), r.source.as_str(), r.account.as_str()),
+            ("result", "executor", "alice")
+        );
+        assert_eq!((r.subject.as_str(), r.subjects.len()), ("", 0));
+        assert_eq!(r.outcome, "ok");
+    }
+
+    #[test]
+    fn a_calls_rows_are_refused_from_anyone_else_or_without_its_ticket() {
+        let m = master();
+        let alice = m.account_key("alice");
+        let good = || ticket(&alice, "alice", "c1", "file_read");
+        let pair = || {
+            (
+                row("execute", "alice", "c1", "file_read"),
+                row("result", "alice", "c1", "file_read"),
+            )
+        };
+        type Case = (&'static str, &'static str, pb::CallRows);
+        let (e, r) = pair();
+        let mut cases: Vec<Case> = vec![
+            ("the broker", "broker", rows(e, r, good())),
+            (
+                "a pack host",
+                "packs:alice",
+                rows(pair().0, pair().1, good()),
+            ),
+            (
+                "the supervisor",
+                "supervisor",
+                rows(pair().0, pair().1, good()),
+            ),
+            (
+                "another account's executor",
+                "executor:bob",
+                rows(pair().0, pair().1, good()),
+            ),
+            (
+                "a ticket of another account",
+                "executor:bob",
+                rows(
+                    row("execute", "bob", "c1", "file_read"),
+                    row("result", "bob", "c1", "file_read"),
+                    ticket(&alice, "bob", "c1", "file_read"),
+                ),
+            ),
+            (
+                "a ticket for another call",
+                "executor:alice",
+                rows(
+                    pair().0,
+                    pair().1,
+                    ticket(&alice, "alice", "c2", "file_read"),
+                ),
+            ),
+            (
+                "a ticket for another tool",
+                "executor:alice",
+                rows(
+                    pair().0,
+                    pair().1,
+                    ticket(&alice, "alice", "c1", "file_write"),
+                ),
+            ),
+            (
+                "a pack host's ticket",
+                "executor:alice",
+                rows(
+                    pair().0,
+                    pair().1,
+                    ticket(&m.packs_key("alice"), "alice", "c1", "file_read"),
+                ),
+            ),
+            (
+                "a result for another call",
+                "executor:alice",
+                rows(pair().0, row("result", "alice", "c2", "file_read"), good()),
+            ),
+            (
+                "a result of another account",
+                "executor:alice",
+                rows(pair().0, row("result", "bob", "c1", "file_read"), good()),
+            ),
+            (
+                "two execute rows",
+                "executor:alice",
+                rows(pair().0, pair().0, good()),
+            ),
+            (
+                "a decide row first",
+                "executor:alice",
+                rows(row("decide", "alice", "c1", "file_read"), pair().1, good()),
+            ),
+            (
+                "no ticket",
+                "executor:alice",
+                pb::CallRows {
+                    ticket: None,
+                    ..rows(pair().0, pair().1, good())
+                },
+            ),
+            (
+                "no result row",
+                "executor:alice",
+                pb::CallRows {
+                    result: None,
+                    ..rows(pair().0, pair().1, good())
+                },
+            ),
+        ];
+        let mut forged = good();
+        forged.body[2] ^= 1;
+        cases.push((
+            "a forged ticket",
+            "executor:alice",
+            rows(pair().0, pair().1, forged),
+        ));
+        for (name, peer, call_rows) in cases {
+            assert!(
+                admit_call_rows(peer, call_rows, &m).is_err(),
+                "{name} was admitted"
+            );
+        }
     }
 }
