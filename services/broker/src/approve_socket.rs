@@ -208,33 +208,25 @@ async fn agent_token(
 
 /// Records that root opened an account it does not own as its approver.
 async fn audit_administrator(app: &App, account: &str) {
-    let event = AuditEvent {
-        account: account.to_owned(),
-        source: "broker".into(),
-        kind: "auth".into(),
-        outcome: "administrator".into(),
-        reason: "approve socket: peer uid 0 (root) opened the account as its approver".into(),
-        ..Default::default()
-    };
-    if let Err(status) = app
-        .backends
-        .audit
-        .clone()
-        .append(crate::backends::request(event))
-        .await
-    {
-        tracing::error!(error = %status.message(), "could not send the audit event to the gate");
-    }
+    let reason = "approve socket: peer uid 0 (root) opened the account as its approver";
+    audit_auth(app, account, "administrator", reason.to_owned()).await;
 }
 
 async fn audit_refusal(app: &App, uid: u32, account: Option<&String>, why: &str) {
     tracing::warn!(uid, reason = %why, "refused an approver on the approve socket");
+    let account = account.map(String::as_str).unwrap_or_default();
+    let reason = format!("approve socket: peer uid {uid}: {why}");
+    audit_auth(app, account, "refused", reason).await;
+}
+
+/// An `auth` row of the approve socket.
+async fn audit_auth(app: &App, account: &str, outcome: &str, reason: String) {
     let event = AuditEvent {
-        account: account.cloned().unwrap_or_default(),
+        account: account.to_owned(),
         source: "broker".into(),
         kind: "auth".into(),
-        outcome: "refused".into(),
-        reason: format!("approve socket: peer uid {uid}: {why}"),
+        outcome: outcome.into(),
+        reason,
         ..Default::default()
     };
     if let Err(status) = app

@@ -116,8 +116,8 @@ async fn the_console_lists_packs_with_their_tools_and_a_failing_servers_error_as
     );
 }
 
-#[tokio::test]
-async fn a_project_pack_waits_for_trust_given_in_the_console_and_then_runs() {
+/// A glovebox whose workdir's `.glovebox/mcp.json` has one project pack, `proj`, and a browser.
+fn with_project_pack() -> (Glovebox, Browser) {
     let g = Glovebox::start_with(Options {
         accounts: vec![("test".into(), true)],
         ..Options::default()
@@ -126,7 +126,12 @@ async fn a_project_pack_waits_for_trust_given_in_the_console_and_then_runs() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = json!({"mcpServers": {"proj": fake("good", json!({}))}});
     std::fs::write(dir.join("mcp.json"), file.to_string()).unwrap();
-    let browser = Browser::launch();
+    (g, Browser::launch())
+}
+
+#[tokio::test]
+async fn a_project_pack_waits_for_trust_given_in_the_console_and_then_runs() {
+    let (g, browser) = with_project_pack();
     let mut page = signed_in(&g, &browser).await;
     open_packs(&mut page).await;
     page.wait_for(
@@ -204,15 +209,7 @@ async fn a_connected_provider_is_listed_and_disappears_when_it_disconnects() {
 
 #[tokio::test]
 async fn a_refused_project_pack_is_asked_about_again_from_the_console() {
-    let g = Glovebox::start_with(Options {
-        accounts: vec![("test".into(), true)],
-        ..Options::default()
-    });
-    let dir = g.workdir.join(".glovebox");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = json!({"mcpServers": {"proj": fake("good", json!({}))}});
-    std::fs::write(dir.join("mcp.json"), file.to_string()).unwrap();
-    let browser = Browser::launch();
+    let (g, browser) = with_project_pack();
     let mut page = signed_in(&g, &browser).await;
     open_packs(&mut page).await;
     // Refused at its trust ask: kept out, with the way back on its row.

@@ -238,6 +238,27 @@ impl System {
         c
     }
 
+    /// `glovebox ARGS --system --runtime-dir RUNTIME [--account ID]`, a command a user runs
+    /// against the service, as `user` (root when `None`).
+    fn run_as_user(
+        &self,
+        user: Option<&TestUser>,
+        args: &[&str],
+        account: Option<&str>,
+    ) -> std::process::Output {
+        let mut c = Command::new(glovebox_bin());
+        c.args(args)
+            .args(["--system", "--runtime-dir"])
+            .arg(&self.runtime);
+        if let Some(a) = account {
+            c.args(["--account", a]);
+        }
+        if let Some(u) = user {
+            c.uid(u.uid).gid(u.gid);
+        }
+        c.env("HOME", "/").stdin(Stdio::null()).output().unwrap()
+    }
+
     fn stderr_file(&self) -> PathBuf {
         self.root.join("stderr.log")
     }

@@ -24,18 +24,7 @@ pub(super) fn as_root(s: &System, args: &[&str]) -> std::process::Output {
 
 /// `glovebox token show --system [--account ID]` run by `user`.
 fn token_show_as(s: &System, user: &TestUser, account: Option<&str>) -> std::process::Output {
-    let mut c = Command::new(glovebox_bin());
-    c.args(["token", "show", "--system", "--runtime-dir"])
-        .arg(&s.runtime);
-    if let Some(a) = account {
-        c.args(["--account", a]);
-    }
-    c.uid(user.uid)
-        .gid(user.gid)
-        .env("HOME", "/")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    s.run_as_user(Some(user), &["token", "show"], account)
 }
 
 /// An account added at run time: its users and workdir.

@@ -12,18 +12,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 /// `glovebox console --system [--account ID]` run by `user`.
 fn console_as(s: &System, user: &TestUser, account: Option<&str>) -> std::process::Output {
-    let mut c = Command::new(glovebox_bin());
-    c.args(["console", "--system", "--runtime-dir"])
-        .arg(&s.runtime);
-    if let Some(a) = account {
-        c.args(["--account", a]);
-    }
-    c.uid(user.uid)
-        .gid(user.gid)
-        .env("HOME", "/")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    s.run_as_user(Some(user), &["console"], account)
 }
 
 fn origin(s: &System) -> String {
@@ -123,12 +112,7 @@ async fn an_owner_signs_in_to_the_console_as_themselves_and_nobody_else_can() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not the owner of account \"a\""), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
-    let out = Command::new(glovebox_bin())
-        .args(["console", "--system", "--runtime-dir"])
-        .arg(&s.runtime)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = s.run_as_user(None, &["console"], None);
     assert!(!out.status.success(), "root owns no account");
     let reasons = s.audit_reasons().await;
     let wanted = format!("peer uid {}", b.owner.uid);
@@ -151,12 +135,7 @@ async fn an_owner_signs_in_to_the_console_as_themselves_and_nobody_else_can() {
 
     // Root, the administrator, opens an account it names (never one chosen for it), audited;
     // an agent token stays the owner's.
-    let out = Command::new(glovebox_bin())
-        .args(["console", "--system", "--account", "b", "--runtime-dir"])
-        .arg(&s.runtime)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = s.run_as_user(None, &["console"], Some("b"));
     assert!(
         out.status.success(),
         "{}",
@@ -174,19 +153,7 @@ async fn an_owner_signs_in_to_the_console_as_themselves_and_nobody_else_can() {
             .any(|r| r.contains("peer uid 0 (root) opened the account as its approver")),
         "{reasons:?}"
     );
-    let out = Command::new(glovebox_bin())
-        .args([
-            "token",
-            "show",
-            "--system",
-            "--account",
-            "b",
-            "--runtime-dir",
-        ])
-        .arg(&s.runtime)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = s.run_as_user(None, &["token", "show"], Some("b"));
     assert!(!out.status.success(), "root reads no agent token here");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&b.token));
 }

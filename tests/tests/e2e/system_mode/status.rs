@@ -6,13 +6,7 @@ use super::*;
 
 /// `glovebox status --system` run by `user` (root when `None`): exit code and stdout.
 fn status_as(s: &System, user: Option<&TestUser>) -> (Option<i32>, String) {
-    let mut c = Command::new(glovebox_bin());
-    c.args(["status", "--system", "--runtime-dir"])
-        .arg(&s.runtime);
-    if let Some(u) = user {
-        c.uid(u.uid).gid(u.gid);
-    }
-    let out = c.env("HOME", "/").stdin(Stdio::null()).output().unwrap();
+    let out = s.run_as_user(user, &["status"], None);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
