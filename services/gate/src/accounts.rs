@@ -21,8 +21,9 @@ pub mod live;
 pub mod token;
 pub mod update;
 
-/// One account change at a time: each reads `accounts.yaml`, checks and writes it.
-static CHANGES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// One account change at a time: each reads `accounts.yaml`, checks and writes it (a tools
+/// switch of an added account too: `GateState::set_enabled`).
+pub(crate) static CHANGES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// What the OS says of a user a request names.
 #[derive(Debug, Clone, PartialEq, Eq)]

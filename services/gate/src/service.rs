@@ -118,7 +118,10 @@ impl GateState {
         if self.policies.workdir(account).is_none() {
             return Err(Status::not_found("unknown account"));
         }
+        // An added account's switch rewrites `accounts.yaml`: not while an account change does.
+        let one = crate::accounts::CHANGES.lock().await;
         let written = tokio::task::block_in_place(|| self.enablement.set(account, enabled));
+        drop(one);
         if let Err(e) = written {
             tracing::error!(error = %e, "could not switch an account's tools");
             return Err(Status::internal("could not write the configuration"));
