@@ -189,7 +189,7 @@ async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
             if ["glovebox-broker", "glovebox-gate", "glovebox-executor"]
                 .iter()
                 .all(|s| services.contains(s))
-                && ["Plan", "Decide", "Execute", "Append"]
+                && ["Plan", "Decide", "Execute", "AppendCall"]
                     .iter()
                     .all(|m| methods.contains(m))
             {
