@@ -249,14 +249,7 @@ pub async fn status_system(runtime: &StateDir) -> anyhow::Result<ExitCode> {
     } else {
         outln!("  health:    not ok (HTTP {code})");
     }
-    for e in policy_errors_of(&body) {
-        outln!("  WARNING: policy: {e}");
-    }
-    Ok(if healthy {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(closing(healthy, &body))
 }
 
 /// `glovebox status`. Exits 0 when glovebox runs and is healthy, 1 otherwise.
@@ -321,14 +314,19 @@ pub async fn status(state_dir: &Path) -> anyhow::Result<ExitCode> {
             false
         }
     };
-    for e in policy_errors_of(&body) {
+    Ok(closing(healthy, &body))
+}
+
+/// The end of both statuses: the policy files that failed to load, and the exit code.
+fn closing(healthy: bool, health: &serde_json::Value) -> ExitCode {
+    for e in policy_errors_of(health) {
         outln!("  WARNING: policy: {e}");
     }
-    Ok(if healthy {
+    if healthy {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
 
 /// The MCP endpoint beside a broker's WebSocket URL.
