@@ -586,6 +586,11 @@ async fn up_system_refuses_what_it_cannot_run_safely() {
     assert!(e.contains("does not exist"), "{e}");
     let e = run(
         &format!("accounts:\n  - id: a\n    workdir: {w}\n    run_as: nobody\n    owner: nobody\n"),
+        0o644,
+    );
+    assert!(e.contains("are the same user"), "{e}");
+    let e = run(
+        &format!("accounts:\n  - id: a\n    workdir: {w}\n    run_as: nobody\n    owner: daemon\n"),
         0o666,
     );
     assert!(e.contains("writable by root alone"), "{e}");
@@ -594,7 +599,7 @@ async fn up_system_refuses_what_it_cannot_run_safely() {
     std::fs::create_dir_all(&state).unwrap();
     std::os::unix::fs::symlink("/etc/shadow", state.join("audit.db")).unwrap();
     let e = run(
-        &format!("accounts:\n  - id: a\n    workdir: {w}\n    run_as: nobody\n    owner: nobody\n"),
+        &format!("accounts:\n  - id: a\n    workdir: {w}\n    run_as: nobody\n    owner: daemon\n"),
         0o644,
     );
     assert!(e.contains("is a symlink"), "{e}");
