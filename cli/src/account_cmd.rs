@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use glovebox_config::StateDir;
 use glovebox_proto::v1 as pb;
+use glovebox_proto::ws::Role;
 
 use crate::outln;
 
@@ -216,6 +217,57 @@ async fn wait_applied(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     false
+}
+
+/// `glovebox token rotate`: a `glovebox.yaml` account's token is rewritten here in user mode
+/// (its hash is in that file, which the broker follows); an added account's by the gate, the
+/// only writer of `accounts.yaml` (in system mode too). While glovebox runs, waits until the
+/// broker takes the new token, so the next command can use it.
+pub async fn token_rotate(state: &StateDir, id: &str, approver: bool) -> anyhow::Result<ExitCode> {
+    let role = if approver {
+        Role::Approver
+    } else {
+        Role::Agent
+    };
+    let in_config = state.system_paths().is_none()
+        && state.load_raw_config()?.accounts.iter().any(|a| a.id == id);
+    let file = if in_config {
+        crate::init::rotate_token(state, id, approver)?
+    } else {
+        let mut gate = crate::policy_cmd::client(state)?;
+        let request = pb::RotateTokenRequest {
+            id: id.to_owned(),
+            approver,
+        };
+        let r = gate.rotate_token(request).await.map_err(|status| {
+            if status.code() == tonic::Code::Unavailable {
+                anyhow::anyhow!(
+                    "no account {id:?} in {}, and glovebox is not running (an account added \
+                     with `glovebox account add` has its token rotated while glovebox runs)",
+                    state.config_file().display()
+                )
+            } else {
+                crate::policy_cmd::gate_error(status)
+            }
+        })?;
+        PathBuf::from(r.into_inner().token_file)
+    };
+    outln!(
+        "new {} token for account {id} in {}",
+        role.as_str(),
+        file.display()
+    );
+    if let Ok(url) = std::fs::read_to_string(state.broker_url_file()) {
+        let target = crate::client::Target::new(url.trim(), &file, role)?;
+        if crate::client::wait_accepted(&target, APPLY_WAIT).await == Some(false) {
+            outln!(
+                "glovebox has not taken it within {}s: see glovebox's log and the audit \
+                 (kind 'service')",
+                APPLY_WAIT.as_secs()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Longest answer read from the approve socket.

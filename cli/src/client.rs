@@ -39,7 +39,8 @@ pub fn target(
         "glovebox is not set up in {}: run `glovebox up` first",
         state.root().display()
     );
-    let config = state.load_config()?;
+    // The accounts of glovebox.yaml and those added while it runs.
+    let config = state.load_merged_config()?;
     let account = match account {
         Some(a) => a,
         None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
@@ -90,6 +91,20 @@ pub fn target(
 }
 
 impl Target {
+    /// The broker at `url`, with the token in `token_file` for `role`.
+    pub fn new(url: &str, token_file: &Path, role: Role) -> anyhow::Result<Target> {
+        let token = std::fs::read_to_string(token_file)
+            .with_context(|| format!("read the {} token {}", role.as_str(), token_file.display()))?
+            .trim()
+            .to_owned();
+        Ok(Target {
+            url: url.to_owned(),
+            token,
+            token_file: token_file.to_owned(),
+            role,
+        })
+    }
+
     /// The broker's HTTP origin (`http://127.0.0.1:7420`), from its WebSocket URL.
     pub fn http_origin(&self) -> anyhow::Result<String> {
         Target::origin_of(&self.url)
@@ -137,16 +152,34 @@ pub async fn connect_with_hello(
             target.role.as_str(),
             target.token_file.display()
         ),
-        Err(Error::Io(e)) => anyhow::bail!(
-            "cannot reach glovebox at {} ({e}): is `glovebox up` running?",
-            target.url
-        ),
+        Err(Error::Io(e)) => {
+            let why = format!(
+                "cannot reach glovebox at {} ({e}): is `glovebox up` running?",
+                target.url
+            );
+            return Err(anyhow::Error::new(e).context(why));
+        }
         Err(e) => return Err(anyhow::Error::new(e).context(format!("connect to {}", target.url))),
     };
     send_frame(&mut socket, &ClientFrame::Hello { role }).await?;
     match next_frame(&mut socket).await? {
         ok @ ServerFrame::HelloOk { .. } => Ok((socket, ok)),
         other => anyhow::bail!("unexpected answer to hello: {other:?}"),
+    }
+}
+
+/// Waits until the broker accepts `target`'s token (a new one takes effect once glovebox has
+/// applied it): `Some(false)` if it has not within `wait`, `None` if no broker answers at all
+/// (glovebox is not running; it reads the token when it starts).
+pub async fn wait_accepted(target: &Target, wait: Duration) -> Option<bool> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match connect_with_hello(target, target.role).await {
+            Ok(_) => return Some(true),
+            Err(e) if e.chain().any(|c| c.is::<std::io::Error>()) => return None,
+            Err(_) if Instant::now() > deadline => return Some(false),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
     }
 }
 

@@ -342,6 +342,13 @@ enum TokenCommand {
         /// Which credential: `agent` (tools, MCP, client-tool providers) or `approver` (asks).
         #[arg(long, value_enum)]
         role: RoleArg,
+        /// The system service's account (`glovebox up --system`; run as root): an account
+        /// added with `glovebox account add`.
+        #[arg(long)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
     },
     /// Print an account's agent token (for its agent's configuration). User mode: read from the
     /// state. With --system, run as the account's owner: the broker's approve socket knows you
@@ -531,6 +538,21 @@ impl Env {
         } else {
             self.cwd.join(path)
         }
+    }
+
+    /// System mode's state as root reaches it (`--state-dir`, or /var/lib/glovebox; sockets in
+    /// `--runtime-dir`, or /run/glovebox), for commands that change the system service.
+    fn system_state(
+        &self,
+        state_dir: Option<PathBuf>,
+        runtime_dir: Option<PathBuf>,
+    ) -> glovebox_config::StateDir {
+        use glovebox_config::system as d;
+        glovebox_config::StateDir::system(
+            self.absolute(state_dir.unwrap_or_else(|| PathBuf::from(d::STATE_DIR))),
+            self.absolute(runtime_dir.unwrap_or_else(|| PathBuf::from(d::RUNTIME_DIR))),
+            d::CONFIG_FILE,
+        )
     }
 
     /// System mode's runtime layout (`--runtime-dir`, or /run/glovebox), for commands a user runs
@@ -839,13 +861,8 @@ async fn dispatch(
             runtime_dir,
             command,
         } => {
-            use glovebox_config::system as d;
             let state = if system {
-                glovebox_config::StateDir::system(
-                    env.absolute(state_dir.unwrap_or_else(|| PathBuf::from(d::STATE_DIR))),
-                    env.absolute(runtime_dir.unwrap_or_else(|| PathBuf::from(d::RUNTIME_DIR))),
-                    d::CONFIG_FILE,
-                )
+                env.system_state(state_dir, runtime_dir)
             } else {
                 glovebox_config::StateDir::new(env.state_dir(&StateArgs { state_dir }))
             };
@@ -879,20 +896,16 @@ async fn dispatch(
                     state,
                     account,
                     role,
+                    system,
+                    runtime_dir,
                 },
         } => {
-            let state = glovebox_config::StateDir::new(env.state_dir(&state));
-            let role = match role {
-                RoleArg::Agent => Role::Agent,
-                RoleArg::Approver => Role::Approver,
+            let state = if system {
+                env.system_state(state.state_dir, runtime_dir)
+            } else {
+                glovebox_config::StateDir::new(env.state_dir(&state))
             };
-            let file = init::rotate_token(&state, &account, role == Role::Approver)?;
-            outln!(
-                "new {} token for account {account} in {}",
-                role.as_str(),
-                file.display()
-            );
-            Ok(ExitCode::SUCCESS)
+            account_cmd::token_rotate(&state, &account, matches!(role, RoleArg::Approver)).await
         }
         Command::Doctor {
             system,

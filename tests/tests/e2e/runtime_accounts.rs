@@ -63,10 +63,27 @@ async fn invoke_when_available(
 }
 
 fn token_in(state: &Path, account: &str) -> String {
-    std::fs::read_to_string(state.join("accounts").join(account).join("token"))
-        .unwrap()
-        .trim()
-        .to_owned()
+    read_token(&state.join("accounts").join(account).join("token"))
+}
+
+fn read_token(file: &Path) -> String {
+    std::fs::read_to_string(file).unwrap().trim().to_owned()
+}
+
+/// Whether the broker closes `client`'s connection within 10 s.
+async fn closes(client: &mut Client) -> bool {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            use futures_util::StreamExt;
+            match client.socket.next().await {
+                None | Some(Err(_)) => return,
+                Some(Ok(m)) if m.is_close() => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
 }
 
 fn workdir(g: &Glovebox, name: &str) -> PathBuf {
@@ -152,19 +169,8 @@ async fn an_account_added_at_run_time_works_until_it_is_removed() {
     let (code, out, err) = g.run_cli(&["account", "remove", "extra"]);
     assert_eq!(code, 0, "{out}{err}");
     // Its connection closes, its token is refused, its services are gone.
-    let closed = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            use futures_util::StreamExt;
-            match agent.socket.next().await {
-                None | Some(Err(_)) => return,
-                Some(Ok(m)) if m.is_close() => return,
-                Some(Ok(_)) => {}
-            }
-        }
-    })
-    .await;
     assert!(
-        closed.is_ok(),
+        closes(&mut agent).await,
         "the removed account's connection was not closed"
     );
     assert_eq!(open(&g.url, Auth::Header(&token)).await.err(), Some(401));
@@ -586,4 +592,108 @@ async fn an_added_account_is_switched_on_and_off_with_glovebox_enable() {
     .unwrap();
     assert_eq!(switches, ["enabled", "disabled"]);
     assert_eq!(g.service_pids("gate"), gate);
+}
+
+#[tokio::test]
+async fn an_added_accounts_tokens_are_rotated_at_once() {
+    let g = Glovebox::start();
+    let gate = g.service_pids("gate");
+    let work = workdir(&g, "work-rotate");
+    std::fs::write(work.join("mine.txt"), "rotated").unwrap();
+    let (code, out, err) = g.run_cli(&[
+        "account",
+        "add",
+        "rot",
+        "--workdir",
+        work.to_str().unwrap(),
+        "--enabled",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let agent_file = g.state.join("accounts/rot/token");
+    let approver_file = g.state.join("accounts/rot/approver.token");
+    let (old_agent, old_approver) = (read_token(&agent_file), read_token(&approver_file));
+    let mut agent = connect_when_accepted(&g, &old_agent).await;
+    let mut approver = Client::connect(&g.url, Auth::Header(&old_approver), "approver").await;
+
+    for (role, file, old, connection) in [
+        ("agent", &agent_file, &old_agent, &mut agent),
+        ("approver", &approver_file, &old_approver, &mut approver),
+    ] {
+        let (code, out, err) = g.run_cli(&["token", "rotate", "--account", "rot", "--role", role]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains(file.to_str().unwrap()), "{out}");
+        let new = read_token(file);
+        assert_ne!(&new, old, "{role}: a new token");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{role}: the token file stays private");
+        // In effect when the command returns: the new token works at once, the old one is
+        // refused, and the connection that used it is closed.
+        assert!(
+            open(&g.url, Auth::Header(&new)).await.is_ok(),
+            "{role}: the new token works when `token rotate` returns"
+        );
+        assert_eq!(
+            open(&g.url, Auth::Header(old)).await.err(),
+            Some(401),
+            "{role}"
+        );
+        assert!(
+            closes(connection).await,
+            "{role}: the old token's connection closes"
+        );
+    }
+    // `glovebox call` finds the added account and its new token.
+    let (code, out, err) = g.run_cli(&[
+        "call",
+        "--account",
+        "rot",
+        "file_read",
+        r#"{"path":"mine.txt"}"#,
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("rotated"), "{out}");
+    // glovebox.yaml is untouched; accounts.yaml holds the new hashes alone.
+    let config = std::fs::read_to_string(g.state.join("glovebox.yaml")).unwrap();
+    assert!(!config.contains("rot"), "{config}");
+    let added = std::fs::read_to_string(g.state.join("accounts.yaml")).unwrap();
+    for old in [&old_agent, &old_approver] {
+        use sha2::Digest as _;
+        let hash = hex::encode(sha2::Sha256::digest(old.as_bytes()));
+        assert!(!added.contains(&hash), "an old hash is gone: {added}");
+    }
+    assert_eq!(g.service_pids("gate"), gate, "without restarting the gate");
+
+    // A missing account: refused, nothing written.
+    let (code, _, err) = g.run_cli(&[
+        "token",
+        "rotate",
+        "--account",
+        "nobody-here",
+        "--role",
+        "agent",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no account"), "{err}");
+    assert!(!g.state.join("accounts/nobody-here").exists());
+
+    let uid = nix::unistd::geteuid().as_raw();
+    let rows = account_rows(&g, "rot").await;
+    let outcomes: Vec<&str> = rows.iter().map(|(o, _)| o.as_str()).collect();
+    assert_eq!(
+        outcomes,
+        ["added", "token_rotated", "token_rotated"],
+        "{rows:?}"
+    );
+    assert!(
+        rows[1].1.contains("agent") && rows[2].1.contains("approver"),
+        "{rows:?}"
+    );
+    let new = [read_token(&agent_file), read_token(&approver_file)];
+    for (_, detail) in &rows {
+        assert!(detail.starts_with(&format!("by uid {uid}:")), "{detail}");
+        for t in new.iter().chain([&old_agent, &old_approver]) {
+            assert!(!detail.contains(t.as_str()), "a token is never audited");
+        }
+    }
 }

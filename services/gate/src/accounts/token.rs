@@ -1,13 +1,15 @@
-//! `AgentToken`: an account's agent token handed to its owner (`glovebox token show --system`,
-//! through the broker's approve socket, which knows the owner by uid). The token is read from
-//! the state, which the owner cannot read; the audit row names the uid, never the token.
+//! An added account's tokens. `AgentToken`: its agent token handed to its owner (`glovebox token
+//! show --system`, through the broker's approve socket, which knows the owner by uid); the token
+//! is read from the state, which the owner cannot read. `RotateToken`: a new agent or approver
+//! token (`glovebox token rotate`, on the admin socket). Audit rows name the uid, never a token.
 
 use std::path::Path;
 
 use glovebox_config::is_valid_account_id;
+use glovebox_proto::v1 as pb;
 use tonic::Status;
 
-use super::internal;
+use super::{CHANGES, check_remove, internal};
 use crate::service::GateState;
 
 /// Longest token file read.
@@ -67,6 +69,76 @@ impl GateState {
         )
         .await;
         Ok(token)
+    }
+}
+
+impl GateState {
+    /// `RotateToken`: a new token for one role of an added account. The file is written first:
+    /// if the entry cannot be written, the old token (which its agents hold) still works.
+    /// Accounts of `glovebox.yaml` are refused: their hashes are in that file, which `glovebox
+    /// token rotate` rewrites itself in user mode (in system mode root owns it).
+    pub(crate) async fn rotate_token(
+        &self,
+        request: pb::RotateTokenRequest,
+        uid: u32,
+    ) -> Result<pb::RotateTokenResponse, Status> {
+        let _one = CHANGES.lock().await;
+        let state = &self.state_dir;
+        let id = request.id.as_str();
+        let role = if request.approver {
+            "approver"
+        } else {
+            "agent"
+        };
+        let config_ids: Vec<String> = state
+            .load_config()
+            .map_err(internal)?
+            .accounts
+            .into_iter()
+            .map(|a| a.id)
+            .collect();
+        let (mut raw, _) = state.load_added_accounts().map_err(internal)?;
+        let added_ids: Vec<String> = raw.accounts.iter().map(|a| a.id.clone()).collect();
+        if let Err(why) = check_remove(id, &config_ids, &added_ids) {
+            let why = if config_ids.iter().any(|c| c == id) {
+                format!(
+                    "account {id:?} is in glovebox.yaml: its token hashes are that file's \
+                     (`glovebox token rotate` rewrites it in user mode; in system mode edit \
+                     the file and restart glovebox)"
+                )
+            } else {
+                why.0
+            };
+            let shown = if is_valid_account_id(id) { id } else { "" };
+            self.audit_account(shown, "refused", uid, format!("rotate {role} token: {why}"))
+                .await;
+            return Err(Status::failed_precondition(why));
+        }
+        let token = glovebox_config::new_token().map_err(internal)?;
+        let hashes = vec![hex::encode(glovebox_config::token_hash(&token))];
+        let (file, entry) = match raw.accounts.iter_mut().find(|a| a.id == id) {
+            Some(entry) if request.approver => (state.approver_token_file(id), entry),
+            Some(entry) => (state.token_file(id), entry),
+            None => return Err(Status::not_found(format!("no account {id:?}"))),
+        };
+        if request.approver {
+            entry.approver_token_sha256 = hashes;
+        } else {
+            entry.token_sha256 = hashes;
+        }
+        glovebox_config::create_private_dir(&state.account_dir(id)).map_err(internal)?;
+        glovebox_config::write_private_file(&file, format!("{token}\n").as_bytes())
+            .map_err(internal)?;
+        if let Err(e) = state.save_added_accounts(&raw) {
+            self.audit_account(id, "refused", uid, format!("rotate {role} token: {e}"))
+                .await;
+            return Err(Status::failed_precondition(e.to_string()));
+        }
+        self.audit_account(id, "token_rotated", uid, format!("rotate {role} token"))
+            .await;
+        Ok(pb::RotateTokenResponse {
+            token_file: file.display().to_string(),
+        })
     }
 }
 

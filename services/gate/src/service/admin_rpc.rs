@@ -146,6 +146,17 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         ))
     }
 
+    async fn rotate_token(
+        &self,
+        request: Request<pb::RotateTokenRequest>,
+    ) -> Result<Response<pb::RotateTokenResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        let uid = actor_uid(&request)?;
+        Ok(Response::new(
+            self.0.rotate_token(request.into_inner(), uid).await?,
+        ))
+    }
+
     async fn list_accounts(
         &self,
         request: Request<pb::ListAccountsRequest>,

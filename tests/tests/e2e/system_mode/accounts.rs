@@ -339,4 +339,63 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
         !d.workdir.join(".glovebox").exists(),
         "nothing was written into d's workdir"
     );
+
+    // Root rotates c's agent token: the owner gets the new one, the old is refused at once, the
+    // file stays the gate's alone, and c's owner cannot rotate it (the admin socket is root's).
+    let out = Command::new(glovebox_bin())
+        .args([
+            "token",
+            "rotate",
+            "--account",
+            "c",
+            "--role",
+            "agent",
+            "--system",
+        ])
+        .arg("--state-dir")
+        .arg(&s.state)
+        .arg("--runtime-dir")
+        .arg(&s.runtime)
+        .uid(c.owner.uid)
+        .gid(c.owner.gid)
+        .env("HOME", "/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        own_token(&s, &c),
+        token_c,
+        "the owner's attempt changed nothing"
+    );
+    let out = as_root(
+        &s,
+        &["token", "rotate", "--account", "c", "--role", "agent"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rotated = own_token(&s, &c);
+    assert_ne!(rotated, token_c);
+    assert_eq!(
+        glovebox_e2e::open(&s.url, Auth::Header(&token_c))
+            .await
+            .err(),
+        Some(401),
+        "the old token is refused when `token rotate` returns"
+    );
+    assert!(
+        glovebox_e2e::open(&s.url, Auth::Header(&rotated))
+            .await
+            .is_ok()
+    );
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o777),
+        (user("glovebox-gate").0, 0o600),
+        "the new token file is the gate's alone"
+    );
 }
