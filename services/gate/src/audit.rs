@@ -84,6 +84,11 @@ enum Job {
 pub struct AuditStore {
     jobs: mpsc::Sender<Job>,
     counters: Arc<Counters>,
+    /// The writer's pool, for the rare read of a committed row ([`AuditStore::has_row`]).
+    pool: SqlitePool,
+    /// When this store opened (ms since the epoch): rows queued before it by an earlier run of
+    /// the gate are committed or lost, never still on their way.
+    opened_ms: u64,
 }
 
 impl std::fmt::Debug for AuditStore {
@@ -250,8 +255,23 @@ impl AuditStore {
             since_checkpoint: 0,
             checkpoint_at: std::time::Instant::now(),
         };
-        tokio::spawn(writer(pool, rx, tip, files.clone(), counters.clone()));
-        let store = AuditStore { jobs, counters };
+        let opened_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        tokio::spawn(writer(
+            pool.clone(),
+            rx,
+            tip,
+            files.clone(),
+            counters.clone(),
+        ));
+        let store = AuditStore {
+            jobs,
+            counters,
+            pool,
+            opened_ms,
+        };
         if let Some(detail) = mismatch {
             tracing::error!(%detail, "the audit database does not match its head");
             store
@@ -292,6 +312,43 @@ impl AuditStore {
             return false;
         }
         wait.await.unwrap_or(false)
+    }
+
+    /// Queues one event without waiting for its commit: returns once it has its place in the
+    /// writer's queue, so any row appended later is committed with it or after it. Only for a
+    /// row whose call is acknowledged by a later, awaited append (a failure is still counted).
+    pub async fn append_queued(&self, event: AuditEvent) {
+        let (done, _) = oneshot::channel();
+        let job = Job::Events {
+            events: vec![event],
+            done,
+        };
+        if self.jobs.send(job).await.is_err() {
+            self.record_failure("audit writer has stopped");
+        }
+    }
+
+    /// When this store opened (ms since the epoch).
+    pub fn opened_ms(&self) -> u64 {
+        self.opened_ms
+    }
+
+    /// Whether a committed row of `kind` names call `call_id` of `account`.
+    pub async fn has_row(
+        &self,
+        account: &str,
+        call_id: &str,
+        kind: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM events WHERE call_id = ? AND account = ? AND kind = ? LIMIT 1",
+        )
+        .bind(call_id)
+        .bind(account)
+        .bind(kind)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.is_some())
     }
 
     fn record_failure(&self, why: &str) {

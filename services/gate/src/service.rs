@@ -386,6 +386,123 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_call_allowed_before_the_gate_restarted_gets_its_decide_row_back() {
+        use glovebox_proto::v1::audit_server::Audit;
+        let s = setup().await;
+        let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
+        s.gate
+            .0
+            .set_audit_peers(&keys.audit_peers(["alice"], Vec::new()));
+        let audit = AuditService(s.gate.0.clone());
+        let path = format!("{}/a.txt", s.workdir);
+        let subjects = vec![Subject {
+            domain: pb::Domain::Read as i32,
+            path: path.clone(),
+            state: None,
+        }];
+        let opened = s.gate.0.audit.opened_ms();
+        // A ticket as an earlier run of the gate signed it (a second before this one opened).
+        let earlier = |call: &str, approval: &str| {
+            s.master.account_key("alice").sign(&TicketBody {
+                account: "alice".into(),
+                call_id: call.into(),
+                tool: "file_read".into(),
+                subjects: subjects.clone(),
+                expires_at_ms: opened - 1000 + TICKET_TTL_MS,
+                approval: approval.into(),
+                ..Default::default()
+            })
+        };
+        let append_call = |call: &str, ticket: pb::Ticket| {
+            let row = |kind: &str| AuditEvent {
+                call_id: call.into(),
+                client_call_id: format!("client-{call}"),
+                account: "alice".into(),
+                kind: kind.into(),
+                tool: "file_read".into(),
+                outcome: "ok".into(),
+                ..Default::default()
+            };
+            let mut r = Request::new(pb::CallRows {
+                execute: Some(row("execute")),
+                result: Some(row("result")),
+                ticket: Some(ticket),
+            });
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
+            audit.append_call(r)
+        };
+        let reader = crate::audit::query::AuditReader::open(&s.gate.0.state_dir.audit_db())
+            .await
+            .unwrap();
+        let kinds = |call: &'static str| {
+            let reader = reader.clone();
+            async move {
+                reader
+                    .call_events("alice", call)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| {
+                        let e = r.event.unwrap();
+                        (e.kind, e.detail.contains("restored"))
+                    })
+                    .collect::<Vec<_>>()
+            }
+        };
+        let restored = [
+            ("decide".to_owned(), true),
+            ("execute".to_owned(), false),
+            ("result".to_owned(), false),
+        ];
+        let kept = restored.clone().map(|(k, _)| (k, false));
+
+        // Allowed by the earlier run, which died before writing the decide row: restored,
+        // first, with the subjects the ticket names.
+        append_call("lost", earlier("lost", "auto")).await.unwrap();
+        assert_eq!(kinds("lost").await, restored);
+        let decide = reader.call_events("alice", "lost").await.unwrap()[0]
+            .event
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (
+                decide.source.as_str(),
+                decide.verdict.as_str(),
+                decide.client_call_id.as_str()
+            ),
+            ("gate", "allow", "client-lost")
+        );
+        assert!(decide.subject.contains(&path), "{}", decide.subject);
+        // Its row was written before it died: not written twice.
+        s.gate
+            .0
+            .audit
+            .append(AuditEvent {
+                call_id: "kept".into(),
+                account: "alice".into(),
+                source: "gate".into(),
+                kind: "decide".into(),
+                tool: "file_read".into(),
+                ..Default::default()
+            })
+            .await;
+        append_call("kept", earlier("kept", "auto")).await.unwrap();
+        assert_eq!(kinds("kept").await, kept);
+        // Decided by this run: its row is queued before the ticket is handed out, never
+        // restored, and committed by the time the call's rows are acknowledged.
+        let r = decide(&s, "alice", &path).await;
+        assert_eq!(r.verdict, pb::Verdict::Allow as i32);
+        append_call("c1", r.ticket.unwrap()).await.unwrap();
+        assert_eq!(kinds("c1").await, kept);
+        // An approved call's rows were awaited by the earlier run: nothing to restore.
+        append_call("asked", earlier("asked", "approved_once"))
+            .await
+            .unwrap();
+        assert_eq!(kinds("asked").await, kept[1..]);
+    }
+
+    #[tokio::test]
     async fn only_the_broker_may_decide() {
         let s = setup().await;
         let request = |peer: Option<&str>| {

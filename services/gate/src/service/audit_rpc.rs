@@ -1,6 +1,7 @@
 //! The `Audit` service: rows from the broker, the supervisor and the executors, each admitted by
 //! who the connection proved to be (`admit_audit_event`), and the last two rows of a built-in
-//! call from its executor, admitted with the ticket the call ran on (`admit_call_rows`); an
+//! call from its executor, admitted with the ticket the call ran on (`admit_call_rows`; the
+//! call's decide row is restored from the ticket if the gate died before writing it); an
 //! account's executor or pack host only while its account is served (`accounts::live`).
 
 use super::*;
@@ -39,15 +40,69 @@ impl pb::audit_server::Audit for AuditService {
                 "{peer} is no longer served"
             )));
         }
-        let rows =
-            admit_call_rows(&peer, request.into_inner(), &self.0.master_key).map_err(|why| {
+        let (ticket, rows) = admit_call_rows(&peer, request.into_inner(), &self.0.master_key)
+            .map_err(|why| {
                 tracing::warn!(%peer, "refused a call's rows");
                 Status::permission_denied(why)
             })?;
-        // One place in the writer's queue: both rows are chained and committed together. A
+        let mut rows = Vec::from(rows);
+        if let Some(decide) = self.restore_decide_row(&ticket, &rows[0]).await {
+            rows.insert(0, decide);
+        }
+        // One place in the writer's queue: the rows are chained and committed together. A
         // failed write is counted and reported by Health, as for a single row.
-        let _ = self.0.audit.append_all(rows.into()).await;
+        let _ = self.0.audit.append_all(rows).await;
         Ok(Response::new(AppendAck {}))
+    }
+}
+
+impl AuditService {
+    /// The decide row of a call allowed by an earlier run of the gate, if that run died before
+    /// committing it (an automatic allow's row is queued, not awaited: see `Gate.Decide`). A
+    /// call decided by this run needs none: its row was queued before the executor had the
+    /// ticket. Restored from what the ticket says (the call's subjects and approval; the rule
+    /// and reason died with the row) and marked as restored.
+    async fn restore_decide_row(
+        &self,
+        ticket: &TicketBody,
+        execute: &AuditEvent,
+    ) -> Option<AuditEvent> {
+        let issued_ms = ticket.expires_at_ms.saturating_sub(TICKET_TTL_MS);
+        if ticket.approval != "auto" || issued_ms >= self.0.audit.opened_ms() {
+            return None;
+        }
+        match self
+            .0
+            .audit
+            .has_row(&ticket.account, &ticket.call_id, "decide")
+            .await
+        {
+            Ok(true) => return None,
+            Ok(false) => {}
+            Err(e) => {
+                // Written anyway: a second decide row is better than none.
+                tracing::error!(error = %e, "could not look for a call's decide row");
+            }
+        }
+        tracing::warn!(account = %ticket.account, "restored the decide row of a call allowed before the gate restarted");
+        Some(restored_decide_row(ticket, execute))
+    }
+}
+
+/// The decide row of an automatically allowed call, as its ticket and its execute row tell it.
+pub(crate) fn restored_decide_row(ticket: &TicketBody, execute: &AuditEvent) -> AuditEvent {
+    AuditEvent {
+        call_id: ticket.call_id.clone(),
+        client_call_id: execute.client_call_id.clone(),
+        account: ticket.account.clone(),
+        source: "gate".into(),
+        kind: "decide".into(),
+        tool: ticket.tool.clone(),
+        subject: crate::redact::subjects_text(&ticket.subjects, true),
+        verdict: "allow".into(),
+        approval: ticket.approval.clone(),
+        detail: "restored from the call's ticket: the gate stopped before writing this row".into(),
+        ..Default::default()
     }
 }
 
@@ -60,7 +115,7 @@ pub(crate) fn admit_call_rows(
     peer: &str,
     rows: pb::CallRows,
     master: &MasterKey,
-) -> Result<[AuditEvent; 2], String> {
+) -> Result<(TicketBody, [AuditEvent; 2]), String> {
     let Some(account) = peer.strip_prefix("executor:") else {
         return Err(format!("{peer} may not write a call's rows"));
     };
@@ -93,7 +148,7 @@ pub(crate) fn admit_call_rows(
     result.source = "executor".into();
     result.subject.clear();
     result.subjects.clear();
-    Ok([execute, result])
+    Ok((body, [execute, result]))
 }
 
 #[cfg(test)]
@@ -151,7 +206,7 @@ mod tests {
     fn an_executor_writes_its_calls_rows_with_the_ticket() {
         let m = master();
         let t = ticket(&m.account_key("alice"), "alice", "c1", "file_read");
-        let [e, r] = admit_call_rows(
+        let (_, [e, r]) = admit_call_rows(
             "executor:alice",
             rows(
                 row("execute", "", "c1", "file_read"),
