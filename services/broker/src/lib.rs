@@ -181,7 +181,7 @@ pub async fn run_with_approve(
     }
     packs::spawn(app.clone());
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
-    tokio::spawn(memory::trim_after_surges(Arc::downgrade(&app.admission)));
+    tokio::spawn(memory::trim_after_surges(Arc::downgrade(&app)));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

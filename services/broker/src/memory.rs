@@ -1,37 +1,58 @@
-//! Gives memory back to the system after a surge of connections. Each WebSocket holds read and
-//! write buffers of a hundred KiB or so; when hundreds close at once, glibc's allocator keeps the
-//! freed pages for reuse, so the broker's resident size stays near its peak long after the surge
-//! (1.3× its size before a 5,000-socket flood, in `glovebox-load-bench`). Once enough connections
-//! have closed since the last look, the broker asks the allocator to return its free pages
-//! (`malloc_trim`), off the async threads.
+//! Gives memory back to the system after a surge. Each WebSocket holds read and write buffers
+//! of a hundred KiB or so, and each call in flight its frames and futures; when hundreds close or
+//! finish at once, glibc's allocator keeps the freed pages for reuse, so the broker's resident
+//! size stays near its peak long after the surge (1.3× its size before a 5,000-socket flood, and
+//! before a flood of 8 × 32 calls in flight, in `glovebox-load-bench`). Once enough connections
+//! have closed since the last look, or enough calls have finished and none runs now, the broker
+//! asks the allocator to return its free pages (`malloc_trim`), off the async threads.
 
 use std::sync::Weak;
 use std::time::Duration;
 
-use crate::admission::Admission;
+use crate::app::App;
 
-/// How often the broker looks at how many connections have closed.
+/// How often the broker looks at how many connections have closed and calls finished.
 const LOOK_EVERY: Duration = Duration::from_secs(2);
 
 /// Closed connections since the last trim that make the next look trim.
 const TRIM_AFTER_CLOSED: u64 = 32;
 
-/// Whether to trim now, given the closed-connection count now and at the last trim.
-fn should_trim(closed_now: u64, closed_at_last_trim: u64) -> bool {
-    closed_now.saturating_sub(closed_at_last_trim) >= TRIM_AFTER_CLOSED
+/// Calls finished since the last trim that make the next look with no call running trim.
+const TRIM_AFTER_CALLS: u64 = 1024;
+
+/// What one look sees.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Activity {
+    /// Connections closed since the broker started.
+    closed: u64,
+    /// Calls finished since the broker started.
+    finished: u64,
+    /// No call runs or waits.
+    idle: bool,
 }
 
-/// Trims after surges until the broker's admission is gone.
-pub async fn trim_after_surges(admission: Weak<Admission>) {
-    let mut trimmed_at = 0;
+/// Whether to trim now, given what the broker sees now and saw at the last trim.
+fn should_trim(now: Activity, at_last_trim: Activity) -> bool {
+    now.closed.saturating_sub(at_last_trim.closed) >= TRIM_AFTER_CLOSED
+        || (now.idle && now.finished.saturating_sub(at_last_trim.finished) >= TRIM_AFTER_CALLS)
+}
+
+/// Trims after surges until the broker is gone.
+pub async fn trim_after_surges(app: Weak<App>) {
+    let mut trimmed_at = Activity::default();
     loop {
         tokio::time::sleep(LOOK_EVERY).await;
-        let Some(admission) = admission.upgrade() else {
+        let Some(app) = app.upgrade() else {
             return;
         };
-        let closed = admission.closed();
-        if should_trim(closed, trimmed_at) {
-            trimmed_at = closed;
+        let now = Activity {
+            closed: app.admission.closed(),
+            finished: app.calls.finished(),
+            idle: app.calls.idle(),
+        };
+        drop(app);
+        if should_trim(now, trimmed_at) {
+            trimmed_at = now;
             let _ = tokio::task::spawn_blocking(release_free_pages).await;
         }
     }
@@ -54,20 +75,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trims_only_after_enough_connections_closed_since_the_last_trim() {
+    fn trims_only_after_a_surge_of_connections_or_of_calls_that_has_passed() {
+        let at = |closed, finished, idle| Activity {
+            closed,
+            finished,
+            idle,
+        };
         for (now, last, trim) in [
-            (0, 0, false),
-            (TRIM_AFTER_CLOSED - 1, 0, false),
-            (TRIM_AFTER_CLOSED, 0, true),
-            (1_000, 990, false),
-            (1_000, 1_000 - TRIM_AFTER_CLOSED, true),
+            (at(0, 0, true), at(0, 0, true), false),
+            (at(TRIM_AFTER_CLOSED - 1, 0, true), at(0, 0, true), false),
+            (at(TRIM_AFTER_CLOSED, 0, false), at(0, 0, true), true),
+            (at(1_000, 0, true), at(990, 0, true), false),
+            (
+                at(1_000, 0, true),
+                at(1_000 - TRIM_AFTER_CLOSED, 0, true),
+                true,
+            ),
+            // Calls: only once none runs.
+            (at(0, TRIM_AFTER_CALLS, false), at(0, 0, true), false),
+            (at(0, TRIM_AFTER_CALLS, true), at(0, 0, true), true),
+            (at(0, TRIM_AFTER_CALLS - 1, true), at(0, 0, true), false),
+            (
+                at(0, 5_000, true),
+                at(0, 5_000 - TRIM_AFTER_CALLS + 1, false),
+                false,
+            ),
             // A count that went backwards never trims (and never underflows).
-            (5, 10, false),
+            (at(5, 5, true), at(10, 10_000, true), false),
         ] {
             assert_eq!(
                 should_trim(now, last),
                 trim,
-                "now {now}, last trim at {last}"
+                "now {now:?}, last trim at {last:?}"
             );
         }
     }

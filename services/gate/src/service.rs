@@ -461,19 +461,19 @@ mod tests {
         // first, with the subjects the ticket names.
         append_call("lost", earlier("lost", "auto")).await.unwrap();
         assert_eq!(kinds("lost").await, restored);
-        let decide = reader.call_events("alice", "lost").await.unwrap()[0]
+        let row = reader.call_events("alice", "lost").await.unwrap()[0]
             .event
             .clone()
             .unwrap();
         assert_eq!(
             (
-                decide.source.as_str(),
-                decide.verdict.as_str(),
-                decide.client_call_id.as_str()
+                row.source.as_str(),
+                row.verdict.as_str(),
+                row.client_call_id.as_str()
             ),
             ("gate", "allow", "client-lost")
         );
-        assert!(decide.subject.contains(&path), "{}", decide.subject);
+        assert!(row.subject.contains(&path), "{}", row.subject);
         // Its row was written before it died: not written twice.
         s.gate
             .0
