@@ -943,6 +943,18 @@ async fn no_call_the_client_saw_succeed_lacks_its_rows_when_services_are_killed(
         succeeded.len(),
         &lacking[..lacking.len().min(10)]
     );
+    // How often the gate died between answering a call and committing its decide row (the
+    // row then came back from the call's ticket, with its execute and result rows).
+    let restored: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM events WHERE kind = 'decide' AND detail LIKE 'restored from%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    eprintln!(
+        "figures: {} calls succeeded, {restored} decide rows restored from tickets",
+        succeeded.len()
+    );
     let (code, out, _) = g.run_cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}");
 }
