@@ -49,6 +49,9 @@ pub struct Facts {
     pub owner: Option<UserFacts>,
     /// Whether the workdir and each root is a directory (following links, as the executor will).
     pub workdir_is_dir: bool,
+    /// Whether the gate may search the workdir (it reads the project's
+    /// `.glovebox/permissions.yaml` there).
+    pub workdir_searchable: bool,
     pub roots_are_dirs: Vec<bool>,
 }
 
@@ -89,6 +92,9 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
             "workdir {:?} is not a directory (or the gate cannot reach it)",
             request.workdir
         ));
+    }
+    if !facts.workdir_searchable {
+        return no(unsearchable(&request.workdir));
     }
     for (root, is_dir) in request.roots.iter().zip(&facts.roots_are_dirs) {
         if !is_dir {
@@ -163,6 +169,21 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
         token_sha256: Vec::new(),
         approver_token_sha256: Vec::new(),
     })
+}
+
+/// Why a workdir the gate cannot search is refused: the project's policy there would be out of
+/// its reach, and every call of the account denied for it.
+pub(crate) fn unsearchable(workdir: &str) -> String {
+    format!(
+        "workdir {workdir:?}: the gate cannot look inside it (it reads the project's \
+         .glovebox/permissions.yaml there); give glovebox's gate user search permission on it \
+         (o+x, or a group it is in)"
+    )
+}
+
+/// Whether this process may search directory `path` (`access(X_OK)`, as the gate's user).
+pub(crate) fn searchable(path: &str) -> bool {
+    rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok()
 }
 
 /// Decides whether account `id` may be removed at run time.
@@ -251,6 +272,7 @@ impl GateState {
             run_as: lookup(&request.run_as),
             owner: lookup(&request.owner),
             workdir_is_dir: Path::new(&request.workdir).is_dir(),
+            workdir_searchable: searchable(&request.workdir),
             roots_are_dirs: request
                 .roots
                 .iter()
@@ -388,6 +410,7 @@ mod tests {
             added_ids: vec!["old".into()],
             service_uids: vec![990, 991],
             workdir_is_dir: true,
+            workdir_searchable: true,
             ..Default::default()
         }
     }
@@ -434,6 +457,11 @@ mod tests {
                 "a missing workdir",
                 |_, f| f.workdir_is_dir = false,
                 Some("not a directory"),
+            ),
+            (
+                "a workdir the gate cannot search",
+                |_, f| f.workdir_searchable = false,
+                Some("the gate cannot look inside it"),
             ),
             (
                 "a missing root",

@@ -127,6 +127,12 @@ impl GateState {
                     .iter()
                     .find(|a| a.id == id)
                     .ok_or_else(|| Refused(format!("no account {id:?}")))?;
+                if !request.workdir.is_empty()
+                    && Path::new(&request.workdir).is_dir()
+                    && !super::searchable(&request.workdir)
+                {
+                    return Err(Refused(super::unsearchable(&request.workdir)));
+                }
                 apply(entry, &request, |p| Path::new(p).is_dir())
             });
         let next = match decided {

@@ -150,7 +150,30 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the same user"), "{err}");
+    // A workdir private to its agent user (0700): the gate could not read the project's policy
+    // there, so every call would be denied; refused, and nothing is written.
+    let owner = TestUser::new("q");
+    std::os::unix::fs::chown(&work, Some(both.uid), Some(both.gid)).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = as_root(
+        &s,
+        &[
+            "account",
+            "add",
+            "private",
+            "--workdir",
+            work.to_str().unwrap(),
+            "--run-as",
+            &both.name,
+            "--owner",
+            &owner.name,
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the gate cannot look inside it"), "{err}");
     assert!(!s.state.join("accounts.yaml").exists());
+    assert!(!s.state.join("accounts/private").exists());
     let (c, d) = (add(&s, "c"), add(&s, "d"));
     let (token_c, token_d) = (own_token(&s, &c), own_token(&s, &d));
     assert_ne!(token_c, token_d);
