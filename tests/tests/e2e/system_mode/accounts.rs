@@ -133,44 +133,33 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     let both = TestUser::new("b");
     let work = s.root.join("work-same");
     std::fs::create_dir(&work).unwrap();
-    let out = as_root(
-        &s,
-        &[
-            "account",
-            "add",
-            "same",
-            "--workdir",
-            work.to_str().unwrap(),
-            "--run-as",
-            &both.name,
-            "--owner",
-            &both.name,
-        ],
-    );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Refused adds write nothing.
+    let refused_add = |id: &str, run_as: &str, owner: &str| {
+        let out = as_root(
+            &s,
+            &[
+                "account",
+                "add",
+                id,
+                "--workdir",
+                work.to_str().unwrap(),
+                "--run-as",
+                run_as,
+                "--owner",
+                owner,
+            ],
+        );
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused_add("same", &both.name, &both.name);
     assert!(err.contains("the same user"), "{err}");
     // A workdir private to its agent user (0700): the gate could not read the project's policy
-    // there, so every call would be denied; refused, and nothing is written.
+    // there, so every call would be denied.
     let owner = TestUser::new("q");
     std::os::unix::fs::chown(&work, Some(both.uid), Some(both.gid)).unwrap();
     std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let out = as_root(
-        &s,
-        &[
-            "account",
-            "add",
-            "private",
-            "--workdir",
-            work.to_str().unwrap(),
-            "--run-as",
-            &both.name,
-            "--owner",
-            &owner.name,
-        ],
-    );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_add("private", &both.name, &owner.name);
     assert!(err.contains("the gate cannot look inside it"), "{err}");
     assert!(!s.state.join("accounts.yaml").exists());
     assert!(!s.state.join("accounts/private").exists());
