@@ -180,6 +180,12 @@ enum Command {
         /// The account (default: the only one).
         #[arg(long)]
         account: Option<String>,
+        /// The system service's account (`glovebox up --system`; run as root).
+        #[arg(long)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
     },
     /// Switch an account's tools off: its agents see no tools and every call is refused.
     Disable {
@@ -188,6 +194,12 @@ enum Command {
         /// The account (default: the only one).
         #[arg(long)]
         account: Option<String>,
+        /// The system service's account (`glovebox up --system`; run as root).
+        #[arg(long)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
     },
     /// Manage and explain an account's policy (talks to the running gate).
     Policy {
@@ -540,6 +552,20 @@ impl Env {
         }
     }
 
+    /// The state a command changes: the user's, or with `system` the system service's.
+    fn state_for(
+        &self,
+        state: StateArgs,
+        system: bool,
+        runtime_dir: Option<PathBuf>,
+    ) -> glovebox_config::StateDir {
+        if system {
+            self.system_state(state.state_dir, runtime_dir)
+        } else {
+            glovebox_config::StateDir::new(self.state_dir(&state))
+        }
+    }
+
     /// System mode's state as root reaches it (`--state-dir`, or /var/lib/glovebox; sockets in
     /// `--runtime-dir`, or /run/glovebox), for commands that change the system service.
     fn system_state(
@@ -814,11 +840,23 @@ async fn dispatch(
         Command::Tools { client, json } => {
             status::tools(env.target(client, Role::Agent), json).await
         }
-        Command::Enable { state, account } => {
-            services::set_enabled(&env.state_dir(&state), account, true).await
+        Command::Enable {
+            state,
+            account,
+            system,
+            runtime_dir,
+        } => {
+            let state = env.state_for(state, system, runtime_dir);
+            services::set_enabled(&state, account, true).await
         }
-        Command::Disable { state, account } => {
-            services::set_enabled(&env.state_dir(&state), account, false).await
+        Command::Disable {
+            state,
+            account,
+            system,
+            runtime_dir,
+        } => {
+            let state = env.state_for(state, system, runtime_dir);
+            services::set_enabled(&state, account, false).await
         }
         Command::Mcp { client } => {
             mcp_bridge::serve(move || env.target(client.clone(), Role::Agent)).await
@@ -900,11 +938,7 @@ async fn dispatch(
                     runtime_dir,
                 },
         } => {
-            let state = if system {
-                env.system_state(state.state_dir, runtime_dir)
-            } else {
-                glovebox_config::StateDir::new(env.state_dir(&state))
-            };
+            let state = env.state_for(state, system, runtime_dir);
             account_cmd::token_rotate(&state, &account, matches!(role, RoleArg::Approver)).await
         }
         Command::Doctor {

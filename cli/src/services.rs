@@ -559,28 +559,34 @@ pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
 /// glovebox is stopped (no gate to ask, and its lock free), `glovebox.yaml` is edited directly
 /// (the gate reads it at start); an account added at run time is switched only through the gate.
 pub async fn set_enabled(
-    state_dir: &Path,
+    state: &StateDir,
     account: Option<String>,
     enabled: bool,
 ) -> anyhow::Result<ExitCode> {
     use glovebox_proto::transport::handover::{peer, socket};
     use glovebox_proto::v1::{SetEnabledRequest, gate_admin_client::GateAdminClient};
-    let state = StateDir::new(state_dir);
-    // glovebox.yaml's accounts and those added at run time (accounts.yaml), switched alike.
-    let config = state.load_merged_config()?;
-    let account = match account {
-        Some(a) => a,
-        None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
-        None => anyhow::bail!("several accounts are configured: choose one with --account"),
+    let system = state.system_paths().is_some();
+    let account = if system {
+        // The service's gate knows its accounts (and says so of an unknown one).
+        account.context("--system needs --account")?
+    } else {
+        // glovebox.yaml's accounts and those added at run time (accounts.yaml), switched alike.
+        let config = state.load_merged_config()?;
+        let account = match account {
+            Some(a) => a,
+            None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
+            None => anyhow::bail!("several accounts are configured: choose one with --account"),
+        };
+        anyhow::ensure!(
+            config.account(&account).is_some(),
+            "no account {account:?} in {} or {}",
+            state.config_file().display(),
+            state.added_accounts_file().display()
+        );
+        account
     };
     let account = account.as_str();
-    anyhow::ensure!(
-        config.account(account).is_some(),
-        "no account {account:?} in {} or {}",
-        state.config_file().display(),
-        state.added_accounts_file().display()
-    );
-    let keys = crate::control_keys(&state)?;
+    let keys = crate::control_keys(state)?;
     let mut admin = GateAdminClient::new(glovebox_proto::transport::authenticated_channel(
         &state.admin_socket(),
         peer::ADMIN,
@@ -593,10 +599,13 @@ pub async fn set_enabled(
     };
     match admin.set_enabled(request).await {
         Ok(_) => {}
+        Err(status) if status.code() == tonic::Code::Unavailable && system => anyhow::bail!(
+            "the system service is not running: set `enabled` in its glovebox.yaml instead"
+        ),
         Err(status) if status.code() == tonic::Code::Unavailable => {
             // Not running: hold its lock while editing, so it cannot start meanwhile.
             glovebox_config::create_private_dir(&state.run_dir())?;
-            let _stopped = crate::supervisor::lock(&state)
+            let _stopped = crate::supervisor::lock(state)
                 .context("the gate is not reachable, yet glovebox seems to be running")?;
             let mut raw = state.load_raw_config()?;
             let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {

@@ -1,32 +1,149 @@
-//! Whether each account's tools are switched on: `enabled` in `glovebox.yaml`, owned by the gate.
-//! The gate judges it (a switched-off account's calls are denied like any other decision, and
-//! audited), tells the front doors what to list (`AccountInfo`), and is the one place it is
-//! switched: the approver's `set_enabled` (through the broker) and the administrator's
-//! `glovebox enable|disable` (through the admin socket) both write it here. A hand edit of the
-//! file is seen at the next decision (one `stat`).
+//! Whether each account's tools are switched on: `enabled` in `glovebox.yaml` (or, for an account
+//! added at run time, in `accounts.yaml`), owned by the gate. The gate judges it (a switched-off
+//! account's calls are denied like any other decision, and audited), tells the front doors what to
+//! list (`AccountInfo`), and is the one place it is switched: the approver's `set_enabled`
+//! (through the broker) and the administrator's `glovebox enable|disable` (through the admin
+//! socket) both write it here. A hand edit of the file is seen at the next decision (one `stat`).
+//!
+//! In system mode `glovebox.yaml` is root's, which the gate may not write: a switch of one of its
+//! accounts goes to the gate's own `<state>/switches.yaml` instead, recorded with the value the
+//! file had ([`Switch::over`]). It holds while the file still says that; once an administrator
+//! edits the account's `enabled`, the file wins ([`apply_switches`]), so the latest change rules
+//! either way and an approver's "off" is never lost to a restart.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use glovebox_config::{ConfigError, FileStamp, StateDir, file_stamp};
+use serde::{Deserialize, Serialize};
+
+/// Longest `switches.yaml` read.
+const MAX_SWITCHES_BYTES: u64 = 1024 * 1024;
+
+/// A run-time switch of a `glovebox.yaml` account (system mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Switch {
+    pub enabled: bool,
+    /// What `glovebox.yaml` said when the switch was made.
+    pub over: bool,
+}
+
+/// `<state>/switches.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Switches {
+    #[serde(default)]
+    pub accounts: BTreeMap<String, Switch>,
+}
+
+/// What the switches make of the files' values: a switch holds while the file still says what it
+/// said when the switch was made; one whose file has changed since is dropped (the edit is the
+/// later change). Returns whether any was dropped.
+pub fn apply_switches(from_files: &mut HashMap<String, bool>, switches: &mut Switches) -> bool {
+    let before = switches.accounts.len();
+    switches
+        .accounts
+        .retain(|id, switch| match from_files.get_mut(id) {
+            Some(enabled) if *enabled == switch.over => {
+                *enabled = switch.enabled;
+                true
+            }
+            Some(_) => false,
+            // Not an account of the files (now): kept for when it is again.
+            None => true,
+        });
+    switches.accounts.len() != before
+}
+
+/// The switches as read at start; `None` if the file is there but unreadable (then every
+/// `glovebox.yaml` account is off: a lost "off" must not turn into "on").
+fn load_switches(path: &std::path::Path) -> Option<Switches> {
+    use std::io::Read;
+    let mut text = String::new();
+    match std::fs::File::open(path) {
+        Ok(f) => {
+            if let Err(e) = f.take(MAX_SWITCHES_BYTES).read_to_string(&mut text) {
+                tracing::error!(error = %e, "could not read the switches; glovebox.yaml's accounts are off");
+                return None;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Switches::default()),
+        Err(e) => {
+            tracing::error!(error = %e, "could not read the switches; glovebox.yaml's accounts are off");
+            return None;
+        }
+    }
+    match serde_yaml::from_str::<Switches>(&text) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!(error = %e, "the switches do not parse; glovebox.yaml's accounts are off");
+            None
+        }
+    }
+}
+
+/// What the gate knows of the switches.
+struct Current {
+    /// `glovebox.yaml`'s stamp when last read.
+    stamp: Option<FileStamp>,
+    /// Every account's switch, files and switches applied.
+    enabled: HashMap<String, bool>,
+    /// The run-time switches (`None`: unreadable, see [`load_switches`]).
+    switches: Option<Switches>,
+    /// The accounts of `glovebox.yaml`.
+    config_ids: Vec<String>,
+}
+
+impl Current {
+    /// Takes the files' values and applies the switches; writes them back if one was dropped.
+    fn take(&mut self, mut from_files: HashMap<String, bool>, state: &StateDir) {
+        match &mut self.switches {
+            Some(switches) => {
+                if apply_switches(&mut from_files, switches)
+                    && let Err(e) = save_switches(state, switches)
+                {
+                    tracing::error!(error = %e, "could not write the switches");
+                }
+            }
+            None => {
+                for id in &self.config_ids {
+                    from_files.insert(id.clone(), false);
+                }
+            }
+        }
+        self.enabled = from_files;
+    }
+}
 
 pub struct Enablement {
     state: StateDir,
-    /// The file's stamp when last read, and every account's switch.
-    current: Mutex<(Option<FileStamp>, HashMap<String, bool>)>,
+    current: Mutex<Current>,
 }
 
 impl Enablement {
-    /// `initial` is what the gate read at start.
+    /// `initial` is what the gate read at start (every account's `enabled` in the files).
     pub fn new(state: StateDir, initial: HashMap<String, bool>) -> Enablement {
         let stamp = file_stamp(&state.config_file());
+        let config_ids = state
+            .load_config()
+            .map(|c| c.accounts.into_iter().map(|a| a.id).collect())
+            .unwrap_or_default();
+        let mut current = Current {
+            stamp,
+            enabled: HashMap::new(),
+            switches: load_switches(&switches_file(&state)),
+            config_ids,
+        };
+        current.take(initial, &state);
         Enablement {
             state,
-            current: Mutex::new((stamp, initial)),
+            current: Mutex::new(current),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<FileStamp>, HashMap<String, bool>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
         crate::policies::lock(&self.current)
     }
 
@@ -36,53 +153,99 @@ impl Enablement {
         let path = self.state.config_file();
         let stamp = file_stamp(&path);
         let mut current = self.lock();
-        if stamp != current.0 {
-            current.0 = stamp;
-            match self.state.load_merged_config() {
-                Ok(config) => {
-                    current.1 = config
-                        .accounts
-                        .iter()
-                        .map(|a| (a.id.clone(), a.enabled))
-                        .collect();
+        if stamp != current.stamp {
+            current.stamp = stamp;
+            match (self.state.load_merged_config(), self.state.load_config()) {
+                (Ok(merged), Ok(config)) => {
+                    current.config_ids = config.accounts.into_iter().map(|a| a.id).collect();
+                    current.take(
+                        merged
+                            .accounts
+                            .iter()
+                            .map(|a| (a.id.clone(), a.enabled))
+                            .collect(),
+                        &self.state,
+                    );
                 }
-                Err(e) => {
+                (Err(e), _) | (_, Err(e)) => {
                     tracing::warn!(error = %e, "could not re-read enablement; keeping the last known")
                 }
             }
         }
-        current.1.get(account).copied().unwrap_or(false)
+        current.enabled.get(account).copied().unwrap_or(false)
     }
 
     /// Takes every account's switch as the accounts now are (after an account was added or
     /// removed at run time): a removed account is off, as any unknown one.
-    pub fn replace(&self, switches: HashMap<String, bool>) {
-        self.lock().1 = switches;
+    pub fn replace(&self, from_files: HashMap<String, bool>) {
+        self.lock().take(from_files, &self.state);
     }
 
-    /// Switches `account`'s tools on or off in `glovebox.yaml`. Returns whether it changed.
+    /// Switches `account`'s tools on or off: in `glovebox.yaml`, or in system mode (whose
+    /// `glovebox.yaml` is root's) in the gate's `switches.yaml`. Returns whether it changed.
     pub fn set(&self, account: &str, enabled: bool) -> Result<bool, ConfigError> {
         let mut current = self.lock();
         let mut raw = self.state.load_raw_config()?;
         let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
             return self.set_added(&mut current, account, enabled);
         };
-        let changed = entry.enabled != enabled;
-        entry.enabled = enabled;
-        if changed {
-            self.state.save_raw_config(&raw)?;
+        if self.state.system_paths().is_none() {
+            let changed = entry.enabled != enabled;
+            entry.enabled = enabled;
+            if changed {
+                self.state.save_raw_config(&raw)?;
+            }
+            current.stamp = file_stamp(&self.state.config_file());
+            current.enabled.insert(account.to_owned(), enabled);
+            return Ok(changed);
         }
-        current.0 = file_stamp(&self.state.config_file());
-        current.1.insert(account.to_owned(), enabled);
-        Ok(changed)
+        let was = current.enabled.get(account).copied().unwrap_or(false);
+        let over = entry.enabled;
+        let Some(mut switches) = current.switches.clone() else {
+            // Rewriting it would forget the switches it holds (an "off" among them).
+            return Err(ConfigError::Invalid {
+                path: switches_file(&self.state),
+                line: None,
+                message: "cannot be read: fix or remove it (glovebox.yaml's accounts are off \
+                          meanwhile)"
+                    .into(),
+            });
+        };
+        if enabled == over {
+            switches.accounts.remove(account);
+        } else {
+            switches
+                .accounts
+                .insert(account.to_owned(), Switch { enabled, over });
+        }
+        save_switches(&self.state, &switches)?;
+        current.switches = Some(switches);
+        current.enabled.insert(account.to_owned(), enabled);
+        Ok(was != enabled)
     }
+}
+
+/// Writes `<state>/switches.yaml` (0600, atomically).
+fn save_switches(state: &StateDir, switches: &Switches) -> Result<(), ConfigError> {
+    let path = switches_file(state);
+    let text = serde_yaml::to_string(switches).map_err(|e| ConfigError::Invalid {
+        path: path.clone(),
+        line: None,
+        message: e.to_string(),
+    })?;
+    glovebox_config::write_private_file(&path, text.as_bytes())
+}
+
+/// `<state>/switches.yaml`.
+fn switches_file(state: &StateDir) -> PathBuf {
+    state.root().join("switches.yaml")
 }
 
 impl Enablement {
     /// [`Enablement::set`] for an account added at run time: its entry in `accounts.yaml`.
     fn set_added(
         &self,
-        current: &mut (Option<FileStamp>, HashMap<String, bool>),
+        current: &mut Current,
         account: &str,
         enabled: bool,
     ) -> Result<bool, ConfigError> {
@@ -99,7 +262,7 @@ impl Enablement {
         if changed {
             self.state.save_added_accounts(&raw)?;
         }
-        current.1.insert(account.to_owned(), enabled);
+        current.enabled.insert(account.to_owned(), enabled);
         Ok(changed)
     }
 }
@@ -107,6 +270,131 @@ impl Enablement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_switch_holds_while_the_file_says_what_it_said() {
+        let sw = |enabled, over| Switch { enabled, over };
+        type Case = (&'static str, bool, Switch, bool, bool);
+        // (what, the file now, the switch, enabled, switch kept)
+        let cases: &[Case] = &[
+            (
+                "off over on, file still on",
+                true,
+                sw(false, true),
+                false,
+                true,
+            ),
+            (
+                "on over off, file still off",
+                false,
+                sw(true, false),
+                true,
+                true,
+            ),
+            (
+                "off over on, file edited to off",
+                false,
+                sw(false, true),
+                false,
+                false,
+            ),
+            (
+                "on over off, file edited to on",
+                true,
+                sw(true, false),
+                true,
+                false,
+            ),
+        ];
+        for (what, file, switch, enabled, kept) in cases {
+            let mut from_files = HashMap::from([("a".to_owned(), *file), ("b".to_owned(), true)]);
+            let mut switches = Switches {
+                accounts: BTreeMap::from([("a".to_owned(), *switch), ("gone".to_owned(), *switch)]),
+            };
+            let dropped = apply_switches(&mut from_files, &mut switches);
+            assert_eq!(from_files["a"], *enabled, "{what}");
+            assert!(from_files["b"], "{what}: another account untouched");
+            assert_eq!(switches.accounts.contains_key("a"), *kept, "{what}");
+            assert_eq!(dropped, !*kept, "{what}");
+            assert!(
+                switches.accounts.contains_key("gone"),
+                "{what}: kept for later"
+            );
+            assert!(
+                !from_files.contains_key("gone"),
+                "{what}: no account made up"
+            );
+        }
+    }
+
+    /// A system-mode state in `dir`: `glovebox.yaml` beside it, as root's would be.
+    fn system_state(dir: &std::path::Path, yaml: &str) -> StateDir {
+        let config = dir.join("glovebox.yaml");
+        std::fs::write(&config, yaml).unwrap();
+        let state = StateDir::system(dir.join("state"), dir.join("run"), config);
+        std::fs::create_dir_all(state.root()).unwrap();
+        state
+    }
+
+    fn from_files(state: &StateDir) -> HashMap<String, bool> {
+        state
+            .load_merged_config()
+            .unwrap()
+            .accounts
+            .iter()
+            .map(|a| (a.id.clone(), a.enabled))
+            .collect()
+    }
+
+    #[test]
+    fn in_system_mode_a_switch_goes_to_the_state_and_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = "accounts:\n  - id: a\n    workdir: /w\n    enabled: true\n";
+        let state = system_state(dir.path(), yaml);
+        let e = Enablement::new(state.clone(), from_files(&state));
+        assert!(e.is_enabled("a"));
+        assert!(e.set("a", false).unwrap());
+        assert!(!e.is_enabled("a"));
+        assert_eq!(
+            std::fs::read_to_string(state.config_file()).unwrap(),
+            yaml,
+            "root's file is not written"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let file = switches_file(&state);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // A new gate reads it back.
+        let again = Enablement::new(state.clone(), from_files(&state));
+        assert!(!again.is_enabled("a"));
+        // Back to the file's value: the switch is gone.
+        assert!(again.set("a", true).unwrap());
+        assert!(again.is_enabled("a"));
+        let left: Switches =
+            serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert!(left.accounts.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn unreadable_switches_keep_the_config_accounts_off_and_are_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = system_state(
+            dir.path(),
+            "accounts:\n  - id: a\n    workdir: /w\n    enabled: true\n",
+        );
+        std::fs::write(switches_file(&state), "accounts: [not, a, map]\n").unwrap();
+        let e = Enablement::new(state.clone(), from_files(&state));
+        assert!(
+            !e.is_enabled("a"),
+            "a lost switch must not turn an account on"
+        );
+        let err = e.set("a", true).unwrap_err().to_string();
+        assert!(err.contains("fix or remove it"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(switches_file(&state)).unwrap(),
+            "accounts: [not, a, map]\n"
+        );
+    }
 
     #[test]
     fn the_switch_is_written_read_back_and_followed() {

@@ -393,8 +393,9 @@ impl System {
     }
 }
 
-impl Drop for System {
-    fn drop(&mut self) {
+impl System {
+    /// Stops `up --system` (SIGTERM, then SIGKILL after [`WAIT`]).
+    fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(child.id() as i32),
@@ -410,6 +411,20 @@ impl Drop for System {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Stops and starts `up --system` again, with the same state.
+    fn restart(&mut self) {
+        self.stop();
+        let (child, url) = self.spawn_up();
+        self.child = Some(child);
+        self.url = url;
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.stop();
         if std::thread::panicking() {
             eprintln!("---- glovebox up --system stderr ----\n{}", self.stderr());
         }
@@ -746,6 +761,73 @@ async fn each_owner_approves_only_its_own_account_and_a_job_cannot_reach_the_con
 }
 
 const ALLOW_READS: &str = "paths:\n  read:\n    allow: ['./**']\n";
+
+/// `glovebox.yaml` is root's in system mode: a run-time switch of one of its accounts goes to
+/// the gate's own state, holds across a restart, and yields to a later edit of the file.
+#[tokio::test]
+async fn a_config_accounts_tools_switch_at_run_time_without_touching_roots_file() {
+    if !is_root() {
+        return;
+    }
+    let mut s = System::start(Setup {
+        accounts: &["a"],
+        account_policy: Some(ALLOW_READS),
+        ..Default::default()
+    });
+    std::fs::write(s.account("a").workdir.join("f.txt"), "f").unwrap();
+    let config = std::fs::read(&s.config).unwrap();
+    let switch = |s: &System, verb: &str| {
+        let out = accounts::as_root(s, &[verb, "--account", "a"]);
+        assert!(
+            out.status.success(),
+            "{verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let read = |s: &System| {
+        let s_url = s.url.clone();
+        let token = s.account("a").token.clone();
+        async move {
+            let mut agent = Client::connect(&s_url, Auth::Header(&token), "agent").await;
+            agent
+                .invoke("r", "file_read", json!({"path": "f.txt"}))
+                .await
+        }
+    };
+    expect_ok(&read(&s).await);
+    switch(&s, "disable");
+    let off = read(&s).await;
+    assert_eq!(expect_error(&off, "denied")["rule"], "enablement", "{off}");
+    assert_eq!(
+        std::fs::read(&s.config).unwrap(),
+        config,
+        "root's file untouched"
+    );
+    let switches = s.state.join("switches.yaml");
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&switches).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o777),
+        (user("glovebox-gate").0, 0o600),
+        "the gate's own file"
+    );
+    // Still off after a restart.
+    s.restart();
+    let off = read(&s).await;
+    assert_eq!(expect_error(&off, "denied")["rule"], "enablement", "{off}");
+    switch(&s, "enable");
+    expect_ok(&read(&s).await);
+    // Off again; then root edits the file's `enabled` to false and back to true while glovebox
+    // runs: the edit is the later change, and the account is on.
+    switch(&s, "disable");
+    let text = String::from_utf8(config.clone()).unwrap();
+    assert!(text.contains("enabled: true"), "{text}");
+    std::fs::write(&s.config, text.replace("enabled: true", "enabled: false")).unwrap();
+    let off = read(&s).await;
+    assert_eq!(expect_error(&off, "denied")["rule"], "enablement", "{off}");
+    std::fs::write(&s.config, &text).unwrap();
+    expect_ok(&read(&s).await);
+}
 
 #[tokio::test]
 async fn a_managed_deny_beats_an_account_allow() {
