@@ -52,6 +52,22 @@ struct StateArgs {
     state_dir: Option<PathBuf>,
 }
 
+/// Which account `glovebox enable|disable` switches.
+#[derive(clap::Args, Debug, Clone)]
+struct SwitchArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// The account (default: the only one; required with --system).
+    #[arg(long)]
+    account: Option<String>,
+    /// The system service's account (`glovebox up --system`; run as root).
+    #[arg(long)]
+    system: bool,
+    /// With --system: where its sockets are (default: /run/glovebox).
+    #[arg(long, value_name = "DIR", requires = "system")]
+    runtime_dir: Option<PathBuf>,
+}
+
 /// System mode's layout, as `up --system` hands it to the gate and the broker.
 #[derive(clap::Args, Debug, Clone)]
 struct LayoutArgs {
@@ -176,30 +192,12 @@ enum Command {
     /// Switch an account's tools on (its agents see and may call them, through the gate).
     Enable {
         #[command(flatten)]
-        state: StateArgs,
-        /// The account (default: the only one).
-        #[arg(long)]
-        account: Option<String>,
-        /// The system service's account (`glovebox up --system`; run as root).
-        #[arg(long)]
-        system: bool,
-        /// With --system: where its sockets are (default: /run/glovebox).
-        #[arg(long, value_name = "DIR", requires = "system")]
-        runtime_dir: Option<PathBuf>,
+        switch: SwitchArgs,
     },
     /// Switch an account's tools off: its agents see no tools and every call is refused.
     Disable {
         #[command(flatten)]
-        state: StateArgs,
-        /// The account (default: the only one).
-        #[arg(long)]
-        account: Option<String>,
-        /// The system service's account (`glovebox up --system`; run as root).
-        #[arg(long)]
-        system: bool,
-        /// With --system: where its sockets are (default: /run/glovebox).
-        #[arg(long, value_name = "DIR", requires = "system")]
-        runtime_dir: Option<PathBuf>,
+        switch: SwitchArgs,
     },
     /// Manage and explain an account's policy (talks to the running gate).
     Policy {
@@ -552,6 +550,12 @@ impl Env {
         }
     }
 
+    /// `glovebox enable|disable`.
+    async fn switch(&self, args: SwitchArgs, enabled: bool) -> anyhow::Result<ExitCode> {
+        let state = self.state_for(args.state, args.system, args.runtime_dir);
+        services::set_enabled(&state, args.account, enabled).await
+    }
+
     /// The state a command changes: the user's, or with `system` the system service's.
     fn state_for(
         &self,
@@ -840,24 +844,8 @@ async fn dispatch(
         Command::Tools { client, json } => {
             status::tools(env.target(client, Role::Agent), json).await
         }
-        Command::Enable {
-            state,
-            account,
-            system,
-            runtime_dir,
-        } => {
-            let state = env.state_for(state, system, runtime_dir);
-            services::set_enabled(&state, account, true).await
-        }
-        Command::Disable {
-            state,
-            account,
-            system,
-            runtime_dir,
-        } => {
-            let state = env.state_for(state, system, runtime_dir);
-            services::set_enabled(&state, account, false).await
-        }
+        Command::Enable { switch } => env.switch(switch, true).await,
+        Command::Disable { switch } => env.switch(switch, false).await,
         Command::Mcp { client } => {
             mcp_bridge::serve(move || env.target(client.clone(), Role::Agent)).await
         }

@@ -10,16 +10,23 @@ use super::*;
 
 /// `glovebox ARGS --system` against this glovebox, as root.
 pub(super) fn as_root(s: &System, args: &[&str]) -> std::process::Output {
-    Command::new(glovebox_bin())
-        .args(args)
+    as_user(s, None, args)
+}
+
+/// `glovebox ARGS --system --state-dir STATE --runtime-dir RUNTIME`, as `user` (root if `None`).
+fn as_user(s: &System, user: Option<&TestUser>, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new(glovebox_bin());
+    c.args(args)
         .arg("--system")
         .arg("--state-dir")
         .arg(&s.state)
         .arg("--runtime-dir")
         .arg(&s.runtime)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+        .stdin(Stdio::null());
+    if let Some(u) = user {
+        c.uid(u.uid).gid(u.gid).env("HOME", "/");
+    }
+    c.output().unwrap()
 }
 
 /// `glovebox token show --system [--account ID]` run by `user`.
@@ -249,19 +256,21 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     }
     // Another user cannot add an account (the admin socket is root's), and nothing changes.
     let before = std::fs::read_to_string(s.state.join("accounts.yaml")).unwrap();
-    let out = Command::new(glovebox_bin())
-        .args(["account", "add", "e", "--system", "--workdir"])
-        .arg(&c.workdir)
-        .args(["--run-as", &c.run_as.name, "--owner", &c.owner.name])
-        .arg("--state-dir")
-        .arg(&s.state)
-        .arg("--runtime-dir")
-        .arg(&s.runtime)
-        .uid(c.owner.uid)
-        .gid(c.owner.gid)
-        .env("HOME", "/")
-        .output()
-        .unwrap();
+    let out = as_user(
+        &s,
+        Some(&c.owner),
+        &[
+            "account",
+            "add",
+            "e",
+            "--workdir",
+            c.workdir.to_str().unwrap(),
+            "--run-as",
+            &c.run_as.name,
+            "--owner",
+            &c.owner.name,
+        ],
+    );
     assert!(!out.status.success());
     assert_eq!(
         std::fs::read_to_string(s.state.join("accounts.yaml")).unwrap(),
@@ -354,26 +363,11 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
 
     // Root rotates c's agent token: the owner gets the new one, the old is refused at once, the
     // file stays the gate's alone, and c's owner cannot rotate it (the admin socket is root's).
-    let out = Command::new(glovebox_bin())
-        .args([
-            "token",
-            "rotate",
-            "--account",
-            "c",
-            "--role",
-            "agent",
-            "--system",
-        ])
-        .arg("--state-dir")
-        .arg(&s.state)
-        .arg("--runtime-dir")
-        .arg(&s.runtime)
-        .uid(c.owner.uid)
-        .gid(c.owner.gid)
-        .env("HOME", "/")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = as_user(
+        &s,
+        Some(&c.owner),
+        &["token", "rotate", "--account", "c", "--role", "agent"],
+    );
     assert!(!out.status.success());
     assert_eq!(
         own_token(&s, &c),
