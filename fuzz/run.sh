@@ -33,7 +33,8 @@ for t in "${targets[@]}"; do
         outcome="CRASH (see fuzz/fuzz-$t.log and fuzz/artifacts/$t/)"
         status=1
     fi
-    runs=$(grep -oE '#[0-9]+' "fuzz-$t.log" | tail -n 1 || true)
+    # libFuzzer's last line says how many inputs it ran (its dictionary lines may hold "#N").
+    runs=$(grep -oE '^Done [0-9]+ runs' "fuzz-$t.log" | grep -oE '[0-9]+' | tail -n 1 || true)
     echo "fuzz: $t ran $(( $(date +%s) - start )) s, ${runs:-?} executions: $outcome"
 done
 exit "$status"
