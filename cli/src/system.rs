@@ -150,8 +150,11 @@ pub fn check_accounts(
         let owner = a.owner.as_deref().ok_or_else(|| {
             invalid("owner is required in system mode (the OS user who approves its asks)".into())
         })?;
-        let mut uids = Vec::new();
-        for (field, name) in [("run_as", run_as), ("owner", owner)] {
+        let mut uids = [0; 2];
+        for (i, (field, name)) in [("run_as", run_as), ("owner", owner)]
+            .into_iter()
+            .enumerate()
+        {
             let user = nix::unistd::User::from_name(name)?
                 .ok_or_else(|| invalid(format!("{field} user {name:?} does not exist")))?;
             if user.uid.is_root() || user.gid.as_raw() == 0 {
@@ -162,15 +165,12 @@ pub fn check_accounts(
                     "{field} {name:?} is one of glovebox's own service users; name a person's or an agent's user"
                 )));
             }
-            uids.push(user.uid.as_raw());
+            uids[i] = user.uid.as_raw();
         }
-        // The owner approves what the agent asks; an agent running as its own approver could
-        // answer its own asks (its jobs reach the approve socket as the owner's uid).
-        if uids[0] == uids[1] {
-            return Err(invalid(format!(
-                "run_as {run_as:?} and owner {owner:?} are the same user: in system mode the \
-                 agent's user must not be the one who approves its asks"
-            )));
+        if let Some(why) =
+            glovebox_config::system::own_approver_refusal(run_as, uids[0], owner, uids[1])
+        {
+            return Err(invalid(why));
         }
         identities.push(crate::identity::resolve(a)?);
     }

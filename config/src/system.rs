@@ -16,3 +16,20 @@ pub const POLICY_DIR: &str = "/etc/glovebox/policy.d";
 pub const STATE_DIR: &str = "/var/lib/glovebox";
 /// Sockets of a running system-mode glovebox.
 pub const RUNTIME_DIR: &str = "/run/glovebox";
+
+/// Why an account is refused in system mode when its agent user (`run_as`) is its approver
+/// (`owner`), compared by uid: the agent's jobs would hold the owner's uid, and with it the
+/// approve socket (its asks, its token). `None` when they are different users.
+pub fn own_approver_refusal(
+    run_as: &str,
+    run_as_uid: u32,
+    owner: &str,
+    owner_uid: u32,
+) -> Option<String> {
+    (run_as_uid == owner_uid).then(|| {
+        format!(
+            "run_as {run_as:?} and owner {owner:?} are the same user: in system mode the agent's \
+             user must not be the one who approves its asks"
+        )
+    })
+}

@@ -139,13 +139,14 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
     // its own asks (its jobs reach the approve socket as the owner's uid).
     if facts.system
         && let (Some(run_as), Some(owner)) = (&facts.run_as, &facts.owner)
-        && run_as.uid == owner.uid
+        && let Some(why) = glovebox_config::system::own_approver_refusal(
+            &request.run_as,
+            run_as.uid,
+            &request.owner,
+            owner.uid,
+        )
     {
-        return no(format!(
-            "run_as {:?} and owner {:?} are the same user: in system mode the agent's user must not \
-             be the one who approves its asks",
-            request.run_as, request.owner
-        ));
+        return no(why);
     }
     if !facts.system
         && facts.own_uid != 0
