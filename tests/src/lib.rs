@@ -75,6 +75,24 @@ pub struct Attempt {
 }
 
 /// Parses the attack binary's output; panics unless it ran to its end.
+/// Appends an `execute` row of `account` over `channel` (an authenticated audit-socket link):
+/// whether the gate serves that credential now.
+pub async fn append_probe(
+    channel: &glovebox_proto::transport::Link,
+    account: &str,
+) -> Result<(), tonic::Status> {
+    use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
+    AuditClient::new(channel.clone())
+        .append(AuditEvent {
+            account: account.into(),
+            kind: "execute".into(),
+            outcome: "probe".into(),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+}
+
 pub fn attempts(stdout: &str) -> Vec<Attempt> {
     let mut out = Vec::new();
     let mut done = false;

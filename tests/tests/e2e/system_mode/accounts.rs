@@ -91,23 +91,6 @@ fn audit_channel_as(s: &System, peer: &str) -> glovebox_proto::transport::Link {
     )
 }
 
-/// Appends an execute row of `account` over `channel`.
-async fn append_over(
-    channel: &glovebox_proto::transport::Link,
-    account: &str,
-) -> Result<(), tonic::Status> {
-    use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
-    AuditClient::new(channel.clone())
-        .append(AuditEvent {
-            account: account.into(),
-            kind: "execute".into(),
-            outcome: "probe".into(),
-            ..Default::default()
-        })
-        .await
-        .map(|_| ())
-}
-
 /// The owner's `token show`, once the supervisor has told the broker of the account.
 fn own_token(s: &System, a: &Added) -> String {
     let deadline = Instant::now() + WAIT;
@@ -323,7 +306,7 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     // Removed: the token is refused, the executor is gone, and the gate refuses d's executor
     // credential at once, even on a connection opened before.
     let d_executor = audit_channel_as(&s, "executor:d");
-    append_over(&d_executor, "d").await.unwrap();
+    glovebox_e2e::append_probe(&d_executor, "d").await.unwrap();
     let out = as_root(&s, &["account", "remove", "d"]);
     assert!(
         out.status.success(),
@@ -339,15 +322,17 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!token_show_as(&s, &d.owner, None).status.success());
-    let refused = append_over(&d_executor, "d").await.unwrap_err();
+    let refused = glovebox_e2e::append_probe(&d_executor, "d")
+        .await
+        .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     assert!(
-        append_over(&audit_channel_as(&s, "executor:d"), "d")
+        glovebox_e2e::append_probe(&audit_channel_as(&s, "executor:d"), "d")
             .await
             .is_err()
     );
     assert!(
-        append_over(&audit_channel_as(&s, "executor:c"), "c")
+        glovebox_e2e::append_probe(&audit_channel_as(&s, "executor:c"), "c")
             .await
             .is_ok()
     );
