@@ -283,6 +283,25 @@ fn read(paths: &[String]) {
     }
 }
 
+/// Opens each path for writing (creating it if missing, never truncating): the state is the
+/// gate's alone, so a job must not be able to plant or change a file there.
+fn write(paths: &[String]) {
+    for p in paths {
+        let r = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(p)
+            .map(|_| ());
+        report(
+            "write",
+            p,
+            r.is_ok(),
+            r.err().map(|e| e.to_string()).unwrap_or_default(),
+        );
+    }
+}
+
 /// Connects to each socket: in system mode the kernel (the socket directories' owners, groups
 /// and modes) must refuse it before any handshake.
 fn connect(paths: &[String]) {
@@ -517,6 +536,7 @@ async fn main() {
         "packs" => packs(Path::new(&arg(2)), &arg(3), &arg(4), &arg(5)).await,
         "console" => console(&arg(2), Path::new(&arg(3)), arg(4).parse().unwrap_or(0)).await,
         "read" => read(&args[2..]),
+        "write" => write(&args[2..]),
         "connect" => connect(&args[2..]),
         "hijack" => {
             let secs = arg(3).parse().unwrap_or(5);
@@ -524,7 +544,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID | processes PID... | read PATH... | connect SOCKET... | hijack SOCKET [SECS] (got {other:?})"
+                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID | processes PID... | read PATH... | write PATH... | connect SOCKET... | hijack SOCKET [SECS] (got {other:?})"
             );
             std::process::exit(2);
         }

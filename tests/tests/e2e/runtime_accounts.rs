@@ -423,23 +423,6 @@ fn call_continuously(
     })
 }
 
-/// An execute row appended as `peer` on the gate's audit socket, over `channel`.
-async fn append_as(
-    channel: &glovebox_proto::transport::Link,
-    account: &str,
-) -> Result<(), tonic::Status> {
-    use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
-    AuditClient::new(channel.clone())
-        .append(AuditEvent {
-            account: account.into(),
-            kind: "execute".into(),
-            outcome: "probe".into(),
-            ..Default::default()
-        })
-        .await
-        .map(|_| ())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gate_takes_account_changes_without_restarting() {
     use glovebox_proto::transport::handover::socket;
@@ -503,7 +486,7 @@ async fn the_gate_takes_account_changes_without_restarting() {
     // Its executor's credential on the audit socket works while the account is there; a
     // connection opened now stays open through the removal.
     let executor = g.channel_as("audit.sock", socket::AUDIT, "executor:live");
-    append_as(&executor, "live").await.unwrap();
+    glovebox_e2e::append_probe(&executor, "live").await.unwrap();
     let remove_started = Instant::now();
     let (code, out, err) = g.run_cli(&["account", "remove", "live"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -514,10 +497,12 @@ async fn the_gate_takes_account_changes_without_restarting() {
         "the gate was not restarted by remove"
     );
     // Refused at once, on the open connection and on a new one.
-    let refused = append_as(&executor, "live").await.unwrap_err();
+    let refused = glovebox_e2e::append_probe(&executor, "live")
+        .await
+        .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     let fresh = g.channel_as("audit.sock", socket::AUDIT, "executor:live");
-    assert!(append_as(&fresh, "live").await.is_err());
+    assert!(glovebox_e2e::append_probe(&fresh, "live").await.is_err());
     let probes: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM events WHERE account = 'live' AND outcome = 'probe'",
     )
@@ -664,18 +649,20 @@ async fn an_added_accounts_tokens_are_rotated_at_once() {
     }
     assert_eq!(g.service_pids("gate"), gate, "without restarting the gate");
 
-    // A missing account: refused, nothing written.
-    let (code, _, err) = g.run_cli(&[
-        "token",
-        "rotate",
-        "--account",
-        "nobody-here",
-        "--role",
-        "agent",
-    ]);
-    assert_ne!(code, 0);
-    assert!(err.contains("no account"), "{err}");
+    // A missing account, or an id that is a path: refused, nothing written anywhere.
+    let rotated = read_token(&agent_file);
+    for id in ["nobody-here", "../rot", "rot/../../escape"] {
+        let (code, _, err) = g.run_cli(&["token", "rotate", "--account", id, "--role", "agent"]);
+        assert_ne!(code, 0, "{id}");
+        assert!(err.contains("no account"), "{id}: {err}");
+    }
     assert!(!g.state.join("accounts/nobody-here").exists());
+    assert!(!g.state.join("escape").exists() && !g.root().join("escape").exists());
+    assert_eq!(
+        read_token(&agent_file),
+        rotated,
+        "the account's token is untouched"
+    );
 
     let uid = nix::unistd::geteuid().as_raw();
     let rows = account_rows(&g, "rot").await;

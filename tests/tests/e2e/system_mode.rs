@@ -709,7 +709,22 @@ async fn each_owner_approves_only_its_own_account_and_a_job_cannot_reach_the_con
     let mut targets = s.gate_sockets();
     targets.push(s.executor_socket("b"));
     targets.push(s.runtime.join("exec-b/packs.sock").display().to_string());
-    let command = format!("./glovebox-attack connect {}", targets.join(" "));
+    // ...and the gate's files: its own tokens, the switches and accounts it keeps.
+    let state_files: Vec<String> = [
+        "accounts/a/token",
+        "accounts/a/approver.token",
+        "switches.yaml",
+        "accounts.yaml",
+        "control.key",
+    ]
+    .iter()
+    .map(|f| s.state.join(f).display().to_string())
+    .collect();
+    let command = format!(
+        "./glovebox-attack connect {}; ./glovebox-attack read {files}; ./glovebox-attack write {files}",
+        targets.join(" "),
+        files = state_files.join(" ")
+    );
     let mut agent = s.agent("a").await;
     agent
         .send(
@@ -742,10 +757,15 @@ async fn each_owner_approves_only_its_own_account_and_a_job_cannot_reach_the_con
             .await,
     );
     let tried = attempts(tail["stdout"]["text"].as_str().unwrap());
-    assert_eq!(tried.len(), targets.len(), "{tried:?}");
+    assert_eq!(
+        tried.len(),
+        targets.len() + 2 * state_files.len(),
+        "{tried:?}"
+    );
     for t in &tried {
-        assert!(!t.succeeded, "a job of a connected to {}: {t:?}", t.target);
+        assert!(!t.succeeded, "a job of a reached {}: {t:?}", t.target);
     }
+    assert!(!s.state.join("switches.yaml").exists(), "nothing planted");
     // b's own ask goes to b's owner.
     let mut agent_b = s.agent("b").await;
     agent_b
