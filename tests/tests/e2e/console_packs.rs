@@ -27,7 +27,24 @@ const TRUST: usize = 4;
 const MESSAGE: usize = 5;
 
 async fn open_packs(page: &mut Page) {
-    page.click("#tab-packs").await;
+    // A click can miss while the page is still moving (an ask arriving or expiring shifts the
+    // layout between finding the tab and pressing it): click until the panel shows.
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        page.click("#tab-packs").await;
+        if page
+            .eval("!document.getElementById('panel-packs').hidden")
+            .await
+            == Value::Bool(true)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Packs tab never opened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     page.wait_for(
         "the packs table",
         "document.querySelectorAll('#packs tbody tr').length > 0",
@@ -120,6 +137,9 @@ async fn the_console_lists_packs_with_their_tools_and_a_failing_servers_error_as
 fn with_project_pack() -> (Glovebox, Browser) {
     let g = Glovebox::start_with(Options {
         accounts: vec![("test".into(), true)],
+        // The trust ask is raised when the console signs in and answered a few page steps
+        // later: on a loaded machine those can outlast the default 25 s.
+        ask_timeout_secs: 90,
         ..Options::default()
     });
     let dir = g.workdir.join(".glovebox");
