@@ -305,7 +305,7 @@ impl ServerHandler for Bridge {
             }
         };
         match frame {
-            Ok(frame) => Ok(glovebox_broker::mcp::call_result(frame).into()),
+            Ok(frame) => Ok(glovebox_broker::mcp::call_result(&request.name, frame).into()),
             Err(_) => Ok(tool_error(
                 "unavailable: the connection to glovebox broke during the call; it may or may not have run",
             )),

@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod exec;
 pub mod explain;
+pub mod mcp_form;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

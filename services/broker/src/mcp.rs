@@ -20,7 +20,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use glovebox_proto::tools::Tool;
+use glovebox_proto::tools::{Tool, mcp_form};
 use glovebox_proto::ws::ServerFrame;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -152,7 +152,7 @@ pub fn mcp_tool(
         rmcp::model::Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema));
     match Tool::from_name(name) {
         Some(t) => {
-            if let serde_json::Value::Object(output) = t.entry().output_schema() {
+            if let serde_json::Value::Object(output) = mcp_form::output_schema(t) {
                 tool.output_schema = Some(Arc::new(output));
             }
             tool.annotate(
@@ -201,24 +201,20 @@ async fn specs(app: &App, account: &str) -> Vec<glovebox_proto::ws::ToolSpec> {
     .await
 }
 
-/// A call's result frame as an MCP tool result. A success is its JSON as text (a JSON string,
-/// which is what client tools often return, is that text itself), and an object result is also
-/// `structuredContent`. A denial or failure is a tool error whose text the model can read: the
-/// code, what happened, and the rule that decided.
-pub fn call_result(frame: ServerFrame) -> CallToolResult {
+/// The result frame of a call of `tool` as an MCP tool result. A success is its JSON as text (a
+/// JSON string, which is what client tools often return, is that text itself), and an object
+/// result is also `structuredContent`; a built-in tool's collection goes as a table
+/// ([`mcp_form`]). A denial or failure is a tool error whose text the model can read: the code,
+/// what happened, and the rule that decided.
+pub fn call_result(tool: &str, frame: ServerFrame) -> CallToolResult {
     match frame {
         ServerFrame::Result {
             ok: true, result, ..
         } => {
-            let result = result.unwrap_or_default();
-            let text = match &result {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
+            let (text, structured) =
+                mcp_form::present(Tool::from_name(tool), result.unwrap_or_default());
             let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
-            if result.is_object() {
-                out.structured_content = Some(result);
-            }
+            out.structured_content = structured;
             out
         }
         ServerFrame::Result {
@@ -361,6 +357,6 @@ impl ServerHandler for McpHandler {
         )
         .await;
         forward.abort();
-        Ok(call_result(frame).into())
+        Ok(call_result(&request.name, frame).into())
     }
 }

@@ -27,6 +27,7 @@ async fn every_client_lists_reads_is_denied_and_writes_with_approval() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("hello.txt"), "hello from glovebox\n").unwrap();
     std::fs::write(g.workdir.join(".env"), "SECRET=1\n").unwrap();
+    std::fs::write(g.workdir.join("forged\nfile\t0\t.env"), "").unwrap();
     let mut approver = g.connect("approver").await;
     for (n, (sdk, transport)) in CLIENTS.into_iter().enumerate() {
         let mut c = McpClient::start(&g, sdk, transport, &g.token);
@@ -80,6 +81,49 @@ async fn every_client_lists_reads_is_denied_and_writes_with_approval() {
                 .unwrap()
                 .contains("hello from glovebox"),
             "{label}"
+        );
+
+        // A listing is a table (checked by each SDK against the declared schema), and a file
+        // name cannot forge a line of it.
+        let list = c.call("list", "file_list", json!({"path": "."})).await;
+        assert_eq!(list["is_error"], false, "{label}: {list}");
+        let table = list["structured"]["table"].as_str().unwrap_or_default();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0], "type\tsize\tmodified (UTC)\tname",
+            "{label}: {table}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("file\t20\t") && l.ends_with("\thello.txt")),
+            "{label}: {table}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.ends_with("\t\"forged\\nfile\\t0\\t.env\"")),
+            "{label}: the name is quoted: {table}"
+        );
+        assert!(
+            !table.contains("\n.env") && !lines.iter().any(|l| l.ends_with("\t.env")),
+            "{label}: {table}"
+        );
+        assert!(
+            list["structured"]["hidden"].as_u64().unwrap() >= 1,
+            "{label}: {list}"
+        );
+        assert!(
+            list["structured"].get("entries").is_none(),
+            "{label}: {list}"
+        );
+        let text = list["text"].as_str().unwrap();
+        let (fields, rest) = text.split_once('\n').unwrap();
+        assert_eq!(rest, table, "{label}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(fields).unwrap()["total"],
+            list["structured"]["total"],
+            "{label}: {text}"
         );
 
         let denied = c.call("denied", "file_read", json!({"path": ".env"})).await;

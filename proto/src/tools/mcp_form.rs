@@ -1,0 +1,325 @@
+//! How a built-in tool's result is shown to MCP clients (the broker's `/mcp` and `glovebox mcp`).
+//!
+//! Most results go as they are: their JSON as text and as `structuredContent`. The three tools
+//! whose results are collections — `file_list`, `file_find`, `file_grep` — send the collection as
+//! a table instead: a header line and one line per item, columns separated by tabs, in a `table`
+//! string that replaces the array; the result's other fields stay. The text block is those other
+//! fields as JSON on the first line, then the table.
+//!
+//! Why: a listing of 1,000 entries as JSON objects is about twice the text of the table (tokens a
+//! model pays for), and an MCP client turns it into thousands of objects — the official Python
+//! SDK spends ~6 ms parsing one, more than the whole call costs in glovebox. The WebSocket API
+//! keeps the JSON arrays.
+//!
+//! A cell that could be misread — a name with a tab, a newline or another control or format
+//! character, a quote or backslash at its start, or surrounding spaces — is written quoted and
+//! escaped (`"a\nb"`), so a hostile file name cannot forge a line or a column.
+
+use serde_json::Value;
+
+use super::Tool;
+
+/// How one column of a table is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cell {
+    /// A string, quoted when it could be misread.
+    Text,
+    /// A number as it is.
+    Number,
+    /// Seconds since the epoch as UTC `YYYY-MM-DD HH:MM:SS`.
+    Time,
+}
+
+/// A collection result's table: the array field it replaces and its columns (field, header,
+/// how written).
+#[derive(Debug)]
+struct Table {
+    array: &'static str,
+    columns: &'static [(&'static str, &'static str, Cell)],
+}
+
+/// The field the table goes in.
+pub const TABLE_FIELD: &str = "table";
+
+fn table_of(tool: Tool) -> Option<Table> {
+    match tool {
+        Tool::FileList => Some(Table {
+            array: "entries",
+            columns: &[
+                ("type", "type", Cell::Text),
+                ("size", "size", Cell::Number),
+                ("mtime", "modified (UTC)", Cell::Time),
+                ("name", "name", Cell::Text),
+            ],
+        }),
+        Tool::FileFind => Some(Table {
+            array: "entries",
+            columns: &[("type", "type", Cell::Text), ("path", "path", Cell::Text)],
+        }),
+        Tool::FileGrep => Some(Table {
+            array: "matches",
+            columns: &[
+                ("path", "path", Cell::Text),
+                ("line", "line", Cell::Number),
+                ("text", "text", Cell::Text),
+            ],
+        }),
+        _ => None,
+    }
+}
+
+/// The tool's MCP `outputSchema`: its result's schema, with a table's string in place of the
+/// collection.
+pub fn output_schema(tool: Tool) -> Value {
+    let mut schema = tool.entry().output_schema();
+    if let Some(table) = table_of(tool) {
+        let properties = &mut schema["properties"];
+        if let Some(map) = properties.as_object_mut() {
+            map.remove(table.array);
+            map.insert(
+                TABLE_FIELD.to_owned(),
+                serde_json::json!({"type": "string"}),
+            );
+        }
+        if let Some(required) = schema["required"].as_array_mut() {
+            for name in required.iter_mut() {
+                if name == table.array {
+                    *name = Value::from(TABLE_FIELD);
+                }
+            }
+        }
+    }
+    schema
+}
+
+/// What an MCP client is given for a successful result of `tool`: the text block and the
+/// structured content. A result not in the expected shape goes as it is.
+pub fn present(tool: Option<Tool>, result: Value) -> (String, Option<Value>) {
+    let table = tool.and_then(table_of);
+    match (table, result) {
+        (Some(table), Value::Object(mut fields))
+            if fields.get(table.array).is_some_and(Value::is_array) =>
+        {
+            let Some(Value::Array(items)) = fields.remove(table.array) else {
+                unreachable!("checked above");
+            };
+            let rendered = render(&table, &items);
+            let mut text = Value::Object(fields.clone()).to_string();
+            text.push('\n');
+            text.push_str(&rendered);
+            fields.insert(TABLE_FIELD.to_owned(), Value::String(rendered));
+            (text, Some(Value::Object(fields)))
+        }
+        (_, Value::String(s)) => (s, None),
+        (_, other) => {
+            let structured = other.is_object().then(|| other.clone());
+            (other.to_string(), structured)
+        }
+    }
+}
+
+/// The header and one line per item.
+fn render(table: &Table, items: &[Value]) -> String {
+    let mut out = String::with_capacity(64 * (items.len() + 1));
+    let headers: Vec<&str> = table.columns.iter().map(|(_, header, _)| *header).collect();
+    out.push_str(&headers.join("\t"));
+    for item in items {
+        out.push('\n');
+        for (i, (field, _, cell)) in table.columns.iter().enumerate() {
+            if i > 0 {
+                out.push('\t');
+            }
+            write_cell(&mut out, item.get(field), *cell);
+        }
+    }
+    out
+}
+
+fn write_cell(out: &mut String, value: Option<&Value>, cell: Cell) {
+    match (value, cell) {
+        (Some(Value::Number(n)), Cell::Time) => match n.as_i64().and_then(utc_time) {
+            Some(t) => out.push_str(&t),
+            None => out.push_str(&n.to_string()),
+        },
+        (Some(Value::String(s)), _) => push_text(out, s),
+        (Some(Value::Number(n)), _) => out.push_str(&n.to_string()),
+        (Some(Value::Bool(b)), _) => out.push_str(if *b { "true" } else { "false" }),
+        // A missing field or one of another shape: shown as JSON, quoted, so it is never blank.
+        (Some(other), _) => push_quoted(out, &other.to_string()),
+        (None, _) => out.push('-'),
+    }
+}
+
+fn utc_time(secs: i64) -> Option<String> {
+    let t = chrono::DateTime::from_timestamp(secs, 0)?;
+    Some(t.format("%Y-%m-%d %H:%M:%S").to_string())
+}
+
+/// Characters that are never written raw: controls (tab and newline among them) and the
+/// invisible format characters that reorder or hide text.
+fn hidden_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+/// Whether `s` is written quoted: empty, holding a hidden character, starting with a quote, or
+/// with spaces at either end.
+fn needs_quotes(s: &str) -> bool {
+    s.is_empty()
+        || s.starts_with('"')
+        || s.starts_with(char::is_whitespace)
+        || s.ends_with(char::is_whitespace)
+        || s.chars().any(hidden_char)
+}
+
+fn push_text(out: &mut String, s: &str) {
+    if needs_quotes(s) {
+        push_quoted(out, s);
+    } else {
+        out.push_str(s);
+    }
+}
+
+/// `s` in double quotes, with `"` and `\` escaped and every hidden character as `\u{…}`
+/// (`\t`, `\n`, `\r` by their usual names).
+fn push_quoted(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if hidden_char(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn listing(entries: Value) -> Value {
+        json!({"path": "/w/d", "entries": entries, "total": 2, "truncated": false, "hidden": 1})
+    }
+
+    #[test]
+    fn a_listing_becomes_a_table_and_keeps_its_other_fields() {
+        let result = listing(json!([
+            {"name": "a.txt", "type": "file", "size": 64, "mtime": 1_764_650_000},
+            {"name": "src", "type": "dir", "size": 4096, "mtime": 0},
+        ]));
+        let (text, structured) = present(Some(Tool::FileList), result);
+        let structured = structured.unwrap();
+        let table = "type\tsize\tmodified (UTC)\tname\n\
+                     file\t64\t2025-12-02 04:33:20\ta.txt\n\
+                     dir\t4096\t1970-01-01 00:00:00\tsrc";
+        assert_eq!(
+            structured,
+            json!({"path": "/w/d", "table": table, "total": 2, "truncated": false, "hidden": 1})
+        );
+        let (first, rest) = text.split_once('\n').unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(first).unwrap(),
+            json!({"path": "/w/d", "total": 2, "truncated": false, "hidden": 1})
+        );
+        assert_eq!(rest, table);
+    }
+
+    #[test]
+    fn hostile_names_cannot_forge_lines_or_columns() {
+        let cases = [
+            ("x\nfile\t0\t0\t.env", r#""x\nfile\t0\t0\t.env""#),
+            ("tab\there", r#""tab\there""#),
+            ("\"quoted", r#""\"quoted""#),
+            (" lead", r#"" lead""#),
+            ("trail ", r#""trail ""#),
+            ("", r#""""#),
+            ("evil\u{202E}txt.exe", r#""evil\u{202e}txt.exe""#),
+            ("zero\u{200B}width", r#""zero\u{200b}width""#),
+            ("back\\slash\tx", r#""back\\slash\tx""#),
+            // Plain names, including inner quotes, spaces and backslashes, stay as they are.
+            ("say \"hi\".txt", "say \"hi\".txt"),
+            ("a b\\c", "a b\\c"),
+            ("naïve.txt", "naïve.txt"),
+        ];
+        for (name, shown) in cases {
+            let result = listing(json!([{"name": name, "type": "file", "size": 1, "mtime": 0}]));
+            let (_, structured) = present(Some(Tool::FileList), result);
+            let table = structured.unwrap()[TABLE_FIELD]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let lines: Vec<&str> = table.lines().collect();
+            assert_eq!(lines.len(), 2, "{name:?} made {table:?}");
+            let cells: Vec<&str> = lines[1].split('\t').collect();
+            assert_eq!(cells.len(), 4, "{name:?} made {table:?}");
+            assert_eq!(cells[3], shown, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn find_and_grep_results_are_tables_too() {
+        let found = json!({"path": "/w", "entries": [{"path": "a/b.rs", "type": "file"}],
+                           "count": 1, "truncated": false, "timed_out": false});
+        let (_, s) = present(Some(Tool::FileFind), found);
+        assert_eq!(s.unwrap()[TABLE_FIELD], "type\tpath\nfile\ta/b.rs");
+        let grep = json!({"path": "/w", "matches": [{"path": "a.rs", "line": 3, "text": "\tfn x()"}],
+                          "count": 1, "truncated": false, "timed_out": false});
+        let (_, s) = present(Some(Tool::FileGrep), grep);
+        assert_eq!(
+            s.unwrap()[TABLE_FIELD],
+            "path\tline\ttext\na.rs\t3\t\"\\tfn x()\""
+        );
+    }
+
+    #[test]
+    fn other_results_go_as_they_are() {
+        let read =
+            json!({"path": "/w/a", "content": "hi", "bytes": 2, "lines": 1, "truncated": false});
+        let (text, s) = present(Some(Tool::FileRead), read.clone());
+        assert_eq!(s.unwrap(), read);
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), read);
+        // A client tool's string is the text itself; a listing of an unexpected shape is left whole.
+        assert_eq!(present(None, json!("plain")), ("plain".to_owned(), None));
+        let odd = json!({"path": "/w", "entries": "not an array"});
+        assert_eq!(present(Some(Tool::FileList), odd.clone()).1.unwrap(), odd);
+    }
+
+    #[test]
+    fn missing_or_odd_cells_are_never_blank() {
+        let result = listing(json!([{"name": {"x": 1}, "type": "file", "mtime": "soon"}]));
+        let (_, s) = present(Some(Tool::FileList), result);
+        let table = s.unwrap()[TABLE_FIELD].as_str().unwrap().to_owned();
+        assert_eq!(
+            table.lines().nth(1).unwrap(),
+            "file\t-\tsoon\t\"{\\\"x\\\":1}\""
+        );
+    }
+
+    #[test]
+    fn every_schema_names_what_its_results_have() {
+        for tool in Tool::ALL {
+            let schema = output_schema(tool);
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            for name in &required {
+                assert!(schema["properties"][name].is_object(), "{tool:?}: {name}");
+            }
+            if table_of(tool).is_some() {
+                assert!(required.contains(&TABLE_FIELD), "{tool:?}");
+                assert!(!required.contains(&"entries") && !required.contains(&"matches"));
+            }
+        }
+    }
+}
