@@ -199,7 +199,7 @@ async fn serve_connection(
             }
             message = stream.next() => match message {
                 Some(Ok(Message::Text(text))) => {
-                    match serde_json::from_str::<ServerFrame>(text.as_str()) {
+                    match glovebox_proto::ws::parse_server_frame(text.as_str()) {
                         Ok(frame) => on_frame(shared, frame).await,
                         Err(e) => eprintln!("glovebox mcp: malformed frame from the broker: {e}"),
                     }

@@ -386,6 +386,39 @@ const FRAME_TYPES: [&str; 9] = [
     "packs_list",
 ];
 
+/// Parses one text frame from the server. A `result` frame, the one that carries big payloads,
+/// is read in one pass into its fields: serde reads an internally tagged enum by first copying
+/// the whole frame into a buffer of its own and then reading that again, which for a listing of
+/// a thousand entries was most of `glovebox mcp`'s work. Every other frame goes the usual way.
+pub fn parse_server_frame(text: &str) -> serde_json::Result<ServerFrame> {
+    /// Only the tag (the other fields are skipped without being kept).
+    #[derive(Deserialize)]
+    struct Tag<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    /// The fields of [`ServerFrame::Result`], as the enum reads them.
+    #[derive(Deserialize)]
+    struct ResultFields {
+        call_id: String,
+        ok: bool,
+        #[serde(default)]
+        result: Option<serde_json::Value>,
+        #[serde(default)]
+        error: Option<WireError>,
+    }
+    if serde_json::from_str::<Tag<'_>>(text).is_ok_and(|t| t.kind == "result") {
+        let f: ResultFields = serde_json::from_str(text)?;
+        return Ok(ServerFrame::Result {
+            call_id: f.call_id,
+            ok: f.ok,
+            result: f.result,
+            error: f.error,
+        });
+    }
+    serde_json::from_str(text)
+}
+
 /// Parses one text frame from a client.
 pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
     let value: serde_json::Value =
@@ -470,6 +503,40 @@ mod tests {
             }
             (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
         }
+    }
+
+    #[test]
+    fn server_frames_parse_as_the_enum_reads_them() {
+        let frames = [
+            r#"{"type":"result","call_id":"c1","ok":true,"result":{"entries":[{"name":"a"}],"n":1}}"#,
+            r#"{"ok":true,"call_id":"c2","type":"result","result":"text"}"#,
+            r#"{"type":"result","call_id":"c3","ok":false,"error":{"code":"denied","message":"no","rule":"r"}}"#,
+            r#"{"type":"result","call_id":"c4","ok":true,"result":null,"extra":[1,2]}"#,
+            r#"{"type":"result","call_id":"c5","ok":true}"#,
+            r#"{"type":"enabled","account":"a","enabled":true}"#,
+            r#"{"type":"ask_closed","ask_id":"k","reason":"timeout"}"#,
+            // Malformed: both refuse.
+            r#"{"type":"result","ok":true}"#,
+            r#"{"type":"result","call_id":7,"ok":true}"#,
+            r#"{"type":"result","call_id":"c","ok":true,"error":{"code":"no_such_code","message":"x"}}"#,
+            r#"{"type":"nope"}"#,
+            r#"{"type":"result","call_id":"c","ok":true"#,
+            r#"["result"]"#,
+            "",
+        ];
+        for text in frames {
+            let want = serde_json::from_str::<ServerFrame>(text).ok();
+            let got = parse_server_frame(text).ok();
+            assert_eq!(got, want, "{text}");
+        }
+        assert!(matches!(
+            parse_server_frame(frames[0]),
+            Ok(ServerFrame::Result {
+                ok: true,
+                result: Some(_),
+                ..
+            })
+        ));
     }
 
     #[test]

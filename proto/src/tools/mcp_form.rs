@@ -137,10 +137,11 @@ fn render(table: &Table, items: &[Value]) -> String {
 
 fn write_cell(out: &mut String, value: Option<&Value>, cell: Cell) {
     match (value, cell) {
-        (Some(Value::Number(n)), Cell::Time) => match n.as_i64().and_then(utc_time) {
-            Some(t) => out.push_str(&t),
-            None => out.push_str(&n.to_string()),
-        },
+        (Some(Value::Number(n)), Cell::Time) => {
+            if !n.as_i64().is_some_and(|secs| push_utc_time(out, secs)) {
+                out.push_str(&n.to_string());
+            }
+        }
         (Some(Value::String(s)), _) => push_text(out, s),
         (Some(Value::Number(n)), _) => out.push_str(&n.to_string()),
         (Some(Value::Bool(b)), _) => out.push_str(if *b { "true" } else { "false" }),
@@ -150,9 +151,25 @@ fn write_cell(out: &mut String, value: Option<&Value>, cell: Cell) {
     }
 }
 
-fn utc_time(secs: i64) -> Option<String> {
-    let t = chrono::DateTime::from_timestamp(secs, 0)?;
-    Some(t.format("%Y-%m-%d %H:%M:%S").to_string())
+/// Writes `secs` as UTC `YYYY-MM-DD HH:MM:SS` (by the fields: a format string would be parsed
+/// again for every entry); false, writing nothing, if it is out of range.
+fn push_utc_time(out: &mut String, secs: i64) -> bool {
+    use chrono::{Datelike, Timelike};
+    use std::fmt::Write;
+    let Some(t) = chrono::DateTime::from_timestamp(secs, 0) else {
+        return false;
+    };
+    let _ = write!(
+        out,
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    true
 }
 
 /// Characters that are never written raw: controls (tab and newline among them) and the
@@ -301,6 +318,15 @@ mod tests {
             table.lines().nth(1).unwrap(),
             "file\t-\tsoon\t\"{\\\"x\\\":1}\""
         );
+    }
+
+    #[test]
+    fn a_time_out_of_range_is_shown_as_its_number() {
+        let far = 9_000_000_000_000_000_000_i64;
+        let result = listing(json!([{"name": "a", "type": "file", "size": 1, "mtime": far}]));
+        let (_, s) = present(Some(Tool::FileList), result);
+        let table = s.unwrap()[TABLE_FIELD].as_str().unwrap().to_owned();
+        assert_eq!(table.lines().nth(1).unwrap(), format!("file\t1\t{far}\ta"));
     }
 
     #[test]
