@@ -503,6 +503,75 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn rows_the_store_cannot_write_are_not_acknowledged() {
+        use glovebox_proto::v1::audit_server::Audit;
+        let s = setup().await;
+        let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
+        s.gate
+            .0
+            .set_audit_peers(&keys.audit_peers(["alice"], Vec::new()));
+        let audit = AuditService(s.gate.0.clone());
+        let path = format!("{}/a.txt", s.workdir);
+        let r = decide(&s, "alice", &path).await;
+        assert_eq!(r.verdict, pb::Verdict::Allow as i32);
+        let ticket = r.ticket.unwrap();
+        let call_rows = || {
+            let row = |kind: &str| AuditEvent {
+                call_id: "c1".into(),
+                account: "alice".into(),
+                kind: kind.into(),
+                tool: "file_read".into(),
+                outcome: "ok".into(),
+                ..Default::default()
+            };
+            let mut r = Request::new(pb::CallRows {
+                execute: Some(row("execute")),
+                result: Some(row("result")),
+                ticket: Some(ticket.clone()),
+            });
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
+            r
+        };
+        let one_row = || {
+            let mut r = Request::new(AuditEvent {
+                call_id: "c2".into(),
+                account: "alice".into(),
+                kind: "result".into(),
+                ..Default::default()
+            });
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer("broker".into(), 0));
+            r
+        };
+        // The disk refuses every insert (as a full one would).
+        let pool = sqlx::sqlite::SqlitePool::connect(&format!(
+            "sqlite://{}",
+            s.gate.0.state_dir.audit_db().display()
+        ))
+        .await
+        .unwrap();
+        sqlx::query(
+            "CREATE TRIGGER events_fail BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let e = audit.append_call(call_rows()).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
+        let e = audit.append(one_row()).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
+        assert!(!s.gate.0.audit.health().healthy);
+        // Once the disk takes rows again, so does the gate.
+        sqlx::query("DROP TRIGGER events_fail")
+            .execute(&pool)
+            .await
+            .unwrap();
+        audit.append_call(call_rows()).await.unwrap();
+        audit.append(one_row()).await.unwrap();
+    }
+
+    #[tokio::test]
     async fn only_the_broker_may_decide() {
         let s = setup().await;
         let request = |peer: Option<&str>| {

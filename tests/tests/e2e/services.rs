@@ -458,6 +458,62 @@ async fn every_call_leaves_audit_rows_that_cannot_be_changed() {
     assert!(out.contains("audit chain verified"), "{out}");
 }
 
+/// An audit that cannot write (a full disk, here a trigger that refuses every insert) acknowledges
+/// nothing: a call that ran is reported failed, saying its result could not be written, never as
+/// a success without its rows; once rows are written again, so are calls answered.
+#[tokio::test]
+async fn a_call_whose_rows_cannot_be_written_is_not_reported_done() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "four").unwrap();
+    let mut agent = g.connect("agent").await;
+    expect_ok(
+        &agent
+            .invoke("before", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER full_disk BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+    )
+    .execute(&rw)
+    .await
+    .unwrap();
+    let read = agent
+        .invoke("lost", "file_read", json!({"path": "a.txt"}))
+        .await;
+    expect_error(&read, "unavailable");
+    assert!(
+        read["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not be written to the audit"),
+        "{read}"
+    );
+    sqlx::query("DROP TRIGGER full_disk")
+        .execute(&rw)
+        .await
+        .unwrap();
+    expect_ok(
+        &agent
+            .invoke("after", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    let pool = g.audit_pool().await;
+    let seen: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT client_call_id FROM events WHERE kind = 'result' AND outcome = 'ok' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        seen,
+        ["after", "before"],
+        "no ok result row for the lost call"
+    );
+}
+
 /// `/healthz` with the account's approver credential (without one it says only up or down).
 /// A built-in call that ran leaves its execute and result rows from its executor, committed
 /// together (one append, consecutive rows, the result after the execute); a call that never

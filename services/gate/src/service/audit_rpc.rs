@@ -23,7 +23,10 @@ impl pb::audit_server::Audit for AuditService {
             tracing::warn!(%peer, kind = %event.kind, "refused an audit row");
             return Err(Status::permission_denied(why));
         }
-        self.0.audit(event).await;
+        // A row that is not written is not acknowledged: the caller reports its call failed.
+        if !self.0.audit.append(event).await {
+            return Err(not_written());
+        }
         Ok(Response::new(AppendAck {}))
     }
 
@@ -49,11 +52,20 @@ impl pb::audit_server::Audit for AuditService {
         if let Some(decide) = self.restore_decide_row(&ticket, &rows[0]).await {
             rows.insert(0, decide);
         }
-        // One place in the writer's queue: the rows are chained and committed together. A
-        // failed write is counted and reported by Health, as for a single row.
-        let _ = self.0.audit.append_all(rows).await;
+        // One place in the writer's queue: the rows are chained and committed together, or
+        // none is; then the call is not acknowledged (the executor reports it failed, saying it
+        // ran) and the failure is counted and reported by Health.
+        if !self.0.audit.append_all(rows).await {
+            return Err(not_written());
+        }
         Ok(Response::new(AppendAck {}))
     }
+}
+
+/// The answer to rows the store could not write. Not `unavailable`: the gate is there and the
+/// rows are refused, so the caller does not retry them.
+fn not_written() -> Status {
+    Status::internal("the audit could not write the rows (see the gate's health)")
 }
 
 impl AuditService {
