@@ -385,15 +385,41 @@ mod tests {
         assert_eq!(s.source, "supervisor");
     }
 
-    #[tokio::test]
-    async fn a_call_allowed_before_the_gate_restarted_gets_its_decide_row_back() {
-        use glovebox_proto::v1::audit_server::Audit;
-        let s = setup().await;
+    /// The Audit service with alice's executor admitted.
+    fn alices_audit(s: &Setup) -> AuditService {
         let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
         s.gate
             .0
             .set_audit_peers(&keys.audit_peers(["alice"], Vec::new()));
-        let audit = AuditService(s.gate.0.clone());
+        AuditService(s.gate.0.clone())
+    }
+
+    /// The execute and result rows of alice's `file_read` call `call`, from her executor.
+    fn call_rows(call: &str, ticket: pb::Ticket) -> Request<pb::CallRows> {
+        let row = |kind: &str| AuditEvent {
+            call_id: call.into(),
+            client_call_id: format!("client-{call}"),
+            account: "alice".into(),
+            kind: kind.into(),
+            tool: "file_read".into(),
+            outcome: "ok".into(),
+            ..Default::default()
+        };
+        let mut r = Request::new(pb::CallRows {
+            execute: Some(row("execute")),
+            result: Some(row("result")),
+            ticket: Some(ticket),
+        });
+        r.extensions_mut()
+            .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
+        r
+    }
+
+    #[tokio::test]
+    async fn a_call_allowed_before_the_gate_restarted_gets_its_decide_row_back() {
+        use glovebox_proto::v1::audit_server::Audit;
+        let s = setup().await;
+        let audit = alices_audit(&s);
         let path = format!("{}/a.txt", s.workdir);
         let subjects = vec![Subject {
             domain: pb::Domain::Read as i32,
@@ -413,25 +439,8 @@ mod tests {
                 ..Default::default()
             })
         };
-        let append_call = |call: &str, ticket: pb::Ticket| {
-            let row = |kind: &str| AuditEvent {
-                call_id: call.into(),
-                client_call_id: format!("client-{call}"),
-                account: "alice".into(),
-                kind: kind.into(),
-                tool: "file_read".into(),
-                outcome: "ok".into(),
-                ..Default::default()
-            };
-            let mut r = Request::new(pb::CallRows {
-                execute: Some(row("execute")),
-                result: Some(row("result")),
-                ticket: Some(ticket),
-            });
-            r.extensions_mut()
-                .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
-            audit.append_call(r)
-        };
+        let append_call =
+            |call: &str, ticket: pb::Ticket| audit.append_call(call_rows(call, ticket));
         let reader = crate::audit::query::AuditReader::open(&s.gate.0.state_dir.audit_db())
             .await
             .unwrap();
@@ -506,33 +515,11 @@ mod tests {
     async fn rows_the_store_cannot_write_are_not_acknowledged() {
         use glovebox_proto::v1::audit_server::Audit;
         let s = setup().await;
-        let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
-        s.gate
-            .0
-            .set_audit_peers(&keys.audit_peers(["alice"], Vec::new()));
-        let audit = AuditService(s.gate.0.clone());
+        let audit = alices_audit(&s);
         let path = format!("{}/a.txt", s.workdir);
         let r = decide(&s, "alice", &path).await;
         assert_eq!(r.verdict, pb::Verdict::Allow as i32);
         let ticket = r.ticket.unwrap();
-        let call_rows = || {
-            let row = |kind: &str| AuditEvent {
-                call_id: "c1".into(),
-                account: "alice".into(),
-                kind: kind.into(),
-                tool: "file_read".into(),
-                outcome: "ok".into(),
-                ..Default::default()
-            };
-            let mut r = Request::new(pb::CallRows {
-                execute: Some(row("execute")),
-                result: Some(row("result")),
-                ticket: Some(ticket.clone()),
-            });
-            r.extensions_mut()
-                .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
-            r
-        };
         let one_row = || {
             let mut r = Request::new(AuditEvent {
                 call_id: "c2".into(),
@@ -557,7 +544,10 @@ mod tests {
         .execute(&pool)
         .await
         .unwrap();
-        let e = audit.append_call(call_rows()).await.unwrap_err();
+        let e = audit
+            .append_call(call_rows("c1", ticket.clone()))
+            .await
+            .unwrap_err();
         assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
         let e = audit.append(one_row()).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
@@ -567,7 +557,10 @@ mod tests {
             .execute(&pool)
             .await
             .unwrap();
-        audit.append_call(call_rows()).await.unwrap();
+        audit
+            .append_call(call_rows("c1", ticket.clone()))
+            .await
+            .unwrap();
         audit.append(one_row()).await.unwrap();
     }
 

@@ -1,0 +1,38 @@
+//! Fuzzes what `glovebox mcp` does with a result from the broker: `parse_server_frame` reads any
+//! text exactly as the `ServerFrame` enum does (the same frame or the same refusal), and a
+//! collection shown as a table (`mcp_form::present`) has one line per item and the same columns
+//! on every line, whatever the names hold (no forged lines or columns).
+
+#![no_main]
+
+use glovebox_proto::tools::Tool;
+use glovebox_proto::tools::mcp_form::{TABLE_FIELD, present};
+use glovebox_proto::ws::{ServerFrame, parse_server_frame};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|text: &str| {
+    let fast = parse_server_frame(text).ok();
+    let reference = serde_json::from_str::<ServerFrame>(text).ok();
+    assert_eq!(fast, reference);
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    for (tool, array, columns) in [
+        (Tool::FileList, "entries", 4),
+        (Tool::FileFind, "entries", 2),
+        (Tool::FileGrep, "matches", 3),
+    ] {
+        let items = value.get(array).and_then(|a| a.as_array()).map(Vec::len);
+        let (text, structured) = present(Some(tool), value.clone());
+        let Some(items) = items else { continue };
+        let structured = structured.expect("an object with the array");
+        let table = structured[TABLE_FIELD].as_str().expect("a table");
+        let lines: Vec<&str> = table.split('\n').collect();
+        assert_eq!(lines.len(), items + 1, "{table:?}");
+        for line in &lines {
+            assert_eq!(line.matches('\t').count(), columns - 1, "{line:?}");
+            assert!(!line.contains('\r'), "{line:?}");
+        }
+        assert!(text.ends_with(table));
+    }
+});
