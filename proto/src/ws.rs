@@ -386,20 +386,17 @@ const FRAME_TYPES: [&str; 9] = [
     "packs_list",
 ];
 
-/// Parses one text frame from the server. A `result` frame, the one that carries big payloads,
-/// is read in one pass into its fields: serde reads an internally tagged enum by first copying
-/// the whole frame into a buffer of its own and then reading that again, which for a listing of
-/// a thousand entries was most of `glovebox mcp`'s work. Every other frame goes the usual way.
+/// Parses one text frame from the server. A `result` frame as the broker writes it (its tag
+/// first), the frame that carries big payloads, is read in one pass into its fields: serde reads
+/// an internally tagged enum by first copying the whole frame into a buffer of its own and then
+/// reading that again, which for a listing of a thousand entries was most of `glovebox mcp`'s
+/// work. Every other text goes the usual way; both ways give the same frames (tested, fuzzed).
 pub fn parse_server_frame(text: &str) -> serde_json::Result<ServerFrame> {
-    /// Only the tag (the other fields are skipped without being kept).
-    #[derive(Deserialize)]
-    struct Tag<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: std::borrow::Cow<'a, str>,
-    }
-    /// The fields of [`ServerFrame::Result`], as the enum reads them.
+    /// The fields of [`ServerFrame::Result`], as the enum reads them (the tag once).
     #[derive(Deserialize)]
     struct ResultFields {
+        #[serde(rename = "type")]
+        _kind: serde::de::IgnoredAny,
         call_id: String,
         ok: bool,
         #[serde(default)]
@@ -407,7 +404,7 @@ pub fn parse_server_frame(text: &str) -> serde_json::Result<ServerFrame> {
         #[serde(default)]
         error: Option<WireError>,
     }
-    if serde_json::from_str::<Tag<'_>>(text).is_ok_and(|t| t.kind == "result") {
+    if text.starts_with(r#"{"type":"result","#) {
         let f: ResultFields = serde_json::from_str(text)?;
         return Ok(ServerFrame::Result {
             call_id: f.call_id,
@@ -513,6 +510,9 @@ mod tests {
             r#"{"type":"result","call_id":"c3","ok":false,"error":{"code":"denied","message":"no","rule":"r"}}"#,
             r#"{"type":"result","call_id":"c4","ok":true,"result":null,"extra":[1,2]}"#,
             r#"{"type":"result","call_id":"c5","ok":true}"#,
+            r#"{"type":"result","call_id":"c6","ok":true,"type":"ask"}"#,
+            r#"{"type":"result","call_id":"c7","call_id":"c8","ok":true}"#,
+            r#"{"type":"results","call_id":"c9","ok":true}"#,
             r#"{"type":"enabled","account":"a","enabled":true}"#,
             r#"{"type":"ask_closed","ask_id":"k","reason":"timeout"}"#,
             // Malformed: both refuse.
@@ -529,6 +529,11 @@ mod tests {
             let got = parse_server_frame(text).ok();
             assert_eq!(got, want, "{text}");
         }
+        // The broker's frames are the ones read in one pass: their tag comes first.
+        let written = ServerFrame::ok("c".into(), json!({"a": 1})).to_json();
+        assert!(written.starts_with(r#"{"type":"result","#), "{written}");
+        let failed = ServerFrame::failed("c".into(), WireError::new(ErrorCode::Denied, "no"));
+        assert!(failed.to_json().starts_with(r#"{"type":"result","#));
         assert!(matches!(
             parse_server_frame(frames[0]),
             Ok(ServerFrame::Result {
