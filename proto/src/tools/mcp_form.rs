@@ -112,8 +112,8 @@ pub fn present(tool: Option<Tool>, result: Value) -> (String, Option<Value>) {
         }
         (_, Value::String(s)) => (s, None),
         (_, other) => {
-            let structured = other.is_object().then(|| other.clone());
-            (other.to_string(), structured)
+            let text = other.to_string();
+            (text, other.is_object().then_some(other))
         }
     }
 }
