@@ -46,6 +46,8 @@ struct Inner {
     accounts: Mutex<HashMap<String, Account>>,
     /// Calls finished since the broker started (for `crate::memory`).
     finished: AtomicU64,
+    /// Calls that had to wait for a place since the broker started (for `crate::memory`).
+    waited: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -72,6 +74,7 @@ impl CallSlots {
                 contended_total: contended_total.max(1),
                 accounts: Mutex::new(HashMap::new()),
                 finished: AtomicU64::new(0),
+                waited: AtomicU64::new(0),
             }),
         }
     }
@@ -79,6 +82,12 @@ impl CallSlots {
     /// Calls finished since the broker started.
     pub fn finished(&self) -> u64 {
         self.inner.finished.load(Ordering::Relaxed)
+    }
+
+    /// Calls that had to wait for a place since the broker started: a queue of calls, each
+    /// holding its frame and future, is what a flood leaves in memory.
+    pub fn waited(&self) -> u64 {
+        self.inner.waited.load(Ordering::Relaxed)
     }
 
     /// Whether no call runs or waits now.
@@ -125,6 +134,7 @@ impl Inner {
             }
             let (tx, rx) = oneshot::channel();
             a.waiting.push_back(tx);
+            self.waited.fetch_add(1, Ordering::Relaxed);
             rx
         };
         wait.await.ok()
@@ -275,11 +285,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn finished_calls_are_counted_and_idle_means_none_runs_or_waits() {
+    async fn finished_and_queued_calls_are_counted_and_idle_means_none_runs_or_waits() {
         let slots = CallSlots::new(1, 8);
         assert!(slots.idle());
         let one = slots.enter("a").await;
         assert!(!slots.idle());
+        assert_eq!(slots.waited(), 0, "a call that found a place did not queue");
         let waiting = tokio::spawn({
             let inner = slots.inner.clone();
             async move { inner.enter("a").await }
@@ -287,6 +298,7 @@ mod tests {
         tokio::time::sleep(within(20)).await;
         drop(one);
         let second = waiting.await.unwrap();
+        assert_eq!(slots.waited(), 1);
         assert!(!slots.idle(), "the waiting call runs now");
         assert_eq!(slots.finished(), 1);
         drop(second);

@@ -3,8 +3,9 @@
 //! finish at once, glibc's allocator keeps the freed pages for reuse, so the broker's resident
 //! size stays near its peak long after the surge (1.3× its size before a 5,000-socket flood, and
 //! before a flood of 8 × 32 calls in flight, in `glovebox-load-bench`). Once enough connections
-//! have closed since the last look, or enough calls have finished and none runs now, the broker
-//! asks the allocator to return its free pages (`malloc_trim`), off the async threads.
+//! have closed since the last look, or — with no call running now — enough calls have finished
+//! or had to queue for a place (a flood, however slowly the machine served it), the broker asks
+//! the allocator to return its free pages (`malloc_trim`), off the async threads.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -20,6 +21,11 @@ const TRIM_AFTER_CLOSED: u64 = 32;
 /// Calls finished since the last trim that make the next look with no call running trim.
 const TRIM_AFTER_CALLS: u64 = 1024;
 
+/// Calls that queued for a place since the last trim that make the next look with no call
+/// running trim: a queue that long held its calls' frames and futures all at once, even on a
+/// machine too slow to finish [`TRIM_AFTER_CALLS`] of them.
+const TRIM_AFTER_QUEUED: u64 = 64;
+
 /// What one look sees.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Activity {
@@ -27,14 +33,19 @@ struct Activity {
     closed: u64,
     /// Calls finished since the broker started.
     finished: u64,
+    /// Calls that queued for a place since the broker started.
+    queued: u64,
     /// No call runs or waits.
     idle: bool,
 }
 
 /// Whether to trim now, given what the broker sees now and saw at the last trim.
 fn should_trim(now: Activity, at_last_trim: Activity) -> bool {
-    now.closed.saturating_sub(at_last_trim.closed) >= TRIM_AFTER_CLOSED
-        || (now.idle && now.finished.saturating_sub(at_last_trim.finished) >= TRIM_AFTER_CALLS)
+    let since = |now: u64, then: u64| now.saturating_sub(then);
+    since(now.closed, at_last_trim.closed) >= TRIM_AFTER_CLOSED
+        || (now.idle
+            && (since(now.finished, at_last_trim.finished) >= TRIM_AFTER_CALLS
+                || since(now.queued, at_last_trim.queued) >= TRIM_AFTER_QUEUED))
 }
 
 /// Trims after surges until the broker is gone.
@@ -48,6 +59,7 @@ pub async fn trim_after_surges(app: Weak<App>) {
         let now = Activity {
             closed: app.admission.closed(),
             finished: app.calls.finished(),
+            queued: app.calls.waited(),
             idle: app.calls.idle(),
         };
         drop(app);
@@ -79,7 +91,13 @@ mod tests {
         let at = |closed, finished, idle| Activity {
             closed,
             finished,
+            queued: 0,
             idle,
+        };
+        let queued = |queued, idle| Activity {
+            queued,
+            idle,
+            ..Activity::default()
         };
         for (now, last, trim) in [
             (at(0, 0, true), at(0, 0, true), false),
@@ -100,8 +118,18 @@ mod tests {
                 at(0, 5_000 - TRIM_AFTER_CALLS + 1, false),
                 false,
             ),
+            // A queue of calls (a flood the machine served slowly): only once none runs.
+            (queued(TRIM_AFTER_QUEUED, true), queued(0, true), true),
+            (queued(TRIM_AFTER_QUEUED, false), queued(0, true), false),
+            (queued(TRIM_AFTER_QUEUED - 1, true), queued(0, true), false),
+            (
+                queued(500, true),
+                queued(500 - TRIM_AFTER_QUEUED + 1, true),
+                false,
+            ),
             // A count that went backwards never trims (and never underflows).
             (at(5, 5, true), at(10, 10_000, true), false),
+            (queued(5, true), queued(10_000, true), false),
         ] {
             assert_eq!(
                 should_trim(now, last),
