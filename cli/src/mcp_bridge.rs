@@ -28,6 +28,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Target, connect_with_hello};
 
+mod stdio;
+
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -125,9 +127,11 @@ pub async fn serve(
     // The first listing should see the tools: give the first connection a moment.
     let _ = shared.connection().await;
     let bridge = Bridge { shared };
-    let running = bridge.serve(rmcp::transport::stdio()).await?;
+    let (modes, stdin, stdout) = stdio::take();
+    let running = bridge.serve((stdin, stdout)).await?;
     running.waiting().await?;
     link.abort();
+    drop(modes);
     Ok(ExitCode::SUCCESS)
 }
 

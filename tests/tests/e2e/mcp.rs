@@ -428,3 +428,113 @@ async fn the_mcp_endpoint_requires_a_valid_token() {
         );
     }
 }
+
+/// The stdio bridge drives pipe and socket stdio from its event loop (non-blocking), and puts
+/// the descriptors back as it found them when it exits: the launching shell shares them.
+#[tokio::test]
+async fn the_stdio_bridge_answers_over_pipes_and_sockets_and_leaves_them_blocking() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::process::{Command, Stdio};
+
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "hello over stdio\n").unwrap();
+    let nonblocking = |fd: &OwnedFd| {
+        OFlag::from_bits_truncate(fcntl(fd.as_fd(), FcntlArg::F_GETFL).unwrap())
+            .contains(OFlag::O_NONBLOCK)
+    };
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "file_read", "arguments": {"path": "hello.txt"}}}),
+    ];
+    for kind in ["pipes", "sockets"] {
+        // (what the bridge gets as stdin and stdout, our ends, and a copy of the bridge's ends)
+        let (child_in, child_out, mut ours_in, ours_out, theirs): (
+            OwnedFd,
+            OwnedFd,
+            std::fs::File,
+            std::fs::File,
+            Vec<OwnedFd>,
+        ) = if kind == "pipes" {
+            let (in_r, in_w) = std::io::pipe().unwrap();
+            let (out_r, out_w) = std::io::pipe().unwrap();
+            let theirs = vec![
+                in_r.as_fd().try_clone_to_owned().unwrap(),
+                out_w.as_fd().try_clone_to_owned().unwrap(),
+            ];
+            (
+                in_r.into(),
+                out_w.into(),
+                OwnedFd::from(in_w).into(),
+                OwnedFd::from(out_r).into(),
+                theirs,
+            )
+        } else {
+            let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let (c, d) = std::os::unix::net::UnixStream::pair().unwrap();
+            let theirs = vec![
+                b.as_fd().try_clone_to_owned().unwrap(),
+                d.as_fd().try_clone_to_owned().unwrap(),
+            ];
+            (
+                b.into(),
+                d.into(),
+                OwnedFd::from(a).into(),
+                OwnedFd::from(c).into(),
+                theirs,
+            )
+        };
+        assert!(theirs.iter().all(|fd| !nonblocking(fd)), "{kind}");
+        let mut bridge = Command::new(glovebox_e2e::glovebox_bin())
+            .args(["mcp", "--state-dir"])
+            .arg(&g.state)
+            .stdin(Stdio::from(child_in))
+            .stdout(Stdio::from(child_out))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let requests = requests.clone();
+        let answers = tokio::task::spawn_blocking(move || {
+            for request in &requests {
+                writeln!(ours_in, "{request}").unwrap();
+            }
+            let mut lines = std::io::BufReader::new(ours_out).lines();
+            let mut answers = Vec::new();
+            while answers.len() < 2 {
+                let line = lines.next().expect("the bridge answers").unwrap();
+                answers.push(serde_json::from_str::<Value>(&line).unwrap());
+            }
+            // While it serves, its ends are non-blocking (the event loop drives them).
+            let serving: Vec<bool> = theirs.iter().map(nonblocking).collect();
+            drop(ours_in);
+            (answers, serving, theirs)
+        })
+        .await
+        .unwrap();
+        let (answers, serving, theirs) = answers;
+        let status = tokio::task::spawn_blocking(move || bridge.wait().unwrap())
+            .await
+            .unwrap();
+        assert!(status.success(), "{kind}: {status}");
+        let read = answers
+            .iter()
+            .find(|a| a["id"] == 1)
+            .expect("the call's answer");
+        assert_eq!(read["result"]["isError"], false, "{kind}: {read}");
+        assert_eq!(
+            read["result"]["structuredContent"]["content"], "hello over stdio\n",
+            "{kind}: {read}"
+        );
+        assert_eq!(serving, [true, true], "{kind}: driven by the event loop");
+        assert!(
+            theirs.iter().all(|fd| !nonblocking(fd)),
+            "{kind}: left non-blocking after the bridge exited"
+        );
+    }
+}

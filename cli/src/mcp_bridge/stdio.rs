@@ -1,0 +1,152 @@
+//! The bridge's stdin and stdout, read and written by the runtime's own event loop when they are
+//! pipes or Unix stream sockets — what MCP clients give a stdio server (Python's SDK pipes,
+//! Node's socket pairs). tokio's `stdin()`/`stdout()` hand every read and every write to a
+//! blocking thread, a thread hop per message each way that cost the bridge about a third of its
+//! CPU under eight calls in flight. A terminal, a file or anything else keeps tokio's way.
+//!
+//! Both descriptors are shared with whoever else holds them (the launching shell, say), so the
+//! non-blocking mode they need is put back as it was when [`Stdio`] is dropped.
+
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::fs::{FileType, OFlags, fcntl_getfl, fcntl_setfl, fstat};
+use rustix::net::{AddressFamily, SocketType, getsockname, sockopt};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// How a descriptor can be driven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Pipe,
+    UnixStream,
+    /// A terminal, a file, another kind of socket: tokio's blocking-thread way.
+    Other,
+}
+
+/// What `fd` is.
+pub fn kind(fd: BorrowedFd<'_>) -> Kind {
+    let Ok(stat) = fstat(fd) else {
+        return Kind::Other;
+    };
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Fifo => Kind::Pipe,
+        FileType::Socket
+            if sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
+                && getsockname(fd).is_ok_and(|a| a.address_family() == AddressFamily::UNIX) =>
+        {
+            Kind::UnixStream
+        }
+        _ => Kind::Other,
+    }
+}
+
+/// A reader of the bridge's stdin.
+pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// A writer of the bridge's stdout.
+pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// stdin and stdout, each driven the fastest way it allows, and a guard that puts their modes
+/// back when dropped (drop it after the transport is done with them). Must run inside the
+/// runtime.
+pub fn take() -> (ModesBack, Reader, Writer) {
+    let mut modes = ModesBack(Vec::new());
+    let reader = event_loop_reader(&mut modes).unwrap_or_else(|| Box::new(tokio::io::stdin()));
+    let writer = event_loop_writer(&mut modes).unwrap_or_else(|| Box::new(tokio::io::stdout()));
+    (modes, reader, writer)
+}
+
+/// File status flags to put back, by standard stream.
+pub struct ModesBack(Vec<(Standard, OFlags)>);
+
+#[derive(Clone, Copy)]
+enum Standard {
+    In,
+    Out,
+}
+
+impl Standard {
+    fn with_fd<T>(self, f: impl FnOnce(BorrowedFd<'_>) -> T) -> T {
+        match self {
+            Standard::In => f(std::io::stdin().as_fd()),
+            Standard::Out => f(std::io::stdout().as_fd()),
+        }
+    }
+}
+
+impl ModesBack {
+    /// Notes `which`'s flags before the runtime makes it non-blocking.
+    fn note(&mut self, which: Standard) -> bool {
+        match which.with_fd(|fd| fcntl_getfl(fd)) {
+            Ok(flags) => {
+                self.0.push((which, flags));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl Drop for ModesBack {
+    fn drop(&mut self) {
+        for (which, flags) in self.0.drain(..) {
+            let _ = which.with_fd(|fd| fcntl_setfl(fd, flags));
+        }
+    }
+}
+
+fn event_loop_reader(modes: &mut ModesBack) -> Option<Reader> {
+    let stdin = std::io::stdin();
+    let fd = stdin.as_fd();
+    let kind = kind(fd);
+    if kind == Kind::Other || !modes.note(Standard::In) {
+        return None;
+    }
+    let owned = fd.try_clone_to_owned().ok()?;
+    match kind {
+        Kind::Pipe => tokio::net::unix::pipe::Receiver::from_owned_fd(owned)
+            .ok()
+            .map(|r| Box::new(r) as _),
+        _ => unix_stream(owned).map(|s| Box::new(s) as _),
+    }
+}
+
+fn event_loop_writer(modes: &mut ModesBack) -> Option<Writer> {
+    let stdout = std::io::stdout();
+    let fd = stdout.as_fd();
+    let kind = kind(fd);
+    if kind == Kind::Other || !modes.note(Standard::Out) {
+        return None;
+    }
+    let owned = fd.try_clone_to_owned().ok()?;
+    match kind {
+        Kind::Pipe => tokio::net::unix::pipe::Sender::from_owned_fd(owned)
+            .ok()
+            .map(|w| Box::new(w) as _),
+        _ => unix_stream(owned).map(|s| Box::new(s) as _),
+    }
+}
+
+fn unix_stream(owned: std::os::fd::OwnedFd) -> Option<tokio::net::UnixStream> {
+    let stream = std::os::unix::net::UnixStream::from(owned);
+    stream.set_nonblocking(true).ok()?;
+    tokio::net::UnixStream::from_std(stream).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pipes_and_unix_stream_sockets_are_driven_by_the_event_loop_and_nothing_else() {
+        let (r, w) = std::io::pipe().unwrap();
+        assert_eq!(kind(r.as_fd()), Kind::Pipe);
+        assert_eq!(kind(w.as_fd()), Kind::Pipe);
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(kind(a.as_fd()), Kind::UnixStream);
+        let datagrams = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        assert_eq!(kind(datagrams.as_fd()), Kind::Other);
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert_eq!(kind(tcp.as_fd()), Kind::Other);
+        let file = tempfile::tempfile().unwrap();
+        assert_eq!(kind(file.as_fd()), Kind::Other);
+    }
+}
