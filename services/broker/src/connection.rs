@@ -500,7 +500,7 @@ impl Connection {
             let result =
                 crate::pipeline::run_call(&app, &origin, &call_id, &tool, params, cancelled).await;
             lock(&in_flight).remove(&call_id);
-            outbox.send(text(&result)).await;
+            outbox.send(Message::Text(result.into_json().into())).await;
         });
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod added_accounts;
 pub mod admission;
+pub mod answer;
 pub mod app;
 pub mod approve_socket;
 pub mod asks;

@@ -357,6 +357,6 @@ impl ServerHandler for McpHandler {
         )
         .await;
         forward.abort();
-        Ok(call_result(&request.name, frame).into())
+        Ok(call_result(&request.name, frame.into_frame()).into())
     }
 }

@@ -17,6 +17,7 @@ use glovebox_proto::v1::{
 };
 use glovebox_proto::ws::{AskDisplay, AskSubject, Decision, ServerFrame, WireError};
 
+use crate::answer::{CallAnswer, CallValue};
 use crate::app::App;
 use crate::asks::AskOutcome;
 use crate::backends::request;
@@ -86,7 +87,7 @@ impl CallIds {
     }
 }
 
-/// Runs one call and returns the result frame.
+/// Runs one call and returns its answer.
 #[tracing::instrument(skip(app, params), fields(account = %origin.account))]
 pub async fn run_call(
     app: &App,
@@ -95,7 +96,7 @@ pub async fn run_call(
     tool: &str,
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
-) -> ServerFrame {
+) -> CallAnswer {
     let account = origin.account.as_str();
     let started = Instant::now();
     // The call's own id, made here: tickets and audit rows name it, so two calls never merge
@@ -144,7 +145,10 @@ pub async fn run_call(
     let frame = match outcome {
         Ok(result) => {
             event.outcome = "ok".into();
-            ServerFrame::ok(call_id.to_owned(), result)
+            CallAnswer {
+                call_id: call_id.to_owned(),
+                outcome: Ok(result),
+            }
         }
         Err(error) => {
             event.outcome = error.code.result_outcome().into();
@@ -154,7 +158,10 @@ pub async fn run_call(
                 .clone()
                 .unwrap_or_else(|| error.message.clone());
             event.rule = error.rule.clone().unwrap_or_default();
-            ServerFrame::failed(call_id.to_owned(), error)
+            CallAnswer {
+                call_id: call_id.to_owned(),
+                outcome: Err(error),
+            }
         }
     };
     // A result is answered only once its row is in the audit (waiting for a gate that is
@@ -180,13 +187,13 @@ pub async fn run_call(
             .await
     {
         tracing::error!(error = %status.message(), "could not send the audit event to the gate");
-        return ServerFrame::failed(
-            call_id.to_owned(),
-            WireError::new(
+        return CallAnswer {
+            call_id: call_id.to_owned(),
+            outcome: Err(WireError::new(
                 ErrorCode::Unavailable,
                 "the call's result could not be written to the audit; it is reported as failed",
-            ),
-        );
+            )),
+        };
     }
     frame
 }
@@ -232,14 +239,17 @@ async fn steps(
     tool_name: &str,
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
-) -> Result<serde_json::Value, WireError> {
+) -> Result<CallValue, WireError> {
     admit(origin, tool_name)?;
     if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
-        return client_tool(app, origin, ids, tool_name, bare, params, cancelled).await;
+        return client_tool(app, origin, ids, tool_name, bare, params, cancelled)
+            .await
+            .map(CallValue::Tree);
     }
     if let Some(pack_tool) = glovebox_proto::packs::split_name(tool_name) {
         return crate::packs::pack_call(app, origin, ids, tool_name, pack_tool, params, cancelled)
-            .await;
+            .await
+            .map(CallValue::Tree);
     }
     builtin(app, origin, ids, tool_name, params, cancelled).await
 }
@@ -269,7 +279,7 @@ async fn builtin(
     tool_name: &str,
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
-) -> Result<serde_json::Value, WireError> {
+) -> Result<CallValue, WireError> {
     let account = origin.account.as_str();
     let tool = Tool::from_name(tool_name).ok_or_else(|| {
         WireError::new(
@@ -343,12 +353,7 @@ async fn builtin(
         audited();
         return Err(from_tool_error(e));
     }
-    let value = serde_json::from_str(&executed.result_json).map_err(|_| {
-        WireError::new(
-            ErrorCode::Internal,
-            "the executor returned a malformed result",
-        )
-    })?;
+    let value = CallValue::from_text(executed.result_json).ok_or_else(crate::answer::malformed)?;
     audited();
     Ok(value)
 }

@@ -418,7 +418,10 @@ async fn job_call(at: &Caller<'_>, tool: &str, params: serde_json::Value) -> Out
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let call_id = crate::asks::new_id("console");
-    match crate::pipeline::run_call(at.app, &origin, &call_id, tool, params, never).await {
+    match crate::pipeline::run_call(at.app, &origin, &call_id, tool, params, never)
+        .await
+        .into_frame()
+    {
         ServerFrame::Result {
             ok: true,
             result: Some(result),

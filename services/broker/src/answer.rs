@@ -1,0 +1,239 @@
+//! A call's answer as the broker passes it on. A built-in tool's result comes from the executor
+//! as JSON text; the broker checks that it is one well-formed JSON object and writes it into the
+//! WebSocket frame as it came, rather than building it into a tree and writing the tree out
+//! again (for a 1,000-entry listing that was most of the broker's work on the call). Where the
+//! result is needed as a tree — the MCP endpoint's tables, the console's job tools — it is read
+//! once, there.
+
+use glovebox_proto::ErrorCode;
+use glovebox_proto::ws::{ServerFrame, WireError};
+
+/// A call's result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallValue {
+    /// Built by the broker or read from a backend that does not send JSON text.
+    Tree(serde_json::Value),
+    /// An executor's result: the text of one JSON object, checked by [`CallValue::from_text`].
+    Text(String),
+}
+
+impl CallValue {
+    /// `text` as a result, if it is one JSON object (nothing before or after it but whitespace)
+    /// that reads as a tree — exactly the texts [`CallValue::into_tree`] reads, so no client
+    /// is sent a frame it cannot read; `None` otherwise.
+    pub fn from_text(text: String) -> Option<CallValue> {
+        let object = text.trim_start().starts_with('{');
+        let readable = serde_json::from_str::<Readable>(&text).is_ok();
+        (object && readable).then_some(CallValue::Text(text))
+    }
+
+    /// The result as a tree (read from the text when it is text).
+    pub fn into_tree(self) -> Result<serde_json::Value, WireError> {
+        match self {
+            CallValue::Tree(value) => Ok(value),
+            CallValue::Text(text) => serde_json::from_str(&text).map_err(|_| malformed()),
+        }
+    }
+}
+
+/// A JSON value read as a tree would be (every number in range, every string valid, nesting
+/// within serde_json's limit) but kept nowhere: `serde::de::IgnoredAny` skips numbers without
+/// reading them, and would let through `1e999`, which no tree holds.
+struct Readable;
+
+impl<'de> serde::Deserialize<'de> for Readable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Readable, D::Error> {
+        d.deserialize_any(ReadableVisitor)
+    }
+}
+
+struct ReadableVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ReadableVisitor {
+    type Value = Readable;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Readable, E> {
+        Ok(Readable)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Readable, E> {
+        Ok(Readable)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Readable, E> {
+        Ok(Readable)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Readable, E> {
+        Ok(Readable)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Readable, E> {
+        Ok(Readable)
+    }
+    fn visit_unit<E>(self) -> Result<Readable, E> {
+        Ok(Readable)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Readable, A::Error> {
+        while seq.next_element::<Readable>()?.is_some() {}
+        Ok(Readable)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Readable, A::Error> {
+        while map.next_entry::<Readable, Readable>()?.is_some() {}
+        Ok(Readable)
+    }
+}
+
+/// What the broker says when a backend's result cannot be passed on.
+pub fn malformed() -> WireError {
+    WireError::new(
+        ErrorCode::Internal,
+        "the executor returned a malformed result",
+    )
+}
+
+/// The answer to one call, for the id the caller gave it.
+#[derive(Debug)]
+pub struct CallAnswer {
+    pub call_id: String,
+    pub outcome: Result<CallValue, WireError>,
+}
+
+impl CallAnswer {
+    /// The `result` frame, its result read into a tree.
+    pub fn into_frame(self) -> ServerFrame {
+        match self.outcome.and_then(CallValue::into_tree) {
+            Ok(value) => ServerFrame::ok(self.call_id, value),
+            Err(error) => ServerFrame::failed(self.call_id, error),
+        }
+    }
+
+    /// The `result` frame's text; a text result is written into it as it came.
+    pub fn into_json(self) -> String {
+        match self.outcome {
+            Ok(CallValue::Text(result)) => {
+                // As `ServerFrame::to_json` writes a result: tag first (the bridge reads a frame
+                // that starts so in one pass), then the id, `ok`, and the result.
+                let id = serde_json::Value::String(self.call_id).to_string();
+                let mut frame = String::with_capacity(result.len() + id.len() + 48);
+                frame.push_str(r#"{"type":"result","call_id":"#);
+                frame.push_str(&id);
+                frame.push_str(r#","ok":true,"result":"#);
+                frame.push_str(&result);
+                frame.push('}');
+                frame
+            }
+            outcome => CallAnswer {
+                call_id: self.call_id,
+                outcome,
+            }
+            .into_frame()
+            .to_json(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(call_id: &str, outcome: Result<CallValue, WireError>) -> CallAnswer {
+        CallAnswer {
+            call_id: call_id.to_owned(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn only_one_well_formed_json_object_is_taken_as_a_result_text() {
+        for (text, taken) in [
+            (r#"{"content":"x","bytes":1}"#, true),
+            (" \n{\"a\":[1,2,{\"b\":null}]}\n ", true),
+            (r#"{}"#, true),
+            (r#"[1,2]"#, false),
+            (r#""text""#, false),
+            (r#"42"#, false),
+            (r#"{"a":1}{"b":2}"#, false),
+            (r#"{"a":1} x"#, false),
+            (r#"{"a":1"#, false),
+            (r#"{"a":"\ud800"}"#, false),
+            (r#"{"a":'x'}"#, false),
+            // Well-formed, but out of any float's range: a tree could not hold it.
+            (r#"{"n":1e999}"#, false),
+            (r#"{"n":-1e400}"#, false),
+            (r#"{"n":1e308}"#, true),
+            (r#"{"n":18446744073709551616}"#, true),
+            ("", false),
+            (
+                &format!("{}{}", "{\"a\":".repeat(200), "1}".repeat(200)),
+                false,
+            ),
+        ] {
+            assert_eq!(
+                CallValue::from_text(text.to_owned()).is_some(),
+                taken,
+                "{text:.60}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_text_result_is_written_as_the_tree_of_it_would_be() {
+        let results = [
+            json!({"content": "hello\n", "bytes": 6, "truncated": false}),
+            json!({"entries": [{"name": "a\"b\\c\u{2028}", "size": 1}], "total": 1}),
+            json!({"nested": {"deep": [[[]]], "n": -1.5e-7, "big": u64::MAX}}),
+        ];
+        let ids = ["c1", "quote\"id", "ünï/\\code"];
+        for (result, id) in results.iter().zip(ids) {
+            let text = serde_json::to_string(result).unwrap();
+            let raw = answer(id, Ok(CallValue::from_text(text).unwrap()));
+            let expected = ServerFrame::ok(id.to_owned(), result.clone()).to_json();
+            assert_eq!(raw.into_json(), expected, "{id}");
+            let parsed = glovebox_proto::ws::parse_server_frame(&expected).unwrap();
+            assert_eq!(
+                parsed,
+                ServerFrame::ok(id.to_owned(), result.clone()),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn text_kept_as_it_came_still_reads_as_the_same_frame() {
+        let text = " { \"b\" : [1, 2] , \"a\" : {\"x\": true} } ";
+        let frame = answer("c", Ok(CallValue::from_text(text.to_owned()).unwrap())).into_json();
+        assert!(frame.starts_with(r#"{"type":"result","#), "{frame}");
+        assert_eq!(
+            glovebox_proto::ws::parse_server_frame(&frame).unwrap(),
+            ServerFrame::ok("c".into(), json!({"a": {"x": true}, "b": [1, 2]}))
+        );
+        let via_enum: ServerFrame = serde_json::from_str(&frame).unwrap();
+        assert_eq!(
+            via_enum,
+            glovebox_proto::ws::parse_server_frame(&frame).unwrap()
+        );
+    }
+
+    #[test]
+    fn trees_and_errors_go_as_before_and_a_text_no_tree_can_hold_is_an_error() {
+        let tree = answer("t", Ok(CallValue::Tree(json!({"k": 1}))));
+        assert_eq!(
+            tree.into_json(),
+            ServerFrame::ok("t".into(), json!({"k": 1})).to_json()
+        );
+        let error = WireError::new(ErrorCode::Denied, "no");
+        let failed = answer("e", Err(error.clone()));
+        assert_eq!(
+            failed.into_json(),
+            ServerFrame::failed("e".into(), error).to_json()
+        );
+        // A text taken as a result is one a tree reads, so its frame always reads.
+        let kept = CallValue::from_text(r#"{"n":[1,-2,3.5e300,"\u00e9"]}"#.to_owned()).unwrap();
+        let frame = answer("k", Ok(kept.clone())).into_json();
+        assert_eq!(
+            glovebox_proto::ws::parse_server_frame(&frame).unwrap(),
+            ServerFrame::ok("k".into(), kept.into_tree().unwrap())
+        );
+    }
+}
