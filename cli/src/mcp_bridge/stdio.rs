@@ -7,7 +7,7 @@
 //! Both descriptors are shared with whoever else holds them (the launching shell, say), so the
 //! non-blocking mode they need is put back as it was when [`Stdio`] is dropped.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{FileType, OFlags, fcntl_getfl, fcntl_setfl, fstat};
 use rustix::net::{AddressFamily, SocketType, getsockname, sockopt};
@@ -93,39 +93,35 @@ impl Drop for ModesBack {
     }
 }
 
-fn event_loop_reader(modes: &mut ModesBack) -> Option<Reader> {
-    let stdin = std::io::stdin();
-    let fd = stdin.as_fd();
-    let kind = kind(fd);
-    if kind == Kind::Other || !modes.note(Standard::In) {
+/// `which`'s own descriptor and what it is, when the event loop can drive it (its flags noted
+/// to be put back).
+fn event_loop_fd(which: Standard, modes: &mut ModesBack) -> Option<(Kind, OwnedFd)> {
+    let (kind, owned) = which.with_fd(|fd| (kind(fd), fd.try_clone_to_owned()));
+    if kind == Kind::Other || !modes.note(which) {
         return None;
     }
-    let owned = fd.try_clone_to_owned().ok()?;
-    match kind {
-        Kind::Pipe => tokio::net::unix::pipe::Receiver::from_owned_fd(owned)
+    Some((kind, owned.ok()?))
+}
+
+fn event_loop_reader(modes: &mut ModesBack) -> Option<Reader> {
+    match event_loop_fd(Standard::In, modes)? {
+        (Kind::Pipe, fd) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
             .ok()
             .map(|r| Box::new(r) as _),
-        _ => unix_stream(owned).map(|s| Box::new(s) as _),
+        (_, fd) => unix_stream(fd).map(|s| Box::new(s) as _),
     }
 }
 
 fn event_loop_writer(modes: &mut ModesBack) -> Option<Writer> {
-    let stdout = std::io::stdout();
-    let fd = stdout.as_fd();
-    let kind = kind(fd);
-    if kind == Kind::Other || !modes.note(Standard::Out) {
-        return None;
-    }
-    let owned = fd.try_clone_to_owned().ok()?;
-    match kind {
-        Kind::Pipe => tokio::net::unix::pipe::Sender::from_owned_fd(owned)
+    match event_loop_fd(Standard::Out, modes)? {
+        (Kind::Pipe, fd) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
             .ok()
             .map(|w| Box::new(w) as _),
-        _ => unix_stream(owned).map(|s| Box::new(s) as _),
+        (_, fd) => unix_stream(fd).map(|s| Box::new(s) as _),
     }
 }
 
-fn unix_stream(owned: std::os::fd::OwnedFd) -> Option<tokio::net::UnixStream> {
+fn unix_stream(owned: OwnedFd) -> Option<tokio::net::UnixStream> {
     let stream = std::os::unix::net::UnixStream::from(owned);
     stream.set_nonblocking(true).ok()?;
     tokio::net::UnixStream::from_std(stream).ok()

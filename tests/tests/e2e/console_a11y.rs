@@ -15,6 +15,12 @@ use crate::console::{ask_shown, invoke, signed_in};
 /// Checks the screen as it is now: no serious or critical axe violation, and Tab goes through
 /// every control shown, in document order.
 async fn check_screen(page: &mut Page, screen: &str) {
+    // A fading toast is half transparent for its 0.2 s: judge the screen as it settles.
+    page.wait_for(
+        &format!("{screen}: transitions to end"),
+        "document.getAnimations().every(a => a.playState !== 'running')",
+    )
+    .await;
     let violations = page.accessibility_violations().await;
     assert!(
         violations.is_empty(),
