@@ -13,9 +13,13 @@ use glovebox_proto::ws::{ServerFrame, WireError};
 pub enum CallValue {
     /// Built by the broker or read from a backend that does not send JSON text.
     Tree(serde_json::Value),
-    /// An executor's result: the text of one JSON object, checked by [`CallValue::from_text`].
-    Text(String),
+    /// An executor's result: the text of one JSON object, made only by [`CallValue::from_text`].
+    Text(CheckedText),
 }
+
+/// Text that [`CallValue::from_text`] found to be one JSON object that reads as a tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedText(String);
 
 impl CallValue {
     /// `text` as a result, if it is one JSON object (nothing before or after it but whitespace)
@@ -24,14 +28,16 @@ impl CallValue {
     pub fn from_text(text: String) -> Option<CallValue> {
         let object = text.trim_start().starts_with('{');
         let readable = serde_json::from_str::<Readable>(&text).is_ok();
-        (object && readable).then_some(CallValue::Text(text))
+        (object && readable).then_some(CallValue::Text(CheckedText(text)))
     }
 
     /// The result as a tree (read from the text when it is text).
     pub fn into_tree(self) -> Result<serde_json::Value, WireError> {
         match self {
             CallValue::Tree(value) => Ok(value),
-            CallValue::Text(text) => serde_json::from_str(&text).map_err(|_| malformed()),
+            CallValue::Text(CheckedText(text)) => {
+                serde_json::from_str(&text).map_err(|_| malformed())
+            }
         }
     }
 }
@@ -110,7 +116,7 @@ impl CallAnswer {
     /// The `result` frame's text; a text result is written into it as it came.
     pub fn into_json(self) -> String {
         match self.outcome {
-            Ok(CallValue::Text(result)) => {
+            Ok(CallValue::Text(CheckedText(result))) => {
                 // As `ServerFrame::to_json` writes a result: tag first (the bridge reads a frame
                 // that starts so in one pass), then the id, `ok`, and the result.
                 let id = serde_json::Value::String(self.call_id).to_string();
