@@ -95,12 +95,29 @@ impl Drop for ModesBack {
 
 /// `which`'s own descriptor and what it is, when the event loop can drive it (its flags noted
 /// to be put back).
+/// Not when stderr is the same pipe or socket (`2>&1`): non-blocking is a property of what
+/// the descriptors share, and a diagnostic written to a full non-blocking stderr would fail.
 fn event_loop_fd(which: Standard, modes: &mut ModesBack) -> Option<(Kind, OwnedFd)> {
-    let (kind, owned) = which.with_fd(|fd| (kind(fd), fd.try_clone_to_owned()));
-    if kind == Kind::Other || !modes.note(which) {
+    let (kind, owned, shared_with_stderr) = which.with_fd(|fd| {
+        let stderr = std::io::stderr();
+        (
+            kind(fd),
+            fd.try_clone_to_owned(),
+            same_file(fd, stderr.as_fd()),
+        )
+    });
+    if kind == Kind::Other || shared_with_stderr || !modes.note(which) {
         return None;
     }
     Some((kind, owned.ok()?))
+}
+
+/// Whether `a` and `b` are the same pipe, socket or file (unknown counts as the same).
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    match (fstat(a), fstat(b)) {
+        (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
+        _ => true,
+    }
 }
 
 fn event_loop_reader(modes: &mut ModesBack) -> Option<Reader> {
@@ -144,5 +161,18 @@ mod tests {
         assert_eq!(kind(tcp.as_fd()), Kind::Other);
         let file = tempfile::tempfile().unwrap();
         assert_eq!(kind(file.as_fd()), Kind::Other);
+    }
+
+    #[test]
+    fn a_pipe_or_socket_shared_with_another_descriptor_is_known_as_the_same() {
+        let (r, w) = std::io::pipe().unwrap();
+        let (_other_r, other_w) = std::io::pipe().unwrap();
+        let dup = w.try_clone().unwrap();
+        assert!(same_file(w.as_fd(), dup.as_fd()), "2>&1 onto the same pipe");
+        assert!(same_file(r.as_fd(), w.as_fd()), "two ends of one pipe");
+        assert!(!same_file(w.as_fd(), other_w.as_fd()));
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(same_file(a.as_fd(), a.try_clone().unwrap().as_fd()));
+        assert!(!same_file(a.as_fd(), b.as_fd()));
     }
 }
