@@ -2,10 +2,11 @@
 //! pipes or Unix stream sockets — what MCP clients give a stdio server (Python's SDK pipes,
 //! Node's socket pairs). tokio's `stdin()`/`stdout()` hand every read and every write to a
 //! blocking thread, a thread hop per message each way that cost the bridge about a third of its
-//! CPU under eight calls in flight. A terminal, a file or anything else keeps tokio's way.
+//! CPU under eight calls in flight. A terminal, a file, anything else, and a stdout that is also
+//! stderr keep tokio's way.
 //!
 //! Both descriptors are shared with whoever else holds them (the launching shell, say), so the
-//! non-blocking mode they need is put back as it was when [`Stdio`] is dropped.
+//! non-blocking mode they need is put back as it was when the [`ModesBack`] guard is dropped.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
