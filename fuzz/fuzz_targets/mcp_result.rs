@@ -1,20 +1,28 @@
 //! Fuzzes what `glovebox mcp` does with a result from the broker: `parse_server_frame` reads any
 //! text exactly as the `ServerFrame` enum does (the same frame or the same refusal), and a
 //! collection shown as a table (`mcp_form::present`) has one line per item and the same columns
-//! on every line, whatever the names hold (no forged lines or columns).
+//! on every line, whatever the names hold (no forged lines or columns). And the broker's check
+//! of a result text it passes on as it came (`reads_as_object`) takes exactly the texts that
+//! read as a `serde_json::Value` object, so no client is sent a frame it cannot read.
 
 #![no_main]
 
 use glovebox_proto::tools::Tool;
 use glovebox_proto::tools::mcp_form::{TABLE_FIELD, present};
-use glovebox_proto::ws::{ServerFrame, parse_server_frame};
+use glovebox_proto::ws::{ServerFrame, parse_server_frame, reads_as_object};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
     let fast = parse_server_frame(text).ok();
     let reference = serde_json::from_str::<ServerFrame>(text).ok();
     assert_eq!(fast, reference);
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+    let tree = serde_json::from_str::<serde_json::Value>(text);
+    assert_eq!(
+        reads_as_object(text),
+        tree.as_ref().is_ok_and(|v| v.is_object()),
+        "{text:?}"
+    );
+    let Ok(value) = tree else {
         return;
     };
     for (tool, array, columns) in [

@@ -4,6 +4,9 @@
 //! each malformed input has a unit test and a precise, client-visible error.
 
 pub mod manage;
+mod readable;
+
+pub use readable::reads_as_object;
 
 use serde::{Deserialize, Serialize};
 
@@ -386,6 +389,10 @@ const FRAME_TYPES: [&str; 9] = [
     "packs_list",
 ];
 
+/// How every `result` frame the broker writes begins (its tag first, as [`ServerFrame::to_json`]
+/// writes it): [`parse_server_frame`] reads a frame that begins so in one pass.
+pub const RESULT_FRAME_PREFIX: &str = r#"{"type":"result","#;
+
 /// Parses one text frame from the server. A `result` frame as the broker writes it (its tag
 /// first), the frame that carries big payloads, is read in one pass into its fields: serde reads
 /// an internally tagged enum by first copying the whole frame into a buffer of its own and then
@@ -404,7 +411,7 @@ pub fn parse_server_frame(text: &str) -> serde_json::Result<ServerFrame> {
         #[serde(default)]
         error: Option<WireError>,
     }
-    if text.starts_with(r#"{"type":"result","#) {
+    if text.starts_with(RESULT_FRAME_PREFIX) {
         let f: ResultFields = serde_json::from_str(text)?;
         return Ok(ServerFrame::Result {
             call_id: f.call_id,
@@ -531,9 +538,9 @@ mod tests {
         }
         // The broker's frames are the ones read in one pass: their tag comes first.
         let written = ServerFrame::ok("c".into(), json!({"a": 1})).to_json();
-        assert!(written.starts_with(r#"{"type":"result","#), "{written}");
+        assert!(written.starts_with(RESULT_FRAME_PREFIX), "{written}");
         let failed = ServerFrame::failed("c".into(), WireError::new(ErrorCode::Denied, "no"));
-        assert!(failed.to_json().starts_with(r#"{"type":"result","#));
+        assert!(failed.to_json().starts_with(RESULT_FRAME_PREFIX));
         assert!(matches!(
             parse_server_frame(frames[0]),
             Ok(ServerFrame::Result {
