@@ -47,7 +47,7 @@ struct Inner {
     /// Calls finished since the broker started (for `crate::memory`).
     finished: AtomicU64,
     /// Calls that had to wait for a place since the broker started (for `crate::memory`).
-    waited: AtomicU64,
+    queued: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -74,7 +74,7 @@ impl CallSlots {
                 contended_total: contended_total.max(1),
                 accounts: Mutex::new(HashMap::new()),
                 finished: AtomicU64::new(0),
-                waited: AtomicU64::new(0),
+                queued: AtomicU64::new(0),
             }),
         }
     }
@@ -86,8 +86,8 @@ impl CallSlots {
 
     /// Calls that had to wait for a place since the broker started: a queue of calls, each
     /// holding its frame and future, is what a flood leaves in memory.
-    pub fn waited(&self) -> u64 {
-        self.inner.waited.load(Ordering::Relaxed)
+    pub fn queued(&self) -> u64 {
+        self.inner.queued.load(Ordering::Relaxed)
     }
 
     /// Whether no call runs or waits now.
@@ -134,7 +134,7 @@ impl Inner {
             }
             let (tx, rx) = oneshot::channel();
             a.waiting.push_back(tx);
-            self.waited.fetch_add(1, Ordering::Relaxed);
+            self.queued.fetch_add(1, Ordering::Relaxed);
             rx
         };
         wait.await.ok()
@@ -290,7 +290,7 @@ mod tests {
         assert!(slots.idle());
         let one = slots.enter("a").await;
         assert!(!slots.idle());
-        assert_eq!(slots.waited(), 0, "a call that found a place did not queue");
+        assert_eq!(slots.queued(), 0, "a call that found a place did not queue");
         let waiting = tokio::spawn({
             let inner = slots.inner.clone();
             async move { inner.enter("a").await }
@@ -298,7 +298,7 @@ mod tests {
         tokio::time::sleep(within(20)).await;
         drop(one);
         let second = waiting.await.unwrap();
-        assert_eq!(slots.waited(), 1);
+        assert_eq!(slots.queued(), 1);
         assert!(!slots.idle(), "the waiting call runs now");
         assert_eq!(slots.finished(), 1);
         drop(second);

@@ -59,7 +59,7 @@ pub async fn trim_after_surges(app: Weak<App>) {
         let now = Activity {
             closed: app.admission.closed(),
             finished: app.calls.finished(),
-            queued: app.calls.waited(),
+            queued: app.calls.queued(),
             idle: app.calls.idle(),
         };
         drop(app);

@@ -142,14 +142,8 @@ pub async fn run_call(
         duration_ms: started.elapsed().as_millis() as u64,
         ..Default::default()
     };
-    let frame = match outcome {
-        Ok(result) => {
-            event.outcome = "ok".into();
-            CallAnswer {
-                call_id: call_id.to_owned(),
-                outcome: Ok(result),
-            }
-        }
+    match &outcome {
+        Ok(_) => event.outcome = "ok".into(),
         Err(error) => {
             event.outcome = error.code.result_outcome().into();
             event.error_code = error.code.as_str().into();
@@ -158,11 +152,11 @@ pub async fn run_call(
                 .clone()
                 .unwrap_or_else(|| error.message.clone());
             event.rule = error.rule.clone().unwrap_or_default();
-            CallAnswer {
-                call_id: call_id.to_owned(),
-                outcome: Err(error),
-            }
         }
+    }
+    let answer = CallAnswer {
+        call_id: call_id.to_owned(),
+        outcome,
     };
     // A result is answered only once its row is in the audit (waiting for a gate that is
     // restarting); if it cannot be written, the call is reported failed. The executor's row,
@@ -178,7 +172,7 @@ pub async fn run_call(
         glovebox_telemetry::metrics::broker().job_started();
     }
     if result_audited {
-        return frame;
+        return answer;
     }
     let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
     if let Err(status) =
@@ -188,14 +182,14 @@ pub async fn run_call(
     {
         tracing::error!(error = %status.message(), "could not send the audit event to the gate");
         return CallAnswer {
-            call_id: call_id.to_owned(),
             outcome: Err(WireError::new(
                 ErrorCode::Unavailable,
                 "the call's result could not be written to the audit; it is reported as failed",
             )),
+            ..answer
         };
     }
-    frame
+    answer
 }
 
 /// Waits for a place among the account's running calls (see `call_slots`), or for the call to
