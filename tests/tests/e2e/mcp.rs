@@ -455,42 +455,24 @@ async fn the_stdio_bridge_answers_over_pipes_and_sockets_and_leaves_them_blockin
     ];
     // (`2>&1`: stderr is the stdout pipe, which then keeps the blocking way, diagnostics and all)
     for kind in ["pipes", "sockets", "pipes, 2>&1"] {
-        // (what the bridge gets as stdin and stdout, our ends, and a copy of the bridge's ends)
-        let (child_in, child_out, mut ours_in, ours_out, theirs): (
-            OwnedFd,
-            OwnedFd,
-            std::fs::File,
-            std::fs::File,
-            Vec<OwnedFd>,
-        ) = if kind.starts_with("pipes") {
-            let (in_r, in_w) = std::io::pipe().unwrap();
-            let (out_r, out_w) = std::io::pipe().unwrap();
-            let theirs = vec![
-                in_r.as_fd().try_clone_to_owned().unwrap(),
-                out_w.as_fd().try_clone_to_owned().unwrap(),
-            ];
-            (
-                in_r.into(),
-                out_w.into(),
-                OwnedFd::from(in_w).into(),
-                OwnedFd::from(out_r).into(),
-                theirs,
-            )
-        } else {
-            let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
-            let (c, d) = std::os::unix::net::UnixStream::pair().unwrap();
-            let theirs = vec![
-                b.as_fd().try_clone_to_owned().unwrap(),
-                d.as_fd().try_clone_to_owned().unwrap(),
-            ];
-            (
-                b.into(),
-                d.into(),
-                OwnedFd::from(a).into(),
-                OwnedFd::from(c).into(),
-                theirs,
-            )
+        // One channel each way: (the bridge's end, ours), as pipes or socket pairs.
+        let channel = |bridge_reads: bool| -> (OwnedFd, OwnedFd) {
+            if kind.starts_with("pipes") {
+                let (r, w) = std::io::pipe().unwrap();
+                let (r, w) = (OwnedFd::from(r), OwnedFd::from(w));
+                if bridge_reads { (r, w) } else { (w, r) }
+            } else {
+                let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+                (b.into(), a.into())
+            }
         };
+        let (child_in, ours_in) = channel(true);
+        let (child_out, ours_out) = channel(false);
+        let (mut ours_in, ours_out) = (std::fs::File::from(ours_in), std::fs::File::from(ours_out));
+        // A copy of the bridge's ends, to see their modes.
+        let theirs: Vec<OwnedFd> = [&child_in, &child_out]
+            .map(|fd| fd.try_clone().unwrap())
+            .into();
         assert!(theirs.iter().all(|fd| !nonblocking(fd)), "{kind}");
         let stderr = if kind == "pipes, 2>&1" {
             Stdio::from(child_out.try_clone().unwrap())
