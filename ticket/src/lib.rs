@@ -6,6 +6,7 @@
 //! its account and nothing else. Pure but for [`now_ms`]: the caller supplies the time.
 
 pub mod spent;
+pub mod voucher;
 
 use glovebox_proto::v1::{Ticket, TicketBody};
 use hmac::{Hmac, Mac};

@@ -373,8 +373,8 @@ impl AuditPeers {
 /// | --- | --- | --- |
 /// | `gate` | the gate | `broker` (Gate, Audit), `supervisor` (Audit: service events) |
 /// | `admin` | the gate | `admin` (`glovebox policy`) |
-/// | `audit` | the gate | `executor:<id>` for each account (Audit: its own execute rows, and a built-in call's execute and result rows together with the call's ticket), `packs:<id>` (Audit: its own execute rows; PackSupport: its account's mcp.json, trust, secrets) |
-/// | `executor:<id>` | that account's executor | `broker`, `admin` (Plan only: `policy explain`) |
+/// | `audit` | the gate | `executor:<id>` for each account (Audit: its own execute rows, and a built-in call's execute and result rows together with the call's ticket; ExecutorGate: the verdict on a call the broker vouched for), `packs:<id>` (Audit: its own execute rows; PackSupport: its account's mcp.json, trust, secrets) |
+/// | `executor:<id>` | that account's executor | `broker` (Run; Preview and Execute after an ask; Plan for the console, PlanPaths for packs), `admin` (Plan only: `policy explain`) |
 /// | `packs:<id>` | that account's pack host | `broker`, `admin` (List and Reload only) |
 pub struct ControlKeys(Vec<u8>);
 

@@ -62,6 +62,16 @@ impl SocketKey {
         hex::encode(self.0)
     }
 
+    /// A key for another use, derived from this one under `label` (e.g. the broker's vouchers,
+    /// from its key on the gate's socket): whoever holds one holds the other, and neither MAC can
+    /// stand in for the other's.
+    pub fn subkey(&self, label: &str) -> [u8; KEY_BYTES] {
+        let mut mac = mac_with(&self.0);
+        mac.update(b"glovebox subkey v1\0");
+        mac.update(label.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// The key of `peer` on `socket`, derived from the control key of a state directory.
     pub fn derive(control_key: &[u8], socket: &str, peer: &str) -> SocketKey {
         let mut mac = mac_with(control_key);

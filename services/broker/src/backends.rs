@@ -24,6 +24,8 @@ pub struct Backends {
     pub audit: AuditClient<Channel>,
     /// An account's own policy and calls, for its approver (on the gate's main socket).
     pub account_admin: AccountAdminClient<Channel>,
+    /// The broker's word to the gate that a call handed to an executor was made (`Executor.Run`).
+    pub vouchers: glovebox_ticket::voucher::VoucherKey,
     executors: HashMap<String, ExecutorClient<Channel>>,
     packs: HashMap<String, PacksClient<Channel>>,
     /// The accounts added at run time: their executors and pack hosts, replaced as a whole by
@@ -47,6 +49,7 @@ impl Backends {
         keys: &Handover,
     ) -> Result<Backends, HandoverError> {
         let (peer, key) = keys.calling(socket::GATE)?;
+        let vouchers = glovebox_ticket::voucher::VoucherKey::of_broker(&key);
         let gate_channel = authenticated_channel(gate_socket, &peer, key);
         let mut clients = HashMap::new();
         for (account, path) in executors {
@@ -68,6 +71,7 @@ impl Backends {
             gate: GateClient::new(gate_channel.clone()),
             audit: AuditClient::new(gate_channel.clone()),
             account_admin: AccountAdminClient::new(gate_channel),
+            vouchers,
             executors: clients,
             packs: pack_clients,
             added: Arc::default(),

@@ -1,5 +1,6 @@
 //! One call, end to end: validate → plan (executor) → decide (gate) → ask (approver) →
-//! execute (executor) → result, with a final audit event: the broker's own, unless the executor
+//! execute (executor) → result — for a built-in tool, plan, decide and an allowed execute in one
+//! hop (`Executor.Run`, the executor asking the gate with the broker's voucher) — with a final audit event: the broker's own, unless the executor
 //! already committed it with its execute row (a built-in call that ran on its ticket). Fails
 //! closed at every step: a backend that cannot be reached means the call is refused, never that
 //! a check is skipped.
@@ -12,8 +13,8 @@ use tracing::Instrument;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::Tool;
 use glovebox_proto::v1::{
-    self as pb, Answer, AuditEvent, DecideRequest, ExecuteRequest, Plan, PlanRequest,
-    PreviewRequest, ResolveRequest, Ticket, ToolCall,
+    self as pb, Answer, AuditEvent, DecideRequest, DecideResponse, ExecuteRequest, Plan,
+    PreviewRequest, ResolveRequest, RunRequest, Ticket, ToolCall,
 };
 use glovebox_proto::ws::{AskDisplay, AskSubject, Decision, ServerFrame, WireError};
 
@@ -291,50 +292,61 @@ async fn builtin(
         .backends
         .executor(account)
         .ok_or_else(|| unavailable("the account's executor"))?;
-    let planned = executor
-        .plan(request(PlanRequest {
+    // Plan, decide and (on an allow) execute in one hop: the executor asks the gate itself,
+    // with the broker's voucher that this call was made.
+    let voucher = app
+        .backends
+        .vouchers
+        .vouch(&call, glovebox_ticket::now_ms().unwrap_or(0));
+    let ran = executor
+        .run(request(RunRequest {
             call: Some(call.clone()),
+            voucher: Some(voucher),
+            call_age_ms: call_age_ms(),
         }))
         .await
-        .map_err(|_| unavailable("the account's executor"))?
+        .map_err(|_| executor_failed())?
         .into_inner();
-    if let Some(e) = planned.error {
+    if let Some(e) = ran.error {
         return Err(from_tool_error(e));
     }
-    let plan = planned
-        .plan
-        .ok_or_else(|| WireError::new(ErrorCode::Internal, "the executor returned no plan"))?;
-
-    let ticket = authorize(
-        app,
-        origin,
-        &call,
-        &plan,
-        cancelled.clone(),
-        Preview::Executor,
-    )
-    .await?;
-    // A call withdrawn while it was being judged is not run.
-    if *cancelled.borrow() {
-        return Err(withdrawn());
-    }
-
-    let executed = executor
-        .execute(request(ExecuteRequest {
-            call: Some(call),
-            ticket: Some(ticket),
-            call_age_ms: CALL
-                .try_with(|c| c.started.elapsed().as_millis() as u64)
-                .unwrap_or(0),
-        }))
-        .await
-        .map_err(|_| {
-            WireError::new(
-                ErrorCode::Unavailable,
-                "the account's executor failed during the call; it was not retried",
+    let decided = ran
+        .decision
+        .ok_or_else(|| WireError::new(ErrorCode::Internal, "the executor returned no verdict"))?;
+    let executed = match (ran.executed, ran.plan) {
+        (Some(executed), _) if note_verdict(&decided) == pb::Verdict::Allow => executed,
+        (None, Some(plan)) => {
+            let ticket = settle(
+                app,
+                origin,
+                &call,
+                &plan,
+                decided,
+                cancelled.clone(),
+                Preview::Executor,
             )
-        })?
-        .into_inner();
+            .await?;
+            // A call withdrawn while it was being judged is not run.
+            if *cancelled.borrow() {
+                return Err(withdrawn());
+            }
+            executor
+                .execute(request(ExecuteRequest {
+                    call: Some(call),
+                    ticket: Some(ticket),
+                    call_age_ms: call_age_ms(),
+                }))
+                .await
+                .map_err(|_| executor_failed())?
+                .into_inner()
+        }
+        _ => {
+            return Err(WireError::new(
+                ErrorCode::Internal,
+                "the executor's answer does not fit its verdict",
+            ));
+        }
+    };
     // The executor's result row says what it answered. A result the broker cannot pass on is
     // a failure the executor's row does not know of: the broker writes its own row besides.
     let result_audited = executed.result_audited;
@@ -350,6 +362,19 @@ async fn builtin(
     let value = CallValue::from_text(executed.result_json).ok_or_else(crate::answer::malformed)?;
     audited();
     Ok(value)
+}
+
+/// How long the running call has run so far, in milliseconds.
+fn call_age_ms() -> u64 {
+    CALL.try_with(|c| c.started.elapsed().as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn executor_failed() -> WireError {
+    WireError::new(
+        ErrorCode::Unavailable,
+        "the account's executor failed during the call; it was not retried",
+    )
 }
 
 /// What the approver is shown as the preview of an ask.
@@ -380,17 +405,40 @@ pub(crate) async fn authorize(
         .await
         .map_err(|_| unavailable("the gate"))?
         .into_inner();
-    let verdict = pb::Verdict::try_from(decided.verdict);
+    settle(app, origin, call, plan, decided, cancelled, preview).await
+}
+
+/// Records the gate's verdict on the running call (its span and metrics) and returns it; anything
+/// the broker does not know is a deny.
+fn note_verdict(decided: &DecideResponse) -> pb::Verdict {
+    let verdict = match pb::Verdict::try_from(decided.verdict) {
+        Ok(v @ (pb::Verdict::Allow | pb::Verdict::Ask)) => v,
+        _ => pb::Verdict::Deny,
+    };
     let said = match verdict {
-        Ok(pb::Verdict::Allow) => "allow",
-        Ok(pb::Verdict::Ask) => "ask",
+        pb::Verdict::Allow => "allow",
+        pb::Verdict::Ask => "ask",
         _ => "deny",
     };
     spans::record_verdict(said);
     let _ = CALL.try_with(|c| c.verdict.set(said));
-    let ticket = match verdict {
-        Ok(pb::Verdict::Allow) => decided.ticket,
-        Ok(pb::Verdict::Ask) => Some(
+    verdict
+}
+
+/// What the gate's verdict on a planned call comes to: its ticket on an allow, the approver's
+/// answer on an ask, a refusal on a deny.
+async fn settle(
+    app: &App,
+    origin: &Origin,
+    call: &ToolCall,
+    plan: &Plan,
+    decided: DecideResponse,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+    preview: Preview,
+) -> Result<Ticket, WireError> {
+    let ticket = match note_verdict(&decided) {
+        pb::Verdict::Allow => decided.ticket,
+        pb::Verdict::Ask => Some(
             ask(
                 app,
                 call,

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use glovebox_proto::transport;
-use glovebox_proto::v1::{audit_client::AuditClient, executor_server::ExecutorServer};
+use glovebox_proto::v1::executor_server::ExecutorServer;
 use glovebox_ticket::AccountKey;
 use tokio::net::UnixListener;
 
@@ -83,11 +83,11 @@ pub async fn run(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ExecutorError> {
-    let audit = AuditClient::new(transport::authenticated_channel(
+    let gate = transport::authenticated_channel(
         &config.gate_socket,
         &config.audit_key.0,
         config.audit_key.1.clone(),
-    ));
+    );
     if let Err(e) = jobs::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper: orphaned job processes may escape");
     }
@@ -103,7 +103,7 @@ pub async fn run(
         config.serve_keys.clone(),
     );
     let config_scratch = config.jobs.scratch.clone();
-    let service = service::ExecutorService::new(Arc::new(config), jobs.clone(), audit);
+    let service = service::ExecutorService::new(Arc::new(config), jobs.clone(), gate);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;

@@ -3,8 +3,11 @@
 //! Plan and preview only look; execute acts, and only on a ticket that verifies under this
 //! account's key and names this call. Each execute that acted sends the gate its execute row and
 //! the call's result row together (`Audit.AppendCall`, with the ticket), and answers only once
-//! they are committed; a refused ticket sends its execute row alone. The broker may call every
-//! method; an administrator only Plan (what `glovebox policy explain` judges).
+//! they are committed; a refused ticket sends its execute row alone. Run is plan, decide and
+//! execute in one call from the broker: the executor asks the gate for the verdict itself
+//! (`ExecutorGate.Decide`, with the broker's voucher for the call) and executes on the ticket of
+//! an allow. The broker may call every method; an administrator only Plan (what `glovebox policy
+//! explain` judges).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,6 +19,7 @@ use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanPathsRequest, PlanRequest,
     PlanResponse, PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
+    executor_gate_client::ExecutorGateClient,
 };
 use tonic::{Request, Response, Status};
 
@@ -29,21 +33,127 @@ pub struct ExecutorService {
     config: Arc<ExecutorConfig>,
     jobs: Arc<crate::jobs::JobTable>,
     audit: AuditClient<Channel>,
+    /// The gate's verdicts on the calls the broker hands over with `Run`.
+    gate: ExecutorGateClient<Channel>,
     used: Arc<crate::spent::SpentTickets>,
 }
 
 impl ExecutorService {
+    /// The service for `config`'s account, reaching the gate's audit socket over `gate`.
     pub fn new(
         config: Arc<ExecutorConfig>,
         jobs: Arc<crate::jobs::JobTable>,
-        audit: AuditClient<Channel>,
+        gate: Channel,
     ) -> ExecutorService {
         ExecutorService {
             config,
             jobs,
-            audit,
+            audit: AuditClient::new(gate.clone()),
+            gate: ExecutorGateClient::new(gate),
             used: Arc::new(crate::spent::SpentTickets::new(crate::spent::MAX_SPENT)),
         }
+    }
+
+    /// Resolves a call's paths into its plan.
+    async fn plan_call(&self, call: &ToolCall) -> Result<pb::Plan, OpError> {
+        let params = self.parse(call)?;
+        self.blocking(move |ctx| ops::plan(ctx, &params)).await
+    }
+
+    /// The gate's verdict on a call the broker vouched for.
+    async fn decide(
+        &self,
+        call: &ToolCall,
+        plan: pb::Plan,
+        voucher: pb::Voucher,
+    ) -> Result<pb::DecideResponse, OpError> {
+        let request = pb::VouchedDecideRequest {
+            call: Some(call.clone()),
+            plan: Some(plan),
+            voucher: Some(voucher),
+        };
+        match self.gate.clone().decide(Request::new(request)).await {
+            Ok(decided) => Ok(decided.into_inner()),
+            Err(status) if status.code() == tonic::Code::PermissionDenied => {
+                tracing::error!(error = %status.message(), "the gate refused to judge a call");
+                Err(OpError::new(
+                    ErrorCode::Denied,
+                    format!("the gate refused to judge the call: {}", status.message()),
+                ))
+            }
+            Err(_) => Err(OpError::new(
+                ErrorCode::Unavailable,
+                "the gate is unavailable; the call was not run",
+            )),
+        }
+    }
+
+    /// Acts on `ticket` if it is this call's and sends the gate the call's last rows (the
+    /// execute row alone for a refused ticket); the call is reported done only once they are
+    /// committed. `call_age_ms`: how long the call had run before this.
+    async fn execute_ticketed(
+        &self,
+        call: &ToolCall,
+        ticket: Option<pb::Ticket>,
+        call_age_ms: u64,
+    ) -> ExecuteResponse {
+        let started = Instant::now();
+        let mut event = AuditEvent {
+            call_id: call.call_id.clone(),
+            client_call_id: call.client_call_id.clone(),
+            account: self.config.account.clone(),
+            source: "executor".into(),
+            kind: "execute".into(),
+            tool: call.tool.clone(),
+            ..Default::default()
+        };
+        let (outcome, ticketed) = match self.verify(call, ticket.as_ref()) {
+            Err(e) => {
+                event.outcome = "refused".into();
+                (Err(e), false)
+            }
+            Ok(body) => {
+                // The gate renders (and redacts) the subjects of the row itself.
+                event.subjects = body.subjects.clone();
+                event.approval = body.approval.clone();
+                (self.act(call, body, &mut event).await, true)
+            }
+        };
+        let mut response = answer(outcome, &mut event);
+        event.duration_ms = started.elapsed().as_millis() as u64;
+        // The call is reported done only once its rows are in the audit (waiting for a gate that
+        // is restarting); otherwise it is reported failed, though what it did stays done. A call
+        // that ran on its ticket sends its result row too, in the same commit.
+        let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
+        let written = if ticketed {
+            let age = call_age_ms.saturating_add(event.duration_ms);
+            let rows = pb::CallRows {
+                result: Some(result_row(call, &response, age)),
+                execute: Some(event),
+                ticket,
+            };
+            glovebox_proto::transport::append_call_durably(&self.audit, rows, durable).await
+        } else {
+            glovebox_proto::transport::append_durably(&self.audit, event, durable).await
+        };
+        match written {
+            Ok(()) => response.result_audited = ticketed,
+            Err(status) => {
+                tracing::error!(error = %status.message(), "could not send the audit event to the gate");
+                response = ExecuteResponse {
+                    result_json: String::new(),
+                    error: Some(
+                        OpError::new(
+                            ErrorCode::Unavailable,
+                            "the call ran, but its audit row could not be written; it is reported as failed",
+                        )
+                        .to_proto(),
+                    ),
+                    result_audited: false,
+                };
+            }
+        }
+        response
     }
 
     fn parse(&self, call: &ToolCall) -> Result<ToolParams, OpError> {
@@ -227,11 +337,7 @@ impl pb::executor_server::Executor for ExecutorService {
         caller(&request, &[BROKER, ADMIN])?;
         let call = required(request.into_inner().call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
-        let outcome = match self.parse(&call) {
-            Ok(params) => self.blocking(move |ctx| ops::plan(ctx, &params)).await,
-            Err(e) => Err(e),
-        };
-        Ok(Response::new(match outcome {
+        Ok(Response::new(match self.plan_call(&call).await {
             Ok(plan) => PlanResponse {
                 plan: Some(plan),
                 error: None,
@@ -316,7 +422,6 @@ impl pb::executor_server::Executor for ExecutorService {
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
         caller(&request, &[BROKER])?;
-        let started = Instant::now();
         let ExecuteRequest {
             call,
             ticket,
@@ -324,62 +429,54 @@ impl pb::executor_server::Executor for ExecutorService {
         } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
-        let mut event = AuditEvent {
-            call_id: call.call_id.clone(),
-            client_call_id: call.client_call_id.clone(),
-            account: self.config.account.clone(),
-            source: "executor".into(),
-            kind: "execute".into(),
-            tool: call.tool.clone(),
-            ..Default::default()
+        Ok(Response::new(
+            self.execute_ticketed(&call, ticket, call_age_ms).await,
+        ))
+    }
+
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn run(
+        &self,
+        request: Request<pb::RunRequest>,
+    ) -> Result<Response<pb::RunResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let started = Instant::now();
+        let pb::RunRequest {
+            call,
+            voucher,
+            call_age_ms,
+        } = request.into_inner();
+        let (call, voucher) = (required(call, "call")?, required(voucher, "voucher")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let failed = |e: OpError| {
+            Ok(Response::new(pb::RunResponse {
+                error: Some(e.to_proto()),
+                ..Default::default()
+            }))
         };
-        let (outcome, ticketed) = match self.verify(&call, ticket.as_ref()) {
-            Err(e) => {
-                event.outcome = "refused".into();
-                (Err(e), false)
-            }
-            Ok(body) => {
-                // The gate renders (and redacts) the subjects of the row itself.
-                event.subjects = body.subjects.clone();
-                event.approval = body.approval.clone();
-                (self.act(&call, body, &mut event).await, true)
-            }
+        let plan = match self.plan_call(&call).await {
+            Ok(plan) => plan,
+            Err(e) => return failed(e),
         };
-        let mut response = answer(outcome, &mut event);
-        event.duration_ms = started.elapsed().as_millis() as u64;
-        // The call is reported done only once its rows are in the audit (waiting for a gate that
-        // is restarting); otherwise it is reported failed, though what it did stays done. A call
-        // that ran on its ticket sends its result row too, in the same commit.
-        let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
-        let written = if ticketed {
-            let age = call_age_ms.saturating_add(event.duration_ms);
-            let rows = pb::CallRows {
-                result: Some(result_row(&call, &response, age)),
-                execute: Some(event),
-                ticket,
-            };
-            glovebox_proto::transport::append_call_durably(&self.audit, rows, durable).await
-        } else {
-            glovebox_proto::transport::append_durably(&self.audit, event, durable).await
+        let mut decision = match self.decide(&call, plan.clone(), voucher).await {
+            Ok(decision) => decision,
+            Err(e) => return failed(e),
         };
-        match written {
-            Ok(()) => response.result_audited = ticketed,
-            Err(status) => {
-                tracing::error!(error = %status.message(), "could not send the audit event to the gate");
-                response = ExecuteResponse {
-                    result_json: String::new(),
-                    error: Some(
-                        OpError::new(
-                            ErrorCode::Unavailable,
-                            "the call ran, but its audit row could not be written; it is reported as failed",
-                        )
-                        .to_proto(),
-                    ),
-                    result_audited: false,
-                };
-            }
+        if pb::Verdict::try_from(decision.verdict) != Ok(pb::Verdict::Allow) {
+            return Ok(Response::new(pb::RunResponse {
+                decision: Some(decision),
+                plan: Some(plan),
+                ..Default::default()
+            }));
         }
-        Ok(Response::new(response))
+        let ticket = decision.ticket.take();
+        let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
+        let executed = self.execute_ticketed(&call, ticket, age).await;
+        Ok(Response::new(pb::RunResponse {
+            decision: Some(decision),
+            executed: Some(executed),
+            ..Default::default()
+        }))
     }
 
     async fn status(

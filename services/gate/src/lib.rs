@@ -25,8 +25,8 @@ use glovebox_proto::transport::handover::{AuditPeers, Handover, socket};
 use glovebox_proto::transport::{self};
 use glovebox_proto::v1::{
     account_admin_server::AccountAdminServer, audit_server::AuditServer,
-    gate_admin_server::GateAdminServer, gate_server::GateServer,
-    pack_support_server::PackSupportServer,
+    executor_gate_server::ExecutorGateServer, gate_admin_server::GateAdminServer,
+    gate_server::GateServer, pack_support_server::PackSupportServer,
 };
 use glovebox_ticket::MasterKey;
 use tokio::net::UnixListener;
@@ -187,6 +187,13 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
         enablement: enablement::Enablement::new(config.state.clone(), config.enabled),
         packs,
         audit_access,
+        vouchers: service::Vouchers::new(
+            config
+                .handover
+                .served_on(socket::GATE)
+                .get(glovebox_proto::transport::handover::peer::BROKER)
+                .map(|key| glovebox_ticket::voucher::VoucherKey::of_broker(&key)),
+        ),
         state_dir: config.state.clone(),
     });
     audit
@@ -240,6 +247,9 @@ pub async fn run(
         tonic::transport::Server::builder()
             .layer(glovebox_proto::transport::ServerLayer)
             .add_service(AuditServer::new(service::AuditService(state.clone())))
+            .add_service(ExecutorGateServer::new(service::ExecutorGateService(
+                state.clone(),
+            )))
             .add_service(PackSupportServer::new(service::PackSupportService(
                 state.clone(),
             )))

@@ -3,7 +3,8 @@
 //! state), sign its ticket, switch enablement, and check who is calling. The services themselves
 //! are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the admin socket),
 //! `account_rpc` (`AccountAdmin`: an approver's own account, through the broker), `audit_rpc`
-//! (`Audit`) and `packs_rpc` (`PackSupport`, for pack hosts on the audit socket).
+//! (`Audit`), `executor_gate_rpc` (`ExecutorGate`: an executor's vouched calls, on the audit
+//! socket) and `packs_rpc` (`PackSupport`, for pack hosts on the audit socket).
 //!
 //! Every decision is queued to the audit store before it is returned. Anything the gate cannot
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
@@ -31,11 +32,13 @@ use glovebox_proto::transport::handover::peer::{ADMIN, BROKER, SUPERVISOR};
 mod account_rpc;
 mod admin_rpc;
 mod audit_rpc;
+mod executor_gate_rpc;
 mod gate_rpc;
 mod packs_rpc;
 
 pub use account_rpc::AccountAdminService;
 pub use admin_rpc::AdminService;
+pub use executor_gate_rpc::{ExecutorGateService, Vouchers};
 pub use packs_rpc::PackSupportService;
 
 /// Shared by the `Gate` and `Audit` services.
@@ -52,6 +55,8 @@ pub struct GateState {
     /// Who may call the audit socket now (each account's executor and pack host), as the
     /// supervisor last said.
     pub audit_access: crate::accounts::live::AuditAccess,
+    /// The broker's vouchers, for `ExecutorGate.Decide`.
+    pub vouchers: Vouchers,
 }
 
 #[derive(Clone)]
@@ -293,6 +298,7 @@ mod tests {
                 ["alice".to_owned(), "bob".to_owned()],
             ),
             audit_access: Default::default(),
+            vouchers: Vouchers::new(Some(broker_vouchers())),
             state_dir: state,
         }));
         Setup {
@@ -590,6 +596,136 @@ mod tests {
                 "{peer:?}: {e:?}"
             );
         }
+    }
+
+    /// The voucher key of the test setup's broker.
+    fn broker_vouchers() -> glovebox_ticket::voucher::VoucherKey {
+        glovebox_ticket::voucher::VoucherKey::from_bytes(&[5u8; 32]).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_executor_has_only_calls_the_broker_vouched_for_judged_and_each_once() {
+        use glovebox_proto::v1::executor_gate_server::ExecutorGate;
+        let s = setup().await;
+        // Alice's and bob's executors are admitted on the audit socket.
+        let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
+        s.gate
+            .0
+            .set_audit_peers(&keys.audit_peers(["alice", "bob"], Vec::new()));
+        let service = ExecutorGateService(s.gate.0.clone());
+        let now = glovebox_ticket::now_ms().unwrap();
+        let call = |tool: &str| ToolCall {
+            account: "alice".into(),
+            call_id: format!("call-{tool}"),
+            tool: tool.into(),
+            params_json: r#"{"path":"a.txt"}"#.into(),
+            client_call_id: "r1".into(),
+        };
+        let plan = Plan {
+            subjects: vec![Subject {
+                domain: pb::Domain::Read as i32,
+                path: format!("{}/a.txt", s.workdir),
+                state: None,
+            }],
+            content_tag: Vec::new(),
+            pack: None,
+        };
+        let ask = |peer: &str, call: ToolCall, voucher: pb::Voucher| {
+            let mut r = Request::new(pb::VouchedDecideRequest {
+                call: Some(call),
+                plan: Some(plan.clone()),
+                voucher: Some(voucher),
+            });
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer(peer.into(), 0));
+            service.decide(r)
+        };
+        let read = call("file_read");
+        let voucher = broker_vouchers().vouch(&read, now);
+        let judged = ask("executor:alice", read.clone(), voucher.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(judged.verdict, pb::Verdict::Allow as i32, "{judged:?}");
+        let body = s
+            .master
+            .account_key("alice")
+            .verify(
+                judged.ticket.as_ref().unwrap(),
+                &glovebox_ticket::Expected {
+                    account: "alice",
+                    call_id: "call-file_read",
+                    tool: "file_read",
+                    now_ms: now,
+                },
+            )
+            .unwrap();
+        assert_eq!(body.approval, "auto");
+
+        let refused = |r: Result<Response<DecideResponse>, Status>| {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+            e.message().to_owned()
+        };
+        // Once only: the same voucher again.
+        let why = refused(ask("executor:alice", read.clone(), voucher.clone()).await);
+        assert!(why.contains("already used"), "{why}");
+        // Another account's executor, the broker itself or a pack host, with a good voucher.
+        for peer in ["executor:bob", "broker", "packs:alice", "supervisor"] {
+            let fresh = call("file_count");
+            let v = broker_vouchers().vouch(&fresh, now);
+            refused(ask(peer, fresh, v).await);
+        }
+        // A call changed after it was vouched for, a voucher of another key, an old one, one
+        // from the future.
+        let mut changed = call("file_count");
+        let v = broker_vouchers().vouch(&changed, now);
+        changed.params_json = r#"{"path":"b.txt"}"#.into();
+        let why = refused(ask("executor:alice", changed, v).await);
+        assert!(why.contains("signature"), "{why}");
+        let other_key = glovebox_ticket::voucher::VoucherKey::from_bytes(&[6u8; 32]).unwrap();
+        let c = call("file_list");
+        refused(ask("executor:alice", c.clone(), other_key.vouch(&c, now)).await);
+        let c = call("file_find");
+        let old = now - glovebox_ticket::voucher::VOUCHER_TTL_MS;
+        let why = refused(
+            ask(
+                "executor:alice",
+                c.clone(),
+                broker_vouchers().vouch(&c, old),
+            )
+            .await,
+        );
+        assert!(why.contains("expired"), "{why}");
+        let c = call("file_grep");
+        refused(
+            ask(
+                "executor:alice",
+                c.clone(),
+                broker_vouchers().vouch(&c, now + 60_000),
+            )
+            .await,
+        );
+        // Only built-in tools: a pack's or a client's tool takes the broker's road.
+        for tool in ["files__read", "client__pick"] {
+            let c = call(tool);
+            let why = refused(
+                ask(
+                    "executor:alice",
+                    c.clone(),
+                    broker_vouchers().vouch(&c, now),
+                )
+                .await,
+            );
+            assert!(why.contains("built-in"), "{why}");
+        }
+        // A gate without the broker's key judges nothing for an executor.
+        let keyless = Vouchers::default();
+        let c = call("file_count");
+        let why = keyless
+            .admit("executor:alice", &c, &broker_vouchers().vouch(&c, now), now)
+            .unwrap_err();
+        assert!(why.contains("no broker key"), "{why}");
     }
 
     #[tokio::test]

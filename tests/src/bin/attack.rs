@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use glovebox_proto::v1::{
     self as pb, account_admin_client::AccountAdminClient, audit_client::AuditClient,
-    executor_client::ExecutorClient, gate_admin_client::GateAdminClient, gate_client::GateClient,
+    executor_client::ExecutorClient, executor_gate_client::ExecutorGateClient,
+    gate_admin_client::GateAdminClient, gate_client::GateClient,
     pack_support_client::PackSupportClient, packs_client::PacksClient,
 };
 use serde_json::json;
@@ -149,6 +150,25 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
                 .await,
         );
         report("Audit/Append forged approval", &name, ok, d);
+        // Having a call judged as its executor would, with a voucher the broker never made.
+        let mut judge = ExecutorGateClient::new(raw_channel(sock));
+        let (ok, d) = outcome(
+            judge
+                .decide(pb::VouchedDecideRequest {
+                    call: Some(call(
+                        victim,
+                        "file_write",
+                        json!({"path": "/tmp/x", "content": "x"}),
+                    )),
+                    plan: Some(write(victim)),
+                    voucher: Some(pb::Voucher {
+                        issued_at_ms: 0,
+                        mac: vec![0x42; 32],
+                    }),
+                })
+                .await,
+        );
+        report("ExecutorGate/Decide with a forged voucher", &name, ok, d);
     }
     for target in [account, victim] {
         let sock = run.join(format!("exec-{target}/executor.sock"));
@@ -167,6 +187,27 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
         );
         report(
             &format!("Executor/Execute of {target}"),
+            &format!("exec-{target}"),
+            ok,
+            d,
+        );
+        let (ok, d) = outcome(
+            exec.run(pb::RunRequest {
+                call: Some(call(
+                    target,
+                    "file_write",
+                    json!({"path": "pwned", "content": "x"}),
+                )),
+                voucher: Some(pb::Voucher {
+                    issued_at_ms: 0,
+                    mac: vec![0x42; 32],
+                }),
+                ..Default::default()
+            })
+            .await,
+        );
+        report(
+            &format!("Executor/Run of {target}"),
             &format!("exec-{target}"),
             ok,
             d,

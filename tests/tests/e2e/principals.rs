@@ -28,9 +28,10 @@ async fn a_job_cannot_use_any_control_socket() {
         .await;
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
-    // Resolve, SetEnabled, AddRule and SetSandbox for two accounts on two sockets, Append on two
-    // sockets, Execute and Plan on two executors, two guessed handshakes.
-    assert_eq!(tried.len(), 2 + 8 + 2 + 4 + 2, "{stdout}");
+    // Resolve, SetEnabled, AddRule and SetSandbox for two accounts on two sockets, Append and a
+    // vouched Decide on two sockets, Execute, Run and Plan on two executors, two guessed
+    // handshakes.
+    assert_eq!(tried.len(), 2 + 8 + 4 + 6 + 2, "{stdout}");
     for t in &tried {
         eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
         assert!(
@@ -123,6 +124,58 @@ async fn an_executor_key_writes_only_its_own_execute_rows() {
         AuditClient::new(g.channel_as("gate.sock", socket::GATE, &peer::executor("alice")));
     let e = main.append(forged("execute", "alice")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+}
+
+#[tokio::test]
+async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() {
+    use glovebox_proto::transport::handover::{peer, socket};
+    use glovebox_proto::v1::{
+        Domain, Plan, Subject, ToolCall, VouchedDecideRequest, Voucher,
+        executor_gate_client::ExecutorGateClient,
+    };
+    let g = two_accounts();
+    let mut judge = ExecutorGateClient::new(g.channel_as(
+        "audit.sock",
+        socket::AUDIT,
+        &peer::executor("alice"),
+    ));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for account in ["alice", "bob"] {
+        let request = VouchedDecideRequest {
+            call: Some(ToolCall {
+                account: account.into(),
+                call_id: format!("forged-{account}"),
+                tool: "file_read".into(),
+                params_json: r#"{"path":"a.txt"}"#.into(),
+                client_call_id: "r1".into(),
+            }),
+            plan: Some(Plan {
+                subjects: vec![Subject {
+                    domain: Domain::Read as i32,
+                    path: g.workdir.join("a.txt").display().to_string(),
+                    state: None,
+                }],
+                content_tag: Vec::new(),
+                pack: None,
+            }),
+            voucher: Some(Voucher {
+                issued_at_ms: now,
+                mac: vec![0x42; 32],
+            }),
+        };
+        let e = judge.decide(request).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{account}: {e:?}");
+    }
+    // Nothing was judged, signed or audited for either.
+    let pool = g.audit_pool().await;
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE call_id LIKE 'forged-%'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 0);
 }
 
 #[tokio::test]

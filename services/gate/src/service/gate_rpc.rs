@@ -3,6 +3,50 @@
 use super::*;
 
 impl GateState {
+    /// Judges a planned call, audits the verdict and signs a ticket for an allow: the broker's
+    /// `Gate.Decide`, and an executor's `ExecutorGate.Decide` once its voucher is checked.
+    pub(crate) async fn decide(&self, call: &ToolCall, plan: &Plan) -> DecideResponse {
+        let started = Instant::now();
+        let judged = self.judge(call, plan);
+        self.flush_policy_events().await;
+        let v = &judged.verdict;
+        let ticket =
+            (v.decision == Decision::Allow).then(|| self.sign(call, plan, &judged, "auto"));
+        let mut e = event("gate", "decide", call);
+        e.subject = crate::redact::subjects_text(&plan.subjects, v.decision == Decision::Allow);
+        e.verdict = v.decision.as_str().to_owned();
+        e.rule = v.rule.clone();
+        e.reason = v.reason.clone();
+        e.detail = format!("layer: {}", v.layer.as_str());
+        if !v.warnings.is_empty() {
+            e.detail
+                .push_str(&format!("; warning: {}", v.warnings.join("; ")));
+        }
+        if v.decision == Decision::Allow {
+            e.approval = "auto".to_owned();
+        }
+        e.duration_ms = started.elapsed().as_millis() as u64;
+        if ticket.is_some() && glovebox_proto::tools::Tool::from_name(&call.tool).is_some() {
+            // An allowed built-in call: its row takes its place in the writer's queue before the
+            // answer, and the executor's `AppendCall`, queued behind it, is acknowledged only
+            // once both are committed. Should the gate die first, `AppendCall` restores the row
+            // from the call's ticket (`restore_decide_row`). One commit wait less per call.
+            self.audit.append_queued(e).await;
+        } else {
+            // Written before the answer: a decision the broker acts on is already in the audit,
+            // even if the gate dies the next moment (group commit keeps this cheap under load).
+            self.audit(e).await;
+        }
+        DecideResponse {
+            verdict: wire_verdict(v.decision) as i32,
+            rule: v.rule.clone(),
+            reason: v.reason.clone(),
+            ticket,
+            layer: v.layer.as_str().to_owned(),
+            warnings: v.warnings.clone(),
+        }
+    }
+
     /// Persists an exact allow rule for each subject an "always" answer approved that asked
     /// (never for a file that makes later commands run code: no rule stops it asking, and writing
     /// one would only mislead). Returns what the audit row says of it.
@@ -32,48 +76,10 @@ impl pb::gate_server::Gate for GateService {
         request: Request<DecideRequest>,
     ) -> Result<Response<DecideResponse>, Status> {
         caller(&request, &[BROKER])?;
-        let started = Instant::now();
         let DecideRequest { call, plan } = request.into_inner();
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
-        let judged = self.0.judge(&call, &plan);
-        self.0.flush_policy_events().await;
-        let v = &judged.verdict;
-        let ticket =
-            (v.decision == Decision::Allow).then(|| self.0.sign(&call, &plan, &judged, "auto"));
-        let mut e = event("gate", "decide", &call);
-        e.subject = crate::redact::subjects_text(&plan.subjects, v.decision == Decision::Allow);
-        e.verdict = v.decision.as_str().to_owned();
-        e.rule = v.rule.clone();
-        e.reason = v.reason.clone();
-        e.detail = format!("layer: {}", v.layer.as_str());
-        if !v.warnings.is_empty() {
-            e.detail
-                .push_str(&format!("; warning: {}", v.warnings.join("; ")));
-        }
-        if v.decision == Decision::Allow {
-            e.approval = "auto".to_owned();
-        }
-        e.duration_ms = started.elapsed().as_millis() as u64;
-        if ticket.is_some() && glovebox_proto::tools::Tool::from_name(&call.tool).is_some() {
-            // An allowed built-in call: its row takes its place in the writer's queue before the
-            // answer, and the executor's `AppendCall`, queued behind it, is acknowledged only
-            // once both are committed. Should the gate die first, `AppendCall` restores the row
-            // from the call's ticket (`restore_decide_row`). One commit wait less per call.
-            self.0.audit.append_queued(e).await;
-        } else {
-            // Written before the answer: a decision the broker acts on is already in the audit,
-            // even if the gate dies the next moment (group commit keeps this cheap under load).
-            self.0.audit(e).await;
-        }
-        Ok(Response::new(DecideResponse {
-            verdict: wire_verdict(v.decision) as i32,
-            rule: v.rule.clone(),
-            reason: v.reason.clone(),
-            ticket,
-            layer: v.layer.as_str().to_owned(),
-            warnings: v.warnings.clone(),
-        }))
+        Ok(Response::new(self.0.decide(&call, &plan).await))
     }
 
     #[tracing::instrument(skip_all, fields(call_id))]

@@ -1,0 +1,102 @@
+//! The `ExecutorGate` service, on the audit socket: the verdict on a built-in call an account's
+//! executor was handed by the broker (`Executor.Run`), judged exactly as `Gate.Decide` judges
+//! the broker's — only for a call the broker vouched for, of that executor's own account, each
+//! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made.
+
+use glovebox_ticket::spent::{MAX_SPENT, SpentTickets};
+use glovebox_ticket::voucher::VoucherKey;
+
+use super::*;
+
+/// The broker's voucher key and the vouchers already judged.
+pub struct Vouchers {
+    /// None: this gate has no broker key (e.g. not started by `glovebox up`) and judges no
+    /// vouched call.
+    key: Option<VoucherKey>,
+    spent: SpentTickets,
+}
+
+impl Vouchers {
+    pub fn new(key: Option<VoucherKey>) -> Vouchers {
+        Vouchers {
+            key,
+            spent: SpentTickets::new(MAX_SPENT),
+        }
+    }
+
+    /// Why `peer` may not have `call` judged on `voucher` at `now_ms`; nothing when it may (the
+    /// voucher is spent now).
+    pub(crate) fn admit(
+        &self,
+        peer: &str,
+        call: &ToolCall,
+        voucher: &pb::Voucher,
+        now_ms: u64,
+    ) -> Result<(), String> {
+        if peer.strip_prefix("executor:") != Some(call.account.as_str()) {
+            return Err(format!(
+                "{peer} may not have calls of account {:?} judged",
+                call.account
+            ));
+        }
+        if glovebox_proto::tools::Tool::from_name(&call.tool).is_none() {
+            return Err("only calls to built-in tools are judged for an executor".to_owned());
+        }
+        let key = self
+            .key
+            .as_ref()
+            .ok_or("this gate holds no broker key: it judges no vouched call")?;
+        let expires = key
+            .check(call, voucher, now_ms)
+            .map_err(|e| format!("voucher refused: {e}"))?;
+        self.spent
+            .spend(&voucher.mac, expires, now_ms)
+            .map_err(|e| match e {
+                glovebox_ticket::spent::SpendError::AlreadyUsed => {
+                    "voucher refused: it was already used (a call is judged once)".to_owned()
+                }
+                full => full.to_string(),
+            })
+    }
+}
+
+impl Default for Vouchers {
+    fn default() -> Vouchers {
+        Vouchers::new(None)
+    }
+}
+
+#[derive(Clone)]
+pub struct ExecutorGateService(pub Arc<GateState>);
+
+#[tonic::async_trait]
+impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn decide(
+        &self,
+        request: Request<pb::VouchedDecideRequest>,
+    ) -> Result<Response<DecideResponse>, Status> {
+        let peer = glovebox_proto::transport::peer_of(&request)
+            .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
+            .to_owned();
+        if !self.0.account_peer_current(&peer) {
+            return Err(Status::permission_denied(format!(
+                "{peer} is no longer served"
+            )));
+        }
+        let pb::VouchedDecideRequest {
+            call,
+            plan,
+            voucher,
+        } = request.into_inner();
+        let call = required(call, "call")?;
+        let (plan, voucher) = (required(plan, "plan")?, required(voucher, "voucher")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let now_ms = glovebox_ticket::now_ms().unwrap_or(u64::MAX);
+        if let Err(why) = self.0.vouchers.admit(&peer, &call, &voucher, now_ms) {
+            tracing::warn!(%peer, "refused to judge a call for an executor");
+            return Err(Status::permission_denied(why));
+        }
+        Ok(Response::new(self.0.decide(&call, &plan).await))
+    }
+}
