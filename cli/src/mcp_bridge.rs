@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use glovebox_proto::ws::{ClientFrame, Role, ServerFrame, ToolSpec};
+use glovebox_proto::ws::{BridgeFrame, CallEnd, ClientFrame, Role, ServerFrame, ToolSpec};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerConfig,
@@ -49,7 +49,7 @@ struct Shared {
     /// The tools the broker last offered.
     tools: Mutex<Vec<ToolSpec>>,
     /// Calls waiting for their result, by call id, with the connection they were sent on.
-    pending: Mutex<HashMap<String, (Generation, oneshot::Sender<ServerFrame>)>>,
+    pending: Mutex<HashMap<String, (Generation, oneshot::Sender<CallEnd>)>>,
     /// Frames for the broker, each for the connection it was meant for.
     outgoing: mpsc::Sender<(Generation, ClientFrame)>,
     /// The MCP client, once it is initialized (to tell it the tool list changed).
@@ -88,7 +88,7 @@ impl Shared {
                     glovebox_proto::ErrorCode::Unavailable,
                     "the connection to glovebox broke during the call; it may or may not have run",
                 );
-                let _ = reply.send(ServerFrame::failed(id, error));
+                let _ = reply.send(CallEnd::failed(id, error));
             }
         }
     }
@@ -203,7 +203,7 @@ async fn serve_connection(
             }
             message = stream.next() => match message {
                 Some(Ok(Message::Text(text))) => {
-                    match glovebox_proto::ws::parse_server_frame(text.as_str()) {
+                    match glovebox_proto::ws::parse_bridge_frame(text.as_str()) {
                         Ok(frame) => on_frame(shared, frame).await,
                         Err(e) => eprintln!("glovebox mcp: malformed frame from the broker: {e}"),
                     }
@@ -215,16 +215,16 @@ async fn serve_connection(
     }
 }
 
-async fn on_frame(shared: &Shared, frame: ServerFrame) {
+async fn on_frame(shared: &Shared, frame: BridgeFrame) {
     match frame {
-        ServerFrame::Result { ref call_id, .. } => {
-            let waiting = lock(&shared.pending).remove(call_id);
+        BridgeFrame::End(end) => {
+            let waiting = lock(&shared.pending).remove(&end.call_id);
             if let Some((_, reply)) = waiting {
-                let _ = reply.send(frame);
+                let _ = reply.send(end);
             }
         }
-        ServerFrame::ToolsChanged { tools } => shared.set_tools(tools).await,
-        ServerFrame::Error { code, message } => {
+        BridgeFrame::Other(ServerFrame::ToolsChanged { tools }) => shared.set_tools(tools).await,
+        BridgeFrame::Other(ServerFrame::Error { code, message }) => {
             eprintln!("glovebox mcp: the broker said {code}: {message}");
         }
         _ => {}

@@ -423,6 +423,75 @@ pub fn parse_server_frame(text: &str) -> serde_json::Result<ServerFrame> {
     serde_json::from_str(text)
 }
 
+/// The end of a call as `glovebox mcp` reads it: [`ServerFrame::Result`] with the result left as
+/// its JSON text (checked to be JSON, not read into a tree), for whoever knows the call's tool to
+/// present (`mcp_form::present_text`: a listing's rows go straight into its table).
+#[derive(Debug, Deserialize)]
+pub struct CallEnd {
+    #[serde(rename = "type")]
+    _kind: serde::de::IgnoredAny,
+    pub call_id: String,
+    pub ok: bool,
+    #[serde(default)]
+    pub result: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default)]
+    pub error: Option<WireError>,
+}
+
+impl CallEnd {
+    pub fn failed(call_id: String, error: WireError) -> CallEnd {
+        CallEnd {
+            _kind: serde::de::IgnoredAny,
+            call_id,
+            ok: false,
+            result: None,
+            error: Some(error),
+        }
+    }
+
+    /// A result read into a tree, its text written back from the tree.
+    fn of_tree(
+        call_id: String,
+        ok: bool,
+        result: Option<serde_json::Value>,
+        error: Option<WireError>,
+    ) -> CallEnd {
+        CallEnd {
+            _kind: serde::de::IgnoredAny,
+            call_id,
+            ok,
+            result: result.and_then(|v| serde_json::value::to_raw_value(&v).ok()),
+            error,
+        }
+    }
+}
+
+/// A frame from the server as `glovebox mcp` reads it.
+#[derive(Debug)]
+pub enum BridgeFrame {
+    End(CallEnd),
+    Other(ServerFrame),
+}
+
+/// Parses one text frame from the server, leaving a result's JSON as text. A `result` frame as
+/// the broker writes it (its tag first) is read straight into a [`CallEnd`]; every other text as
+/// [`parse_server_frame`] reads it. Either way, the same frames as the `ServerFrame` enum reads
+/// (tested, fuzzed).
+pub fn parse_bridge_frame(text: &str) -> serde_json::Result<BridgeFrame> {
+    if text.starts_with(RESULT_FRAME_PREFIX) {
+        return serde_json::from_str(text).map(BridgeFrame::End);
+    }
+    Ok(match serde_json::from_str(text)? {
+        ServerFrame::Result {
+            call_id,
+            ok,
+            result,
+            error,
+        } => BridgeFrame::End(CallEnd::of_tree(call_id, ok, result, error)),
+        other => BridgeFrame::Other(other),
+    })
+}
+
 /// Parses one text frame from a client.
 pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
     let value: serde_json::Value =

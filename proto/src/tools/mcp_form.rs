@@ -15,9 +15,13 @@
 //! character, a quote or backslash at its start, or surrounding spaces — is written quoted and
 //! escaped (`"a\nb"`), so a hostile file name cannot forge a line or a column.
 
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 use super::Tool;
+
+mod rows;
+
+pub use rows::present_text;
 
 /// How one column of a table is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,32 +125,60 @@ pub fn present(tool: Option<Tool>, result: Value) -> (String, Option<Value>) {
 /// The header and one line per item.
 fn render(table: &Table, items: &[Value]) -> String {
     let mut out = String::with_capacity(64 * (items.len() + 1));
-    let headers: Vec<&str> = table.columns.iter().map(|(_, header, _)| *header).collect();
-    out.push_str(&headers.join("\t"));
+    render_header(&mut out, table);
     for item in items {
         out.push('\n');
         for (i, (field, _, cell)) in table.columns.iter().enumerate() {
             if i > 0 {
                 out.push('\t');
             }
-            write_cell(&mut out, item.get(field), *cell);
+            write_cell(&mut out, item.get(field).map(CellRef::of), *cell);
         }
     }
     out
 }
 
-fn write_cell(out: &mut String, value: Option<&Value>, cell: Cell) {
+fn render_header(out: &mut String, table: &Table) {
+    for (i, (_, header, _)) in table.columns.iter().enumerate() {
+        if i > 0 {
+            out.push('\t');
+        }
+        out.push_str(header);
+    }
+}
+
+/// A cell's value, however it was read.
+#[derive(Clone, Copy)]
+enum CellRef<'a> {
+    Text(&'a str),
+    Number(&'a Number),
+    Other(&'a Value),
+}
+
+impl<'a> CellRef<'a> {
+    fn of(value: &'a Value) -> CellRef<'a> {
+        match value {
+            Value::String(s) => CellRef::Text(s),
+            Value::Number(n) => CellRef::Number(n),
+            other => CellRef::Other(other),
+        }
+    }
+}
+
+fn write_cell(out: &mut String, value: Option<CellRef<'_>>, cell: Cell) {
     match (value, cell) {
-        (Some(Value::Number(n)), Cell::Time) => {
+        (Some(CellRef::Number(n)), Cell::Time) => {
             if !n.as_i64().is_some_and(|secs| push_utc_time(out, secs)) {
                 out.push_str(&n.to_string());
             }
         }
-        (Some(Value::String(s)), _) => push_text(out, s),
-        (Some(Value::Number(n)), _) => out.push_str(&n.to_string()),
-        (Some(Value::Bool(b)), _) => out.push_str(if *b { "true" } else { "false" }),
+        (Some(CellRef::Text(s)), _) => push_text(out, s),
+        (Some(CellRef::Number(n)), _) => out.push_str(&n.to_string()),
+        (Some(CellRef::Other(Value::Bool(b))), _) => {
+            out.push_str(if *b { "true" } else { "false" })
+        }
         // A missing field or one of another shape: shown as JSON, quoted, so it is never blank.
-        (Some(other), _) => push_quoted(out, &other.to_string()),
+        (Some(CellRef::Other(other)), _) => push_quoted(out, &other.to_string()),
         (None, _) => out.push('-'),
     }
 }
@@ -327,6 +359,62 @@ mod tests {
         let (_, s) = present(Some(Tool::FileList), result);
         let table = s.unwrap()[TABLE_FIELD].as_str().unwrap().to_owned();
         assert_eq!(table.lines().nth(1).unwrap(), format!("file\t1\t{far}\ta"));
+    }
+
+    #[test]
+    fn reading_rows_from_the_text_presents_what_the_tree_does() {
+        let texts = [
+            r#"{"path":"/w","entries":[{"type":"file","size":1,"mtime":0,"name":"a"}],"total":1}"#,
+            // escapes, so names are read into owned strings; a field twice in an item
+            r#"{"entries":[{"name":"tab\u0009x","type":"fil\u00e9","name":"last"}]}"#,
+            // the collection twice: the last wins, as in a tree
+            r#"{"entries":[{"name":"first"}],"entries":[{"name":"second"}]}"#,
+            // a collection that is not an array, items that are not objects
+            r#"{"entries":"none","total":0}"#,
+            r#"{"entries":{"name":"a"}}"#,
+            r#"{"entries":null}"#,
+            r#"{"entries":[1,"x",null,[1,[2]],{},true,-1.5]}"#,
+            // unknown and odd cells, numbers of every kind
+            r#"{"entries":[{"name":{"x":[1]},"type":["a"],"size":1.5,"mtime":-3,"mode":{"deep":[{}]}}]}"#,
+            r#"{"entries":[{"size":18446744073709551615,"mtime":9223372036854775808,"name":false}]}"#,
+            r#"{"entries":[{"mtime":1e3,"size":-0,"name":null}]}"#,
+            r#"{"matches":[{"path":"a","line":3,"text":" x "}],"entries":[]}"#,
+            // a result with its own table field; results that are not objects
+            r#"{"entries":[],"table":"mine"}"#,
+            r#"{"table":"mine"}"#,
+            r#"[{"name":"a"}]"#,
+            r#""text""#,
+            "3",
+            "null",
+            "{}",
+            " { \"entries\" : [ ] } ",
+            // not JSON
+            r#"{"entries":[{"name":"a"}]"#,
+            r#"{"entries":[]} x"#,
+            r#"{"entries":[{"size":1e999}]}"#,
+            r#"{"entries":[{"other":1e999}]}"#,
+            "",
+        ];
+        let tools = [
+            None,
+            Some(Tool::FileList),
+            Some(Tool::FileFind),
+            Some(Tool::FileGrep),
+            Some(Tool::FileRead),
+        ];
+        for text in texts {
+            for tool in tools {
+                let fast = present_text(tool, text);
+                match serde_json::from_str::<Value>(text) {
+                    Ok(tree) => assert_eq!(
+                        fast.as_ref().ok(),
+                        Some(&present(tool, tree)),
+                        "{tool:?} {text}"
+                    ),
+                    Err(_) => assert!(fast.is_err(), "{tool:?} {text}"),
+                }
+            }
+        }
     }
 
     #[test]

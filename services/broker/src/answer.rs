@@ -21,6 +21,12 @@ pub enum CallValue {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedText(String);
 
+impl CheckedText {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl CallValue {
     /// `text` as a result, if it is one JSON object that reads as a tree
     /// ([`glovebox_proto::ws::reads_as_object`]: exactly the texts [`CallValue::into_tree`]

@@ -21,7 +21,6 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use glovebox_proto::tools::{Tool, mcp_form};
-use glovebox_proto::ws::ServerFrame;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolAnnotations,
@@ -201,28 +200,50 @@ async fn specs(app: &App, account: &str) -> Vec<glovebox_proto::ws::ToolSpec> {
     .await
 }
 
-/// The result frame of a call of `tool` as an MCP tool result. A success is its JSON as text (a
-/// JSON string, which is what client tools often return, is that text itself), and an object
-/// result is also `structuredContent`; a built-in tool's collection goes as a table
-/// ([`mcp_form`]). A denial or failure is a tool error whose text the model can read: the code,
-/// what happened, and the rule that decided.
-pub fn call_result(tool: &str, frame: ServerFrame) -> CallToolResult {
-    match frame {
-        ServerFrame::Result {
+/// The end of a call of `tool` as an MCP tool result. A success is its JSON as text (a JSON
+/// string, which is what client tools often return, is that text itself), and an object result
+/// is also `structuredContent`; a built-in tool's collection goes as a table ([`mcp_form`], read
+/// straight from the result's text). A denial or failure is a tool error whose text the model can
+/// read: the code, what happened, and the rule that decided.
+pub fn call_result(tool: &str, end: glovebox_proto::ws::CallEnd) -> CallToolResult {
+    match end {
+        glovebox_proto::ws::CallEnd {
             ok: true, result, ..
-        } => {
-            let (text, structured) =
-                mcp_form::present(Tool::from_name(tool), result.unwrap_or_default());
-            let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
-            out.structured_content = structured;
-            out
-        }
-        ServerFrame::Result {
+        } => success(tool, result.as_deref().map_or("null", |r| r.get())),
+        glovebox_proto::ws::CallEnd {
             error: Some(error), ..
         } => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
         _ => CallToolResult::error(vec![ContentBlock::text(
             "internal: the call produced no result",
         )]),
+    }
+}
+
+/// A successful result of `tool`, `result` its JSON text, as an MCP tool result.
+fn success(tool: &str, result: &str) -> CallToolResult {
+    match mcp_form::present_text(Tool::from_name(tool), result) {
+        Ok(presented) => shown(presented),
+        Err(_) => CallToolResult::error(vec![ContentBlock::text(
+            "internal: the call's result could not be read",
+        )]),
+    }
+}
+
+/// A presented result (its text and structured content) as a successful MCP tool result.
+fn shown((text, structured): (String, Option<serde_json::Value>)) -> CallToolResult {
+    let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
+    out.structured_content = structured;
+    out
+}
+
+/// A call's answer as an MCP tool result (see [`call_result`]).
+fn answer_result(tool: &str, answer: crate::answer::CallAnswer) -> CallToolResult {
+    match answer.outcome {
+        Ok(crate::answer::CallValue::Text(text)) => success(tool, text.as_str()),
+        Ok(crate::answer::CallValue::Tree(value)) => {
+            shown(mcp_form::present(Tool::from_name(tool), value))
+        }
+        Err(error) => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
     }
 }
 
@@ -347,7 +368,7 @@ impl ServerHandler for McpHandler {
             // Keep the sender until the call is done, so the call sees the switch stay on.
             std::future::pending::<()>().await;
         });
-        let frame = run_call(
+        let answer = run_call(
             &self.app,
             &origin,
             &new_id("mcp-call"),
@@ -357,6 +378,6 @@ impl ServerHandler for McpHandler {
         )
         .await;
         forward.abort();
-        Ok(call_result(&request.name, frame.into_frame()).into())
+        Ok(answer_result(&request.name, answer).into())
     }
 }

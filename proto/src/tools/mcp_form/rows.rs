@@ -1,0 +1,345 @@
+//! [`super::present`] straight from a result's JSON text: the collection's rows are written into
+//! the table as they are read, with no tree of thousands of objects built first (the bridge's
+//! biggest cost for a listing). The answer is [`super::present`]'s of the parsed text, exactly:
+//! anything this reader does not expect — a field twice, a result that is not an object — falls
+//! back to parsing the whole and presenting that, and the fuzz target `mcp_result` holds the two
+//! equal.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+use super::{CellRef, TABLE_FIELD, Table, Tool, render_header, table_of, write_cell};
+
+/// What an MCP client is given for `text`, the JSON of a successful result of `tool` (see
+/// [`super::present`]); an error if `text` is not JSON.
+pub fn present_text(tool: Option<Tool>, text: &str) -> serde_json::Result<(String, Option<Value>)> {
+    if let Some(table) = tool.and_then(table_of)
+        && let Ok(read) = read(&table, text)
+    {
+        return Ok(read.presented());
+    }
+    Ok(super::present(tool, serde_json::from_str(text)?))
+}
+
+/// Reads a result with `table`'s collection rendered as it goes; an error for anything left to
+/// the whole parse.
+fn read(table: &Table, text: &str) -> serde_json::Result<Read> {
+    let mut reader = serde_json::Deserializer::from_str(text);
+    let read = ResultSeed { table }.deserialize(&mut reader)?;
+    reader.end()?;
+    Ok(read)
+}
+
+/// A result object read with its collection rendered.
+struct Read {
+    /// Every field but the collection.
+    fields: Map<String, Value>,
+    /// The rendered table, when the collection was an array.
+    table: Option<String>,
+}
+
+impl Read {
+    fn presented(self) -> (String, Option<Value>) {
+        let Read { mut fields, table } = self;
+        match table {
+            Some(table) => {
+                let mut text = Value::Object(fields.clone()).to_string();
+                text.push('\n');
+                text.push_str(&table);
+                fields.insert(TABLE_FIELD.to_owned(), Value::String(table));
+                (text, Some(Value::Object(fields)))
+            }
+            None => {
+                let whole = Value::Object(fields);
+                (whole.to_string(), Some(whole))
+            }
+        }
+    }
+}
+
+struct ResultSeed<'t> {
+    table: &'t Table,
+}
+
+impl<'de> DeserializeSeed<'de> for ResultSeed<'_> {
+    type Value = Read;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Read, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ResultSeed<'_> {
+    type Value = Read;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a result object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Read, A::Error> {
+        let mut fields = Map::new();
+        let mut table = None;
+        let mut seen_array = false;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if key == self.table.array {
+                if seen_array {
+                    // The last of two wins in a parsed object: left to the whole parse.
+                    return Err(de::Error::custom("the collection appears twice"));
+                }
+                seen_array = true;
+                match map.next_value_seed(RowsSeed { table: self.table })? {
+                    Rows::Rendered(rendered) => table = Some(rendered),
+                    Rows::Other(value) => {
+                        fields.insert(key.into_owned(), value);
+                    }
+                }
+            } else {
+                fields.insert(key.into_owned(), map.next_value()?);
+            }
+        }
+        if table.is_some() && fields.contains_key(TABLE_FIELD) {
+            // `present` lets the table replace such a field: left to it.
+            return Err(de::Error::custom("a result with its own table field"));
+        }
+        Ok(Read { fields, table })
+    }
+}
+
+/// The collection field's value: rendered when it is an array, as it is otherwise.
+enum Rows {
+    Rendered(String),
+    Other(Value),
+}
+
+struct RowsSeed<'t> {
+    table: &'t Table,
+}
+
+impl<'de> DeserializeSeed<'de> for RowsSeed<'_> {
+    type Value = Rows;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Rows, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowsSeed<'_> {
+    type Value = Rows;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("the result's collection")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Rows, A::Error> {
+        let mut out = String::with_capacity(64 * (seq.size_hint().unwrap_or(0) + 1));
+        render_header(&mut out, self.table);
+        while seq
+            .next_element_seed(RowSeed {
+                table: self.table,
+                out: &mut out,
+            })?
+            .is_some()
+        {}
+        Ok(Rows::Rendered(out))
+    }
+
+    // Anything else stays a field as it is.
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Rows, A::Error> {
+        Value::deserialize(de::value::MapAccessDeserializer::new(map)).map(Rows::Other)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Rows, E> {
+        Ok(Rows::Other(Value::Bool(v)))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rows, E> {
+        Ok(Rows::Other(Value::from(v)))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rows, E> {
+        Ok(Rows::Other(Value::from(v)))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rows, E> {
+        Ok(Rows::Other(Value::from(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Rows, E> {
+        Ok(Rows::Other(Value::String(v.to_owned())))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Rows, E> {
+        Ok(Rows::Other(Value::Null))
+    }
+}
+
+/// One item of the collection, written as one line of the table.
+struct RowSeed<'t, 'o> {
+    table: &'t Table,
+    out: &'o mut String,
+}
+
+impl<'de> DeserializeSeed<'de> for RowSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl RowSeed<'_, '_> {
+    fn write(self, cells: &[Option<Cell<'_>>]) {
+        self.out.push('\n');
+        for (i, (_, _, kind)) in self.table.columns.iter().enumerate() {
+            if i > 0 {
+                self.out.push('\t');
+            }
+            let cell = cells.get(i).and_then(Option::as_ref).map(Cell::as_ref);
+            write_cell(self.out, cell, *kind);
+        }
+    }
+
+    /// An item that is not an object: every cell missing, as `present` shows it.
+    fn write_blank(self) {
+        self.write(&[])
+    }
+}
+
+impl<'de> Visitor<'de> for RowSeed<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an item of the collection")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut cells: [Option<Cell<'de>>; 4] = Default::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            let column = self
+                .table
+                .columns
+                .iter()
+                .position(|(field, _, _)| *field == key);
+            match column {
+                Some(i) if i < cells.len() => cells[i] = Some(map.next_value()?),
+                // Read as a parse would read it (a number out of range is an error either way).
+                _ => {
+                    map.next_value::<Value>()?;
+                }
+            }
+        }
+        self.write(&cells);
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<Value>()?.is_some() {}
+        self.write_blank();
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.write_blank();
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        self.write_blank();
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        self.write_blank();
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        self.write_blank();
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        self.write_blank();
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.write_blank();
+        Ok(())
+    }
+}
+
+/// One cell as read: a string borrowed from the text where it has no escapes.
+enum Cell<'de> {
+    Text(Cow<'de, str>),
+    Number(Number),
+    Other(Value),
+}
+
+impl Cell<'_> {
+    fn as_ref(&self) -> CellRef<'_> {
+        match self {
+            Cell::Text(s) => CellRef::Text(s),
+            Cell::Number(n) => CellRef::Number(n),
+            Cell::Other(v) => CellRef::of(v),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Cell<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cell<'de>, D::Error> {
+        d.deserialize_any(CellVisitor)
+    }
+}
+
+struct CellVisitor;
+
+impl<'de> Visitor<'de> for CellVisitor {
+    type Value = Cell<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a cell")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Cell<'de>, E> {
+        Ok(Cell::Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Cell<'de>, E> {
+        Ok(Cell::Text(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Cell<'de>, E> {
+        Ok(Cell::Text(Cow::Owned(v)))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Cell<'de>, E> {
+        Ok(Cell::Number(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Cell<'de>, E> {
+        Ok(Cell::Number(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Cell<'de>, E> {
+        Ok(match Value::from(v) {
+            Value::Number(n) => Cell::Number(n),
+            other => Cell::Other(other),
+        })
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Cell<'de>, E> {
+        Ok(Cell::Other(Value::Bool(v)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Cell<'de>, E> {
+        Ok(Cell::Other(Value::Null))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Cell<'de>, A::Error> {
+        Value::deserialize(de::value::MapAccessDeserializer::new(map)).map(Cell::Other)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Cell<'de>, A::Error> {
+        Value::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Cell::Other)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_collection_is_read_in_one_pass_and_odd_results_are_left_to_the_whole_parse() {
+        let list = table_of(Tool::FileList).unwrap();
+        for text in [
+            r#"{"path":"/w","entries":[{"type":"file","size":1,"mtime":0,"name":"a\tb"},3],"n":1}"#,
+            r#"{"entries":"not an array"}"#,
+            r#"{"total":0}"#,
+        ] {
+            assert!(read(&list, text).is_ok(), "{text}");
+        }
+        for text in [
+            r#"{"entries":[],"entries":[]}"#,
+            r#"{"entries":[],"table":"mine"}"#,
+            r#"[]"#,
+            r#"{"entries":[]} x"#,
+        ] {
+            assert!(read(&list, text).is_err(), "{text}");
+        }
+    }
+}
