@@ -87,12 +87,14 @@ async def main(side, fixture, command):
         async with ClientSession(read, write) as session:
             await session.initialize()
             table = calls(side, fixture)
+            watched = processes()
             for measure in ("read", "list", "find"):
                 name, args = table[measure]
                 for _ in range(WARMUP if measure != "find" else 2):
                     text_of(await session.call_tool(name, args))
                 samples = []
                 found = None
+                before = {name: cpu_ms(pid) for name, pid in watched.items()}
                 for _ in range(ROUNDS[measure]):
                     ms, result = await timed(session.call_tool(name, args))
                     text = text_of(result)
@@ -100,6 +102,9 @@ async def main(side, fixture, command):
                     samples.append(ms)
                 out[measure] = samples
                 out[measure + "_size"] = found
+                out[measure + "_cpu_ms"] = {
+                    name: (cpu_ms(pid) - before[name]) / ROUNDS[measure] for name, pid in watched.items()
+                }
             samples = []
             for _ in range(WARMUP):
                 await session.send_ping()
@@ -114,7 +119,6 @@ async def main(side, fixture, command):
                 async with semaphore:
                     text_of(await session.call_tool(name, args))
 
-            watched = processes()
             before = {name: cpu_ms(pid) for name, pid in watched.items()}
             start = time.perf_counter()
             await asyncio.gather(*(one() for _ in range(CONCURRENT_READS)))

@@ -150,7 +150,24 @@ fn main() {
             "",
             gr / fr
         );
-        print_cpu(round, &f["cpu_ms_per_read"], &b["cpu_ms_per_read"]);
+        print_cpu(
+            round,
+            "per read, 8 in flight",
+            &f["cpu_ms_per_read"],
+            &b["cpu_ms_per_read"],
+        );
+        print_cpu(
+            round,
+            "per read, one at a time",
+            &f["read_cpu_ms"],
+            &b["read_cpu_ms"],
+        );
+        print_cpu(
+            round,
+            "per list, one at a time",
+            &f["list_cpu_ms"],
+            &b["list_cpu_ms"],
+        );
         assert_eq!(
             f["find_size"], b["find_size"],
             "both servers must find the same 400 names"
@@ -158,9 +175,10 @@ fn main() {
     }
 }
 
-/// CPU per read in the 8-in-flight measure, process by process: where the gated path spends
-/// the machine (on 2 cores, throughput with calls in flight is bounded by the sum).
-fn print_cpu(round: usize, fs: &Value, gb: &Value) {
+/// CPU per call of a measure, process by process: where the gated path spends the machine (on
+/// 2 cores, throughput with calls in flight is bounded by the sum; one at a time, it is most of
+/// the latency).
+fn print_cpu(round: usize, what: &str, fs: &Value, gb: &Value) {
     let total = |v: &Value| {
         v.as_object()
             .unwrap()
@@ -178,7 +196,7 @@ fn print_cpu(round: usize, fs: &Value, gb: &Value) {
             .join(", ")
     };
     println!(
-        "r{} CPU ms per read, 8 in flight: fs {:.3} ({}); gb {:.3} ({}); ratio {:.2}x",
+        "r{} CPU ms {what}: fs {:.3} ({}); gb {:.3} ({}); ratio {:.2}x",
         round + 1,
         total(fs),
         describe(fs),
