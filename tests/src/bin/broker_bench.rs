@@ -2,9 +2,9 @@
 //! 1. memory: the broker's resident set before and after 1,000 idle WebSocket connections that
 //!    said hello;
 //! 2. overhead: an allowed 4 KiB `file_read` through the broker (WebSocket) against the same
-//!    backend calls made directly over gRPC (executor Plan, gate Decide, executor Execute), in the
-//!    same run — the difference is what the broker adds; and the executor's Execute alone (with a
-//!    ticket the gate signed for that call).
+//!    backend call made directly over gRPC (executor Run with the broker's voucher: it plans, asks
+//!    the gate and executes), in the same run — the difference is what the broker adds; and the
+//!    executor's Execute alone (with a ticket the gate signed for its call).
 //!
 //! 3. throughput: the same read through the broker with 8 calls in flight (8 connections), in
 //!    calls per second, and the CPU each service spent per call (its `/proc` user and system
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use glovebox_e2e::stats::{median, p99};
 use glovebox_e2e::{Auth, Client, Glovebox, expect_ok};
 use glovebox_proto::v1::{
-    DecideRequest, ExecuteRequest, PlanRequest, ToolCall, executor_client::ExecutorClient,
-    gate_client::GateClient,
+    DecideRequest, ExecuteRequest, PlanRequest, RunRequest, ToolCall,
+    executor_client::ExecutorClient, gate_client::GateClient,
 };
 use serde_json::json;
 
@@ -84,6 +84,13 @@ async fn main() {
     let mut agent = g.connect("agent").await;
     let mut executor = ExecutorClient::new(g.executor_channel(&g.account));
     let mut gate = GateClient::new(g.gate_channel());
+    // The broker's voucher key, for the call it hands an executor (`Executor.Run`).
+    let vouchers = {
+        use glovebox_proto::transport::handover::{peer, socket};
+        glovebox_ticket::voucher::VoucherKey::of_broker(
+            &g.control_keys().key(socket::GATE, peer::BROKER),
+        )
+    };
     let direct = |i: usize| ToolCall {
         account: g.account.clone(),
         call_id: format!("direct-{i}"),
@@ -103,6 +110,20 @@ async fn main() {
         assert_eq!(expect_ok(&r)["bytes"], 4096);
         let call = direct(i);
         let t = Instant::now();
+        let ran = executor
+            .run(RunRequest {
+                voucher: Some(vouchers.vouch(&call, glovebox_ticket::now_ms().unwrap())),
+                call: Some(call),
+                call_age_ms: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let d2 = t.elapsed();
+        let done = ran.executed.expect("an allowed call is executed");
+        assert!(done.error.is_none(), "{done:?}");
+        // The executor's Execute alone, on a ticket the gate signed for another call.
+        let call = direct(WARMUP + CALLS + i);
         let plan = executor
             .plan(PlanRequest {
                 call: Some(call.clone()),
@@ -131,7 +152,6 @@ async fn main() {
             .unwrap()
             .into_inner();
         let d_exec = t_exec.elapsed();
-        let d2 = t.elapsed();
         assert!(done.error.is_none(), "{done:?}");
         if i >= WARMUP {
             through.push(d1);
@@ -147,7 +167,7 @@ async fn main() {
         p99(&through).as_secs_f64() * 1e6
     );
     println!(
-        "  backend calls made directly (gRPC)    median {:>8.1} µs  p99 {:>8.1} µs",
+        "  the backend call made directly (Run)  median {:>8.1} µs  p99 {:>8.1} µs",
         m2.as_secs_f64() * 1e6,
         p99(&backend).as_secs_f64() * 1e6
     );
