@@ -200,6 +200,20 @@ fn caller<'a, T>(request: &'a Request<T>, allowed: &[&str]) -> Result<&'a str, S
     }
 }
 
+/// The authenticated peer of `request` on the audit socket, refused if it is an account's
+/// executor or pack host whose account is no longer served.
+fn served_peer<T>(state: &GateState, request: &Request<T>) -> Result<String, Status> {
+    let peer = glovebox_proto::transport::peer_of(request)
+        .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?;
+    if !state.account_peer_current(peer) {
+        tracing::warn!(%peer, "refused a request of a removed account's service");
+        return Err(Status::permission_denied(format!(
+            "{peer} is no longer served"
+        )));
+    }
+    Ok(peer.to_owned())
+}
+
 /// Admits an audit event from `peer`: the row's source is who the connection proved to be, never
 /// what the event says, and each principal writes only its own kinds of rows (an executor only
 /// `execute` rows of its own account). Returns why a row is refused.

@@ -9,15 +9,7 @@ use super::*;
 #[tonic::async_trait]
 impl pb::audit_server::Audit for AuditService {
     async fn append(&self, request: Request<AuditEvent>) -> Result<Response<AppendAck>, Status> {
-        let peer = glovebox_proto::transport::peer_of(&request)
-            .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
-            .to_owned();
-        if !self.0.account_peer_current(&peer) {
-            tracing::warn!(%peer, "refused an audit row of a removed account's service");
-            return Err(Status::permission_denied(format!(
-                "{peer} is no longer served"
-            )));
-        }
+        let peer = served_peer(&self.0, &request)?;
         let mut event = request.into_inner();
         if let Err(why) = admit_audit_event(&peer, &mut event) {
             tracing::warn!(%peer, kind = %event.kind, "refused an audit row");
@@ -34,15 +26,7 @@ impl pb::audit_server::Audit for AuditService {
         &self,
         request: Request<pb::CallRows>,
     ) -> Result<Response<AppendAck>, Status> {
-        let peer = glovebox_proto::transport::peer_of(&request)
-            .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
-            .to_owned();
-        if !self.0.account_peer_current(&peer) {
-            tracing::warn!(%peer, "refused a call's rows from a removed account's executor");
-            return Err(Status::permission_denied(format!(
-                "{peer} is no longer served"
-            )));
-        }
+        let peer = served_peer(&self.0, &request)?;
         let (ticket, rows) = admit_call_rows(&peer, request.into_inner(), &self.0.master_key)
             .map_err(|why| {
                 tracing::warn!(%peer, "refused a call's rows");

@@ -76,14 +76,7 @@ impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
         &self,
         request: Request<pb::VouchedDecideRequest>,
     ) -> Result<Response<DecideResponse>, Status> {
-        let peer = glovebox_proto::transport::peer_of(&request)
-            .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?
-            .to_owned();
-        if !self.0.account_peer_current(&peer) {
-            return Err(Status::permission_denied(format!(
-                "{peer} is no longer served"
-            )));
-        }
+        let peer = served_peer(&self.0, &request)?;
         let pb::VouchedDecideRequest {
             call,
             plan,
