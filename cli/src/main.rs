@@ -726,7 +726,7 @@ fn main() -> ExitCode {
         },
         _ => None,
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match runtime_for(&cli.command) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("glovebox: start the async runtime: {e}");
@@ -1046,4 +1046,15 @@ async fn dispatch(
             .await
         }
     }
+}
+
+/// The async runtime a command runs on. The gate's work is many small requests that each end in
+/// its one audit writer: on a single worker they wake no other worker thread (most of its time
+/// went to thread switches); blocking calls still move off it (`block_in_place`).
+fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if matches!(command, Command::Gate { .. }) {
+        builder.worker_threads(1);
+    }
+    builder.enable_all().build()
 }
