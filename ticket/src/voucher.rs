@@ -148,6 +148,18 @@ mod tests {
             key(2).check(&call(), &v, 1_000),
             Err(TicketError::BadSignature)
         );
+        // A MAC cut short, empty or overlong is no MAC.
+        for mac in [
+            v.mac[..16].to_vec(),
+            Vec::new(),
+            [v.mac.clone(), vec![0]].concat(),
+        ] {
+            let odd = Voucher { mac, ..v.clone() };
+            assert_eq!(
+                key(1).check(&call(), &odd, 1_000),
+                Err(TicketError::BadSignature)
+            );
+        }
         // A later time in the voucher (to live longer) breaks its MAC.
         let mut later = v.clone();
         later.issued_at_ms += 10_000;

@@ -3,8 +3,13 @@
 //! the broker's — only for a call the broker vouched for, of that executor's own account, each
 //! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made.
 
-use glovebox_ticket::spent::{MAX_SPENT, SpentTickets};
+use glovebox_ticket::spent::SpentTickets;
 use glovebox_ticket::voucher::VoucherKey;
+
+/// Vouchers remembered at most (about 80 bytes each, ~85 MB when full): one gate serves every
+/// account, so this bounds the vouched calls of all of them over a voucher's life — above the
+/// gate's decision rate (see the test), so a busy gate never refuses a call for want of room.
+const MAX_VOUCHERS: usize = 1 << 20;
 
 use super::*;
 
@@ -20,7 +25,7 @@ impl Vouchers {
     pub fn new(key: Option<VoucherKey>) -> Vouchers {
         Vouchers {
             key,
-            spent: SpentTickets::new(MAX_SPENT),
+            spent: SpentTickets::new(MAX_VOUCHERS),
         }
     }
 
@@ -91,5 +96,17 @@ impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
             return Err(Status::permission_denied(why));
         }
         Ok(Response::new(self.0.decide(&call, &plan).await))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_of_used_vouchers_holds_more_than_the_gate_can_decide() {
+        // The decision goal is 30,000 a second, for every account together.
+        let per_second = MAX_VOUCHERS as u64 * 1000 / glovebox_ticket::voucher::VOUCHER_TTL_MS;
+        assert!(per_second >= 30_000, "{per_second}");
     }
 }
