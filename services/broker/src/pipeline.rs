@@ -313,15 +313,16 @@ async fn builtin(
     let decided = ran
         .decision
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "the executor returned no verdict"))?;
-    let executed = match (ran.executed, ran.plan) {
-        (Some(executed), _) if note_verdict(&decided) == pb::Verdict::Allow => executed,
-        (None, Some(plan)) => {
+    let verdict = note_verdict(&decided);
+    let executed = match (verdict, ran.executed, ran.plan) {
+        (pb::Verdict::Allow, Some(executed), _) => executed,
+        (_, None, Some(plan)) => {
             let ticket = settle(
                 app,
                 origin,
                 &call,
                 &plan,
-                decided,
+                (verdict, decided),
                 cancelled.clone(),
                 Preview::Executor,
             )
@@ -405,7 +406,17 @@ pub(crate) async fn authorize(
         .await
         .map_err(|_| unavailable("the gate"))?
         .into_inner();
-    settle(app, origin, call, plan, decided, cancelled, preview).await
+    let verdict = note_verdict(&decided);
+    settle(
+        app,
+        origin,
+        call,
+        plan,
+        (verdict, decided),
+        cancelled,
+        preview,
+    )
+    .await
 }
 
 /// Records the gate's verdict on the running call (its span and metrics) and returns it; anything
@@ -425,18 +436,18 @@ fn note_verdict(decided: &DecideResponse) -> pb::Verdict {
     verdict
 }
 
-/// What the gate's verdict on a planned call comes to: its ticket on an allow, the approver's
-/// answer on an ask, a refusal on a deny.
+/// What the gate's verdict on a planned call (as [`note_verdict`] read it) comes to: its ticket
+/// on an allow, the approver's answer on an ask, a refusal on a deny.
 async fn settle(
     app: &App,
     origin: &Origin,
     call: &ToolCall,
     plan: &Plan,
-    decided: DecideResponse,
+    (verdict, decided): (pb::Verdict, DecideResponse),
     cancelled: tokio::sync::watch::Receiver<bool>,
     preview: Preview,
 ) -> Result<Ticket, WireError> {
-    let ticket = match note_verdict(&decided) {
+    let ticket = match verdict {
         pb::Verdict::Allow => decided.ticket,
         pb::Verdict::Ask => Some(
             ask(
