@@ -390,38 +390,8 @@ const FRAME_TYPES: [&str; 9] = [
 ];
 
 /// How every `result` frame the broker writes begins (its tag first, as [`ServerFrame::to_json`]
-/// writes it): [`parse_server_frame`] reads a frame that begins so in one pass.
+/// writes it): [`parse_bridge_frame`] reads a frame that begins so in one pass.
 pub const RESULT_FRAME_PREFIX: &str = r#"{"type":"result","#;
-
-/// Parses one text frame from the server. A `result` frame as the broker writes it (its tag
-/// first), the frame that carries big payloads, is read in one pass into its fields: serde reads
-/// an internally tagged enum by first copying the whole frame into a buffer of its own and then
-/// reading that again, which for a listing of a thousand entries was most of `glovebox mcp`'s
-/// work. Every other text goes the usual way; both ways give the same frames (tested, fuzzed).
-pub fn parse_server_frame(text: &str) -> serde_json::Result<ServerFrame> {
-    /// The fields of [`ServerFrame::Result`], as the enum reads them (the tag once).
-    #[derive(Deserialize)]
-    struct ResultFields {
-        #[serde(rename = "type")]
-        _kind: serde::de::IgnoredAny,
-        call_id: String,
-        ok: bool,
-        #[serde(default)]
-        result: Option<serde_json::Value>,
-        #[serde(default)]
-        error: Option<WireError>,
-    }
-    if text.starts_with(RESULT_FRAME_PREFIX) {
-        let f: ResultFields = serde_json::from_str(text)?;
-        return Ok(ServerFrame::Result {
-            call_id: f.call_id,
-            ok: f.ok,
-            result: f.result,
-            error: f.error,
-        });
-    }
-    serde_json::from_str(text)
-}
 
 /// The end of a call as `glovebox mcp` reads it: [`ServerFrame::Result`] with the result left as
 /// its JSON text (checked to be JSON, not read into a tree), for whoever knows the call's tool to
@@ -473,10 +443,34 @@ pub enum BridgeFrame {
     Other(ServerFrame),
 }
 
+impl BridgeFrame {
+    /// The frame as the `ServerFrame` enum reads it: a result's text read into a tree (an error
+    /// if no tree holds it, as the enum refuses such a frame).
+    pub fn into_frame(self) -> serde_json::Result<ServerFrame> {
+        match self {
+            BridgeFrame::Other(frame) => Ok(frame),
+            BridgeFrame::End(CallEnd {
+                call_id,
+                ok,
+                result,
+                error,
+                ..
+            }) => Ok(ServerFrame::Result {
+                call_id,
+                ok,
+                result: result.map(|r| serde_json::from_str(r.get())).transpose()?,
+                error,
+            }),
+        }
+    }
+}
+
 /// Parses one text frame from the server, leaving a result's JSON as text. A `result` frame as
-/// the broker writes it (its tag first) is read straight into a [`CallEnd`]; every other text as
-/// [`parse_server_frame`] reads it. Either way, the same frames as the `ServerFrame` enum reads
-/// (tested, fuzzed).
+/// the broker writes it (its tag first), the frame that carries big payloads, is read in one pass
+/// straight into a [`CallEnd`]: serde reads an internally tagged enum by first copying the whole
+/// frame into a buffer of its own and then reading that again, which for a listing of a thousand
+/// entries was most of `glovebox mcp`'s work. Every other text goes the usual way. Either way,
+/// [`BridgeFrame::into_frame`] gives what the `ServerFrame` enum reads (tested, fuzzed).
 pub fn parse_bridge_frame(text: &str) -> serde_json::Result<BridgeFrame> {
     if text.starts_with(RESULT_FRAME_PREFIX) {
         return serde_json::from_str(text).map(BridgeFrame::End);
@@ -591,7 +585,9 @@ mod tests {
             r#"{"type":"results","call_id":"c9","ok":true}"#,
             r#"{"type":"enabled","account":"a","enabled":true}"#,
             r#"{"type":"ask_closed","ask_id":"k","reason":"timeout"}"#,
-            // Malformed: both refuse.
+            // Malformed: both refuse (a result no tree holds too, though the bridge keeps it
+            // as text until it is read).
+            r#"{"type":"result","call_id":"c","ok":true,"result":{"n":1e999}}"#,
             r#"{"type":"result","ok":true}"#,
             r#"{"type":"result","call_id":7,"ok":true}"#,
             r#"{"type":"result","call_id":"c","ok":true,"error":{"code":"no_such_code","message":"x"}}"#,
@@ -602,7 +598,9 @@ mod tests {
         ];
         for text in frames {
             let want = serde_json::from_str::<ServerFrame>(text).ok();
-            let got = parse_server_frame(text).ok();
+            let got = parse_bridge_frame(text)
+                .and_then(BridgeFrame::into_frame)
+                .ok();
             assert_eq!(got, want, "{text}");
         }
         // The broker's frames are the ones read in one pass: their tag comes first.
@@ -611,12 +609,12 @@ mod tests {
         let failed = ServerFrame::failed("c".into(), WireError::new(ErrorCode::Denied, "no"));
         assert!(failed.to_json().starts_with(RESULT_FRAME_PREFIX));
         assert!(matches!(
-            parse_server_frame(frames[0]),
-            Ok(ServerFrame::Result {
+            parse_bridge_frame(frames[0]),
+            Ok(BridgeFrame::End(CallEnd {
                 ok: true,
                 result: Some(_),
                 ..
-            })
+            }))
         ));
     }
 

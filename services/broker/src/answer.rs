@@ -138,7 +138,7 @@ mod tests {
             let raw = answer(id, Ok(CallValue::from_text(text).unwrap()));
             let expected = ServerFrame::ok(id.to_owned(), result.clone()).to_json();
             assert_eq!(raw.into_json(), expected, "{id}");
-            let parsed = glovebox_proto::ws::parse_server_frame(&expected).unwrap();
+            let parsed = read_frame(&expected).unwrap();
             assert_eq!(
                 parsed,
                 ServerFrame::ok(id.to_owned(), result.clone()),
@@ -147,20 +147,23 @@ mod tests {
         }
     }
 
+    /// A frame as `glovebox mcp` reads it, as the enum would.
+    fn read_frame(text: &str) -> serde_json::Result<ServerFrame> {
+        glovebox_proto::ws::parse_bridge_frame(text)
+            .and_then(glovebox_proto::ws::BridgeFrame::into_frame)
+    }
+
     #[test]
     fn text_kept_as_it_came_still_reads_as_the_same_frame() {
         let text = " { \"b\" : [1, 2] , \"a\" : {\"x\": true} } ";
         let frame = answer("c", Ok(CallValue::from_text(text.to_owned()).unwrap())).into_json();
         assert!(frame.starts_with(RESULT_FRAME_PREFIX), "{frame}");
         assert_eq!(
-            glovebox_proto::ws::parse_server_frame(&frame).unwrap(),
+            read_frame(&frame).unwrap(),
             ServerFrame::ok("c".into(), json!({"a": {"x": true}, "b": [1, 2]}))
         );
         let via_enum: ServerFrame = serde_json::from_str(&frame).unwrap();
-        assert_eq!(
-            via_enum,
-            glovebox_proto::ws::parse_server_frame(&frame).unwrap()
-        );
+        assert_eq!(via_enum, read_frame(&frame).unwrap());
     }
 
     #[test]
@@ -180,7 +183,7 @@ mod tests {
         let kept = CallValue::from_text(r#"{"n":[1,-2,3.5e300,"\u00e9"]}"#.to_owned()).unwrap();
         let frame = answer("k", Ok(kept.clone())).into_json();
         assert_eq!(
-            glovebox_proto::ws::parse_server_frame(&frame).unwrap(),
+            read_frame(&frame).unwrap(),
             ServerFrame::ok("k".into(), kept.into_tree().unwrap())
         );
     }
