@@ -56,8 +56,15 @@ impl ExecutorService {
 
     /// Resolves a call's paths into its plan.
     async fn plan_call(&self, call: &ToolCall) -> Result<pb::Plan, OpError> {
-        let params = self.parse(call)?;
-        self.blocking(move |ctx| ops::plan(ctx, &params)).await
+        self.plan_params(self.parse(call)?)
+            .await
+            .map(|(plan, _)| plan)
+    }
+
+    /// The plan of parsed parameters, and the parameters back for acting on.
+    async fn plan_params(&self, params: ToolParams) -> Result<(pb::Plan, ToolParams), OpError> {
+        self.blocking(move |ctx| ops::plan(ctx, &params).map(|plan| (plan, params)))
+            .await
     }
 
     /// The gate's verdict on a call the broker vouched for.
@@ -94,6 +101,7 @@ impl ExecutorService {
     async fn execute_ticketed(
         &self,
         call: &ToolCall,
+        parsed: Option<ToolParams>,
         ticket: Option<pb::Ticket>,
         call_age_ms: u64,
     ) -> ExecuteResponse {
@@ -116,7 +124,7 @@ impl ExecutorService {
                 // The gate renders (and redacts) the subjects of the row itself.
                 event.subjects = body.subjects.clone();
                 event.approval = body.approval.clone();
-                (self.act(call, body, &mut event).await, true)
+                (self.act(call, parsed, body, &mut event).await, true)
             }
         };
         let mut response = answer(outcome, &mut event);
@@ -208,13 +216,18 @@ impl ExecutorService {
     }
 
     /// Performs a verified call, hiding from listings and searches what its ticket says to.
+    /// (`parsed`: the call's parameters if they were read already.)
     async fn act(
         &self,
         call: &ToolCall,
+        parsed: Option<ToolParams>,
         body: pb::TicketBody,
         event: &mut AuditEvent,
     ) -> Result<Done, OpError> {
-        let params = self.parse(call)?;
+        let params = match parsed {
+            Some(params) => params,
+            None => self.parse(call)?,
+        };
         event.detail = ops::audit_detail(&params);
         self.blocking(move |ctx| {
             let denied = denied_set(&body.hidden_globs);
@@ -430,7 +443,8 @@ impl pb::executor_server::Executor for ExecutorService {
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         Ok(Response::new(
-            self.execute_ticketed(&call, ticket, call_age_ms).await,
+            self.execute_ticketed(&call, None, ticket, call_age_ms)
+                .await,
         ))
     }
 
@@ -454,8 +468,13 @@ impl pb::executor_server::Executor for ExecutorService {
                 ..Default::default()
             }))
         };
-        let plan = match self.plan_call(&call).await {
-            Ok(plan) => plan,
+        // The parameters are read once, for the plan and for acting on.
+        let planned = match self.parse(&call) {
+            Ok(params) => self.plan_params(params).await,
+            Err(e) => Err(e),
+        };
+        let (plan, params) = match planned {
+            Ok(planned) => planned,
             Err(e) => return failed(e),
         };
         let mut decision = match self.decide(&call, plan.clone(), voucher).await {
@@ -471,7 +490,9 @@ impl pb::executor_server::Executor for ExecutorService {
         }
         let ticket = decision.ticket.take();
         let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
-        let executed = self.execute_ticketed(&call, ticket, age).await;
+        let executed = self
+            .execute_ticketed(&call, Some(params), ticket, age)
+            .await;
         Ok(Response::new(pb::RunResponse {
             decision: Some(decision),
             executed: Some(executed),
