@@ -63,8 +63,11 @@ impl ExecutorService {
 
     /// The plan of parsed parameters, and the parameters back for acting on.
     async fn plan_params(&self, params: ToolParams) -> Result<(pb::Plan, ToolParams), OpError> {
-        self.blocking(move |ctx| ops::plan(ctx, &params).map(|plan| (plan, params)))
-            .await
+        let quick = is_quick(&params);
+        self.file_work(quick, move |ctx| {
+            ops::plan(ctx, &params).map(|plan| (plan, params))
+        })
+        .await
     }
 
     /// The gate's verdict on a call the broker vouched for.
@@ -229,7 +232,7 @@ impl ExecutorService {
             None => self.parse(call)?,
         };
         event.detail = ops::audit_detail(&params);
-        self.blocking(move |ctx| {
+        self.file_work(is_quick(&params), move |ctx| {
             let denied = denied_set(&body.hidden_globs);
             let ctx = OpContext {
                 denied: Some(&denied),
@@ -245,9 +248,19 @@ impl ExecutorService {
         &self,
         work: impl FnOnce(&OpContext<'_>) -> Result<T, OpError> + Send + 'static,
     ) -> Result<T, OpError> {
+        self.file_work(false, work).await
+    }
+
+    /// Runs file system work: `quick` work (see [`is_quick`]) here, on the async thread, the rest
+    /// on a blocking thread.
+    async fn file_work<T: Send + 'static>(
+        &self,
+        quick: bool,
+        work: impl FnOnce(&OpContext<'_>) -> Result<T, OpError> + Send + 'static,
+    ) -> Result<T, OpError> {
         let config = self.config.clone();
         let jobs = self.jobs.clone();
-        tokio::task::spawn_blocking(move || {
+        let run = move || {
             let ctx = OpContext {
                 workdir: &config.workdir,
                 protected: &config.protected,
@@ -257,14 +270,30 @@ impl ExecutorService {
                 denied: None,
             };
             work(&ctx)
-        })
-        .await
-        .unwrap_or_else(|_| {
+        };
+        if quick {
+            return run();
+        }
+        tokio::task::spawn_blocking(run).await.unwrap_or_else(|_| {
             Err(OpError::new(
                 ErrorCode::Internal,
                 "the operation failed unexpectedly",
             ))
         })
+    }
+}
+
+/// Whether a call's file system work is small and bounded enough to do on the async thread:
+/// a whole-file read (one `read` of at most `MAX_READ_BYTES`) or a listing of one directory (at
+/// most one `readdir` pass and a `stat` per entry), and their plans (resolving one path). Handing
+/// work to a blocking thread and back costs two thread switches, a large part of such a call.
+/// Everything else — line ranges, walks, writes (which sync), jobs — stays off the async threads,
+/// so one slow file system holds at most the worker running it, never the executor.
+fn is_quick(params: &ToolParams) -> bool {
+    match params {
+        ToolParams::FileRead(p) => p.offset.is_none() && p.limit.is_none(),
+        ToolParams::FileList(p) => p.depth.unwrap_or(1) <= 1,
+        _ => false,
     }
 }
 
@@ -562,6 +591,56 @@ mod tests {
                 ),
                 ("result", "call-1", "r1", "alice", 7)
             );
+        }
+    }
+
+    #[test]
+    fn only_bounded_reads_and_one_directory_run_on_the_async_thread() {
+        let parse = |tool: &str, args: serde_json::Value| {
+            Tool::from_name(tool).unwrap().parse_params(&args).unwrap()
+        };
+        let cases = [
+            ("file_read", serde_json::json!({"path": "a"}), true),
+            (
+                "file_read",
+                serde_json::json!({"path": "a", "offset": 2}),
+                false,
+            ),
+            (
+                "file_read",
+                serde_json::json!({"path": "a", "limit": 2}),
+                false,
+            ),
+            ("file_list", serde_json::json!({"path": "d"}), true),
+            (
+                "file_list",
+                serde_json::json!({"path": "d", "depth": 1}),
+                true,
+            ),
+            (
+                "file_list",
+                serde_json::json!({"path": "d", "depth": 2}),
+                false,
+            ),
+            (
+                "file_write",
+                serde_json::json!({"path": "a", "content": "x"}),
+                false,
+            ),
+            (
+                "file_find",
+                serde_json::json!({"path": "d", "names": ["*"]}),
+                false,
+            ),
+            (
+                "file_grep",
+                serde_json::json!({"path": "d", "pattern": "x"}),
+                false,
+            ),
+            ("exec_run", serde_json::json!({"command": "true"}), false),
+        ];
+        for (tool, args, quick) in cases {
+            assert_eq!(is_quick(&parse(tool, args.clone())), quick, "{tool} {args}");
         }
     }
 }
