@@ -22,7 +22,8 @@ use glovebox_proto::v1::AuditEvent;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -93,7 +94,8 @@ impl Job {
 pub struct AuditStore {
     jobs: mpsc::Sender<Job>,
     counters: Arc<Counters>,
-    /// The writer's pool, for the rare read of a committed row ([`AuditStore::has_row`]).
+    /// A pool for the rare read of a committed row ([`AuditStore::has_row`]); the writer has its
+    /// own connection.
     pool: SqlitePool,
     /// When this store opened (ms since the epoch): rows queued before it by an earlier run of
     /// the gate are committed or lost, never still on their way.
@@ -268,13 +270,10 @@ impl AuditStore {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        tokio::spawn(writer(
-            pool.clone(),
-            rx,
-            tip,
-            files.clone(),
-            counters.clone(),
-        ));
+        // The writer's own connection, out of the pool: a pooled connection is pinged on SQLite's
+        // thread each time it is taken and given back — two more thread round trips per commit.
+        let conn = pool.acquire().await?.detach();
+        tokio::spawn(writer(conn, rx, tip, files.clone(), counters.clone()));
         let store = AuditStore {
             jobs,
             counters,
@@ -389,7 +388,7 @@ const LINGER_TURNS: usize = 4;
 const HOLD_UNAWAITED: Duration = Duration::from_millis(10);
 
 async fn writer(
-    pool: SqlitePool,
+    mut conn: SqliteConnection,
     mut jobs: mpsc::Receiver<Job>,
     mut tip: Tip,
     files: AuditFiles,
@@ -404,7 +403,8 @@ async fn writer(
                 None => return,
             },
             _ = tokio::time::sleep(due), if tip.since_checkpoint > 0 => {
-                write_checkpoint(&pool, &mut tip, &files, &mut head, &counters, "interval").await;
+                write_checkpoint(&mut conn, &mut tip, &files, &mut head, &counters, "interval")
+                    .await;
                 continue;
             }
         };
@@ -453,7 +453,7 @@ async fn writer(
         }
         if !events.is_empty() {
             let started = std::time::Instant::now();
-            let ok = write_events(&pool, &mut tip, &files, &counters, &events).await;
+            let ok = write_events(&mut conn, &mut tip, &files, &counters, &events).await;
             metrics.audit_commit(started.elapsed().as_secs_f64());
             metrics.audit_queue(jobs.len() as u64);
             for done in waiting {
@@ -466,24 +466,24 @@ async fn writer(
             }
         }
         for (why, done) in checkpoints {
-            let ok = write_checkpoint(&pool, &mut tip, &files, &mut head, &counters, why).await;
+            let ok = write_checkpoint(&mut conn, &mut tip, &files, &mut head, &counters, why).await;
             let _ = done.send(ok);
         }
         if tip.since_checkpoint >= CHECKPOINT_ROWS {
-            write_checkpoint(&pool, &mut tip, &files, &mut head, &counters, "rows").await;
+            write_checkpoint(&mut conn, &mut tip, &files, &mut head, &counters, "rows").await;
         }
     }
 }
 
 /// Writes `events` as one batch; counts the outcome. The caller rewrites the head file.
 async fn write_events(
-    pool: &SqlitePool,
+    conn: &mut SqliteConnection,
     tip: &mut Tip,
     files: &AuditFiles,
     counters: &Counters,
     events: &[AuditEvent],
 ) -> bool {
-    match write_batch(pool, events, tip, &files.key).await {
+    match write_batch(conn, events, tip, &files.key).await {
         Ok(()) => {
             counters.healthy.store(true, Ordering::Relaxed);
             counters.rows.store(tip.rows, Ordering::Relaxed);
@@ -505,7 +505,7 @@ async fn write_events(
 
 /// A checkpoint row: the rows before it and the head it follows, under the chain's MAC.
 async fn write_checkpoint(
-    pool: &SqlitePool,
+    conn: &mut SqliteConnection,
     tip: &mut Tip,
     files: &AuditFiles,
     head: &mut HeadWriter,
@@ -519,7 +519,7 @@ async fn write_checkpoint(
         detail: format!("rows {} head {}", tip.rows, tip.mac),
         ..Default::default()
     };
-    let ok = write_events(pool, tip, files, counters, std::slice::from_ref(&event)).await;
+    let ok = write_events(conn, tip, files, counters, std::slice::from_ref(&event)).await;
     if ok {
         head.write_now(files, tip);
         tip.since_checkpoint = 0;
@@ -722,7 +722,7 @@ async fn anchor_mismatch(
 /// Writes a batch in one statement, chaining each row to the one before, and moves `tip` past
 /// it. Either every row is written or none is (and `tip` is unchanged).
 async fn write_batch(
-    pool: &SqlitePool,
+    conn: &mut SqliteConnection,
     events: &[AuditEvent],
     tip: &mut Tip,
     key: &AuditKey,
@@ -735,9 +735,8 @@ async fn write_batch(
         rows.push((fields, prev, mac.clone()));
         prev = mac;
     }
-    let mut conn = pool.acquire().await?;
     // One statement for the whole batch: it is atomic without an explicit transaction.
-    let last_id = insert(&mut conn, &rows).await?;
+    let last_id = insert(conn, &rows).await?;
     tip.rows += rows.len() as u64;
     tip.since_checkpoint += rows.len() as u64;
     tip.last_id = last_id;
