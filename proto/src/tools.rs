@@ -142,6 +142,10 @@ pub struct FileListParams {
     /// How many levels to descend: 1 (the default) lists the directory itself, at most 5.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
+    /// Whether each entry has its size and modification time (the default); false lists names
+    /// and types only, which is faster for a large directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<bool>,
 }
 
 fn workdir() -> String {
@@ -525,7 +529,8 @@ mod tests {
             p,
             ToolParams::FileList(FileListParams {
                 path: ".".into(),
-                depth: None
+                depth: None,
+                details: None
             })
         );
     }

@@ -16,7 +16,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 WARMUP = 20
-ROUNDS = {"read": 300, "list": 200, "ping": 300, "find": 8}
+ROUNDS = {"read": 300, "list": 200, "list_sizes": 200, "ping": 300, "find": 8}
+MEASURES = ("read", "list", "list_sizes", "find")
 IN_FLIGHT = 8
 CONCURRENT_READS = 800
 TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
@@ -59,11 +60,15 @@ def calls(side, fixture):
         return {
             "read": ("read_text_file", {"path": f"{fixture}/read4k.txt"}),
             "list": ("list_directory", {"path": f"{fixture}/dir1000"}),
+            "list_sizes": ("list_directory_with_sizes", {"path": f"{fixture}/dir1000"}),
             "find": ("search_files", {"path": f"{fixture}/tree", "pattern": "**/match-*.txt"}),
         }
     return {
         "read": ("file_read", {"path": f"{fixture}/read4k.txt"}),
-        "list": ("file_list", {"path": f"{fixture}/dir1000"}),
+        # names and types, as list_directory gives them
+        "list": ("file_list", {"path": f"{fixture}/dir1000", "details": False}),
+        # with each entry's size (and time): a stat per entry on both sides
+        "list_sizes": ("file_list", {"path": f"{fixture}/dir1000"}),
         "find": ("file_find", {"path": f"{fixture}/tree", "names": ["match-*.txt"], "max_results": 1000}),
     }
 
@@ -88,7 +93,7 @@ async def main(side, fixture, command):
             await session.initialize()
             table = calls(side, fixture)
             watched = processes()
-            for measure in ("read", "list", "find"):
+            for measure in MEASURES:
                 name, args = table[measure]
                 for _ in range(WARMUP if measure != "find" else 2):
                     text_of(await session.call_tool(name, args))

@@ -174,7 +174,7 @@ pub static ENTRIES: [Entry; 15] = [
         "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir.",
         output: &[("path", "string"), ("content", "string"), ("bytes", "integer"), ("lines", "integer"), ("truncated", "boolean")]),
     entry!(FileList, "file_list", FileListParams, LOOKS, [Read], walks: true,
-        "List a directory's entries with type, size and modification time, optionally to a depth of 5 (up to 1000 entries).",
+        "List a directory's entries with type, size and modification time (or, with details false, names and types only: faster for a large directory), optionally to a depth of 5 (up to 1000 entries).",
         output: &[("path", "string"), ("entries", "array"), ("total", "integer"), ("truncated", "boolean")]),
     entry!(FileWrite, "file_write", FileWriteParams, CHANGES, [Write], walks: false,
         "Create or replace a text file. The user may be asked to approve the change after seeing a diff.",

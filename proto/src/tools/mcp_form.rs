@@ -15,7 +15,7 @@
 //! character, a quote or backslash at its start, or surrounding spaces — is written quoted and
 //! escaped (`"a\nb"`), so a hostile file name cannot forge a line or a column.
 
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 
 use super::Tool;
 
@@ -36,7 +36,7 @@ enum Cell {
 
 /// A collection result's table: the array field it replaces and its columns (field, header,
 /// how written).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct Table {
     array: &'static str,
     columns: &'static [(&'static str, &'static str, Cell)],
@@ -72,6 +72,23 @@ fn table_of(tool: Tool) -> Option<Table> {
     }
 }
 
+/// A listing's columns without details (`"details": false`: names and types only).
+const NAMES_AND_TYPES: &[(&str, &str, Cell)] =
+    &[("type", "type", Cell::Text), ("name", "name", Cell::Text)];
+
+/// The table of a result of `tool` whose fields other than the collection are `fields`: a
+/// listing without details has no size or time columns.
+fn table_for(tool: Tool, fields: &Map<String, Value>) -> Option<Table> {
+    let table = table_of(tool)?;
+    if tool == Tool::FileList && fields.get("details") == Some(&Value::Bool(false)) {
+        return Some(Table {
+            array: table.array,
+            columns: NAMES_AND_TYPES,
+        });
+    }
+    Some(table)
+}
+
 /// The tool's MCP `outputSchema`: its result's schema, with a table's string in place of the
 /// collection.
 pub fn output_schema(tool: Tool) -> Value {
@@ -99,7 +116,10 @@ pub fn output_schema(tool: Tool) -> Value {
 /// What an MCP client is given for a successful result of `tool`: the text block and the
 /// structured content. A result not in the expected shape goes as it is.
 pub fn present(tool: Option<Tool>, result: Value) -> (String, Option<Value>) {
-    let table = tool.and_then(table_of);
+    let table = match (tool, &result) {
+        (Some(tool), Value::Object(fields)) => table_for(tool, fields),
+        _ => None,
+    };
     match (table, result) {
         (Some(table), Value::Object(mut fields))
             if fields.get(table.array).is_some_and(Value::is_array) =>
@@ -282,6 +302,28 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_without_details_has_names_and_types_only() {
+        let result = json!({"path": "/w/d", "details": false, "entries": [
+            {"name": "a.txt", "type": "file"},
+            {"name": "src", "type": "dir"},
+        ], "total": 2, "truncated": false, "hidden": 0});
+        let (text, structured) = present(Some(Tool::FileList), result);
+        let table = "type\tname\nfile\ta.txt\ndir\tsrc";
+        assert_eq!(structured.unwrap()["table"], table);
+        assert_eq!(text.split_once('\n').unwrap().1, table);
+        // Only `false` drops the columns; details or no word on them keep the four.
+        for details in [json!(true), json!("false"), json!(null)] {
+            let result = json!({"details": details, "entries": [{"name": "a", "type": "file"}]});
+            let (_, structured) = present(Some(Tool::FileList), result);
+            assert_eq!(
+                structured.unwrap()["table"],
+                "type\tsize\tmodified (UTC)\tname\nfile\t-\t-\ta",
+                "{details}"
+            );
+        }
+    }
+
+    #[test]
     fn hostile_names_cannot_forge_lines_or_columns() {
         let cases = [
             ("x\nfile\t0\t0\t.env", r#""x\nfile\t0\t0\t.env""#),
@@ -379,6 +421,12 @@ mod tests {
             r#"{"entries":[{"size":18446744073709551615,"mtime":9223372036854775808,"name":false}]}"#,
             r#"{"entries":[{"mtime":1e3,"size":-0,"name":null}]}"#,
             r#"{"matches":[{"path":"a","line":3,"text":" x "}],"entries":[]}"#,
+            // a listing without details: its columns chosen by a field before or after the rows
+            r#"{"path":"/w","details":false,"entries":[{"type":"dir","name":"a"},{"name":"b","size":3}]}"#,
+            r#"{"entries":[{"type":"dir","name":"a","size":1}],"details":false}"#,
+            r#"{"details":false,"entries":[],"details":true}"#,
+            r#"{"details":"false","entries":[{"name":"a","size":1}]}"#,
+            r#"{"details":true,"entries":[{"name":"a"}],"details":false}"#,
             // a result with its own table field; results that are not objects
             r#"{"entries":[],"table":"mine"}"#,
             r#"{"table":"mine"}"#,

@@ -3,7 +3,9 @@
 //! through `glovebox mcp`, both over stdio, both driven by the same official MCP Python SDK
 //! client (`tests/bench/compare_client.py`) in one run, interleaved, on the same fixture: a 4 KiB
 //! file, a directory of 1,000 files, and a tree of 20,000 files of which 400 match a name. It
-//! prints each measure's median, p99 and the ratio glovebox / reference.
+//! prints each measure's median, p99 and the ratio glovebox / reference. A listing is measured
+//! twice, like for like: names and types (`list_directory`; `file_list` with `details: false`)
+//! and with sizes (`list_directory_with_sizes`; `file_list`, which also gives times).
 //!
 //! Run: `(cd tests/bench && npm ci) && cargo build --release -p glovebox -p glovebox-e2e --bins &&
 //! target/release/glovebox-compare` (`COMPARE_ROUNDS` sets the interleaved rounds, default 2).
@@ -121,7 +123,8 @@ fn main() {
     for (round, (f, b)) in fs.iter().zip(&gb).enumerate() {
         for (measure, label) in [
             ("read", "read 4 KiB"),
-            ("list", "list 1,000 entries"),
+            ("list", "list 1,000 names and types"),
+            ("list_sizes", "list 1,000 with sizes"),
             ("find", "find 400 of 20,000 names"),
             ("ping", "a bare round trip (ping)"),
         ] {
@@ -167,6 +170,12 @@ fn main() {
             "per list, one at a time",
             &f["list_cpu_ms"],
             &b["list_cpu_ms"],
+        );
+        print_cpu(
+            round,
+            "per list with sizes",
+            &f["list_sizes_cpu_ms"],
+            &b["list_sizes_cpu_ms"],
         );
         assert_eq!(
             f["find_size"], b["find_size"],

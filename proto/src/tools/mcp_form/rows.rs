@@ -12,24 +12,27 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use super::{CellRef, TABLE_FIELD, Table, Tool, render_header, table_of, write_cell};
+use super::{CellRef, TABLE_FIELD, Table, Tool, render_header, table_for, table_of, write_cell};
 
 /// What an MCP client is given for `text`, the JSON of a successful result of `tool` (see
 /// [`super::present`]); an error if `text` is not JSON.
 pub fn present_text(tool: Option<Tool>, text: &str) -> serde_json::Result<(String, Option<Value>)> {
-    if let Some(table) = tool.and_then(table_of)
-        && let Ok(read) = read(&table, text)
+    if let Some(tool) = tool
+        && let Ok(read) = read(tool, text)
     {
         return Ok(read.presented());
     }
     Ok(super::present(tool, serde_json::from_str(text)?))
 }
 
-/// Reads a result with `table`'s collection rendered as it goes; an error for anything left to
-/// the whole parse.
-fn read(table: &Table, text: &str) -> serde_json::Result<Read> {
+/// Reads a result of `tool` with its collection rendered as it goes; an error for anything left
+/// to the whole parse (and for a tool without a table).
+fn read(tool: Tool, text: &str) -> serde_json::Result<Read> {
+    let Some(array) = table_of(tool).map(|t| t.array) else {
+        return Err(de::Error::custom("the tool's results have no table"));
+    };
     let mut reader = serde_json::Deserializer::from_str(text);
-    let read = ResultSeed { table }.deserialize(&mut reader)?;
+    let read = ResultSeed { tool, array }.deserialize(&mut reader)?;
     reader.end()?;
     Ok(read)
 }
@@ -61,18 +64,20 @@ impl Read {
     }
 }
 
-struct ResultSeed<'t> {
-    table: &'t Table,
+struct ResultSeed {
+    tool: Tool,
+    /// The collection's field.
+    array: &'static str,
 }
 
-impl<'de> DeserializeSeed<'de> for ResultSeed<'_> {
+impl<'de> DeserializeSeed<'de> for ResultSeed {
     type Value = Read;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Read, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for ResultSeed<'_> {
+impl<'de> Visitor<'de> for ResultSeed {
     type Value = Read;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a result object")
@@ -81,20 +86,23 @@ impl<'de> Visitor<'de> for ResultSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Read, A::Error> {
         let mut fields = Map::new();
         let mut table = None;
-        let mut seen_array = false;
+        // The columns the collection was written with, chosen by the fields before it.
+        let mut columns = None;
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if key == self.table.array {
-                if seen_array {
+            if key == self.array {
+                if columns.is_some() {
                     // The last of two wins in a parsed object: left to the whole parse.
                     return Err(de::Error::custom("the collection appears twice"));
                 }
-                seen_array = true;
-                match map.next_value_seed(RowsSeed { table: self.table })? {
+                let chosen = table_for(self.tool, &fields)
+                    .ok_or_else(|| de::Error::custom("the tool's results have no table"))?;
+                match map.next_value_seed(RowsSeed { table: &chosen })? {
                     Rows::Rendered(rendered) => table = Some(rendered),
                     Rows::Other(value) => {
                         fields.insert(key.into_owned(), value);
                     }
                 }
+                columns = Some(chosen);
             } else {
                 fields.insert(key.into_owned(), map.next_value()?);
             }
@@ -102,6 +110,13 @@ impl<'de> Visitor<'de> for ResultSeed<'_> {
         if table.is_some() && fields.contains_key(TABLE_FIELD) {
             // `present` lets the table replace such a field: left to it.
             return Err(de::Error::custom("a result with its own table field"));
+        }
+        if table.is_some() && columns != table_for(self.tool, &fields) {
+            // A field after the collection changes its columns (`details`): left to the whole
+            // parse, which sees every field first.
+            return Err(de::Error::custom(
+                "the collection came before what chooses its columns",
+            ));
         }
         Ok(Read { fields, table })
     }
@@ -325,21 +340,26 @@ mod tests {
 
     #[test]
     fn a_collection_is_read_in_one_pass_and_odd_results_are_left_to_the_whole_parse() {
-        let list = table_of(Tool::FileList).unwrap();
+        let list = Tool::FileList;
         for text in [
             r#"{"path":"/w","entries":[{"type":"file","size":1,"mtime":0,"name":"a\tb"},3],"n":1}"#,
-            r#"{"entries":"not an array"}"#,
+            r#"{"path":"/w","details":false,"entries":[{"type":"file","name":"a"}]}"#,
+            r#"{"path":"/w","details":true,"entries":[{"type":"file","name":"a"}]}"#,
+            r#"{"entries":[],"details":true}"#,
+            r#"{"entries":"not an array","details":false}"#,
             r#"{"total":0}"#,
         ] {
-            assert!(read(&list, text).is_ok(), "{text}");
+            assert!(read(list, text).is_ok(), "{text}");
         }
         for text in [
             r#"{"entries":[],"entries":[]}"#,
             r#"{"entries":[],"table":"mine"}"#,
+            r#"{"entries":[],"details":false}"#,
             r#"[]"#,
             r#"{"entries":[]} x"#,
         ] {
-            assert!(read(&list, text).is_err(), "{text}");
+            assert!(read(list, text).is_err(), "{text}");
         }
+        assert!(read(Tool::FileRead, r#"{"entries":[]}"#).is_err());
     }
 }

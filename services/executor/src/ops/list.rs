@@ -1,6 +1,7 @@
-//! `file_list`: a directory's entries with type, size and modification time, optionally to a depth
-//! of `MAX_LIST_DEPTH`. Entries on the secret floor are hidden (and counted), links are listed but
-//! never followed; at most `MAX_LIST_ENTRIES` are returned.
+//! `file_list`: a directory's entries with type, size and modification time (or, with `details`
+//! false, names and types only: the types the directory itself records, with no `stat` per entry),
+//! optionally to a depth of `MAX_LIST_DEPTH`. Entries on the secret floor are hidden (and
+//! counted), links are listed but never followed; at most `MAX_LIST_ENTRIES` are returned.
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileListParams, MAX_LIST_ENTRIES};
@@ -36,20 +37,24 @@ fn type_name(t: FileType) -> &'static str {
 /// Entries looked at before a deep listing stops (it then says it was cut).
 const MAX_SCANNED: usize = 100_000;
 
-/// One listed entry, as the result carries it.
+/// One listed entry, as the result carries it (size and time only with details).
 #[derive(serde::Serialize)]
 struct Entry {
     name: String,
     #[serde(rename = "type")]
     kind: &'static str,
-    size: i64,
-    mtime: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mtime: Option<i64>,
 }
 
-/// The result of `file_list`.
+/// The result of `file_list`. `details` comes before the entries, so a reader knows the
+/// entries' fields before it reads them (`mcp_form`'s table).
 #[derive(serde::Serialize)]
 struct ListResult<'a> {
     path: &'a str,
+    details: bool,
     entries: &'a [Entry],
     total: usize,
     truncated: bool,
@@ -60,6 +65,8 @@ struct Listing {
     entries: Vec<Entry>,
     hidden: u64,
     scanned: usize,
+    /// Whether entries get their size and time (a `stat` each).
+    details: bool,
 }
 
 /// Lists `dir` (canonical path `path`, shown below the root as `prefix`), descending `depth - 1`
@@ -77,6 +84,7 @@ fn list_dir(
     // A directory on the floor (listed with the sandbox off) shows none of its entries; otherwise
     // each entry is checked for what its own name adds.
     let on_floor = ctx.on_floor(path);
+    // Each name with the type the directory records for it (`None`: it does not say).
     let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| OpError::errno(e, path))?;
@@ -92,25 +100,40 @@ fn list_dir(
             out.hidden += 1;
             continue;
         }
-        names.push(name.to_owned());
+        let recorded = match entry.file_type() {
+            FileType::Unknown => None,
+            known => Some(known),
+        };
+        names.push((name.to_owned(), recorded));
     }
-    names.sort_unstable();
-    for name in names {
+    names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (name, recorded) in names {
         if out.scanned >= MAX_SCANNED {
             return Ok(());
         }
         out.scanned += 1;
-        let Ok(st) = rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
+        let (kind, size, mtime) = match recorded {
+            Some(kind) if !out.details => (kind, None, None),
+            _ => {
+                let Ok(st) = rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                else {
+                    continue;
+                };
+                let details = out.details;
+                (
+                    fsio::file_type(&st),
+                    details.then_some(st.st_size.max(0)),
+                    details.then_some(st.st_mtime),
+                )
+            }
         };
-        let kind = fsio::file_type(&st);
         let shown = format!("{prefix}{name}");
         let below = (depth > 1 && kind == FileType::Directory).then(|| format!("{shown}/"));
         out.entries.push(Entry {
             name: shown,
             kind: type_name(kind),
-            size: st.st_size.max(0),
-            mtime: st.st_mtime,
+            size,
+            mtime,
         });
         if let Some(below) = below {
             let full = format!("{}/{name}", path.trim_end_matches('/'));
@@ -143,6 +166,7 @@ pub fn execute(
         entries: Vec::new(),
         hidden: 0,
         scanned: 0,
+        details: p.details.unwrap_or(true),
     };
     list_dir(ctx, &fd, &path, "", p.depth.unwrap_or(1), &mut listing)?;
     let total = listing.entries.len();
@@ -150,6 +174,7 @@ pub fn execute(
     listing.entries.truncate(MAX_LIST_ENTRIES);
     let result = ListResult {
         path: &path,
+        details: listing.details,
         entries: &listing.entries,
         total,
         truncated,
@@ -165,9 +190,14 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn run(f: &Fixture, depth: Option<u32>) -> serde_json::Value {
+        run_with(f, depth, None)
+    }
+
+    fn run_with(f: &Fixture, depth: Option<u32>, details: Option<bool>) -> serde_json::Value {
         let p = FileListParams {
             path: ".".into(),
             depth,
+            details,
         };
         let planned = plan(&f.ctx(), &p).unwrap();
         execute(&f.ctx(), &p, &ticket_for(&planned))
@@ -213,5 +243,51 @@ mod tests {
             (r["total"].as_u64(), r["truncated"].as_bool()),
             (Some(1005), Some(true))
         );
+    }
+
+    #[test]
+    fn without_details_entries_are_names_and_types_the_same_as_with() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("a/b")).unwrap();
+        std::fs::create_dir_all(f.work.join("a/.ssh")).unwrap();
+        std::fs::write(f.work.join("a/b/x.txt"), "xyz").unwrap();
+        std::fs::write(f.work.join("f.txt"), "hello").unwrap();
+        symlink(f.work.join("a"), f.work.join("link")).unwrap();
+        symlink(f.work.join("nowhere"), f.work.join("dangling")).unwrap();
+        for depth in [None, Some(3)] {
+            let with = run_with(&f, depth, None);
+            let without = run_with(&f, depth, Some(false));
+            assert_eq!(
+                (&with["details"], &without["details"]),
+                (&true.into(), &false.into())
+            );
+            let kinds = |r: &serde_json::Value| -> Vec<(String, String)> {
+                r["entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| (e["name"].to_string(), e["type"].to_string()))
+                    .collect()
+            };
+            assert_eq!(kinds(&with), kinds(&without), "depth {depth:?}");
+            assert_eq!(
+                (&with["hidden"], &with["total"]),
+                (&without["hidden"], &without["total"])
+            );
+            for e in with["entries"].as_array().unwrap() {
+                assert!(e["size"].is_i64() && e["mtime"].is_i64(), "{e}");
+            }
+            for e in without["entries"].as_array().unwrap() {
+                assert_eq!(e.as_object().unwrap().len(), 2, "names and types only: {e}");
+            }
+        }
+        let deep = run_with(&f, Some(3), Some(false));
+        assert_eq!(
+            names(&deep),
+            ["a", "a/b", "a/b/x.txt", "dangling", "f.txt", "link"],
+            "the floor hidden, links listed and not followed"
+        );
+        assert_eq!(deep["hidden"], 1);
+        assert_eq!(deep["entries"][5]["type"], "symlink");
     }
 }
