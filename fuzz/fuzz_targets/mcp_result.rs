@@ -28,8 +28,14 @@ fuzz_target!(|text: &str| {
     let Ok(value) = tree else {
         return;
     };
+    // A listing without details (`"details": false`) has type and name only.
+    let list_columns = if value.get("details") == Some(&serde_json::Value::Bool(false)) {
+        2
+    } else {
+        4
+    };
     for (tool, array, columns) in [
-        (Tool::FileList, "entries", 4),
+        (Tool::FileList, "entries", list_columns),
         (Tool::FileFind, "entries", 2),
         (Tool::FileGrep, "matches", 3),
     ] {
