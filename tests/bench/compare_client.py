@@ -56,6 +56,7 @@ def processes():
 
 
 def calls(side, fixture):
+    list_details = {} if os.environ.get("GB_LIST_DETAILS") == "1" else {"details": False}
     if side == "fs":
         return {
             "read": ("read_text_file", {"path": f"{fixture}/read4k.txt"}),
@@ -65,8 +66,9 @@ def calls(side, fixture):
         }
     return {
         "read": ("file_read", {"path": f"{fixture}/read4k.txt"}),
-        # names and types, as list_directory gives them
-        "list": ("file_list", {"path": f"{fixture}/dir1000", "details": False}),
+        # names and types, as list_directory gives them (GB_LIST_DETAILS=1: a build from before
+        # file_list had `details`, measured against its full listing)
+        "list": ("file_list", {"path": f"{fixture}/dir1000"} | list_details),
         # with each entry's size (and time): a stat per entry on both sides
         "list_sizes": ("file_list", {"path": f"{fixture}/dir1000"}),
         "find": ("file_find", {"path": f"{fixture}/tree", "names": ["match-*.txt"], "max_results": 1000}),
