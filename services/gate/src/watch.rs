@@ -18,11 +18,21 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 /// Reload check even without events (a watcher can miss some, e.g. on network file systems).
 const POLL: Duration = Duration::from_secs(2);
 
+/// Whether an event only says a file was opened. The watcher is told of every open in a watched
+/// directory (notify always asks for them), and each workdir is one: every file an agent, a
+/// build or an editor opens there would start a reload check.
+fn only_opened(kind: &notify::EventKind) -> bool {
+    matches!(
+        kind,
+        notify::EventKind::Access(notify::event::AccessKind::Open(_))
+    )
+}
+
 /// Starts the watcher task; it runs until the runtime stops.
 pub fn spawn(state: Arc<GateState>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
+        if res.is_ok_and(|event| !only_opened(&event.kind)) {
             let _ = tx.send(());
         }
     });
@@ -71,4 +81,34 @@ pub fn spawn(state: Arc<GateState>) {
             state.flush_policy_events().await;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::EventKind;
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode,
+    };
+
+    #[test]
+    fn opening_a_file_is_not_a_change_and_everything_else_is() {
+        let cases = [
+            (EventKind::Access(AccessKind::Open(AccessMode::Any)), true),
+            (EventKind::Access(AccessKind::Open(AccessMode::Read)), true),
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Write)),
+                false,
+            ),
+            (EventKind::Create(CreateKind::File), false),
+            (EventKind::Modify(ModifyKind::Data(DataChange::Any)), false),
+            (EventKind::Modify(ModifyKind::Name(RenameMode::To)), false),
+            (EventKind::Remove(RemoveKind::File), false),
+            (EventKind::Any, false),
+            (EventKind::Other, false),
+        ];
+        for (kind, opened) in cases {
+            assert_eq!(only_opened(&kind), opened, "{kind:?}");
+        }
+    }
 }

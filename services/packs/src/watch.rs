@@ -29,7 +29,13 @@ pub fn spawn(host: Arc<Host>) {
     let file: PathBuf = workdir.join(glovebox_config::mcp_json::PROJECT_FILE);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
+        // Not a file opened: notify reports every open in the workdir.
+        if res.is_ok_and(|event| {
+            !matches!(
+                event.kind,
+                notify::EventKind::Access(notify::event::AccessKind::Open(_))
+            )
+        }) {
             let _ = tx.send(());
         }
     });
