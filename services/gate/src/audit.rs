@@ -1,4 +1,5 @@
-//! The audit store: an append-only SQLite file, owned by the gate, written by one task.
+//! The audit store: an append-only SQLite file, owned by the gate, written by one thread (with a
+//! synchronous connection of its own: each commit is one hand-over to it and one back).
 //!
 //! Every row carries a MAC under the gate's audit key over the row before it and its own fields
 //! ([`chain`]); after every write the signed head of the chain is also written to
@@ -22,10 +23,9 @@ use glovebox_proto::v1::AuditEvent;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use chain::{AuditKey, Fields, GENESIS, Head};
 
@@ -49,6 +49,8 @@ pub enum AuditError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("read audit store: {0}")]
     Read(#[from] sqlx::Error),
+    #[error("open the audit writer on {path}: {why}")]
+    Writer { path: String, why: String },
 }
 
 /// Counters that `Health` reports.
@@ -92,7 +94,7 @@ impl Job {
 /// A handle to the audit writer. Cheap to clone.
 #[derive(Clone)]
 pub struct AuditStore {
-    jobs: mpsc::Sender<Job>,
+    jobs: flume::Sender<Job>,
     counters: Arc<Counters>,
     /// A pool for the rare read of a committed row ([`AuditStore::has_row`]); the writer has its
     /// own connection.
@@ -257,7 +259,7 @@ impl AuditStore {
         let counters = Arc::new(Counters::default());
         counters.healthy.store(true, Ordering::Relaxed);
         counters.rows.store(rows.max(0) as u64, Ordering::Relaxed);
-        let (jobs, rx) = mpsc::channel(QUEUE_DEPTH);
+        let (jobs, rx) = flume::bounded(QUEUE_DEPTH);
         let (last_id, mac) = last.unwrap_or((0, GENESIS.to_owned()));
         let tip = Tip {
             rows: rows.max(0) as u64,
@@ -270,10 +272,18 @@ impl AuditStore {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        // The writer's own connection, out of the pool: a pooled connection is pinged on SQLite's
-        // thread each time it is taken and given back — two more thread round trips per commit.
-        let conn = pool.acquire().await?.detach();
-        tokio::spawn(writer(conn, rx, tip, files.clone(), counters.clone()));
+        let conn = open_writer(&files.db).map_err(|e| AuditError::Writer {
+            path: files.db.display().to_string(),
+            why: e.to_string(),
+        })?;
+        let (writer_files, writer_counters) = (files.clone(), counters.clone());
+        std::thread::Builder::new()
+            .name("audit-writer".into())
+            .spawn(move || writer(conn, rx, tip, writer_files, writer_counters))
+            .map_err(|e| AuditError::Writer {
+                path: files.db.display().to_string(),
+                why: e.to_string(),
+            })?;
         let store = AuditStore {
             jobs,
             counters,
@@ -299,7 +309,12 @@ impl AuditStore {
     /// Writes a checkpoint row (rows so far and the head) and waits for it.
     pub async fn checkpoint(&self, why: &'static str) -> bool {
         let (done, wait) = oneshot::channel();
-        if self.jobs.send(Job::Checkpoint { why, done }).await.is_err() {
+        if self
+            .jobs
+            .send_async(Job::Checkpoint { why, done })
+            .await
+            .is_err()
+        {
             return false;
         }
         wait.await.unwrap_or(false)
@@ -315,7 +330,12 @@ impl AuditStore {
     /// they are written. Returns whether they were.
     pub async fn append_all(&self, events: Vec<AuditEvent>) -> bool {
         let (done, wait) = oneshot::channel();
-        if self.jobs.send(Job::Events { events, done }).await.is_err() {
+        if self
+            .jobs
+            .send_async(Job::Events { events, done })
+            .await
+            .is_err()
+        {
             self.record_failure("audit writer has stopped");
             return false;
         }
@@ -331,7 +351,7 @@ impl AuditStore {
             events: vec![event],
             done,
         };
-        if self.jobs.send(job).await.is_err() {
+        if self.jobs.send_async(job).await.is_err() {
             self.record_failure("audit writer has stopped");
         }
     }
@@ -376,63 +396,63 @@ impl AuditStore {
 
 /// Most appends written at once (each one row, or a call's last two). Under load the writer takes
 /// every queued append (up to this) and writes their rows with one multi-row INSERT, which SQLite
-/// commits atomically, so one round trip to SQLite's worker thread serves many calls; each caller
-/// still waits until its rows are committed.
+/// commits atomically, so one commit serves many calls (appends queue while the one before
+/// commits); each caller still waits until its rows are committed.
 const MAX_BATCH: usize = 64;
-/// Scheduler turns the writer yields to gather a batch.
-const LINGER_TURNS: usize = 4;
 /// Longest a batch of rows nobody waits for is held for rows that someone will: an allowed
 /// call's decide row is queued, not awaited, and its execute and result rows follow as soon as
 /// the executor has run it — one commit for the three instead of two. (Rows held when the gate
 /// dies are the queued decide rows that the executor's ticket restores.)
 const HOLD_UNAWAITED: Duration = Duration::from_millis(10);
 
-async fn writer(
-    mut conn: SqliteConnection,
-    mut jobs: mpsc::Receiver<Job>,
+/// The writer's connection: WAL (set on the file when the pool opened it) with
+/// `synchronous=NORMAL` — a commit survives the process's death; a power loss can take the
+/// commits since the WAL was last synced — and room in the statement cache for every batch size.
+fn open_writer(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.set_prepared_statement_cache_capacity(MAX_BATCH + 1);
+    Ok(conn)
+}
+
+/// The writer thread: takes every queued append, writes them in one commit, answers their callers
+/// and writes checkpoints; returns once every handle to the store is gone.
+fn writer(
+    conn: rusqlite::Connection,
+    jobs: flume::Receiver<Job>,
     mut tip: Tip,
     files: AuditFiles,
     counters: Arc<Counters>,
 ) {
     let mut head = HeadWriter::start(files.head.clone());
     loop {
-        let due = CHECKPOINT_INTERVAL.saturating_sub(tip.checkpoint_at.elapsed());
-        let first = tokio::select! {
-            job = jobs.recv() => match job {
-                Some(job) => job,
-                None => return,
-            },
-            _ = tokio::time::sleep(due), if tip.since_checkpoint > 0 => {
-                write_checkpoint(&mut conn, &mut tip, &files, &mut head, &counters, "interval")
-                    .await;
-                continue;
+        let first = if tip.since_checkpoint > 0 {
+            let due = CHECKPOINT_INTERVAL.saturating_sub(tip.checkpoint_at.elapsed());
+            match jobs.recv_timeout(due) {
+                Ok(job) => job,
+                Err(flume::RecvTimeoutError::Timeout) => {
+                    write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, "interval");
+                    continue;
+                }
+                Err(flume::RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => return,
             }
         };
         let mut batch = vec![first];
-        // Let calls that are already being answered enqueue their rows too (a few scheduler
-        // turns, no timer), so one write serves them all.
-        for _ in 0..LINGER_TURNS {
-            while batch.len() < MAX_BATCH {
-                match jobs.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
-            if batch.len() >= MAX_BATCH {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
+        take_queued(&jobs, &mut batch);
         if batch.iter().all(Job::unawaited)
-            && let Ok(Some(job)) = tokio::time::timeout(HOLD_UNAWAITED, jobs.recv()).await
+            && let Ok(job) = jobs.recv_timeout(HOLD_UNAWAITED)
         {
             batch.push(job);
-            while batch.len() < MAX_BATCH {
-                match jobs.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
+            take_queued(&jobs, &mut batch);
         }
         let metrics = glovebox_telemetry::metrics::gate();
         metrics.audit_queue((jobs.len() + batch.len()) as u64);
@@ -453,7 +473,7 @@ async fn writer(
         }
         if !events.is_empty() {
             let started = std::time::Instant::now();
-            let ok = write_events(&mut conn, &mut tip, &files, &counters, &events).await;
+            let ok = write_events(&conn, &mut tip, &files, &counters, &events);
             metrics.audit_commit(started.elapsed().as_secs_f64());
             metrics.audit_queue(jobs.len() as u64);
             for done in waiting {
@@ -466,24 +486,34 @@ async fn writer(
             }
         }
         for (why, done) in checkpoints {
-            let ok = write_checkpoint(&mut conn, &mut tip, &files, &mut head, &counters, why).await;
+            let ok = write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, why);
             let _ = done.send(ok);
         }
         if tip.since_checkpoint >= CHECKPOINT_ROWS {
-            write_checkpoint(&mut conn, &mut tip, &files, &mut head, &counters, "rows").await;
+            write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, "rows");
+        }
+    }
+}
+
+/// Moves what is queued now into `batch`, up to [`MAX_BATCH`].
+fn take_queued(jobs: &flume::Receiver<Job>, batch: &mut Vec<Job>) {
+    while batch.len() < MAX_BATCH {
+        match jobs.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
         }
     }
 }
 
 /// Writes `events` as one batch; counts the outcome. The caller rewrites the head file.
-async fn write_events(
-    conn: &mut SqliteConnection,
+fn write_events(
+    conn: &rusqlite::Connection,
     tip: &mut Tip,
     files: &AuditFiles,
     counters: &Counters,
     events: &[AuditEvent],
 ) -> bool {
-    match write_batch(conn, events, tip, &files.key).await {
+    match write_batch(conn, events, tip, &files.key) {
         Ok(()) => {
             counters.healthy.store(true, Ordering::Relaxed);
             counters.rows.store(tip.rows, Ordering::Relaxed);
@@ -504,8 +534,8 @@ async fn write_events(
 }
 
 /// A checkpoint row: the rows before it and the head it follows, under the chain's MAC.
-async fn write_checkpoint(
-    conn: &mut SqliteConnection,
+fn write_checkpoint(
+    conn: &rusqlite::Connection,
     tip: &mut Tip,
     files: &AuditFiles,
     head: &mut HeadWriter,
@@ -519,7 +549,7 @@ async fn write_checkpoint(
         detail: format!("rows {} head {}", tip.rows, tip.mac),
         ..Default::default()
     };
-    let ok = write_events(conn, tip, files, counters, std::slice::from_ref(&event)).await;
+    let ok = write_events(conn, tip, files, counters, std::slice::from_ref(&event));
     if ok {
         head.write_now(files, tip);
         tip.since_checkpoint = 0;
@@ -726,12 +756,12 @@ async fn anchor_mismatch(
 
 /// Writes a batch in one statement, chaining each row to the one before, and moves `tip` past
 /// it. Either every row is written or none is (and `tip` is unchanged).
-async fn write_batch(
-    conn: &mut SqliteConnection,
+fn write_batch(
+    conn: &rusqlite::Connection,
     events: &[AuditEvent],
     tip: &mut Tip,
     key: &AuditKey,
-) -> Result<(), sqlx::Error> {
+) -> rusqlite::Result<()> {
     let mut rows = Vec::with_capacity(events.len());
     let mut prev = tip.mac.clone();
     for event in events {
@@ -741,7 +771,7 @@ async fn write_batch(
         prev = mac;
     }
     // One statement for the whole batch: it is atomic without an explicit transaction.
-    let last_id = insert(conn, &rows).await?;
+    let last_id = insert(conn, &rows)?;
     tip.rows += rows.len() as u64;
     tip.since_checkpoint += rows.len() as u64;
     tip.last_id = last_id;
@@ -772,29 +802,33 @@ fn fields_of(ts: String, e: &AuditEvent) -> Fields {
 }
 
 /// Inserts keyed rows; returns the last row's id.
-async fn insert(
-    conn: &mut sqlx::SqliteConnection,
-    rows: &[(Fields, String, String)],
-) -> Result<i64, sqlx::Error> {
+fn insert(conn: &rusqlite::Connection, rows: &[(Fields, String, String)]) -> rusqlite::Result<i64> {
     let tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)";
+    // Safe: the statement is built only from the constant column list and placeholders.
     let sql = format!(
         "INSERT INTO events (ts, call_id, client_call_id, account, source, kind, tool, subject, \
          verdict, rule, reason, approval, outcome, error_code, detail, duration_ms, bytes, \
          prev_hash, hash, keyed) VALUES {}",
         vec![tuple; rows.len()].join(", ")
     );
-    // Safe: the statement is built only from the constant column list and placeholders.
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    let mut q = conn.prepare_cached(&sql)?;
+    let mut at = 0;
+    let mut next = || {
+        at += 1;
+        at
+    };
     for (f, prev, mac) in rows {
         for (_, value) in f.text(true) {
-            q = q.bind(if value.is_empty() { None } else { Some(value) });
+            q.raw_bind_parameter(next(), (!value.is_empty()).then_some(value))?;
         }
         for n in [f.duration_ms, f.bytes] {
-            q = q.bind(i64::try_from(n).unwrap_or(i64::MAX));
+            q.raw_bind_parameter(next(), i64::try_from(n).unwrap_or(i64::MAX))?;
         }
-        q = q.bind(prev.as_str()).bind(mac.as_str());
+        q.raw_bind_parameter(next(), prev.as_str())?;
+        q.raw_bind_parameter(next(), mac.as_str())?;
     }
-    Ok(q.execute(conn).await?.last_insert_rowid())
+    q.raw_execute()?;
+    Ok(conn.last_insert_rowid())
 }
 
 /// Reads every row and checks the chain against `key` and the head file's text (if any); see
