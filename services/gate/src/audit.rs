@@ -146,6 +146,23 @@ pub fn migrator() -> Migrator {
     ])
 }
 
+/// How a pool connects to the audit file at `path` (creating it if needed).
+fn connect_options(path: &Path) -> Result<SqliteConnectOptions, AuditError> {
+    Ok(SqliteConnectOptions::from_str("sqlite://")
+        .map_err(|source| AuditError::Open {
+            path: path.display().to_string(),
+            source,
+        })?
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5)))
+}
+
+/// How long a connection for a rare read ([`AuditStore::has_row`]) stays open unused.
+const READER_IDLE: Duration = Duration::from_secs(5);
+
 /// Opens (creating if needed) and migrates the SQLite file at `path`.
 pub async fn open_pool(path: &Path) -> Result<SqlitePool, AuditError> {
     // The audit says who did what on the machine: only the gate's user reads it. SQLite creates
@@ -155,16 +172,7 @@ pub async fn open_pool(path: &Path) -> Result<SqlitePool, AuditError> {
         path: path.display().to_string(),
         source,
     })?;
-    let options = SqliteConnectOptions::from_str("sqlite://")
-        .map_err(|source| AuditError::Open {
-            path: path.display().to_string(),
-            source,
-        })?
-        .filename(path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(5));
+    let options = connect_options(path)?;
     let pool = SqlitePoolOptions::new()
         .max_connections(1)
         .connect_with(options)
@@ -276,6 +284,16 @@ impl AuditStore {
             path: files.db.display().to_string(),
             why: e.to_string(),
         })?;
+        // The opening pool is closed, and the rare read later takes a connection that closes
+        // when idle: the writer's is then the store's one lasting connection, and closing it
+        // (the store dropped) moves the WAL into the file every time, not only when it happened
+        // to close after the pool's.
+        pool.close().await;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .idle_timeout(READER_IDLE)
+            .connect_lazy_with(connect_options(&files.db)?);
         let (writer_files, writer_counters) = (files.clone(), counters.clone());
         std::thread::Builder::new()
             .name("audit-writer".into())
