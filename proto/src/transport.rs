@@ -5,6 +5,7 @@
 
 pub mod handover;
 pub mod handshake;
+pub mod quiet;
 
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -143,10 +144,11 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A connection that passed the peer-uid check and the handshake.
+/// A connection that passed the peer-uid check and the handshake (watched for reading only:
+/// [`quiet`]).
 #[derive(Debug)]
 pub struct AuthenticatedStream {
-    inner: UnixStream,
+    inner: quiet::QuietStream,
     peer: Peer,
 }
 
@@ -275,7 +277,7 @@ async fn accept(
         .await
         .map_err(|_| RefusedConnection::Timeout)??;
     Ok(AuthenticatedStream {
-        inner: stream,
+        inner: quiet::QuietStream::new(stream)?,
         peer: Peer(peer, uid),
     })
 }
@@ -392,6 +394,7 @@ pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Link {
         let (path, peer, key) = (path.clone(), peer.clone(), key.clone());
         async move {
             let stream = connect_authenticated(&path, &peer, &key).await?;
+            let stream = quiet::QuietStream::new(stream)?;
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
         }
     });
