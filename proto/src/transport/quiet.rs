@@ -200,6 +200,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_write_waiting_for_room_fails_when_the_reader_is_gone_and_reads_end() {
+        let (mut a, mut b) = pair();
+        let big = vec![7u8; 8 * 1024 * 1024];
+        let writer = tokio::spawn(async move { a.write_all(&big).await });
+        // The reader takes a little, then its process dies (its socket is closed unread).
+        let mut some = [0u8; 4096];
+        b.read_exact(&mut some).await.unwrap();
+        drop(b);
+        let written = tokio::time::timeout(std::time::Duration::from_secs(10), writer)
+            .await
+            .expect("a writer waiting for room must not hang when its peer is gone")
+            .unwrap();
+        assert!(
+            written.is_err(),
+            "the peer is gone: the write cannot succeed"
+        );
+        // And a reader whose peer dies sees the end, not a hang.
+        let (c, mut d) = pair();
+        drop(c);
+        let mut rest = Vec::new();
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), d.read_to_end(&mut rest))
+            .await
+            .expect("a reader must see its peer go")
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[tokio::test]
     async fn vectored_writes_arrive_in_order() {
         let (mut a, mut b) = pair();
         let parts = [

@@ -280,10 +280,11 @@ impl AuditStore {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let conn = open_writer(&files.db).map_err(|e| AuditError::Writer {
+        let writer_error = |why: String| AuditError::Writer {
             path: files.db.display().to_string(),
-            why: e.to_string(),
-        })?;
+            why,
+        };
+        let conn = open_writer(&files.db).map_err(|e| writer_error(e.to_string()))?;
         // The opening pool is closed, and the rare read later takes a connection that closes
         // when idle: the writer's is then the store's one lasting connection, and closing it
         // (the store dropped) moves the WAL into the file every time, not only when it happened
@@ -298,10 +299,7 @@ impl AuditStore {
         std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn(move || writer(conn, rx, tip, writer_files, writer_counters))
-            .map_err(|e| AuditError::Writer {
-                path: files.db.display().to_string(),
-                why: e.to_string(),
-            })?;
+            .map_err(|e| writer_error(e.to_string()))?;
         let store = AuditStore {
             jobs,
             counters,
@@ -1078,7 +1076,6 @@ mod tests {
         assert_eq!((r.problem, r.rows), (None, 5));
     }
 
-    /// A store with `n` decide rows after its start checkpoint, closed; returns its files.
     #[tokio::test]
     async fn the_head_catches_up_with_commits_made_while_it_waits_out_its_interval() {
         let dir = tempfile::tempdir().unwrap();
@@ -1106,6 +1103,7 @@ mod tests {
         assert!(r.head_checked && r.problem.is_none(), "{:?}", r.problem);
     }
 
+    /// A store with `n` decide rows after its start checkpoint, closed; returns its files.
     async fn written(dir: &Path, n: usize) -> AuditFiles {
         let f = files(dir);
         let store = AuditStore::open(&f).await.unwrap();
