@@ -624,6 +624,70 @@ async fn a_job_gets_a_private_tmp_no_terminal_and_harmless_devices_only() {
     .await;
 }
 
+#[tokio::test]
+async fn pipes_a_job_leaves_for_the_agent_to_read_stall_no_executor_thread() {
+    let (g, mut agent, mut approver) = alice_session().await;
+    // Pipes nobody writes to: opening one to read would wait for a writer for ever, and a
+    // whole-file read runs on one of the executor's two async worker threads.
+    let (status, _, stderr) = agent
+        .run_job(
+            &mut approver,
+            "mkfifo p0 p1 p2 p3 && mkdir -p fifos && mkfifo fifos/p",
+        )
+        .await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    // More reads at once than the executor has worker threads.
+    for i in 0..4 {
+        agent
+            .send(
+                serde_json::json!({"type": "invoke", "call_id": format!("p{i}"),
+                "tool": "file_read", "params": {"path": format!("p{i}")}}),
+            )
+            .await;
+    }
+    // Their results, in whatever order they finish.
+    let mut results = std::collections::BTreeMap::new();
+    while results.len() < 4 {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(20), agent.next())
+            .await
+            .expect("a read of a pipe must not wait for a writer");
+        if frame["type"] == "result" {
+            results.insert(frame["call_id"].as_str().unwrap().to_owned(), frame);
+        }
+    }
+    assert_eq!(results.keys().collect::<Vec<_>>(), ["p0", "p1", "p2", "p3"]);
+    for r in results.values() {
+        glovebox_e2e::expect_error(r, "invalid_params");
+    }
+    // A listing shows the pipe without opening it, with and without details.
+    for details in [false, true] {
+        let r = agent
+            .invoke(
+                &format!("ls-{details}"),
+                "file_list",
+                serde_json::json!({"path": "fifos", "details": details}),
+            )
+            .await;
+        let listed = glovebox_e2e::expect_ok(&r);
+        let entries = listed["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), 1, "{listed}");
+        assert_eq!(
+            (&entries[0]["name"], &entries[0]["type"]),
+            (&"p".into(), &"other".into())
+        );
+    }
+    // The executor still answers.
+    std::fs::write(g.workdir.join("after.txt"), "fine").unwrap();
+    let r = agent
+        .invoke(
+            "after",
+            "file_read",
+            serde_json::json!({"path": "after.txt"}),
+        )
+        .await;
+    assert_eq!(glovebox_e2e::expect_ok(&r)["content"], "fine");
+}
+
 /// Starts a job that leaves behind a `setsid` child without the job marker, writing its pid to
 /// `escaped.pid` in the workdir; returns the pid and the job's id.
 async fn job_with_an_escapee(
