@@ -9,9 +9,11 @@
 //! tool call: it is counted, logged and reported by `Health`.
 
 pub mod chain;
+mod paced;
 pub mod query;
 pub mod row;
 pub mod ship;
+mod wal;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -445,13 +447,17 @@ fn writer(
     counters: Arc<Counters>,
 ) {
     let mut head = HeadWriter::start(files.head.clone());
+    // Declared after `conn`, so dropped (its connection closed) before it.
+    let wal = wal::WalCheckpoints::start(&files.db, &conn);
     loop {
         let first = if tip.since_checkpoint > 0 {
             let due = CHECKPOINT_INTERVAL.saturating_sub(tip.checkpoint_at.elapsed());
             match jobs.recv_timeout(due) {
                 Ok(job) => job,
                 Err(flume::RecvTimeoutError::Timeout) => {
-                    write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, "interval");
+                    write_checkpoint(
+                        &conn, &mut tip, &files, &mut head, &counters, "interval", false,
+                    );
                     continue;
                 }
                 Err(flume::RecvTimeoutError::Disconnected) => return,
@@ -499,14 +505,17 @@ fn writer(
             // (the gate killed in between) still anchors every row before it.
             if ok {
                 head.write(&files, &tip);
+                if let Some(wal) = &wal {
+                    wal.committed();
+                }
             }
         }
         for (why, done) in checkpoints {
-            let ok = write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, why);
+            let ok = write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, why, true);
             let _ = done.send(ok);
         }
         if tip.since_checkpoint >= CHECKPOINT_ROWS {
-            write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, "rows");
+            write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, "rows", false);
         }
     }
 }
@@ -557,6 +566,7 @@ fn write_checkpoint(
     head: &mut HeadWriter,
     counters: &Counters,
     why: &str,
+    asked: bool,
 ) -> bool {
     let event = AuditEvent {
         source: "gate".into(),
@@ -567,51 +577,45 @@ fn write_checkpoint(
     };
     let ok = write_events(conn, tip, files, counters, std::slice::from_ref(&event));
     if ok {
-        head.write_now(files, tip);
+        // A checkpoint asked for (at start, at a stop) has its head on disk when it is answered;
+        // one written as the rows or the time came is handed over like any other head.
+        if asked {
+            head.write_now(files, tip);
+        } else {
+            head.write(files, tip);
+        }
         tip.since_checkpoint = 0;
         tip.checkpoint_at = std::time::Instant::now();
     }
     ok
 }
 
-/// Writes the head file on its own thread, newest head first, at most once per
-/// [`HEAD_INTERVAL`]. Replacing the file (atomically, by rename) makes ext4 flush it to disk,
+/// Writes the head file on its own thread ([`paced::Paced`]), newest head first, at most once
+/// per [`HEAD_INTERVAL`]. Replacing the file (atomically, by rename) makes ext4 flush it to disk,
 /// which on the writer's path cost every call a disk write (and, written after every batch, a
 /// tenth of the gate's CPU with calls one at a time); here the writer only hands the text over
-/// and answers its callers, and heads that arrive meanwhile are coalesced into the newest. The
-/// head may lag the database by the rows of the last [`HEAD_INTERVAL`], never lead it (it is
-/// handed over only after its rows are committed), so it anchors every row before it; readers
-/// always see a whole file. Checkpoints (at start, at a stop) write their head before they are
-/// acknowledged: [`HeadWriter::write_now`].
-/// The shortest time between two writes of the head file.
-const HEAD_INTERVAL: Duration = Duration::from_millis(50);
-
+/// and answers its callers. The head may lag the database by the rows of the last
+/// [`HEAD_INTERVAL`], never lead it (it is handed over only after its rows are committed), so it
+/// anchors every row before it; readers always see a whole file. Checkpoints asked for (at
+/// start, at a stop) write their head before they are acknowledged: [`HeadWriter::write_now`].
 struct HeadWriter {
-    shared: Arc<HeadShared>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    file: Arc<HeadFile>,
+    /// None: the thread could not be started, and heads are written on the writer's.
+    thread: Option<paced::Paced<(u64, String)>>,
     /// Each head's number: a head is written only over an older one.
     next: u64,
 }
 
-struct HeadShared {
+/// The shortest time between two writes of the head file.
+const HEAD_INTERVAL: Duration = Duration::from_millis(50);
+
+struct HeadFile {
     path: std::path::PathBuf,
-    slot: std::sync::Mutex<HeadSlot>,
-    ready: std::sync::Condvar,
     /// The number of the head on disk; held while writing.
     written: std::sync::Mutex<u64>,
 }
 
-#[derive(Default)]
-struct HeadSlot {
-    pending: Option<(u64, String)>,
-    closed: bool,
-    /// The thread waits for a head with no time set: only then does a new head wake it (waiting
-    /// out [`HEAD_INTERVAL`], it takes the newest when the time comes, and waking it on every
-    /// commit cost the writer a thread switch per batch).
-    idle: bool,
-}
-
-impl HeadShared {
+impl HeadFile {
     /// Writes head number `n` unless a newer one is already on disk.
     fn write(&self, n: u64, text: &str) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
@@ -627,50 +631,19 @@ impl HeadShared {
 
 impl HeadWriter {
     fn start(path: std::path::PathBuf) -> HeadWriter {
-        let shared = Arc::new(HeadShared {
+        let file = Arc::new(HeadFile {
             path,
-            slot: std::sync::Mutex::new(HeadSlot::default()),
-            ready: std::sync::Condvar::new(),
             written: std::sync::Mutex::new(0),
         });
-        let own = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("audit-head".into())
-            .spawn(move || {
-                let mut last_write: Option<std::time::Instant> = None;
-                loop {
-                    let (n, text) = {
-                        let mut slot = own.slot.lock().unwrap_or_else(|e| e.into_inner());
-                        loop {
-                            while slot.pending.is_none() && !slot.closed {
-                                slot.idle = true;
-                                slot = own.ready.wait(slot).unwrap_or_else(|e| e.into_inner());
-                            }
-                            slot.idle = false;
-                            // At most one head per HEAD_INTERVAL: the newest pending one
-                            // replaces the others meanwhile. A closing store writes at once.
-                            let since = last_write.map_or(HEAD_INTERVAL, |t| t.elapsed());
-                            if slot.closed || since >= HEAD_INTERVAL {
-                                break;
-                            }
-                            slot = own
-                                .ready
-                                .wait_timeout(slot, HEAD_INTERVAL - since)
-                                .unwrap_or_else(|e| e.into_inner())
-                                .0;
-                        }
-                        match slot.pending.take() {
-                            Some(pending) => pending,
-                            None => return,
-                        }
-                    };
-                    own.write(n, &text);
-                    last_write = Some(std::time::Instant::now());
-                }
-            })
-            .ok();
+        let own = Arc::clone(&file);
+        let thread = paced::Paced::start(
+            "audit-head",
+            HEAD_INTERVAL,
+            move |(n, text): (u64, String)| own.write(n, &text),
+        )
+        .ok();
         HeadWriter {
-            shared,
+            file,
             thread,
             next: 0,
         }
@@ -690,42 +663,19 @@ impl HeadWriter {
     /// Hands the head of `tip` over to be written.
     fn write(&mut self, files: &AuditFiles, tip: &Tip) {
         let (n, text) = self.encode(files, tip);
-        if self.thread.is_none() {
-            // No thread (it could not be started): write it here.
-            self.shared.write(n, &text);
-            return;
-        }
-        let mut slot = self.shared.slot.lock().unwrap_or_else(|e| e.into_inner());
-        slot.pending = Some((n, text));
-        if slot.idle {
-            self.shared.ready.notify_one();
+        match &self.thread {
+            Some(thread) => thread.offer((n, text)),
+            None => self.file.write(n, &text),
         }
     }
 
     /// Writes the head of `tip` before returning (any older head handed over is dropped).
     fn write_now(&mut self, files: &AuditFiles, tip: &Tip) {
         let (n, text) = self.encode(files, tip);
-        self.shared
-            .slot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pending = None;
-        self.shared.write(n, &text);
-    }
-}
-
-impl Drop for HeadWriter {
-    /// Writes the last head handed over before the store goes away.
-    fn drop(&mut self) {
-        self.shared
-            .slot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .closed = true;
-        self.shared.ready.notify_one();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Some(thread) = &self.thread {
+            thread.take();
         }
+        self.file.write(n, &text);
     }
 }
 
@@ -1101,6 +1051,43 @@ mod tests {
         }
         let r = check(&f).await;
         assert!(r.head_checked && r.problem.is_none(), "{:?}", r.problem);
+    }
+
+    /// The rows of a database file alone, as a copy without its WAL sees them.
+    fn rows_in_file_alone(db: &Path, scratch: &Path) -> i64 {
+        let copy = scratch.join("alone.db");
+        std::fs::copy(db, &copy).unwrap();
+        let conn = rusqlite::Connection::open(&copy).unwrap();
+        // Not even the table, while its creation is only in the WAL.
+        let n = conn
+            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+            .unwrap_or(0);
+        drop(conn);
+        std::fs::remove_file(&copy).unwrap();
+        n
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn committed_rows_reach_the_database_file_while_the_store_stays_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        for i in 0..20 {
+            assert!(store.append(event("decide", &format!("c{i}"))).await);
+        }
+        // Far fewer WAL pages than the writer's own threshold: only the checkpoint thread folds
+        // them into the file, within its interval of the last commit.
+        let deadline = std::time::Instant::now() + wal::CHECKPOINT_EVERY * 10;
+        while rows_in_file_alone(&f.db, scratch.path()) < 21 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the database file alone has {} of 21 rows",
+                rows_in_file_alone(&f.db, scratch.path())
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(store.health().rows, 21);
     }
 
     /// A store with `n` decide rows after its start checkpoint, closed; returns its files.

@@ -1,0 +1,65 @@
+//! SQLite's WAL folded into the database off the writer's path. Left to itself, the writer's
+//! connection checkpoints every 1,000 WAL pages — under load several times a second, each a sync
+//! of the WAL and of the database on the thread every caller waits for, and each copying again
+//! the pages every commit touches (the newest leaf of the table and of each index). Here a
+//! connection of its own checkpoints at most once per [`CHECKPOINT_EVERY`] while rows are being
+//! committed, alongside the writer (`PASSIVE`: it never blocks a commit), and the writer's own
+//! connection checkpoints only past [`WRITER_AUTOCHECKPOINT_PAGES`], should this fall behind.
+//!
+//! Durability is unchanged: a commit is in the WAL when its caller is answered; a checkpoint
+//! only moves committed pages into the database file.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::paced::Paced;
+
+/// The least time between two checkpoints while rows are committed; the last commit's rows
+/// reach the database file within it.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// The writer's own automatic checkpoint while the checkpoint thread runs (SQLite's default is
+/// 1,000): about 80 MiB of WAL, far beyond what a second of commits writes.
+pub const WRITER_AUTOCHECKPOINT_PAGES: u32 = 20_000;
+
+/// The checkpoint thread. Dropping it ends the thread and closes its connection (before the
+/// writer's, which folds what is left when it closes).
+pub struct WalCheckpoints {
+    thread: Paced<()>,
+}
+
+impl WalCheckpoints {
+    /// Starts checkpointing the database at `path` and raises `writer`'s own threshold; on any
+    /// failure the writer keeps checkpointing itself, as SQLite does by default.
+    pub fn start(path: &Path, writer: &rusqlite::Connection) -> Option<WalCheckpoints> {
+        let start = || -> Result<WalCheckpoints, String> {
+            let conn = rusqlite::Connection::open_with_flags(
+                path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| e.to_string())?;
+            let thread = Paced::start("audit-wal", CHECKPOINT_EVERY, move |()| checkpoint(&conn))
+                .map_err(|e| e.to_string())?;
+            writer
+                .pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)
+                .map_err(|e| e.to_string())?;
+            Ok(WalCheckpoints { thread })
+        };
+        start()
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "audit WAL checkpoints stay on the writer's thread"),
+            )
+            .ok()
+    }
+
+    /// Rows were committed: a checkpoint follows within [`CHECKPOINT_EVERY`]. Never waits.
+    pub fn committed(&self) {
+        self.thread.offer(());
+    }
+}
+
+fn checkpoint(conn: &rusqlite::Connection) {
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        tracing::warn!(error = %e, "audit WAL checkpoint failed");
+    }
+}
