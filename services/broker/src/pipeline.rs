@@ -103,7 +103,7 @@ pub async fn run_call(
     // The call's own id, made here: tickets and audit rows name it, so two calls never merge
     // however the agent names them; the agent's id stays a label (and is what it is answered by).
     let ids = CallIds {
-        server: crate::asks::new_id("call"),
+        server: crate::asks::new_ordered_id("call"),
         client: call_id.to_owned(),
     };
     // The call's trace: its root span, current while the call runs so every backend request
