@@ -5,11 +5,12 @@
 
 pub mod handover;
 pub mod handshake;
+pub mod link;
 pub mod quiet;
 
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
@@ -18,7 +19,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_stream::Stream;
-use tonic::transport::{Channel, Endpoint};
 
 pub use handshake::SocketKey;
 
@@ -378,9 +378,9 @@ pub async fn connect_authenticated(
     Ok(stream)
 }
 
-/// A client channel between glovebox's processes: requests carry the trace context of the call
-/// they are part of (see `glovebox_telemetry::propagation`).
-pub type Link = glovebox_telemetry::propagation::Traced<Channel>;
+/// A client channel between glovebox's processes ([`link::Channel`]): requests carry the trace
+/// context of the call they are part of (see `glovebox_telemetry::propagation`).
+pub type Link = glovebox_telemetry::propagation::Traced<link::Channel>;
 /// The tower layer every glovebox gRPC server carries: a server span per traced request.
 pub use glovebox_telemetry::propagation::ServerLayer;
 
@@ -388,22 +388,11 @@ pub use glovebox_telemetry::propagation::ServerLayer;
 /// reconnects after failures (running the handshake each time), so callers see `Unavailable`
 /// while the service is down, or is not the service it claims to be, instead of hanging.
 pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Link {
-    let path: PathBuf = path.to_owned();
-    let peer = peer.to_owned();
-    let connector = tower::service_fn(move |_: http::Uri| {
-        let (path, peer, key) = (path.clone(), peer.clone(), key.clone());
-        async move {
-            let stream = connect_authenticated(&path, &peer, &key).await?;
-            let stream = quiet::QuietStream::new(stream)?;
-            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-        }
-    });
-    // The URI is never dialled: the connector above decides where to connect.
-    glovebox_telemetry::propagation::Traced::new(
-        Endpoint::from_static("http://glovebox.local")
-            .connect_timeout(CONNECT_TIMEOUT)
-            .connect_with_connector_lazy(connector),
-    )
+    glovebox_telemetry::propagation::Traced::new(link::Channel::new(
+        path.to_owned(),
+        peer.to_owned(),
+        key,
+    ))
 }
 
 /// How long a service waits for the gate to take an audit row before it gives up.
@@ -476,6 +465,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use tokio_stream::StreamExt;
 
     fn key(name: &str) -> SocketKey {

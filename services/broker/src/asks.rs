@@ -332,7 +332,10 @@ mod tests {
                 assert!(pair[0] < pair[1], "{pair:?}");
             }
         }
-        assert!(ms(&made[0]) < ms(made.last().unwrap()), "the test spans milliseconds");
+        assert!(
+            ms(&made[0]) < ms(made.last().unwrap()),
+            "the test spans milliseconds"
+        );
         let distinct: std::collections::HashSet<_> = made.iter().collect();
         assert_eq!(distinct.len(), made.len());
     }

@@ -1,0 +1,479 @@
+//! The client end of a link between glovebox's processes: each gRPC request is one HTTP/2 stream
+//! on one connection ([`h2`]), opened from the caller's own task. The connection is made on first
+//! use and made again after it fails, running the capability handshake each time.
+//!
+//! tonic's `Channel` put two tasks between a caller and the connection (a `Buffer` worker, then
+//! hyper's dispatch, plus a task per request to send its body): three hand-overs per request, on
+//! a multi-threaded runtime often to the other thread, for requests that are one small message
+//! each. Here a request's message is sent by its caller; the connection's task only moves frames.
+//!
+//! A failure to connect, or a connection lost before its answer, is `Unavailable`; a request
+//! that carries a `grpc-timeout` (tonic's `Request::set_timeout`) ends `Cancelled` when it runs
+//! out, as with tonic's own channel, whatever the server does.
+
+use std::error::Error as StdError;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body::Frame;
+use http_body_util::BodyExt;
+use tonic::Status;
+
+use super::{CONNECT_TIMEOUT, SocketKey, connect_authenticated, quiet};
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+type BoxFuture<T> = Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// Flow-control windows (as hyper's client sets them): a large answer (a file read of up to a few
+/// MiB) flows without waiting for window updates at every 64 KiB.
+const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
+
+/// A lazily connecting client channel to one control socket. Cheap to clone; clones share the
+/// connection.
+#[derive(Clone)]
+pub struct Channel {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    path: PathBuf,
+    peer: String,
+    key: SocketKey,
+    /// The connection's sender, and how many times it was made (so that of several callers who
+    /// saw it fail, one makes it again).
+    conn: tokio::sync::Mutex<(u64, Option<h2::client::SendRequest<Bytes>>)>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("path", &self.shared.path)
+            .field("peer", &self.shared.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channel {
+    /// A channel to the socket at `path`, as `peer` with `key`. Nothing is connected until the
+    /// first request.
+    pub fn new(path: PathBuf, peer: String, key: SocketKey) -> Channel {
+        Channel {
+            shared: Arc::new(Shared {
+                path,
+                peer,
+                key,
+                conn: tokio::sync::Mutex::new((0, None)),
+            }),
+        }
+    }
+
+    /// A sender ready to open a stream: the connection's, or a new connection's if it failed.
+    async fn sender(&self) -> Result<h2::client::SendRequest<Bytes>, Status> {
+        let (made, current) = {
+            let conn = self.shared.conn.lock().await;
+            (conn.0, conn.1.clone())
+        };
+        if let Some(sender) = current
+            && let Ok(ready) = sender.ready().await
+        {
+            return Ok(ready);
+        }
+        let mut conn = self.shared.conn.lock().await;
+        if conn.0 == made {
+            // Nobody made it again meanwhile: this caller does, the others wait for it.
+            conn.0 += 1;
+            conn.1 = None;
+            conn.1 = Some(self.connect().await?);
+        }
+        let sender = conn
+            .1
+            .clone()
+            .ok_or_else(|| self.unavailable("not connected"))?;
+        drop(conn);
+        sender
+            .ready()
+            .await
+            .map_err(|e| self.unavailable(&e.to_string()))
+    }
+
+    async fn connect(&self) -> Result<h2::client::SendRequest<Bytes>, Status> {
+        let s = &self.shared;
+        let connecting = async {
+            let stream = connect_authenticated(&s.path, &s.peer, &s.key)
+                .await
+                .map_err(|e| self.unavailable(&e.to_string()))?;
+            let stream =
+                quiet::QuietStream::new(stream).map_err(|e| self.unavailable(&e.to_string()))?;
+            h2::client::Builder::new()
+                .initial_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
+                .handshake::<_, Bytes>(stream)
+                .await
+                .map_err(|e| self.unavailable(&e.to_string()))
+        };
+        let (sender, connection) = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+            .await
+            .map_err(|_| self.unavailable("timed out connecting"))??;
+        let path = s.path.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(path = %path.display(), error = %e, "link connection ended");
+            }
+        });
+        Ok(sender)
+    }
+
+    fn unavailable(&self, why: &str) -> Status {
+        Status::unavailable(format!("{}: {why}", self.shared.path.display()))
+    }
+
+    /// Sends one request and waits for its answer's head.
+    async fn send(
+        self,
+        request: http::Request<tonic::body::Body>,
+    ) -> Result<http::Response<ResponseBody>, BoxError> {
+        let (mut parts, body) = request.into_parts();
+        let limit = parts
+            .headers
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_grpc_timeout);
+        // Every request here is one message (no client streaming): read it before the stream
+        // opens, so it goes out with the stream's end.
+        let message = read_message(body).await?;
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        parts.uri = http::Uri::builder()
+            .scheme("http")
+            .authority("glovebox.local")
+            .path_and_query(path)
+            .build()?;
+        let exchange = async {
+            let mut sender = self.sender().await?;
+            let head = http::Request::from_parts(parts, ());
+            let (answer, mut outgoing) = sender
+                .send_request(head, message.is_empty())
+                .map_err(|e| self.lost(e))?;
+            if !message.is_empty() {
+                outgoing
+                    .send_data(message, true)
+                    .map_err(|e| self.lost(e))?;
+            }
+            let answer = answer.await.map_err(|e| self.lost(e))?;
+            Ok::<_, Status>(answer.map(|incoming| ResponseBody {
+                incoming,
+                data_done: false,
+            }))
+        };
+        match limit {
+            None => Ok(exchange.await?),
+            Some(limit) => match tokio::time::timeout(limit, exchange).await {
+                Ok(answer) => Ok(answer?),
+                Err(_) => Err(Status::cancelled("Timeout expired").into()),
+            },
+        }
+    }
+
+    /// A stream that failed: a reset by the server keeps its reason; a lost connection is
+    /// `Unavailable`.
+    fn lost(&self, e: h2::Error) -> Status {
+        match e.reason() {
+            Some(reason) if e.is_remote() && !e.is_go_away() => Status::internal(format!(
+                "{}: stream reset ({reason})",
+                self.shared.path.display()
+            )),
+            _ => self.unavailable(&e.to_string()),
+        }
+    }
+}
+
+/// The request's body, whole.
+async fn read_message(mut body: tonic::body::Body) -> Result<Bytes, BoxError> {
+    let mut first: Option<Bytes> = None;
+    let mut rest = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            match &first {
+                None => first = Some(data),
+                Some(head) => {
+                    if rest.is_empty() {
+                        rest.extend_from_slice(head);
+                    }
+                    rest.extend_from_slice(&data);
+                }
+            }
+        }
+    }
+    Ok(if rest.is_empty() {
+        first.unwrap_or_default()
+    } else {
+        rest.freeze()
+    })
+}
+
+/// A `grpc-timeout` header's value (digits and a unit).
+fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    if value.len() < 2 || value.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.checked_mul(3600)?),
+        "M" => Duration::from_secs(n.checked_mul(60)?),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for Channel {
+    type Response = http::Response<ResponseBody>;
+    type Error = BoxError;
+    type Future = BoxFuture<Result<Self::Response, BoxError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // Readiness is the connection's, awaited in the call.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        Box::pin(self.clone().send(request))
+    }
+}
+
+/// An answer's body: its data as it arrives (given back to the connection's window as it is
+/// taken), then its trailers (the gRPC status).
+pub struct ResponseBody {
+    incoming: h2::RecvStream,
+    data_done: bool,
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = h2::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, h2::Error>>> {
+        let this = &mut *self;
+        if !this.data_done {
+            match ready!(this.incoming.poll_data(cx)) {
+                Some(Ok(data)) => {
+                    let _ = this.incoming.flow_control().release_capacity(data.len());
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => this.data_done = true,
+            }
+        }
+        match ready!(this.incoming.poll_trailers(cx)) {
+            Ok(Some(trailers)) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
+            Ok(None) => Poll::Ready(None),
+            Err(e) => Poll::Ready(Some(Err(e))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{
+        ServerKeys, authenticated_channel, authenticated_incoming, bind_private_socket,
+        default_allowed_uids,
+    };
+    use crate::v1::executor_gate_client::ExecutorGateClient;
+    use crate::v1::executor_gate_server::{ExecutorGate, ExecutorGateServer};
+    use crate::v1::{DecideResponse, ToolCall, VouchedDecideRequest};
+
+    /// Answers with the call's parameters as its reason, after the pause its tool names (ms).
+    struct Echo;
+
+    #[tonic::async_trait]
+    impl ExecutorGate for Echo {
+        async fn decide(
+            &self,
+            request: tonic::Request<VouchedDecideRequest>,
+        ) -> Result<tonic::Response<DecideResponse>, Status> {
+            let call = request.into_inner().call.unwrap_or_default();
+            if call.tool == "fail" {
+                return Err(Status::permission_denied("refused"));
+            }
+            let pause: u64 = call.tool.parse().unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            Ok(tonic::Response::new(DecideResponse {
+                reason: call.params_json,
+                ..Default::default()
+            }))
+        }
+    }
+
+    fn key() -> SocketKey {
+        SocketKey::derive(b"test control key", "test", "executor:a")
+    }
+
+    /// Serves [`Echo`] on `path` on a runtime of its own, connections and all, until dropped.
+    struct Server(Option<tokio::runtime::Runtime>);
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            if let Some(runtime) = self.0.take() {
+                runtime.shutdown_background();
+            }
+        }
+    }
+
+    fn serve(path: &std::path::Path) -> Server {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = {
+            let _in = runtime.enter();
+            bind_private_socket(path).unwrap()
+        };
+        let keys = ServerKeys::new([("executor:a".to_owned(), key())]);
+        runtime.spawn(async move {
+            let incoming = authenticated_incoming(listener, default_allowed_uids(), keys);
+            let _ = tonic::transport::Server::builder()
+                .add_service(ExecutorGateServer::new(Echo))
+                .serve_with_incoming(incoming)
+                .await;
+        });
+        Server(Some(runtime))
+    }
+
+    fn request(tool: &str, params: String) -> VouchedDecideRequest {
+        VouchedDecideRequest {
+            call: Some(ToolCall {
+                tool: tool.to_owned(),
+                params_json: params,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_and_large_requests_share_one_connection_and_come_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _server = serve(&path);
+        let client = ExecutorGateClient::new(authenticated_channel(&path, "executor:a", key()))
+            .max_decoding_message_size(16 << 20)
+            .max_encoding_message_size(16 << 20);
+        // Larger than both flow-control windows, so it moves only as they are given back.
+        let big: String = (0..3 << 20)
+            .map(|i| (b'a' + (i % 26) as u8) as char)
+            .collect();
+        let mut calls = Vec::new();
+        for i in 0..64 {
+            let mut client = client.clone();
+            let params = if i % 16 == 0 {
+                big.clone()
+            } else {
+                format!("call {i}")
+            };
+            calls.push(tokio::spawn(async move {
+                let answer = client.decide(request("1", params.clone())).await.unwrap();
+                assert_eq!(answer.into_inner().reason, params);
+            }));
+        }
+        for call in calls {
+            call.await.unwrap();
+        }
+        // A refusal keeps its code.
+        let status = client.clone().decide(request("fail", String::new())).await;
+        assert_eq!(status.unwrap_err().code(), tonic::Code::PermissionDenied);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_service_down_is_unavailable_and_used_again_once_it_is_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let mut client = ExecutorGateClient::new(authenticated_channel(&path, "executor:a", key()));
+        // Nothing listens yet.
+        let status = client.decide(request("0", "x".into())).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        let server = serve(&path);
+        let answer = client.decide(request("0", "one".into())).await.unwrap();
+        assert_eq!(answer.into_inner().reason, "one");
+        // The service goes away with a call on the way, and comes back.
+        let waiting = tokio::spawn({
+            let mut client = client.clone();
+            async move { client.decide(request("3000", "slow".into())).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(server);
+        let lost = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("a call on a lost connection ends")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(lost.code(), tonic::Code::Unavailable, "{lost:?}");
+        let status = client.decide(request("0", "x".into())).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        let _server = serve(&path);
+        let answer = client.decide(request("0", "two".into())).await.unwrap();
+        assert_eq!(answer.into_inner().reason, "two");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_with_a_timeout_ends_when_it_runs_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _server = serve(&path);
+        let mut client = ExecutorGateClient::new(authenticated_channel(&path, "executor:a", key()));
+        let mut slow = tonic::Request::new(request("10000", "slow".into()));
+        slow.set_timeout(Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        let status = client.decide(slow).await.unwrap_err();
+        assert!(
+            matches!(
+                status.code(),
+                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+            ),
+            "{status:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // The connection still serves.
+        let answer = client.decide(request("0", "after".into())).await.unwrap();
+        assert_eq!(answer.into_inner().reason, "after");
+    }
+
+    #[test]
+    fn grpc_timeouts_are_read_and_nonsense_is_not() {
+        for (text, want) in [
+            ("5S", Some(Duration::from_secs(5))),
+            ("250m", Some(Duration::from_millis(250))),
+            ("2M", Some(Duration::from_secs(120))),
+            ("1H", Some(Duration::from_secs(3600))),
+            ("7u", Some(Duration::from_micros(7))),
+            ("9n", Some(Duration::from_nanos(9))),
+            ("5", None),
+            ("S", None),
+            ("5s", None),
+            ("-5S", None),
+            ("123456789S", None),
+            ("", None),
+        ] {
+            assert_eq!(parse_grpc_timeout(text), want, "{text:?}");
+        }
+    }
+}
