@@ -32,6 +32,10 @@ type BoxFuture<T> = Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 /// MiB) flows without waiting for window updates at every 64 KiB.
 const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
 const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
+/// The most header bytes an answer may carry (its status message among them), and the streams
+/// open at once before the server says how many it takes: hyper's client's bounds.
+const MAX_HEADER_LIST: u32 = 16 * 1024;
+const INITIAL_STREAMS: usize = 100;
 
 /// A lazily connecting client channel to one control socket. Cheap to clone; clones share the
 /// connection.
@@ -112,6 +116,9 @@ impl Channel {
             h2::client::Builder::new()
                 .initial_window_size(STREAM_WINDOW)
                 .initial_connection_window_size(CONNECTION_WINDOW)
+                .max_header_list_size(MAX_HEADER_LIST)
+                .initial_max_send_streams(INITIAL_STREAMS)
+                .enable_push(false)
                 .handshake::<_, Bytes>(stream)
                 .await
                 .map_err(|e| self.unavailable(&e.to_string()))
@@ -314,6 +321,9 @@ mod tests {
             if call.tool == "fail" {
                 return Err(Status::permission_denied("refused"));
             }
+            if call.tool == "huge" {
+                return Err(Status::internal("x".repeat(64 * 1024)));
+            }
             let pause: u64 = call.tool.parse().unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(pause)).await;
             Ok(tonic::Response::new(DecideResponse {
@@ -401,6 +411,17 @@ mod tests {
         // A refusal keeps its code.
         let status = client.clone().decide(request("fail", String::new())).await;
         assert_eq!(status.unwrap_err().code(), tonic::Code::PermissionDenied);
+        // An answer whose headers pass the bound is refused, not taken in, and the next call
+        // is served.
+        let status = client.clone().decide(request("huge", String::new())).await;
+        let status = status.unwrap_err();
+        assert!(
+            status.message().len() < 16 * 1024,
+            "{}",
+            status.message().len()
+        );
+        let answer = client.clone().decide(request("0", "next".into())).await;
+        assert_eq!(answer.unwrap().into_inner().reason, "next");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
