@@ -1,0 +1,138 @@
+"""Two glovebox builds side by side: each runs its own `glovebox up` (a temporary state directory,
+one shared workdir with a 4 KiB file), and one MCP Python SDK client alternates bursts of
+`file_read` calls between their `glovebox mcp` bridges, so a machine whose speed drifts drifts for
+both. Prints, per build, reads/s with 8 in flight (median burst) and the p50 and p90 of reads one
+at a time, each with the CPU per read of all the build's processes and this client.
+
+Usage: python3 tests/bench/ab_builds.py BIN_A BIN_B [BURSTS]   (BURSTS of each kind, default 30)
+"""
+
+import asyncio
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+IN_FLIGHT, PAR_CALLS, SEQ_CALLS = 8, 200, 40
+
+
+def cpu_ms(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * TICK_MS
+
+
+def pids_of(state):
+    """This build's processes: every one whose command line names its state directory."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if state.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+async def session(stack, binary, state, path):
+    deadline = time.monotonic() + 60
+    while True:
+        inner = AsyncExitStack()
+        try:
+            params = StdioServerParameters(command=binary, args=["mcp", "--state-dir", state])
+            quiet = inner.enter_context(open(os.devnull, "w"))
+            read, write = await inner.enter_async_context(stdio_client(params, errlog=quiet))
+            s = await inner.enter_async_context(ClientSession(read, write))
+            await s.initialize()
+            await s.call_tool("file_read", {"path": path})
+            stack.push_async_exit(inner)
+            return s
+        except Exception:
+            await inner.aclose()
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def main(binaries, bursts):
+    root = tempfile.mkdtemp(prefix="gb-ab-")
+    work = os.path.join(root, "work", "sub")
+    os.makedirs(work)
+    path = os.path.join(work, "read4k.txt")
+    with open(path, "w") as f:
+        f.write("".join(chr(97 + i % 26) for i in range(4096)))
+    ups, builds = [], []
+    try:
+        for n, binary in enumerate(binaries):
+            state = os.path.join(root, f"state-{n}")
+            log = open(os.path.join(root, f"up-{n}.log"), "w")
+            ups.append(subprocess.Popen(
+                [binary, "up", "--state-dir", state, "--workdir", os.path.dirname(work),
+                 "--listen", "127.0.0.1:0"], stdout=log, stderr=log, start_new_session=True))
+            builds.append({"name": f"{'AB'[n]} {binary}", "binary": binary, "state": state,
+                           "tput": [], "lat": [], "par_cpu": 0.0, "seq_cpu": 0.0})
+        async with AsyncExitStack() as stack:
+            for b in builds:
+                b["session"] = await session(stack, b["binary"], b["state"], path)
+                for _ in range(30):
+                    await b["session"].call_tool("file_read", {"path": path})
+                b["pids"] = pids_of(b["state"]) + [os.getpid()]
+            args = {"path": path}
+            for burst in range(bursts):
+                for b in builds if burst % 2 == 0 else builds[::-1]:
+                    s = b["session"]
+                    before = sum(map(cpu_ms, b["pids"]))
+                    gate = asyncio.Semaphore(IN_FLIGHT)
+
+                    async def one():
+                        async with gate:
+                            await s.call_tool("file_read", args)
+
+                    start = time.perf_counter()
+                    await asyncio.gather(*(one() for _ in range(PAR_CALLS)))
+                    b["tput"].append(PAR_CALLS / (time.perf_counter() - start))
+                    middle = sum(map(cpu_ms, b["pids"]))
+                    for _ in range(SEQ_CALLS):
+                        start = time.perf_counter()
+                        await s.call_tool("file_read", args)
+                        b["lat"].append((time.perf_counter() - start) * 1000)
+                    b["par_cpu"] += middle - before
+                    b["seq_cpu"] += sum(map(cpu_ms, b["pids"])) - middle
+        for b in builds:
+            lat = sorted(b["lat"])
+            print(f"{b['name']}\n  reads/s with {IN_FLIGHT} in flight {statistics.median(b['tput']):.0f}"
+                  f" (CPU {b['par_cpu'] / (bursts * PAR_CALLS):.3f} ms/read);"
+                  f" one at a time p50 {lat[len(lat) // 2]:.3f} ms p90 {lat[int(len(lat) * 0.9)]:.3f} ms"
+                  f" (CPU {b['seq_cpu'] / (bursts * SEQ_CALLS):.3f} ms/read)")
+        a, b = builds
+        print(f"B / A: reads/s {statistics.median(b['tput']) / statistics.median(a['tput']):.3f},"
+              f" CPU per read with {IN_FLIGHT} in flight {b['par_cpu'] / a['par_cpu']:.3f},"
+              f" p50 {sorted(b['lat'])[len(b['lat']) // 2] / sorted(a['lat'])[len(a['lat']) // 2]:.3f}")
+    finally:
+        for up in ups:
+            up.send_signal(signal.SIGINT)
+        for up in ups:
+            try:
+                up.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    asyncio.run(main(sys.argv[1:3], int(sys.argv[3]) if len(sys.argv) > 3 else 30))
