@@ -1068,6 +1068,39 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_stays_bounded_while_rows_keep_coming() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        let mut wal = f.db.as_os_str().to_owned();
+        wal.push("-wal");
+        // Sixteen appenders at once keep the writer busy, as calls in flight do (commits never
+        // pause for a checkpoint to find the WAL all copied), until 48,000 rows: some 50 MiB of
+        // WAL frames.
+        let written = Arc::new(AtomicU64::new(0));
+        let appenders: Vec<_> = (0..16)
+            .map(|task| {
+                let (store, written) = (store.clone(), written.clone());
+                tokio::spawn(async move {
+                    while written.fetch_add(1, Ordering::Relaxed) < 48_000 {
+                        let call = format!("c{task}-{}", written.load(Ordering::Relaxed));
+                        assert!(store.append(event("decide", &call)).await);
+                    }
+                })
+            })
+            .collect();
+        for appender in appenders {
+            appender.await.unwrap();
+        }
+        // The file's length is the most the WAL ever held (it is reused, never cut): 16 MiB, and
+        // the commit that crossed it.
+        let held = std::fs::metadata(&wal).unwrap().len();
+        assert!(held <= 18 << 20, "{held} bytes of WAL");
+        // Its rows, the start checkpoint and one about every CHECKPOINT_ROWS.
+        assert!(store.health().rows > 48_000 + 40, "{}", store.health().rows);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn committed_rows_reach_the_database_file_while_the_store_stays_open() {
         let dir = tempfile::tempdir().unwrap();
         let scratch = tempfile::tempdir().unwrap();

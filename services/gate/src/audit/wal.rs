@@ -3,11 +3,15 @@
 //! of the WAL and of the database on the thread every caller waits for, and each copying again
 //! the pages every commit touches (the newest leaf of the table and of each index). Here a
 //! connection of its own checkpoints at most once per [`CHECKPOINT_EVERY`] while rows are being
-//! committed, alongside the writer (`PASSIVE`: it never blocks a commit), and the writer's own
-//! connection checkpoints only past [`WRITER_AUTOCHECKPOINT_PAGES`], should this fall behind.
+//! committed: first alongside the writer (`PASSIVE`: the bulk of the copying, never blocking a
+//! commit), then the pages committed meanwhile with the writer held (`RESTART`, waiting at most
+//! [`RESTART_WAIT`] for it and for readers), so that the next commit starts the WAL from its
+//! beginning again. Under a load that fills the WAL faster than that, the writer's own
+//! connection checkpoints once it holds [`WRITER_AUTOCHECKPOINT_PAGES`] (16 MiB, the WAL's
+//! bound), finding most of it already copied.
 //!
 //! Durability is unchanged: a commit is in the WAL when its caller is answered; a checkpoint
-//! only moves committed pages into the database file.
+//! only moves committed pages into the database file, synced before the WAL is reused.
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,9 +21,12 @@ use super::paced::Paced;
 /// The least time between two checkpoints while rows are committed; the last commit's rows
 /// reach the database file within it.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// The longest the restart waits for the writer's commit and for readers (an administrator's
+/// `sqlite3` holding a read): past it, the WAL grows on and the next pass tries again.
+pub const RESTART_WAIT: Duration = Duration::from_millis(20);
 /// The writer's own automatic checkpoint while the checkpoint thread runs (SQLite's default is
-/// 1,000): about 80 MiB of WAL, far beyond what a second of commits writes.
-pub const WRITER_AUTOCHECKPOINT_PAGES: u32 = 20_000;
+/// 1,000 pages): 16 MiB of WAL.
+pub const WRITER_AUTOCHECKPOINT_PAGES: u32 = 4_000;
 
 /// The checkpoint thread. Dropping it ends the thread and closes its connection (before the
 /// writer's, which folds what is left when it closes).
@@ -38,10 +45,19 @@ impl WalCheckpoints {
                     | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
             .map_err(|e| e.to_string())?;
+            conn.busy_timeout(RESTART_WAIT).map_err(|e| e.to_string())?;
             let thread = Paced::start("audit-wal", CHECKPOINT_EVERY, move |()| checkpoint(&conn))
                 .map_err(|e| e.to_string())?;
             writer
                 .pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)
+                .map_err(|e| e.to_string())?;
+            // A commit held by the restart waits in steps of 50 µs (SQLite's own waits start at
+            // 1 ms), for up to 5 s as before.
+            writer
+                .busy_handler(Some(|tries| {
+                    std::thread::sleep(Duration::from_micros(50));
+                    tries < 100_000
+                }))
                 .map_err(|e| e.to_string())?;
             Ok(WalCheckpoints { thread })
         };
@@ -59,7 +75,12 @@ impl WalCheckpoints {
 }
 
 fn checkpoint(conn: &rusqlite::Connection) {
-    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-        tracing::warn!(error = %e, "audit WAL checkpoint failed");
+    for mode in ["PASSIVE", "RESTART"] {
+        // Each answers (busy, WAL pages, pages in the database); busy is no error, it is tried
+        // again next time.
+        if let Err(e) = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(())) {
+            tracing::warn!(error = %e, mode, "audit WAL checkpoint failed");
+            return;
+        }
     }
 }
