@@ -29,7 +29,7 @@ impl OpContext<'_> {
         if let Some(hit) = glovebox_policy::floor::check_entry(parent, name, self.protected) {
             return Some(hit.rule());
         }
-        if let Some(set) = self.denied {
+        if let Some(set) = self.denied.filter(|set| !set.is_empty()) {
             let full = format!("{}/{name}", parent.trim_end_matches('/'));
             if set.is_match(&full) {
                 return Some("policy: read denied".to_owned());

@@ -127,7 +127,11 @@ fn list_dir(
                 )
             }
         };
-        let shown = format!("{prefix}{name}");
+        let shown = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}{name}")
+        };
         let below = (depth > 1 && kind == FileType::Directory).then(|| format!("{shown}/"));
         out.entries.push(Entry {
             name: shown,
