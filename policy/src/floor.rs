@@ -123,6 +123,11 @@ pub fn check_entry(parent: &str, name: &str, protected: &[String]) -> Option<Flo
     if let Some(hit) = check_segment(&segment) {
         return Some(hit);
     }
+    // The parent's own name matters only for a name that ends one of the pairs (and folding it
+    // for every entry of a listing was work spent on nearly none).
+    if !PAIRS.iter().any(|(_, b)| segment == *b) {
+        return None;
+    }
     let last = parent
         .rsplit('/')
         .find(|s| !s.is_empty())
