@@ -21,17 +21,9 @@ from contextlib import AsyncExitStack
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+from compare_client import cpu_ms
+
 IN_FLIGHT, PAR_CALLS, SEQ_CALLS = 8, 200, 40
-
-
-def cpu_ms(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) * TICK_MS
 
 
 def pids_of(state):
