@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use tonic::Status;
@@ -152,7 +152,7 @@ impl Channel {
             .and_then(parse_grpc_timeout);
         // Every request here is one message (no client streaming): read it before the stream
         // opens, so it goes out with the stream's end.
-        let message = read_message(body).await?;
+        let message = body.collect().await?.to_bytes();
         let path = parts
             .uri
             .path_and_query()
@@ -189,41 +189,30 @@ impl Channel {
         }
     }
 
-    /// A stream that failed: a reset by the server keeps its reason; a lost connection is
-    /// `Unavailable`.
+    /// A stream that failed: one the server reset gets its reason's code (as tonic gives it); a
+    /// lost connection is `Unavailable`.
     fn lost(&self, e: h2::Error) -> Status {
+        let path = self.shared.path.display();
         match e.reason() {
-            Some(reason) if e.is_remote() && !e.is_go_away() => Status::internal(format!(
-                "{}: stream reset ({reason})",
-                self.shared.path.display()
-            )),
+            Some(reason) if e.is_remote() && !e.is_go_away() => Status::new(
+                reset_code(reason),
+                format!("{path}: stream reset ({reason})"),
+            ),
             _ => self.unavailable(&e.to_string()),
         }
     }
 }
 
-/// The request's body, whole.
-async fn read_message(mut body: tonic::body::Body) -> Result<Bytes, BoxError> {
-    let mut first: Option<Bytes> = None;
-    let mut rest = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            match &first {
-                None => first = Some(data),
-                Some(head) => {
-                    if rest.is_empty() {
-                        rest.extend_from_slice(head);
-                    }
-                    rest.extend_from_slice(&data);
-                }
-            }
-        }
+/// The gRPC code of a stream the server reset with `reason`: one it refused or was told to
+/// calm down about may be tried again; anything else is the server's fault.
+fn reset_code(reason: h2::Reason) -> tonic::Code {
+    match reason {
+        h2::Reason::REFUSED_STREAM => tonic::Code::Unavailable,
+        h2::Reason::CANCEL => tonic::Code::Cancelled,
+        h2::Reason::ENHANCE_YOUR_CALM => tonic::Code::ResourceExhausted,
+        h2::Reason::INADEQUATE_SECURITY => tonic::Code::PermissionDenied,
+        _ => tonic::Code::Internal,
     }
-    Ok(if rest.is_empty() {
-        first.unwrap_or_default()
-    } else {
-        rest.freeze()
-    })
 }
 
 /// A `grpc-timeout` header's value (digits and a unit).
@@ -476,6 +465,23 @@ mod tests {
         // The connection still serves.
         let answer = client.decide(request("0", "after".into())).await.unwrap();
         assert_eq!(answer.into_inner().reason, "after");
+    }
+
+    #[test]
+    fn a_reset_stream_is_retried_only_when_the_server_refused_it() {
+        use tonic::Code;
+        for (reason, code) in [
+            (h2::Reason::REFUSED_STREAM, Code::Unavailable),
+            (h2::Reason::CANCEL, Code::Cancelled),
+            (h2::Reason::ENHANCE_YOUR_CALM, Code::ResourceExhausted),
+            (h2::Reason::INADEQUATE_SECURITY, Code::PermissionDenied),
+            (h2::Reason::PROTOCOL_ERROR, Code::Internal),
+            (h2::Reason::INTERNAL_ERROR, Code::Internal),
+            (h2::Reason::FLOW_CONTROL_ERROR, Code::Internal),
+            (h2::Reason::NO_ERROR, Code::Internal),
+        ] {
+            assert_eq!(reset_code(reason), code, "{reason:?}");
+        }
     }
 
     #[test]
