@@ -51,14 +51,6 @@ impl WalCheckpoints {
             writer
                 .pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)
                 .map_err(|e| e.to_string())?;
-            // A commit held by the restart waits in steps of 50 µs (SQLite's own waits start at
-            // 1 ms), for up to 5 s as before.
-            writer
-                .busy_handler(Some(|tries| {
-                    std::thread::sleep(Duration::from_micros(50));
-                    tries < 100_000
-                }))
-                .map_err(|e| e.to_string())?;
             Ok(WalCheckpoints { thread })
         };
         start()
