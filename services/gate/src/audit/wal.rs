@@ -8,7 +8,8 @@
 //! [`RESTART_WAIT`] for it and for readers), so that the next commit starts the WAL from its
 //! beginning again. Under a load that fills the WAL faster than that, the writer's own
 //! connection checkpoints once it holds [`WRITER_AUTOCHECKPOINT_PAGES`] (16 MiB, the WAL's
-//! bound), finding most of it already copied.
+//! bound), finding most of it already copied. A commit the restart holds waits for it in short
+//! steps (the writer's busy handler).
 //!
 //! Durability is unchanged: a commit is in the WAL when its caller is answered; a checkpoint
 //! only moves committed pages into the database file, synced before the WAL is reused.
