@@ -287,8 +287,10 @@ impl ExecutorService {
 /// a whole-file read (one `read` of at most `MAX_READ_BYTES`) or a listing of one directory (at
 /// most one `readdir` pass and a `stat` per entry), and their plans (resolving one path). Handing
 /// work to a blocking thread and back costs two thread switches, a large part of such a call.
-/// Everything else — line ranges, walks, writes (which sync), jobs — stays off the async threads,
-/// so one slow file system holds at most the worker running it, never the executor.
+/// Everything else — line ranges, walks, writes (which sync), jobs — stays off the async threads.
+/// A quick call on a slow file system holds the worker running it (the executor has two: see
+/// `runtime_for` in the CLI); pipes and other files that could block an open or a read are
+/// opened non-blocking and refused by type.
 fn is_quick(params: &ToolParams) -> bool {
     match params {
         ToolParams::FileRead(p) => p.offset.is_none() && p.limit.is_none(),
