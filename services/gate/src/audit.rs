@@ -1218,12 +1218,23 @@ mod tests {
         assert_eq!(store.health().rows, 21);
     }
 
-    /// A store with `n` decide rows after its start checkpoint, closed; returns its files.
+    /// A store with `n` decide rows after its start checkpoint, its head file naming them all,
+    /// closed; returns its files.
     async fn written(dir: &Path, n: usize) -> AuditFiles {
         let f = files(dir);
         let store = AuditStore::open(&f).await.unwrap();
         for i in 0..n {
             assert!(store.append(event("decide", &format!("c{i}"))).await);
+        }
+        // The head follows the commits within its interval, on a thread of its own.
+        let deadline = std::time::Instant::now() + HEAD_INTERVAL * 100;
+        let head_rows = || {
+            let text = std::fs::read_to_string(&f.head).unwrap_or_default();
+            Head::decode(&text, &f.key).map_or(0, |h| h.rows)
+        };
+        while head_rows() != n as u64 + 1 {
+            assert!(std::time::Instant::now() < deadline, "{}", head_rows());
+            tokio::time::sleep(HEAD_INTERVAL / 5).await;
         }
         f
     }
