@@ -415,30 +415,18 @@ pub async fn append_durably(
     .await
 }
 
-/// Appends the last rows of a built-in call (`Audit.AppendCall`: its execute and result rows,
-/// committed together) like [`append_durably`].
-pub async fn append_call_durably(
-    client: &crate::v1::audit_client::AuditClient<Link>,
-    rows: crate::v1::CallRows,
-    limit: Duration,
-) -> Result<(), tonic::Status> {
-    durably(limit, || {
-        let mut client = client.clone();
-        let request = audit_request(rows.clone());
-        async move { client.append_call(request).await.map(|_| ()) }
-    })
-    .await
-}
+/// How long one attempt to hand the gate audit rows may wait for its answer.
+pub const AUDIT_ATTEMPT_LIMIT: Duration = Duration::from_secs(5);
 
 fn audit_request<T>(message: T) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
-    request.set_timeout(Duration::from_secs(5));
+    request.set_timeout(AUDIT_ATTEMPT_LIMIT);
     request
 }
 
 /// Runs `attempt` until it succeeds, retrying while the gate cannot be reached, for at most
 /// `limit`; any other error is returned at once.
-async fn durably<F, Fut>(limit: Duration, mut attempt: F) -> Result<(), tonic::Status>
+pub async fn durably<F, Fut>(limit: Duration, mut attempt: F) -> Result<(), tonic::Status>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), tonic::Status>>,

@@ -44,15 +44,7 @@ where
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let span = if in_trace() {
             let (service, method) = rpc_names(request.uri().path());
-            let span = tracing::info_span!(
-                target: TARGET,
-                "grpc client",
-                otel.name = %format_args!("{service}/{method}"),
-                otel.kind = "client",
-                rpc.system = "grpc",
-                rpc.service = %service,
-                rpc.method = %method,
-            );
+            let span = client_span(&service, &method);
             // Entering the span makes its context current (the OpenTelemetry layer attaches it).
             let _entered = span.enter();
             inject(request.headers_mut());
@@ -63,6 +55,74 @@ where
         };
         self.inner.call(request).instrument(span)
     }
+}
+
+impl<S> Traced<S> {
+    /// The channel under the tracing, for requests that carry their context themselves
+    /// ([`message_client_span`]).
+    pub fn untraced(&self) -> &S {
+        &self.inner
+    }
+}
+
+fn client_span(service: &str, method: &str) -> tracing::Span {
+    tracing::info_span!(
+        target: TARGET,
+        "grpc client",
+        otel.name = %format_args!("{service}/{method}"),
+        otel.kind = "client",
+        rpc.system = "grpc",
+        rpc.service = %service,
+        rpc.method = %method,
+    )
+}
+
+fn server_span(service: &str, method: &str) -> tracing::Span {
+    tracing::info_span!(
+        target: TARGET,
+        "grpc server",
+        otel.name = %format_args!("{service}/{method}"),
+        otel.kind = "server",
+        rpc.system = "grpc",
+        rpc.service = %service,
+        rpc.method = %method,
+    )
+}
+
+/// For a request sent as a message on a long-lived stream: inside a traced call, the client
+/// span of `service`/`method` (as [`Traced`] makes for an RPC of its own) and its context to put
+/// in the message; outside one, no span and nothing to send.
+pub fn message_client_span(
+    service: &str,
+    method: &str,
+) -> (tracing::Span, std::collections::HashMap<String, String>) {
+    let mut carrier = std::collections::HashMap::new();
+    if !in_trace() {
+        return (tracing::Span::none(), carrier);
+    }
+    let span = client_span(service, method);
+    let _entered = span.enter();
+    TraceContextPropagator::new().inject_context(&opentelemetry::Context::current(), &mut carrier);
+    drop(_entered);
+    (span, carrier)
+}
+
+/// The server span of a request that came as a message carrying `carrier` (from
+/// [`message_client_span`]), the child of its caller's; none if it carries no valid context.
+pub fn message_server_span(
+    service: &str,
+    method: &str,
+    carrier: &std::collections::HashMap<String, String>,
+) -> tracing::Span {
+    if !carrier.contains_key("traceparent") {
+        return tracing::Span::none();
+    }
+    let parent = TraceContextPropagator::new().extract(carrier);
+    if !parent.span().span_context().is_valid() {
+        return tracing::Span::none();
+    }
+    let _attached = parent.attach();
+    server_span(service, method)
 }
 
 /// The tower layer for tonic servers: a server span per request that carries a trace context.
@@ -101,15 +161,7 @@ where
                 let (service, method) = rpc_names(request.uri().path());
                 // Made while the caller's context is current, so it is the caller's child.
                 let _attached = parent.attach();
-                tracing::info_span!(
-                    target: TARGET,
-                    "grpc server",
-                    otel.name = %format_args!("{service}/{method}"),
-                    otel.kind = "server",
-                    rpc.system = "grpc",
-                    rpc.service = %service,
-                    rpc.method = %method,
-                )
+                server_span(&service, &method)
             }
             None => tracing::Span::none(),
         };

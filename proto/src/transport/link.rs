@@ -286,6 +286,147 @@ impl http_body::Body for ResponseBody {
     }
 }
 
+/// The largest message a [`DuplexReceiver`] takes (tonic's default for a server's requests).
+pub const MAX_DUPLEX_MESSAGE: usize = 4 * 1024 * 1024;
+
+impl Channel {
+    /// Opens a bidirectional gRPC stream to `path` (`/package.Service/Method`) and waits for the
+    /// server to take it. Messages are sent from the caller's task ([`DuplexSender::send`]) and
+    /// read by one reader ([`DuplexReceiver::next`]).
+    pub async fn open_duplex(
+        &self,
+        path: &'static str,
+    ) -> Result<(DuplexSender, DuplexReceiver), Status> {
+        let opening = async {
+            let mut sender = self.sender().await?;
+            let head = http::Request::post(format!("http://glovebox.local{path}"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .map_err(|e| Status::internal(e.to_string()))?;
+            let (answer, outgoing) = sender.send_request(head, false).map_err(|e| self.lost(e))?;
+            let answer = answer.await.map_err(|e| self.lost(e))?;
+            if let Some(status) = Status::from_header_map(answer.headers())
+                && status.code() != tonic::Code::Ok
+            {
+                // A trailers-only answer: the server refused the stream.
+                return Err(status);
+            }
+            if answer.status() != http::StatusCode::OK {
+                return Err(Status::internal(format!(
+                    "{path}: the server answered HTTP {}",
+                    answer.status()
+                )));
+            }
+            Ok((
+                DuplexSender { outgoing },
+                DuplexReceiver {
+                    incoming: answer.into_body(),
+                    buffer: bytes::BytesMut::new(),
+                    link: self.clone(),
+                },
+            ))
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, opening)
+            .await
+            .map_err(|_| self.unavailable("timed out opening a stream"))?
+    }
+}
+
+/// The sending half of a stream from [`Channel::open_duplex`]: each message goes out as one
+/// gRPC frame, queued on the connection at once (the connection's task writes it).
+pub struct DuplexSender {
+    outgoing: h2::SendStream<Bytes>,
+}
+
+impl DuplexSender {
+    /// Queues `message`; an error means the stream is gone.
+    pub fn send<M: prost::Message>(&mut self, message: &M) -> Result<(), Status> {
+        let len = message.encoded_len();
+        let mut frame = bytes::BytesMut::with_capacity(5 + len);
+        frame.extend_from_slice(&[0]);
+        frame.extend_from_slice(&(len as u32).to_be_bytes());
+        message
+            .encode(&mut frame)
+            .map_err(|e| Status::internal(e.to_string()))?;
+        self.outgoing
+            .send_data(frame.freeze(), false)
+            .map_err(|e| Status::unavailable(format!("the stream ended: {e}")))
+    }
+}
+
+impl Drop for DuplexSender {
+    /// Ends the caller's side of the stream, so the server's reader sees the end.
+    fn drop(&mut self) {
+        let _ = self.outgoing.send_data(Bytes::new(), true);
+    }
+}
+
+/// The receiving half of a stream from [`Channel::open_duplex`].
+pub struct DuplexReceiver {
+    incoming: h2::RecvStream,
+    /// Bytes received and not yet a whole message.
+    buffer: bytes::BytesMut,
+    link: Channel,
+}
+
+impl DuplexReceiver {
+    /// The next message; `Ok(None)` when the server ended the stream with status OK, its
+    /// status when it ended it otherwise, `Unavailable` when the connection was lost.
+    pub async fn next<M: prost::Message + Default>(&mut self) -> Result<Option<M>, Status> {
+        loop {
+            if let Some(message) = self.take::<M>()? {
+                return Ok(Some(message));
+            }
+            match std::future::poll_fn(|cx| self.incoming.poll_data(cx)).await {
+                Some(Ok(data)) => {
+                    let _ = self.incoming.flow_control().release_capacity(data.len());
+                    self.buffer.extend_from_slice(&data);
+                }
+                Some(Err(e)) => return Err(self.link.lost(e)),
+                None => break,
+            }
+        }
+        if !self.buffer.is_empty() {
+            return Err(Status::internal("the stream ended inside a message"));
+        }
+        let trailers = std::future::poll_fn(|cx| self.incoming.poll_trailers(cx))
+            .await
+            .map_err(|e| self.link.lost(e))?;
+        match trailers.as_ref().and_then(Status::from_header_map) {
+            Some(status) if status.code() != tonic::Code::Ok => Err(status),
+            Some(_) => Ok(None),
+            None => Err(Status::internal("the stream ended without a status")),
+        }
+    }
+
+    /// A whole message from the front of the buffer, if one is there.
+    fn take<M: prost::Message + Default>(&mut self) -> Result<Option<M>, Status> {
+        let Some(head) = self.buffer.get(..5) else {
+            return Ok(None);
+        };
+        if head[0] != 0 {
+            return Err(Status::internal(
+                "a compressed message, which was not offered",
+            ));
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        if len > MAX_DUPLEX_MESSAGE {
+            return Err(Status::resource_exhausted(format!(
+                "a message of {len} bytes, over the limit of {MAX_DUPLEX_MESSAGE}"
+            )));
+        }
+        if self.buffer.len() < 5 + len {
+            self.buffer.reserve(5 + len - self.buffer.len());
+            return Ok(None);
+        }
+        let frame = self.buffer.split_to(5 + len);
+        M::decode(&frame[5..])
+            .map(Some)
+            .map_err(|e| Status::internal(format!("a message that does not decode: {e}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,9 +434,13 @@ mod tests {
         ServerKeys, authenticated_channel, authenticated_incoming, bind_private_socket,
         default_allowed_uids,
     };
+    use crate::v1::executor_gate_answer::Body as Answer;
     use crate::v1::executor_gate_client::ExecutorGateClient;
     use crate::v1::executor_gate_server::{ExecutorGate, ExecutorGateServer};
-    use crate::v1::{DecideResponse, ToolCall, VouchedDecideRequest};
+    use crate::v1::{
+        DecideResponse, ExecutorGateAnswer, ExecutorGateCall, ToolCall, VouchedDecideRequest,
+        executor_gate_call,
+    };
 
     /// Answers with the call's parameters as its reason, after the pause its tool names (ms).
     struct Echo;
@@ -319,6 +464,42 @@ mod tests {
                 reason: call.params_json,
                 ..Default::default()
             }))
+        }
+
+        type CallsStream =
+            tokio_stream::wrappers::ReceiverStream<Result<ExecutorGateAnswer, Status>>;
+
+        /// Answers each verdict request like `decide`, each in its own time.
+        async fn calls(
+            &self,
+            request: tonic::Request<tonic::Streaming<ExecutorGateCall>>,
+        ) -> Result<tonic::Response<Self::CallsStream>, Status> {
+            let mut incoming = request.into_inner();
+            let (answers, stream) = tokio::sync::mpsc::channel(16);
+            tokio::spawn(async move {
+                while let Ok(Some(asked)) = incoming.message().await {
+                    let answers = answers.clone();
+                    tokio::spawn(async move {
+                        let Some(executor_gate_call::Body::Decide(r)) = asked.body else {
+                            return;
+                        };
+                        let reply = Echo.decide(tonic::Request::new(r)).await;
+                        let body = match reply {
+                            Ok(decided) => Answer::Decided(decided.into_inner()),
+                            Err(s) => Answer::Error(crate::v1::CallStatus {
+                                code: s.code() as i32,
+                                message: s.message().to_owned(),
+                            }),
+                        };
+                        let answer = ExecutorGateAnswer {
+                            id: asked.id,
+                            body: Some(body),
+                        };
+                        let _ = answers.send(Ok(answer)).await;
+                    });
+                }
+            });
+            Ok(tonic::Response::new(Self::CallsStream::new(stream)))
         }
     }
 
@@ -411,6 +592,75 @@ mod tests {
         );
         let answer = client.clone().decide(request("0", "next".into())).await;
         assert_eq!(answer.unwrap().into_inner().reason, "next");
+    }
+
+    fn asked(id: u64, tool: &str, params: String) -> ExecutorGateCall {
+        ExecutorGateCall {
+            id,
+            body: Some(executor_gate_call::Body::Decide(request(tool, params))),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_duplex_stream_carries_messages_both_ways_answered_in_any_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let server = serve(&path);
+        let channel = Channel::new(path.clone(), "executor:a".into(), key());
+        let (mut tx, mut rx) = channel
+            .open_duplex("/glovebox.v1.ExecutorGate/Calls")
+            .await
+            .unwrap();
+        // Answered as they finish: the slowest, sent first, comes last.
+        for (id, pause) in [(1, "60"), (2, "30"), (3, "0")] {
+            tx.send(&asked(id, pause, format!("call {id}"))).unwrap();
+        }
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let answer: ExecutorGateAnswer = rx.next().await.unwrap().unwrap();
+            let Some(Answer::Decided(d)) = answer.body else {
+                panic!("{answer:?}")
+            };
+            assert_eq!(d.reason, format!("call {}", answer.id));
+            order.push(answer.id);
+        }
+        assert_eq!(order, [3, 2, 1]);
+        // A message larger than both flow-control windows, each way, arrives whole; a refusal
+        // is an answer, and the stream goes on.
+        let big: String = (0..3 << 20)
+            .map(|i| (b'a' + (i % 26) as u8) as char)
+            .collect();
+        tx.send(&asked(4, "0", big.clone())).unwrap();
+        tx.send(&asked(5, "fail", String::new())).unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for _ in 0..2 {
+            let answer: ExecutorGateAnswer = rx.next().await.unwrap().unwrap();
+            seen.insert(answer.id, answer.body.unwrap());
+        }
+        assert!(matches!(&seen[&4], Answer::Decided(d) if d.reason == big));
+        assert!(
+            matches!(&seen[&5], Answer::Error(e) if e.code == tonic::Code::PermissionDenied as i32)
+        );
+        // The caller ends its side: the server ends the stream, with status OK.
+        drop(tx);
+        assert_eq!(rx.next::<ExecutorGateAnswer>().await.unwrap(), None);
+
+        // A method the server does not have is refused when opened.
+        let refused = channel.open_duplex("/glovebox.v1.ExecutorGate/Nope").await;
+        assert_eq!(refused.err().unwrap().code(), tonic::Code::Unimplemented);
+
+        // The server gone while a stream is open: the reader learns it, as Unavailable.
+        let (mut tx, mut rx) = channel
+            .open_duplex("/glovebox.v1.ExecutorGate/Calls")
+            .await
+            .unwrap();
+        tx.send(&asked(6, "5000", String::new())).unwrap();
+        drop(server);
+        let lost = tokio::time::timeout(Duration::from_secs(10), rx.next::<ExecutorGateAnswer>())
+            .await
+            .expect("the lost connection was noticed");
+        assert_eq!(lost.unwrap_err().code(), tonic::Code::Unavailable);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,7 +19,6 @@ use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanPathsRequest, PlanRequest,
     PlanResponse, PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
-    executor_gate_client::ExecutorGateClient,
 };
 use tonic::{Request, Response, Status};
 
@@ -33,8 +32,9 @@ pub struct ExecutorService {
     config: Arc<ExecutorConfig>,
     jobs: Arc<crate::jobs::JobTable>,
     audit: AuditClient<Channel>,
-    /// The gate's verdicts on the calls the broker hands over with `Run`.
-    gate: ExecutorGateClient<Channel>,
+    /// The gate's verdicts on the calls the broker hands over with `Run`, and each call's last
+    /// rows.
+    gate: crate::gate_calls::GateCalls,
     used: Arc<crate::spent::SpentTickets>,
 }
 
@@ -49,7 +49,7 @@ impl ExecutorService {
             config,
             jobs,
             audit: AuditClient::new(gate.clone()),
-            gate: ExecutorGateClient::new(gate),
+            gate: crate::gate_calls::GateCalls::new(gate),
             used: Arc::new(crate::spent::SpentTickets::new(crate::spent::MAX_SPENT)),
         }
     }
@@ -82,8 +82,8 @@ impl ExecutorService {
             plan: Some(plan),
             voucher: Some(voucher),
         };
-        match self.gate.clone().decide(Request::new(request)).await {
-            Ok(decided) => Ok(decided.into_inner()),
+        match self.gate.decide(request).await {
+            Ok(decided) => Ok(decided),
             Err(status) if status.code() == tonic::Code::PermissionDenied => {
                 tracing::error!(error = %status.message(), "the gate refused to judge a call");
                 Err(OpError::new(
@@ -143,7 +143,11 @@ impl ExecutorService {
                 execute: Some(event),
                 ticket,
             };
-            glovebox_proto::transport::append_call_durably(&self.audit, rows, durable).await
+            let each = glovebox_proto::transport::AUDIT_ATTEMPT_LIMIT;
+            glovebox_proto::transport::durably(durable, || {
+                self.gate.append_call(rows.clone(), each)
+            })
+            .await
         } else {
             glovebox_proto::transport::append_durably(&self.audit, event, durable).await
         };

@@ -247,8 +247,9 @@ pub async fn run(
         tonic::transport::Server::builder()
             .layer(glovebox_proto::transport::ServerLayer)
             .add_service(AuditServer::new(service::AuditService(state.clone())))
-            .add_service(ExecutorGateServer::new(service::ExecutorGateService(
+            .add_service(ExecutorGateServer::new(service::ExecutorGateService::new(
                 state.clone(),
+                stop_rx.clone(),
             )))
             .add_service(PackSupportServer::new(service::PackSupportService(
                 state.clone(),

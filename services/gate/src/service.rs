@@ -626,7 +626,8 @@ mod tests {
         s.gate
             .0
             .set_audit_peers(&keys.audit_peers(["alice", "bob"], Vec::new()));
-        let service = ExecutorGateService(s.gate.0.clone());
+        let service =
+            ExecutorGateService::new(s.gate.0.clone(), tokio::sync::watch::channel(false).1);
         let now = glovebox_ticket::now_ms().unwrap();
         let call = |tool: &str| ToolCall {
             account: "alice".into(),

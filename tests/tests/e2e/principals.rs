@@ -121,16 +121,16 @@ async fn an_executor_key_writes_only_its_own_execute_rows() {
 #[tokio::test]
 async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() {
     use glovebox_proto::transport::handover::{peer, socket};
+    use glovebox_proto::v1::executor_gate_answer::Body as Answer;
+    use glovebox_proto::v1::executor_gate_call::Body;
     use glovebox_proto::v1::{
-        Domain, Plan, Subject, ToolCall, VouchedDecideRequest, Voucher,
-        executor_gate_client::ExecutorGateClient,
+        AuditEvent, CallRows, Domain, ExecutorGateAnswer, ExecutorGateCall, Plan, Subject, Ticket,
+        ToolCall, VouchedDecideRequest, Voucher, executor_gate_client::ExecutorGateClient,
     };
     let g = two_accounts();
-    let mut judge = ExecutorGateClient::new(g.channel_as(
-        "audit.sock",
-        socket::AUDIT,
-        &peer::executor("alice"),
-    ));
+    let as_executor = g.channel_as("audit.sock", socket::AUDIT, &peer::executor("alice"));
+    let mut judge = ExecutorGateClient::new(as_executor.clone());
+    let mut forgeries = Vec::new();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -158,9 +158,61 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
                 mac: vec![0x42; 32],
             }),
         };
-        let e = judge.decide(request).await.unwrap_err();
+        let e = judge.decide(request.clone()).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied, "{account}: {e:?}");
+        forgeries.push(Body::Decide(request));
     }
+    // The same requests as messages on the executor's stream to the gate are refused alike,
+    // each answer naming its request; and a call's rows with a ticket the gate never signed.
+    let row = |kind: &str| AuditEvent {
+        call_id: "forged-rows".into(),
+        account: "alice".into(),
+        kind: kind.into(),
+        tool: "file_read".into(),
+        outcome: "ok".into(),
+        ..Default::default()
+    };
+    forgeries.push(Body::AppendCall(CallRows {
+        execute: Some(row("execute")),
+        result: Some(row("result")),
+        ticket: Some(Ticket {
+            body: b"not a ticket".to_vec(),
+            mac: vec![0x42; 32],
+        }),
+    }));
+    let (mut to_gate, mut from_gate) = as_executor
+        .untraced()
+        .open_duplex("/glovebox.v1.ExecutorGate/Calls")
+        .await
+        .unwrap();
+    let sent = forgeries.len() as u64;
+    for (id, body) in (1..).zip(forgeries) {
+        let call = ExecutorGateCall {
+            id,
+            body: Some(body),
+            ..Default::default()
+        };
+        to_gate.send(&call).unwrap();
+    }
+    let mut refused = std::collections::BTreeMap::new();
+    for _ in 0..sent {
+        let answer: ExecutorGateAnswer = from_gate.next().await.unwrap().unwrap();
+        let Some(Answer::Error(e)) = answer.body else {
+            panic!("a forged request was answered: {answer:?}")
+        };
+        refused.insert(answer.id, tonic::Code::from(e.code));
+    }
+    let denied = (1..=sent).map(|id| (id, tonic::Code::PermissionDenied));
+    assert_eq!(refused, denied.collect());
+    // A pack host's key opens no such stream.
+    let as_packs = g.channel_as("audit.sock", socket::AUDIT, &peer::packs("alice"));
+    let e = as_packs
+        .untraced()
+        .open_duplex("/glovebox.v1.ExecutorGate/Calls")
+        .await
+        .err()
+        .expect("a pack host opened the executor's stream");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
     // Nothing was judged, signed or audited for either.
     let pool = g.audit_pool().await;
     let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE call_id LIKE 'forged-%'")

@@ -27,11 +27,23 @@ impl pb::audit_server::Audit for AuditService {
         request: Request<pb::CallRows>,
     ) -> Result<Response<AppendAck>, Status> {
         let peer = served_peer(&self.0, &request)?;
-        let (ticket, rows) = admit_call_rows(&peer, request.into_inner(), &self.0.master_key)
-            .map_err(|why| {
-                tracing::warn!(%peer, "refused a call's rows");
-                Status::permission_denied(why)
-            })?;
+        self.append_call_rows(&peer, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+}
+
+impl AuditService {
+    /// `Audit.AppendCall` for `peer`, the RPC or a message on an executor's `Calls` stream.
+    pub(crate) async fn append_call_rows(
+        &self,
+        peer: &str,
+        rows: pb::CallRows,
+    ) -> Result<AppendAck, Status> {
+        let (ticket, rows) = admit_call_rows(peer, rows, &self.0.master_key).map_err(|why| {
+            tracing::warn!(%peer, "refused a call's rows");
+            Status::permission_denied(why)
+        })?;
         let mut rows = Vec::from(rows);
         if let Some(decide) = self.restore_decide_row(&ticket, &rows[0]).await {
             rows.insert(0, decide);
@@ -42,17 +54,9 @@ impl pb::audit_server::Audit for AuditService {
         if !self.0.audit.append_all(rows).await {
             return Err(not_written());
         }
-        Ok(Response::new(AppendAck {}))
+        Ok(AppendAck {})
     }
-}
 
-/// The answer to rows the store could not write. Not `unavailable`: the gate is there and the
-/// rows are refused, so the caller does not retry them.
-fn not_written() -> Status {
-    Status::internal("the audit could not write the rows (see the gate's health)")
-}
-
-impl AuditService {
     /// The decide row of a call allowed by an earlier run of the gate, if that run died before
     /// committing it (an automatic allow's row is queued, not awaited: see `Gate.Decide`). A
     /// call decided by this run needs none: its row was queued before the executor had the
@@ -83,6 +87,12 @@ impl AuditService {
         tracing::warn!(account = %ticket.account, "restored the decide row of a call allowed before the gate restarted");
         Some(restored_decide_row(ticket, execute))
     }
+}
+
+/// The answer to rows the store could not write. Not `unavailable`: the gate is there and the
+/// rows are refused, so the caller does not retry them.
+fn not_written() -> Status {
+    Status::internal("the audit could not write the rows (see the gate's health)")
 }
 
 /// The decide row of an automatically allowed call, as its ticket and its execute row tell it.

@@ -11,6 +11,8 @@ use glovebox_ticket::voucher::VoucherKey;
 /// gate's decision rate (see the test), so a busy gate never refuses a call for want of room.
 const MAX_VOUCHERS: usize = 1 << 20;
 
+use tracing::Instrument;
+
 use super::*;
 
 /// The broker's voucher key and the vouchers already judged.
@@ -71,31 +73,155 @@ impl Default for Vouchers {
     }
 }
 
+/// Requests an executor may have in flight on one `Calls` stream; the stream is not read further
+/// until one is answered.
+const CALLS_IN_FLIGHT: usize = 256;
+
 #[derive(Clone)]
-pub struct ExecutorGateService(pub Arc<GateState>);
+pub struct ExecutorGateService {
+    pub state: Arc<GateState>,
+    /// Becomes true when the gate stops: each `Calls` stream then takes no more requests,
+    /// answers those it took and ends.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ExecutorGateService {
+    pub fn new(state: Arc<GateState>, stopping: tokio::sync::watch::Receiver<bool>) -> Self {
+        ExecutorGateService { state, stopping }
+    }
+}
+
+/// `ExecutorGate.Decide` for `peer`, the RPC or a message on its `Calls` stream.
+#[tracing::instrument(skip_all, fields(call_id))]
+async fn decide_vouched(
+    state: &GateState,
+    peer: &str,
+    request: pb::VouchedDecideRequest,
+) -> Result<DecideResponse, Status> {
+    let pb::VouchedDecideRequest {
+        call,
+        plan,
+        voucher,
+    } = request;
+    let call = required(call, "call")?;
+    let (plan, voucher) = (required(plan, "plan")?, required(voucher, "voucher")?);
+    tracing::Span::current().record("call_id", call.call_id.as_str());
+    let now_ms = glovebox_ticket::now_ms().unwrap_or(u64::MAX);
+    if let Err(why) = state.vouchers.admit(peer, &call, &voucher, now_ms) {
+        tracing::warn!(%peer, "refused to judge a call for an executor");
+        return Err(Status::permission_denied(why));
+    }
+    Ok(state.decide(&call, &plan).await)
+}
+
+/// The answer to one request on a `Calls` stream from `peer`: what its RPC would answer, the
+/// peer's standing checked again for each (its account may have been removed meanwhile).
+async fn answer_call(
+    state: &Arc<GateState>,
+    peer: &str,
+    call: pb::ExecutorGateCall,
+) -> pb::ExecutorGateAnswer {
+    use pb::executor_gate_answer::Body as Answer;
+    use pb::executor_gate_call::Body as Asked;
+    let (service, method) = match &call.body {
+        Some(Asked::AppendCall(_)) => ("glovebox.v1.Audit", "AppendCall"),
+        _ => ("glovebox.v1.ExecutorGate", "Decide"),
+    };
+    let span = glovebox_telemetry::propagation::message_server_span(service, method, &call.trace);
+    let answered = async {
+        if !state.account_peer_current(peer) {
+            return Err(Status::permission_denied(format!(
+                "{peer} is no longer served"
+            )));
+        }
+        match call.body {
+            Some(Asked::Decide(request)) => decide_vouched(state, peer, request)
+                .await
+                .map(Answer::Decided),
+            Some(Asked::AppendCall(rows)) => AuditService(Arc::clone(state))
+                .append_call_rows(peer, rows)
+                .await
+                .map(Answer::Appended),
+            None => Err(Status::invalid_argument("a request with nothing in it")),
+        }
+    }
+    .instrument(span)
+    .await;
+    pb::ExecutorGateAnswer {
+        id: call.id,
+        body: Some(answered.unwrap_or_else(|status| {
+            Answer::Error(pb::CallStatus {
+                code: status.code() as i32,
+                message: status.message().to_owned(),
+            })
+        })),
+    }
+}
+
+type AnswerStream = tokio_stream::wrappers::ReceiverStream<Result<pb::ExecutorGateAnswer, Status>>;
 
 #[tonic::async_trait]
 impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
-    #[tracing::instrument(skip_all, fields(call_id))]
     async fn decide(
         &self,
         request: Request<pb::VouchedDecideRequest>,
     ) -> Result<Response<DecideResponse>, Status> {
-        let peer = served_peer(&self.0, &request)?;
-        let pb::VouchedDecideRequest {
-            call,
-            plan,
-            voucher,
-        } = request.into_inner();
-        let call = required(call, "call")?;
-        let (plan, voucher) = (required(plan, "plan")?, required(voucher, "voucher")?);
-        tracing::Span::current().record("call_id", call.call_id.as_str());
-        let now_ms = glovebox_ticket::now_ms().unwrap_or(u64::MAX);
-        if let Err(why) = self.0.vouchers.admit(&peer, &call, &voucher, now_ms) {
-            tracing::warn!(%peer, "refused to judge a call for an executor");
-            return Err(Status::permission_denied(why));
+        let peer = served_peer(&self.state, &request)?;
+        decide_vouched(&self.state, &peer, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    type CallsStream = AnswerStream;
+
+    async fn calls(
+        &self,
+        request: Request<tonic::Streaming<pb::ExecutorGateCall>>,
+    ) -> Result<Response<AnswerStream>, Status> {
+        let peer = served_peer(&self.state, &request)?;
+        if !peer.starts_with("executor:") {
+            return Err(Status::permission_denied(format!(
+                "{peer} is not an executor"
+            )));
         }
-        Ok(Response::new(self.0.decide(&call, &plan).await))
+        let mut incoming = request.into_inner();
+        let (answers, answer_stream) = tokio::sync::mpsc::channel(CALLS_IN_FLIGHT);
+        let (state, mut stopping) = (Arc::clone(&self.state), self.stopping.clone());
+        tokio::spawn(async move {
+            let room = Arc::new(tokio::sync::Semaphore::new(CALLS_IN_FLIGHT));
+            // A gate whose stop signal is gone runs on.
+            let stopped = async move {
+                if stopping.wait_for(|stop| *stop).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::pin!(stopped);
+            loop {
+                let Ok(slot) = Arc::clone(&room).acquire_owned().await else {
+                    break;
+                };
+                let next = tokio::select! {
+                    next = incoming.message() => next,
+                    () = &mut stopped => break,
+                };
+                let call = match next {
+                    Ok(Some(call)) => call,
+                    Ok(None) => break,
+                    Err(status) => {
+                        tracing::debug!(%peer, error = %status, "an executor's stream ended");
+                        break;
+                    }
+                };
+                let (state, peer, answers) = (Arc::clone(&state), peer.clone(), answers.clone());
+                tokio::spawn(async move {
+                    let answer = answer_call(&state, &peer, call).await;
+                    let _ = answers.send(Ok(answer)).await;
+                    drop(slot);
+                });
+            }
+            // The answer stream ends once the requests taken are answered.
+        });
+        Ok(Response::new(AnswerStream::new(answer_stream)))
     }
 }
 
