@@ -617,6 +617,106 @@ mod tests {
         glovebox_ticket::voucher::VoucherKey::from_bytes(&[5u8; 32]).unwrap()
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_executors_stream_is_judged_message_by_message_and_ends_when_the_gate_stops() {
+        use glovebox_proto::transport::{self, SocketKey, link::Channel};
+        use glovebox_proto::v1::executor_gate_answer::Body as Answer;
+        use glovebox_proto::v1::executor_gate_call::Body as Asked;
+        use glovebox_proto::v1::executor_gate_server::ExecutorGateServer;
+        let s = setup().await;
+        let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
+        s.gate
+            .0
+            .set_audit_peers(&keys.audit_peers(["alice"], Vec::new()));
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let service = ExecutorGateService::new(s.gate.0.clone(), stopping);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.sock");
+        let listener = transport::bind_private_socket(&path).unwrap();
+        let key = |peer: &str| SocketKey::derive(b"test control key", "audit", peer);
+        let served = transport::ServerKeys::new(
+            ["executor:alice", "packs:alice"].map(|p| (p.to_owned(), key(p))),
+        );
+        let incoming =
+            transport::authenticated_incoming(listener, transport::default_allowed_uids(), served);
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ExecutorGateServer::new(service))
+                .serve_with_incoming(incoming),
+        );
+        let open = |peer: &str| {
+            let channel = Channel::new(path.clone(), peer.to_owned(), key(peer));
+            async move { channel.open_duplex("/glovebox.v1.ExecutorGate/Calls").await }
+        };
+        // Only an executor opens one.
+        let e = open("packs:alice")
+            .await
+            .err()
+            .expect("a pack host opened it");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        let (mut tx, mut rx) = open("executor:alice").await.unwrap();
+        let now = glovebox_ticket::now_ms().unwrap();
+        let read = ToolCall {
+            account: "alice".into(),
+            call_id: "streamed".into(),
+            tool: "file_read".into(),
+            params_json: r#"{"path":"a.txt"}"#.into(),
+            client_call_id: "r1".into(),
+        };
+        let asked = |id: u64| pb::ExecutorGateCall {
+            id,
+            body: Some(Asked::Decide(pb::VouchedDecideRequest {
+                call: Some(read.clone()),
+                plan: Some(Plan {
+                    subjects: vec![Subject {
+                        domain: pb::Domain::Read as i32,
+                        path: format!("{}/a.txt", s.workdir),
+                        state: None,
+                    }],
+                    content_tag: Vec::new(),
+                    pack: None,
+                }),
+                voucher: Some(broker_vouchers().vouch(&read, now)),
+            })),
+            ..Default::default()
+        };
+        // Judged as the RPC judges: an allow with its ticket, then the same voucher refused.
+        tx.send(&asked(7)).unwrap();
+        let first: pb::ExecutorGateAnswer = rx.next().await.unwrap().unwrap();
+        assert_eq!(first.id, 7);
+        let Some(Answer::Decided(d)) = first.body else {
+            panic!("{first:?}")
+        };
+        assert_eq!(d.verdict, pb::Verdict::Allow as i32, "{d:?}");
+        assert!(d.ticket.is_some());
+        tx.send(&asked(8)).unwrap();
+        let again: pb::ExecutorGateAnswer = rx.next().await.unwrap().unwrap();
+        assert_eq!(again.id, 8);
+        let Some(Answer::Error(e)) = again.body else {
+            panic!("{again:?}")
+        };
+        assert_eq!(e.code, tonic::Code::PermissionDenied as i32);
+        assert!(e.message.contains("already used"), "{}", e.message);
+        // The account no longer served: each later message is refused.
+        s.gate.0.set_audit_peers(&keys.audit_peers([], Vec::new()));
+        tx.send(&asked(9)).unwrap();
+        let gone: pb::ExecutorGateAnswer = rx.next().await.unwrap().unwrap();
+        assert!(
+            matches!(&gone.body, Some(Answer::Error(e)) if e.message.contains("no longer served")),
+            "{gone:?}"
+        );
+        // The gate stops: the stream ends, with nothing left unanswered.
+        stop.send(true).unwrap();
+        let end = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            rx.next::<pb::ExecutorGateAnswer>(),
+        )
+        .await
+        .expect("the stream ended when the gate stopped");
+        assert_eq!(end.unwrap(), None);
+        server.abort();
+    }
+
     #[tokio::test]
     async fn an_executor_has_only_calls_the_broker_vouched_for_judged_and_each_once() {
         use glovebox_proto::v1::executor_gate_server::ExecutorGate;

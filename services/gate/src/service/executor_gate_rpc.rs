@@ -2,16 +2,17 @@
 //! executor was handed by the broker (`Executor.Run`), judged exactly as `Gate.Decide` judges
 //! the broker's — only for a call the broker vouched for, of that executor's own account, each
 //! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made.
+//! `Calls` carries an executor's `Decide` and `Audit.AppendCall` requests as messages on one
+//! stream, each admitted and answered as its RPC is; the stream ends when the gate stops.
 
 use glovebox_ticket::spent::SpentTickets;
 use glovebox_ticket::voucher::VoucherKey;
+use tracing::Instrument;
 
 /// Vouchers remembered at most (about 80 bytes each, ~85 MB when full): one gate serves every
 /// account, so this bounds the vouched calls of all of them over a voucher's life — above the
 /// gate's decision rate (see the test), so a busy gate never refuses a call for want of room.
 const MAX_VOUCHERS: usize = 1 << 20;
-
-use tracing::Instrument;
 
 use super::*;
 
