@@ -617,6 +617,19 @@ mod tests {
         glovebox_ticket::voucher::VoucherKey::from_bytes(&[5u8; 32]).unwrap()
     }
 
+    /// The plan of reading `a.txt` in `workdir`.
+    fn read_plan(workdir: &str) -> Plan {
+        Plan {
+            subjects: vec![Subject {
+                domain: pb::Domain::Read as i32,
+                path: format!("{workdir}/a.txt"),
+                state: None,
+            }],
+            content_tag: Vec::new(),
+            pack: None,
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_executors_stream_is_judged_message_by_message_and_ends_when_the_gate_stops() {
         use glovebox_proto::transport::{self, SocketKey, link::Channel};
@@ -667,15 +680,7 @@ mod tests {
             id,
             body: Some(Asked::Decide(pb::VouchedDecideRequest {
                 call: Some(read.clone()),
-                plan: Some(Plan {
-                    subjects: vec![Subject {
-                        domain: pb::Domain::Read as i32,
-                        path: format!("{}/a.txt", s.workdir),
-                        state: None,
-                    }],
-                    content_tag: Vec::new(),
-                    pack: None,
-                }),
+                plan: Some(read_plan(&s.workdir)),
                 voucher: Some(broker_vouchers().vouch(&read, now)),
             })),
             ..Default::default()
@@ -736,15 +741,7 @@ mod tests {
             params_json: r#"{"path":"a.txt"}"#.into(),
             client_call_id: "r1".into(),
         };
-        let plan = Plan {
-            subjects: vec![Subject {
-                domain: pb::Domain::Read as i32,
-                path: format!("{}/a.txt", s.workdir),
-                state: None,
-            }],
-            content_tag: Vec::new(),
-            pack: None,
-        };
+        let plan = read_plan(&s.workdir);
         let ask = |peer: &str, call: ToolCall, voucher: pb::Voucher| {
             let mut r = Request::new(pb::VouchedDecideRequest {
                 call: Some(call),
