@@ -402,29 +402,39 @@ impl DuplexReceiver {
 
     /// A whole message from the front of the buffer, if one is there.
     fn take<M: prost::Message + Default>(&mut self) -> Result<Option<M>, Status> {
-        let Some(head) = self.buffer.get(..5) else {
+        let Some(frame) = next_frame(&mut self.buffer)? else {
             return Ok(None);
         };
-        if head[0] != 0 {
-            return Err(Status::internal(
-                "a compressed message, which was not offered",
-            ));
-        }
-        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        if len > MAX_DUPLEX_MESSAGE {
-            return Err(Status::resource_exhausted(format!(
-                "a message of {len} bytes, over the limit of {MAX_DUPLEX_MESSAGE}"
-            )));
-        }
-        if self.buffer.len() < 5 + len {
-            self.buffer.reserve(5 + len - self.buffer.len());
-            return Ok(None);
-        }
-        let frame = self.buffer.split_to(5 + len);
-        M::decode(&frame[5..])
+        M::decode(frame)
             .map(Some)
             .map_err(|e| Status::internal(format!("a message that does not decode: {e}")))
     }
+}
+
+/// Takes one gRPC frame's message off the front of `buffer`, if a whole one is there (room is
+/// reserved for the rest of one that is not); refuses a compressed frame (none was offered) and
+/// one longer than [`MAX_DUPLEX_MESSAGE`] before any of it is buffered.
+fn next_frame(buffer: &mut bytes::BytesMut) -> Result<Option<bytes::BytesMut>, Status> {
+    let Some(head) = buffer.get(..5) else {
+        return Ok(None);
+    };
+    if head[0] != 0 {
+        return Err(Status::internal(
+            "a compressed message, which was not offered",
+        ));
+    }
+    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    if len > MAX_DUPLEX_MESSAGE {
+        return Err(Status::resource_exhausted(format!(
+            "a message of {len} bytes, over the limit of {MAX_DUPLEX_MESSAGE}"
+        )));
+    }
+    if buffer.len() < 5 + len {
+        buffer.reserve(5 + len - buffer.len());
+        return Ok(None);
+    }
+    let mut frame = buffer.split_to(5 + len);
+    Ok(Some(frame.split_off(5)))
 }
 
 #[cfg(test)]
@@ -600,6 +610,48 @@ mod tests {
             body: Some(executor_gate_call::Body::Decide(request(tool, params))),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn frames_are_taken_whole_in_order_and_hostile_ones_refused() {
+        let frame = |flag: u8, body: &[u8]| {
+            let mut f = vec![flag];
+            f.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            f.extend_from_slice(body);
+            f
+        };
+        // Two frames and the start of a third, arriving a byte at a time.
+        let mut wire = frame(0, b"one");
+        wire.extend(frame(0, b""));
+        wire.extend(&frame(0, b"three")[..6]);
+        let mut buffer = bytes::BytesMut::new();
+        let mut taken = Vec::new();
+        for byte in wire {
+            buffer.extend_from_slice(&[byte]);
+            while let Some(message) = next_frame(&mut buffer).unwrap() {
+                taken.push(message.to_vec());
+            }
+        }
+        assert_eq!(taken, [b"one".to_vec(), Vec::new()]);
+        assert_eq!(buffer.len(), 6, "the partial frame stays");
+        // Refused: a compressed frame; a length over the bound, before its body arrives.
+        let mut compressed = bytes::BytesMut::from(&frame(1, b"x")[..]);
+        let e = next_frame(&mut compressed).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Internal);
+        let mut huge = bytes::BytesMut::from(&[0u8, 0xff, 0xff, 0xff, 0xff][..]);
+        let e = next_frame(&mut huge).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert!(huge.capacity() < 1024, "nothing was reserved for it");
+        // At the bound: room is reserved for the rest, and the whole frame is taken.
+        let mut at_bound = bytes::BytesMut::new();
+        at_bound.extend_from_slice(&[0]);
+        at_bound.extend_from_slice(&(MAX_DUPLEX_MESSAGE as u32).to_be_bytes());
+        assert!(next_frame(&mut at_bound).unwrap().is_none());
+        at_bound.resize(5 + MAX_DUPLEX_MESSAGE, 7);
+        assert_eq!(
+            next_frame(&mut at_bound).unwrap().unwrap().len(),
+            MAX_DUPLEX_MESSAGE
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
