@@ -117,7 +117,7 @@ impl GateCalls {
             }
             // Whatever happens from here (an error, a timeout, the caller gone), the id is not
             // left waiting.
-            let _forget = Forget(&stream, id);
+            let forget = Forget(&stream, id);
             let message = pb::ExecutorGateCall {
                 id,
                 trace,
@@ -127,10 +127,10 @@ impl GateCalls {
                 end(&stream);
                 return Err(e);
             }
-            match rx.await {
-                Ok(answer) => answer,
-                Err(_) => Err(ended()),
-            }
+            let answer = rx.await;
+            // Answered or ended, the id was taken off the waiting by whoever answered.
+            std::mem::forget(forget);
+            answer.unwrap_or_else(|_| Err(ended()))
         };
         let answer = match limit {
             None => exchange.instrument(span).await,
@@ -212,7 +212,7 @@ fn unexpected(answer: &Answer) -> Status {
     Status::internal(format!("the gate answered with {kind}, not what was asked"))
 }
 
-/// Forgets a request's id when its caller stops waiting.
+/// Forgets a request's id when its caller stops waiting before it is answered.
 struct Forget<'a>(&'a OpenStream, u64);
 
 impl Drop for Forget<'_> {
