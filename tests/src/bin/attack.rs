@@ -169,6 +169,38 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
                 .await,
         );
         report("ExecutorGate/Decide with a forged voucher", &name, ok, d);
+        // The same as a message on the executor's stream to the gate: served only if the
+        // stream opens and answers with a verdict.
+        let message = pb::ExecutorGateCall {
+            id: 1,
+            body: Some(pb::executor_gate_call::Body::Decide(
+                pb::VouchedDecideRequest {
+                    call: Some(call(
+                        victim,
+                        "file_write",
+                        json!({"path": "/tmp/x", "content": "x"}),
+                    )),
+                    plan: Some(write(victim)),
+                    voucher: Some(pb::Voucher {
+                        issued_at_ms: 0,
+                        mac: vec![0x42; 32],
+                    }),
+                },
+            )),
+            ..Default::default()
+        };
+        let opened = judge.calls(tokio_stream::iter([message])).await;
+        let (ok, d) = match opened {
+            Err(s) => (false, format!("{:?}: {}", s.code(), s.message())),
+            Ok(answers) => match answers.into_inner().message().await {
+                Ok(Some(pb::ExecutorGateAnswer {
+                    body: Some(pb::executor_gate_answer::Body::Decided(_)),
+                    ..
+                })) => (true, "a verdict came back".into()),
+                other => (false, format!("no verdict: {other:?}")),
+            },
+        };
+        report("ExecutorGate/Calls with a forged voucher", &name, ok, d);
     }
     for target in [account, victim] {
         let sock = run.join(format!("exec-{target}/executor.sock"));

@@ -28,10 +28,10 @@ async fn a_job_cannot_use_any_control_socket() {
         .await;
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
-    // Resolve, SetEnabled, AddRule and SetSandbox for two accounts on two sockets, Append and a
-    // vouched Decide on two sockets, Execute, Run and Plan on two executors, two guessed
-    // handshakes.
-    assert_eq!(tried.len(), 2 + 8 + 4 + 6 + 2, "{stdout}");
+    // Resolve, SetEnabled, AddRule and SetSandbox for two accounts on two sockets, Append, a
+    // vouched Decide and the same on the executor's stream on two sockets, Execute, Run and Plan
+    // on two executors, two guessed handshakes.
+    assert_eq!(tried.len(), 2 + 8 + 6 + 6 + 2, "{stdout}");
     for t in &tried {
         eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
         assert!(
