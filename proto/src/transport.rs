@@ -6,6 +6,7 @@
 pub mod handover;
 pub mod handshake;
 pub mod link;
+pub mod messages;
 pub mod quiet;
 
 use std::collections::HashMap;

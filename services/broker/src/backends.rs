@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::authenticated_channel;
+
+use crate::runs::ExecutorRuns;
 use glovebox_proto::transport::handover::{AccountsUpdate, Handover, HandoverError, socket};
 use glovebox_proto::v1::{
     account_admin_client::AccountAdminClient, audit_client::AuditClient,
@@ -26,7 +28,7 @@ pub struct Backends {
     pub account_admin: AccountAdminClient<Channel>,
     /// The broker's word to the gate that a call handed to an executor was made (`Executor.Run`).
     pub vouchers: glovebox_ticket::voucher::VoucherKey,
-    executors: HashMap<String, ExecutorClient<Channel>>,
+    executors: HashMap<String, ExecutorLink>,
     packs: HashMap<String, PacksClient<Channel>>,
     /// The accounts added at run time: their executors and pack hosts, replaced as a whole by
     /// each of the supervisor's updates ([`Backends::set_added`]).
@@ -35,8 +37,24 @@ pub struct Backends {
 
 #[derive(Default)]
 struct Added {
-    executors: HashMap<String, ExecutorClient<Channel>>,
+    executors: HashMap<String, ExecutorLink>,
     packs: HashMap<String, PacksClient<Channel>>,
+}
+
+/// An account's executor: its RPCs, and the stream its calls are run on.
+#[derive(Clone)]
+struct ExecutorLink {
+    client: ExecutorClient<Channel>,
+    runs: ExecutorRuns,
+}
+
+impl ExecutorLink {
+    fn new(channel: Channel) -> ExecutorLink {
+        ExecutorLink {
+            runs: ExecutorRuns::new(channel.clone()),
+            client: ExecutorClient::new(channel),
+        }
+    }
 }
 
 impl Backends {
@@ -56,7 +74,7 @@ impl Backends {
             let (peer, key) = keys.calling(&socket::executor(account))?;
             clients.insert(
                 account.clone(),
-                ExecutorClient::new(authenticated_channel(path, &peer, key)),
+                ExecutorLink::new(authenticated_channel(path, &peer, key)),
             );
         }
         let mut pack_clients = HashMap::new();
@@ -90,7 +108,7 @@ impl Backends {
             let channel = authenticated_channel(Path::new(&a.executor_socket), &peer, key);
             added
                 .executors
-                .insert(a.id.clone(), ExecutorClient::new(channel));
+                .insert(a.id.clone(), ExecutorLink::new(channel));
             let (peer, key) = update.calling(&socket::packs(&a.id))?;
             let channel = authenticated_channel(Path::new(&a.packs_socket), &peer, key);
             added.packs.insert(a.id.clone(), PacksClient::new(channel));
@@ -113,6 +131,15 @@ impl Backends {
     }
 
     pub fn executor(&self, account: &str) -> Option<ExecutorClient<Channel>> {
+        self.executor_link(account).map(|e| e.client)
+    }
+
+    /// The stream `account`'s built-in calls are run on (`Executor.Runs`).
+    pub fn executor_runs(&self, account: &str) -> Option<ExecutorRuns> {
+        self.executor_link(account).map(|e| e.runs)
+    }
+
+    fn executor_link(&self, account: &str) -> Option<ExecutorLink> {
         self.executors
             .get(account)
             .cloned()

@@ -30,6 +30,7 @@ pub mod peer;
 pub mod pipeline;
 pub mod profiles;
 pub mod registry;
+pub mod runs;
 pub mod session;
 mod sync;
 pub mod tool_changes;

@@ -288,9 +288,10 @@ async fn builtin(
     tool.parse_params(&params)
         .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
     let call = ids.tool_call(account, tool_name, &params);
-    let mut executor = app
+    let (runs, mut executor) = app
         .backends
-        .executor(account)
+        .executor_runs(account)
+        .zip(app.backends.executor(account))
         .ok_or_else(|| unavailable("the account's executor"))?;
     // Plan, decide and (on an allow) execute in one hop: the executor asks the gate itself,
     // with the broker's voucher that this call was made.
@@ -298,15 +299,16 @@ async fn builtin(
         .backends
         .vouchers
         .vouch(&call, glovebox_ticket::now_ms().unwrap_or(0));
-    let ran = executor
-        .run(request(RunRequest {
-            call: Some(call.clone()),
-            voucher: Some(voucher),
-            call_age_ms: call_age_ms(),
-        }))
+    // Given up after the same time as any backend request, cancelled on the executor then.
+    let running = runs.run(RunRequest {
+        call: Some(call.clone()),
+        voucher: Some(voucher),
+        call_age_ms: call_age_ms(),
+    });
+    let ran = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, running)
         .await
         .map_err(|_| executor_failed())?
-        .into_inner();
+        .map_err(|_| executor_failed())?;
     if let Some(e) = ran.error {
         return Err(from_tool_error(e));
     }

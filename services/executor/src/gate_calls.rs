@@ -1,64 +1,41 @@
 //! The executor's requests of every built-in call to the gate — its verdict (`Decide`) and the
 //! call's last rows (`AppendCall`) — as messages on one stream it keeps open to the gate
-//! (`ExecutorGate.Calls`), instead of an HTTP/2 stream (headers, a task on each side, trailers)
-//! per request. A caller sends its request from its own task and waits for the answer with its
-//! id, which the stream's one reader hands over. The stream is opened on first use and again
-//! after it ends; a request it took down with it is `Unavailable`, as a lost connection is for
-//! an RPC, so the callers' retries stay as they were.
+//! (`ExecutorGate.Calls`, see `glovebox_proto::transport::messages`), instead of an HTTP/2
+//! stream per request. A request the stream took down with it is `Unavailable`, as a lost
+//! connection is for an RPC, so the callers' retries stay as they were.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use glovebox_proto::transport::Link;
-use glovebox_proto::transport::link::{DuplexReceiver, DuplexSender};
+use glovebox_proto::transport::messages::{Exchange, MessageClient, status_of};
 use glovebox_proto::v1::{self as pb, executor_gate_answer::Body as Answer};
-use tokio::sync::oneshot;
 use tonic::Status;
 use tracing::Instrument;
-
-const CALLS_PATH: &str = "/glovebox.v1.ExecutorGate/Calls";
-
-/// Requests waiting for their answers at most; one more waits for room (as an RPC would wait
-/// for the connection's streams).
-const MAX_WAITING: usize = 256;
 
 /// The executor's stream of requests to the gate. Cheap to clone; clones share the stream.
 #[derive(Clone)]
 pub struct GateCalls {
-    shared: Arc<Shared>,
+    stream: MessageClient<ToGate>,
 }
 
-struct Shared {
-    link: Link,
-    /// The stream open now, if any (or one that ended, to be replaced).
-    open: tokio::sync::Mutex<Option<Arc<OpenStream>>>,
-    next_id: AtomicU64,
-    room: tokio::sync::Semaphore,
-}
+/// `ExecutorGate.Calls`: nothing is cancelled (a verdict and rows are quick; rows sent are to
+/// be written).
+struct ToGate;
 
-struct OpenStream {
-    sender: std::sync::Mutex<DuplexSender>,
-    waiting: std::sync::Mutex<Waiting>,
-}
-
-#[derive(Default)]
-struct Waiting {
-    /// Set when the stream ended: nothing more is sent on it.
-    ended: bool,
-    answers: HashMap<u64, oneshot::Sender<Result<Answer, Status>>>,
+impl Exchange for ToGate {
+    type Request = pb::ExecutorGateCall;
+    type Answer = pb::ExecutorGateAnswer;
+    const PATH: &'static str = "/glovebox.v1.ExecutorGate/Calls";
+    const SERVER: &'static str = "the gate";
+    fn cancel(_: u64) -> Option<pb::ExecutorGateCall> {
+        None
+    }
 }
 
 impl GateCalls {
     pub fn new(link: Link) -> GateCalls {
         GateCalls {
-            shared: Arc::new(Shared {
-                link,
-                open: tokio::sync::Mutex::new(None),
-                next_id: AtomicU64::new(1),
-                room: tokio::sync::Semaphore::new(MAX_WAITING),
-            }),
+            stream: MessageClient::new(link),
         }
     }
 
@@ -98,109 +75,26 @@ impl GateCalls {
         limit: Option<Duration>,
     ) -> Result<Answer, Status> {
         let (span, trace) = glovebox_telemetry::propagation::message_client_span(service, method);
-        let exchange = async {
-            let _room = self
-                .shared
-                .room
-                .acquire()
-                .await
-                .map_err(|_| Status::unavailable("closed"))?;
-            let stream = self.stream().await?;
-            let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-            let (tx, rx) = oneshot::channel();
-            {
-                let mut waiting = lock(&stream.waiting);
-                if waiting.ended {
-                    return Err(ended());
-                }
-                waiting.answers.insert(id, tx);
-            }
-            // Whatever happens from here (an error, a timeout, the caller gone), the id is not
-            // left waiting.
-            let forget = Forget(&stream, id);
-            let message = pb::ExecutorGateCall {
+        let exchange = self
+            .stream
+            .call(|id| pb::ExecutorGateCall {
                 id,
                 trace,
                 body: Some(body),
-            };
-            if let Err(e) = lock(&stream.sender).send(&message) {
-                end(&stream);
-                return Err(e);
-            }
-            let answer = rx.await;
-            // Answered or ended, the id was taken off the waiting by whoever answered.
-            std::mem::forget(forget);
-            answer.unwrap_or_else(|_| Err(ended()))
-        };
+            })
+            .instrument(span);
         let answer = match limit {
-            None => exchange.instrument(span).await,
-            Some(limit) => tokio::time::timeout(limit, exchange.instrument(span))
+            None => exchange.await,
+            Some(limit) => tokio::time::timeout(limit, exchange)
                 .await
                 .unwrap_or_else(|_| Err(Status::cancelled("Timeout expired"))),
         };
-        match answer? {
-            Answer::Error(e) => Err(Status::new(tonic::Code::from(e.code), e.message)),
-            answer => Ok(answer),
+        match answer?.body {
+            Some(Answer::Error(e)) => Err(status_of(e)),
+            Some(answer) => Ok(answer),
+            None => Err(Status::internal("the gate sent an empty answer")),
         }
     }
-
-    /// The stream open now, opened (and its reader started) if there is none or it ended.
-    async fn stream(&self) -> Result<Arc<OpenStream>, Status> {
-        let mut open = self.shared.open.lock().await;
-        if let Some(stream) = open.as_ref()
-            && !lock(&stream.waiting).ended
-        {
-            return Ok(Arc::clone(stream));
-        }
-        *open = None;
-        let (sender, receiver) = self.shared.link.untraced().open_duplex(CALLS_PATH).await?;
-        let stream = Arc::new(OpenStream {
-            sender: std::sync::Mutex::new(sender),
-            waiting: std::sync::Mutex::new(Waiting::default()),
-        });
-        tokio::spawn(read_answers(Arc::clone(&stream), receiver));
-        *open = Some(Arc::clone(&stream));
-        Ok(stream)
-    }
-}
-
-/// Hands each answer to its caller until the stream ends, then ends it for everyone waiting.
-async fn read_answers(stream: Arc<OpenStream>, mut receiver: DuplexReceiver) {
-    loop {
-        match receiver.next::<pb::ExecutorGateAnswer>().await {
-            Ok(Some(answer)) => {
-                let waiter = lock(&stream.waiting).answers.remove(&answer.id);
-                let result = answer
-                    .body
-                    .ok_or_else(|| Status::internal("the gate sent an empty answer"));
-                if let Some(waiter) = waiter {
-                    let _ = waiter.send(result);
-                }
-            }
-            Ok(None) => break,
-            Err(status) => {
-                tracing::debug!(error = %status, "the stream of requests to the gate ended");
-                break;
-            }
-        }
-    }
-    end(&stream);
-}
-
-/// Marks `stream` ended: each request still waiting on it is `Unavailable`.
-fn end(stream: &OpenStream) {
-    let answers = {
-        let mut waiting = lock(&stream.waiting);
-        waiting.ended = true;
-        std::mem::take(&mut waiting.answers)
-    };
-    for (_, waiter) in answers {
-        let _ = waiter.send(Err(ended()));
-    }
-}
-
-fn ended() -> Status {
-    Status::unavailable("the stream of requests to the gate ended")
 }
 
 fn unexpected(answer: &Answer) -> Status {
@@ -212,19 +106,6 @@ fn unexpected(answer: &Answer) -> Status {
     Status::internal(format!("the gate answered with {kind}, not what was asked"))
 }
 
-/// Forgets a request's id when its caller stops waiting before it is answered.
-struct Forget<'a>(&'a OpenStream, u64);
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        lock(&self.0.waiting).answers.remove(&self.1);
-    }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,7 +114,8 @@ mod tests {
         default_allowed_uids,
     };
     use glovebox_proto::v1::executor_gate_server::{ExecutorGate, ExecutorGateServer};
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A gate that answers a verdict request with its call id as the reason: after 300 ms for
     /// tool `slow`; by ending the whole stream (with an error) for tool `end`; never, for a
@@ -353,10 +235,7 @@ mod tests {
     }
 
     fn waiting(calls: &GateCalls) -> usize {
-        let Ok(open) = calls.shared.open.try_lock() else {
-            return 0;
-        };
-        open.as_ref().map_or(0, |s| lock(&s.waiting).answers.len())
+        calls.stream.waiting()
     }
 
     /// Returns once `n` requests wait for their answers.
@@ -375,7 +254,7 @@ mod tests {
         let (_gate, streams) = serve(&path);
         let calls = GateCalls::new(authenticated_channel(&path, "executor:a", key()));
         // More than may wait at once: the rest wait for room, none is refused.
-        let callers: Vec<_> = (0..MAX_WAITING + 150)
+        let callers: Vec<_> = (0..glovebox_proto::transport::messages::MAX_WAITING + 150)
             .map(|i| {
                 let calls = calls.clone();
                 tokio::spawn(async move {

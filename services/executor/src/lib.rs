@@ -104,8 +104,9 @@ pub async fn run(
         config.serve_keys.clone(),
     );
     let config_scratch = config.jobs.scratch.clone();
-    let service = service::ExecutorService::new(Arc::new(config), jobs.clone(), gate);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let service =
+        service::ExecutorService::new(Arc::new(config), jobs.clone(), gate, stop_rx.clone());
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };

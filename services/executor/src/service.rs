@@ -16,11 +16,13 @@ use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{Tool, ToolParams};
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
+use glovebox_proto::transport::messages::{Answer as _, AnswerStream, answer_each};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanPathsRequest, PlanRequest,
     PlanResponse, PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
 };
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::ExecutorConfig;
 use crate::context::{Done, OpContext, denied_set};
@@ -36,6 +38,9 @@ pub struct ExecutorService {
     /// rows.
     gate: crate::gate_calls::GateCalls,
     used: Arc<crate::spent::SpentTickets>,
+    /// Becomes true when the executor stops: the broker's `Runs` stream then takes no more
+    /// calls, answers those it took and ends.
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl ExecutorService {
@@ -44,6 +49,7 @@ impl ExecutorService {
         config: Arc<ExecutorConfig>,
         jobs: Arc<crate::jobs::JobTable>,
         gate: Channel,
+        stopping: tokio::sync::watch::Receiver<bool>,
     ) -> ExecutorService {
         ExecutorService {
             config,
@@ -51,6 +57,7 @@ impl ExecutorService {
             audit: AuditClient::new(gate.clone()),
             gate: crate::gate_calls::GateCalls::new(gate),
             used: Arc::new(crate::spent::SpentTickets::new(crate::spent::MAX_SPENT)),
+            stopping,
         }
     }
 
@@ -378,6 +385,79 @@ fn result_row(call: &ToolCall, response: &ExecuteResponse, duration_ms: u64) -> 
     row
 }
 
+impl ExecutorService {
+    /// `Executor.Run`: plans the call, has the gate judge it on the broker's voucher and, on an
+    /// allow, executes it; any other verdict comes back with the plan.
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn run_call(&self, request: pb::RunRequest) -> Result<pb::RunResponse, Status> {
+        let started = Instant::now();
+        let pb::RunRequest {
+            call,
+            voucher,
+            call_age_ms,
+        } = request;
+        let (call, voucher) = (required(call, "call")?, required(voucher, "voucher")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let failed = |e: OpError| {
+            Ok(pb::RunResponse {
+                error: Some(e.to_proto()),
+                ..Default::default()
+            })
+        };
+        // The parameters are read once, for the plan and for acting on.
+        let planned = match self.parse(&call) {
+            Ok(params) => self.plan_params(params).await,
+            Err(e) => Err(e),
+        };
+        let (plan, params) = match planned {
+            Ok(planned) => planned,
+            Err(e) => return failed(e),
+        };
+        let mut decision = match self.decide(&call, plan.clone(), voucher).await {
+            Ok(decision) => decision,
+            Err(e) => return failed(e),
+        };
+        if pb::Verdict::try_from(decision.verdict) != Ok(pb::Verdict::Allow) {
+            return Ok(pb::RunResponse {
+                decision: Some(decision),
+                plan: Some(plan),
+                ..Default::default()
+            });
+        }
+        let ticket = decision.ticket.take();
+        let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
+        let executed = self
+            .execute_ticketed(&call, Some(params), ticket, age)
+            .await;
+        Ok(pb::RunResponse {
+            decision: Some(decision),
+            executed: Some(executed),
+            ..Default::default()
+        })
+    }
+
+    /// The answer to one message on the broker's `Runs` stream: what `Run` would answer.
+    async fn run_message(&self, asked: pb::RunCall) -> pb::RunAnswer {
+        use pb::run_answer::Body as Answer;
+        let span = glovebox_telemetry::propagation::message_server_span(
+            "glovebox.v1.Executor",
+            "Run",
+            &asked.trace,
+        );
+        let ran = match asked.body {
+            Some(pb::run_call::Body::Run(request)) => self.run_call(request).instrument(span).await,
+            _ => Err(Status::invalid_argument("a message with no call in it")),
+        };
+        match ran {
+            Ok(ran) => pb::RunAnswer {
+                id: asked.id,
+                body: Some(Answer::Ran(ran)),
+            },
+            Err(status) => pb::RunAnswer::failed(asked.id, status),
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl pb::executor_server::Executor for ExecutorService {
     #[tracing::instrument(skip_all, fields(call_id))]
@@ -483,56 +563,31 @@ impl pb::executor_server::Executor for ExecutorService {
         ))
     }
 
-    #[tracing::instrument(skip_all, fields(call_id))]
     async fn run(
         &self,
         request: Request<pb::RunRequest>,
     ) -> Result<Response<pb::RunResponse>, Status> {
         caller(&request, &[BROKER])?;
-        let started = Instant::now();
-        let pb::RunRequest {
-            call,
-            voucher,
-            call_age_ms,
-        } = request.into_inner();
-        let (call, voucher) = (required(call, "call")?, required(voucher, "voucher")?);
-        tracing::Span::current().record("call_id", call.call_id.as_str());
-        let failed = |e: OpError| {
-            Ok(Response::new(pb::RunResponse {
-                error: Some(e.to_proto()),
-                ..Default::default()
-            }))
-        };
-        // The parameters are read once, for the plan and for acting on.
-        let planned = match self.parse(&call) {
-            Ok(params) => self.plan_params(params).await,
-            Err(e) => Err(e),
-        };
-        let (plan, params) = match planned {
-            Ok(planned) => planned,
-            Err(e) => return failed(e),
-        };
-        let mut decision = match self.decide(&call, plan.clone(), voucher).await {
-            Ok(decision) => decision,
-            Err(e) => return failed(e),
-        };
-        if pb::Verdict::try_from(decision.verdict) != Ok(pb::Verdict::Allow) {
-            return Ok(Response::new(pb::RunResponse {
-                decision: Some(decision),
-                plan: Some(plan),
-                ..Default::default()
-            }));
-        }
-        let ticket = decision.ticket.take();
-        let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
-        let executed = self
-            .execute_ticketed(&call, Some(params), ticket, age)
-            .await;
-        Ok(Response::new(pb::RunResponse {
-            decision: Some(decision),
-            executed: Some(executed),
-            ..Default::default()
-        }))
+        self.run_call(request.into_inner()).await.map(Response::new)
+    }
+
+    type RunsStream = AnswerStream<pb::RunAnswer>;
+
+    async fn runs(
+        &self,
+        request: Request<tonic::Streaming<pb::RunCall>>,
+    ) -> Result<Response<Self::RunsStream>, Status> {
+        caller(&request, &[BROKER])?;
+        let service = self.clone();
+        Ok(Response::new(answer_each(
+            request.into_inner(),
+            self.stopping.clone(),
+            crate::MAX_CONCURRENT_CALLS,
+            move |asked| {
+                let service = service.clone();
+                async move { service.run_message(asked).await }
+            },
+        )))
     }
 
     async fn status(

@@ -244,6 +244,38 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
             ok,
             d,
         );
+        let message = pb::RunCall {
+            id: 1,
+            body: Some(pb::run_call::Body::Run(pb::RunRequest {
+                call: Some(call(
+                    target,
+                    "file_write",
+                    json!({"path": "pwned", "content": "x"}),
+                )),
+                voucher: Some(pb::Voucher {
+                    issued_at_ms: 0,
+                    mac: vec![0x42; 32],
+                }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let (ok, d) = match exec.runs(tokio_stream::iter([message])).await {
+            Err(s) => (false, format!("{:?}: {}", s.code(), s.message())),
+            Ok(answers) => match answers.into_inner().message().await {
+                Ok(Some(pb::RunAnswer {
+                    body: Some(pb::run_answer::Body::Ran(pb::RunResponse { error: None, .. })),
+                    ..
+                })) => (true, "the call was run".into()),
+                other => (false, format!("not run: {other:?}")),
+            },
+        };
+        report(
+            &format!("Executor/Runs of {target}"),
+            &format!("exec-{target}"),
+            ok,
+            d,
+        );
         let (ok, d) = outcome(
             exec.plan(pb::PlanRequest {
                 call: Some(call(target, "file_read", json!({"path": "x"}))),

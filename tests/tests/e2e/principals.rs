@@ -29,9 +29,9 @@ async fn a_job_cannot_use_any_control_socket() {
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
     // Resolve, SetEnabled, AddRule and SetSandbox for two accounts on two sockets, Append, a
-    // vouched Decide and the same on the executor's stream on two sockets, Execute, Run and Plan
-    // on two executors, two guessed handshakes.
-    assert_eq!(tried.len(), 2 + 8 + 6 + 6 + 2, "{stdout}");
+    // vouched Decide and the same on the executor's stream on two sockets, Execute, Run, the
+    // same on the broker's stream, and Plan on two executors, two guessed handshakes.
+    assert_eq!(tried.len(), 2 + 8 + 6 + 8 + 2, "{stdout}");
     for t in &tried {
         eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
         assert!(
@@ -277,6 +277,19 @@ async fn an_administrator_key_may_only_ask_an_executor_to_plan() {
     for r in refused {
         assert_eq!(r.unwrap_err().code(), tonic::Code::PermissionDenied);
     }
+    // Nor the broker's stream of calls.
+    let e = g
+        .channel_as(
+            &format!("exec-{}/executor.sock", g.account),
+            &socket::executor(&g.account),
+            peer::ADMIN,
+        )
+        .untraced()
+        .open_duplex("/glovebox.v1.Executor/Runs")
+        .await
+        .err()
+        .expect("an administrator opened the broker's stream of calls");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
     // The administrator's key of the gate's admin socket is worth nothing on the executor's.
     let mut wrong = ExecutorClient::new(g.channel_as(
         &format!("exec-{}/executor.sock", g.account),

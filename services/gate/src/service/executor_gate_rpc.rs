@@ -5,6 +5,7 @@
 //! `Calls` carries an executor's `Decide` and `Audit.AppendCall` requests as messages on one
 //! stream, each admitted and answered as its RPC is; the stream ends when the gate stops.
 
+use glovebox_proto::transport::messages::{AnswerStream, MAX_IN_FLIGHT, answer_each, call_status};
 use glovebox_ticket::spent::SpentTickets;
 use glovebox_ticket::voucher::VoucherKey;
 use tracing::Instrument;
@@ -73,10 +74,6 @@ impl Default for Vouchers {
         Vouchers::new(None)
     }
 }
-
-/// Requests an executor may have in flight on one `Calls` stream; the stream is not read further
-/// until one is answered.
-const CALLS_IN_FLIGHT: usize = 256;
 
 #[derive(Clone)]
 pub struct ExecutorGateService {
@@ -150,16 +147,11 @@ async fn answer_call(
     .await;
     pb::ExecutorGateAnswer {
         id: call.id,
-        body: Some(answered.unwrap_or_else(|status| {
-            Answer::Error(pb::CallStatus {
-                code: status.code() as i32,
-                message: status.message().to_owned(),
-            })
-        })),
+        body: Some(answered.unwrap_or_else(|status| Answer::Error(call_status(&status)))),
     }
 }
 
-type AnswerStream = tokio_stream::wrappers::ReceiverStream<Result<pb::ExecutorGateAnswer, Status>>;
+type CallsAnswers = AnswerStream<pb::ExecutorGateAnswer>;
 
 #[tonic::async_trait]
 impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
@@ -173,56 +165,28 @@ impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
             .map(Response::new)
     }
 
-    type CallsStream = AnswerStream;
+    type CallsStream = CallsAnswers;
 
     async fn calls(
         &self,
         request: Request<tonic::Streaming<pb::ExecutorGateCall>>,
-    ) -> Result<Response<AnswerStream>, Status> {
+    ) -> Result<Response<CallsAnswers>, Status> {
         let peer = served_peer(&self.state, &request)?;
         if !peer.starts_with("executor:") {
             return Err(Status::permission_denied(format!(
                 "{peer} is not an executor"
             )));
         }
-        let mut incoming = request.into_inner();
-        let (answers, answer_stream) = tokio::sync::mpsc::channel(CALLS_IN_FLIGHT);
-        let (state, mut stopping) = (Arc::clone(&self.state), self.stopping.clone());
-        tokio::spawn(async move {
-            let room = Arc::new(tokio::sync::Semaphore::new(CALLS_IN_FLIGHT));
-            // A gate whose stop signal is gone runs on.
-            let stopped = async move {
-                if stopping.wait_for(|stop| *stop).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::pin!(stopped);
-            loop {
-                let Ok(slot) = Arc::clone(&room).acquire_owned().await else {
-                    break;
-                };
-                let next = tokio::select! {
-                    next = incoming.message() => next,
-                    () = &mut stopped => break,
-                };
-                let call = match next {
-                    Ok(Some(call)) => call,
-                    Ok(None) => break,
-                    Err(status) => {
-                        tracing::debug!(%peer, error = %status, "an executor's stream ended");
-                        break;
-                    }
-                };
-                let (state, peer, answers) = (Arc::clone(&state), peer.clone(), answers.clone());
-                tokio::spawn(async move {
-                    let answer = answer_call(&state, &peer, call).await;
-                    let _ = answers.send(Ok(answer)).await;
-                    drop(slot);
-                });
-            }
-            // The answer stream ends once the requests taken are answered.
-        });
-        Ok(Response::new(AnswerStream::new(answer_stream)))
+        let state = Arc::clone(&self.state);
+        Ok(Response::new(answer_each(
+            request.into_inner(),
+            self.stopping.clone(),
+            MAX_IN_FLIGHT,
+            move |call| {
+                let (state, peer) = (Arc::clone(&state), peer.clone());
+                async move { answer_call(&state, &peer, call).await }
+            },
+        )))
     }
 }
 

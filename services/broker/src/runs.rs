@@ -1,0 +1,221 @@
+//! The broker's `Executor.Run` calls as messages on one stream it keeps open to each executor
+//! (`Executor.Runs`, see `glovebox_proto::transport::messages`), instead of an HTTP/2 stream per
+//! call. A call the broker gives up on (its client withdrew it, the connection closed) is
+//! cancelled on the stream, and the executor stops it as it would a reset `Run`.
+
+use glovebox_proto::transport::Link;
+use glovebox_proto::transport::messages::{Exchange, MessageClient, status_of};
+use glovebox_proto::v1::{self as pb, run_answer::Body as Answer, run_call::Body as Asked};
+use tonic::Status;
+use tracing::Instrument;
+
+/// One executor's stream of calls. Cheap to clone; clones share the stream.
+#[derive(Clone)]
+pub struct ExecutorRuns {
+    stream: MessageClient<ToExecutor>,
+}
+
+struct ToExecutor;
+
+impl Exchange for ToExecutor {
+    type Request = pb::RunCall;
+    type Answer = pb::RunAnswer;
+    const PATH: &'static str = "/glovebox.v1.Executor/Runs";
+    const SERVER: &'static str = "the executor";
+    fn cancel(id: u64) -> Option<pb::RunCall> {
+        Some(pb::RunCall {
+            id,
+            trace: Default::default(),
+            body: Some(Asked::Cancel(id)),
+        })
+    }
+}
+
+impl ExecutorRuns {
+    pub fn new(link: Link) -> ExecutorRuns {
+        ExecutorRuns {
+            stream: MessageClient::new(link),
+        }
+    }
+
+    /// `Executor.Run`, as a message on the stream. Dropping the future cancels the call.
+    pub async fn run(&self, request: pb::RunRequest) -> Result<pb::RunResponse, Status> {
+        let (span, trace) =
+            glovebox_telemetry::propagation::message_client_span("glovebox.v1.Executor", "Run");
+        let answer = self
+            .stream
+            .call(|id| pb::RunCall {
+                id,
+                trace,
+                body: Some(Asked::Run(request)),
+            })
+            .instrument(span)
+            .await?;
+        match answer.body {
+            Some(Answer::Ran(ran)) => Ok(ran),
+            Some(Answer::Error(status)) => Err(status_of(status)),
+            None => Err(Status::internal("the executor sent an empty answer")),
+        }
+    }
+
+    /// How many calls wait for their answers now.
+    pub fn waiting(&self) -> usize {
+        self.stream.waiting()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::transport::messages::{AnswerStream, answer_each};
+    use glovebox_proto::transport::{
+        ServerKeys, SocketKey, authenticated_channel, authenticated_incoming, bind_private_socket,
+        default_allowed_uids,
+    };
+    use glovebox_proto::v1::executor_server::{Executor, ExecutorServer};
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+    use tonic::{Request, Response};
+
+    /// An executor whose `Runs` answers each call with its call id as a tool error, except
+    /// `hold`, which runs until stopped; it reports each call whose work was dropped.
+    struct FakeExecutor {
+        dropped: mpsc::UnboundedSender<String>,
+    }
+
+    struct Dropped(String, mpsc::UnboundedSender<String>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            let _ = self.1.send(self.0.clone());
+        }
+    }
+
+    fn only_runs<T>() -> Result<Response<T>, Status> {
+        Err(Status::unimplemented("only Runs"))
+    }
+
+    #[tonic::async_trait]
+    impl Executor for FakeExecutor {
+        async fn plan(
+            &self,
+            _: Request<pb::PlanRequest>,
+        ) -> Result<Response<pb::PlanResponse>, Status> {
+            only_runs()
+        }
+        async fn plan_paths(
+            &self,
+            _: Request<pb::PlanPathsRequest>,
+        ) -> Result<Response<pb::PlanResponse>, Status> {
+            only_runs()
+        }
+        async fn preview(
+            &self,
+            _: Request<pb::PreviewRequest>,
+        ) -> Result<Response<pb::PreviewResponse>, Status> {
+            only_runs()
+        }
+        async fn execute(
+            &self,
+            _: Request<pb::ExecuteRequest>,
+        ) -> Result<Response<pb::ExecuteResponse>, Status> {
+            only_runs()
+        }
+        async fn run(
+            &self,
+            _: Request<pb::RunRequest>,
+        ) -> Result<Response<pb::RunResponse>, Status> {
+            only_runs()
+        }
+        async fn status(
+            &self,
+            _: Request<pb::ExecutorStatusRequest>,
+        ) -> Result<Response<pb::ExecutorStatusResponse>, Status> {
+            only_runs()
+        }
+
+        type RunsStream = AnswerStream<pb::RunAnswer>;
+
+        async fn runs(
+            &self,
+            request: Request<tonic::Streaming<pb::RunCall>>,
+        ) -> Result<Response<Self::RunsStream>, Status> {
+            let dropped = self.dropped.clone();
+            let (_, stopping) = tokio::sync::watch::channel(false);
+            Ok(Response::new(answer_each(
+                request.into_inner(),
+                stopping,
+                8,
+                move |asked: pb::RunCall| {
+                    let dropped = dropped.clone();
+                    async move {
+                        let Some(Asked::Run(run)) = asked.body else {
+                            unreachable!("a cancel is not answered");
+                        };
+                        let call_id = run.call.unwrap_or_default().call_id;
+                        let _guard = Dropped(call_id.clone(), dropped);
+                        if call_id == "hold" {
+                            std::future::pending::<()>().await;
+                        }
+                        pb::RunAnswer {
+                            id: asked.id,
+                            body: Some(Answer::Ran(pb::RunResponse {
+                                error: Some(pb::ToolError {
+                                    code: "echo".into(),
+                                    message: call_id,
+                                }),
+                                ..Default::default()
+                            })),
+                        }
+                    }
+                },
+            )))
+        }
+    }
+
+    fn key() -> SocketKey {
+        SocketKey::derive(b"test control key", "test", "broker")
+    }
+
+    fn asked(call_id: &str) -> pb::RunRequest {
+        pb::RunRequest {
+            call: Some(pb::ToolCall {
+                call_id: call_id.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_given_up_on_is_stopped_at_the_executor_and_the_stream_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("executor.sock");
+        let listener = bind_private_socket(&path).unwrap();
+        let (dropped_tx, mut dropped) = mpsc::unbounded_channel();
+        let keys = ServerKeys::new([("broker".to_owned(), key())]);
+        tokio::spawn(async move {
+            let incoming = authenticated_incoming(listener, default_allowed_uids(), keys);
+            let _ = tonic::transport::Server::builder()
+                .add_service(ExecutorServer::new(FakeExecutor {
+                    dropped: dropped_tx,
+                }))
+                .serve_with_incoming(incoming)
+                .await;
+        });
+        let runs = ExecutorRuns::new(authenticated_channel(&path, "broker", key()));
+        let ran = runs.run(asked("first")).await.unwrap();
+        assert_eq!(ran.error.unwrap().message, "first");
+        assert_eq!(dropped.recv().await.unwrap(), "first");
+        // A call given up on (here by a timeout) is cancelled: its work is dropped at the
+        // executor, not left running.
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(200), runs.run(asked("hold"))).await;
+        assert!(gave_up.is_err());
+        assert_eq!(runs.waiting(), 0);
+        let stopped = tokio::time::timeout(Duration::from_secs(10), dropped.recv()).await;
+        assert_eq!(stopped.unwrap().unwrap(), "hold");
+        let ran = runs.run(asked("next")).await.unwrap();
+        assert_eq!(ran.error.unwrap().message, "next");
+    }
+}
