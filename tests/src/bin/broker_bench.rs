@@ -11,7 +11,9 @@
 //!    time over the run).
 //!
 //! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin glovebox-broker-bench`
-//! (`GLOVEBOX_BIN=path/to/glovebox` measures another build of the services with this bench).
+//! (`GLOVEBOX_BIN=path/to/glovebox` measures another build of the services with this bench;
+//! `BROKER_BENCH_CALLS=N` makes the throughput run N calls per connection instead of 250, long
+//! enough to profile).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -185,7 +187,10 @@ async fn main() {
 
     // 3. throughput and CPU per call, IN_FLIGHT calls at once
     const IN_FLIGHT: usize = 8;
-    const PER_CONNECTION: usize = 250;
+    let per_connection: usize = std::env::var("BROKER_BENCH_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(250);
     let services: Vec<(&str, i32)> = ["gate", "broker", "executor"]
         .into_iter()
         .map(|name| (name, g.service_pids(name)[0]))
@@ -197,7 +202,7 @@ async fn main() {
     let cpu_before: Vec<f64> = services.iter().map(|(_, pid)| cpu_ms(*pid)).collect();
     let t = Instant::now();
     futures_util::future::join_all(agents.iter_mut().enumerate().map(|(w, agent)| async move {
-        for i in 0..PER_CONNECTION {
+        for i in 0..per_connection {
             let r = agent
                 .invoke(&format!("t{w}-{i}"), "file_read", json!({"path": "4k.txt"}))
                 .await;
@@ -206,10 +211,10 @@ async fn main() {
     }))
     .await;
     let wall = t.elapsed();
-    let calls = (IN_FLIGHT * PER_CONNECTION) as f64;
+    let calls = (IN_FLIGHT * per_connection) as f64;
     println!(
         "{IN_FLIGHT} calls in flight through the broker, {} calls: {:.0} calls/s",
-        IN_FLIGHT * PER_CONNECTION,
+        IN_FLIGHT * per_connection,
         calls / wall.as_secs_f64()
     );
     let mut total = 0.0;
