@@ -1,4 +1,4 @@
-//! Reload on change: the project's `.glovebox/mcp.json` is watched (`notify` on the workdir and
+//! Reload on change: the project's `.glovebox/mcp.json` is watched (`glovebox_watch` on the workdir and
 //! its `.glovebox` directory, and a stat every [`POLL`] for what the watcher misses), and the
 //! account's own file is followed through the gate; either change applies at once (changed packs
 //! stop, and start again with their new definition on their next use).
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use glovebox_watch::DirWatcher;
 
 use crate::host::Host;
 
@@ -28,27 +28,16 @@ pub fn spawn(host: Arc<Host>) {
     let workdir = host.launcher.config.workdir.clone();
     let file: PathBuf = workdir.join(glovebox_config::mcp_json::PROJECT_FILE);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        // Not a file opened: notify reports every open in the workdir.
-        if res.is_ok_and(|event| {
-            !matches!(
-                event.kind,
-                notify::EventKind::Access(notify::event::AccessKind::Open(_))
-            )
-        }) {
-            let _ = tx.send(());
-        }
+    let watcher = DirWatcher::start(move || {
+        let _ = tx.send(());
     });
     let mut watcher = watcher.ok();
-    let mut watched = Vec::new();
-    let mut add_watches = move |watcher: &mut Option<notify::RecommendedWatcher>| {
+    // Watched again after every check: a `.glovebox` removed and made again is watched anew.
+    let add_watches = move |watcher: &mut Option<DirWatcher>| {
         let Some(w) = watcher.as_mut() else { return };
         for dir in [workdir.clone(), workdir.join(".glovebox")] {
-            if !watched.contains(&dir)
-                && dir.is_dir()
-                && w.watch(&dir, RecursiveMode::NonRecursive).is_ok()
-            {
-                watched.push(dir);
+            if dir.is_dir() {
+                let _ = w.watch(&dir);
             }
         }
     };
