@@ -170,6 +170,14 @@ where
 }
 
 /// Whether the current OpenTelemetry context is a (remote or local) span's: a traced call.
+/// `future` with the trace context current here, for a task of its own: what it asks of other
+/// services stays in the caller's trace (a spawned task does not inherit it).
+pub fn in_current_trace<F: std::future::Future>(
+    future: F,
+) -> opentelemetry::context::WithContext<F> {
+    opentelemetry::context::FutureExt::with_current_context(future)
+}
+
 fn in_trace() -> bool {
     opentelemetry::Context::current()
         .span()

@@ -105,6 +105,37 @@ impl ExecutorService {
         }
     }
 
+    /// [`Self::execute_ticketed`] carried to its end even if its caller stops waiting (the broker
+    /// cancelled the call, or lost its connection): a call that starts acting on its ticket
+    /// always sends its rows, so nothing done on a ticket goes unaudited because the call was
+    /// withdrawn at the wrong moment.
+    async fn execute_to_the_end(
+        &self,
+        call: ToolCall,
+        parsed: Option<ToolParams>,
+        ticket: Option<pb::Ticket>,
+        call_age_ms: u64,
+    ) -> ExecuteResponse {
+        let service = self.clone();
+        let executing = async move {
+            service
+                .execute_ticketed(&call, parsed, ticket, call_age_ms)
+                .await
+        };
+        let traced = glovebox_telemetry::propagation::in_current_trace(executing);
+        tokio::spawn(traced.in_current_span())
+            .await
+            .unwrap_or_else(|_| {
+                answer(
+                    Err(OpError::new(
+                        ErrorCode::Internal,
+                        "the operation failed unexpectedly",
+                    )),
+                    &mut AuditEvent::default(),
+                )
+            })
+    }
+
     /// Acts on `ticket` if it is this call's and sends the gate the call's last rows (the
     /// execute row alone for a refused ticket); the call is reported done only once they are
     /// committed. `call_age_ms`: how long the call had run before this.
@@ -427,7 +458,7 @@ impl ExecutorService {
         let ticket = decision.ticket.take();
         let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
         let executed = self
-            .execute_ticketed(&call, Some(params), ticket, age)
+            .execute_to_the_end(call, Some(params), ticket, age)
             .await;
         Ok(pb::RunResponse {
             decision: Some(decision),
@@ -558,7 +589,7 @@ impl pb::executor_server::Executor for ExecutorService {
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         Ok(Response::new(
-            self.execute_ticketed(&call, None, ticket, call_age_ms)
+            self.execute_to_the_end(call, None, ticket, call_age_ms)
                 .await,
         ))
     }
@@ -703,5 +734,175 @@ mod tests {
         for (tool, args, quick) in cases {
             assert_eq!(is_quick(&parse(tool, args.clone())), quick, "{tool} {args}");
         }
+    }
+
+    /// A gate for one executor's stream: it allows every call (with a ticket signed by `key`),
+    /// answers a call's first rows `Unavailable` (a gate restarting) and acknowledges them
+    /// after that, saying which it did on `seen`.
+    #[derive(Clone)]
+    struct RestartingGate {
+        key: glovebox_ticket::AccountKey,
+        appends: Arc<std::sync::atomic::AtomicUsize>,
+        seen: tokio::sync::mpsc::UnboundedSender<&'static str>,
+    }
+
+    #[tonic::async_trait]
+    impl pb::executor_gate_server::ExecutorGate for RestartingGate {
+        async fn decide(
+            &self,
+            _: Request<pb::VouchedDecideRequest>,
+        ) -> Result<Response<pb::DecideResponse>, Status> {
+            Err(Status::unimplemented("only the stream"))
+        }
+
+        type CallsStream = AnswerStream<pb::ExecutorGateAnswer>;
+
+        async fn calls(
+            &self,
+            request: Request<tonic::Streaming<pb::ExecutorGateCall>>,
+        ) -> Result<Response<Self::CallsStream>, Status> {
+            use pb::executor_gate_answer::Body as Answer;
+            use pb::executor_gate_call::Body as Asked;
+            let gate = Arc::new(self.clone());
+            let (_, stopping) = tokio::sync::watch::channel(false);
+            let answers = answer_each(request.into_inner(), stopping, 8, move |asked| {
+                let gate = Arc::clone(&gate);
+                async move {
+                    let id = asked.id;
+                    match asked.body {
+                        Some(Asked::Decide(r)) => {
+                            let (call, plan) =
+                                (r.call.unwrap_or_default(), r.plan.unwrap_or_default());
+                            let body = pb::TicketBody {
+                                account: call.account,
+                                call_id: call.call_id,
+                                tool: call.tool,
+                                subjects: plan.subjects,
+                                content_tag: plan.content_tag,
+                                expires_at_ms: now_ms() + 60_000,
+                                approval: "auto".into(),
+                                ..Default::default()
+                            };
+                            let decided = pb::DecideResponse {
+                                verdict: pb::Verdict::Allow as i32,
+                                ticket: Some(gate.key.sign(&body)),
+                                ..Default::default()
+                            };
+                            pb::ExecutorGateAnswer {
+                                id,
+                                body: Some(Answer::Decided(decided)),
+                            }
+                        }
+                        _ => {
+                            let n = gate
+                                .appends
+                                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            if n == 0 {
+                                let _ = gate.seen.send("rows refused");
+                                pb::ExecutorGateAnswer::failed(
+                                    id,
+                                    Status::unavailable("restarting"),
+                                )
+                            } else {
+                                let _ = gate.seen.send("rows written");
+                                pb::ExecutorGateAnswer {
+                                    id,
+                                    body: Some(Answer::Appended(pb::AppendAck::default())),
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+            Ok(Response::new(answers))
+        }
+    }
+
+    async fn heard(
+        seen: &mut tokio::sync::mpsc::UnboundedReceiver<&'static str>,
+    ) -> Option<&'static str> {
+        tokio::time::timeout(std::time::Duration::from_secs(10), seen.recv())
+            .await
+            .expect("the gate heard from the executor in time")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_given_up_on_while_its_rows_are_retried_still_sends_them() {
+        use glovebox_proto::transport::{
+            ServerKeys, SocketKey, authenticated_channel, authenticated_incoming,
+            bind_private_socket, default_allowed_uids,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let work = root.join("work");
+        std::fs::create_dir(&work).unwrap();
+        let key = glovebox_ticket::MasterKey::from_bytes(&[7; 32])
+            .unwrap()
+            .account_key("a");
+        let socket_key = SocketKey::derive(b"test control key", "audit", "executor:a");
+        let sock = root.join("gate.sock");
+        let listener = bind_private_socket(&sock).unwrap();
+        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let gate = RestartingGate {
+            key: key.clone(),
+            appends: Default::default(),
+            seen: seen_tx,
+        };
+        let keys = ServerKeys::new([("executor:a".to_owned(), socket_key.clone())]);
+        tokio::spawn(async move {
+            let incoming = authenticated_incoming(listener, default_allowed_uids(), keys);
+            let _ = tonic::transport::Server::builder()
+                .add_service(pb::executor_gate_server::ExecutorGateServer::new(gate))
+                .serve_with_incoming(incoming)
+                .await;
+        });
+        let config = ExecutorConfig {
+            account: "a".into(),
+            workdir: work.clone(),
+            key,
+            gate_socket: sock.clone(),
+            audit_key: ("executor:a".into(), socket_key.clone()),
+            serve_keys: ServerKeys::new([]),
+            allowed_uids: default_allowed_uids(),
+            protected: Vec::new(),
+            jobs: crate::jobs::JobConfig {
+                env: Vec::new(),
+                shim: std::path::PathBuf::new(),
+                roots: vec![work.clone()],
+                scratch: root.join("scratch"),
+            },
+            trash_dir: root.join("trash"),
+            sandbox: String::new(),
+            containment: String::new(),
+        };
+        let jobs = Arc::new(crate::jobs::JobTable::new(config.jobs.clone()));
+        let (_stop, stopping) = tokio::sync::watch::channel(false);
+        let link = authenticated_channel(&sock, "executor:a", socket_key);
+        let service = ExecutorService::new(Arc::new(config), jobs, link, stopping);
+        let call = ToolCall {
+            account: "a".into(),
+            call_id: "call-w".into(),
+            tool: "file_write".into(),
+            params_json: r#"{"path": "w.txt", "content": "written"}"#.into(),
+            client_call_id: String::new(),
+        };
+        let running = tokio::spawn(async move {
+            service
+                .run_call(pb::RunRequest {
+                    call: Some(call),
+                    voucher: Some(pb::Voucher::default()),
+                    call_age_ms: 0,
+                })
+                .await
+        });
+        assert_eq!(heard(&mut seen).await, Some("rows refused"));
+        // The broker gives up on the call while its rows wait to be sent again.
+        running.abort();
+        assert!(running.await.unwrap_err().is_cancelled());
+        assert_eq!(heard(&mut seen).await, Some("rows written"));
+        assert_eq!(
+            std::fs::read_to_string(work.join("w.txt")).unwrap(),
+            "written"
+        );
     }
 }
