@@ -52,6 +52,22 @@ fn outcome<T>(r: Result<tonic::Response<T>, tonic::Status>) -> (bool, String) {
     }
 }
 
+/// A write of `pwned` in `account`'s workdir, with a voucher the broker never signed.
+fn forged_run(account: &str) -> pb::RunRequest {
+    pb::RunRequest {
+        call: Some(call(
+            account,
+            "file_write",
+            json!({"path": "pwned", "content": "x"}),
+        )),
+        voucher: Some(pb::Voucher {
+            issued_at_ms: 0,
+            mac: vec![0x42; 32],
+        }),
+        ..Default::default()
+    }
+}
+
 fn call(account: &str, tool: &str, params: serde_json::Value) -> pb::ToolCall {
     pb::ToolCall {
         account: account.into(),
@@ -223,21 +239,7 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
             ok,
             d,
         );
-        let (ok, d) = outcome(
-            exec.run(pb::RunRequest {
-                call: Some(call(
-                    target,
-                    "file_write",
-                    json!({"path": "pwned", "content": "x"}),
-                )),
-                voucher: Some(pb::Voucher {
-                    issued_at_ms: 0,
-                    mac: vec![0x42; 32],
-                }),
-                ..Default::default()
-            })
-            .await,
-        );
+        let (ok, d) = outcome(exec.run(forged_run(target)).await);
         report(
             &format!("Executor/Run of {target}"),
             &format!("exec-{target}"),
@@ -246,18 +248,7 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
         );
         let message = pb::RunCall {
             id: 1,
-            body: Some(pb::run_call::Body::Run(pb::RunRequest {
-                call: Some(call(
-                    target,
-                    "file_write",
-                    json!({"path": "pwned", "content": "x"}),
-                )),
-                voucher: Some(pb::Voucher {
-                    issued_at_ms: 0,
-                    mac: vec![0x42; 32],
-                }),
-                ..Default::default()
-            })),
+            body: Some(pb::run_call::Body::Run(forged_run(target))),
             ..Default::default()
         };
         let (ok, d) = match exec.runs(tokio_stream::iter([message])).await {
