@@ -18,6 +18,7 @@ pub mod replace;
 pub mod resolve;
 pub use glovebox_sandbox as sandbox;
 pub mod service;
+mod shield;
 pub mod spent;
 pub mod trash;
 pub mod walk;

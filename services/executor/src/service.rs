@@ -123,17 +123,7 @@ impl ExecutorService {
                 .await
         };
         let traced = glovebox_telemetry::propagation::in_current_trace(executing);
-        tokio::spawn(traced.in_current_span())
-            .await
-            .unwrap_or_else(|_| {
-                answer(
-                    Err(OpError::new(
-                        ErrorCode::Internal,
-                        "the operation failed unexpectedly",
-                    )),
-                    &mut AuditEvent::default(),
-                )
-            })
+        crate::shield::to_the_end(traced.in_current_span()).await
     }
 
     /// Acts on `ticket` if it is this call's and sends the gate the call's last rows (the
