@@ -15,9 +15,12 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use inotify::{Inotify, WatchMask, Watches};
+use tokio::sync::Notify;
 
 /// What is watched for: an entry created, removed, renamed in or out, written and closed,
 /// modified or its metadata changed, and the directory itself removed or renamed. Not opens,
@@ -33,10 +36,13 @@ pub const CHANGES: WatchMask = WatchMask::CREATE
     .union(WatchMask::MOVE_SELF)
     .union(WatchMask::ONLYDIR);
 
-/// Watches over directories; `changed` is called for each change seen. Dropping it ends the
-/// watches.
+/// Watches over directories, and what they saw since it was last asked ([`DirWatcher::changed`]).
+/// Dropping it ends the watches.
 pub struct DirWatcher {
     watches: Watches,
+    /// Holds one wake-up for every change seen since the last wait: changes coalesce, so a flood
+    /// of them (a job making and removing files) costs one check, never a queue.
+    seen: Arc<Notify>,
     /// Dropped with the watcher: the reading task then ends and closes the descriptor.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -48,17 +54,19 @@ impl std::fmt::Debug for DirWatcher {
 }
 
 impl DirWatcher {
-    /// Starts a watcher with nothing watched yet, read on the current tokio runtime; `changed` is
-    /// called from that runtime once per change (and once if the kernel's queue overflowed).
-    pub fn start(changed: impl Fn() + Send + 'static) -> io::Result<DirWatcher> {
+    /// Starts a watcher with nothing watched yet, read on the current tokio runtime.
+    pub fn start() -> io::Result<DirWatcher> {
         let mut events = Inotify::init()?.into_event_stream([0u8; 4096])?;
         let watches = events.watches();
+        let seen = Arc::new(Notify::new());
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let seeing = Arc::clone(&seen);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     event = events.next() => match event {
-                        Some(Ok(_)) => changed(),
+                        // A change, or the kernel's queue overflowed.
+                        Some(Ok(_)) => seeing.notify_one(),
                         Some(Err(_)) | None => return,
                     },
                     _ = &mut stopped => return,
@@ -67,6 +75,7 @@ impl DirWatcher {
         });
         Ok(DirWatcher {
             watches,
+            seen,
             _stop: stop,
         })
     }
@@ -76,31 +85,34 @@ impl DirWatcher {
     pub fn watch(&mut self, dir: &Path) -> io::Result<()> {
         self.watches.add(dir, CHANGES).map(|_| ())
     }
+
+    /// Returns at the next change, or at once if there were changes since the last call (as
+    /// one).
+    pub async fn changed(&self) {
+        self.seen.notified().await
+    }
+}
+
+/// Waits until `watcher` sees a change, at most `poll`: whether it did. Without a watcher (none
+/// could be started: the user's inotify instances used up, say) it is the wait alone, so a
+/// caller that checks after each wait polls every `poll` and never spins.
+pub async fn changed_within(watcher: Option<&DirWatcher>, poll: Duration) -> bool {
+    let changed = async {
+        match watcher {
+            Some(w) => w.changed().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::time::timeout(poll, changed).await.is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-    use tokio::sync::mpsc;
 
-    fn watcher() -> (DirWatcher, mpsc::UnboundedReceiver<()>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let watcher = DirWatcher::start(move || {
-            let _ = tx.send(());
-        })
-        .unwrap();
-        (watcher, rx)
-    }
-
-    /// Whether a change is reported within a short while, then forgets whatever else was.
-    async fn changed(rx: &mut mpsc::UnboundedReceiver<()>) -> bool {
-        let seen = tokio::time::timeout(Duration::from_millis(300), rx.recv())
-            .await
-            .is_ok();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        while rx.try_recv().is_ok() {}
-        seen
+    /// Whether a change is seen within a short while; the changes seen before it count as one.
+    async fn changed(w: &DirWatcher) -> bool {
+        changed_within(Some(w), Duration::from_millis(300)).await
     }
 
     #[tokio::test]
@@ -108,27 +120,69 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("a.txt");
         std::fs::write(&file, "a").unwrap();
-        let (mut w, mut rx) = watcher();
+        let mut w = DirWatcher::start().unwrap();
         w.watch(dir.path()).unwrap();
         for _ in 0..20 {
             assert_eq!(std::fs::read_to_string(&file).unwrap(), "a");
         }
         let _ = std::fs::read_dir(dir.path()).unwrap().count();
-        assert!(!changed(&mut rx).await, "reads were reported");
-        std::fs::write(&file, "b").unwrap();
-        assert!(changed(&mut rx).await, "a write");
-        std::fs::write(dir.path().join("new"), "").unwrap();
-        assert!(changed(&mut rx).await, "a file made");
-        std::fs::rename(dir.path().join("new"), dir.path().join("renamed")).unwrap();
-        assert!(changed(&mut rx).await, "a rename");
-        std::fs::remove_file(dir.path().join("renamed")).unwrap();
-        assert!(changed(&mut rx).await, "a removal");
-        std::fs::create_dir(dir.path().join(".glovebox")).unwrap();
-        assert!(changed(&mut rx).await, "a directory made");
-        let f = std::fs::File::open(&file).unwrap();
-        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .unwrap();
-        assert!(changed(&mut rx).await, "a mode changed");
+        assert!(!changed(&w).await, "reads were reported");
+        type Change<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        let changes: [Change; 6] = [
+            ("a write", Box::new(|| std::fs::write(&file, "b").unwrap())),
+            (
+                "a file made",
+                Box::new(|| std::fs::write(dir.path().join("new"), "").unwrap()),
+            ),
+            (
+                "a rename",
+                Box::new(|| {
+                    std::fs::rename(dir.path().join("new"), dir.path().join("renamed")).unwrap()
+                }),
+            ),
+            (
+                "a removal",
+                Box::new(|| std::fs::remove_file(dir.path().join("renamed")).unwrap()),
+            ),
+            (
+                "a directory made",
+                Box::new(|| std::fs::create_dir(dir.path().join(".glovebox")).unwrap()),
+            ),
+            (
+                "a mode changed",
+                Box::new(|| {
+                    let f = std::fs::File::open(&file).unwrap();
+                    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                        .unwrap()
+                }),
+            ),
+        ];
+        for (what, change) in changes {
+            change();
+            assert!(changed(&w).await, "{what}");
+            // What that change queued besides counts with it.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = changed_within(Some(&w), Duration::ZERO).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_changes_is_one_wake_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = DirWatcher::start().unwrap();
+        w.watch(dir.path()).unwrap();
+        for i in 0..2_000 {
+            let f = dir.path().join(format!("f{i}"));
+            std::fs::write(&f, "").unwrap();
+            std::fs::remove_file(&f).unwrap();
+        }
+        assert!(changed(&w).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            changed(&w).await,
+            "what came while the caller was away counts once"
+        );
+        assert!(!changed(&w).await, "and only once");
     }
 
     #[tokio::test]
@@ -136,34 +190,32 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join(".glovebox");
         std::fs::create_dir(&dir).unwrap();
-        let (mut w, mut rx) = watcher();
+        let mut w = DirWatcher::start().unwrap();
         w.watch(&dir).unwrap();
         w.watch(&dir).unwrap();
         std::fs::remove_dir(&dir).unwrap();
-        assert!(changed(&mut rx).await, "the directory's removal");
+        assert!(changed(&w).await, "the directory's removal");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let _ = changed_within(Some(&w), Duration::ZERO).await;
         std::fs::create_dir(&dir).unwrap();
         w.watch(&dir).unwrap();
         std::fs::write(dir.join("permissions.yaml"), "").unwrap();
-        assert!(changed(&mut rx).await, "a file in the new directory");
+        assert!(changed(&w).await, "a file in the new directory");
     }
 
     #[tokio::test]
-    async fn a_file_or_a_missing_path_is_not_watched_and_a_dropped_watcher_reports_nothing() {
+    async fn a_file_or_a_missing_path_is_not_watched() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), "").unwrap();
-        let (mut w, mut rx) = watcher();
+        let mut w = DirWatcher::start().unwrap();
         assert!(w.watch(&dir.path().join("f")).is_err());
         assert!(w.watch(&dir.path().join("missing")).is_err());
-        w.watch(dir.path()).unwrap();
-        drop(w);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        std::fs::write(dir.path().join("g"), "").unwrap();
-        assert!(
-            tokio::time::timeout(Duration::from_secs(2), rx.recv())
-                .await
-                .unwrap()
-                .is_none(),
-            "the task ended with its watcher"
-        );
+    }
+
+    #[tokio::test]
+    async fn without_a_watcher_the_wait_is_the_poll_and_never_returns_early() {
+        let started = std::time::Instant::now();
+        assert!(!changed_within(None, Duration::from_millis(100)).await);
+        assert!(started.elapsed() >= Duration::from_millis(100));
     }
 }

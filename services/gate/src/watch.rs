@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glovebox_watch::DirWatcher;
-use tokio::sync::mpsc;
 
 use crate::service::GateState;
 
@@ -18,11 +17,7 @@ const POLL: Duration = Duration::from_secs(2);
 
 /// Starts the watcher task; it runs until the runtime stops.
 pub fn spawn(state: Arc<GateState>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-    let watcher = DirWatcher::start(move || {
-        let _ = tx.send(());
-    });
-    let mut watcher = match watcher {
+    let mut watcher = match DirWatcher::start() {
         Ok(w) => Some(w),
         Err(error) => {
             tracing::warn!(%error, "no file watcher; policy changes are seen on the next call and every 2 s");
@@ -44,13 +39,8 @@ pub fn spawn(state: Arc<GateState>) {
     add_watches(&state, &mut watcher);
     tokio::spawn(async move {
         loop {
-            let event = tokio::time::timeout(POLL, rx.recv()).await;
-            if let Ok(None) = event {
-                return;
-            }
-            if let Ok(Some(())) = event {
+            if glovebox_watch::changed_within(watcher.as_ref(), POLL).await {
                 tokio::time::sleep(DEBOUNCE).await;
-                while rx.try_recv().is_ok() {}
             }
             let s = state.clone();
             let _ = tokio::task::spawn_blocking(move || {

@@ -27,11 +27,7 @@ fn stamp(path: &std::path::Path) -> Option<(u64, i64, i64, u64)> {
 pub fn spawn(host: Arc<Host>) {
     let workdir = host.launcher.config.workdir.clone();
     let file: PathBuf = workdir.join(glovebox_config::mcp_json::PROJECT_FILE);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let watcher = DirWatcher::start(move || {
-        let _ = tx.send(());
-    });
-    let mut watcher = watcher.ok();
+    let mut watcher = DirWatcher::start().ok();
     // Watched again after every check: a `.glovebox` removed and made again is watched anew.
     let add_watches = move |watcher: &mut Option<DirWatcher>| {
         let Some(w) = watcher.as_mut() else { return };
@@ -47,10 +43,9 @@ pub fn spawn(host: Arc<Host>) {
         let mut last = stamp(&file);
         loop {
             let user_changed = tokio::select! {
-                event = rx.recv() => {
-                    if event.is_some() {
+                seen = glovebox_watch::changed_within(watcher.as_ref(), POLL) => {
+                    if seen {
                         tokio::time::sleep(DEBOUNCE).await;
-                        while rx.try_recv().is_ok() {}
                     }
                     false
                 }
@@ -60,7 +55,6 @@ pub fn spawn(host: Arc<Host>) {
                     }
                     true
                 }
-                _ = tokio::time::sleep(POLL) => false,
             };
             add_watches(&mut watcher);
             let now = stamp(&file);
