@@ -339,9 +339,23 @@ pub struct DuplexSender {
     outgoing: h2::SendStream<Bytes>,
 }
 
+/// Refuses a message the other end of a duplex stream would refuse for its size (and end the
+/// stream with it): `ResourceExhausted`, naming its size.
+pub fn within_bound<M: prost::Message>(message: &M) -> Result<(), Status> {
+    let len = message.encoded_len();
+    if len > MAX_DUPLEX_MESSAGE {
+        return Err(Status::resource_exhausted(format!(
+            "a message of {len} bytes, over the limit of {MAX_DUPLEX_MESSAGE}"
+        )));
+    }
+    Ok(())
+}
+
 impl DuplexSender {
-    /// Queues `message`; an error means the stream is gone.
+    /// Queues `message`; `ResourceExhausted` (nothing sent) for one over the bound
+    /// ([`within_bound`]), any other error means the stream is gone.
     pub fn send<M: prost::Message>(&mut self, message: &M) -> Result<(), Status> {
+        within_bound(message)?;
         let len = message.encoded_len();
         let mut frame = bytes::BytesMut::with_capacity(5 + len);
         frame.extend_from_slice(&[0]);
@@ -694,6 +708,13 @@ mod tests {
         assert!(
             matches!(&seen[&5], Answer::Error(e) if e.code == tonic::Code::PermissionDenied as i32)
         );
+        // A message over the bound is refused before it is sent; the stream goes on.
+        let too_big = asked(6, "0", "x".repeat(MAX_DUPLEX_MESSAGE));
+        let e = tx.send(&too_big).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+        tx.send(&asked(7, "0", "after".into())).unwrap();
+        let answer: ExecutorGateAnswer = rx.next().await.unwrap().unwrap();
+        assert_eq!(answer.id, 7);
         // The caller ends its side: the server ends the stream, with status OK.
         drop(tx);
         assert_eq!(rx.next::<ExecutorGateAnswer>().await.unwrap(), None);
@@ -707,7 +728,7 @@ mod tests {
             .open_duplex("/glovebox.v1.ExecutorGate/Calls")
             .await
             .unwrap();
-        tx.send(&asked(6, "5000", String::new())).unwrap();
+        tx.send(&asked(8, "5000", String::new())).unwrap();
         drop(server);
         let lost = tokio::time::timeout(Duration::from_secs(10), rx.next::<ExecutorGateAnswer>())
             .await

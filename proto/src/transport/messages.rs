@@ -12,6 +12,11 @@
 //! The server ([`answer_each`]) answers each request in a task of its own, at most a bound at
 //! once (the stream is not read further until one is answered); when the service stops it takes
 //! no more, answers those it took and ends the stream.
+//!
+//! A message over the stream's bound (`link::MAX_DUPLEX_MESSAGE`, the size the other end takes)
+//! fails alone, as an RPC's would: a client refuses such a request before sending it, a server
+//! answers such an answer's request `ResourceExhausted`. Sent, it would end the stream and every
+//! request on it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,7 +27,7 @@ use tokio::sync::oneshot;
 use tonic::Status;
 
 use super::Link;
-use super::link::{DuplexReceiver, DuplexSender};
+use super::link::{DuplexReceiver, DuplexSender, within_bound};
 use crate::v1 as pb;
 
 /// Requests a client has waiting for their answers at most; one more waits for room (as an RPC
@@ -179,6 +184,9 @@ impl<E: Exchange> MessageClient<E> {
             .map_err(|_| Status::unavailable("closed"))?;
         let stream = self.stream().await?;
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let request = build(id);
+        // Refused here, this request alone fails: sent, the server would end the stream.
+        within_bound(&request)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut waiting = lock(&stream.waiting);
@@ -190,7 +198,7 @@ impl<E: Exchange> MessageClient<E> {
         // Whatever happens from here (an error, a timeout, the caller gone), the id is not left
         // waiting.
         let forget = Forget(&stream, id);
-        if let Err(e) = lock(&stream.sender).send(&build(id)) {
+        if let Err(e) = lock(&stream.sender).send(&request) {
             end(&stream);
             return Err(e);
         }
@@ -348,9 +356,15 @@ where
                         answer(request),
                     );
                     let task = tokio::spawn(async move {
-                        let _turn = turns.acquire().await.ok();
+                        let turn = turns.acquire().await.ok();
                         let answered = answering.await;
+                        drop(turn);
                         lock(&running_now).remove(&id);
+                        // An answer the client would refuse (ending the stream) fails alone.
+                        let answered = match within_bound(&answered) {
+                            Ok(()) => answered,
+                            Err(too_big) => A::failed(id, too_big),
+                        };
                         let _ = answers.send(Ok(answered)).await;
                         drop(slot);
                     });
@@ -435,7 +449,8 @@ mod tests {
     }
 
     /// A server answering each run by its call id: `hold` never answers, `slow` answers after
-    /// 200 ms, anything else at once, as a status naming it. Returns its answers and the ids
+    /// 200 ms, `huge` with an answer over the stream's bound, anything else at once, as a status
+    /// naming it. Returns its answers and the ids
     /// whose work was dropped.
     fn serve(
         incoming: tonic::Streaming<pb::RunCall>,
@@ -456,6 +471,10 @@ mod tests {
                 match what.as_str() {
                     "hold" => std::future::pending::<()>().await,
                     "slow" => tokio::time::sleep(Duration::from_millis(200)).await,
+                    "huge" => {
+                        let text = "x".repeat(super::super::link::MAX_DUPLEX_MESSAGE);
+                        return pb::RunAnswer::failed(asked.id, Status::aborted(text));
+                    }
                     _ => {}
                 }
                 pb::RunAnswer::failed(asked.id, Status::aborted(what))
@@ -509,6 +528,28 @@ mod tests {
             None,
             "1 was never answered"
         );
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_bound_fails_its_request_alone() {
+        let (client, incoming) = client_side();
+        let (mut answers, _dropped) = serve(incoming, not_stopping(), 4);
+        client.send(run(1, "slow")).unwrap();
+        client.send(run(2, "huge")).unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(10), answers.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer.id, 2);
+        let Some(pb::run_answer::Body::Error(e)) = answer.body else {
+            panic!("{answer:?}")
+        };
+        assert_eq!(tonic::Code::from(e.code), tonic::Code::ResourceExhausted);
+        assert!(e.message.contains("over the limit"), "{}", e.message);
+        assert_eq!(next_answer(&mut answers).await, Some((1, "slow".into())));
+        client.send(run(3, "after")).unwrap();
+        assert_eq!(next_answer(&mut answers).await, Some((3, "after".into())));
     }
 
     #[tokio::test]

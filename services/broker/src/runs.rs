@@ -77,8 +77,9 @@ mod tests {
     use tokio::sync::mpsc;
     use tonic::{Request, Response};
 
-    /// An executor whose `Runs` answers each call with its call id as a tool error, except
-    /// `hold`, which runs until stopped; it reports each call whose work was dropped.
+    /// An executor whose `Runs` answers each call with its call id as a tool error (`slow` after
+    /// 300 ms), except `hold`, which runs until stopped; it reports each call whose work was
+    /// dropped.
     struct FakeExecutor {
         dropped: mpsc::UnboundedSender<String>,
     }
@@ -154,8 +155,10 @@ mod tests {
                         };
                         let call_id = run.call.unwrap_or_default().call_id;
                         let _guard = Dropped(call_id.clone(), dropped);
-                        if call_id == "hold" {
-                            std::future::pending::<()>().await;
+                        match call_id.as_str() {
+                            "hold" => std::future::pending::<()>().await,
+                            "slow" => tokio::time::sleep(Duration::from_millis(300)).await,
+                            _ => {}
                         }
                         pb::RunAnswer {
                             id: asked.id,
@@ -217,5 +220,18 @@ mod tests {
         assert_eq!(stopped.unwrap().unwrap(), "hold");
         let ran = runs.run(asked("next")).await.unwrap();
         assert_eq!(ran.error.unwrap().message, "next");
+        assert_eq!(dropped.recv().await.unwrap(), "next");
+        // A call too large for the stream fails alone: one running meanwhile is answered.
+        let slow = tokio::spawn({
+            let runs = runs.clone();
+            async move { runs.run(asked("slow")).await }
+        });
+        let mut huge = asked("huge");
+        huge.call.as_mut().unwrap().params_json =
+            "x".repeat(glovebox_proto::transport::link::MAX_DUPLEX_MESSAGE);
+        let e = runs.run(huge).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+        let ran = slow.await.unwrap().unwrap();
+        assert_eq!(ran.error.unwrap().message, "slow");
     }
 }
