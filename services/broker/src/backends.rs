@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::authenticated_channel;
-
-use crate::runs::ExecutorRuns;
 use glovebox_proto::transport::handover::{AccountsUpdate, Handover, HandoverError, socket};
 use glovebox_proto::v1::{
     account_admin_client::AccountAdminClient, audit_client::AuditClient,
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
 };
+
+use crate::runs::ExecutorRuns;
 
 /// Longest a single gRPC call to a backend may take.
 pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -41,11 +41,12 @@ struct Added {
     packs: HashMap<String, PacksClient<Channel>>,
 }
 
-/// An account's executor: its RPCs, and the stream its calls are run on.
+/// An account's executor: its RPCs, and the stream its built-in calls are run on
+/// (`Executor.Runs`).
 #[derive(Clone)]
-struct ExecutorLink {
-    client: ExecutorClient<Channel>,
-    runs: ExecutorRuns,
+pub struct ExecutorLink {
+    pub client: ExecutorClient<Channel>,
+    pub runs: ExecutorRuns,
 }
 
 impl ExecutorLink {
@@ -134,12 +135,8 @@ impl Backends {
         self.executor_link(account).map(|e| e.client)
     }
 
-    /// The stream `account`'s built-in calls are run on (`Executor.Runs`).
-    pub fn executor_runs(&self, account: &str) -> Option<ExecutorRuns> {
-        self.executor_link(account).map(|e| e.runs)
-    }
-
-    fn executor_link(&self, account: &str) -> Option<ExecutorLink> {
+    /// The executor of `account`, with the stream its built-in calls are run on.
+    pub fn executor_link(&self, account: &str) -> Option<ExecutorLink> {
         self.executors
             .get(account)
             .cloned()

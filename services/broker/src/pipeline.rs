@@ -288,10 +288,12 @@ async fn builtin(
     tool.parse_params(&params)
         .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
     let call = ids.tool_call(account, tool_name, &params);
-    let (runs, mut executor) = app
+    let crate::backends::ExecutorLink {
+        runs,
+        client: mut executor,
+    } = app
         .backends
-        .executor_runs(account)
-        .zip(app.backends.executor(account))
+        .executor_link(account)
         .ok_or_else(|| unavailable("the account's executor"))?;
     // Plan, decide and (on an allow) execute in one hop: the executor asks the gate itself,
     // with the broker's voucher that this call was made.
