@@ -490,40 +490,28 @@ mod tests {
             }))
         }
 
-        type CallsStream =
-            tokio_stream::wrappers::ReceiverStream<Result<ExecutorGateAnswer, Status>>;
+        type CallsStream = crate::transport::messages::AnswerStream<ExecutorGateAnswer>;
 
         /// Answers each verdict request like `decide`, each in its own time.
         async fn calls(
             &self,
             request: tonic::Request<tonic::Streaming<ExecutorGateCall>>,
         ) -> Result<tonic::Response<Self::CallsStream>, Status> {
-            let mut incoming = request.into_inner();
-            let (answers, stream) = tokio::sync::mpsc::channel(16);
-            tokio::spawn(async move {
-                while let Ok(Some(asked)) = incoming.message().await {
-                    let answers = answers.clone();
-                    tokio::spawn(async move {
-                        let Some(executor_gate_call::Body::Decide(r)) = asked.body else {
-                            return;
-                        };
-                        let reply = Echo.decide(tonic::Request::new(r)).await;
-                        let body = match reply {
-                            Ok(decided) => Answer::Decided(decided.into_inner()),
-                            Err(s) => Answer::Error(crate::v1::CallStatus {
-                                code: s.code() as i32,
-                                message: s.message().to_owned(),
-                            }),
-                        };
-                        let answer = ExecutorGateAnswer {
-                            id: asked.id,
-                            body: Some(body),
-                        };
-                        let _ = answers.send(Ok(answer)).await;
-                    });
+            use crate::transport::messages::{Answer as _, answer_each};
+            let (_, stopping) = tokio::sync::watch::channel(false);
+            let answers = answer_each(request.into_inner(), stopping, 64, |asked| async move {
+                let Some(executor_gate_call::Body::Decide(r)) = asked.body else {
+                    return ExecutorGateAnswer::failed(asked.id, Status::invalid_argument("?"));
+                };
+                match Echo.decide(tonic::Request::new(r)).await {
+                    Ok(decided) => ExecutorGateAnswer {
+                        id: asked.id,
+                        body: Some(Answer::Decided(decided.into_inner())),
+                    },
+                    Err(s) => ExecutorGateAnswer::failed(asked.id, s),
                 }
             });
-            Ok(tonic::Response::new(Self::CallsStream::new(stream)))
+            Ok(tonic::Response::new(answers))
         }
     }
 
