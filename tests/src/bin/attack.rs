@@ -52,7 +52,28 @@ fn outcome<T>(r: Result<tonic::Response<T>, tonic::Status>) -> (bool, String) {
     }
 }
 
-/// A write of `pwned` in `account`'s workdir, with a voucher the broker never signed.
+/// The plan of writing `/tmp/pwned-by-<who>`.
+fn write_plan(who: &str) -> pb::Plan {
+    pb::Plan {
+        subjects: vec![pb::Subject {
+            domain: pb::Domain::Write as i32,
+            path: format!("/tmp/pwned-by-{who}"),
+            state: None,
+        }],
+        content_tag: Vec::new(),
+        pack: None,
+    }
+}
+
+/// A voucher the broker never signed.
+fn forged_voucher() -> pb::Voucher {
+    pb::Voucher {
+        issued_at_ms: 0,
+        mac: vec![0x42; 32],
+    }
+}
+
+/// A write of `pwned` in `account`'s workdir, on a forged voucher.
 fn forged_run(account: &str) -> pb::RunRequest {
     pb::RunRequest {
         call: Some(call(
@@ -60,11 +81,21 @@ fn forged_run(account: &str) -> pb::RunRequest {
             "file_write",
             json!({"path": "pwned", "content": "x"}),
         )),
-        voucher: Some(pb::Voucher {
-            issued_at_ms: 0,
-            mac: vec![0x42; 32],
-        }),
+        voucher: Some(forged_voucher()),
         ..Default::default()
+    }
+}
+
+/// A write of `/tmp/x` as `victim`'s executor would have it judged, on a forged voucher.
+fn forged_decide(victim: &str) -> pb::VouchedDecideRequest {
+    pb::VouchedDecideRequest {
+        call: Some(call(
+            victim,
+            "file_write",
+            json!({"path": "/tmp/x", "content": "x"}),
+        )),
+        plan: Some(write_plan(victim)),
+        voucher: Some(forged_voucher()),
     }
 }
 
@@ -84,15 +115,6 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
     let gate_sock = run.join("gate.sock");
     let admin_sock = run.join("admin.sock");
     let audit_sock = run.join("audit.sock");
-    let write = |who: &str| pb::Plan {
-        subjects: vec![pb::Subject {
-            domain: pb::Domain::Write as i32,
-            path: format!("/tmp/pwned-by-{who}"),
-            state: None,
-        }],
-        content_tag: Vec::new(),
-        pack: None,
-    };
     let mut gate = GateClient::new(raw_channel(&gate_sock));
     let (ok, d) = outcome(
         gate.resolve(pb::ResolveRequest {
@@ -101,7 +123,7 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
                 "file_write",
                 json!({"path": "/tmp/x", "content": "x"}),
             )),
-            plan: Some(write(account)),
+            plan: Some(write_plan(account)),
             answer: pb::Answer::Once as i32,
         })
         .await,
@@ -168,41 +190,13 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
         report("Audit/Append forged approval", &name, ok, d);
         // Having a call judged as its executor would, with a voucher the broker never made.
         let mut judge = ExecutorGateClient::new(raw_channel(sock));
-        let (ok, d) = outcome(
-            judge
-                .decide(pb::VouchedDecideRequest {
-                    call: Some(call(
-                        victim,
-                        "file_write",
-                        json!({"path": "/tmp/x", "content": "x"}),
-                    )),
-                    plan: Some(write(victim)),
-                    voucher: Some(pb::Voucher {
-                        issued_at_ms: 0,
-                        mac: vec![0x42; 32],
-                    }),
-                })
-                .await,
-        );
+        let (ok, d) = outcome(judge.decide(forged_decide(victim)).await);
         report("ExecutorGate/Decide with a forged voucher", &name, ok, d);
         // The same as a message on the executor's stream to the gate: served only if the
         // stream opens and answers with a verdict.
         let message = pb::ExecutorGateCall {
             id: 1,
-            body: Some(pb::executor_gate_call::Body::Decide(
-                pb::VouchedDecideRequest {
-                    call: Some(call(
-                        victim,
-                        "file_write",
-                        json!({"path": "/tmp/x", "content": "x"}),
-                    )),
-                    plan: Some(write(victim)),
-                    voucher: Some(pb::Voucher {
-                        issued_at_ms: 0,
-                        mac: vec![0x42; 32],
-                    }),
-                },
-            )),
+            body: Some(pb::executor_gate_call::Body::Decide(forged_decide(victim))),
             ..Default::default()
         };
         let opened = judge.calls(tokio_stream::iter([message])).await;
