@@ -342,7 +342,10 @@ pub struct DuplexSender {
 /// Refuses a message the other end of a duplex stream would refuse for its size (and end the
 /// stream with it): `ResourceExhausted`, naming its size.
 pub fn within_bound<M: prost::Message>(message: &M) -> Result<(), Status> {
-    let len = message.encoded_len();
+    length_within_bound(message.encoded_len())
+}
+
+fn length_within_bound(len: usize) -> Result<(), Status> {
     if len > MAX_DUPLEX_MESSAGE {
         return Err(Status::resource_exhausted(format!(
             "a message of {len} bytes, over the limit of {MAX_DUPLEX_MESSAGE}"
@@ -355,8 +358,8 @@ impl DuplexSender {
     /// Queues `message`; `ResourceExhausted` (nothing sent) for one over the bound
     /// ([`within_bound`]), any other error means the stream is gone.
     pub fn send<M: prost::Message>(&mut self, message: &M) -> Result<(), Status> {
-        within_bound(message)?;
         let len = message.encoded_len();
+        length_within_bound(len)?;
         let mut frame = bytes::BytesMut::with_capacity(5 + len);
         frame.extend_from_slice(&[0]);
         frame.extend_from_slice(&(len as u32).to_be_bytes());
@@ -438,11 +441,7 @@ fn next_frame(buffer: &mut bytes::BytesMut) -> Result<Option<bytes::BytesMut>, S
         ));
     }
     let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-    if len > MAX_DUPLEX_MESSAGE {
-        return Err(Status::resource_exhausted(format!(
-            "a message of {len} bytes, over the limit of {MAX_DUPLEX_MESSAGE}"
-        )));
-    }
+    length_within_bound(len)?;
     if buffer.len() < 5 + len {
         buffer.reserve(5 + len - buffer.len());
         return Ok(None);

@@ -208,7 +208,7 @@ impl<E: Exchange> MessageClient<E> {
         answer.unwrap_or_else(|_| Err(ended::<E>()))
     }
 
-    /// How many requests wait for their answers now.
+    /// How many requests wait for their answers now (0 while a stream is being opened).
     pub fn waiting(&self) -> usize {
         let Ok(open) = self.shared.open.try_lock() else {
             return 0;
