@@ -2,24 +2,27 @@
 //! managed files (every `*.yaml` in the managed directories), the account's `permissions.yaml`
 //! and the project's `<workdir>/.glovebox/permissions.yaml`.
 //!
-//! Files are reloaded when they change: the account and project files are checked (one `stat`
-//! each) on every decision, and a file watcher ([`crate::watch`]) tells this module when a
-//! managed directory changed. A change that does not compile keeps the last good policy and
+//! Files are reloaded when they change: a decision checks the account and project files (one
+//! `stat` each) unless the file watcher proves that nothing changed since they were last checked
+//! ([`freshness`]), and the watcher ([`crate::watch`]) tells this module when a managed
+//! directory changed. A change that does not compile keeps the last good policy and
 //! records the error (file, line, what was expected); an account whose files never compiled is
 //! denied everything until they are fixed. Every change yields a [`PolicyEvent`] for the audit.
 //! The rule-management operations edit the account file's text, keeping its comments, and write
 //! it only if it still compiles.
 
 mod edit;
+mod freshness;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::UNIX_EPOCH;
 
 use glovebox_config::StateDir;
 use glovebox_policy::{Inputs, Policy, RawPolicy, Source, applies_to};
+use glovebox_watch::{DirWatcher, Quiet};
 
 /// What identifies one version of a file on disk.
 type Stamp = Option<glovebox_config::FileStamp>;
@@ -41,6 +44,10 @@ struct Cached {
     stamps: Option<(Stamp, Stamp, u64)>,
     policy: Option<Arc<Policy>>,
     error: Option<String>,
+    /// When `stamps` were taken, if the watcher could tell.
+    checked: Option<freshness::Checked>,
+    /// When the watcher last found every way to the account's files watched, if it did.
+    covered: Option<freshness::Checked>,
 }
 
 /// Where an account may act: its canonical workdir and roots.
@@ -97,6 +104,12 @@ pub struct AccountPolicies {
     events: Mutex<Vec<PolicyEvent>>,
     /// Serializes edits of policy files.
     edit_lock: Mutex<()>,
+    /// The file watcher's word on whether anything changed, once it watches the files.
+    quiet: OnceLock<Quiet>,
+    /// Bumped each time the files are watched again ([`AccountPolicies::watch_files`]).
+    watch_epoch: AtomicU64,
+    /// Decisions that looked at the files (the rest trusted the watcher).
+    file_checks: AtomicU64,
 }
 
 /// An account's policy as of now, and the problem with its files if there is one.
@@ -139,6 +152,9 @@ impl AccountPolicies {
             managed_version: AtomicU64::new(0),
             events: Mutex::new(Vec::new()),
             edit_lock: Mutex::new(()),
+            quiet: OnceLock::new(),
+            watch_epoch: AtomicU64::new(0),
+            file_checks: AtomicU64::new(0),
         };
         policies.refresh_managed();
         policies
@@ -251,10 +267,56 @@ impl AccountPolicies {
         out
     }
 
+    /// Watches every way to each account's policy files with `watcher` (again: call it after
+    /// each change it reports), and lets the accounts whose files are all covered trust it from
+    /// their next check of the files on ([`freshness`]). The first call ties `watcher` to these
+    /// policies for good.
+    pub fn watch_files(&self, watcher: &mut DirWatcher) {
+        let quiet = self.quiet.get_or_init(|| watcher.quiet());
+        // Taken before any watch is added: an event read since then voids what is found here.
+        let moment = quiet.now();
+        let entries: Vec<Arc<AccountEntry>> = read(&self.accounts).values().cloned().collect();
+        let covered: Vec<bool> = entries
+            .iter()
+            .map(|e| freshness::watch_account(watcher, &e.files()))
+            .collect();
+        // Bumped after the watches are in place: a check of the files counts only if it read
+        // this epoch, so it looked at them after.
+        let epoch = self.watch_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        for (entry, covered) in entries.iter().zip(covered) {
+            lock(&entry.cache).covered = moment
+                .filter(|_| covered)
+                .map(|moment| freshness::Checked { epoch, moment });
+        }
+    }
+
+    /// How many times a decision looked at the account and project files.
+    pub fn file_checks(&self) -> u64 {
+        self.file_checks.load(Ordering::SeqCst)
+    }
+
     /// The account's policy, reloading files that changed. `None` for unknown accounts.
     pub fn current(&self, account: &str) -> Option<Current> {
         let entry = self.entry(account)?;
         let entry = entry.as_ref();
+        if let Some(quiet) = self.quiet.get() {
+            let cache = lock(&entry.cache);
+            if let (Some(covered), Some((_, _, managed)), Some(policy)) =
+                (cache.covered, cache.stamps, &cache.policy)
+                && cache.checked == Some(covered)
+                && managed == self.managed_version.load(Ordering::SeqCst)
+                && quiet.unchanged_since(covered.moment)
+            {
+                return Some(Current {
+                    policy: Some(policy.clone()),
+                    error: cache.error.clone(),
+                });
+            }
+        }
+        self.file_checks.fetch_add(1, Ordering::Relaxed);
+        // Both before the files are looked at: what the watcher can vouch for from then on.
+        let epoch = self.watch_epoch.load(Ordering::SeqCst);
+        let moment = self.quiet.get().and_then(Quiet::now);
         // Stat before taking the lock: concurrent decisions only share it for the comparison.
         let stamps = (
             glovebox_config::file_stamp(&entry.file),
@@ -262,6 +324,7 @@ impl AccountPolicies {
             self.managed_version.load(Ordering::SeqCst),
         );
         let mut cache = lock(&entry.cache);
+        cache.checked = moment.map(|moment| freshness::Checked { epoch, moment });
         if cache.policy.is_none() || cache.stamps != Some(stamps) {
             let first = cache.stamps.is_none();
             let old_error = cache.error.clone();
@@ -530,6 +593,18 @@ impl AccountEntry {
     }
 }
 
+impl AccountEntry {
+    fn files(&self) -> freshness::AccountFiles<'_> {
+        freshness::AccountFiles {
+            account_dir: self.file.parent().unwrap_or(Path::new("/")),
+            file: &self.file,
+            workdir: Path::new(&self.workdir),
+            project_dir: self.project_file.parent().unwrap_or(Path::new("/")),
+            project_file: &self.project_file,
+        }
+    }
+}
+
 /// Locks `m`, going on after a panic elsewhere held it (the data is kept consistent by each user).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -548,8 +623,13 @@ mod tests {
     }
 
     fn setup() -> Setup {
+        setup_at("work")
+    }
+
+    /// An account whose workdir is `workdir` in a temporary directory.
+    fn setup_at(workdir: &str) -> Setup {
         let dir = tempfile::tempdir().unwrap();
-        let workdir = dir.path().join("work");
+        let workdir = dir.path().join(workdir);
         std::fs::create_dir_all(workdir.join(".glovebox")).unwrap();
         let state = StateDir::new(dir.path().join("state"));
         let policies = Arc::new(AccountPolicies::new(
@@ -641,13 +721,127 @@ mod tests {
     }
 
     fn account_file(s: &Setup) -> PathBuf {
-        s.workdir.join("../state/accounts/a/permissions.yaml")
+        s._dir.path().join("state/accounts/a/permissions.yaml")
     }
 
     fn decide_command(s: &Setup, command: &str) -> glovebox_policy::Decision {
         let p = s.policies.current("a").unwrap().policy.unwrap();
         p.decide_command_at(command, &s.workdir.display().to_string(), Some(now_unix()))
             .decision
+    }
+
+    const VALID: &str = "commands:\n  allow: ['ls']\n";
+    const INVALID: &str = "commands: [\n";
+
+    /// Watches the account's files and waits until the watcher has read what it was told of; the
+    /// next decision checks the files, and the ones after it trust the watcher.
+    async fn watched(s: &Setup, w: &mut DirWatcher) {
+        for _ in 0..400 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            s.policies.watch_files(w);
+            let checks = s.policies.file_checks();
+            s.policies.current("a").unwrap();
+            s.policies.current("a").unwrap();
+            if s.policies.file_checks() == checks + 1 {
+                return;
+            }
+        }
+        panic!("the watcher never settled");
+    }
+
+    /// Whether the account's files compile, asked once.
+    fn compiles(s: &Setup) -> bool {
+        s.policies.current("a").unwrap().error.is_none()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_edit_applies_to_the_next_decision_while_decisions_trust_the_watcher() {
+        let s = setup_at("projects/work");
+        let file = account_file(&s);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, VALID).unwrap();
+        let mut w = DirWatcher::start().unwrap();
+        watched(&s, &mut w).await;
+        let checks = s.policies.file_checks();
+        for _ in 0..50 {
+            assert!(compiles(&s));
+        }
+        assert_eq!(s.policies.file_checks(), checks, "no file looked at");
+
+        let outside = s._dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let project = project_file(&s);
+        type Edit<'a> = (&'a str, Box<dyn Fn(&str) + 'a>);
+        let edits: [Edit; 5] = [
+            (
+                "written in place",
+                Box::new(|t| std::fs::write(&file, t).unwrap()),
+            ),
+            (
+                "replaced by a rename",
+                Box::new(|t| {
+                    std::fs::write(outside.join("new.yaml"), t).unwrap();
+                    std::fs::rename(outside.join("new.yaml"), &file).unwrap();
+                }),
+            ),
+            (
+                "written through a hard link elsewhere",
+                Box::new(|t| {
+                    let link = outside.join("link.yaml");
+                    let _ = std::fs::remove_file(&link);
+                    std::fs::hard_link(&file, &link).unwrap();
+                    std::fs::write(&link, t).unwrap();
+                }),
+            ),
+            (
+                "the project file, its directory made afresh",
+                Box::new(|t| {
+                    let _ = std::fs::remove_dir_all(project.parent().unwrap());
+                    std::fs::create_dir(project.parent().unwrap()).unwrap();
+                    std::fs::write(&project, t).unwrap();
+                }),
+            ),
+            (
+                "the workdir's parent renamed and made again",
+                Box::new(|t| {
+                    let parent = s.workdir.parent().unwrap();
+                    let moved = parent.with_file_name(format!("moved-{}", t.len()));
+                    std::fs::rename(parent, &moved).unwrap();
+                    std::fs::create_dir_all(project.parent().unwrap()).unwrap();
+                    std::fs::write(&project, t).unwrap();
+                }),
+            ),
+        ];
+        for (what, edit) in edits {
+            for (text, valid) in [(INVALID, false), (VALID, true)] {
+                watched(&s, &mut w).await;
+                edit(text);
+                assert_eq!(compiles(&s), valid, "{what}: the next decision");
+            }
+        }
+        // The gate's own edits.
+        watched(&s, &mut w).await;
+        s.policies
+            .add_exact_rules("a", &[(Section::Commands, "make".to_owned())])
+            .unwrap();
+        assert_eq!(decide_command(&s, "make"), glovebox_policy::Decision::Allow);
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_policy_file_is_looked_at_on_every_decision() {
+        let s = setup();
+        std::fs::create_dir_all(account_file(&s).parent().unwrap()).unwrap();
+        let target = s.workdir.join("../target.yaml");
+        std::fs::write(&target, VALID).unwrap();
+        std::os::unix::fs::symlink(&target, project_file(&s)).unwrap();
+        let mut w = DirWatcher::start().unwrap();
+        s.policies.watch_files(&mut w);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let checks = s.policies.file_checks();
+        for _ in 0..10 {
+            s.policies.current("a").unwrap();
+        }
+        assert_eq!(s.policies.file_checks(), checks + 10);
     }
 
     #[test]

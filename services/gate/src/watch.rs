@@ -1,7 +1,8 @@
 //! Hot reload: a file watcher (`glovebox_watch`) on the managed directories, each account's directory,
 //! each workdir and its `.glovebox` directory. A change reloads the policies that changed and
 //! audits the outcome, and tells pack hosts of an account's changed `mcp.json`; a slow poll
-//! covers events the watcher missed.
+//! covers events the watcher missed. While it watches every way to an account's policy files,
+//! the account's decisions need not look at them (`policies::freshness`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +25,9 @@ pub fn spawn(state: Arc<GateState>) {
             None
         }
     };
-    // Each directory is watched again after every check: one removed and made again (a
-    // project's `.glovebox`) is watched from then on; one already watched keeps its watch.
+    // Each directory is watched again before every check: one removed and made again (a
+    // project's `.glovebox`) is watched from then on; one already watched keeps its watch. The
+    // policies then trust the watcher for the accounts whose files it covers.
     let add_watches = |state: &GateState, watcher: &mut Option<DirWatcher>| {
         let Some(w) = watcher.as_mut() else { return };
         for path in state.policies.watched_paths() {
@@ -35,6 +37,7 @@ pub fn spawn(state: Arc<GateState>) {
                 tracing::warn!(path = %path.display(), %error, "cannot watch a policy directory")
             }
         }
+        state.policies.watch_files(w);
     };
     add_watches(&state, &mut watcher);
     tokio::spawn(async move {
@@ -42,13 +45,13 @@ pub fn spawn(state: Arc<GateState>) {
             if glovebox_watch::changed_within(watcher.as_ref(), POLL).await {
                 tokio::time::sleep(DEBOUNCE).await;
             }
+            add_watches(&state, &mut watcher);
             let s = state.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 s.policies.invalidate();
                 s.packs.refresh();
             })
             .await;
-            add_watches(&state, &mut watcher);
             state.flush_policy_events().await;
         }
     });

@@ -859,3 +859,78 @@ async fn files_that_make_later_commands_run_code_always_ask_with_a_warning() {
     let file = std::fs::read_to_string(g.permissions_file()).unwrap();
     assert!(!file.contains(".git"), "{file}");
 }
+
+/// Reads `a.txt` as `agent` (each call with an id of its own).
+async fn read_a(agent: &mut glovebox_e2e::Client, n: &mut u32) -> Value {
+    *n += 1;
+    agent
+        .invoke(&format!("r{n}"), "file_read", json!({"path": "a.txt"}))
+        .await
+}
+
+/// Waits for the gate to settle after an edit (its decisions then no longer look at the files)
+/// and makes a few calls.
+async fn settle(agent: &mut glovebox_e2e::Client, n: &mut u32) {
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    for _ in 0..3 {
+        read_a(agent, n).await;
+    }
+}
+
+#[tokio::test]
+async fn an_edit_applies_to_the_very_next_call_even_while_a_job_floods_the_watcher() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let original = std::fs::read_to_string(g.permissions_file()).unwrap();
+    let denying = original.replace("    deny: []\n", "    deny: ['./a.txt']\n");
+    assert_ne!(denying, original);
+    let n = &mut 0;
+    // Each edit is made once the gate has settled, and the very next call must see it.
+    let mut edit_and_call = async |agent: &mut glovebox_e2e::Client, what: String| {
+        settle(agent, n).await;
+        std::fs::write(g.permissions_file(), &denying).unwrap();
+        let r = read_a(agent, n).await;
+        assert_eq!(r["ok"], false, "{what}, denying: {r}");
+        settle(agent, n).await;
+        std::fs::write(g.permissions_file(), &original).unwrap();
+        let r = read_a(agent, n).await;
+        assert_eq!(r["ok"], true, "{what}, allowing again: {r}");
+    };
+    for round in 0..3 {
+        edit_and_call(&mut agent, format!("round {round}")).await;
+    }
+
+    // A job makes and removes files at the workdir's top as fast as it can, each an event for the
+    // gate's watcher (its queue can fill and overflow), and still no edit is missed.
+    let flood =
+        "i=0; while [ $i -lt 1000000 ]; do : > f$((i % 64)); rm -f f$((i % 64)); i=$((i+1)); done";
+    let (_, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "flood",
+            "exec_run",
+            json!({ "command": flood }),
+            "once",
+        )
+        .await;
+    let job = expect_ok(&r)["job_id"].as_str().unwrap().to_owned();
+    for round in 0..5 {
+        edit_and_call(&mut agent, format!("flooded round {round}")).await;
+    }
+    let status = expect_ok(
+        &agent
+            .invoke("s", "exec_status", json!({ "job_id": job }))
+            .await,
+    );
+    assert_eq!(
+        status["state"], "running",
+        "the flood ran throughout: {status}"
+    );
+    expect_ok(
+        &agent
+            .invoke("k", "exec_kill", json!({ "job_id": job }))
+            .await,
+    );
+}

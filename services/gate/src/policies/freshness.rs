@@ -1,0 +1,175 @@
+//! When a decision may use an account's compiled policy without looking at its files again.
+//!
+//! An edit of a policy file applies to the next decision. Without a watcher that takes a `stat`
+//! of the account and project files per decision. With one it takes none, as long as the watcher
+//! can prove that nothing changed: every directory the files are reached through, and the files
+//! themselves, are watched ([`watch_account`]); the compiled policy was checked against the files
+//! after those watches were in place and at a moment since which the watcher read no event and
+//! has none queued ([`glovebox_watch::Quiet`]). The kernel queues a change's event before the
+//! call that made it returns, so an edit finished before a decision is either queued, or read
+//! (which moved the moment on): the decision then checks the files as before.
+//!
+//! What counts as a change is wide on purpose — anything in the account's directory or at the
+//! top of its workdir, the policy files through any of their names, a directory above them
+//! renamed or removed. Each wakes the gate's reload (see `crate::watch`), which watches again and
+//! grants trust afresh ([`AccountPolicies::watch_files`](super::AccountPolicies::watch_files)).
+//!
+//! Not proved by events, so the files are checked on every decision as before: a directory on a
+//! file system whose changes can come from elsewhere (NFS, FUSE, …: only local kinds are
+//! trusted), a symlink anywhere on the way, an account directory that does not exist, and any
+//! account while the watcher is reading or gone. Not seen by any check, with or without events: a
+//! file system mounted over a directory on the way, and a write through a shared memory map.
+
+use std::io;
+use std::path::Path;
+
+use glovebox_watch::{DirWatcher, Moment};
+
+/// When an account's policy was last checked against its files (or when its files were last
+/// found watched): the watches' epoch and the watcher's moment, both taken before the check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Checked {
+    pub epoch: u64,
+    pub moment: Moment,
+}
+
+/// The paths of one account's policy files.
+pub(super) struct AccountFiles<'a> {
+    /// `<state>/accounts/<id>`, holding `file`.
+    pub account_dir: &'a Path,
+    pub file: &'a Path,
+    pub workdir: &'a Path,
+    /// `<workdir>/.glovebox`, holding `project_file`; it may not exist.
+    pub project_dir: &'a Path,
+    pub project_file: &'a Path,
+}
+
+/// File system kinds whose every change is made through this kernel (so it queues an event):
+/// ext2/3/4, XFS, Btrfs, tmpfs, F2FS, overlayfs, ZFS.
+const LOCAL_KINDS: [i64; 7] = [
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0x0102_1994,
+    0xF2F5_2010,
+    0x794C_7630,
+    0x2FC1_2FC1,
+];
+
+/// Watches everything an edit of the account's policy files can come through, and says whether
+/// that is all of it (the account's decisions may then trust the watcher).
+pub(super) fn watch_account(watcher: &mut DirWatcher, files: &AccountFiles) -> bool {
+    // A relative path goes through the current directory, whose ancestors are not watched.
+    let mut covered = files.account_dir.is_absolute() && files.workdir.is_absolute();
+    for dir in [files.account_dir, files.workdir] {
+        // Each directory above: renaming one moves everything below without an event there.
+        for above in dir.ancestors().skip(1) {
+            if above.parent().is_some() && watcher.watch_moves(above).is_err() {
+                covered = false;
+            }
+        }
+        covered &= watcher.watch_exact(dir).is_ok() && on_local_file_system(dir);
+    }
+    // The project directory may not exist: making it is a change at the top of the workdir.
+    match watcher.watch_exact(files.project_dir) {
+        Ok(()) => covered &= on_local_file_system(files.project_dir),
+        Err(e) => covered &= e.kind() == io::ErrorKind::NotFound,
+    }
+    for file in [files.file, files.project_file] {
+        // Watched itself too: a write through another name of it is no change in its directory.
+        match watcher.watch_file(file) {
+            // Looked at after the watch: swapping it since is a change in its watched directory.
+            Ok(()) => covered &= std::fs::symlink_metadata(file).is_ok_and(|m| m.is_file()),
+            Err(e) => covered &= e.kind() == io::ErrorKind::NotFound,
+        }
+    }
+    covered
+}
+
+fn on_local_file_system(dir: &Path) -> bool {
+    // `f_type`'s integer type differs between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::statfs(dir).is_ok_and(|s| LOCAL_KINDS.contains(&(s.f_type as i64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Tree {
+        dir: tempfile::TempDir,
+    }
+
+    impl Tree {
+        fn new() -> Tree {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(dir.path().join("state/accounts/a")).unwrap();
+            std::fs::create_dir_all(dir.path().join("work")).unwrap();
+            Tree { dir }
+        }
+        fn path(&self, p: &str) -> std::path::PathBuf {
+            self.dir.path().join(p)
+        }
+        fn covered(&self) -> bool {
+            let (account_dir, workdir) = (self.path("state/accounts/a"), self.path("work"));
+            let project_dir = workdir.join(".glovebox");
+            let files = AccountFiles {
+                file: &account_dir.join("permissions.yaml"),
+                account_dir: &account_dir,
+                project_file: &project_dir.join("permissions.yaml"),
+                project_dir: &project_dir,
+                workdir: &workdir,
+            };
+            watch_account(&mut DirWatcher::start().unwrap(), &files)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_account_is_covered_only_when_every_way_to_its_files_is_watched() {
+        let t = Tree::new();
+        assert!(t.covered(), "no files yet: their directories are watched");
+        std::fs::create_dir(t.path("work/.glovebox")).unwrap();
+        std::fs::write(t.path("work/.glovebox/permissions.yaml"), "").unwrap();
+        std::fs::write(t.path("state/accounts/a/permissions.yaml"), "").unwrap();
+        assert!(t.covered(), "plain files in plain directories");
+
+        // A policy file that is a symlink.
+        std::fs::remove_file(t.path("work/.glovebox/permissions.yaml")).unwrap();
+        std::os::unix::fs::symlink(
+            t.path("elsewhere.yaml"),
+            t.path("work/.glovebox/permissions.yaml"),
+        )
+        .unwrap();
+        assert!(!t.covered(), "a symlinked project file");
+        std::fs::remove_file(t.path("work/.glovebox/permissions.yaml")).unwrap();
+        assert!(t.covered());
+
+        // A project directory that is a symlink.
+        std::fs::remove_dir(t.path("work/.glovebox")).unwrap();
+        std::fs::create_dir(t.path("other")).unwrap();
+        std::os::unix::fs::symlink(t.path("other"), t.path("work/.glovebox")).unwrap();
+        assert!(!t.covered(), "a symlinked project directory");
+        std::fs::remove_file(t.path("work/.glovebox")).unwrap();
+
+        // A directory above the account's that is a symlink.
+        std::fs::rename(t.path("state"), t.path("real-state")).unwrap();
+        std::os::unix::fs::symlink(t.path("real-state"), t.path("state")).unwrap();
+        assert!(!t.covered(), "a symlink above the account directory");
+        std::fs::remove_file(t.path("state")).unwrap();
+        std::fs::rename(t.path("real-state"), t.path("state")).unwrap();
+        assert!(t.covered());
+
+        // No account directory.
+        std::fs::remove_dir_all(t.path("state/accounts/a")).unwrap();
+        assert!(!t.covered(), "a missing account directory");
+    }
+
+    #[test]
+    fn only_local_file_systems_are_trusted() {
+        assert!(
+            on_local_file_system(&std::env::temp_dir()),
+            "this machine's temp dir"
+        );
+        assert!(!on_local_file_system(Path::new("/proc")), "procfs");
+    }
+}
