@@ -233,6 +233,26 @@ async fn read_events(
     reads.store(STOPPED, Ordering::SeqCst);
 }
 
+/// File system kinds whose every change is made through this kernel, and whose reads and writes
+/// wait on local storage alone: ext2/3/4, XFS, Btrfs, tmpfs, F2FS, overlayfs, ZFS.
+const LOCAL_KINDS: [i64; 7] = [
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0x0102_1994,
+    0xF2F5_2010,
+    0x794C_7630,
+    0x2FC1_2FC1,
+];
+
+/// Whether `path` is on a local file system: a watch there sees every change, and a read there
+/// never waits on a network or another process (NFS, SMB, FUSE, 9p are not).
+pub fn on_local_file_system(path: &Path) -> bool {
+    // `f_type`'s integer type differs between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::statfs(path).is_ok_and(|s| LOCAL_KINDS.contains(&(s.f_type as i64)))
+}
+
 /// Waits until `watcher` sees a change, at most `poll`: whether it did. Without a watcher (none
 /// could be started: the user's inotify instances used up, say) it is the wait alone, so a
 /// caller that checks after each wait polls every `poll` and never spins.
@@ -490,6 +510,16 @@ mod tests {
         }
         assert_eq!(q.now(), None);
         assert!(!q.unchanged_since(m));
+    }
+
+    #[test]
+    fn only_local_file_systems_are_local() {
+        assert!(
+            on_local_file_system(&std::env::temp_dir()),
+            "this machine's temp dir"
+        );
+        assert!(!on_local_file_system(Path::new("/proc")), "procfs");
+        assert!(!on_local_file_system(Path::new("/no/such/path")));
     }
 
     #[tokio::test]

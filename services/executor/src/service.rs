@@ -41,6 +41,9 @@ pub struct ExecutorService {
     /// Becomes true when the executor stops: the broker's `Runs` stream then takes no more
     /// calls, answers those it took and ends.
     stopping: tokio::sync::watch::Receiver<bool>,
+    /// Whether the workdir and every root are on local file systems, where quick file work (see
+    /// [`is_quick`]) may run on the async thread.
+    local: bool,
 }
 
 impl ExecutorService {
@@ -52,12 +55,15 @@ impl ExecutorService {
         stopping: tokio::sync::watch::Receiver<bool>,
     ) -> ExecutorService {
         ExecutorService {
-            config,
             jobs,
             audit: AuditClient::new(gate.clone()),
             gate: crate::gate_calls::GateCalls::new(gate),
             used: Arc::new(crate::spent::SpentTickets::new(crate::spent::MAX_SPENT)),
             stopping,
+            local: std::iter::once(&config.workdir)
+                .chain(&config.jobs.roots)
+                .all(|p| glovebox_watch::on_local_file_system(p)),
+            config,
         }
     }
 
@@ -70,8 +76,7 @@ impl ExecutorService {
 
     /// The plan of parsed parameters, and the parameters back for acting on.
     async fn plan_params(&self, params: ToolParams) -> Result<(pb::Plan, ToolParams), OpError> {
-        let quick = is_quick(&params);
-        self.file_work(quick, move |ctx| {
+        self.file_work(is_quick(&params), move |ctx| {
             ops::plan(ctx, &params).map(|plan| (plan, params))
         })
         .await
@@ -283,8 +288,8 @@ impl ExecutorService {
         self.file_work(false, work).await
     }
 
-    /// Runs file system work: `quick` work (see [`is_quick`]) here, on the async thread, the rest
-    /// on a blocking thread.
+    /// Runs file system work: `quick` work (see [`is_quick`]) here, on the async thread, if the
+    /// account's files are on local file systems; the rest on a blocking thread.
     async fn file_work<T: Send + 'static>(
         &self,
         quick: bool,
@@ -303,7 +308,7 @@ impl ExecutorService {
             };
             work(&ctx)
         };
-        if quick {
+        if quick && self.local {
             return run();
         }
         tokio::task::spawn_blocking(run).await.unwrap_or_else(|_| {
@@ -319,10 +324,12 @@ impl ExecutorService {
 /// a whole-file read (one `read` of at most `MAX_READ_BYTES`) or a listing of one directory (at
 /// most one `readdir` pass and a `stat` per entry), and their plans (resolving one path). Handing
 /// work to a blocking thread and back costs two thread switches, a large part of such a call.
-/// Everything else — line ranges, walks, writes (which sync), jobs — stays off the async threads.
-/// A quick call on a slow file system holds the worker running it (the executor has two: see
-/// `runtime_for` in the CLI); pipes and other files that could block an open or a read are
-/// opened non-blocking and refused by type.
+/// Everything else — line ranges, walks, writes (which sync), jobs — stays off the async thread.
+/// Only on local file systems (the executor has one async thread: see `runtime_for` in the CLI):
+/// an account with its workdir or a root on NFS, FUSE or the like does all its file work on
+/// blocking threads, where a server that stops answering holds one call and not the executor;
+/// pipes and other files that could block an open or a read are opened non-blocking and refused
+/// by type.
 fn is_quick(params: &ToolParams) -> bool {
     match params {
         ToolParams::FileRead(p) => p.offset.is_none() && p.limit.is_none(),
@@ -808,6 +815,69 @@ mod tests {
         }
     }
 
+    /// An executor's configuration for account `a` in `work`, its gate at `sock`.
+    fn test_config(
+        root: &std::path::Path,
+        work: &std::path::Path,
+        sock: &std::path::Path,
+        key: glovebox_ticket::AccountKey,
+        socket_key: &glovebox_proto::transport::SocketKey,
+    ) -> ExecutorConfig {
+        use glovebox_proto::transport::{ServerKeys, default_allowed_uids};
+        ExecutorConfig {
+            account: "a".into(),
+            workdir: work.to_owned(),
+            key,
+            gate_socket: sock.to_owned(),
+            audit_key: ("executor:a".into(), socket_key.clone()),
+            serve_keys: ServerKeys::new([]),
+            allowed_uids: default_allowed_uids(),
+            protected: Vec::new(),
+            jobs: crate::jobs::JobConfig {
+                env: Vec::new(),
+                shim: std::path::PathBuf::new(),
+                roots: vec![work.to_owned()],
+                scratch: root.join("scratch"),
+            },
+            trash_dir: root.join("trash"),
+            sandbox: String::new(),
+            containment: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn quick_work_runs_on_the_async_thread_only_on_local_file_systems() {
+        use glovebox_proto::transport::{SocketKey, authenticated_channel};
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let work = root.join("work");
+        std::fs::create_dir(&work).unwrap();
+        let key = glovebox_ticket::MasterKey::from_bytes(&[7; 32])
+            .unwrap()
+            .account_key("a");
+        let socket_key = SocketKey::derive(b"test control key", "audit", "executor:a");
+        let sock = root.join("gate.sock");
+        let here = std::thread::current().id();
+        for (roots, local) in [
+            (vec![work.clone()], true),
+            (vec![work.clone(), std::path::PathBuf::from("/proc")], false),
+        ] {
+            let mut config = test_config(&root, &work, &sock, key.clone(), &socket_key);
+            config.jobs.roots = roots;
+            let jobs = Arc::new(crate::jobs::JobTable::new(config.jobs.clone()));
+            let (_stop, stopping) = tokio::sync::watch::channel(false);
+            let link = authenticated_channel(&sock, "executor:a", socket_key.clone());
+            let service = ExecutorService::new(Arc::new(config), jobs, link, stopping);
+            let thread = |quick| service.file_work(quick, |_| Ok(std::thread::current().id()));
+            assert_eq!(thread(true).await.unwrap() == here, local, "local: {local}");
+            assert_ne!(
+                thread(false).await.unwrap(),
+                here,
+                "slow work, local: {local}"
+            );
+        }
+    }
+
     async fn heard(
         seen: &mut tokio::sync::mpsc::UnboundedReceiver<&'static str>,
     ) -> Option<&'static str> {
@@ -846,25 +916,7 @@ mod tests {
                 .serve_with_incoming(incoming)
                 .await;
         });
-        let config = ExecutorConfig {
-            account: "a".into(),
-            workdir: work.clone(),
-            key,
-            gate_socket: sock.clone(),
-            audit_key: ("executor:a".into(), socket_key.clone()),
-            serve_keys: ServerKeys::new([]),
-            allowed_uids: default_allowed_uids(),
-            protected: Vec::new(),
-            jobs: crate::jobs::JobConfig {
-                env: Vec::new(),
-                shim: std::path::PathBuf::new(),
-                roots: vec![work.clone()],
-                scratch: root.join("scratch"),
-            },
-            trash_dir: root.join("trash"),
-            sandbox: String::new(),
-            containment: String::new(),
-        };
+        let config = test_config(&root, &work, &sock, key, &socket_key);
         let jobs = Arc::new(crate::jobs::JobTable::new(config.jobs.clone()));
         let (_stop, stopping) = tokio::sync::watch::channel(false);
         let link = authenticated_channel(&sock, "executor:a", socket_key);

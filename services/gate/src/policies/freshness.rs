@@ -23,7 +23,7 @@
 use std::io;
 use std::path::Path;
 
-use glovebox_watch::{DirWatcher, Moment};
+use glovebox_watch::{DirWatcher, Moment, on_local_file_system};
 
 /// When an account's policy was last checked against its files (or when its files were last
 /// found watched): the watches' epoch and the watcher's moment, both taken before the check.
@@ -43,18 +43,6 @@ pub(super) struct AccountFiles<'a> {
     pub project_dir: &'a Path,
     pub project_file: &'a Path,
 }
-
-/// File system kinds whose every change is made through this kernel (so it queues an event):
-/// ext2/3/4, XFS, Btrfs, tmpfs, F2FS, overlayfs, ZFS.
-const LOCAL_KINDS: [i64; 7] = [
-    0xEF53,
-    0x5846_5342,
-    0x9123_683E,
-    0x0102_1994,
-    0xF2F5_2010,
-    0x794C_7630,
-    0x2FC1_2FC1,
-];
 
 /// Watches everything an edit of the account's policy files can come through, and says whether
 /// that is all of it (the account's decisions may then trust the watcher).
@@ -84,12 +72,6 @@ pub(super) fn watch_account(watcher: &mut DirWatcher, files: &AccountFiles) -> b
         }
     }
     covered
-}
-
-fn on_local_file_system(dir: &Path) -> bool {
-    // `f_type`'s integer type differs between architectures.
-    #[allow(clippy::unnecessary_cast)]
-    rustix::fs::statfs(dir).is_ok_and(|s| LOCAL_KINDS.contains(&(s.f_type as i64)))
 }
 
 #[cfg(test)]
@@ -162,14 +144,5 @@ mod tests {
         // No account directory.
         std::fs::remove_dir_all(t.path("state/accounts/a")).unwrap();
         assert!(!t.covered(), "a missing account directory");
-    }
-
-    #[test]
-    fn only_local_file_systems_are_trusted() {
-        assert!(
-            on_local_file_system(&std::env::temp_dir()),
-            "this machine's temp dir"
-        );
-        assert!(!on_local_file_system(Path::new("/proc")), "procfs");
     }
 }
