@@ -815,6 +815,37 @@ mod tests {
         }
     }
 
+    /// A temporary directory with a workdir, account `a`'s keys and where its gate listens.
+    struct Place {
+        _dir: tempfile::TempDir,
+        root: std::path::PathBuf,
+        work: std::path::PathBuf,
+        key: glovebox_ticket::AccountKey,
+        socket_key: glovebox_proto::transport::SocketKey,
+        sock: std::path::PathBuf,
+    }
+
+    fn place() -> Place {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let work = root.join("work");
+        std::fs::create_dir(&work).unwrap();
+        Place {
+            _dir: dir,
+            key: glovebox_ticket::MasterKey::from_bytes(&[7; 32])
+                .unwrap()
+                .account_key("a"),
+            socket_key: glovebox_proto::transport::SocketKey::derive(
+                b"test control key",
+                "audit",
+                "executor:a",
+            ),
+            sock: root.join("gate.sock"),
+            root,
+            work,
+        }
+    }
+
     /// An executor's configuration for account `a` in `work`, its gate at `sock`.
     fn test_config(
         root: &std::path::Path,
@@ -847,26 +878,21 @@ mod tests {
 
     #[tokio::test]
     async fn quick_work_runs_on_the_async_thread_only_on_local_file_systems() {
-        use glovebox_proto::transport::{SocketKey, authenticated_channel};
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let work = root.join("work");
-        std::fs::create_dir(&work).unwrap();
-        let key = glovebox_ticket::MasterKey::from_bytes(&[7; 32])
-            .unwrap()
-            .account_key("a");
-        let socket_key = SocketKey::derive(b"test control key", "audit", "executor:a");
-        let sock = root.join("gate.sock");
+        use glovebox_proto::transport::authenticated_channel;
+        let p = place();
         let here = std::thread::current().id();
         for (roots, local) in [
-            (vec![work.clone()], true),
-            (vec![work.clone(), std::path::PathBuf::from("/proc")], false),
+            (vec![p.work.clone()], true),
+            (
+                vec![p.work.clone(), std::path::PathBuf::from("/proc")],
+                false,
+            ),
         ] {
-            let mut config = test_config(&root, &work, &sock, key.clone(), &socket_key);
+            let mut config = test_config(&p.root, &p.work, &p.sock, p.key.clone(), &p.socket_key);
             config.jobs.roots = roots;
             let jobs = Arc::new(crate::jobs::JobTable::new(config.jobs.clone()));
             let (_stop, stopping) = tokio::sync::watch::channel(false);
-            let link = authenticated_channel(&sock, "executor:a", socket_key.clone());
+            let link = authenticated_channel(&p.sock, "executor:a", p.socket_key.clone());
             let service = ExecutorService::new(Arc::new(config), jobs, link, stopping);
             let thread = |quick| service.file_work(quick, |_| Ok(std::thread::current().id()));
             assert_eq!(thread(true).await.unwrap() == here, local, "local: {local}");
@@ -889,18 +915,17 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_given_up_on_while_its_rows_are_retried_still_sends_them() {
         use glovebox_proto::transport::{
-            ServerKeys, SocketKey, authenticated_channel, authenticated_incoming,
-            bind_private_socket, default_allowed_uids,
+            ServerKeys, authenticated_channel, authenticated_incoming, bind_private_socket,
+            default_allowed_uids,
         };
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let work = root.join("work");
-        std::fs::create_dir(&work).unwrap();
-        let key = glovebox_ticket::MasterKey::from_bytes(&[7; 32])
-            .unwrap()
-            .account_key("a");
-        let socket_key = SocketKey::derive(b"test control key", "audit", "executor:a");
-        let sock = root.join("gate.sock");
+        let Place {
+            _dir,
+            root,
+            work,
+            key,
+            socket_key,
+            sock,
+        } = place();
         let listener = bind_private_socket(&sock).unwrap();
         let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
         let gate = RestartingGate {
