@@ -1,8 +1,8 @@
 """Two glovebox builds side by side: each runs its own `glovebox up` (a temporary state directory,
 one shared workdir with a 4 KiB file), and one MCP Python SDK client alternates bursts of
 `file_read` calls between their `glovebox mcp` bridges, so a machine whose speed drifts drifts for
-both. Prints, per build, reads/s with 8 in flight (median burst) and the p50 and p90 of reads one
-at a time, each with the CPU per read of all the build's processes and this client.
+both. Prints, per build, reads/s with 8 in flight (median burst) and the p50, p90 and p99 of reads
+one at a time, each with the CPU per read of all the build's processes and this client.
 
 Usage: python3 tests/bench/ab_builds.py BIN_A BIN_B [BURSTS]   (BURSTS of each kind, default 30)
 """
@@ -108,6 +108,7 @@ async def main(binaries, bursts):
             print(f"{b['name']}\n  reads/s with {IN_FLIGHT} in flight {statistics.median(b['tput']):.0f}"
                   f" (CPU {b['par_cpu'] / (bursts * PAR_CALLS):.3f} ms/read);"
                   f" one at a time p50 {lat[len(lat) // 2]:.3f} ms p90 {lat[int(len(lat) * 0.9)]:.3f} ms"
+                  f" p99 {lat[int(len(lat) * 0.99)]:.3f} ms (p99/p50 {lat[int(len(lat) * 0.99)] / lat[len(lat) // 2]:.2f})"
                   f" (CPU {b['seq_cpu'] / (bursts * SEQ_CALLS):.3f} ms/read)")
         a, b = builds
         print(f"B / A: reads/s {statistics.median(b['tput']) / statistics.median(a['tput']):.3f},"
