@@ -1054,8 +1054,8 @@ async fn dispatch(
 /// switched 3.5 times a call on two workers, 1.2 on one; the bridge 2.8 and 1.4; the executor
 /// spent 12–20 % less CPU per call on one), which cost more than a second core gave. None of them
 /// does blocking work on it (the gate moves its own off with `block_in_place`; the audit writer
-/// has its own thread; the executor does on it only a whole-file read or a one-directory listing
-/// on a local file system, and everything else on blocking threads).
+/// has its own thread; the executor does on it only a whole-file read or one directory's names
+/// and types on a local file system, and everything else on blocking threads).
 fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if matches!(

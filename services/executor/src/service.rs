@@ -321,19 +321,20 @@ impl ExecutorService {
 }
 
 /// Whether a call's file system work is small and bounded enough to do on the async thread:
-/// a whole-file read (one `read` of at most `MAX_READ_BYTES`) or a listing of one directory (at
-/// most one `readdir` pass and a `stat` per entry), and their plans (resolving one path). Handing
-/// work to a blocking thread and back costs two thread switches, a large part of such a call.
-/// Everything else — line ranges, walks, writes (which sync), jobs — stays off the async thread.
-/// Only on local file systems (the executor has one async thread: see `runtime_for` in the CLI):
-/// an account with its workdir or a root on NFS, FUSE or the like does all its file work on
-/// blocking threads, where a server that stops answering holds one call and not the executor;
-/// pipes and other files that could block an open or a read are opened non-blocking and refused
-/// by type.
+/// a whole-file read (one `read` of at most `MAX_READ_BYTES`) or a listing of one directory's
+/// names and types (one `readdir` pass), and their plans (resolving one path). Handing work to a
+/// blocking thread and back costs two thread switches, a large part of such a call. Everything
+/// else — a listing with sizes and times (a `stat` per entry: up to 1,000 inodes read from disk
+/// when they are not cached), line ranges, walks, writes (which sync), jobs — stays off the
+/// async thread, where it would hold the account's other calls (the executor has one async
+/// thread: see `runtime_for` in the CLI). Only on local file systems: an account with its
+/// workdir or a root on NFS, FUSE or the like does all its file work on blocking threads, where a
+/// server that stops answering holds one call and not the executor; pipes and other files that
+/// could block an open or a read are opened non-blocking and refused by type.
 fn is_quick(params: &ToolParams) -> bool {
     match params {
         ToolParams::FileRead(p) => p.offset.is_none() && p.limit.is_none(),
-        ToolParams::FileList(p) => p.depth.unwrap_or(1) <= 1,
+        ToolParams::FileList(p) => p.depth.unwrap_or(1) <= 1 && p.details == Some(false),
         _ => false,
     }
 }
@@ -684,7 +685,7 @@ mod tests {
     }
 
     #[test]
-    fn only_bounded_reads_and_one_directory_run_on_the_async_thread() {
+    fn only_bounded_reads_and_one_directorys_names_run_on_the_async_thread() {
         let parse = |tool: &str, args: serde_json::Value| {
             Tool::from_name(tool).unwrap().parse_params(&args).unwrap()
         };
@@ -700,15 +701,25 @@ mod tests {
                 serde_json::json!({"path": "a", "limit": 2}),
                 false,
             ),
-            ("file_list", serde_json::json!({"path": "d"}), true),
+            ("file_list", serde_json::json!({"path": "d"}), false),
             (
                 "file_list",
-                serde_json::json!({"path": "d", "depth": 1}),
+                serde_json::json!({"path": "d", "details": false}),
                 true,
             ),
             (
                 "file_list",
-                serde_json::json!({"path": "d", "depth": 2}),
+                serde_json::json!({"path": "d", "details": true}),
+                false,
+            ),
+            (
+                "file_list",
+                serde_json::json!({"path": "d", "depth": 1, "details": false}),
+                true,
+            ),
+            (
+                "file_list",
+                serde_json::json!({"path": "d", "depth": 2, "details": false}),
                 false,
             ),
             (
