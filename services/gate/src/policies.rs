@@ -210,21 +210,6 @@ impl AccountPolicies {
         *accounts = table;
     }
 
-    /// The directories and files the watcher should observe.
-    pub fn watched_paths(&self) -> Vec<PathBuf> {
-        let mut paths = self.managed_dirs.clone();
-        for e in read(&self.accounts).values() {
-            if let Some(dir) = e.file.parent() {
-                paths.push(dir.to_owned());
-            }
-            paths.push(PathBuf::from(&e.workdir));
-            if let Some(dir) = e.project_file.parent() {
-                paths.push(dir.to_owned());
-            }
-        }
-        paths
-    }
-
     /// Called by the watcher: something changed on disk; reload what changed.
     pub fn invalidate(&self) {
         self.refresh_managed();
@@ -267,14 +252,21 @@ impl AccountPolicies {
         out
     }
 
-    /// Watches every way to each account's policy files with `watcher` (again: call it after
-    /// each change it reports), and lets the accounts whose files are all covered trust it from
-    /// their next check of the files on ([`freshness`]). The first call ties `watcher` to these
-    /// policies for good.
+    /// Watches the managed directories and every way to each account's policy files with
+    /// `watcher` (again: call it after each change it reports), and lets the accounts whose
+    /// files are all covered trust it from their next check of the files on ([`freshness`]). The
+    /// first call ties `watcher` to these policies for good.
     pub fn watch_files(&self, watcher: &mut DirWatcher) {
         let quiet = self.quiet.get_or_init(|| watcher.quiet());
         // Taken before any watch is added: an event read since then voids what is found here.
         let moment = quiet.now();
+        for dir in &self.managed_dirs {
+            if dir.is_dir()
+                && let Err(error) = watcher.watch(dir)
+            {
+                tracing::warn!(path = %dir.display(), %error, "cannot watch a managed directory");
+            }
+        }
         let entries: Vec<Arc<AccountEntry>> = read(&self.accounts).values().cloned().collect();
         let covered: Vec<bool> = entries
             .iter()

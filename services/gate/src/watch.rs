@@ -25,19 +25,13 @@ pub fn spawn(state: Arc<GateState>) {
             None
         }
     };
-    // Each directory is watched again before every check: one removed and made again (a
+    // Everything is watched again before every check: a directory removed and made again (a
     // project's `.glovebox`) is watched from then on; one already watched keeps its watch. The
     // policies then trust the watcher for the accounts whose files it covers.
     let add_watches = |state: &GateState, watcher: &mut Option<DirWatcher>| {
-        let Some(w) = watcher.as_mut() else { return };
-        for path in state.policies.watched_paths() {
-            if path.is_dir()
-                && let Err(error) = w.watch(&path)
-            {
-                tracing::warn!(path = %path.display(), %error, "cannot watch a policy directory")
-            }
+        if let Some(w) = watcher.as_mut() {
+            state.policies.watch_files(w);
         }
-        state.policies.watch_files(w);
     };
     add_watches(&state, &mut watcher);
     tokio::spawn(async move {

@@ -56,13 +56,10 @@ pub(super) fn watch_account(watcher: &mut DirWatcher, files: &AccountFiles) -> b
                 covered = false;
             }
         }
-        covered &= watcher.watch_exact(dir).is_ok() && on_local_file_system(dir);
+        covered &= watch_dir(watcher, dir, false);
     }
     // The project directory may not exist: making it is a change at the top of the workdir.
-    match watcher.watch_exact(files.project_dir) {
-        Ok(()) => covered &= on_local_file_system(files.project_dir),
-        Err(e) => covered &= e.kind() == io::ErrorKind::NotFound,
-    }
+    covered &= watch_dir(watcher, files.project_dir, true);
     for file in [files.file, files.project_file] {
         // Watched itself too: a write through another name of it is no change in its directory.
         match watcher.watch_file(file) {
@@ -72,6 +69,24 @@ pub(super) fn watch_account(watcher: &mut DirWatcher, files: &AccountFiles) -> b
         }
     }
     covered
+}
+
+/// Watches the directory `dir` itself and says whether that covers it: a directory, not a
+/// symlink, on a local file system (or nothing there, if it `may_be_missing`). A symlink to a
+/// directory is watched through all the same, so that a change there still wakes the reload.
+fn watch_dir(watcher: &mut DirWatcher, dir: &Path, may_be_missing: bool) -> bool {
+    match watcher.watch_exact(dir) {
+        Ok(()) => on_local_file_system(dir),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => may_be_missing,
+        Err(_) => {
+            if dir.is_dir()
+                && let Err(error) = watcher.watch(dir)
+            {
+                tracing::warn!(path = %dir.display(), %error, "cannot watch a policy directory");
+            }
+            false
+        }
+    }
 }
 
 #[cfg(test)]
@@ -93,6 +108,9 @@ mod tests {
             self.dir.path().join(p)
         }
         fn covered(&self) -> bool {
+            self.watched_by(&mut DirWatcher::start().unwrap())
+        }
+        fn watched_by(&self, watcher: &mut DirWatcher) -> bool {
             let (account_dir, workdir) = (self.path("state/accounts/a"), self.path("work"));
             let project_dir = workdir.join(".glovebox");
             let files = AccountFiles {
@@ -102,7 +120,7 @@ mod tests {
                 project_dir: &project_dir,
                 workdir: &workdir,
             };
-            watch_account(&mut DirWatcher::start().unwrap(), &files)
+            watch_account(watcher, &files)
         }
     }
 
@@ -144,5 +162,21 @@ mod tests {
         // No account directory.
         std::fs::remove_dir_all(t.path("state/accounts/a")).unwrap();
         assert!(!t.covered(), "a missing account directory");
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_project_directory_is_not_covered_but_still_wakes_the_reload() {
+        let t = Tree::new();
+        std::fs::create_dir(t.path("other")).unwrap();
+        std::os::unix::fs::symlink(t.path("other"), t.path("work/.glovebox")).unwrap();
+        let mut w = DirWatcher::start().unwrap();
+        assert!(!t.watched_by(&mut w));
+        let _ =
+            glovebox_watch::changed_within(Some(&w), std::time::Duration::from_millis(50)).await;
+        std::fs::write(t.path("other/permissions.yaml"), "").unwrap();
+        assert!(
+            glovebox_watch::changed_within(Some(&w), std::time::Duration::from_secs(5)).await,
+            "a change in the directory it points to"
+        );
     }
 }
