@@ -741,6 +741,12 @@ mod tests {
         panic!("the watcher never settled");
     }
 
+    /// Watches the account's files again once the watcher has read what it was told of.
+    async fn watched_once(s: &Setup, w: &mut DirWatcher) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        s.policies.watch_files(w);
+    }
+
     /// Whether the account's files compile, asked once.
     fn compiles(s: &Setup) -> bool {
         s.policies.current("a").unwrap().error.is_none()
@@ -819,21 +825,50 @@ mod tests {
         assert_eq!(decide_command(&s, "make"), glovebox_policy::Decision::Allow);
     }
 
-    #[tokio::test]
-    async fn a_symlinked_policy_file_is_looked_at_on_every_decision() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_symlink_on_the_way_to_a_policy_file_has_it_looked_at_on_every_decision() {
         let s = setup();
         std::fs::create_dir_all(account_file(&s).parent().unwrap()).unwrap();
-        let target = s.workdir.join("../target.yaml");
-        std::fs::write(&target, VALID).unwrap();
-        std::os::unix::fs::symlink(&target, project_file(&s)).unwrap();
+        let project = project_file(&s);
+        let elsewhere = s._dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("permissions.yaml"), VALID).unwrap();
         let mut w = DirWatcher::start().unwrap();
-        s.policies.watch_files(&mut w);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let checks = s.policies.file_checks();
-        for _ in 0..10 {
-            s.policies.current("a").unwrap();
+        type Swap<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        let swaps: [Swap; 2] = [
+            (
+                "the project file a symlink",
+                Box::new(|| {
+                    std::fs::remove_file(&project).unwrap();
+                    std::os::unix::fs::symlink(elsewhere.join("permissions.yaml"), &project)
+                        .unwrap();
+                }),
+            ),
+            (
+                "the project directory a symlink",
+                Box::new(|| {
+                    std::fs::remove_dir_all(project.parent().unwrap()).unwrap();
+                    std::os::unix::fs::symlink(&elsewhere, project.parent().unwrap()).unwrap();
+                }),
+            ),
+        ];
+        for (what, swap) in swaps {
+            // A compiled policy first, so that decisions could trust the watcher at all.
+            let _ = std::fs::remove_file(&project);
+            let _ = std::fs::remove_file(project.parent().unwrap());
+            std::fs::create_dir_all(project.parent().unwrap()).unwrap();
+            std::fs::write(&project, VALID).unwrap();
+            watched(&s, &mut w).await;
+            assert!(compiles(&s));
+            swap();
+            watched_once(&s, &mut w).await;
+            assert!(s.policies.current("a").unwrap().policy.is_some(), "{what}");
+            let checks = s.policies.file_checks();
+            for _ in 0..10 {
+                s.policies.current("a").unwrap();
+            }
+            assert_eq!(s.policies.file_checks(), checks + 10, "{what}");
         }
-        assert_eq!(s.policies.file_checks(), checks + 10);
     }
 
     #[test]
