@@ -68,7 +68,8 @@ pub const MOVES: WatchMask = WatchMask::DELETE_SELF
 const STOPPED: u64 = u64::MAX;
 
 /// Watches over directories, and what they saw since it was last asked ([`DirWatcher::changed`]).
-/// Dropping it ends the watches.
+/// Dropping it stops its reader; the watches end once no [`Quiet`] of it is left either (each holds
+/// the queue open).
 pub struct DirWatcher {
     watches: Watches,
     /// Holds one wake-up for every change seen since the last wait: changes coalesce, so a flood
