@@ -450,8 +450,7 @@ mod tests {
 
     /// A server answering each run by its call id: `hold` never answers, `slow` answers after
     /// 200 ms, `huge` with an answer over the stream's bound, anything else at once, as a status
-    /// naming it. Returns its answers and the ids
-    /// whose work was dropped.
+    /// naming it. Returns its answers and the ids whose work was dropped.
     fn serve(
         incoming: tonic::Streaming<pb::RunCall>,
         stopping: tokio::sync::watch::Receiver<bool>,
