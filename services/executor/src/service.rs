@@ -6,7 +6,10 @@
 //! they are committed; a refused ticket sends its execute row alone. Run is plan, decide and
 //! execute in one call from the broker: the executor asks the gate for the verdict itself
 //! (`ExecutorGate.Decide`, with the broker's voucher for the call) and executes on the ticket of
-//! an allow. The broker may call every method; an administrator only Plan (what `glovebox policy
+//! an allow. A whole-file read of a small file is made before the verdict instead
+//! ([`ExecutorService::read_ahead`]): its rows go with the decide request and are committed with
+//! the decide row, and what it read is told only on the ticket of that allow — one round trip to
+//! the gate per call instead of two. The broker may call every method; an administrator only Plan (what `glovebox policy
 //! explain` judges).
 
 use std::sync::Arc;
@@ -82,17 +85,20 @@ impl ExecutorService {
         .await
     }
 
-    /// The gate's verdict on a call the broker vouched for.
+    /// The gate's verdict on a call the broker vouched for (with the rows of a read made ahead
+    /// of it, if one was: [`Self::read_ahead`]).
     async fn decide(
         &self,
         call: &ToolCall,
         plan: pb::Plan,
         voucher: pb::Voucher,
+        done_ahead: Option<pb::CallRows>,
     ) -> Result<pb::DecideResponse, OpError> {
         let request = pb::VouchedDecideRequest {
             call: Some(call.clone()),
             plan: Some(plan),
             voucher: Some(voucher),
+            done_ahead,
         };
         match self.gate.decide(request).await {
             Ok(decided) => Ok(decided),
@@ -142,15 +148,7 @@ impl ExecutorService {
         call_age_ms: u64,
     ) -> ExecuteResponse {
         let started = Instant::now();
-        let mut event = AuditEvent {
-            call_id: call.call_id.clone(),
-            client_call_id: call.client_call_id.clone(),
-            account: self.config.account.clone(),
-            source: "executor".into(),
-            kind: "execute".into(),
-            tool: call.tool.clone(),
-            ..Default::default()
-        };
+        let mut event = self.execute_row(call);
         let (outcome, ticketed) = match self.verify(call, ticket.as_ref()) {
             Err(e) => {
                 event.outcome = "refused".into();
@@ -202,6 +200,107 @@ impl ExecutorService {
             }
         }
         response
+    }
+
+    /// The start of a call's execute row.
+    fn execute_row(&self, call: &ToolCall) -> AuditEvent {
+        AuditEvent {
+            call_id: call.call_id.clone(),
+            client_call_id: call.client_call_id.clone(),
+            account: self.config.account.clone(),
+            source: "executor".into(),
+            kind: "execute".into(),
+            tool: call.tool.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Reads a small file before the gate's verdict, so that the verdict and the call's rows
+    /// take one round trip to the gate instead of two: the read's answer, held back, and its
+    /// execute and result rows, sent with the decide request (`done_ahead`). Only a whole-file
+    /// read ([`is_quick`], on local file systems: it runs here, on the async thread) of one
+    /// existing path of at most [`READ_AHEAD_MAX_BYTES`] that is not on the floor; it opens
+    /// and checks exactly what the plan names, as acting on a ticket for that plan would
+    /// (`open_approved_file`: a regular file with one name, the identity the plan saw, no
+    /// link followed), and reading such a file changes nothing. What it read is told only if
+    /// the gate allows the call and commits its rows ([`Self::release_ahead`]); otherwise it is
+    /// dropped. `started`: when the call came in, `call_age_ms`: its age then.
+    async fn read_ahead(
+        &self,
+        call: &ToolCall,
+        params: &ToolParams,
+        plan: &pb::Plan,
+        started: Instant,
+        call_age_ms: u64,
+    ) -> Option<(ExecuteResponse, pb::CallRows)> {
+        if !(self.local && is_quick(params) && matches!(params, ToolParams::FileRead(_))) {
+            return None;
+        }
+        let [subject] = plan.subjects.as_slice() else {
+            return None;
+        };
+        let state = subject.state.as_ref()?;
+        if subject.domain != pb::Domain::Read as i32
+            || !state.exists
+            || state.size > READ_AHEAD_MAX_BYTES
+            || glovebox_policy::floor::check(&subject.path, &self.config.protected).is_some()
+        {
+            return None;
+        }
+        let body = pb::TicketBody {
+            account: call.account.clone(),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            subjects: plan.subjects.clone(),
+            approval: "auto".into(),
+            ..Default::default()
+        };
+        let mut event = self.execute_row(call);
+        event.subjects = plan.subjects.clone();
+        event.approval = body.approval.clone();
+        event.detail = ops::audit_detail(params);
+        let reading = Instant::now();
+        let params = params.clone();
+        let outcome = self
+            .file_work(true, move |ctx| ops::execute(ctx, &params, &body))
+            .await;
+        let response = answer(outcome, &mut event);
+        event.duration_ms = reading.elapsed().as_millis() as u64;
+        let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
+        let rows = pb::CallRows {
+            result: Some(result_row(call, &response, age)),
+            execute: Some(event),
+            ticket: None,
+        };
+        Some((response, rows))
+    }
+
+    /// The held-back answer of a read made ahead of its verdict, once the gate has allowed the
+    /// call and committed its rows: only on a ticket that verifies for this call (spent now)
+    /// and names exactly what was read.
+    fn release_ahead(
+        &self,
+        call: &ToolCall,
+        plan: &pb::Plan,
+        ticket: Option<&pb::Ticket>,
+        mut response: ExecuteResponse,
+    ) -> ExecuteResponse {
+        let refused = |e: OpError| ExecuteResponse {
+            result_json: String::new(),
+            error: Some(e.to_proto()),
+            result_audited: false,
+        };
+        match self.verify(call, ticket) {
+            Ok(body) if body.subjects == plan.subjects => {
+                response.result_audited = true;
+                response
+            }
+            Ok(_) => refused(OpError::new(
+                ErrorCode::Denied,
+                "the ticket names other subjects than the plan the file was read for",
+            )),
+            Err(e) => refused(e),
+        }
     }
 
     fn parse(&self, call: &ToolCall) -> Result<ToolParams, OpError> {
@@ -319,6 +418,11 @@ impl ExecutorService {
         })
     }
 }
+
+/// The largest file read before its verdict ([`ExecutorService::read_ahead`]): small enough
+/// that reading it costs microseconds against the gate's round trip, so how long a refused read
+/// takes hardly depends on the file.
+const READ_AHEAD_MAX_BYTES: u64 = 64 * 1024;
 
 /// Whether a call's file system work is small and bounded enough to do on the async thread:
 /// a whole-file read (one `read` of at most `MAX_READ_BYTES`) or a listing of one directory's
@@ -442,7 +546,11 @@ impl ExecutorService {
             Ok(planned) => planned,
             Err(e) => return failed(e),
         };
-        let mut decision = match self.decide(&call, plan.clone(), voucher).await {
+        let ahead = self
+            .read_ahead(&call, &params, &plan, started, call_age_ms)
+            .await;
+        let done_ahead = ahead.as_ref().map(|(_, rows)| rows.clone());
+        let mut decision = match self.decide(&call, plan.clone(), voucher, done_ahead).await {
             Ok(decision) => decision,
             Err(e) => return failed(e),
         };
@@ -454,10 +562,15 @@ impl ExecutorService {
             });
         }
         let ticket = decision.ticket.take();
-        let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
-        let executed = self
-            .execute_to_the_end(call, Some(params), ticket, age)
-            .await;
+        let executed = match ahead.filter(|_| decision.rows_written) {
+            Some((response, _)) => self.release_ahead(&call, &plan, ticket.as_ref(), response),
+            // Not read ahead, or its rows not written: acted on as the ticket says, now.
+            None => {
+                let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
+                self.execute_to_the_end(call, Some(params), ticket, age)
+                    .await
+            }
+        };
         Ok(pb::RunResponse {
             decision: Some(decision),
             executed: Some(executed),
@@ -744,18 +857,57 @@ mod tests {
         }
     }
 
-    /// A gate for one executor's stream: it allows every call (with a ticket signed by `key`),
-    /// answers a call's first rows `Unavailable` (a gate restarting) and acknowledges them
-    /// after that, saying which it did on `seen`.
+    /// How [`ScriptedGate`] answers a decide.
+    #[derive(Clone, Copy, Debug)]
+    enum Verdict {
+        /// Allows with a ticket for the plan (`other_subjects`: for another path), saying the
+        /// rows done ahead were written if there were any and `written`.
+        Allow {
+            written: bool,
+            other_subjects: bool,
+        },
+        Deny,
+    }
+
+    /// What [`ScriptedGate`] was sent.
+    #[derive(Debug)]
+    enum Heard {
+        Decide(Option<pb::CallRows>),
+        AppendCall(pb::CallRows),
+        /// A call's rows, answered `Unavailable`.
+        AppendRefused,
+    }
+
+    /// A gate for one executor's stream that answers every decide as its script says and a
+    /// call's rows `Unavailable` (a gate restarting) while `refuse_appends` counts down,
+    /// acknowledging them after that, telling `heard` what it was sent.
     #[derive(Clone)]
-    struct RestartingGate {
+    struct ScriptedGate {
         key: glovebox_ticket::AccountKey,
-        appends: Arc<std::sync::atomic::AtomicUsize>,
-        seen: tokio::sync::mpsc::UnboundedSender<&'static str>,
+        script: Arc<std::sync::Mutex<Verdict>>,
+        refuse_appends: Arc<std::sync::atomic::AtomicUsize>,
+        heard: tokio::sync::mpsc::UnboundedSender<Heard>,
+    }
+
+    impl ScriptedGate {
+        /// A gate that answers every decide with `verdict`, and what it hears.
+        fn new(
+            key: &glovebox_ticket::AccountKey,
+            verdict: Verdict,
+        ) -> (ScriptedGate, tokio::sync::mpsc::UnboundedReceiver<Heard>) {
+            let (heard, hearing) = tokio::sync::mpsc::unbounded_channel();
+            let gate = ScriptedGate {
+                key: key.clone(),
+                script: Arc::new(std::sync::Mutex::new(verdict)),
+                refuse_appends: Default::default(),
+                heard,
+            };
+            (gate, hearing)
+        }
     }
 
     #[tonic::async_trait]
-    impl pb::executor_gate_server::ExecutorGate for RestartingGate {
+    impl pb::executor_gate_server::ExecutorGate for ScriptedGate {
         async fn decide(
             &self,
             _: Request<pb::VouchedDecideRequest>,
@@ -771,54 +923,69 @@ mod tests {
         ) -> Result<Response<Self::CallsStream>, Status> {
             use pb::executor_gate_answer::Body as Answer;
             use pb::executor_gate_call::Body as Asked;
-            let gate = Arc::new(self.clone());
+            let gate = self.clone();
             let (_, stopping) = tokio::sync::watch::channel(false);
             let answers = answer_each(request.into_inner(), stopping, 8, move |asked| {
-                let gate = Arc::clone(&gate);
+                let gate = gate.clone();
                 async move {
-                    let id = asked.id;
-                    match asked.body {
+                    let body = match asked.body {
                         Some(Asked::Decide(r)) => {
-                            let (call, plan) =
+                            let _ = gate.heard.send(Heard::Decide(r.done_ahead.clone()));
+                            let (call, mut plan) =
                                 (r.call.unwrap_or_default(), r.plan.unwrap_or_default());
-                            let body = pb::TicketBody {
-                                account: call.account,
-                                call_id: call.call_id,
-                                tool: call.tool,
-                                subjects: plan.subjects,
-                                content_tag: plan.content_tag,
-                                expires_at_ms: now_ms() + 60_000,
-                                approval: "auto".into(),
-                                ..Default::default()
-                            };
-                            let decided = pb::DecideResponse {
-                                verdict: pb::Verdict::Allow as i32,
-                                ticket: Some(gate.key.sign(&body)),
-                                ..Default::default()
-                            };
-                            pb::ExecutorGateAnswer {
-                                id,
-                                body: Some(Answer::Decided(decided)),
-                            }
-                        }
-                        _ => {
-                            let n = gate
-                                .appends
-                                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                            if n == 0 {
-                                let _ = gate.seen.send("rows refused");
-                                pb::ExecutorGateAnswer::failed(
-                                    id,
-                                    Status::unavailable("restarting"),
-                                )
-                            } else {
-                                let _ = gate.seen.send("rows written");
-                                pb::ExecutorGateAnswer {
-                                    id,
-                                    body: Some(Answer::Appended(pb::AppendAck::default())),
+                            let script = *gate.script.lock().unwrap();
+                            let decided = match script {
+                                Verdict::Deny => pb::DecideResponse {
+                                    verdict: pb::Verdict::Deny as i32,
+                                    ..Default::default()
+                                },
+                                Verdict::Allow {
+                                    written,
+                                    other_subjects,
+                                } => {
+                                    if other_subjects {
+                                        plan.subjects[0].path.push_str(".other");
+                                    }
+                                    let body = pb::TicketBody {
+                                        account: call.account,
+                                        call_id: call.call_id,
+                                        tool: call.tool,
+                                        subjects: plan.subjects,
+                                        content_tag: plan.content_tag,
+                                        expires_at_ms: now_ms() + 60_000,
+                                        approval: "auto".into(),
+                                        ..Default::default()
+                                    };
+                                    pb::DecideResponse {
+                                        verdict: pb::Verdict::Allow as i32,
+                                        ticket: Some(gate.key.sign(&body)),
+                                        rows_written: written && r.done_ahead.is_some(),
+                                        ..Default::default()
+                                    }
                                 }
+                            };
+                            Answer::Decided(decided)
+                        }
+                        Some(Asked::AppendCall(rows)) => {
+                            use std::sync::atomic::Ordering::SeqCst;
+                            let refuse = gate
+                                .refuse_appends
+                                .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1));
+                            if refuse.is_ok() {
+                                let _ = gate.heard.send(Heard::AppendRefused);
+                                Answer::Error(glovebox_proto::transport::messages::call_status(
+                                    &Status::unavailable("restarting"),
+                                ))
+                            } else {
+                                let _ = gate.heard.send(Heard::AppendCall(rows));
+                                Answer::Appended(pb::AppendAck::default())
                             }
                         }
+                        None => Answer::Error(pb::CallStatus::default()),
+                    };
+                    pb::ExecutorGateAnswer {
+                        id: asked.id,
+                        body: Some(body),
                     }
                 }
             });
@@ -887,6 +1054,35 @@ mod tests {
         }
     }
 
+    /// `gate` serving account `a`'s executor stream at `p.sock`, and an executor for `a` that
+    /// calls it (running until the sender returned with it is dropped or sends true).
+    fn with_gate(
+        p: &Place,
+        gate: impl pb::executor_gate_server::ExecutorGate,
+    ) -> (ExecutorService, tokio::sync::watch::Sender<bool>) {
+        use glovebox_proto::transport::{
+            ServerKeys, authenticated_channel, authenticated_incoming, bind_private_socket,
+            default_allowed_uids,
+        };
+        let listener = bind_private_socket(&p.sock).unwrap();
+        let keys = ServerKeys::new([("executor:a".to_owned(), p.socket_key.clone())]);
+        tokio::spawn(async move {
+            let incoming = authenticated_incoming(listener, default_allowed_uids(), keys);
+            let _ = tonic::transport::Server::builder()
+                .add_service(pb::executor_gate_server::ExecutorGateServer::new(gate))
+                .serve_with_incoming(incoming)
+                .await;
+        });
+        let config = test_config(&p.root, &p.work, &p.sock, p.key.clone(), &p.socket_key);
+        let jobs = Arc::new(crate::jobs::JobTable::new(config.jobs.clone()));
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let link = authenticated_channel(&p.sock, "executor:a", p.socket_key.clone());
+        (
+            ExecutorService::new(Arc::new(config), jobs, link, stopping),
+            stop,
+        )
+    }
+
     #[tokio::test]
     async fn quick_work_runs_on_the_async_thread_only_on_local_file_systems() {
         use glovebox_proto::transport::authenticated_channel;
@@ -915,48 +1111,25 @@ mod tests {
         }
     }
 
-    async fn heard(
-        seen: &mut tokio::sync::mpsc::UnboundedReceiver<&'static str>,
-    ) -> Option<&'static str> {
+    async fn heard(seen: &mut tokio::sync::mpsc::UnboundedReceiver<Heard>) -> Heard {
         tokio::time::timeout(std::time::Duration::from_secs(10), seen.recv())
             .await
             .expect("the gate heard from the executor in time")
+            .unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_given_up_on_while_its_rows_are_retried_still_sends_them() {
-        use glovebox_proto::transport::{
-            ServerKeys, authenticated_channel, authenticated_incoming, bind_private_socket,
-            default_allowed_uids,
+        let p = place();
+        let allow = Verdict::Allow {
+            written: false,
+            other_subjects: false,
         };
-        let Place {
-            _dir,
-            root,
-            work,
-            key,
-            socket_key,
-            sock,
-        } = place();
-        let listener = bind_private_socket(&sock).unwrap();
-        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-        let gate = RestartingGate {
-            key: key.clone(),
-            appends: Default::default(),
-            seen: seen_tx,
-        };
-        let keys = ServerKeys::new([("executor:a".to_owned(), socket_key.clone())]);
-        tokio::spawn(async move {
-            let incoming = authenticated_incoming(listener, default_allowed_uids(), keys);
-            let _ = tonic::transport::Server::builder()
-                .add_service(pb::executor_gate_server::ExecutorGateServer::new(gate))
-                .serve_with_incoming(incoming)
-                .await;
-        });
-        let config = test_config(&root, &work, &sock, key, &socket_key);
-        let jobs = Arc::new(crate::jobs::JobTable::new(config.jobs.clone()));
-        let (_stop, stopping) = tokio::sync::watch::channel(false);
-        let link = authenticated_channel(&sock, "executor:a", socket_key);
-        let service = ExecutorService::new(Arc::new(config), jobs, link, stopping);
+        let (gate, mut seen) = ScriptedGate::new(&p.key, allow);
+        gate.refuse_appends
+            .store(1, std::sync::atomic::Ordering::SeqCst);
+        let (service, _stop) = with_gate(&p, gate);
+        let work = p.work.clone();
         let call = ToolCall {
             account: "a".into(),
             call_id: "call-w".into(),
@@ -973,14 +1146,144 @@ mod tests {
                 })
                 .await
         });
-        assert_eq!(heard(&mut seen).await, Some("rows refused"));
+        assert!(matches!(heard(&mut seen).await, Heard::Decide(None)));
+        assert!(matches!(heard(&mut seen).await, Heard::AppendRefused));
         // The broker gives up on the call while its rows wait to be sent again.
         running.abort();
         assert!(running.await.unwrap_err().is_cancelled());
-        assert_eq!(heard(&mut seen).await, Some("rows written"));
+        assert!(matches!(heard(&mut seen).await, Heard::AppendCall(_)));
         assert_eq!(
             std::fs::read_to_string(work.join("w.txt")).unwrap(),
             "written"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_read_made_ahead_of_its_verdict_is_told_only_once_allowed_and_audited() {
+        let p = place();
+        std::fs::write(p.work.join("a.txt"), "hello").unwrap();
+        std::fs::write(p.work.join("secret.txt"), "do-not-tell").unwrap();
+        std::fs::write(p.work.join(".env"), "TOKEN=floor").unwrap();
+        std::fs::write(p.work.join("big.txt"), "b".repeat(70 * 1024)).unwrap();
+        let (gate, mut heard) = ScriptedGate::new(&p.key, Verdict::Deny);
+        let script = Arc::clone(&gate.script);
+        let (service, _stop) = with_gate(&p, gate);
+        let mut n = 0;
+        // Runs `tool` with `params` under `verdict`: the answer, and what the gate was sent.
+        let mut run = async |verdict: Verdict, tool: &str, params: serde_json::Value| {
+            *script.lock().unwrap() = verdict;
+            n += 1;
+            let call = ToolCall {
+                account: "a".into(),
+                call_id: format!("call-{n}"),
+                tool: tool.into(),
+                params_json: params.to_string(),
+                client_call_id: String::new(),
+            };
+            let ran = service
+                .run_call(pb::RunRequest {
+                    call: Some(call),
+                    voucher: Some(pb::Voucher::default()),
+                    call_age_ms: 0,
+                })
+                .await
+                .unwrap();
+            let mut sent = Vec::new();
+            while let Ok(h) = heard.try_recv() {
+                sent.push(h);
+            }
+            (ran, sent)
+        };
+        let read = |path: &str| serde_json::json!({ "path": path });
+        let allowed = Verdict::Allow {
+            written: true,
+            other_subjects: false,
+        };
+
+        // Allowed, its rows written with the verdict: told, with no rows sent after.
+        let (ran, sent) = run(allowed, "file_read", read("a.txt")).await;
+        let executed = ran.executed.unwrap();
+        assert!(executed.result_json.contains("hello"), "{executed:?}");
+        assert!(executed.result_audited && executed.error.is_none());
+        let [Heard::Decide(Some(rows))] = sent.as_slice() else {
+            panic!("{sent:?}");
+        };
+        let (execute, result) = (rows.execute.clone().unwrap(), rows.result.clone().unwrap());
+        assert_eq!(
+            (
+                execute.kind.as_str(),
+                execute.outcome.as_str(),
+                execute.bytes
+            ),
+            ("execute", "ok", 5)
+        );
+        assert_eq!(
+            execute.subjects[0].path,
+            p.work.join("a.txt").display().to_string()
+        );
+        assert_eq!(
+            (result.kind.as_str(), result.outcome.as_str()),
+            ("result", "ok")
+        );
+        assert!(rows.ticket.is_none());
+
+        // Denied: what was read is in no answer.
+        let (ran, sent) = run(Verdict::Deny, "file_read", read("secret.txt")).await;
+        assert!(ran.executed.is_none());
+        assert!(!format!("{ran:?}").contains("do-not-tell"), "{ran:?}");
+        assert!(
+            matches!(sent.as_slice(), [Heard::Decide(Some(_))]),
+            "{sent:?}"
+        );
+
+        // Allowed with a ticket for another file: refused, untold.
+        let other = Verdict::Allow {
+            written: true,
+            other_subjects: true,
+        };
+        let (ran, _) = run(other, "file_read", read("secret.txt")).await;
+        let executed = ran.executed.unwrap();
+        assert!(!format!("{executed:?}").contains("do-not-tell"));
+        assert_eq!(executed.error.unwrap().code, "denied");
+
+        // Allowed, but the rows were not written: read again on the ticket, its rows sent after.
+        let unwritten = Verdict::Allow {
+            written: false,
+            other_subjects: false,
+        };
+        let (ran, sent) = run(unwritten, "file_read", read("a.txt")).await;
+        let executed = ran.executed.unwrap();
+        assert!(executed.result_json.contains("hello") && executed.result_audited);
+        let [Heard::Decide(Some(_)), Heard::AppendCall(rows)] = sent.as_slice() else {
+            panic!("{sent:?}");
+        };
+        assert!(rows.ticket.is_some(), "sent with the call's ticket");
+
+        // Never read ahead: a file on the floor, a bigger file, a range of lines, a listing.
+        let cases = [
+            ("file_read", read(".env")),
+            ("file_read", read("big.txt")),
+            (
+                "file_read",
+                serde_json::json!({"path": "a.txt", "limit": 1}),
+            ),
+            (
+                "file_list",
+                serde_json::json!({"path": ".", "details": false}),
+            ),
+        ];
+        for (tool, params) in cases {
+            let (_, sent) = run(Verdict::Deny, tool, params.clone()).await;
+            assert!(
+                matches!(sent.as_slice(), [Heard::Decide(None)]),
+                "{params}: {sent:?}"
+            );
+        }
+        let (ran, sent) = run(allowed, "file_read", read("big.txt")).await;
+        assert!(ran.executed.unwrap().result_audited);
+        assert!(
+            matches!(sent.as_slice(), [Heard::Decide(None), Heard::AppendCall(_)]),
+            "{sent:?}"
         );
     }
 }

@@ -682,6 +682,7 @@ mod tests {
                 call: Some(read.clone()),
                 plan: Some(read_plan(&s.workdir)),
                 voucher: Some(broker_vouchers().vouch(&read, now)),
+                done_ahead: None,
             })),
             ..Default::default()
         };
@@ -747,6 +748,7 @@ mod tests {
                 call: Some(call),
                 plan: Some(plan.clone()),
                 voucher: Some(voucher),
+                done_ahead: None,
             });
             r.extensions_mut()
                 .insert(glovebox_proto::transport::Peer(peer.into(), 0));
@@ -838,6 +840,132 @@ mod tests {
             .admit("executor:alice", &c, &broker_vouchers().vouch(&c, now), now)
             .unwrap_err();
         assert!(why.contains("no broker key"), "{why}");
+    }
+
+    #[tokio::test]
+    async fn rows_done_ahead_are_committed_with_an_automatic_allow_and_dropped_otherwise() {
+        use glovebox_proto::v1::executor_gate_server::ExecutorGate;
+        let s = setup().await;
+        alices_audit(&s);
+        // Alice may read and write in her workdir without being asked.
+        std::fs::write(
+            s.gate.0.state_dir.permissions_file("alice"),
+            "paths:\n  read:\n    allow: ['./**']\n  write:\n    allow: ['./**']\n",
+        )
+        .unwrap();
+        let service =
+            ExecutorGateService::new(s.gate.0.clone(), tokio::sync::watch::channel(false).1);
+        let now = glovebox_ticket::now_ms().unwrap();
+        let plan = |domain: pb::Domain, path: &str| Plan {
+            subjects: vec![Subject {
+                domain: domain as i32,
+                path: path.to_owned(),
+                state: None,
+            }],
+            content_tag: Vec::new(),
+            pack: None,
+        };
+        // Alice's executor asks about call `call` with the rows of call `rows_of` done ahead.
+        let ask = |call: &str, tool: &str, plan: Plan, rows_of: &str| {
+            let asked = ToolCall {
+                account: "alice".into(),
+                call_id: call.into(),
+                tool: tool.into(),
+                params_json: r#"{"path":"a.txt"}"#.into(),
+                client_call_id: format!("client-{call}"),
+            };
+            let row = |kind: &str| AuditEvent {
+                call_id: rows_of.into(),
+                account: "alice".into(),
+                kind: kind.into(),
+                tool: tool.into(),
+                outcome: "ok".into(),
+                bytes: if kind == "execute" { 5 } else { 0 },
+                ..Default::default()
+            };
+            let mut r = Request::new(pb::VouchedDecideRequest {
+                voucher: Some(broker_vouchers().vouch(&asked, now)),
+                call: Some(asked),
+                plan: Some(plan),
+                done_ahead: Some(pb::CallRows {
+                    execute: Some(row("execute")),
+                    result: Some(row("result")),
+                    ticket: None,
+                }),
+            });
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
+            let service = service.clone();
+            async move { service.decide(r).await.unwrap().into_inner() }
+        };
+        let allow = pb::Verdict::Allow as i32;
+        let inside = format!("{}/a.txt", s.workdir);
+
+        // Allowed, but the plan writes: nothing is done ahead of a write's verdict.
+        let r = ask(
+            "writes",
+            "file_write",
+            plan(pb::Domain::Write, &inside),
+            "writes",
+        )
+        .await;
+        assert_eq!((r.verdict, r.rows_written), (allow, false), "{r:?}");
+        // Allowed, with the rows of another call.
+        let r = ask(
+            "mine",
+            "file_read",
+            plan(pb::Domain::Read, &inside),
+            "theirs",
+        )
+        .await;
+        assert_eq!((r.verdict, r.rows_written), (allow, false), "{r:?}");
+        // Denied: the rows are dropped.
+        let r = ask(
+            "denied",
+            "file_read",
+            plan(pb::Domain::Read, "/etc/shadow"),
+            "denied",
+        )
+        .await;
+        assert_eq!(
+            (r.verdict, r.rows_written),
+            (pb::Verdict::Deny as i32, false),
+            "{r:?}"
+        );
+        // Allowed without asking: committed with the decide row before the answer.
+        let r = ask("read", "file_read", plan(pb::Domain::Read, &inside), "read").await;
+        assert_eq!((r.verdict, r.rows_written), (allow, true), "{r:?}");
+
+        let reader = crate::audit::query::AuditReader::open(&s.gate.0.state_dir.audit_db())
+            .await
+            .unwrap();
+        let rows = |call: &'static str| {
+            let reader = reader.clone();
+            async move {
+                reader
+                    .call_events("alice", call)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| r.event.unwrap())
+                    .map(|e| (e.kind, e.source, e.bytes))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let decided = |source: &str| ("decide".to_owned(), source.to_owned(), 0);
+        assert_eq!(
+            rows("read").await,
+            [
+                decided("gate"),
+                ("execute".to_owned(), "executor".to_owned(), 5),
+                ("result".to_owned(), "executor".to_owned(), 0),
+            ]
+        );
+        // The others' decide rows were queued before: committed by now, and nothing else.
+        for call in ["writes", "mine", "denied"] {
+            assert_eq!(rows(call).await, [decided("gate")], "{call}");
+        }
+        assert_eq!(rows("theirs").await, []);
     }
 
     #[tokio::test]

@@ -695,3 +695,82 @@ async fn approvers_see_the_account_become_busy_and_idle() {
         json!({"type": "activity", "account": g.account, "active": false})
     );
 }
+
+/// A small file is read before its verdict. A job that keeps putting in place of the file an
+/// agent reads a symbolic link to a file the policy denies, a hard link to it and a named pipe,
+/// as fast as it can, never has the denied file's content told and never holds the executor:
+/// every read is answered, with the file's own content or an error.
+#[tokio::test]
+async fn a_job_swapping_the_file_read_gets_nothing_of_a_denied_file() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "plain").unwrap();
+    std::fs::write(g.workdir.join("secret.txt"), "secret-content").unwrap();
+    let policy = std::fs::read_to_string(g.permissions_file()).unwrap();
+    let denying = policy.replace("    deny: []\n", "    deny: ['./secret.txt']\n");
+    assert_ne!(denying, policy);
+    std::fs::write(g.permissions_file(), denying).unwrap();
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while agent
+        .invoke("s", "file_read", json!({"path": "secret.txt"}))
+        .await["ok"]
+        == true
+    {
+        assert!(Instant::now() < deadline, "the deny never applied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let swaps = "while :; do \
+        ln -sf secret.txt t && mv -f t a.txt; \
+        printf plain > t && mv -f t a.txt; \
+        ln -f secret.txt t && mv -f t a.txt; \
+        printf plain > t && mv -f t a.txt; \
+        rm -f t; mkfifo t && mv -f t a.txt; \
+        printf plain > t && mv -f t a.txt; \
+        done";
+    let (_, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "swaps",
+            "exec_run",
+            json!({ "command": swaps }),
+            "once",
+        )
+        .await;
+    let job = expect_ok(&r)["job_id"].as_str().unwrap().to_owned();
+    let (mut told, mut refused) = (0, 0);
+    for n in 0..2000 {
+        let r = agent
+            .invoke(&format!("r{n}"), "file_read", json!({"path": "a.txt"}))
+            .await;
+        assert!(!r.to_string().contains("secret-content"), "{r}");
+        if r["ok"] == true {
+            assert_eq!(r["result"]["content"], "plain", "{r}");
+            told += 1;
+        } else {
+            refused += 1;
+        }
+        if told >= 20 && refused >= 20 {
+            break;
+        }
+    }
+    eprintln!("figures: told {told}, refused {refused}");
+    assert!(
+        told >= 20 && refused >= 20,
+        "told {told}, refused {refused}"
+    );
+    let status = expect_ok(
+        &agent
+            .invoke("st", "exec_status", json!({ "job_id": job }))
+            .await,
+    );
+    assert_eq!(
+        status["state"], "running",
+        "the swaps ran throughout: {status}"
+    );
+    expect_ok(
+        &agent
+            .invoke("k", "exec_kill", json!({ "job_id": job }))
+            .await,
+    );
+}

@@ -152,6 +152,53 @@ async fn a_hand_edit_is_picked_up_without_a_restart_and_audited() {
     );
 }
 
+/// A small file is read before its verdict (the verdict and the call's rows then take one round
+/// trip to the gate): a read the policy denies tells nothing of the file and leaves no row of
+/// the executor's; an allowed one its execute and result rows with the decide row.
+#[tokio::test]
+async fn a_denied_read_tells_nothing_and_leaves_no_executor_row() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "open-content").unwrap();
+    std::fs::write(g.workdir.join("secret.txt"), "secret-content").unwrap();
+    let r = read(&g, "a.txt").await;
+    expect_ok(&r);
+    assert!(r.to_string().contains("open-content"), "{r}");
+    let text = std::fs::read_to_string(g.permissions_file())
+        .unwrap()
+        .replace("    deny: []\n", "    deny: ['./secret.txt']\n");
+    assert!(text.contains("./secret.txt"), "{text}");
+    std::fs::write(g.permissions_file(), &text).unwrap();
+    let e = read_until_refused(&g, "the deny to apply", "secret.txt").await;
+    expect_error(&e, "denied");
+    assert!(!e.to_string().contains("secret-content"), "{e}");
+
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT call_id, kind, source FROM events WHERE client_call_id = 'r' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut calls: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for (call, kind, source) in rows {
+        match calls.last_mut() {
+            Some((last, rows)) if *last == call => rows.push((kind, source)),
+            _ => calls.push((call, vec![(kind, source)])),
+        }
+    }
+    let (denied, allowed) = calls.split_last().unwrap();
+    assert!(
+        denied.1.iter().any(|(kind, _)| kind == "decide")
+            && denied.1.iter().all(|(_, source)| source != "executor"),
+        "{denied:?}"
+    );
+    let three = ["decide", "execute", "result"];
+    for (call, rows) in allowed {
+        let kinds: Vec<&str> = rows.iter().map(|(kind, _)| kind.as_str()).collect();
+        assert_eq!(kinds, three, "{call}");
+    }
+}
+
 #[tokio::test]
 async fn an_invalid_edit_keeps_the_last_good_policy_and_reports_where() {
     let g = Glovebox::start();

@@ -157,6 +157,7 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
                 issued_at_ms: now,
                 mac: vec![0x42; 32],
             }),
+            done_ahead: None,
         };
         let e = judge.decide(request.clone()).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied, "{account}: {e:?}");

@@ -189,9 +189,7 @@ async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
             if ["glovebox-broker", "glovebox-gate", "glovebox-executor"]
                 .iter()
                 .all(|s| services.contains(s))
-                && ["Run", "Decide", "AppendCall"]
-                    .iter()
-                    .all(|m| methods.contains(m))
+                && ["Run", "Decide"].iter().all(|m| methods.contains(m))
             {
                 break trace;
             }
@@ -227,7 +225,8 @@ async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
         .iter()
         .filter(|s| s.kind == 2 && s.service != "glovebox-broker")
         .collect();
-    assert!(servers.len() >= 3, "{trace:#?}");
+    // The executor's `Run` and the gate's `Decide`.
+    assert!(servers.len() >= 2, "{trace:#?}");
     for s in servers {
         let parent = by_id[s.parent.as_slice()];
         assert_eq!(parent.kind, 3, "{s:#?} <- {parent:#?}");
@@ -264,6 +263,13 @@ async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
         by_id[decide.parent.as_slice()].service,
         "glovebox-executor",
         "the executor asked the gate"
+    );
+    // A small file is read ahead of its verdict: its rows went with the decide request.
+    assert!(
+        trace
+            .iter()
+            .all(|s| s.attributes.get("rpc.method").map(String::as_str) != Some("AppendCall")),
+        "{trace:#?}"
     );
 
     // The resource says which service and namespace.

@@ -1,7 +1,9 @@
 //! The `ExecutorGate` service, on the audit socket: the verdict on a built-in call an account's
 //! executor was handed by the broker (`Executor.Run`), judged exactly as `Gate.Decide` judges
 //! the broker's — only for a call the broker vouched for, of that executor's own account, each
-//! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made.
+//! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made. The
+//! rows of a read the executor made ahead of its verdict come with the request and are committed
+//! before the answer if the call is allowed without asking (`write_done_ahead`).
 //! `Calls` carries an executor's `Decide` and `Audit.AppendCall` requests as messages on one
 //! stream, each admitted and answered as its RPC is; the stream ends when the gate stops.
 
@@ -92,7 +94,7 @@ impl ExecutorGateService {
 /// `ExecutorGate.Decide` for `peer`, the RPC or a message on its `Calls` stream.
 #[tracing::instrument(skip_all, fields(call_id))]
 async fn decide_vouched(
-    state: &GateState,
+    state: &Arc<GateState>,
     peer: &str,
     request: pb::VouchedDecideRequest,
 ) -> Result<DecideResponse, Status> {
@@ -100,6 +102,7 @@ async fn decide_vouched(
         call,
         plan,
         voucher,
+        done_ahead,
     } = request;
     let call = required(call, "call")?;
     let (plan, voucher) = (required(plan, "plan")?, required(voucher, "voucher")?);
@@ -109,7 +112,44 @@ async fn decide_vouched(
         tracing::warn!(%peer, "refused to judge a call for an executor");
         return Err(Status::permission_denied(why));
     }
-    Ok(state.decide(&call, &plan).await)
+    let mut decided = state.decide(&call, &plan).await;
+    if let Some(rows) = done_ahead {
+        write_done_ahead(state, peer, &plan, rows, &mut decided).await;
+    }
+    Ok(decided)
+}
+
+/// Commits the rows of a read the executor made ahead of its verdict (`done_ahead`) if the call
+/// was allowed without asking and its plan only reads: admitted as `Audit.AppendCall` admits
+/// them, with the ticket just signed, behind the decide row `decide` queued, so the three rows
+/// go in one commit before the answer. Otherwise they are dropped (the executor never tells what
+/// it read), or, if the store cannot write them, left for the executor's `AppendCall`.
+async fn write_done_ahead(
+    state: &Arc<GateState>,
+    peer: &str,
+    plan: &Plan,
+    mut rows: pb::CallRows,
+    decided: &mut DecideResponse,
+) {
+    let allowed = decided.verdict == pb::Verdict::Allow as i32;
+    let only_reads = !plan.subjects.is_empty()
+        && plan
+            .subjects
+            .iter()
+            .all(|s| s.domain == pb::Domain::Read as i32);
+    let Some(ticket) = decided.ticket.clone().filter(|_| allowed && only_reads) else {
+        return;
+    };
+    rows.ticket = Some(ticket);
+    match AuditService(Arc::clone(state))
+        .append_call_rows(peer, rows)
+        .await
+    {
+        Ok(_) => decided.rows_written = true,
+        Err(status) => {
+            tracing::warn!(error = %status.message(), "the rows of a read made ahead of its verdict were not written")
+        }
+    }
 }
 
 /// The answer to one request on a `Calls` stream from `peer`: what its RPC would answer, the

@@ -44,6 +44,7 @@ impl GateState {
             ticket,
             layer: v.layer.as_str().to_owned(),
             warnings: v.warnings.clone(),
+            rows_written: false,
         }
     }
 
