@@ -110,6 +110,50 @@ pub fn execute(
     }
 }
 
+/// The outcome of a call made before its verdict ([`ahead`]): a whole-file read's result, or a
+/// listing still to be cut by what the ticket hides.
+pub enum Ahead {
+    Done(Done),
+    Listing(list::ListedAhead),
+}
+
+impl Ahead {
+    /// The bytes the call moved, as its execute row records them.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Ahead::Done(done) => done.bytes,
+            Ahead::Listing(_) => 0,
+        }
+    }
+
+    /// The result, once the ticket says what `denied` hides from listings.
+    pub fn finish(self, denied: &globset::GlobSet) -> Done {
+        match self {
+            Ahead::Done(done) => done,
+            Ahead::Listing(listing) => listing.finish(denied),
+        }
+    }
+}
+
+/// Makes a call before its verdict, on `ticket` (the plan's subjects, no denies): only what
+/// changes nothing and shows nothing before the ticket — a whole-file read and a listing of one
+/// directory's names and types; `None` for anything else.
+pub fn ahead(
+    ctx: &OpContext<'_>,
+    params: &ToolParams,
+    ticket: &TicketBody,
+) -> Option<Result<Ahead, OpError>> {
+    match params {
+        ToolParams::FileRead(p) if p.offset.is_none() && p.limit.is_none() => {
+            Some(read::execute(ctx, p, ticket).map(Ahead::Done))
+        }
+        ToolParams::FileList(p) => {
+            list::list_ahead(ctx, p, ticket).map(|listed| listed.map(Ahead::Listing))
+        }
+        _ => None,
+    }
+}
+
 /// What the audit may record about a call's parameters beyond its subjects: never contents, and
 /// for searches only the pattern's kind, length and flags.
 pub fn audit_detail(params: &ToolParams) -> String {

@@ -6,10 +6,10 @@
 //! they are committed; a refused ticket sends its execute row alone. Run is plan, decide and
 //! execute in one call from the broker: the executor asks the gate for the verdict itself
 //! (`ExecutorGate.Decide`, with the broker's voucher for the call) and executes on the ticket of
-//! an allow. A whole-file read of a small file is made before the verdict instead
-//! ([`ExecutorService::read_ahead`]): its rows go with the decide request and are committed with
-//! the decide row, and what it read is told only on the ticket of that allow — one round trip to
-//! the gate per call instead of two. The broker may call every method; an administrator only Plan (what `glovebox policy
+//! an allow. A whole-file read of a small file and a listing of a small directory's names are
+//! made before the verdict instead ([`ExecutorService::read_ahead`]): their rows go with the
+//! decide request and are committed with the decide row, and what was read is told only on the
+//! ticket of that allow — one round trip to the gate per call instead of two. The broker may call every method; an administrator only Plan (what `glovebox policy
 //! explain` judges).
 
 use std::sync::Arc;
@@ -215,16 +215,17 @@ impl ExecutorService {
         }
     }
 
-    /// Reads a small file before the gate's verdict, so that the verdict and the call's rows
-    /// take one round trip to the gate instead of two: the read's answer, held back, and its
-    /// execute and result rows, sent with the decide request (`done_ahead`). Only a whole-file
-    /// read ([`is_quick`], on local file systems: it runs here, on the async thread) of one
-    /// existing path of at most [`READ_AHEAD_MAX_BYTES`] that is not on the floor; it opens
-    /// and checks exactly what the plan names, as acting on a ticket for that plan would
-    /// (`open_approved_file`: a regular file with one name, the identity the plan saw, no
-    /// link followed), and reading such a file changes nothing. What it read is told only if
-    /// the gate allows the call and commits its rows ([`Self::release_ahead`]); otherwise it is
-    /// dropped. `started`: when the call came in, `call_age_ms`: its age then.
+    /// Makes a call that only reads before the gate's verdict, so that the verdict and the
+    /// call's rows take one round trip to the gate instead of two: its outcome, held back, and
+    /// its execute and result rows, sent with the decide request (`done_ahead`). Only a
+    /// whole-file read or a listing of one directory's names and types ([`ops::ahead`], on
+    /// local file systems: it runs here, on the async thread) of one existing path of at most
+    /// [`AHEAD_MAX_BYTES`] that is not on the floor. It opens and checks exactly what the plan
+    /// names, as acting on a ticket for that plan would (`open_approved_read`: the identity the
+    /// plan saw, no link followed; for a read, a regular file with one name), and reading
+    /// changes nothing. What it read is told only if the gate allows the call and commits its
+    /// rows ([`Self::release_ahead`]); otherwise it is dropped. `started`: when the call came
+    /// in, `call_age_ms`: its age then.
     async fn read_ahead(
         &self,
         call: &ToolCall,
@@ -232,8 +233,8 @@ impl ExecutorService {
         plan: &pb::Plan,
         started: Instant,
         call_age_ms: u64,
-    ) -> Option<(ExecuteResponse, pb::CallRows)> {
-        if !(self.local && is_quick(params) && matches!(params, ToolParams::FileRead(_))) {
+    ) -> Option<(Result<ops::Ahead, OpError>, pb::CallRows)> {
+        if !(self.local && is_quick(params)) {
             return None;
         }
         let [subject] = plan.subjects.as_slice() else {
@@ -242,7 +243,7 @@ impl ExecutorService {
         let state = subject.state.as_ref()?;
         if subject.domain != pb::Domain::Read as i32
             || !state.exists
-            || state.size > READ_AHEAD_MAX_BYTES
+            || state.size > AHEAD_MAX_BYTES
             || glovebox_policy::floor::check(&subject.path, &self.config.protected).is_some()
         {
             return None;
@@ -255,52 +256,55 @@ impl ExecutorService {
             approval: "auto".into(),
             ..Default::default()
         };
+        let reading = Instant::now();
+        let held = {
+            let params = params.clone();
+            self.file_work(true, move |ctx| Ok(ops::ahead(ctx, &params, &body)))
+                .await
+                .ok()??
+        };
         let mut event = self.execute_row(call);
         event.subjects = plan.subjects.clone();
-        event.approval = body.approval.clone();
+        event.approval = "auto".into();
         event.detail = ops::audit_detail(params);
-        let reading = Instant::now();
-        let params = params.clone();
-        let outcome = self
-            .file_work(true, move |ctx| ops::execute(ctx, &params, &body))
-            .await;
-        let response = answer(outcome, &mut event);
+        note_outcome(held.as_ref().map(ops::Ahead::bytes), &mut event);
         event.duration_ms = reading.elapsed().as_millis() as u64;
+        let told = ExecuteResponse {
+            error: held.as_ref().err().map(OpError::to_proto),
+            ..Default::default()
+        };
         let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
         let rows = pb::CallRows {
-            result: Some(result_row(call, &response, age)),
+            result: Some(result_row(call, &told, age)),
             execute: Some(event),
             ticket: None,
         };
-        Some((response, rows))
+        Some((held, rows))
     }
 
-    /// The held-back answer of a read made ahead of its verdict, once the gate has allowed the
-    /// call and committed its rows: only on a ticket that verifies for this call (spent now)
-    /// and names exactly what was read.
+    /// The held-back outcome of a call made ahead of its verdict, once the gate has allowed the
+    /// call and committed its rows: only on a ticket that verifies for this call (spent now) and
+    /// names exactly what was read, cut by what the ticket hides from listings.
     fn release_ahead(
         &self,
         call: &ToolCall,
         plan: &pb::Plan,
         ticket: Option<&pb::Ticket>,
-        mut response: ExecuteResponse,
+        held: Result<ops::Ahead, OpError>,
     ) -> ExecuteResponse {
-        let refused = |e: OpError| ExecuteResponse {
-            result_json: String::new(),
-            error: Some(e.to_proto()),
-            result_audited: false,
-        };
-        match self.verify(call, ticket) {
+        let outcome = match self.verify(call, ticket) {
             Ok(body) if body.subjects == plan.subjects => {
-                response.result_audited = true;
-                response
+                held.map(|ahead| ahead.finish(&denied_set(&body.hidden_globs)))
             }
-            Ok(_) => refused(OpError::new(
+            Ok(_) => Err(OpError::new(
                 ErrorCode::Denied,
-                "the ticket names other subjects than the plan the file was read for",
+                "the ticket names other subjects than the plan the call was made for",
             )),
-            Err(e) => refused(e),
-        }
+            Err(e) => Err(e),
+        };
+        let mut response = answer(outcome, &mut AuditEvent::default());
+        response.result_audited = true;
+        response
     }
 
     fn parse(&self, call: &ToolCall) -> Result<ToolParams, OpError> {
@@ -419,10 +423,11 @@ impl ExecutorService {
     }
 }
 
-/// The largest file read before its verdict ([`ExecutorService::read_ahead`]): small enough
-/// that reading it costs microseconds against the gate's round trip, so how long a refused read
-/// takes hardly depends on the file.
-const READ_AHEAD_MAX_BYTES: u64 = 64 * 1024;
+/// The largest file or directory (its size as `stat` gives it: about 2,000 names on ext4) read
+/// before its verdict ([`ExecutorService::read_ahead`]): small enough that reading it costs
+/// little against the gate's round trip, so how long a refused call takes hardly depends on what
+/// is there.
+const AHEAD_MAX_BYTES: u64 = 64 * 1024;
 
 /// Whether a call's file system work is small and bounded enough to do on the async thread:
 /// a whole-file read (one `read` of at most `MAX_READ_BYTES`) or a listing of one directory's
@@ -468,15 +473,27 @@ fn now_ms() -> u64 {
 
 /// The reply to an execute, and its outcome in the audit event.
 fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResponse {
+    note_outcome(outcome.as_ref().map(|done| done.bytes), event);
     match outcome {
-        Ok(done) => {
+        Ok(done) => ExecuteResponse {
+            result_json: done.result,
+            error: None,
+            result_audited: false,
+        },
+        Err(e) => ExecuteResponse {
+            result_json: String::new(),
+            error: Some(e.to_proto()),
+            result_audited: false,
+        },
+    }
+}
+
+/// An execute's outcome (the bytes it moved, or why it failed) in its audit event.
+fn note_outcome(outcome: Result<u64, &OpError>, event: &mut AuditEvent) {
+    match outcome {
+        Ok(bytes) => {
             event.outcome = "ok".into();
-            event.bytes = done.bytes;
-            ExecuteResponse {
-                result_json: done.result,
-                error: None,
-                result_audited: false,
-            }
+            event.bytes = bytes;
         }
         Err(e) => {
             if event.outcome.is_empty() {
@@ -484,11 +501,6 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
             }
             event.error_code = e.code.as_str().into();
             event.reason = e.message.clone();
-            ExecuteResponse {
-                result_json: String::new(),
-                error: Some(e.to_proto()),
-                result_audited: false,
-            }
         }
     }
 }
@@ -563,8 +575,8 @@ impl ExecutorService {
         }
         let ticket = decision.ticket.take();
         let executed = match ahead.filter(|_| decision.rows_written) {
-            Some((response, _)) => self.release_ahead(&call, &plan, ticket.as_ref(), response),
-            // Not read ahead, or its rows not written: acted on as the ticket says, now.
+            Some((held, _)) => self.release_ahead(&call, &plan, ticket.as_ref(), held),
+            // Not made ahead, or its rows not written: acted on as the ticket says, now.
             None => {
                 let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
                 self.execute_to_the_end(call, Some(params), ticket, age)
@@ -886,6 +898,8 @@ mod tests {
         key: glovebox_ticket::AccountKey,
         script: Arc<std::sync::Mutex<Verdict>>,
         refuse_appends: Arc<std::sync::atomic::AtomicUsize>,
+        /// What every ticket says to hide from listings.
+        hidden_globs: Vec<String>,
         heard: tokio::sync::mpsc::UnboundedSender<Heard>,
     }
 
@@ -900,6 +914,7 @@ mod tests {
                 key: key.clone(),
                 script: Arc::new(std::sync::Mutex::new(verdict)),
                 refuse_appends: Default::default(),
+                hidden_globs: Vec::new(),
                 heard,
             };
             (gate, hearing)
@@ -954,6 +969,7 @@ mod tests {
                                         content_tag: plan.content_tag,
                                         expires_at_ms: now_ms() + 60_000,
                                         approval: "auto".into(),
+                                        hidden_globs: gate.hidden_globs.clone(),
                                         ..Default::default()
                                     };
                                     pb::DecideResponse {
@@ -1165,7 +1181,9 @@ mod tests {
         std::fs::write(p.work.join("secret.txt"), "do-not-tell").unwrap();
         std::fs::write(p.work.join(".env"), "TOKEN=floor").unwrap();
         std::fs::write(p.work.join("big.txt"), "b".repeat(70 * 1024)).unwrap();
-        let (gate, mut heard) = ScriptedGate::new(&p.key, Verdict::Deny);
+        std::fs::write(p.work.join("x.secret"), "x").unwrap();
+        let (mut gate, mut heard) = ScriptedGate::new(&p.key, Verdict::Deny);
+        gate.hidden_globs = vec![format!("{}/*.secret", p.work.display())];
         let script = Arc::clone(&gate.script);
         let (service, _stop) = with_gate(&p, gate);
         let mut n = 0;
@@ -1259,7 +1277,29 @@ mod tests {
         };
         assert!(rows.ticket.is_some(), "sent with the call's ticket");
 
-        // Never read ahead: a file on the floor, a bigger file, a range of lines, a listing.
+        // A listing of names and types: made ahead, cut by the ticket's denies once allowed.
+        let names = serde_json::json!({"path": ".", "details": false});
+        let (ran, sent) = run(allowed, "file_list", names).await;
+        let listed: serde_json::Value =
+            serde_json::from_str(&ran.executed.unwrap().result_json).unwrap();
+        let shown: Vec<&str> = listed["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(shown, ["a.txt", "big.txt", "secret.txt"], "{listed}");
+        assert_eq!(
+            listed["hidden"], 2,
+            "the floor's .env and the denied x.secret"
+        );
+        assert!(
+            matches!(sent.as_slice(), [Heard::Decide(Some(_))]),
+            "{sent:?}"
+        );
+
+        // Never made ahead: a file on the floor, a bigger file, a range of lines, a listing
+        // with sizes or deeper than one directory.
         let cases = [
             ("file_read", read(".env")),
             ("file_read", read("big.txt")),
@@ -1267,9 +1307,10 @@ mod tests {
                 "file_read",
                 serde_json::json!({"path": "a.txt", "limit": 1}),
             ),
+            ("file_list", serde_json::json!({"path": "."})),
             (
                 "file_list",
-                serde_json::json!({"path": ".", "details": false}),
+                serde_json::json!({"path": ".", "depth": 2, "details": false}),
             ),
         ];
         for (tool, params) in cases {

@@ -54,6 +54,14 @@ async fn denied_entries_are_hidden_from_list_grep_and_find() {
 
     let listed = expect_ok(&agent.invoke("l", "file_list", json!({})).await);
     assert_eq!(names(&listed["entries"]), ["notes.txt"], "{listed}");
+    // Names and types only: listed before the verdict, cut by the ticket's denies after it.
+    let listed = expect_ok(
+        &agent
+            .invoke("n", "file_list", json!({"details": false}))
+            .await,
+    );
+    assert_eq!(names(&listed["entries"]), ["notes.txt"], "{listed}");
+    assert_eq!(listed["hidden"], 2, "{listed}");
 
     let found = expect_ok(
         &agent

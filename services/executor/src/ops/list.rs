@@ -62,6 +62,8 @@ struct ListResult<'a> {
 }
 
 struct Listing {
+    /// The listed directory's canonical path.
+    path: String,
     entries: Vec<Entry>,
     hidden: u64,
     scanned: usize,
@@ -159,6 +161,15 @@ pub fn execute(
     p: &FileListParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
+    Ok(listing(ctx, p, ticket)?.done())
+}
+
+/// The entries of the directory `ticket` names, as `ctx` shows them.
+fn listing(
+    ctx: &OpContext<'_>,
+    p: &FileListParams,
+    ticket: &TicketBody,
+) -> Result<Listing, OpError> {
     let (path, fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
     if fsio::file_type(&stat) != FileType::Directory {
         return Err(OpError::new(
@@ -167,24 +178,71 @@ pub fn execute(
         ));
     }
     let mut listing = Listing {
+        path: String::new(),
         entries: Vec::new(),
         hidden: 0,
         scanned: 0,
         details: p.details.unwrap_or(true),
     };
     list_dir(ctx, &fd, &path, "", p.depth.unwrap_or(1), &mut listing)?;
-    let total = listing.entries.len();
-    let truncated = total > MAX_LIST_ENTRIES || listing.scanned >= MAX_SCANNED;
-    listing.entries.truncate(MAX_LIST_ENTRIES);
-    let result = ListResult {
-        path: &path,
-        details: listing.details,
-        entries: &listing.entries,
-        total,
-        truncated,
-        hidden: listing.hidden,
-    };
-    Ok(Done::new(&result, 0))
+    listing.path = path;
+    Ok(listing)
+}
+
+impl Listing {
+    /// The result, cut at `MAX_LIST_ENTRIES`.
+    fn done(mut self) -> Done {
+        let total = self.entries.len();
+        let truncated = total > MAX_LIST_ENTRIES || self.scanned >= MAX_SCANNED;
+        self.entries.truncate(MAX_LIST_ENTRIES);
+        let result = ListResult {
+            path: &self.path,
+            details: self.details,
+            entries: &self.entries,
+            total,
+            truncated,
+            hidden: self.hidden,
+        };
+        Done::new(&result, 0)
+    }
+}
+
+/// A listing of one directory's names and types made before its verdict (by the plan's
+/// subject, which `ticket` carries, with no denies: the floor alone hidden), finished by
+/// [`ListedAhead::finish`] once the gate's ticket says what else to hide.
+pub struct ListedAhead(Listing);
+
+/// Lists one directory ahead of its verdict; `None` for a listing that is not of one
+/// directory's names and types (its entries would be entered or looked at before the ticket
+/// says which to hide).
+pub fn list_ahead(
+    ctx: &OpContext<'_>,
+    p: &FileListParams,
+    ticket: &TicketBody,
+) -> Option<Result<ListedAhead, OpError>> {
+    if p.depth.unwrap_or(1) > 1 || p.details != Some(false) || ctx.denied.is_some() {
+        return None;
+    }
+    Some(listing(ctx, p, ticket).map(ListedAhead))
+}
+
+impl ListedAhead {
+    /// The result, without the entries `denied` hides (the ticket's read denies), counted as
+    /// hidden, as a listing on that ticket would have left them out.
+    pub fn finish(self, denied: &globset::GlobSet) -> Done {
+        let mut listing = self.0;
+        if !denied.is_empty() {
+            let parent = listing.path.trim_end_matches('/').to_owned();
+            let before = listing.entries.len();
+            listing
+                .entries
+                .retain(|e| !denied.is_match(format!("{parent}/{}", e.name)));
+            let left_out = before - listing.entries.len();
+            listing.hidden += left_out as u64;
+            listing.scanned -= left_out;
+        }
+        listing.done()
+    }
 }
 
 #[cfg(test)]
@@ -293,5 +351,74 @@ mod tests {
         );
         assert_eq!(deep["hidden"], 1);
         assert_eq!(deep["entries"][5]["type"], "symlink");
+    }
+
+    #[test]
+    fn a_listing_made_ahead_shows_what_a_listing_on_the_ticket_shows() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("private")).unwrap();
+        std::fs::create_dir_all(f.work.join(".ssh")).unwrap();
+        std::fs::write(f.work.join("notes.txt"), "n").unwrap();
+        std::fs::write(f.work.join("salary.secret"), "s").unwrap();
+        symlink(f.work.join("notes.txt"), f.work.join("link")).unwrap();
+        let p = FileListParams {
+            path: ".".into(),
+            depth: None,
+            details: Some(false),
+        };
+        let planned = plan(&f.ctx(), &p).unwrap();
+        let work = f.work.display().to_string();
+        for denies in [
+            vec![],
+            vec![format!("{work}/*.secret"), format!("{work}/private")],
+            vec!["/**".to_owned()],
+        ] {
+            let mut ticket = ticket_for(&planned);
+            ticket.hidden_globs = denies.clone();
+            let denied = crate::context::denied_set(&denies);
+            let on_ticket = OpContext {
+                denied: Some(&denied),
+                ..f.ctx()
+            };
+            let expected = execute(&on_ticket, &p, &ticket).unwrap().value();
+            let ahead = list_ahead(&f.ctx(), &p, &ticket_for(&planned))
+                .unwrap()
+                .unwrap()
+                .finish(&denied)
+                .value();
+            assert_eq!(ahead, expected, "{denies:?}");
+        }
+        let shown = |denies: &[String]| {
+            let denied = crate::context::denied_set(denies);
+            let r = list_ahead(&f.ctx(), &p, &ticket_for(&planned))
+                .unwrap()
+                .unwrap()
+                .finish(&denied)
+                .value();
+            (names(&r).join(" "), r["hidden"].as_u64().unwrap())
+        };
+        assert_eq!(
+            shown(&[]),
+            ("link notes.txt private salary.secret".into(), 1)
+        );
+        assert_eq!(
+            shown(&[format!("{work}/*.secret")]),
+            ("link notes.txt private".into(), 2)
+        );
+        // Only one directory's names and types are listed ahead; nothing with denies in hand.
+        for (depth, details) in [(Some(2), Some(false)), (None, None), (None, Some(true))] {
+            let deeper = FileListParams {
+                path: ".".into(),
+                depth,
+                details,
+            };
+            assert!(list_ahead(&f.ctx(), &deeper, &ticket_for(&planned)).is_none());
+        }
+        let denied = crate::context::denied_set(&[]);
+        let with_denies = OpContext {
+            denied: Some(&denied),
+            ..f.ctx()
+        };
+        assert!(list_ahead(&with_denies, &p, &ticket_for(&planned)).is_none());
     }
 }

@@ -2,7 +2,7 @@
 //! executor was handed by the broker (`Executor.Run`), judged exactly as `Gate.Decide` judges
 //! the broker's — only for a call the broker vouched for, of that executor's own account, each
 //! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made. The
-//! rows of a read the executor made ahead of its verdict come with the request and are committed
+//! rows of a call that only reads, made by the executor ahead of its verdict, come with the request and are committed
 //! before the answer if the call is allowed without asking (`write_done_ahead`).
 //! `Calls` carries an executor's `Decide` and `Audit.AppendCall` requests as messages on one
 //! stream, each admitted and answered as its RPC is; the stream ends when the gate stops.
@@ -119,7 +119,7 @@ async fn decide_vouched(
     Ok(decided)
 }
 
-/// Commits the rows of a read the executor made ahead of its verdict (`done_ahead`) if the call
+/// Commits the rows of a call the executor made ahead of its verdict (`done_ahead`) if the call
 /// was allowed without asking and its plan only reads: admitted as `Audit.AppendCall` admits
 /// them, with the ticket just signed, behind the decide row `decide` queued, so the three rows
 /// go in one commit before the answer. Otherwise they are dropped (the executor never tells what
@@ -147,7 +147,7 @@ async fn write_done_ahead(
     {
         Ok(_) => decided.rows_written = true,
         Err(status) => {
-            tracing::warn!(error = %status.message(), "the rows of a read made ahead of its verdict were not written")
+            tracing::warn!(error = %status.message(), "the rows of a call made ahead of its verdict were not written")
         }
     }
 }
