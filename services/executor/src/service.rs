@@ -9,8 +9,8 @@
 //! an allow. A whole-file read of a small file and a listing of a small directory's names are
 //! made before the verdict instead ([`ExecutorService::read_ahead`]): their rows go with the
 //! decide request and are committed with the decide row, and what was read is told only on the
-//! ticket of that allow — one round trip to the gate per call instead of two. The broker may call every method; an administrator only Plan (what `glovebox policy
-//! explain` judges).
+//! ticket of that allow — one round trip to the gate per call instead of two. The broker may
+//! call every method; an administrator only Plan (what `glovebox policy explain` judges).
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -2,8 +2,9 @@
 //! executor was handed by the broker (`Executor.Run`), judged exactly as `Gate.Decide` judges
 //! the broker's — only for a call the broker vouched for, of that executor's own account, each
 //! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made. The
-//! rows of a call that only reads, made by the executor ahead of its verdict, come with the request and are committed
-//! before the answer if the call is allowed without asking (`write_done_ahead`).
+//! rows of a call that only reads, made by the executor ahead of its verdict, come with the
+//! request and are committed before the answer if the call is allowed without asking
+//! (`write_done_ahead`).
 //! `Calls` carries an executor's `Decide` and `Audit.AppendCall` requests as messages on one
 //! stream, each admitted and answered as its RPC is; the stream ends when the gate stops.
 
