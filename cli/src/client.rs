@@ -20,6 +20,9 @@ use typeahead::{Input, Verdict};
 /// Where to connect and as whom.
 pub struct Target {
     url: String,
+    /// The broker's Unix socket, tried before `url` (user mode, when the URL is the running
+    /// broker's own).
+    socket: Option<std::path::PathBuf>,
     token: String,
     /// Where the token was read from (named when the broker refuses it).
     token_file: std::path::PathBuf,
@@ -72,6 +75,8 @@ pub fn target(
         })?
         .trim()
         .to_owned();
+    // The running broker's own Unix socket, unless another URL was asked for.
+    let socket = url.is_none().then(|| state.agent_socket()).flatten();
     let url = match url {
         Some(u) => u,
         None => match std::fs::read_to_string(state.broker_url_file()) {
@@ -84,6 +89,7 @@ pub fn target(
     };
     Ok(Target {
         url,
+        socket,
         token,
         token_file,
         role,
@@ -99,6 +105,7 @@ impl Target {
             .to_owned();
         Ok(Target {
             url: url.to_owned(),
+            socket: None,
             token,
             token_file: token_file.to_owned(),
             role,
@@ -125,8 +132,8 @@ impl Target {
     }
 }
 
-pub type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+/// A WebSocket to the broker: over its Unix socket or TCP.
+pub type Socket = Ws<Box<dyn Stream + Send>>;
 
 /// A WebSocket over any stream: TCP to the broker's port, or system mode's approve socket.
 pub type Ws<S> = tokio_tungstenite::WebSocketStream<S>;
@@ -145,7 +152,14 @@ pub async fn connect_with_hello(
         .headers_mut()
         .insert("authorization", format!("Bearer {}", target.token).parse()?);
     use tokio_tungstenite::tungstenite::Error;
-    let (mut socket, _) = match tokio_tungstenite::connect_async(request).await {
+    let stream = open_stream(target, request.uri()).await.map_err(|e| {
+        let why = format!(
+            "cannot reach glovebox at {} ({e}): is `glovebox up` running?",
+            target.url
+        );
+        anyhow::Error::new(e).context(why)
+    })?;
+    let (mut socket, _) = match tokio_tungstenite::client_async(request, stream).await {
         Ok(connected) => connected,
         Err(Error::Http(response)) if response.status() == 401 => anyhow::bail!(
             "the broker refused the {} token in {} (it may have been rotated: `glovebox token rotate`)",
@@ -166,6 +180,30 @@ pub async fn connect_with_hello(
         ok @ ServerFrame::HelloOk { .. } => Ok((socket, ok)),
         other => anyhow::bail!("unexpected answer to hello: {other:?}"),
     }
+}
+
+/// A stream to the broker: its Unix socket if `target` has one that answers, else a TCP
+/// connection to `uri`'s host and port (plain `ws://` only).
+async fn open_stream(
+    target: &Target,
+    uri: &tokio_tungstenite::tungstenite::http::Uri,
+) -> std::io::Result<Box<dyn Stream + Send>> {
+    if let Some(path) = &target.socket
+        && let Ok(stream) = tokio::net::UnixStream::connect(path).await
+    {
+        return Ok(Box::new(stream));
+    }
+    let unsupported = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    if uri.scheme_str() != Some("ws") {
+        return Err(unsupported("only ws:// URLs are supported"));
+    }
+    let host = uri
+        .host()
+        .ok_or_else(|| unsupported("the URL has no host"))?;
+    let port = uri.port_u16().unwrap_or(80);
+    let stream = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port)).await?;
+    stream.set_nodelay(true)?;
+    Ok(Box::new(stream))
 }
 
 /// Waits until the broker accepts `target`'s token (a new one takes effect once glovebox has

@@ -427,6 +427,15 @@ pub async fn broker(
             Some((listener, glovebox_broker::approve_socket::Owners(owners)))
         }
     };
+    // User mode: local clients (`glovebox mcp`) reach the same front door over a Unix socket in
+    // the private run directory, sparing them the loopback TCP stack.
+    let local_socket = match state.agent_socket() {
+        Some(path) => Some(
+            glovebox_proto::transport::bind_private_socket(&path)
+                .with_context(|| format!("bind {}", path.display()))?,
+        ),
+        None => None,
+    };
     // After the handover, each line on stdin is an update of the accounts added at run time;
     // the end of stdin is the supervisor's end.
     let (updates_tx, updates) = tokio::sync::watch::channel(None);
@@ -444,10 +453,13 @@ pub async fn broker(
     let local = listener.local_addr()?;
     ready(&format!("ws://{local}/v1/ws"));
     serve_with_grace(stop, |stopped| {
-        Box::pin(glovebox_broker::run_with_approve(
+        Box::pin(glovebox_broker::run_with_sockets(
             broker_config,
             listener,
-            approve,
+            glovebox_broker::Sockets {
+                local: local_socket,
+                approve,
+            },
             stopped,
         ))
     })

@@ -223,6 +223,9 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     audit_service(&audit, "stopped", "glovebox up is stopping").await;
     stop_all(&mut running, &mut exits).await;
     let _ = std::fs::remove_file(state.broker_url_file());
+    if let Some(socket) = state.agent_socket() {
+        let _ = std::fs::remove_file(socket);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

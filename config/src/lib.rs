@@ -248,6 +248,14 @@ impl StateDir {
     pub fn audit_socket(&self) -> PathBuf {
         self.audit_socket_dir().join("audit.sock")
     }
+    /// User mode: the broker's front door as a Unix socket (`/v1/ws` and the rest, with the same
+    /// credentials), in the private run directory, for local clients such as `glovebox mcp`;
+    /// none in system mode, whose clients are other users.
+    pub fn agent_socket(&self) -> Option<PathBuf> {
+        self.system
+            .is_none()
+            .then(|| self.run_dir().join("broker.sock"))
+    }
     /// Written by `glovebox up` once the broker listens: its WebSocket URL.
     pub fn broker_url_file(&self) -> PathBuf {
         self.run_dir().join("broker.url")

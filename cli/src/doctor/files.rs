@@ -354,6 +354,9 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
             state.broker_url_file(),
             Rule::private(Kind::File, owner, running),
         ));
+        if let Some(socket) = state.agent_socket() {
+            plan.push((socket, Rule::private(Kind::Socket, owner, running)));
+        }
         for account in &layout.accounts {
             let runs_as = &account.runs_as;
             plan.push((

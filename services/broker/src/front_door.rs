@@ -1,8 +1,11 @@
-//! The broker's listening socket: accepts loopback TCP connections, gives each a place by the
-//! local user it comes from (`peer`, `admission`) or refuses it at once with a 503, and serves
-//! HTTP/1.1 on it (upgrades to WebSocket included) with a deadline for each request's headers —
-//! from the connection's start, and again from the end of each response, so a half-sent request
-//! and an idle keep-alive connection both end there.
+//! The broker's listening sockets: accepts loopback TCP connections and, in user mode, local
+//! connections on its Unix socket (`StateDir::agent_socket`, in the private run directory), gives
+//! each a place by the local user it comes from (`peer` for TCP, the kernel's `SO_PEERCRED` for
+//! the Unix socket; `admission`) or refuses it at once with a 503, and serves HTTP/1.1 on it
+//! (upgrades to WebSocket included) with a deadline for each request's headers — from the
+//! connection's start, and again from the end of each response, so a half-sent request and an
+//! idle keep-alive connection both end there. Both sockets serve the same routes with the same
+//! credentials; the Unix socket spares a local client the loopback TCP stack.
 //!
 //! Every request carries its connection's [`Slot`] in its extensions, for the first request
 //! that authenticates to count the connection against its account (see `lib.rs`). The slot
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
@@ -30,10 +33,12 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// Refusals are logged at most once per this period, with how many there were.
 pub const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(5);
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets open HTTP connections
-/// finish their requests (WebSockets end with their own sessions).
+/// Serves `router` on `listener` (and `local`, the Unix socket, if there is one) until
+/// `shutdown` completes, then lets open HTTP connections finish their requests (WebSockets end
+/// with their own sessions).
 pub async fn serve(
     listener: TcpListener,
+    local_socket: Option<UnixListener>,
     router: Router,
     admission: Arc<Admission>,
     header_timeout: Duration,
@@ -51,10 +56,23 @@ pub async fn serve(
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = listener.accept() => accepted.map(|(stream, remote)| {
+                let peer = match lookup.uid_of(remote, local) {
+                    Some(uid) => Peer::Uid(uid),
+                    None => Peer::Unknown,
+                };
+                (Accepted::Tcp(stream), peer)
+            }),
+            accepted = accept_local(local_socket.as_ref()) => accepted.map(|stream| {
+                let peer = match stream.peer_cred() {
+                    Ok(cred) => Peer::Uid(cred.uid()),
+                    Err(_) => Peer::Unknown,
+                };
+                (Accepted::Unix(stream), peer)
+            }),
             () = &mut shutdown => break,
         };
-        let (stream, remote) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(pair) => pair,
             Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
@@ -64,10 +82,6 @@ pub async fn serve(
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
-        };
-        let peer = match lookup.uid_of(remote, local) {
-            Some(uid) => Peer::Uid(uid),
-            None => Peer::Unknown,
         };
         let slot = match admission.admit(peer) {
             Ok(slot) => Arc::new(slot),
@@ -79,31 +93,16 @@ pub async fn serve(
                 continue;
             }
         };
-        let router = router.clone();
-        let connection = builder.serve_connection(
-            TokioIo::new(Held {
-                io: stream,
-                _slot: slot.clone(),
-            }),
-            hyper_util::service::TowerToHyperService::new(tower::service_fn(
-                move |mut request: http::Request<hyper::body::Incoming>| {
-                    request.extensions_mut().insert(slot.clone());
-                    router.clone().oneshot(request.map(axum::body::Body::new))
-                },
-            )),
-        );
-        let (mut stop, open) = (stop.clone(), open_rx.clone());
-        tokio::spawn(async move {
-            let mut connection = std::pin::pin!(connection.with_upgrades());
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = async { let _ = stop.wait_for(|stopping| *stopping).await; } => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
-            drop(open);
-        });
+        let serving = Serving {
+            builder: &builder,
+            router: &router,
+            stop: &stop,
+            open: &open_rx,
+        };
+        match stream {
+            Accepted::Tcp(io) => serving.spawn(io, slot),
+            Accepted::Unix(io) => serving.spawn(io, slot),
+        }
     }
     let _ = stopping.send(true);
     drop(open_rx);
@@ -134,15 +133,75 @@ pub async fn claim(
     next.run(request).await
 }
 
+/// A connection accepted on one of the front door's sockets.
+enum Accepted {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+/// The next connection on the Unix socket; never, without one.
+async fn accept_local(listener: Option<&UnixListener>) -> std::io::Result<tokio::net::UnixStream> {
+    match listener {
+        Some(listener) => listener.accept().await.map(|(stream, _)| stream),
+        None => std::future::pending().await,
+    }
+}
+
+/// What serving an admitted connection needs from the accept loop.
+struct Serving<'a> {
+    builder: &'a hyper::server::conn::http1::Builder,
+    router: &'a Router,
+    stop: &'a watch::Receiver<bool>,
+    /// Held by each connection's task while it runs.
+    open: &'a watch::Receiver<()>,
+}
+
+impl Serving<'_> {
+    /// Serves HTTP on `io` in a task of its own, holding `slot` as long as the socket.
+    fn spawn<S>(&self, io: S, slot: Arc<Slot>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let router = self.router.clone();
+        let connection = self.builder.serve_connection(
+            TokioIo::new(Held {
+                io,
+                _slot: slot.clone(),
+            }),
+            hyper_util::service::TowerToHyperService::new(tower::service_fn(
+                move |mut request: http::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(slot.clone());
+                    router.clone().oneshot(request.map(axum::body::Body::new))
+                },
+            )),
+        );
+        let (mut stop, open) = (self.stop.clone(), self.open.clone());
+        tokio::spawn(async move {
+            let mut connection = std::pin::pin!(connection.with_upgrades());
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = async { let _ = stop.wait_for(|stopping| *stopping).await; } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop(open);
+        });
+    }
+}
+
 /// Answers a connection refused a place, without reading it, and closes it.
-fn refuse(stream: &TcpStream, refusal: Refusal) {
+fn refuse(stream: &Accepted, refusal: Refusal) {
     let body = format!("{refusal}\n");
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     // A fresh socket's send buffer is empty: this does not block, and a failure changes nothing.
-    let _ = stream.try_write(response.as_bytes());
+    let _ = match stream {
+        Accepted::Tcp(s) => s.try_write(response.as_bytes()),
+        Accepted::Unix(s) => s.try_write(response.as_bytes()),
+    };
 }
 
 fn is_connection_error(e: &std::io::Error) -> bool {
@@ -176,12 +235,12 @@ impl Throttle {
 }
 
 /// A client socket with its place: the place is given back when the socket is dropped.
-struct Held {
-    io: TcpStream,
+struct Held<S> {
+    io: S,
     _slot: Arc<Slot>,
 }
 
-impl AsyncRead for Held {
+impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -191,7 +250,7 @@ impl AsyncRead for Held {
     }
 }
 
-impl AsyncWrite for Held {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Held<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -144,17 +144,26 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), BrokerError> {
-    run_with_approve(config, listener, None, shutdown).await
+    run_with_sockets(config, listener, Sockets::default(), shutdown).await
 }
 
-/// [`run`], and in system mode the approve socket (`approve_socket`) with each account's
-/// owner uid.
-pub async fn run_with_approve(
+/// The broker's Unix sockets, besides its TCP port.
+#[derive(Default)]
+pub struct Sockets {
+    /// User mode: the front door for local clients (`StateDir::agent_socket`).
+    pub local: Option<tokio::net::UnixListener>,
+    /// System mode: the approve socket (`approve_socket`) with each account's owner uid.
+    pub approve: Option<(tokio::net::UnixListener, approve_socket::Owners)>,
+}
+
+/// [`run`], with the broker's Unix sockets.
+pub async fn run_with_sockets(
     config: BrokerConfig,
     listener: TcpListener,
-    approve: Option<(tokio::net::UnixListener, approve_socket::Owners)>,
+    sockets: Sockets,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), BrokerError> {
+    let Sockets { local, approve } = sockets;
     let open_files = limits::raise_open_files();
     glovebox_telemetry::metrics::set_builtin_tools(
         glovebox_proto::tools::Tool::ALL
@@ -203,6 +212,7 @@ pub async fn run_with_approve(
     });
     front_door::serve(
         listener,
+        local,
         router(app),
         admission,
         header_timeout,

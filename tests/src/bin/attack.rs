@@ -527,11 +527,24 @@ async fn packs(state: &Path, account: &str, victim: &str, secret: &str) {
 
 /// Sends one HTTP/1.1 GET to the broker and returns the status line and whether it set a cookie.
 async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, bool)> {
+    let s = tokio::net::TcpStream::connect(addr).await?;
+    http_get_on(s, addr, path, CLOSE).await
+}
+
+/// The header of a request on a connection that ends after its answer.
+const CLOSE: &str = "Connection: close\r\n";
+
+/// [`http_get`] on an open stream to the broker at `addr`, with `more` headers (each ending in
+/// CRLF; `Connection` among them).
+async fn http_get_on(
+    mut s: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    addr: &str,
+    path: &str,
+    more: &str,
+) -> std::io::Result<(u16, bool)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nConnection: close\r\n\r\n"
-    );
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\n{more}\r\n");
     s.write_all(request.as_bytes()).await?;
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
@@ -555,8 +568,10 @@ async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, bool)> {
 
 /// What a job could try to get at the web console or an approver's credential: the approver
 /// token file, a running `glovebox approve` (signals, ptrace, /proc), a guessed login link, the
-/// console and `/metrics` without a credential, and `console_login` on a connection without one.
-async fn console(ws_url: &str, token_file: &Path, approver_pid: i32) {
+/// console and `/metrics` without a credential, and `console_login` on a connection without one;
+/// the same pages and a WebSocket upgrade with no credential and with a guessed one over the
+/// broker's Unix socket `local`, if given (reachable: it is the user's, as the port is).
+async fn console(ws_url: &str, token_file: &Path, approver_pid: i32, local: Option<&Path>) {
     let r = std::fs::read(token_file);
     report(
         "read the approver token",
@@ -612,6 +627,33 @@ async fn console(ws_url: &str, token_file: &Path, approver_pid: i32) {
         }
     };
     report("console_login without a credential", ws_url, ok, d);
+    let Some(local) = local else { return };
+    let upgrade = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    let guessed = format!("{upgrade}Authorization: Bearer gbx_{}\r\n", "7".repeat(43));
+    for (path, more) in [
+        (
+            format!("/console/login?t={}", "7".repeat(64)),
+            CLOSE.to_owned(),
+        ),
+        ("/console/".to_owned(), CLOSE.to_owned()),
+        ("/metrics".to_owned(), CLOSE.to_owned()),
+        ("/v1/ws".to_owned(), upgrade.to_owned()),
+        ("/v1/ws".to_owned(), guessed),
+    ] {
+        let got = match tokio::net::UnixStream::connect(local).await {
+            Ok(s) => http_get_on(s, &addr, &path, &more).await,
+            Err(e) => Err(e),
+        };
+        let (ok, d) = match got {
+            Ok((status, cookie)) => (
+                (100..400).contains(&status) || cookie,
+                format!("HTTP {status}, cookie set: {cookie}"),
+            ),
+            Err(e) => (false, e.to_string()),
+        };
+        report("GET over the Unix socket", &path, ok, d);
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -625,7 +667,16 @@ async fn main() {
             processes(&pids);
         }
         "packs" => packs(Path::new(&arg(2)), &arg(3), &arg(4), &arg(5)).await,
-        "console" => console(&arg(2), Path::new(&arg(3)), arg(4).parse().unwrap_or(0)).await,
+        "console" => {
+            let local = args.get(5).map(Path::new);
+            console(
+                &arg(2),
+                Path::new(&arg(3)),
+                arg(4).parse().unwrap_or(0),
+                local,
+            )
+            .await
+        }
         "read" => read(&args[2..]),
         "write" => write(&args[2..]),
         "connect" => connect(&args[2..]),
@@ -635,7 +686,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID | processes PID... | read PATH... | write PATH... | connect SOCKET... | hijack SOCKET [SECS] (got {other:?})"
+                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID [SOCKET] | processes PID... | read PATH... | write PATH... | connect SOCKET... | hijack SOCKET [SECS] (got {other:?})"
             );
             std::process::exit(2);
         }

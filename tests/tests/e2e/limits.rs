@@ -546,3 +546,96 @@ async fn a_call_waiting_for_an_approver_does_not_hold_up_the_account() {
         "b"
     );
 }
+
+/// A WebSocket upgrade over the broker's Unix socket with `token` (none: no credential).
+async fn local_upgrade(
+    g: &Glovebox,
+    token: Option<&str>,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>,
+    tokio_tungstenite::tungstenite::Error,
+> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let stream = tokio::net::UnixStream::connect(g.state.join("run/broker.sock"))
+        .await
+        .unwrap();
+    let mut request = g.url.as_str().into_client_request().unwrap();
+    if let Some(token) = token {
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    tokio_tungstenite::client_async(request, stream)
+        .await
+        .map(|(socket, _)| socket)
+}
+
+/// The broker's Unix socket is its front door for local clients: private to the user, the same
+/// credentials, the same per-user caps as its TCP port (the peer's uid from the kernel), and what
+/// `glovebox call` and `glovebox mcp` use when it is there.
+#[tokio::test]
+async fn the_local_socket_takes_the_same_credentials_and_caps_as_the_port() {
+    use futures_util::{SinkExt, StreamExt};
+    use std::os::unix::fs::PermissionsExt;
+    use tokio_tungstenite::tungstenite::{Error, Message};
+    let g = with_limits(
+        &["alpha"],
+        &["connections_per_peer: 4", "header_timeout_secs: 60"],
+    );
+    let socket = g.state.join("run/broker.sock");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(
+        mode(&g.state.join("run")) & 0o077,
+        0,
+        "the run directory is private"
+    );
+
+    // No credential, or a wrong one: refused as on the port.
+    for token in [None, Some("gbx_not-a-token")] {
+        match local_upgrade(&g, token).await {
+            Err(Error::Http(response)) => assert_eq!(response.status(), 401, "{token:?}"),
+            other => panic!("{token:?}: {:?}", other.map(|_| ())),
+        }
+    }
+    // The agent's token: an agent connection.
+    let token = g.credential_of("alpha", "agent");
+    let mut ws = local_upgrade(&g, Some(&token)).await.unwrap();
+    let hello = json!({"type": "hello", "role": "agent"}).to_string();
+    ws.send(Message::Text(hello.into())).await.unwrap();
+    let Some(Ok(Message::Text(frame))) = ws.next().await else {
+        panic!("no answer to hello");
+    };
+    assert!(frame.contains("hello_ok"), "{frame}");
+    drop(ws);
+
+    // This user's silent connections count against its cap whichever socket they come by: four
+    // on the Unix socket take it, and the next is refused there and on the port.
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(tokio::net::UnixStream::connect(&socket).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut refused = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, refused.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 503"));
+    let mut tcp = TcpStream::connect(addr(&g)).await.unwrap();
+    let answer = read_until_closed(&mut tcp).await;
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 503"));
+    drop(silent);
+
+    // `glovebox call` goes by the socket: it works with the URL file naming a closed port, and
+    // not once the socket is gone.
+    let url_file = g.state.join("run/broker.url");
+    std::fs::write(&url_file, "ws://127.0.0.1:1/v1/ws\n").unwrap();
+    let (code, out, err) = g.run_cli(&["call", "file_list", r#"{"path":"."}"#]);
+    assert_eq!(code, 0, "{out}{err}");
+    std::fs::rename(&socket, g.state.join("run/moved.sock")).unwrap();
+    let (code, _, err) = g.run_cli(&["call", "file_list", r#"{"path":"."}"#]);
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot reach glovebox"), "{err}");
+}

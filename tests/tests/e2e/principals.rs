@@ -938,17 +938,18 @@ async fn a_job_cannot_take_the_approvers_credential_nor_mint_a_console_login() {
     let pid = person.id() as i32;
     let token_file = g.state.join("accounts/alice/approver.token");
     let command = format!(
-        "{} console {} {} {pid}",
+        "{} console {} {} {pid} {}",
         attack.display(),
         g.url,
-        token_file.display()
+        token_file.display(),
+        g.state.join("run/broker.sock").display()
     );
     let (status, stdout, stderr) = agent.run_job(&mut approver, &command).await;
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
     // The token file, eleven process attacks, two console pages and /metrics, one
-    // unauthenticated login.
-    assert_eq!(tried.len(), 1 + 11 + 3 + 1, "{stdout}");
+    // unauthenticated login; over the Unix socket the pages again and two upgrades.
+    assert_eq!(tried.len(), 1 + 11 + 3 + 1 + 5, "{stdout}");
     for t in &tried {
         eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
         assert!(
@@ -957,9 +958,12 @@ async fn a_job_cannot_take_the_approvers_credential_nor_mint_a_console_login() {
             t.attack, t.target, t.detail
         );
     }
-    // The console pages and /metrics were refused by the broker itself, not by an unreachable
-    // network.
-    for t in tried.iter().filter(|t| t.attack == "GET") {
+    // The console pages, /metrics and the upgrades were refused by the broker itself, not by an
+    // unreachable network or socket.
+    for t in tried
+        .iter()
+        .filter(|t| t.attack == "GET" || t.attack == "GET over the Unix socket")
+    {
         assert!(
             t.detail.starts_with("HTTP 401"),
             "{}: {}",
