@@ -89,7 +89,16 @@ impl CallIds {
 }
 
 /// Runs one call and returns its answer.
-#[tracing::instrument(skip(app, params), fields(account = %origin.account))]
+/// Its span names the account, the connection and the call (the log lines of the call carry them).
+#[tracing::instrument(
+    skip_all,
+    fields(
+        account = %origin.account,
+        connection = %origin.connection_id,
+        call_id = %call_id,
+        tool = %tool,
+    )
+)]
 pub async fn run_call(
     app: &App,
     origin: &Origin,
