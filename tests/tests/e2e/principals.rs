@@ -566,11 +566,18 @@ async fn a_job_cannot_signal_trace_or_read_any_service_nor_its_own_shim() {
 }
 
 #[tokio::test]
-async fn a_job_cannot_replace_an_executor_socket() {
+async fn a_job_cannot_replace_an_executor_socket_nor_the_brokers() {
     let (g, mut agent, mut approver) = alice_session().await;
     let attack = plant_attack_binary(&g.workdir);
-    for account in ["alice", "bob"] {
-        let socket = g.state.join(format!("run/exec-{account}/executor.sock"));
+    // The broker's Unix socket too: a job that put its own in its place would be handed the
+    // bearer token of the next `glovebox mcp` that connects.
+    let sockets = [
+        "run/exec-alice/executor.sock",
+        "run/exec-bob/executor.sock",
+        "run/broker.sock",
+    ];
+    for socket in sockets {
+        let socket = g.state.join(socket);
         let command = format!("{} hijack {} 2", attack.display(), socket.display());
         let (_, stdout, stderr) = agent.run_job(&mut approver, &command).await;
         let tried = attempts(&stdout);
