@@ -132,6 +132,8 @@ async fn killing_the_executor_mid_call_fails_that_call_and_it_is_restarted() {
     let mut agent = g.connect("agent").await;
     agent.send(json!({"type": "invoke", "call_id": "k", "tool": "file_write", "params": {"path": "k.txt", "content": "x"}})).await;
     let ask = approver.next_ask().await;
+    let scratch_before = scratch_dirs_of(g.service_pids("executor")[0]);
+    assert_eq!(scratch_before.len(), 1, "{scratch_before:?}");
     let old = g.kill_service("executor");
     approver.answer(&ask, "once").await;
     let e = expect_error(&agent.result_for("k").await, "unavailable");
@@ -139,6 +141,9 @@ async fn killing_the_executor_mid_call_fails_that_call_and_it_is_restarted() {
     assert!(!g.workdir.join("k.txt").exists());
     let new = g.await_restart("executor", old).await;
     assert_ne!(new, old);
+    // The killed executor could not remove its jobs' scratch directory; the new one did.
+    assert!(!scratch_before[0].exists(), "{scratch_before:?}");
+    assert_eq!(scratch_dirs_of(new).len(), 1);
     std::fs::write(g.workdir.join("r.txt"), "after restart").unwrap();
     let r = expect_ok(
         &agent
@@ -1058,4 +1063,19 @@ async fn ctrl_c_of_a_waiting_call_leaves_its_audit_row() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(!g.workdir.join("x.txt").exists());
+}
+
+/// The scratch directories (`/tmp/glovebox-jobs-<account>-<pid>-<random>`) of executor `pid`.
+fn scratch_dirs_of(pid: i32) -> Vec<std::path::PathBuf> {
+    let infix = format!("-{pid}-");
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("glovebox-jobs-") && n.contains(&infix))
+        })
+        .collect()
 }
