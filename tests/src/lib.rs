@@ -859,6 +859,33 @@ impl Client {
         unreachable!()
     }
 
+    /// Asserts that the job `job_id` still runs (`what` ran throughout what was tested) and kills
+    /// it.
+    pub async fn kill_running_job(&mut self, job_id: &str, what: &str) {
+        let status = expect_ok(
+            &self
+                .invoke(
+                    &format!("status-{job_id}"),
+                    "exec_status",
+                    json!({ "job_id": job_id }),
+                )
+                .await,
+        );
+        assert_eq!(
+            status["state"], "running",
+            "{what} ran throughout: {status}"
+        );
+        expect_ok(
+            &self
+                .invoke(
+                    &format!("kill-{job_id}"),
+                    "exec_kill",
+                    json!({ "job_id": job_id }),
+                )
+                .await,
+        );
+    }
+
     /// Runs `command` as a job (approved once by `approver`), waits for it to end and returns
     /// (its final status, its stdout, its stderr).
     pub async fn run_job(

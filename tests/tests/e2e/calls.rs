@@ -759,18 +759,5 @@ async fn a_job_swapping_the_file_read_gets_nothing_of_a_denied_file() {
         told >= 20 && refused >= 20,
         "told {told}, refused {refused}"
     );
-    let status = expect_ok(
-        &agent
-            .invoke("st", "exec_status", json!({ "job_id": job }))
-            .await,
-    );
-    assert_eq!(
-        status["state"], "running",
-        "the swaps ran throughout: {status}"
-    );
-    expect_ok(
-        &agent
-            .invoke("k", "exec_kill", json!({ "job_id": job }))
-            .await,
-    );
+    agent.kill_running_job(&job, "the swaps").await;
 }

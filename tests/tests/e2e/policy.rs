@@ -966,18 +966,5 @@ async fn an_edit_applies_to_the_very_next_call_even_while_a_job_floods_the_watch
     for round in 0..5 {
         edit_and_call(&mut agent, format!("flooded round {round}")).await;
     }
-    let status = expect_ok(
-        &agent
-            .invoke("s", "exec_status", json!({ "job_id": job }))
-            .await,
-    );
-    assert_eq!(
-        status["state"], "running",
-        "the flood ran throughout: {status}"
-    );
-    expect_ok(
-        &agent
-            .invoke("k", "exec_kill", json!({ "job_id": job }))
-            .await,
-    );
+    agent.kill_running_job(&job, "the flood").await;
 }
