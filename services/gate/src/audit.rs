@@ -778,8 +778,10 @@ fn write_batch(
 ) -> rusqlite::Result<()> {
     let mut rows = Vec::with_capacity(events.len());
     let mut prev = tip.mac.clone();
+    // The rows of one commit are written at one time.
+    let ts = rfc3339_millis(SystemTime::now());
     for event in events {
-        let fields = fields_of(rfc3339_millis(SystemTime::now()), event);
+        let fields = fields_of(ts.clone(), event);
         let mac = chain::row_mac(key, &prev, &fields);
         rows.push((fields, prev, mac.clone()));
         prev = mac;

@@ -93,15 +93,32 @@ impl Fields {
         out
     }
 
-    fn encode(&self, keyed: bool, into: &mut impl FnMut(&[u8])) {
-        // Length-prefixed, so that no two different rows encode alike.
-        for (name, value) in self.text(keyed) {
-            into(format!("\n{name}:{}:", value.len()).as_bytes());
-            into(value.as_bytes());
+    /// The bytes a row's MAC (or legacy hash) covers: each field as `\n<name>:<length>:<value>`
+    /// (length-prefixed, so that no two different rows encode alike), then the two numbers as
+    /// `\n<name>:<n>`. Built in one buffer: the writer encodes every row it commits.
+    fn encode(&self, keyed: bool) -> Vec<u8> {
+        let text = self.text(keyed);
+        let values: usize = text
+            .iter()
+            .map(|(name, value)| name.len() + value.len())
+            .sum();
+        let mut out = Vec::with_capacity(values + 16 * text.len() + 64);
+        let mut number = itoa::Buffer::new();
+        for (name, value) in text {
+            out.push(b'\n');
+            out.extend_from_slice(name.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(number.format(value.len()).as_bytes());
+            out.push(b':');
+            out.extend_from_slice(value.as_bytes());
         }
         for (name, n) in [("duration_ms", self.duration_ms), ("bytes", self.bytes)] {
-            into(format!("\n{name}:{n}").as_bytes());
+            out.push(b'\n');
+            out.extend_from_slice(name.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(number.format(n).as_bytes());
         }
+        out
     }
 }
 
@@ -109,7 +126,7 @@ impl Fields {
 pub fn row_mac(key: &AuditKey, prev: &str, fields: &Fields) -> String {
     let mut mac = key.mac(b"glovebox audit row v1\0");
     mac.update(prev.as_bytes());
-    fields.encode(true, &mut |b| mac.update(b));
+    mac.update(&fields.encode(true));
     hex::encode(mac.finalize().into_bytes())
 }
 
@@ -117,7 +134,7 @@ pub fn row_mac(key: &AuditKey, prev: &str, fields: &Fields) -> String {
 pub fn legacy_hash(prev: &str, fields: &Fields) -> String {
     let mut h = Sha256::new();
     h.update(prev.as_bytes());
-    fields.encode(false, &mut |b| h.update(b));
+    h.update(fields.encode(false));
     hex::encode(h.finalize())
 }
 
@@ -375,6 +392,34 @@ mod tests {
             ts: "2026-12-01T00:00:09.000Z".into(),
         }
         .encode(&key())
+    }
+
+    /// Rows already stored must verify: the encoding is exactly the documented text, field by
+    /// field, lengths in bytes.
+    #[test]
+    fn rows_encode_as_the_chain_has_always_encoded_them() {
+        let fields = Fields {
+            ts: "2026-12-03T16:00:00.000Z".into(),
+            call_id: "call-1".into(),
+            client_call_id: "stdio-ab-7".into(),
+            account: "ålice".into(),
+            kind: "execute".into(),
+            subject: "read /w/a:b\nc".into(),
+            duration_ms: 0,
+            bytes: u64::MAX,
+            ..Fields::default()
+        };
+        for keyed in [true, false] {
+            let mut want = String::new();
+            for (name, value) in fields.text(keyed) {
+                want.push_str(&format!("\n{name}:{}:{value}", value.len()));
+            }
+            want.push_str(&format!("\nduration_ms:0\nbytes:{}", u64::MAX));
+            assert_eq!(String::from_utf8(fields.encode(keyed)).unwrap(), want);
+        }
+        let text = |keyed| String::from_utf8(fields.encode(keyed)).unwrap();
+        assert!(text(true).contains("\naccount:6:ålice\n"), "{}", text(true));
+        assert!(!text(false).contains("client_call_id"));
     }
 
     #[test]
