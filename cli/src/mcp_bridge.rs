@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -55,31 +54,6 @@ struct Shared {
     outgoing: mpsc::Sender<(Generation, ClientFrame)>,
     /// The MCP client, once it is initialized (to tell it the tool list changed).
     peer: OnceLock<Peer<RoleServer>>,
-    /// The ids this bridge gives its calls.
-    call_ids: CallIds,
-}
-
-/// The bridge's call ids: `stdio-<this bridge's random tag>-<count>`, unique across bridges and
-/// sorting in the order they were made, so that the audit's index of client call ids grows at
-/// one end (a random id put each call's index entry on a page of its own in every commit).
-struct CallIds {
-    tag: String,
-    made: AtomicU64,
-}
-
-impl CallIds {
-    fn new() -> CallIds {
-        CallIds {
-            tag: hex::encode(glovebox_config::random_bytes::<8>().unwrap_or_default()),
-            made: AtomicU64::new(0),
-        }
-    }
-
-    fn next(&self) -> String {
-        let n = self.made.fetch_add(1, Ordering::Relaxed);
-        // 20 digits hold any u64: the width keeps the text order the numeric one.
-        format!("stdio-{}-{n:020}", self.tag)
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,7 +122,6 @@ pub async fn serve(
         pending: Mutex::new(HashMap::new()),
         outgoing,
         peer: OnceLock::new(),
-        call_ids: CallIds::new(),
     });
     let link = tokio::spawn(keep_connected(shared.clone(), target, outgoing_rx));
     // The first listing should see the tools: give the first connection a moment.
@@ -296,7 +269,9 @@ impl ServerHandler for Bridge {
                 "unavailable: glovebox is not reachable (is `glovebox up` running?); the call was not run",
             ));
         };
-        let call_id = self.shared.call_ids.next();
+        // In the order made, as the broker's own: the audit's index of client call ids then grows
+        // at one end (a random id put each call's entry on a page of its own in every commit).
+        let call_id = glovebox_broker::asks::new_ordered_id("stdio");
         let (reply, result) = oneshot::channel();
         lock(&self.shared.pending).insert(call_id.clone(), (generation, reply));
         // The connection task marks a connection gone before failing its calls: checked after
@@ -338,33 +313,5 @@ impl ServerHandler for Bridge {
                 "unavailable: the connection to glovebox broke during the call; it may or may not have run",
             )),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn call_ids_are_valid_unique_across_bridges_and_sort_as_made() {
-        let (one, other) = (CallIds::new(), CallIds::new());
-        let made: Vec<String> = (0..1_000).map(|_| one.next()).collect();
-        assert!(made.iter().all(|id| glovebox_proto::ws::is_valid_id(id)));
-        let mut sorted = made.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(
-            sorted, made,
-            "ids sort in the order they were made, none twice"
-        );
-        one.made.store(u64::MAX - 1, Ordering::Relaxed);
-        let (last, first) = (one.next(), other.next());
-        assert!(glovebox_proto::ws::is_valid_id(&last), "{last}");
-        assert!(made.last().is_some_and(|m| *m < last));
-        assert_ne!(
-            first[..23],
-            made[0][..23],
-            "another bridge's ids carry another tag"
-        );
     }
 }

@@ -190,6 +190,23 @@ async fn every_client_lists_reads_is_denied_and_writes_with_approval() {
     .await
     .unwrap();
     assert_eq!(rows, 3 * CLIENTS.len() as i64);
+    // The stdio bridges label their calls in the order made (by the millisecond), so the
+    // audit's index of client call ids grows at one end.
+    let labels: Vec<String> = sqlx::query_scalar(
+        "SELECT client_call_id FROM events WHERE client_call_id LIKE 'stdio-%' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(labels.len() >= 6, "{labels:?}");
+    assert!(
+        labels.iter().all(|l| l.len() == "stdio-".len() + 28),
+        "{labels:?}"
+    );
+    let ms = |id: &String| id["stdio-".len().."stdio-".len() + 12].to_owned();
+    for pair in labels.windows(2) {
+        assert!(ms(&pair[0]) <= ms(&pair[1]), "{pair:?}");
+    }
 }
 
 #[tokio::test]
