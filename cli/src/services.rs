@@ -736,10 +736,20 @@ mod tests {
         // A file with a scratch directory's name is not a directory: kept.
         let file = tmp.path().join(format!("glovebox-jobs-a-4194306-{random}"));
         std::fs::write(&file, "").unwrap();
+        // Another user's directory of that name (only root can make one here): kept, never
+        // emptied on their behalf.
+        let another_users = tmp.path().join(format!("glovebox-jobs-a-4194307-{random}"));
+        std::fs::create_dir(&another_users).unwrap();
+        std::fs::write(another_users.join("theirs"), "").unwrap();
+        let mut must_stay = vec![&running, &other_account, &not_scratch, &file, &outside];
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::lchown(&another_users, Some(65534), Some(65534)).unwrap();
+            must_stay.push(&another_users);
+        }
 
         sweep_scratch_dirs(tmp.path(), "a");
         assert!(!gone.exists());
-        for kept in [&running, &other_account, &not_scratch, &file, &outside] {
+        for kept in must_stay {
             assert!(kept.exists(), "{}", kept.display());
         }
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "kept");
