@@ -145,6 +145,15 @@ pub fn open_approved_read(
     path: &str,
     ticket: &TicketBody,
 ) -> Result<(String, OwnedFd, Stat), OpError> {
+    open_planned_read(ctx, path, ticket).map(|(canonical, fd, stat, _)| (canonical, fd, stat))
+}
+
+/// [`open_approved_read`], also returning the state the plan observed.
+pub fn open_planned_read(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+) -> Result<(String, OwnedFd, Stat, FileState), OpError> {
     let r = resolve(path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Read, &r.path)?;
     r.followable(path)?;
@@ -158,7 +167,7 @@ pub fn open_approved_read(
     let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
     let stat = fsio::fstat(&fd, path)?;
     fsio::check_identity(&stat, &expected, path)?;
-    Ok((s.path.clone(), fd, stat))
+    Ok((s.path.clone(), fd, stat, expected))
 }
 
 /// [`open_approved_read`] for the ops that read one file's content (`file_read`, `file_count`,
@@ -168,7 +177,7 @@ pub fn open_approved_file(
     path: &str,
     ticket: &TicketBody,
 ) -> Result<(String, OwnedFd, Stat), OpError> {
-    let (canonical, fd, stat) = open_approved_read(ctx, path, ticket)?;
+    let (canonical, fd, stat, planned) = open_planned_read(ctx, path, ticket)?;
     let wrong_type =
         |what: &str| OpError::new(ErrorCode::InvalidParams, format!("{path} is {what}"));
     match fsio::file_type(&stat) {
@@ -177,6 +186,9 @@ pub fn open_approved_file(
         _ => return Err(wrong_type("not a regular file")),
     }
     fsio::refuse_hard_links(&stat, path)?;
+    // Other names when the plan saw this same file count too: the count read above may have
+    // dropped since the file was opened through one of them.
+    fsio::refuse_links(FileType::RegularFile, planned.links, path)?;
     Ok((canonical, fd, stat))
 }
 
@@ -212,6 +224,23 @@ mod tests {
             assert_eq!(open(name).unwrap_err().code, code, "{name}");
         }
         assert_eq!(open("plain").unwrap(), f.path("plain"));
+    }
+
+    /// A job swapping a hard link to a denied file in and out under the allowed name: the plan
+    /// saw the denied file's inode with two names; once the other name is gone again the opened
+    /// file has one name, and is still refused.
+    #[test]
+    fn a_file_with_other_names_when_planned_is_refused_with_one_name_when_opened() {
+        let f = Fixture::new();
+        std::fs::write(f.work.join("secret"), "denied content").unwrap();
+        std::fs::hard_link(f.work.join("secret"), f.work.join("allowed")).unwrap();
+        let ticket = ticket_for(&read_plan(&f.ctx(), "allowed").unwrap());
+        std::fs::remove_file(f.work.join("secret")).unwrap();
+        let e = open_approved_file(&f.ctx(), "allowed", &ticket).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Denied, "{e:?}");
+        // A plan made now, of the file with its one name, opens it.
+        let ticket = ticket_for(&read_plan(&f.ctx(), "allowed").unwrap());
+        assert!(open_approved_file(&f.ctx(), "allowed", &ticket).is_ok());
     }
 
     #[test]

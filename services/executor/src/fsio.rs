@@ -77,6 +77,7 @@ pub fn state_of(stat: &Stat) -> FileState {
             .saturating_mul(1_000_000_000)
             .saturating_add(stat.st_mtime_nsec as i64),
         content_tag: Vec::new(),
+        links: stat.st_nlink,
     }
 }
 
@@ -104,13 +105,15 @@ pub fn file_type(stat: &Stat) -> FileType {
 
 /// Refuses regular files with more than one name: their other names may lie outside the policy.
 pub fn refuse_hard_links(stat: &Stat, path: &str) -> Result<(), OpError> {
-    if file_type(stat) == FileType::RegularFile && stat.st_nlink > 1 {
+    refuse_links(file_type(stat), stat.st_nlink, path)
+}
+
+/// [`refuse_hard_links`] for an object of `kind` with `links` names.
+pub fn refuse_links(kind: FileType, links: u64, path: &str) -> Result<(), OpError> {
+    if kind == FileType::RegularFile && links > 1 {
         return Err(OpError::new(
             ErrorCode::Denied,
-            format!(
-                "{path} has {} hard links; refusing a file that has other names",
-                stat.st_nlink
-            ),
+            format!("{path} has {links} hard links; refusing a file that has other names"),
         ));
     }
     Ok(())

@@ -13,10 +13,10 @@ use glovebox_proto::tools::{FileGrepParams, MAX_READ_BYTES, MAX_SEARCH_MILLIS};
 use glovebox_proto::v1::TicketBody;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use rustix::fs::{FileType, OFlags};
+use rustix::fs::{FileType, OFlags, Stat};
 use serde_json::json;
 
-use crate::approved::open_approved_read;
+use crate::approved::open_planned_read;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
@@ -148,10 +148,14 @@ fn searcher() -> Searcher {
 }
 
 /// Searches one opened file; `shown` names it in errors. Skips (and counts) what may not be read.
+/// `walked` is what the walker found at `path` before opening it: the file opened must be that
+/// one, which had one name then (its count read after opening can be one again, the other name
+/// removed since, though it was opened through another name of a file elsewhere).
 fn search_fd(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
     fd: std::os::fd::OwnedFd,
+    walked: Option<&Stat>,
     path: &str,
     shared: &Shared<'_>,
 ) -> Result<(), OpError> {
@@ -159,8 +163,12 @@ fn search_fd(
     if fsio::file_type(&stat) != FileType::RegularFile {
         return Ok(());
     }
-    if stat.st_nlink > 1 {
+    if stat.st_nlink > 1 || walked.is_some_and(|w| w.st_nlink > 1) {
         WalkStats::count(&shared.counters.hard_linked);
+        return Ok(());
+    }
+    if walked.is_some_and(|w| (w.st_dev, w.st_ino) != (stat.st_dev, stat.st_ino)) {
+        WalkStats::count(&shared.counters.unreadable);
         return Ok(());
     }
     if stat.st_size.max(0) as u64 > MAX_READ_BYTES {
@@ -201,7 +209,7 @@ pub fn execute(
         .unwrap_or(MAX_SEARCH_MILLIS)
         .min(MAX_SEARCH_MILLIS);
     let deadline = Deadline::after(Duration::from_millis(millis));
-    let (root, fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
+    let (root, fd, stat, planned) = open_planned_read(ctx, &p.path, ticket)?;
     let stats = WalkStats::default();
     let shared = Shared {
         hits: Mutex::new(Vec::new()),
@@ -213,13 +221,15 @@ pub fn execute(
     match fsio::file_type(&stat) {
         FileType::RegularFile => {
             fsio::refuse_hard_links(&stat, &p.path)?;
+            // With other names when planned: see `open_approved_file`.
+            fsio::refuse_links(FileType::RegularFile, planned.links, &p.path)?;
             if stat.st_size.max(0) as u64 > MAX_READ_BYTES {
                 return Err(OpError::new(
                     ErrorCode::TooLarge,
                     format!("{} is larger than {MAX_READ_BYTES} bytes", p.path),
                 ));
             }
-            search_fd(&mut searcher(), &matcher, fd, &root, &shared)?;
+            search_fd(&mut searcher(), &matcher, fd, None, &root, &shared)?;
         }
         FileType::Directory => {
             drop(fd);
@@ -261,9 +271,21 @@ fn search_tree(
             }
             // Every open refuses links on the whole path: a file or directory swapped for a
             // link after the walker listed it is not followed.
-            match fsio::open_no_links(visit.path, OFlags::RDONLY | OFlags::NOCTTY) {
-                Ok(fd) => {
-                    if search_fd(&mut searcher, matcher, fd, visit.path, shared).is_err() {
+            let opened = fsio::stat_path(visit.path).and_then(|walked| {
+                fsio::open_no_links(visit.path, OFlags::RDONLY | OFlags::NOCTTY)
+                    .map(|fd| (walked, fd))
+            });
+            match opened {
+                Ok((walked, fd)) => {
+                    let searched = search_fd(
+                        &mut searcher,
+                        matcher,
+                        fd,
+                        Some(&walked),
+                        visit.path,
+                        shared,
+                    );
+                    if searched.is_err() {
                         WalkStats::count(&shared.counters.unreadable);
                     }
                 }
@@ -340,6 +362,65 @@ mod tests {
             .iter()
             .map(|m| m["path"].as_str().unwrap().to_owned())
             .collect()
+    }
+
+    /// A file with another name when planned or walked is not searched even once that name is
+    /// gone: a job can link a denied file in under an allowed name and take the link away again
+    /// between the look and the read.
+    #[test]
+    fn a_file_with_other_names_when_looked_at_is_not_searched_with_one_name_when_opened() {
+        let f = Fixture::new();
+        std::fs::write(f.work.join("secret"), "needle denied\n").unwrap();
+        std::fs::write(f.work.join("plain"), "needle plain\n").unwrap();
+        std::fs::hard_link(f.work.join("secret"), f.work.join("allowed")).unwrap();
+        // One file, planned with two names.
+        let mut p = params("needle");
+        p.path = "allowed".into();
+        let ticket = ticket_for(&read_plan(&f.ctx(), "allowed").unwrap());
+        let walked_linked = fsio::stat_path(&f.path("allowed")).unwrap();
+        let walked_plain = fsio::stat_path(&f.path("plain")).unwrap();
+        std::fs::remove_file(f.work.join("secret")).unwrap();
+        let e = execute(&f.ctx(), &p, &ticket).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Denied, "{e:?}");
+        // In a tree: walked with two names, or walked as another file than the one opened.
+        let stats = WalkStats::default();
+        let shared = Shared {
+            hits: Mutex::new(Vec::new()),
+            max: 10,
+            deadline: Deadline::after(Duration::from_secs(10)),
+            stats: &stats,
+            counters: Counters::default(),
+        };
+        let allowed = f.path("allowed");
+        for walked in [&walked_linked, &walked_plain] {
+            let fd = fsio::open_no_links(&allowed, OFlags::RDONLY).unwrap();
+            search_fd(
+                &mut searcher(),
+                &matcher(&p).unwrap(),
+                fd,
+                Some(walked),
+                &allowed,
+                &shared,
+            )
+            .unwrap();
+        }
+        assert!(shared.hits.lock().unwrap().is_empty());
+        assert_eq!(WalkStats::get(&shared.counters.hard_linked), 1);
+        assert_eq!(WalkStats::get(&shared.counters.unreadable), 1);
+        assert_eq!(WalkStats::get(&shared.counters.searched), 0);
+        // Walked as it is opened, with one name: searched.
+        let walked = fsio::stat_path(&allowed).unwrap();
+        let fd = fsio::open_no_links(&allowed, OFlags::RDONLY).unwrap();
+        search_fd(
+            &mut searcher(),
+            &matcher(&p).unwrap(),
+            fd,
+            Some(&walked),
+            &allowed,
+            &shared,
+        )
+        .unwrap();
+        assert_eq!(shared.hits.lock().unwrap().len(), 1);
     }
 
     #[test]
