@@ -169,8 +169,22 @@ pub fn fingerprint_and_content(
     path: &str,
     key: &glovebox_ticket::AccountKey,
 ) -> Result<(FileState, Vec<u8>), OpError> {
+    fingerprint_looked_at(&stat_path(path)?, path, key)
+}
+
+/// [`fingerprint_and_content`] of the file `looked` at under `path` before opening it. A file
+/// with other names when looked at is refused even if it has one once opened (a job could link
+/// a denied file in under `path` and take its other name away between the two), and the file
+/// opened must be the one looked at.
+fn fingerprint_looked_at(
+    looked: &Stat,
+    path: &str,
+    key: &glovebox_ticket::AccountKey,
+) -> Result<(FileState, Vec<u8>), OpError> {
+    check_replaceable(looked, path)?;
     let fd = open_no_links(path, OFlags::RDONLY)?;
     let stat = fstat(&fd, path)?;
+    check_identity(&stat, &state_of(looked), path)?;
     check_replaceable(&stat, path)?;
     let content = read_capped(fd, MAX_FINGERPRINT_BYTES, path)?;
     let mut state = state_of(&stat);
@@ -190,5 +204,37 @@ pub fn split_parent(path: &str) -> Result<(&str, &str), OpError> {
             ErrorCode::InvalidParams,
             format!("{path} has no parent directory"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Fixture;
+
+    /// The fingerprint of a write's plan (its content tag, a preview's diff, an edit's old text)
+    /// is never taken of a file that had another name when looked at, nor of another file than
+    /// the one looked at.
+    #[test]
+    fn a_fingerprint_covers_only_the_file_looked_at_with_one_name() {
+        let f = Fixture::new();
+        let path = f.path("allowed");
+        std::fs::write(f.work.join("secret"), "denied content").unwrap();
+        std::fs::hard_link(f.work.join("secret"), f.work.join("allowed")).unwrap();
+        let looked = stat_path(&path).unwrap();
+        std::fs::remove_file(f.work.join("secret")).unwrap();
+        let e = fingerprint_looked_at(&looked, &path, &f.key).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Denied, "{e:?}");
+
+        let looked = stat_path(&path).unwrap();
+        std::fs::write(f.work.join("other"), "other content").unwrap();
+        std::fs::rename(f.work.join("other"), &path).unwrap();
+        let e = fingerprint_looked_at(&looked, &path, &f.key).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Changed, "{e:?}");
+
+        let (state, content) = fingerprint_and_content(&path, &f.key).unwrap();
+        assert_eq!(content, b"other content");
+        assert_eq!(state.links, 1);
+        assert_eq!(state.content_tag, f.key.tag(b"other content"));
     }
 }
