@@ -5,6 +5,7 @@ both. Prints, per build, reads/s with 8 in flight (median burst) and the p50, p9
 one at a time, each with the CPU per read of all the build's processes and this client.
 
 Usage: python3 tests/bench/ab_builds.py BIN_A BIN_B [BURSTS]   (BURSTS of each kind, default 30)
+  AB_CALL=list: list a directory of 1,000 names (names and types) instead of reading the file.
 """
 
 import asyncio
@@ -39,7 +40,7 @@ def pids_of(state):
     return found
 
 
-async def session(stack, binary, state, path):
+async def session(stack, binary, state, call):
     deadline = time.monotonic() + 60
     while True:
         inner = AsyncExitStack()
@@ -49,7 +50,7 @@ async def session(stack, binary, state, path):
             read, write = await inner.enter_async_context(stdio_client(params, errlog=quiet))
             s = await inner.enter_async_context(ClientSession(read, write))
             await s.initialize()
-            await s.call_tool("file_read", {"path": path})
+            await s.call_tool(*call)
             stack.push_async_exit(inner)
             return s
         except Exception:
@@ -66,6 +67,14 @@ async def main(binaries, bursts):
     path = os.path.join(work, "read4k.txt")
     with open(path, "w") as f:
         f.write("".join(chr(97 + i % 26) for i in range(4096)))
+    listed = os.path.join(work, "dir1000")
+    os.makedirs(listed)
+    for i in range(1000):
+        open(os.path.join(listed, f"file-{i:03}.txt"), "w").close()
+    call = {
+        "read": ("file_read", {"path": path}),
+        "list": ("file_list", {"path": listed, "details": False}),
+    }[os.environ.get("AB_CALL", "read")]
     ups, builds = [], []
     try:
         for n, binary in enumerate(binaries):
@@ -78,11 +87,10 @@ async def main(binaries, bursts):
                            "tput": [], "lat": [], "par_cpu": 0.0, "seq_cpu": 0.0})
         async with AsyncExitStack() as stack:
             for b in builds:
-                b["session"] = await session(stack, b["binary"], b["state"], path)
+                b["session"] = await session(stack, b["binary"], b["state"], call)
                 for _ in range(30):
-                    await b["session"].call_tool("file_read", {"path": path})
+                    await b["session"].call_tool(*call)
                 b["pids"] = pids_of(b["state"]) + [os.getpid()]
-            args = {"path": path}
             for burst in range(bursts):
                 for b in builds if burst % 2 == 0 else builds[::-1]:
                     s = b["session"]
@@ -91,7 +99,7 @@ async def main(binaries, bursts):
 
                     async def one():
                         async with gate:
-                            await s.call_tool("file_read", args)
+                            await s.call_tool(*call)
 
                     start = time.perf_counter()
                     await asyncio.gather(*(one() for _ in range(PAR_CALLS)))
@@ -99,7 +107,7 @@ async def main(binaries, bursts):
                     middle = sum(map(cpu_ms, b["pids"]))
                     for _ in range(SEQ_CALLS):
                         start = time.perf_counter()
-                        await s.call_tool("file_read", args)
+                        await s.call_tool(*call)
                         b["lat"].append((time.perf_counter() - start) * 1000)
                     b["par_cpu"] += middle - before
                     b["seq_cpu"] += sum(map(cpu_ms, b["pids"])) - middle

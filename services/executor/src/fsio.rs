@@ -142,9 +142,13 @@ pub fn check_identity(stat: &Stat, expected: &FileState, what: &str) -> Result<(
     Ok(())
 }
 
-/// Reads at most `limit` bytes from `fd`; `Err(too_large)` if there is more.
-pub fn read_capped(fd: OwnedFd, limit: u64, what: &str) -> Result<Vec<u8>, OpError> {
-    let mut buf = Vec::new();
+/// Reads at most `limit` bytes from `fd`, whose `fstat` is `stat`; `Err(too_large)` if there is
+/// more. The buffer is sized from the file's size up front (a size that changed since only costs
+/// a regrowth), so a file is read in one call and its end seen in another, rather than in a
+/// doubling series of small reads.
+pub fn read_capped(fd: OwnedFd, stat: &Stat, limit: u64, what: &str) -> Result<Vec<u8>, OpError> {
+    let expected = (stat.st_size.max(0) as u64).min(limit) as usize;
+    let mut buf = Vec::with_capacity(expected + 1);
     std::fs::File::from(fd)
         .take(limit + 1)
         .read_to_end(&mut buf)
@@ -186,7 +190,7 @@ fn fingerprint_looked_at(
     let stat = fstat(&fd, path)?;
     check_identity(&stat, &state_of(looked), path)?;
     check_replaceable(&stat, path)?;
-    let content = read_capped(fd, MAX_FINGERPRINT_BYTES, path)?;
+    let content = read_capped(fd, &stat, MAX_FINGERPRINT_BYTES, path)?;
     let mut state = state_of(&stat);
     state.content_tag = key.tag(&content);
     Ok((state, content))
@@ -211,6 +215,29 @@ pub fn split_parent(path: &str) -> Result<(&str, &str), OpError> {
 mod tests {
     use super::*;
     use crate::testing::Fixture;
+
+    /// The size read from `fstat` only sizes the buffer: a file that grew or shrank since is
+    /// read as it is, and the limit holds whatever the size said.
+    #[test]
+    fn a_capped_read_reads_what_is_there_whatever_the_size_said() {
+        let f = Fixture::new();
+        let path = f.path("grows");
+        std::fs::write(&path, "short").unwrap();
+        let open = || open_no_links(&path, OFlags::RDONLY).unwrap();
+        let short = rustix::fs::fstat(open()).unwrap();
+        std::fs::write(&path, "longer than it was").unwrap();
+        let long = rustix::fs::fstat(open()).unwrap();
+        assert_eq!(
+            read_capped(open(), &short, 100, "f").unwrap(),
+            b"longer than it was"
+        );
+        std::fs::write(&path, "tiny").unwrap();
+        assert_eq!(read_capped(open(), &long, 100, "f").unwrap(), b"tiny");
+        std::fs::write(&path, "x".repeat(101)).unwrap();
+        let e = read_capped(open(), &short, 100, "f").unwrap_err();
+        assert_eq!(e.code, ErrorCode::TooLarge);
+        assert_eq!(read_capped(open(), &short, 101, "f").unwrap().len(), 101);
+    }
 
     /// The fingerprint of a write's plan (its content tag, a preview's diff, an edit's old text)
     /// is never taken of a file that had another name when looked at, nor of another file than

@@ -39,7 +39,7 @@ pub fn planned_content(
     let stat = fsio::fstat(&fd, shown)?;
     fsio::check_identity(&stat, planned, shown)?;
     fsio::check_replaceable(&stat, shown)?;
-    let bytes = fsio::read_capped(fd, fsio::MAX_FINGERPRINT_BYTES, shown)?;
+    let bytes = fsio::read_capped(fd, &stat, fsio::MAX_FINGERPRINT_BYTES, shown)?;
     if ctx.key.tag(&bytes) != planned.content_tag {
         return Err(OpError::changed(shown));
     }
@@ -68,7 +68,7 @@ pub fn replace_with(
     if now.size != expected.size || now.mtime_ns != expected.mtime_ns {
         return Err(OpError::changed(shown));
     }
-    let old = fsio::read_capped(current, fsio::MAX_FINGERPRINT_BYTES, shown)?;
+    let old = fsio::read_capped(current, &stat, fsio::MAX_FINGERPRINT_BYTES, shown)?;
     if ctx.key.tag(&old) != expected.content_tag {
         return Err(OpError::changed(shown));
     }

@@ -23,11 +23,11 @@ pub fn execute(
     p: &FileReadParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let (path, fd, _) = open_approved_file(ctx, &p.path, ticket)?;
+    let (path, fd, stat) = open_approved_file(ctx, &p.path, ticket)?;
     if p.offset.is_some() || p.limit.is_some() {
         return read_range(path, fd, p);
     }
-    let bytes = fsio::read_capped(fd, MAX_READ_BYTES, &p.path).map_err(|e| {
+    let bytes = fsio::read_capped(fd, &stat, MAX_READ_BYTES, &p.path).map_err(|e| {
         if e.code == ErrorCode::TooLarge {
             OpError::new(
                 ErrorCode::TooLarge,
