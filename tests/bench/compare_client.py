@@ -1,9 +1,13 @@
-"""One side of glovebox's comparison benchmark: drives a stdio MCP server with the official MCP
-Python SDK and prints one JSON object with the timings (milliseconds) of each measure.
+"""The client of glovebox's comparison benchmark: drives the reference MCP server ("fs") and
+glovebox's `glovebox mcp` ("gb") over stdio with the official MCP Python SDK, both sessions open
+at once, each measure taken in short turns that alternate between the two (the order swapped
+every turn), so a machine whose speed drifts drifts for both. Prints one JSON object,
+{"fs": {...}, "gb": {...}}, with each side's timings (milliseconds) and CPU per call.
 
-Usage: compare_client.py SIDE FIXTURE -- COMMAND [ARGS...]
-  SIDE     fs (the MCP filesystem server's tool names) or gb (glovebox's)
+Usage: compare_client.py FIXTURE FS_COMMAND_JSON GB_COMMAND_JSON
   FIXTURE  the directory built by glovebox-compare (read4k.txt, dir1000/, tree/)
+  *_JSON   each server's command line as a JSON array
+  GB_SERVICE_PIDS (environment): glovebox's services as name=pid,... (their CPU counts for gb)
 """
 
 import asyncio
@@ -11,16 +15,21 @@ import json
 import os
 import sys
 import time
+from contextlib import AsyncExitStack
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 WARMUP = 20
+# Calls per measure and side, taken in TURNS alternating turns.
 ROUNDS = {"read": 300, "list": 200, "list_sizes": 200, "ping": 300, "find": 8}
+TURNS = {"read": 10, "list": 10, "list_sizes": 10, "ping": 10, "find": 4}
 MEASURES = ("read", "list", "list_sizes", "find")
 IN_FLIGHT = 8
 CONCURRENT_READS = 800
+CONCURRENT_TURNS = 8
 TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+SIDES = ("fs", "gb")
 
 
 def cpu_ms(pid):
@@ -33,26 +42,20 @@ def cpu_ms(pid):
     return (int(fields[11]) + int(fields[12])) * TICK_MS
 
 
-def processes():
-    """The processes whose CPU the 8-in-flight measure accounts: this client, the server it
-    started over stdio (glovebox's bridge or the reference server), and glovebox's services
-    (named in GB_SERVICE_PIDS as name=pid,...)."""
+def child_running(command):
+    """The pid of this process's child started with `command` (its first word)."""
     me = os.getpid()
-    found = {"client": me}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == me:
-            found["server"] = int(entry)
-    for item in filter(None, os.environ.get("GB_SERVICE_PIDS", "").split(",")):
-        name, pid = item.split("=")
-        found[name] = int(pid)
-    return found
+        if ppid == me and command[0].encode() in argv[:2]:
+            return int(entry)
+    raise RuntimeError(f"no child process runs {command[0]}")
 
 
 def calls(side, fixture):
@@ -81,62 +84,117 @@ def text_of(result):
     return "".join(getattr(c, "text", "") for c in result.content)
 
 
-async def timed(coro):
-    start = time.perf_counter()
-    value = await coro
-    return (time.perf_counter() - start) * 1000.0, value
+class Side:
+    """One server: its session, the processes whose CPU it is charged, what was measured."""
+
+    def __init__(self, name, session, watched):
+        self.name, self.session, self.watched = name, session, watched
+        self.out = {}
+
+    def cpu(self):
+        return {name: cpu_ms(pid) for name, pid in self.watched.items()}
+
+    def charge(self, key, before, calls):
+        """Adds the CPU used since `before` to `key` (per call, summed over turns)."""
+        now = self.cpu()
+        spent = self.out.setdefault(key, {name: 0.0 for name in now})
+        for name, ms in now.items():
+            spent[name] += (ms - before[name]) / calls
 
 
-async def main(side, fixture, command):
-    params = StdioServerParameters(command=command[0], args=command[1:])
-    out = {"side": side}
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            table = calls(side, fixture)
-            watched = processes()
-            for measure in MEASURES:
-                name, args = table[measure]
-                for _ in range(WARMUP if measure != "find" else 2):
-                    text_of(await session.call_tool(name, args))
-                samples = []
-                found = None
-                before = {name: cpu_ms(pid) for name, pid in watched.items()}
-                for _ in range(ROUNDS[measure]):
-                    ms, result = await timed(session.call_tool(name, args))
-                    text = text_of(result)
-                    found = text.count("match-") if measure == "find" else len(text)
-                    samples.append(ms)
-                out[measure] = samples
-                out[measure + "_size"] = found
-                out[measure + "_cpu_ms"] = {
-                    name: (cpu_ms(pid) - before[name]) / ROUNDS[measure] for name, pid in watched.items()
-                }
-            samples = []
-            for _ in range(WARMUP):
-                await session.send_ping()
-            for _ in range(ROUNDS["ping"]):
-                ms, _ = await timed(session.send_ping())
-                samples.append(ms)
-            out["ping"] = samples
-            name, args = table["read"]
-            semaphore = asyncio.Semaphore(IN_FLIGHT)
+async def in_turns(sides, turns, run_turn):
+    """Runs `run_turn(side)` `turns` times per side, alternating, the first side swapped each
+    turn."""
+    for turn in range(turns):
+        for side in sides if turn % 2 == 0 else sides[::-1]:
+            await run_turn(side)
 
-            async def one():
-                async with semaphore:
-                    text_of(await session.call_tool(name, args))
 
-            before = {name: cpu_ms(pid) for name, pid in watched.items()}
+async def measure_one_at_a_time(sides, fixture, measure):
+    per_turn = ROUNDS[measure] // TURNS[measure]
+    for side in sides:
+        name, args = calls(side.name, fixture)[measure]
+        for _ in range(WARMUP if measure != "find" else 2):
+            text_of(await side.session.call_tool(name, args))
+        side.out[measure] = []
+
+    async def turn(side):
+        name, args = calls(side.name, fixture)[measure]
+        before = side.cpu()
+        for _ in range(per_turn):
             start = time.perf_counter()
-            await asyncio.gather(*(one() for _ in range(CONCURRENT_READS)))
-            out["reads_per_s"] = CONCURRENT_READS / (time.perf_counter() - start)
-            out["cpu_ms_per_read"] = {
-                name: (cpu_ms(pid) - before[name]) / CONCURRENT_READS for name, pid in watched.items()
-            }
-    print(json.dumps(out), flush=True)
+            text = text_of(await side.session.call_tool(name, args))
+            side.out[measure].append((time.perf_counter() - start) * 1000.0)
+            side.out[measure + "_size"] = text.count("match-") if measure == "find" else len(text)
+        side.charge(measure + "_cpu_ms", before, ROUNDS[measure])
+
+    await in_turns(sides, TURNS[measure], turn)
+
+
+async def measure_ping(sides):
+    per_turn = ROUNDS["ping"] // TURNS["ping"]
+    for side in sides:
+        for _ in range(WARMUP):
+            await side.session.send_ping()
+        side.out["ping"] = []
+
+    async def turn(side):
+        for _ in range(per_turn):
+            start = time.perf_counter()
+            await side.session.send_ping()
+            side.out["ping"].append((time.perf_counter() - start) * 1000.0)
+
+    await in_turns(sides, TURNS["ping"], turn)
+
+
+async def measure_in_flight(sides, fixture):
+    per_turn = CONCURRENT_READS // CONCURRENT_TURNS
+    elapsed = {side.name: 0.0 for side in sides}
+
+    async def turn(side):
+        name, args = calls(side.name, fixture)["read"]
+        gate = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one():
+            async with gate:
+                text_of(await side.session.call_tool(name, args))
+
+        before = side.cpu()
+        start = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(per_turn)))
+        elapsed[side.name] += time.perf_counter() - start
+        side.charge("cpu_ms_per_read", before, CONCURRENT_READS)
+
+    await in_turns(sides, CONCURRENT_TURNS, turn)
+    for side in sides:
+        side.out["reads_per_s"] = CONCURRENT_READS / elapsed[side.name]
+
+
+async def open_side(stack, name, command):
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    read, write = await stack.enter_async_context(stdio_client(params))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    watched = {"client": os.getpid(), "server": child_running(command)}
+    if name == "gb":
+        for item in filter(None, os.environ.get("GB_SERVICE_PIDS", "").split(",")):
+            service, pid = item.split("=")
+            watched[service] = int(pid)
+    return Side(name, session, watched)
+
+
+async def main(fixture, commands):
+    async with AsyncExitStack() as stack:
+        sides = [await open_side(stack, name, commands[name]) for name in SIDES]
+        for measure in MEASURES:
+            await measure_one_at_a_time(sides, fixture, measure)
+        await measure_ping(sides)
+        await measure_in_flight(sides, fixture)
+        print(json.dumps({side.name: side.out for side in sides}), flush=True)
 
 
 if __name__ == "__main__":
-    side, fixture = sys.argv[1], sys.argv[2]
-    command = sys.argv[sys.argv.index("--") + 1 :]
-    asyncio.run(main(side, fixture, command))
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    fixture = sys.argv[1]
+    asyncio.run(main(fixture, {"fs": json.loads(sys.argv[2]), "gb": json.loads(sys.argv[3])}))

@@ -1,7 +1,8 @@
 //! glovebox against an unguarded MCP server, side by side: the MCP filesystem server
 //! (`@modelcontextprotocol/server-filesystem`, from `tests/bench/package.json`) and glovebox
 //! through `glovebox mcp`, both over stdio, both driven by the same official MCP Python SDK
-//! client (`tests/bench/compare_client.py`) in one run, interleaved, on the same fixture: a 4 KiB
+//! client (`tests/bench/compare_client.py`) with both sessions open, each measure taken in short
+//! turns alternating between the two servers, on the same fixture: a 4 KiB
 //! file, a directory of 1,000 files, and a tree of 20,000 files of which 400 match a name. It
 //! prints each measure's median, p99 and the ratio glovebox / reference. A listing is measured
 //! twice, like for like: names and types (`list_directory`; `file_list` with `details: false`)
@@ -44,23 +45,25 @@ fn fixture(root: &Path) {
     }
 }
 
-fn run_client(side: &str, fixture: &Path, command: &[String], service_pids: &str) -> Value {
+/// One round: both servers driven by one client, each measure in alternating turns; returns
+/// (the reference's results, glovebox's).
+fn run_round(fixture: &Path, fs: &[String], gb: &[String], service_pids: &str) -> (Value, Value) {
     let out = Command::new("python3")
         .env("GB_SERVICE_PIDS", service_pids)
         .arg(bench_dir().join("compare_client.py"))
-        .arg(side)
         .arg(fixture)
-        .arg("--")
-        .args(command)
+        .arg(serde_json::to_string(fs).unwrap())
+        .arg(serde_json::to_string(gb).unwrap())
         .output()
         .expect("python3 with the mcp package (pip install -r tests/mcp/requirements.txt)");
     assert!(
         out.status.success(),
-        "{side} client failed:\n{}",
+        "the client failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let line = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(line.lines().last().unwrap()).unwrap()
+    let mut both: Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    (both["fs"].take(), both["gb"].take())
 }
 
 fn quantile(samples: &[f64], q: f64) -> f64 {
@@ -113,8 +116,9 @@ fn main() {
     let mut gb = Vec::new();
     for round in 0..rounds {
         eprintln!("round {} of {rounds} ...", round + 1);
-        fs.push(run_client("fs", &root, &fs_cmd, ""));
-        gb.push(run_client("gb", &root, &gb_cmd, &service_pids));
+        let (f, b) = run_round(&root, &fs_cmd, &gb_cmd, &service_pids);
+        fs.push(f);
+        gb.push(b);
     }
     println!(
         "{:<34} {:>10} {:>10} {:>10} {:>10} {:>8}",
