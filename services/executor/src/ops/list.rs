@@ -136,28 +136,32 @@ fn list_dir(
                 )
             }
         };
+        // A directory to descend into is opened (beneath this one) before its name moves
+        // into the entry.
+        let descend = (depth > 1 && kind == FileType::Directory).then(|| {
+            let below = format!("{prefix}{name}/");
+            let full = format!("{}/{name}", path.trim_end_matches('/'));
+            let sub = fsio::open_beneath(
+                dir,
+                &name,
+                OFlags::RDONLY | OFlags::DIRECTORY,
+                Mode::empty(),
+            );
+            (below, full, sub)
+        });
         let shown = if prefix.is_empty() {
-            name.clone()
+            name
         } else {
             format!("{prefix}{name}")
         };
-        let below = (depth > 1 && kind == FileType::Directory).then(|| format!("{shown}/"));
         out.entries.push(Entry {
             name: shown,
             kind: type_name(kind),
             size,
             mtime,
         });
-        if let Some(below) = below {
-            let full = format!("{}/{name}", path.trim_end_matches('/'));
-            if let Ok(sub) = fsio::open_beneath(
-                dir,
-                &name,
-                OFlags::RDONLY | OFlags::DIRECTORY,
-                Mode::empty(),
-            ) {
-                list_dir(ctx, &sub, &full, &below, depth - 1, out)?;
-            }
+        if let Some((below, full, Ok(sub))) = descend {
+            list_dir(ctx, &sub, &full, &below, depth - 1, out)?;
         }
     }
     Ok(())
