@@ -185,10 +185,7 @@ pub fn open_approved_file(
         FileType::Directory => return Err(wrong_type("a directory; use file_list")),
         _ => return Err(wrong_type("not a regular file")),
     }
-    fsio::refuse_hard_links(&stat, path)?;
-    // Other names when the plan saw this same file count too: the count read above may have
-    // dropped since the file was opened through one of them.
-    fsio::refuse_links(FileType::RegularFile, planned.links, path)?;
+    fsio::refuse_other_names(&stat, planned.links, path)?;
     Ok((canonical, fd, stat))
 }
 

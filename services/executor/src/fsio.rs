@@ -108,8 +108,16 @@ pub fn refuse_hard_links(stat: &Stat, path: &str) -> Result<(), OpError> {
     refuse_links(file_type(stat), stat.st_nlink, path)
 }
 
+/// [`refuse_hard_links`] for an opened regular file that had `looked_links` names when it was
+/// looked at (planned): refused if it had other names then or has them now, as the count read
+/// after opening may have dropped since it was opened through another name.
+pub fn refuse_other_names(stat: &Stat, looked_links: u64, path: &str) -> Result<(), OpError> {
+    refuse_hard_links(stat, path)?;
+    refuse_links(file_type(stat), looked_links, path)
+}
+
 /// [`refuse_hard_links`] for an object of `kind` with `links` names.
-pub fn refuse_links(kind: FileType, links: u64, path: &str) -> Result<(), OpError> {
+fn refuse_links(kind: FileType, links: u64, path: &str) -> Result<(), OpError> {
     if kind == FileType::RegularFile && links > 1 {
         return Err(OpError::new(
             ErrorCode::Denied,

@@ -220,9 +220,7 @@ pub fn execute(
     };
     match fsio::file_type(&stat) {
         FileType::RegularFile => {
-            fsio::refuse_hard_links(&stat, &p.path)?;
-            // With other names when planned: see `open_approved_file`.
-            fsio::refuse_links(FileType::RegularFile, planned.links, &p.path)?;
+            fsio::refuse_other_names(&stat, planned.links, &p.path)?;
             if stat.st_size.max(0) as u64 > MAX_READ_BYTES {
                 return Err(OpError::new(
                     ErrorCode::TooLarge,
