@@ -367,6 +367,17 @@ mod tests {
         let at = |rel: &str| format!("{}/{rel}", t.work.display());
         assert!(is_plain_and_present(&at("a.txt")));
         assert!(is_plain_and_present(&at("sub")));
+        // A FIFO is looked up, never opened: the one lookup does not wait for a writer.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            t.work.join("fifo").as_path(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(is_plain_and_present(&at("fifo")));
+        assert_eq!(resolve("fifo", &t.work).unwrap().path, at("fifo"));
         for long_way in [
             at("link-to-file"),
             at("link-to-dir/secret.txt"),
