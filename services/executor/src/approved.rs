@@ -198,14 +198,7 @@ mod tests {
     fn only_a_regular_file_with_one_name_is_opened_for_its_content() {
         let f = Fixture::new();
         std::fs::create_dir_all(f.work.join("dir")).unwrap();
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            f.work.join("fifo").as_path(),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        crate::testing::make_fifo(&f.work.join("fifo"));
         std::fs::write(f.work.join("linked"), "x").unwrap();
         std::fs::hard_link(f.work.join("linked"), f.root.join("other-name")).unwrap();
         std::fs::write(f.work.join("plain"), "x").unwrap();

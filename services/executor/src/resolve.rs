@@ -368,14 +368,7 @@ mod tests {
         assert!(is_plain_and_present(&at("a.txt")));
         assert!(is_plain_and_present(&at("sub")));
         // A FIFO is looked up, never opened: the one lookup does not wait for a writer.
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            t.work.join("fifo").as_path(),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        crate::testing::make_fifo(&t.work.join("fifo"));
         assert!(is_plain_and_present(&at("fifo")));
         assert_eq!(resolve("fifo", &t.work).unwrap().path, at("fifo"));
         for long_way in [

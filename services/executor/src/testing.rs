@@ -76,3 +76,15 @@ pub fn ticket_for(plan: &Plan) -> TicketBody {
         pack: None,
     }
 }
+
+/// Makes a FIFO at `path` (0600): an object that blocks whoever opens it for reading.
+pub fn make_fifo(path: &std::path::Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+}

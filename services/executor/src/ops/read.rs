@@ -222,14 +222,7 @@ mod tests {
     #[test]
     fn a_fifo_does_not_block_the_executor() {
         let f = Fixture::new();
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            f.work.join("big.txt").as_path(),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        crate::testing::make_fifo(&f.work.join("big.txt"));
         assert_eq!(
             run(&f, None, None).unwrap_err().code,
             ErrorCode::InvalidParams
