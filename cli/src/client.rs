@@ -254,6 +254,7 @@ pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<E
         call_id: call_id.clone(),
         tool: tool.to_owned(),
         params,
+        tables: false,
     };
     send_frame(&mut socket, &invoke).await?;
     loop {

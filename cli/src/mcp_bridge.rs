@@ -286,6 +286,8 @@ impl ServerHandler for Bridge {
             call_id: call_id.clone(),
             tool: request.name.to_string(),
             params: serde_json::Value::Object(request.arguments.unwrap_or_default()),
+            // Shown as MCP shows them: made as tables where they are made.
+            tables: true,
         };
         if self
             .shared

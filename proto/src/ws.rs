@@ -62,6 +62,12 @@ pub enum ClientFrame {
         tool: String,
         #[serde(default = "empty_object")]
         params: serde_json::Value,
+        /// The result's collection as a table, the form glovebox's MCP surfaces show
+        /// ([`crate::tools::mcp_form`]): a `file_list` result carries `table` in place of
+        /// `entries`. Made where the result is made, so nothing downstream reads and rewrites
+        /// the rows; other tools' results are as they are.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tables: bool,
     },
     Answer {
         ask_id: String,
@@ -636,6 +642,7 @@ mod tests {
                 call_id: "c-1".into(),
                 tool: "file_read".into(),
                 params: json!({"path":"a"}),
+                tables: false,
             }),
         );
         check(
@@ -644,6 +651,16 @@ mod tests {
                 call_id: "c-1".into(),
                 tool: "file_list".into(),
                 params: json!({}),
+                tables: false,
+            }),
+        );
+        check(
+            r#"{"type":"invoke","call_id":"c-1","tool":"file_list","tables":true}"#,
+            Ok(ClientFrame::Invoke {
+                call_id: "c-1".into(),
+                tool: "file_list".into(),
+                params: json!({}),
+                tables: true,
             }),
         );
         check(
@@ -666,11 +683,13 @@ mod tests {
                 call_id: "cli-1f".into(),
                 tool: "file_read".into(),
                 params: json!({"path": "a", "n": [1, 2]}),
+                tables: false,
             },
             ClientFrame::Invoke {
                 call_id: "c".into(),
                 tool: "file_list".into(),
                 params: json!({}),
+                tables: true,
             },
             ClientFrame::Answer {
                 ask_id: "ask-1".into(),

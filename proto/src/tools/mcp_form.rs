@@ -49,12 +49,7 @@ fn table_of(tool: Tool) -> Option<Table> {
     match tool {
         Tool::FileList => Some(Table {
             array: "entries",
-            columns: &[
-                ("type", "type", Cell::Text),
-                ("size", "size", Cell::Number),
-                ("mtime", "modified (UTC)", Cell::Time),
-                ("name", "name", Cell::Text),
-            ],
+            columns: WITH_DETAILS,
         }),
         Tool::FileFind => Some(Table {
             array: "entries",
@@ -71,6 +66,14 @@ fn table_of(tool: Tool) -> Option<Table> {
         _ => None,
     }
 }
+
+/// A listing's columns.
+const WITH_DETAILS: &[(&str, &str, Cell)] = &[
+    ("type", "type", Cell::Text),
+    ("size", "size", Cell::Number),
+    ("mtime", "modified (UTC)", Cell::Time),
+    ("name", "name", Cell::Text),
+];
 
 /// A listing's columns without details (`"details": false`: names and types only).
 const NAMES_AND_TYPES: &[(&str, &str, Cell)] =
@@ -134,11 +137,85 @@ pub fn present(tool: Option<Tool>, result: Value) -> (String, Option<Value>) {
             fields.insert(TABLE_FIELD.to_owned(), Value::String(rendered));
             (text, Some(Value::Object(fields)))
         }
+        (Some(table), Value::Object(fields)) if made_as_table(&table, &fields) => {
+            let rendered = match fields.get(TABLE_FIELD) {
+                Some(Value::String(rendered)) => rendered,
+                _ => unreachable!("checked above"),
+            };
+            let mut head = fields.clone();
+            head.remove(TABLE_FIELD);
+            let mut text = Value::Object(head).to_string();
+            text.push('\n');
+            text.push_str(rendered);
+            (text, Some(Value::Object(fields)))
+        }
         (_, Value::String(s)) => (s, None),
         (_, other) => {
             let text = other.to_string();
             (text, other.is_object().then_some(other))
         }
+    }
+}
+
+/// Whether a result was made with its collection as a table already (a call that asked for
+/// tables): a `table` string and no collection.
+fn made_as_table(table: &Table, fields: &Map<String, Value>) -> bool {
+    !fields.contains_key(table.array) && fields.get(TABLE_FIELD).is_some_and(Value::is_string)
+}
+
+/// A cell as the maker of a result gives it.
+#[derive(Debug, Clone, Copy)]
+pub enum CellValue<'a> {
+    Text(&'a str),
+    Number(i64),
+}
+
+/// A collection's table written row by row where its result is made, for a call that asks for
+/// tables (the executor's listing): the text [`present`] renders from the same result's JSON,
+/// without the JSON.
+pub struct TableWriter {
+    table: Table,
+    out: String,
+}
+
+impl TableWriter {
+    /// A listing's table: with `details`, each entry's size and time; else its type and name.
+    pub fn listing(details: bool, rows: usize) -> TableWriter {
+        let table = Table {
+            array: "entries",
+            columns: if details {
+                WITH_DETAILS
+            } else {
+                NAMES_AND_TYPES
+            },
+        };
+        let mut out = String::with_capacity(32 * (rows + 1));
+        render_header(&mut out, &table);
+        TableWriter { table, out }
+    }
+
+    /// One line: each column's cell by its field (`None`: missing, shown as `-`).
+    pub fn row<'a>(&mut self, cell: impl Fn(&str) -> Option<CellValue<'a>>) {
+        self.out.push('\n');
+        for (i, (field, _, kind)) in self.table.columns.iter().enumerate() {
+            if i > 0 {
+                self.out.push('\t');
+            }
+            match cell(field) {
+                Some(CellValue::Text(s)) => {
+                    write_cell(&mut self.out, Some(CellRef::Text(s)), *kind)
+                }
+                Some(CellValue::Number(n)) => {
+                    write_cell(&mut self.out, Some(CellRef::Number(&n.into())), *kind)
+                }
+                None => write_cell(&mut self.out, None, *kind),
+            }
+        }
+    }
+
+    /// The table's text, for the result's `table` field.
+    pub fn finish(self) -> String {
+        self.out
     }
 }
 
@@ -356,6 +433,59 @@ mod tests {
     }
 
     #[test]
+    fn a_table_written_where_the_result_is_made_is_what_present_renders() {
+        let names = [
+            "a.txt",
+            "two\nlines",
+            "tab\there",
+            "\"quoted",
+            " pad ",
+            "",
+            "naïve",
+        ];
+        for details in [true, false] {
+            let items: Vec<Value> = names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let mut item = json!({"name": name, "type": "file"});
+                    if details {
+                        item["size"] = json!(i * 100);
+                        item["mtime"] = json!(1_764_650_000 + i as i64);
+                    }
+                    item
+                })
+                .collect();
+            let fields = json!({"path": "/w/d", "details": details, "total": items.len(),
+                                "truncated": false, "hidden": 0});
+            let mut as_json = fields.clone();
+            as_json["entries"] = Value::Array(items.clone());
+            let mut writer = TableWriter::listing(details, items.len());
+            for item in &items {
+                writer.row(|field| match &item[field] {
+                    Value::String(s) => Some(CellValue::Text(s)),
+                    Value::Number(n) => n.as_i64().map(CellValue::Number),
+                    _ => None,
+                });
+            }
+            let mut as_table = fields;
+            as_table[TABLE_FIELD] = Value::String(writer.finish());
+            let from_json = present(Some(Tool::FileList), as_json.clone());
+            assert_eq!(present(Some(Tool::FileList), as_table.clone()), from_json);
+            // and from the text, as the bridge reads it
+            let text = as_table.to_string();
+            assert_eq!(
+                present_text(Some(Tool::FileList), &text).unwrap(),
+                from_json
+            );
+        }
+        // A cell missing from a row is shown as the missing field of an item is.
+        let mut writer = TableWriter::listing(false, 1);
+        writer.row(|field| (field == "name").then_some(CellValue::Text("a")));
+        assert_eq!(writer.finish(), "type\tname\n-\ta");
+    }
+
+    #[test]
     fn find_and_grep_results_are_tables_too() {
         let found = json!({"path": "/w", "entries": [{"path": "a/b.rs", "type": "file"}],
                            "count": 1, "truncated": false, "timed_out": false});
@@ -430,6 +560,13 @@ mod tests {
             // a result with its own table field; results that are not objects
             r#"{"entries":[],"table":"mine"}"#,
             r#"{"table":"mine"}"#,
+            // results made as tables already, and look-alikes
+            r#"{"details":false,"path":"/w","table":"type\tname\nfile\ta","total":1}"#,
+            r#"{"table":5,"total":0}"#,
+            r#"{"table":3,"table":"last"}"#,
+            r#"{"table":"first","table":3}"#,
+            r#"{"entries":"none","table":"t"}"#,
+            r#"{"entries":null,"table":"t"}"#,
             r#"[{"name":"a"}]"#,
             r#""text""#,
             "3",

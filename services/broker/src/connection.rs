@@ -304,7 +304,8 @@ impl Connection {
                 call_id,
                 tool,
                 params,
-            } => self.start_call(call_id, tool, params).await,
+                tables,
+            } => self.start_call(call_id, tool, params, tables).await,
             ClientFrame::PackInvoke {
                 call_id,
                 pack,
@@ -312,7 +313,7 @@ impl Connection {
                 args,
             } => {
                 let name = format!("{pack}{}{tool}", glovebox_proto::packs::SEPARATOR);
-                self.start_call(call_id, name, args).await
+                self.start_call(call_id, name, args, false).await
             }
             ClientFrame::PacksList {} => {
                 let frame = if self.profile == Profile::Desktop {
@@ -461,7 +462,13 @@ impl Connection {
     }
 
     /// Starts a call on its own task, unless its id is already in flight or too many are.
-    async fn start_call(&self, call_id: String, tool: String, params: serde_json::Value) {
+    async fn start_call(
+        &self,
+        call_id: String,
+        tool: String,
+        params: serde_json::Value,
+        tables: bool,
+    ) {
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let refused = {
             let mut set = lock(&self.in_flight);
@@ -490,6 +497,7 @@ impl Connection {
             account: self.account.clone(),
             connection_id: self.connection_id.clone(),
             profile: self.profile,
+            tables,
         };
         let (app, outbox, in_flight) = (
             self.app.clone(),

@@ -357,6 +357,7 @@ impl ServerHandler for McpHandler {
             account,
             connection_id: new_id("mcp"),
             profile: crate::profiles::Profile::Desktop,
+            tables: true,
         };
         let params = serde_json::Value::Object(request.arguments.unwrap_or_default());
         // notifications/cancelled (or the session ending) withdraws the call.

@@ -43,6 +43,9 @@ pub struct Origin {
     pub account: String,
     pub connection_id: String,
     pub profile: crate::profiles::Profile,
+    /// The caller takes results' collections as tables, the MCP form (`mcp_form`): the
+    /// executor makes them so, and nothing on the way reads and rewrites the rows.
+    pub tables: bool,
 }
 
 /// Audits a valid credential used for a role it does not have (kind `auth`, outcome `refused`):
@@ -315,6 +318,7 @@ async fn builtin(
         call: Some(call.clone()),
         voucher: Some(voucher),
         call_age_ms: call_age_ms(),
+        tables: origin.tables,
     });
     let ran = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, running)
         .await
@@ -349,6 +353,7 @@ async fn builtin(
                     call: Some(call),
                     ticket: Some(ticket),
                     call_age_ms: call_age_ms(),
+                    tables: origin.tables,
                 }))
                 .await
                 .map_err(|_| executor_failed())?

@@ -60,6 +60,7 @@ fn main() {
         jobs: &jobs,
         trash_dir: &root.join("trash"),
         denied: None,
+        tables: false,
     };
     let run = |tool: Tool, params: serde_json::Value| {
         let params = tool.parse_params(&params).unwrap();

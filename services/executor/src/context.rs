@@ -17,6 +17,8 @@ pub struct OpContext<'a> {
     pub trash_dir: &'a Path,
     /// The account's read denies, as the ticket carries them (listings and searches only).
     pub denied: Option<&'a globset::GlobSet>,
+    /// The call asked for its result's collection as a table (`mcp_form`, the MCP form).
+    pub tables: bool,
 }
 
 impl OpContext<'_> {

@@ -126,11 +126,12 @@ impl ExecutorService {
         parsed: Option<ToolParams>,
         ticket: Option<pb::Ticket>,
         call_age_ms: u64,
+        tables: bool,
     ) -> ExecuteResponse {
         let service = self.clone();
         let executing = async move {
             service
-                .execute_ticketed(&call, parsed, ticket, call_age_ms)
+                .execute_ticketed(&call, parsed, ticket, call_age_ms, tables)
                 .await
         };
         let traced = glovebox_telemetry::propagation::in_current_trace(executing);
@@ -139,13 +140,15 @@ impl ExecutorService {
 
     /// Acts on `ticket` if it is this call's and sends the gate the call's last rows (the
     /// execute row alone for a refused ticket); the call is reported done only once they are
-    /// committed. `call_age_ms`: how long the call had run before this.
+    /// committed. `call_age_ms`: how long the call had run before this; `tables`: the call
+    /// asked for its result's collection as a table.
     async fn execute_ticketed(
         &self,
         call: &ToolCall,
         parsed: Option<ToolParams>,
         ticket: Option<pb::Ticket>,
         call_age_ms: u64,
+        tables: bool,
     ) -> ExecuteResponse {
         let started = Instant::now();
         let mut event = self.execute_row(call);
@@ -158,7 +161,7 @@ impl ExecutorService {
                 // The gate renders (and redacts) the subjects of the row itself.
                 event.subjects = body.subjects.clone();
                 event.approval = body.approval.clone();
-                (self.act(call, parsed, body, &mut event).await, true)
+                (self.act(call, parsed, body, tables, &mut event).await, true)
             }
         };
         let mut response = answer(outcome, &mut event);
@@ -225,14 +228,15 @@ impl ExecutorService {
     /// plan saw, no link followed; for a read, a regular file with one name), and reading
     /// changes nothing. What it read is told only if the gate allows the call and commits its
     /// rows ([`Self::release_ahead`]); otherwise it is dropped. `started`: when the call came
-    /// in, `call_age_ms`: its age then.
+    /// in, `call_age_ms`: its age then, `tables`: the call asked for its result's collection as
+    /// a table.
     async fn read_ahead(
         &self,
         call: &ToolCall,
         params: &ToolParams,
         plan: &pb::Plan,
         started: Instant,
-        call_age_ms: u64,
+        (call_age_ms, tables): (u64, bool),
     ) -> Option<(Result<ops::Ahead, OpError>, pb::CallRows)> {
         if !(self.local && is_quick(params)) {
             return None;
@@ -259,9 +263,15 @@ impl ExecutorService {
         let reading = Instant::now();
         let held = {
             let params = params.clone();
-            self.file_work(true, move |ctx| Ok(ops::ahead(ctx, &params, &body)))
-                .await
-                .ok()??
+            self.file_work(true, move |ctx| {
+                let ctx = OpContext {
+                    tables,
+                    ..ctx.clone()
+                };
+                Ok(ops::ahead(&ctx, &params, &body))
+            })
+            .await
+            .ok()??
         };
         let mut event = self.execute_row(call);
         event.subjects = plan.subjects.clone();
@@ -359,12 +369,14 @@ impl ExecutorService {
     }
 
     /// Performs a verified call, hiding from listings and searches what its ticket says to.
-    /// (`parsed`: the call's parameters if they were read already.)
+    /// (`parsed`: the call's parameters if they were read already; `tables`: the call asked for
+    /// its result's collection as a table.)
     async fn act(
         &self,
         call: &ToolCall,
         parsed: Option<ToolParams>,
         body: pb::TicketBody,
+        tables: bool,
         event: &mut AuditEvent,
     ) -> Result<Done, OpError> {
         let params = match parsed {
@@ -376,6 +388,7 @@ impl ExecutorService {
             let denied = denied_set(&body.hidden_globs);
             let ctx = OpContext {
                 denied: Some(&denied),
+                tables,
                 ..ctx.clone()
             };
             ops::execute(&ctx, &params, &body)
@@ -408,6 +421,7 @@ impl ExecutorService {
                 jobs: &jobs,
                 trash_dir: &config.trash_dir,
                 denied: None,
+                tables: false,
             };
             work(&ctx)
         };
@@ -540,6 +554,7 @@ impl ExecutorService {
             call,
             voucher,
             call_age_ms,
+            tables,
         } = request;
         let (call, voucher) = (required(call, "call")?, required(voucher, "voucher")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -559,7 +574,7 @@ impl ExecutorService {
             Err(e) => return failed(e),
         };
         let ahead = self
-            .read_ahead(&call, &params, &plan, started, call_age_ms)
+            .read_ahead(&call, &params, &plan, started, (call_age_ms, tables))
             .await;
         let done_ahead = ahead.as_ref().map(|(_, rows)| rows.clone());
         let mut decision = match self.decide(&call, plan.clone(), voucher, done_ahead).await {
@@ -579,7 +594,7 @@ impl ExecutorService {
             // Not made ahead, or its rows not written: acted on as the ticket says, now.
             None => {
                 let age = call_age_ms.saturating_add(started.elapsed().as_millis() as u64);
-                self.execute_to_the_end(call, Some(params), ticket, age)
+                self.execute_to_the_end(call, Some(params), ticket, age, tables)
                     .await
             }
         };
@@ -708,11 +723,12 @@ impl pb::executor_server::Executor for ExecutorService {
             call,
             ticket,
             call_age_ms,
+            tables,
         } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         Ok(Response::new(
-            self.execute_to_the_end(call, None, ticket, call_age_ms)
+            self.execute_to_the_end(call, None, ticket, call_age_ms, tables)
                 .await,
         ))
     }
@@ -1158,7 +1174,7 @@ mod tests {
                 .run_call(pb::RunRequest {
                     call: Some(call),
                     voucher: Some(pb::Voucher::default()),
-                    call_age_ms: 0,
+                    ..Default::default()
                 })
                 .await
         });
@@ -1189,6 +1205,11 @@ mod tests {
         let mut n = 0;
         // Runs `tool` with `params` under `verdict`: the answer, and what the gate was sent.
         let mut run = async |verdict: Verdict, tool: &str, params: serde_json::Value| {
+            let tables = params.get("as_table").is_some();
+            let mut params = params;
+            if let Some(p) = params.as_object_mut() {
+                p.remove("as_table");
+            }
             *script.lock().unwrap() = verdict;
             n += 1;
             let call = ToolCall {
@@ -1202,7 +1223,8 @@ mod tests {
                 .run_call(pb::RunRequest {
                     call: Some(call),
                     voucher: Some(pb::Voucher::default()),
-                    call_age_ms: 0,
+                    tables,
+                    ..Default::default()
                 })
                 .await
                 .unwrap();
@@ -1297,6 +1319,38 @@ mod tests {
             matches!(sent.as_slice(), [Heard::Decide(Some(_))]),
             "{sent:?}"
         );
+        // Asked for as a table (the MCP form): the same listing, made as the table, cut alike;
+        // a listing made on the ticket after the verdict is made so too.
+        let as_table = |params: serde_json::Value| {
+            let mut params = params;
+            params["as_table"] = true.into();
+            params
+        };
+        for (params, ahead) in [
+            (serde_json::json!({"path": ".", "details": false}), true),
+            (
+                serde_json::json!({"path": ".", "depth": 2, "details": false}),
+                false,
+            ),
+        ] {
+            let (ran, sent) = run(allowed, "file_list", as_table(params)).await;
+            let listed: serde_json::Value =
+                serde_json::from_str(&ran.executed.unwrap().result_json).unwrap();
+            assert_eq!(
+                listed["table"], "type\tname\nfile\ta.txt\nfile\tbig.txt\nfile\tsecret.txt",
+                "{listed}"
+            );
+            assert!(listed.get("entries").is_none(), "{listed}");
+            assert_eq!(
+                (listed["hidden"].clone(), listed["total"].clone()),
+                (2.into(), 3.into())
+            );
+            assert_eq!(
+                matches!(sent.as_slice(), [Heard::Decide(Some(_))]),
+                ahead,
+                "{sent:?}"
+            );
+        }
 
         // Never made ahead: a file on the floor, a bigger file, a range of lines, a listing
         // with sizes or deeper than one directory.

@@ -55,6 +55,7 @@ impl Fixture {
             jobs: &self.jobs,
             trash_dir: &self.trash,
             denied: None,
+            tables: false,
         }
     }
 

@@ -117,7 +117,7 @@ async fn main() {
             .run(RunRequest {
                 voucher: Some(vouchers.vouch(&call, glovebox_ticket::now_ms().unwrap())),
                 call: Some(call),
-                call_age_ms: 0,
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -32,8 +32,16 @@ fn read(tool: Tool, text: &str) -> serde_json::Result<Read> {
         return Err(de::Error::custom("the tool's results have no table"));
     };
     let mut reader = serde_json::Deserializer::from_str(text);
-    let read = ResultSeed { tool, array }.deserialize(&mut reader)?;
+    let mut read = ResultSeed { tool, array }.deserialize(&mut reader)?;
     reader.end()?;
+    if read.table.is_none()
+        && !read.fields.contains_key(array)
+        && read.fields.get(TABLE_FIELD).is_some_and(Value::is_string)
+        && let Some(Value::String(made)) = read.fields.remove(TABLE_FIELD)
+    {
+        // Made as a table where the result was made (see `super::made_as_table`).
+        read.table = Some(made);
+    }
     Ok(read)
 }
 

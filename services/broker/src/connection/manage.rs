@@ -415,6 +415,7 @@ async fn job_call(at: &Caller<'_>, tool: &str, params: serde_json::Value) -> Out
         account: at.account.to_owned(),
         connection_id: at.connection_id.to_owned(),
         profile: crate::profiles::Profile::Desktop,
+        tables: false,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
     let call_id = crate::asks::new_id("console");

@@ -4,6 +4,7 @@
 //! counted), links are listed but never followed; at most `MAX_LIST_ENTRIES` are returned.
 
 use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::mcp_form::{CellValue, TableWriter};
 use glovebox_proto::tools::{FileListParams, MAX_LIST_ENTRIES};
 use glovebox_proto::v1::{Domain, Plan, TicketBody};
 use std::os::fd::OwnedFd;
@@ -64,9 +65,22 @@ struct ListResult<'a> {
     hidden: u64,
 }
 
+/// The result of `file_list` for a call that asks for tables: the entries as `mcp_form`'s table.
+#[derive(serde::Serialize)]
+struct ListTable<'a> {
+    path: &'a str,
+    details: bool,
+    table: String,
+    total: usize,
+    truncated: bool,
+    hidden: u64,
+}
+
 struct Listing {
     /// The listed directory's canonical path.
     path: String,
+    /// The call asked for the entries as a table.
+    tables: bool,
     entries: Vec<Entry>,
     hidden: u64,
     scanned: usize,
@@ -190,6 +204,7 @@ fn listing(
     }
     let mut listing = Listing {
         path: String::new(),
+        tables: ctx.tables,
         entries: Vec::new(),
         hidden: 0,
         scanned: 0,
@@ -206,6 +221,27 @@ impl Listing {
         let total = self.entries.len();
         let truncated = total > MAX_LIST_ENTRIES || self.scanned >= MAX_SCANNED;
         self.entries.truncate(MAX_LIST_ENTRIES);
+        if self.tables {
+            let mut table = TableWriter::listing(self.details, self.entries.len());
+            for entry in &self.entries {
+                table.row(|field| match field {
+                    "name" => Some(CellValue::Text(&entry.name)),
+                    "type" => Some(CellValue::Text(entry.kind)),
+                    "size" => entry.size.map(CellValue::Number),
+                    "mtime" => entry.mtime.map(CellValue::Number),
+                    _ => None,
+                });
+            }
+            let result = ListTable {
+                path: &self.path,
+                details: self.details,
+                table: table.finish(),
+                total,
+                truncated,
+                hidden: self.hidden,
+            };
+            return Done::new(&result, 0);
+        }
         let result = ListResult {
             path: &self.path,
             details: self.details,
