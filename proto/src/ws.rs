@@ -63,9 +63,9 @@ pub enum ClientFrame {
         #[serde(default = "empty_object")]
         params: serde_json::Value,
         /// The result's collection as a table, the form glovebox's MCP surfaces show
-        /// ([`crate::tools::mcp_form`]): a `file_list` result carries `table` in place of
-        /// `entries`. Made where the result is made, so nothing downstream reads and rewrites
-        /// the rows; other tools' results are as they are.
+        /// ([`crate::tools::mcp_form`]): a listing's, a find's or a search's result carries
+        /// `table` in place of `entries` or `matches`. Made where the result is made, so nothing
+        /// downstream reads and rewrites the rows; other tools' results are as they are.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         tables: bool,
     },

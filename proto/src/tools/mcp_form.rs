@@ -51,21 +51,25 @@ fn table_of(tool: Tool) -> Option<Table> {
             array: "entries",
             columns: WITH_DETAILS,
         }),
-        Tool::FileFind => Some(Table {
-            array: "entries",
-            columns: &[("type", "type", Cell::Text), ("path", "path", Cell::Text)],
-        }),
-        Tool::FileGrep => Some(Table {
-            array: "matches",
-            columns: &[
-                ("path", "path", Cell::Text),
-                ("line", "line", Cell::Number),
-                ("text", "text", Cell::Text),
-            ],
-        }),
+        Tool::FileFind => Some(FIND),
+        Tool::FileGrep => Some(GREP),
         _ => None,
     }
 }
+
+const FIND: Table = Table {
+    array: "entries",
+    columns: &[("type", "type", Cell::Text), ("path", "path", Cell::Text)],
+};
+
+const GREP: Table = Table {
+    array: "matches",
+    columns: &[
+        ("path", "path", Cell::Text),
+        ("line", "line", Cell::Number),
+        ("text", "text", Cell::Text),
+    ],
+};
 
 /// A listing's columns.
 const WITH_DETAILS: &[(&str, &str, Cell)] = &[
@@ -171,8 +175,9 @@ pub enum CellValue<'a> {
 }
 
 /// A collection's table written row by row where its result is made, for a call that asks for
-/// tables (the executor's listing): the text [`present`] renders from the same result's JSON,
-/// without the JSON.
+/// tables (the executor's listings, finds and searches): the text [`present`] renders from the
+/// same result's JSON, without the JSON. The result carries it in [`TABLE_FIELD`] in place of
+/// the collection.
 pub struct TableWriter {
     table: Table,
     out: String,
@@ -189,6 +194,20 @@ impl TableWriter {
                 NAMES_AND_TYPES
             },
         };
+        TableWriter::with(table, rows)
+    }
+
+    /// A find's table: each entry's type and path.
+    pub fn find(rows: usize) -> TableWriter {
+        TableWriter::with(FIND, rows)
+    }
+
+    /// A search's table: each match's path, line and text.
+    pub fn grep(rows: usize) -> TableWriter {
+        TableWriter::with(GREP, rows)
+    }
+
+    fn with(table: Table, rows: usize) -> TableWriter {
         let mut out = String::with_capacity(32 * (rows + 1));
         render_header(&mut out, &table);
         TableWriter { table, out }

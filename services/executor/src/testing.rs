@@ -89,3 +89,29 @@ pub fn make_fifo(path: &std::path::Path) {
     )
     .unwrap();
 }
+
+/// Runs an operation as a call without tables and as one that asks for them (the MCP surfaces),
+/// asserts that MCP clients are shown the two results alike (`mcp_form::present`) and that the
+/// second carries the table in place of the collection, and returns the second.
+pub fn shown_alike_as_tables(
+    f: &Fixture,
+    tool: glovebox_proto::tools::Tool,
+    op: impl Fn(&OpContext<'_>) -> serde_json::Value,
+) -> serde_json::Value {
+    use glovebox_proto::tools::mcp_form::{TABLE_FIELD, present};
+    let as_json = op(&f.ctx());
+    let as_table = op(&OpContext {
+        tables: true,
+        ..f.ctx()
+    });
+    assert!(as_table[TABLE_FIELD].is_string(), "{as_table}");
+    assert!(
+        as_table.get("entries").is_none() && as_table.get("matches").is_none(),
+        "{as_table}"
+    );
+    assert_eq!(
+        present(Some(tool), as_table.clone()),
+        present(Some(tool), as_json)
+    );
+    as_table
+}

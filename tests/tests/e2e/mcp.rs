@@ -126,6 +126,32 @@ async fn every_client_lists_reads_is_denied_and_writes_with_approval() {
             "{label}: {text}"
         );
 
+        // A search's matches are a table as well, made by the executor (the MCP surfaces ask
+        // for tables), and a matched line cannot forge a row either.
+        let grep = c
+            .call(
+                "grep",
+                "file_grep",
+                json!({"pattern": "hello", "path": "."}),
+            )
+            .await;
+        assert_eq!(grep["is_error"], false, "{label}: {grep}");
+        let table = grep["structured"]["table"].as_str().unwrap_or_default();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "path\tline\ttext", "{label}: {table}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.ends_with("/hello.txt\t1\thello from glovebox")),
+            "{label}: {table}"
+        );
+        assert_eq!(
+            lines.len() as u64,
+            grep["structured"]["count"].as_u64().unwrap() + 1,
+            "{label}: {grep}"
+        );
+        assert!(grep["structured"].get("matches").is_none(), "{label}");
+
         let denied = c.call("denied", "file_read", json!({"path": ".env"})).await;
         assert_eq!(denied["is_error"], true, "{label}: {denied}");
         let text = denied["text"].as_str().unwrap();

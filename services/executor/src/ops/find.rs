@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::mcp_form::{CellValue, TABLE_FIELD, TableWriter};
 use glovebox_proto::tools::{FileFindParams, MAX_SEARCH_MILLIS};
 use glovebox_proto::v1::TicketBody;
 use rustix::fs::FileType;
@@ -60,22 +61,32 @@ pub fn execute(
     check_root_unchanged(&root, &stat)?;
     let timed_out = stats.timed_out.load(Ordering::Relaxed) || deadline.passed();
     let full = stats.full.load(Ordering::Relaxed);
-    let entries: Vec<serde_json::Value> = found
-        .iter()
-        .map(|(path, kind)| json!({"path": path, "type": kind}))
-        .collect();
-    Ok(Done::new(
-        &json!({
-            "path": root,
-            "entries": entries,
-            "count": entries.len(),
-            "truncated": full || timed_out,
-            "timed_out": timed_out,
-            "hidden": WalkStats::get(&stats.hidden),
-            "links": WalkStats::get(&stats.links),
-        }),
-        0,
-    ))
+    let mut result = json!({
+        "path": root,
+        "count": found.len(),
+        "truncated": full || timed_out,
+        "timed_out": timed_out,
+        "hidden": WalkStats::get(&stats.hidden),
+        "links": WalkStats::get(&stats.links),
+    });
+    if ctx.tables {
+        let mut table = TableWriter::find(found.len());
+        for (path, kind) in &found {
+            table.row(|field| match field {
+                "path" => Some(CellValue::Text(path)),
+                "type" => Some(CellValue::Text(kind)),
+                _ => None,
+            });
+        }
+        result[TABLE_FIELD] = table.finish().into();
+    } else {
+        let entries: Vec<serde_json::Value> = found
+            .iter()
+            .map(|(path, kind)| json!({"path": path, "type": kind}))
+            .collect();
+        result["entries"] = entries.into();
+    }
+    Ok(Done::new(&result, 0))
 }
 
 /// The entries below the canonical directory `root` whose names match `set`, with their kind,
@@ -133,7 +144,8 @@ fn find(
 mod tests {
     use super::*;
     use crate::approved::read_plan;
-    use crate::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, shown_alike_as_tables, ticket_for};
+    use glovebox_proto::tools::Tool;
     use std::os::unix::fs::symlink;
 
     fn params(names: &[&str]) -> FileFindParams {
@@ -150,6 +162,26 @@ mod tests {
     fn run(f: &Fixture, p: &FileFindParams) -> serde_json::Value {
         let plan = read_plan(&f.ctx(), &p.path).unwrap();
         execute(&f.ctx(), p, &ticket_for(&plan)).unwrap().value()
+    }
+
+    #[test]
+    fn asked_for_tables_it_makes_the_table_mcp_clients_are_shown() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("a/dir.rs")).unwrap();
+        for name in ["a/x.rs", "tab\tname.rs", "new\nline.rs", "\"q.rs", "y.txt"] {
+            std::fs::write(f.work.join(name), "").unwrap();
+        }
+        let p = params(&["*.rs"]);
+        let plan = read_plan(&f.ctx(), &p.path).unwrap();
+        let table = shown_alike_as_tables(&f, Tool::FileFind, |ctx| {
+            execute(ctx, &p, &ticket_for(&plan)).unwrap().value()
+        });
+        assert_eq!(table["count"], 5);
+        assert_eq!(
+            table["table"].as_str().unwrap().lines().count(),
+            6,
+            "a header and one line each, whatever the names hold"
+        );
     }
 
     #[test]

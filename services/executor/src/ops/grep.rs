@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::mcp_form::{CellValue, TABLE_FIELD, TableWriter};
 use glovebox_proto::tools::{FileGrepParams, MAX_READ_BYTES, MAX_SEARCH_MILLIS};
 use glovebox_proto::v1::TicketBody;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -244,7 +245,7 @@ pub fn execute(
     if deadline.passed() {
         stats.timed_out.store(true, Ordering::Relaxed);
     }
-    Ok(done(&root, shared))
+    Ok(done(&root, shared, ctx.tables))
 }
 
 /// Searches every file of the tree at the canonical directory `root`, each opened without
@@ -294,23 +295,18 @@ fn search_tree(
     })
 }
 
-/// The result of a search: the hits in path and line order, and what was skipped and why.
-fn done(root: &str, shared: Shared<'_>) -> Done {
+/// The result of a search: the hits in path and line order (as a table if `tables`), and what
+/// was skipped and why.
+fn done(root: &str, shared: Shared<'_>, tables: bool) -> Done {
     let stats = shared.stats;
     let mut hits = shared.hits.into_inner().unwrap_or_default();
     hits.sort_unstable();
     let c = &shared.counters;
-    let matches: Vec<serde_json::Value> = hits
-        .iter()
-        .map(|h| json!({"path": h.path, "line": h.line, "text": h.text}))
-        .collect();
     let timed_out = stats.timed_out.load(Ordering::Relaxed);
     let full = stats.full.load(Ordering::Relaxed);
-    Done::new(
-        &json!({
+    let mut result = json!({
             "path": root,
-            "matches": matches,
-            "count": matches.len(),
+            "count": hits.len(),
             "truncated": full || timed_out,
             "timed_out": timed_out,
             "files_searched": WalkStats::get(&c.searched),
@@ -322,16 +318,34 @@ fn done(root: &str, shared: Shared<'_>) -> Done {
                 "hidden": WalkStats::get(&stats.hidden),
                 "links": WalkStats::get(&stats.links),
             },
-        }),
-        0,
-    )
+    });
+    if tables {
+        let mut table = TableWriter::grep(hits.len());
+        for h in &hits {
+            table.row(|field| match field {
+                "path" => Some(CellValue::Text(&h.path)),
+                "line" => Some(CellValue::Number(i64::try_from(h.line).unwrap_or(i64::MAX))),
+                "text" => Some(CellValue::Text(&h.text)),
+                _ => None,
+            });
+        }
+        result[TABLE_FIELD] = table.finish().into();
+    } else {
+        let matches: Vec<serde_json::Value> = hits
+            .iter()
+            .map(|h| json!({"path": h.path, "line": h.line, "text": h.text}))
+            .collect();
+        result["matches"] = matches.into();
+    }
+    Done::new(&result, 0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::approved::read_plan;
-    use crate::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, shown_alike_as_tables, ticket_for};
+    use glovebox_proto::tools::Tool;
     use std::os::unix::fs::symlink;
 
     fn params(pattern: &str) -> FileGrepParams {
@@ -351,6 +365,21 @@ mod tests {
     fn run(f: &Fixture, p: &FileGrepParams) -> Result<serde_json::Value, OpError> {
         let plan = read_plan(&f.ctx(), &p.path)?;
         execute(&f.ctx(), p, &ticket_for(&plan)).map(|d| d.value())
+    }
+
+    #[test]
+    fn asked_for_tables_it_makes_the_table_mcp_clients_are_shown() {
+        let f = Fixture::new();
+        std::fs::write(f.work.join("a.rs"), "needle\n\tneedle indented\nno\n").unwrap();
+        std::fs::write(f.work.join("tab\tname.rs"), "x needle \"quoted\"\n").unwrap();
+        let p = params("needle");
+        let plan = read_plan(&f.ctx(), &p.path).unwrap();
+        let table = shown_alike_as_tables(&f, Tool::FileGrep, |ctx| {
+            execute(ctx, &p, &ticket_for(&plan)).unwrap().value()
+        });
+        assert_eq!(table["count"], 3);
+        assert_eq!(table["table"].as_str().unwrap().lines().count(), 4);
+        assert_eq!(table["skipped"]["binary"], 0, "the other fields stay");
     }
 
     fn paths(r: &serde_json::Value) -> Vec<String> {

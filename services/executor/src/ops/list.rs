@@ -295,7 +295,8 @@ impl ListedAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{Fixture, ticket_for};
+    use crate::testing::{Fixture, shown_alike_as_tables, ticket_for};
+    use glovebox_proto::tools::Tool;
     use std::os::unix::fs::symlink;
 
     fn run(f: &Fixture, depth: Option<u32>) -> serde_json::Value {
@@ -312,6 +313,38 @@ mod tests {
         execute(&f.ctx(), &p, &ticket_for(&planned))
             .unwrap()
             .value()
+    }
+
+    #[test]
+    fn asked_for_tables_it_makes_the_table_mcp_clients_are_shown() {
+        let f = Fixture::new();
+        std::fs::create_dir_all(f.work.join("sub")).unwrap();
+        for name in [
+            "a.txt",
+            "tab\tname",
+            "new\nline",
+            " pad ",
+            "sub/deep.txt",
+            ".env",
+        ] {
+            std::fs::write(f.work.join(name), "x").unwrap();
+        }
+        symlink("a.txt", f.work.join("link")).unwrap();
+        for (depth, details) in [(1, false), (1, true), (2, true), (2, false)] {
+            let p = FileListParams {
+                path: ".".into(),
+                depth: Some(depth),
+                details: Some(details),
+            };
+            let planned = plan(&f.ctx(), &p).unwrap();
+            let table = shown_alike_as_tables(&f, Tool::FileList, |ctx| {
+                execute(ctx, &p, &ticket_for(&planned)).unwrap().value()
+            });
+            let rows = table["total"].as_u64().unwrap() as usize;
+            assert_eq!(rows, if depth == 1 { 6 } else { 7 }, "{table}");
+            assert_eq!(table["hidden"], 1, "the floor's .env");
+            assert_eq!(table["table"].as_str().unwrap().lines().count(), rows + 1);
+        }
     }
 
     fn names(r: &serde_json::Value) -> Vec<&str> {
