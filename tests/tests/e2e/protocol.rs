@@ -230,3 +230,56 @@ async fn binary_frames_and_a_second_hello_are_refused_without_closing() {
         .await;
     assert_eq!(agent.next().await["code"], "denied");
 }
+
+/// `"tables": true` on an invoke: a listing's entries come as the table MCP clients are shown,
+/// whether the listing was allowed at once (made ahead of its verdict) or approved first (made on
+/// the approved ticket); without it, as JSON entries.
+#[tokio::test]
+async fn an_invoke_may_ask_for_its_collection_as_a_table_allowed_or_approved() {
+    let g = Glovebox::start();
+    for dir in ["open", "asked"] {
+        std::fs::create_dir_all(g.workdir.join(dir)).unwrap();
+        std::fs::write(g.workdir.join(dir).join("tab\tname.txt"), "").unwrap();
+        std::fs::write(g.workdir.join(dir).join("plain.txt"), "").unwrap();
+    }
+    std::fs::write(
+        g.permissions_file(),
+        "paths:\n  read:\n    allow: ['./open/**']\n    deny: ['./probe']\n",
+    )
+    .unwrap();
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    for i in 0.. {
+        let r = agent
+            .invoke(&format!("probe{i}"), "file_read", json!({"path": "probe"}))
+            .await;
+        if r["error"]["code"] == "denied" {
+            break;
+        }
+        assert!(i < 200, "the gate never applied the policy: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let invoke = |id: &str, dir: &str, tables: bool| {
+        json!({"type": "invoke", "call_id": id, "tool": "file_list", "tables": tables,
+               "params": {"path": dir, "details": false}})
+    };
+    let table = "type\tname\nfile\tplain.txt\nfile\t\"tab\\tname.txt\"";
+
+    agent.send(invoke("allowed", "open", true)).await;
+    let listed = expect_ok(&agent.result_for("allowed").await);
+    assert_eq!(listed["table"], table, "{listed}");
+    assert!(listed.get("entries").is_none(), "{listed}");
+
+    agent.send(invoke("json", "open", false)).await;
+    let listed = expect_ok(&agent.result_for("json").await);
+    assert_eq!(listed["entries"][1]["name"], "tab\tname.txt", "{listed}");
+    assert!(listed.get("table").is_none(), "{listed}");
+
+    agent.send(invoke("approved", "asked", true)).await;
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["call_id"], "approved", "{ask}");
+    approver.answer(&ask, "once").await;
+    let listed = expect_ok(&agent.result_for("approved").await);
+    assert_eq!(listed["table"], table, "{listed}");
+    assert!(listed.get("entries").is_none(), "{listed}");
+}
