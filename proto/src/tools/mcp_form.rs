@@ -4,7 +4,10 @@
 //! whose results are collections — `file_list`, `file_find`, `file_grep` — send the collection as
 //! a table instead: a header line and one line per item, columns separated by tabs, in a `table`
 //! string that replaces the array; the result's other fields stay. The text block is those other
-//! fields as JSON on the first line, then the table.
+//! fields as JSON on the first line, then the table. A file's text (`file_read`,
+//! `file_head_tail`) goes the same way in the text block: the other fields as JSON on the first
+//! line, then the text as it is, not escaped inside a JSON string (a model reads the file's own
+//! lines, and pays for no escapes); `structuredContent` keeps the result whole.
 //!
 //! Why: a listing of 1,000 entries as JSON objects is about twice the text of the table (tokens a
 //! model pays for), and an MCP client turns it into thousands of objects — the official Python
@@ -142,16 +145,13 @@ pub fn present(tool: Option<Tool>, result: Value) -> (String, Option<Value>) {
             (text, Some(Value::Object(fields)))
         }
         (Some(table), Value::Object(fields)) if made_as_table(&table, &fields) => {
-            let rendered = match fields.get(TABLE_FIELD) {
-                Some(Value::String(rendered)) => rendered,
-                _ => unreachable!("checked above"),
-            };
-            let mut head = fields.clone();
-            head.remove(TABLE_FIELD);
-            let mut text = Value::Object(head).to_string();
-            text.push('\n');
-            text.push_str(rendered);
-            (text, Some(Value::Object(fields)))
+            head_then(fields, TABLE_FIELD)
+        }
+        (None, Value::Object(fields))
+            if tool.is_some_and(shows_content)
+                && fields.get(CONTENT_FIELD).is_some_and(Value::is_string) =>
+        {
+            head_then(fields, CONTENT_FIELD)
         }
         (_, Value::String(s)) => (s, None),
         (_, other) => {
@@ -159,6 +159,36 @@ pub fn present(tool: Option<Tool>, result: Value) -> (String, Option<Value>) {
             (text, other.is_object().then_some(other))
         }
     }
+}
+
+/// The field of a file's text in the results of the tools that return one.
+const CONTENT_FIELD: &str = "content";
+
+/// Whether `tool`'s text block shows its result's `content` as it is, after the other fields.
+fn shows_content(tool: Tool) -> bool {
+    matches!(tool, Tool::FileRead | Tool::FileHeadTail)
+}
+
+/// The text block of a result whose string field `field` is shown as it is: the other fields as
+/// JSON on the first line, then that field's text; and the result whole, for
+/// `structuredContent`.
+fn head_then(mut fields: Map<String, Value>, field: &str) -> (String, Option<Value>) {
+    let body = match fields.remove(field) {
+        Some(Value::String(body)) => body,
+        other => {
+            // Not a string: the result goes whole, as it is.
+            if let Some(value) = other {
+                fields.insert(field.to_owned(), value);
+            }
+            let whole = Value::Object(fields);
+            return (whole.to_string(), Some(whole));
+        }
+    };
+    let mut text = Value::Object(fields.clone()).to_string();
+    text.push('\n');
+    text.push_str(&body);
+    fields.insert(field.to_owned(), Value::String(body));
+    (text, Some(Value::Object(fields)))
 }
 
 /// Whether a result was made with its collection as a table already (a call that asked for
@@ -520,12 +550,41 @@ mod tests {
     }
 
     #[test]
+    fn a_files_text_follows_the_other_fields_as_it_is() {
+        let content = "fn main() {\n    println!(\"{}\", 1);\n}\n{\"forged\":true}\n";
+        let read = json!({"path": "/w/a.rs", "content": content, "bytes": content.len(),
+                          "lines": 4, "truncated": false});
+        for tool in [Tool::FileRead, Tool::FileHeadTail] {
+            let (text, s) = present(Some(tool), read.clone());
+            assert_eq!(s.unwrap(), read, "structuredContent keeps the result whole");
+            let (head, rest) = text.split_once('\n').unwrap();
+            assert_eq!(rest, content, "the text as it is, its own lines and quotes");
+            let mut others = read.clone();
+            others.as_object_mut().unwrap().remove("content");
+            assert_eq!(serde_json::from_str::<Value>(head).unwrap(), others);
+            // and from the text, as the bridge reads it
+            assert_eq!(
+                present_text(Some(tool), &read.to_string()).unwrap(),
+                (text.clone(), Some(read.clone()))
+            );
+        }
+        // Content that is not a string, or another tool's `content`: the result as it is.
+        for (tool, odd) in [
+            (Tool::FileRead, json!({"path": "/w/a", "content": 3})),
+            (Tool::FileCount, json!({"path": "/w/a", "content": "x"})),
+        ] {
+            let (text, s) = present(Some(tool), odd.clone());
+            assert_eq!(s.unwrap(), odd);
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), odd);
+        }
+    }
+
+    #[test]
     fn other_results_go_as_they_are() {
-        let read =
-            json!({"path": "/w/a", "content": "hi", "bytes": 2, "lines": 1, "truncated": false});
-        let (text, s) = present(Some(Tool::FileRead), read.clone());
-        assert_eq!(s.unwrap(), read);
-        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), read);
+        let count = json!({"path": "/w/a", "lines": 1, "words": 2, "bytes": 3});
+        let (text, s) = present(Some(Tool::FileCount), count.clone());
+        assert_eq!(s.unwrap(), count);
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), count);
         // A client tool's string is the text itself; a listing of an unexpected shape is left whole.
         assert_eq!(present(None, json!("plain")), ("plain".to_owned(), None));
         let odd = json!({"path": "/w", "entries": "not an array"});

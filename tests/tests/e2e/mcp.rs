@@ -75,12 +75,14 @@ async fn every_client_lists_reads_is_denied_and_writes_with_approval() {
             read["structured"]["content"], "hello from glovebox\n",
             "{label}"
         );
-        assert!(
-            read["text"]
-                .as_str()
-                .unwrap()
-                .contains("hello from glovebox"),
-            "{label}"
+        // The text block: the other fields on the first line, then the file's text as it is.
+        let (fields, rest) = read["text"].as_str().unwrap().split_once('\n').unwrap();
+        assert_eq!(rest, "hello from glovebox\n", "{label}: {read}");
+        let fields: serde_json::Value = serde_json::from_str(fields).unwrap();
+        assert_eq!(
+            (fields["bytes"].as_u64(), fields.get("content")),
+            (Some(20), None),
+            "{label}: {read}"
         );
 
         // A listing is a table (checked by each SDK against the declared schema), and a file

@@ -18,6 +18,7 @@ use super::{CellRef, TABLE_FIELD, Table, Tool, render_header, table_for, table_o
 /// [`super::present`]); an error if `text` is not JSON.
 pub fn present_text(tool: Option<Tool>, text: &str) -> serde_json::Result<(String, Option<Value>)> {
     if let Some(tool) = tool
+        && table_of(tool).is_some()
         && let Ok(read) = read(tool, text)
     {
         return Ok(read.presented());
