@@ -654,6 +654,15 @@ mod tests {
                 tables: false,
             }),
         );
+        // Anything but a boolean is refused, not read as "no".
+        for odd in [r#""yes""#, "1", "null", "[]"] {
+            check(
+                &format!(
+                    r#"{{"type":"invoke","call_id":"c-1","tool":"file_list","tables":{odd}}}"#
+                ),
+                Err("expected a boolean"),
+            );
+        }
         check(
             r#"{"type":"invoke","call_id":"c-1","tool":"file_list","tables":true}"#,
             Ok(ClientFrame::Invoke {

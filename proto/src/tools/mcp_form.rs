@@ -171,18 +171,10 @@ fn shows_content(tool: Tool) -> bool {
 
 /// The text block of a result whose string field `field` is shown as it is: the other fields as
 /// JSON on the first line, then that field's text; and the result whole, for
-/// `structuredContent`.
+/// `structuredContent`. The caller has checked that `field` is a string.
 fn head_then(mut fields: Map<String, Value>, field: &str) -> (String, Option<Value>) {
-    let body = match fields.remove(field) {
-        Some(Value::String(body)) => body,
-        other => {
-            // Not a string: the result goes whole, as it is.
-            if let Some(value) = other {
-                fields.insert(field.to_owned(), value);
-            }
-            let whole = Value::Object(fields);
-            return (whole.to_string(), Some(whole));
-        }
+    let Some(Value::String(body)) = fields.remove(field) else {
+        unreachable!("checked by the caller");
     };
     let mut text = Value::Object(fields.clone()).to_string();
     text.push('\n');
@@ -245,21 +237,12 @@ impl TableWriter {
 
     /// One line: each column's cell by its field (`None`: missing, shown as `-`).
     pub fn row<'a>(&mut self, cell: impl Fn(&str) -> Option<CellValue<'a>>) {
-        self.out.push('\n');
-        for (i, (field, _, kind)) in self.table.columns.iter().enumerate() {
-            if i > 0 {
-                self.out.push('\t');
-            }
-            match cell(field) {
-                Some(CellValue::Text(s)) => {
-                    write_cell(&mut self.out, Some(CellRef::Text(s)), *kind)
-                }
-                Some(CellValue::Number(n)) => {
-                    write_cell(&mut self.out, Some(CellRef::Number(&n.into())), *kind)
-                }
-                None => write_cell(&mut self.out, None, *kind),
-            }
-        }
+        write_row(&mut self.out, &self.table, |_, field| {
+            cell(field).map(|value| match value {
+                CellValue::Text(s) => CellRef::Text(s),
+                CellValue::Number(n) => CellRef::Int(n),
+            })
+        });
     }
 
     /// The table's text, for the result's `table` field.
@@ -273,15 +256,26 @@ fn render(table: &Table, items: &[Value]) -> String {
     let mut out = String::with_capacity(64 * (items.len() + 1));
     render_header(&mut out, table);
     for item in items {
-        out.push('\n');
-        for (i, (field, _, cell)) in table.columns.iter().enumerate() {
-            if i > 0 {
-                out.push('\t');
-            }
-            write_cell(&mut out, item.get(field).map(CellRef::of), *cell);
-        }
+        write_row(&mut out, table, |_, field| item.get(field).map(CellRef::of));
     }
     out
+}
+
+/// Writes a line of `table` after a newline: each column's cell as `cell` gives it by the
+/// column's index and field (`None`: missing). Every table's rows are written by this, whatever
+/// their cells were read from.
+fn write_row<'c>(
+    out: &mut String,
+    table: &Table,
+    cell: impl Fn(usize, &str) -> Option<CellRef<'c>>,
+) {
+    out.push('\n');
+    for (i, (field, _, kind)) in table.columns.iter().enumerate() {
+        if i > 0 {
+            out.push('\t');
+        }
+        write_cell(out, cell(i, field), *kind);
+    }
 }
 
 fn render_header(out: &mut String, table: &Table) {
@@ -297,6 +291,8 @@ fn render_header(out: &mut String, table: &Table) {
 #[derive(Clone, Copy)]
 enum CellRef<'a> {
     Text(&'a str),
+    /// A number as its maker gave it.
+    Int(i64),
     Number(&'a Number),
     Other(&'a Value),
 }
@@ -318,6 +314,12 @@ fn write_cell(out: &mut String, value: Option<CellRef<'_>>, cell: Cell) {
                 out.push_str(&n.to_string());
             }
         }
+        (Some(CellRef::Int(secs)), Cell::Time) => {
+            if !push_utc_time(out, secs) {
+                out.push_str(&secs.to_string());
+            }
+        }
+        (Some(CellRef::Int(n)), _) => out.push_str(&n.to_string()),
         (Some(CellRef::Text(s)), _) => push_text(out, s),
         (Some(CellRef::Number(n)), _) => out.push_str(&n.to_string()),
         (Some(CellRef::Other(Value::Bool(b))), _) => {

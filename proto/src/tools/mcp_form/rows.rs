@@ -12,7 +12,9 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use super::{CellRef, TABLE_FIELD, Table, Tool, render_header, table_for, table_of, write_cell};
+use super::{
+    CellRef, TABLE_FIELD, Table, Tool, made_as_table, render_header, table_for, table_of, write_row,
+};
 
 /// What an MCP client is given for `text`, the JSON of a successful result of `tool` (see
 /// [`super::present`]); an error if `text` is not JSON.
@@ -29,18 +31,17 @@ pub fn present_text(tool: Option<Tool>, text: &str) -> serde_json::Result<(Strin
 /// Reads a result of `tool` with its collection rendered as it goes; an error for anything left
 /// to the whole parse (and for a tool without a table).
 fn read(tool: Tool, text: &str) -> serde_json::Result<Read> {
-    let Some(array) = table_of(tool).map(|t| t.array) else {
+    let Some(table) = table_of(tool) else {
         return Err(de::Error::custom("the tool's results have no table"));
     };
     let mut reader = serde_json::Deserializer::from_str(text);
+    let array = table.array;
     let mut read = ResultSeed { tool, array }.deserialize(&mut reader)?;
     reader.end()?;
     if read.table.is_none()
-        && !read.fields.contains_key(array)
-        && read.fields.get(TABLE_FIELD).is_some_and(Value::is_string)
+        && made_as_table(&table, &read.fields)
         && let Some(Value::String(made)) = read.fields.remove(TABLE_FIELD)
     {
-        // Made as a table where the result was made (see `super::made_as_table`).
         read.table = Some(made);
     }
     Ok(read)
@@ -206,14 +207,9 @@ impl<'de> DeserializeSeed<'de> for RowSeed<'_, '_> {
 
 impl RowSeed<'_, '_> {
     fn write(self, cells: &[Option<Cell<'_>>]) {
-        self.out.push('\n');
-        for (i, (_, _, kind)) in self.table.columns.iter().enumerate() {
-            if i > 0 {
-                self.out.push('\t');
-            }
-            let cell = cells.get(i).and_then(Option::as_ref).map(Cell::as_ref);
-            write_cell(self.out, cell, *kind);
-        }
+        write_row(self.out, self.table, |i, _| {
+            cells.get(i).and_then(Option::as_ref).map(Cell::as_ref)
+        });
     }
 
     /// An item that is not an object: every cell missing, as `present` shows it.
