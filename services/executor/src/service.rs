@@ -236,7 +236,8 @@ impl ExecutorService {
         params: &ToolParams,
         plan: &pb::Plan,
         started: Instant,
-        (call_age_ms, tables): (u64, bool),
+        call_age_ms: u64,
+        tables: bool,
     ) -> Option<(Result<ops::Ahead, OpError>, pb::CallRows)> {
         if !(self.local && is_quick(params)) {
             return None;
@@ -574,7 +575,7 @@ impl ExecutorService {
             Err(e) => return failed(e),
         };
         let ahead = self
-            .read_ahead(&call, &params, &plan, started, (call_age_ms, tables))
+            .read_ahead(&call, &params, &plan, started, call_age_ms, tables)
             .await;
         let done_ahead = ahead.as_ref().map(|(_, rows)| rows.clone());
         let mut decision = match self.decide(&call, plan.clone(), voucher, done_ahead).await {
@@ -1204,12 +1205,8 @@ mod tests {
         let (service, _stop) = with_gate(&p, gate);
         let mut n = 0;
         // Runs `tool` with `params` under `verdict`: the answer, and what the gate was sent.
-        let mut run = async |verdict: Verdict, tool: &str, params: serde_json::Value| {
-            let tables = params.get("as_table").is_some();
-            let mut params = params;
-            if let Some(p) = params.as_object_mut() {
-                p.remove("as_table");
-            }
+        // (`tables`: the call asks for its collection as a table.)
+        let mut run = async |verdict: Verdict, tool: &str, params: serde_json::Value, tables| {
             *script.lock().unwrap() = verdict;
             n += 1;
             let call = ToolCall {
@@ -1241,7 +1238,7 @@ mod tests {
         };
 
         // Allowed, its rows written with the verdict: told, with no rows sent after.
-        let (ran, sent) = run(allowed, "file_read", read("a.txt")).await;
+        let (ran, sent) = run(allowed, "file_read", read("a.txt"), false).await;
         let executed = ran.executed.unwrap();
         assert!(executed.result_json.contains("hello"), "{executed:?}");
         assert!(executed.result_audited && executed.error.is_none());
@@ -1268,7 +1265,7 @@ mod tests {
         assert!(rows.ticket.is_none());
 
         // Denied: what was read is in no answer.
-        let (ran, sent) = run(Verdict::Deny, "file_read", read("secret.txt")).await;
+        let (ran, sent) = run(Verdict::Deny, "file_read", read("secret.txt"), false).await;
         assert!(ran.executed.is_none());
         assert!(!format!("{ran:?}").contains("do-not-tell"), "{ran:?}");
         assert!(
@@ -1281,7 +1278,7 @@ mod tests {
             written: true,
             other_subjects: true,
         };
-        let (ran, _) = run(other, "file_read", read("secret.txt")).await;
+        let (ran, _) = run(other, "file_read", read("secret.txt"), false).await;
         let executed = ran.executed.unwrap();
         assert!(!format!("{executed:?}").contains("do-not-tell"));
         assert_eq!(executed.error.unwrap().code, "denied");
@@ -1291,7 +1288,7 @@ mod tests {
             written: false,
             other_subjects: false,
         };
-        let (ran, sent) = run(unwritten, "file_read", read("a.txt")).await;
+        let (ran, sent) = run(unwritten, "file_read", read("a.txt"), false).await;
         let executed = ran.executed.unwrap();
         assert!(executed.result_json.contains("hello") && executed.result_audited);
         let [Heard::Decide(Some(_)), Heard::AppendCall(rows)] = sent.as_slice() else {
@@ -1301,7 +1298,7 @@ mod tests {
 
         // A listing of names and types: made ahead, cut by the ticket's denies once allowed.
         let names = serde_json::json!({"path": ".", "details": false});
-        let (ran, sent) = run(allowed, "file_list", names).await;
+        let (ran, sent) = run(allowed, "file_list", names, false).await;
         let listed: serde_json::Value =
             serde_json::from_str(&ran.executed.unwrap().result_json).unwrap();
         let shown: Vec<&str> = listed["entries"]
@@ -1321,11 +1318,6 @@ mod tests {
         );
         // Asked for as a table (the MCP form): the same listing, made as the table, cut alike;
         // a listing made on the ticket after the verdict is made so too.
-        let as_table = |params: serde_json::Value| {
-            let mut params = params;
-            params["as_table"] = true.into();
-            params
-        };
         for (params, ahead) in [
             (serde_json::json!({"path": ".", "details": false}), true),
             (
@@ -1333,7 +1325,7 @@ mod tests {
                 false,
             ),
         ] {
-            let (ran, sent) = run(allowed, "file_list", as_table(params)).await;
+            let (ran, sent) = run(allowed, "file_list", params, true).await;
             let listed: serde_json::Value =
                 serde_json::from_str(&ran.executed.unwrap().result_json).unwrap();
             assert_eq!(
@@ -1368,13 +1360,13 @@ mod tests {
             ),
         ];
         for (tool, params) in cases {
-            let (_, sent) = run(Verdict::Deny, tool, params.clone()).await;
+            let (_, sent) = run(Verdict::Deny, tool, params.clone(), false).await;
             assert!(
                 matches!(sent.as_slice(), [Heard::Decide(None)]),
                 "{params}: {sent:?}"
             );
         }
-        let (ran, sent) = run(allowed, "file_read", read("big.txt")).await;
+        let (ran, sent) = run(allowed, "file_read", read("big.txt"), false).await;
         assert!(ran.executed.unwrap().result_audited);
         assert!(
             matches!(sent.as_slice(), [Heard::Decide(None), Heard::AppendCall(_)]),
