@@ -7,9 +7,12 @@
 //! commit), then the pages committed meanwhile with the writer held (`RESTART`, waiting at most
 //! [`RESTART_WAIT`] for it and for readers), so that the next commit starts the WAL from its
 //! beginning again. Under a load that fills the WAL faster than that, the writer's own
-//! connection checkpoints once it holds [`WRITER_AUTOCHECKPOINT_PAGES`] (16 MiB, the WAL's
-//! bound), finding most of it already copied. A commit the restart holds waits for it in short
-//! steps (the writer's busy handler).
+//! connection checkpoints after the commit that makes it hold [`WRITER_AUTOCHECKPOINT_PAGES`]
+//! (16 MiB, the WAL's bound), finding most of it already copied: it waits for a pass of the
+//! thread still running (SQLite's own automatic checkpoint would skip it and let the WAL grow
+//! for as long as the pass takes on a slow disk), so that the WAL holds at most the bound and
+//! the commits that wait for that pass — unless a reader keeps the WAL in use. A commit the restart holds waits for it in short steps (the writer's busy
+//! handler).
 //!
 //! Durability is unchanged: a commit is in the WAL when its caller is answered; a checkpoint
 //! only moves committed pages into the database file, synced before the WAL is reused.
@@ -25,8 +28,11 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// The longest the restart waits for the writer's commit and for readers (an administrator's
 /// `sqlite3` holding a read): past it, the WAL grows on and the next pass tries again.
 pub const RESTART_WAIT: Duration = Duration::from_millis(20);
-/// The writer's own automatic checkpoint while the checkpoint thread runs (SQLite's default is
-/// 1,000 pages): 16 MiB of WAL.
+/// The longest the writer waits for the checkpoint thread's pass to copy a WAL past its bound
+/// (past it, the WAL grows on and the next commit tries again).
+const PAST_THE_BOUND_WAIT: Duration = Duration::from_secs(1);
+/// The WAL's length past which the writer restarts it itself while the checkpoint thread runs
+/// (SQLite's own automatic checkpoint comes at 1,000 pages): 16 MiB of WAL.
 pub const WRITER_AUTOCHECKPOINT_PAGES: u32 = 4_000;
 
 /// The checkpoint thread. Dropping it ends the thread and closes its connection (before the
@@ -49,9 +55,7 @@ impl WalCheckpoints {
             conn.busy_timeout(RESTART_WAIT).map_err(|e| e.to_string())?;
             let thread = Paced::start("audit-wal", CHECKPOINT_EVERY, move |()| checkpoint(&conn))
                 .map_err(|e| e.to_string())?;
-            writer
-                .pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)
-                .map_err(|e| e.to_string())?;
+            writer.wal_hook(Some(checkpoint_past_the_bound));
             Ok(WalCheckpoints { thread })
         };
         start()
@@ -65,6 +69,32 @@ impl WalCheckpoints {
     pub fn committed(&self) {
         self.thread.offer(());
     }
+}
+
+/// The writer's hook after each commit (`pages`: the WAL's length): past the bound, the WAL is
+/// copied into the database before the writer goes on. A checkpoint that cannot start in time is
+/// tried again after the next commit; the commit itself has succeeded either way, so no error is
+/// returned for it.
+fn checkpoint_past_the_bound(
+    wal: &rusqlite::hooks::Wal,
+    pages: std::ffi::c_int,
+) -> rusqlite::Result<()> {
+    if pages < WRITER_AUTOCHECKPOINT_PAGES as std::ffi::c_int {
+        return Ok(());
+    }
+    // A pass of the checkpoint thread holds SQLite's checkpoint lock, which a checkpoint does
+    // not wait for by itself: waited for here, in the busy handler's steps. Passive, as SQLite's
+    // own: it never waits for readers, and once it has copied every page the next commit starts
+    // the WAL from its beginning.
+    let until = std::time::Instant::now() + PAST_THE_BOUND_WAIT;
+    while let Err(e) = wal.checkpoint_v2(rusqlite::hooks::CheckpointMode::PASSIVE) {
+        if std::time::Instant::now() >= until {
+            tracing::debug!(error = %e, "audit WAL restart after a commit did not finish");
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    Ok(())
 }
 
 fn checkpoint(conn: &rusqlite::Connection) {
