@@ -1220,6 +1220,54 @@ mod tests {
         assert_eq!(store.health().rows, 21);
     }
 
+    /// The WAL's current generation: its header's salts and the page number of each frame
+    /// written since the WAL last began (frames that carry the same salts).
+    fn wal_generation(db: &Path) -> ([u8; 8], Vec<u32>) {
+        let mut path = db.as_os_str().to_owned();
+        path.push("-wal");
+        let wal = std::fs::read(path).unwrap_or_default();
+        let (header, frames) = wal.split_at(32.min(wal.len()));
+        let salts: [u8; 8] = header.get(16..24).map_or([0; 8], |s| s.try_into().unwrap());
+        let frame_len = 24 + 4096;
+        let pages = frames
+            .chunks_exact(frame_len)
+            .take_while(|frame| frame[8..16] == salts)
+            .map(|frame| u32::from_be_bytes(frame[..4].try_into().unwrap()))
+            .collect();
+        (salts, pages)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_checkpoint_thread_begins_the_wal_again_so_no_commit_waits_to_sync_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        assert!(store.append(event("decide", "c0")).await);
+        // The pass after those commits copies the WAL whole and begins it again: one frame, the
+        // database's first page, written by the checkpoint thread.
+        let deadline = std::time::Instant::now() + wal::CHECKPOINT_EVERY * 10;
+        let (begun, _) = loop {
+            let generation = wal_generation(&f.db);
+            if generation.1 == [1] {
+                break generation;
+            }
+            assert!(std::time::Instant::now() < deadline, "{generation:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        // The next commit appends to that WAL: it did not begin it (nor sync its header).
+        assert!(store.append(event("decide", "c1")).await);
+        let (salts, pages) = wal_generation(&f.db);
+        assert_eq!(salts, begun, "the writer began the WAL again");
+        assert!(pages.len() > 1 && pages[0] == 1, "{pages:?}");
+        // Nothing in the database changed but the rows: the rewritten version is the one it held.
+        let conn = rusqlite::Connection::open(&f.db).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 0);
+        assert_eq!(store.health().rows, 3);
+    }
+
     /// A store with `n` decide rows after its start checkpoint, its head file naming them all,
     /// closed; returns its files.
     async fn written(dir: &Path, n: usize) -> AuditFiles {

@@ -5,8 +5,8 @@
 //! connection of its own checkpoints at most once per [`CHECKPOINT_EVERY`] while rows are being
 //! committed: first alongside the writer (`PASSIVE`: the bulk of the copying, never blocking a
 //! commit), then the pages committed meanwhile with the writer held (`RESTART`, waiting at most
-//! [`RESTART_WAIT`] for it and for readers), so that the next commit starts the WAL from its
-//! beginning again. Under a load that fills the WAL faster than that, the writer's own
+//! [`RESTART_WAIT`] for it and for readers), and then begins the WAL again itself with a commit
+//! of no content, so that the sync of its new header is this thread's and not a call's. Under a load that fills the WAL faster than that, the writer's own
 //! connection checkpoints after the commit that makes it hold [`WRITER_AUTOCHECKPOINT_PAGES`]
 //! (16 MiB, the WAL's bound), finding most of it already copied: it waits for a pass of the
 //! thread still running (SQLite's own automatic checkpoint would skip it and let the WAL grow
@@ -53,6 +53,10 @@ impl WalCheckpoints {
             )
             .map_err(|e| e.to_string())?;
             conn.busy_timeout(RESTART_WAIT).map_err(|e| e.to_string())?;
+            // As the writer's: the commit that begins the WAL again syncs the WAL's new header,
+            // and not its page too, while the writer waits for it.
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(|e| e.to_string())?;
             let thread = Paced::start("audit-wal", CHECKPOINT_EVERY, move |()| checkpoint(&conn))
                 .map_err(|e| e.to_string())?;
             writer.wal_hook(Some(checkpoint_past_the_bound));
@@ -98,12 +102,35 @@ fn checkpoint_past_the_bound(
 }
 
 fn checkpoint(conn: &rusqlite::Connection) {
-    for mode in ["PASSIVE", "RESTART"] {
-        // Each answers (busy, WAL pages, pages in the database); busy is no error, it is tried
-        // again next time.
-        if let Err(e) = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(())) {
-            tracing::warn!(error = %e, mode, "audit WAL checkpoint failed");
-            return;
-        }
+    // Each answers (busy, WAL pages, pages in the database); busy is no error, it is tried again
+    // next time.
+    let pass = |mode: &str| {
+        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .inspect_err(|e| tracing::warn!(error = %e, mode, "audit WAL checkpoint failed"))
+    };
+    if pass("PASSIVE").is_ok() && pass("RESTART").is_ok_and(|busy| busy == 0) {
+        begin_the_wal_again(conn);
+    }
+}
+
+/// Starts the WAL from its beginning on this thread, once a restart has copied all of it. Whoever
+/// commits first into a WAL that was copied whole starts it anew, and SQLite syncs its new header
+/// to the disk before that commit's pages (at every `synchronous` level): left to the writer,
+/// the first call after each pass, and every call after a second without any, would wait for that
+/// sync. Here the pass makes that first commit itself, rewriting the database's `user_version`
+/// with the value it holds (one page, no content changed), so the writer appends to a WAL already
+/// begun. A commit of the writer that comes first begins it instead; this one then only appends.
+fn begin_the_wal_again(conn: &rusqlite::Connection) {
+    let begin = || -> rusqlite::Result<()> {
+        let tx =
+            rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        tx.execute_batch(&format!("PRAGMA user_version = {version}"))?;
+        tx.commit()
+    };
+    if let Err(e) = begin() {
+        tracing::debug!(error = %e, "audit WAL not begun again by the checkpoint thread");
     }
 }
