@@ -22,9 +22,12 @@ from mcp.client.stdio import stdio_client
 
 WARMUP = 20
 # Calls per measure and side, taken in TURNS alternating turns.
-ROUNDS = {"read": 300, "list": 200, "list_sizes": 200, "ping": 300, "find": 8}
-TURNS = {"read": 10, "list": 10, "list_sizes": 10, "ping": 10, "find": 4}
-MEASURES = ("read", "list", "list_sizes", "find")
+ROUNDS = {"read": 300, "read_spaced": 12, "list": 200, "list_sizes": 200, "ping": 300, "find": 8}
+TURNS = {"read": 10, "read_spaced": 6, "list": 10, "list_sizes": 10, "ping": 10, "find": 4}
+MEASURES = ("read", "read_spaced", "list", "list_sizes", "find")
+# Seconds idle before each call of a measure: an agent's calls come between a model's turns, each
+# after a pause longer than the gate's WAL checkpoint interval (1 s).
+PAUSE_S = {"read_spaced": 1.1}
 IN_FLIGHT = 8
 CONCURRENT_READS = 800
 CONCURRENT_TURNS = 8
@@ -63,12 +66,14 @@ def calls(side, fixture):
     if side == "fs":
         return {
             "read": ("read_text_file", {"path": f"{fixture}/read4k.txt"}),
+            "read_spaced": ("read_text_file", {"path": f"{fixture}/read4k.txt"}),
             "list": ("list_directory", {"path": f"{fixture}/dir1000"}),
             "list_sizes": ("list_directory_with_sizes", {"path": f"{fixture}/dir1000"}),
             "find": ("search_files", {"path": f"{fixture}/tree", "pattern": "**/match-*.txt"}),
         }
     return {
         "read": ("file_read", {"path": f"{fixture}/read4k.txt"}),
+        "read_spaced": ("file_read", {"path": f"{fixture}/read4k.txt"}),
         # names and types, as list_directory gives them (GB_LIST_DETAILS=1: a build from before
         # file_list had `details`, measured against its full listing)
         "list": ("file_list", {"path": f"{fixture}/dir1000"} | list_details),
@@ -114,7 +119,7 @@ async def measure_one_at_a_time(sides, fixture, measure):
     per_turn = ROUNDS[measure] // TURNS[measure]
     for side in sides:
         name, args = calls(side.name, fixture)[measure]
-        for _ in range(WARMUP if measure != "find" else 2):
+        for _ in range(WARMUP if measure not in ("find", "read_spaced") else 2):
             text_of(await side.session.call_tool(name, args))
         side.out[measure] = []
 
@@ -122,6 +127,7 @@ async def measure_one_at_a_time(sides, fixture, measure):
         name, args = calls(side.name, fixture)[measure]
         before = side.cpu()
         for _ in range(per_turn):
+            await asyncio.sleep(PAUSE_S.get(measure, 0))
             start = time.perf_counter()
             text = text_of(await side.session.call_tool(name, args))
             side.out[measure].append((time.perf_counter() - start) * 1000.0)

@@ -6,7 +6,8 @@
 //! file, a directory of 1,000 files, and a tree of 20,000 files of which 400 match a name. It
 //! prints each measure's median, p99 and the ratio glovebox / reference. A listing is measured
 //! twice, like for like: names and types (`list_directory`; `file_list` with `details: false`)
-//! and with sizes (`list_directory_with_sizes`; `file_list`, which also gives times).
+//! and with sizes (`list_directory_with_sizes`; `file_list`, which also gives times). A read is
+//! also measured as an agent's calls come, each after 1.1 s idle (a few per round: a rough p50).
 //!
 //! Run: `(cd tests/bench && npm ci) && cargo build --release -p glovebox -p glovebox-e2e --bins &&
 //! target/release/glovebox-compare` (`COMPARE_ROUNDS` sets the interleaved rounds, default 2).
@@ -127,6 +128,7 @@ fn main() {
     for (round, (f, b)) in fs.iter().zip(&gb).enumerate() {
         for (measure, label) in [
             ("read", "read 4 KiB"),
+            ("read_spaced", "read 4 KiB, each 1.1 s after"),
             ("list", "list 1,000 names and types"),
             ("list_sizes", "list 1,000 with sizes"),
             ("find", "find 400 of 20,000 names"),
