@@ -142,6 +142,13 @@ pub type Ws<S> = tokio_tungstenite::WebSocketStream<S>;
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for S {}
 
+/// The WebSocket's settings toward the broker: each read takes at most 16 KiB, as a read's
+/// result frame fits in one and a longer frame takes a few (the library's 128 KiB default is
+/// zeroed before every read, a cost paid per frame by `glovebox mcp`).
+fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(16 * 1024)
+}
+
 /// Connects and says hello; returns the socket and the `hello_ok` frame.
 pub async fn connect_with_hello(
     target: &Target,
@@ -159,7 +166,13 @@ pub async fn connect_with_hello(
         );
         anyhow::Error::new(e).context(why)
     })?;
-    let (mut socket, _) = match tokio_tungstenite::client_async(request, stream).await {
+    let (mut socket, _) = match tokio_tungstenite::client_async_with_config(
+        request,
+        stream,
+        Some(ws_config()),
+    )
+    .await
+    {
         Ok(connected) => connected,
         Err(Error::Http(response)) if response.status() == 401 => anyhow::bail!(
             "the broker refused the {} token in {} (it may have been rotated: `glovebox token rotate`)",
@@ -339,18 +352,19 @@ pub async fn connect_system(
         None => "ws://localhost/v1/ws".to_owned(),
     };
     use tokio_tungstenite::tungstenite::Error;
-    let (mut socket, _) = match tokio_tungstenite::client_async(url, stream).await {
-        Ok(connected) => connected,
-        Err(Error::Http(response)) => {
-            let body = response
-                .body()
-                .as_ref()
-                .map(|b| String::from_utf8_lossy(b).trim().to_owned())
-                .unwrap_or_default();
-            anyhow::bail!("the broker refused this user as an approver: {body}")
-        }
-        Err(e) => return Err(anyhow::Error::new(e).context("connect to the approve socket")),
-    };
+    let (mut socket, _) =
+        match tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config())).await {
+            Ok(connected) => connected,
+            Err(Error::Http(response)) => {
+                let body = response
+                    .body()
+                    .as_ref()
+                    .map(|b| String::from_utf8_lossy(b).trim().to_owned())
+                    .unwrap_or_default();
+                anyhow::bail!("the broker refused this user as an approver: {body}")
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("connect to the approve socket")),
+        };
     send_frame(
         &mut socket,
         &ClientFrame::Hello {
