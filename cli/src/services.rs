@@ -212,15 +212,16 @@ pub fn prepare_executor(
     crate::identity::verify_cannot_regain_root()?;
     let (workdir, roots) = canonical_places(args)?;
     let (key, audit_key, serve_keys) = executor_keys(args, handover)?;
+    // Each job's temporary directory goes in a scratch directory of this executor's own (never
+    // all of /tmp), made (and those of executors that died swept) before the socket answers; the
+    // shim each job runs under is this binary.
+    let scratch = make_scratch_dir(&args.account)?;
     // Bound before any thread starts; handed to tokio once the runtime exists.
     let listener = glovebox_proto::transport::bind_std_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
     // The trash must exist (as this user) before the sandbox is applied, to be granted. A user
     // without a writable home has no trash: deletes then fail, nothing else does.
     let runtime_dir = args.socket.parent().unwrap_or(Path::new("/nonexistent"));
-    // Each job's temporary directory goes in a scratch directory of this executor's own (never
-    // all of /tmp); the shim each job runs under is this binary.
-    let scratch = make_scratch_dir(&args.account)?;
     let binary = std::env::current_exe().context("locate the glovebox binary")?;
     let mut plan = glovebox_executor::sandbox::SandboxPlan::for_executor(
         &roots,
