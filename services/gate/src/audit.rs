@@ -1242,6 +1242,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = files(dir.path());
         let store = AuditStore::open(&f).await.unwrap();
+        // A version someone else set: the pass rewrites it as it finds it.
+        rusqlite::Connection::open(&f.db)
+            .unwrap()
+            .pragma_update(None, "user_version", 7)
+            .unwrap();
         assert!(store.append(event("decide", "c0")).await);
         // The pass after those commits copies the WAL whole and begins it again: one frame, the
         // database's first page, written by the checkpoint thread.
@@ -1264,7 +1269,7 @@ mod tests {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 0);
+        assert_eq!(version, 7);
         assert_eq!(store.health().rows, 3);
     }
 

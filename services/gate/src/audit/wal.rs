@@ -5,14 +5,15 @@
 //! connection of its own checkpoints at most once per [`CHECKPOINT_EVERY`] while rows are being
 //! committed: first alongside the writer (`PASSIVE`: the bulk of the copying, never blocking a
 //! commit), then the pages committed meanwhile with the writer held (`RESTART`, waiting at most
-//! [`RESTART_WAIT`] for it and for readers), and then begins the WAL again itself with a commit
-//! of no content, so that the sync of its new header is this thread's and not a call's. Under a load that fills the WAL faster than that, the writer's own
-//! connection checkpoints after the commit that makes it hold [`WRITER_AUTOCHECKPOINT_PAGES`]
-//! (16 MiB, the WAL's bound), finding most of it already copied: it waits for a pass of the
-//! thread still running (SQLite's own automatic checkpoint would skip it and let the WAL grow
-//! for as long as the pass takes on a slow disk), so that the WAL holds at most the bound and
-//! the commits that wait for that pass — unless a reader keeps the WAL in use. A commit the restart holds waits for it in short steps (the writer's busy
-//! handler).
+//! [`RESTART_WAIT`] for it and for readers), and then it begins the WAL again itself with a
+//! commit of no content, so that the sync of the WAL's new header is this thread's and not a
+//! call's. A commit the restart holds waits for it in short steps (the writer's busy handler).
+//!
+//! Under a load that fills the WAL faster than that, the writer's own connection checkpoints
+//! (`PASSIVE`) after the commit that makes the WAL hold [`WRITER_AUTOCHECKPOINT_PAGES`] (16 MiB,
+//! its bound), finding most of it already copied. It waits for a pass of the thread still running
+//! (SQLite's own automatic checkpoint would skip it and let the WAL grow for as long as the pass
+//! takes on a slow disk), so the WAL holds at most the bound unless a reader keeps it in use.
 //!
 //! Durability is unchanged: a commit is in the WAL when its caller is answered; a checkpoint
 //! only moves committed pages into the database file, synced before the WAL is reused.
@@ -31,7 +32,7 @@ pub const RESTART_WAIT: Duration = Duration::from_millis(20);
 /// The longest the writer waits for the checkpoint thread's pass to copy a WAL past its bound
 /// (past it, the WAL grows on and the next commit tries again).
 const PAST_THE_BOUND_WAIT: Duration = Duration::from_secs(1);
-/// The WAL's length past which the writer restarts it itself while the checkpoint thread runs
+/// The WAL's length past which the writer checkpoints it itself while the checkpoint thread runs
 /// (SQLite's own automatic checkpoint comes at 1,000 pages): 16 MiB of WAL.
 pub const WRITER_AUTOCHECKPOINT_PAGES: u32 = 4_000;
 
@@ -93,7 +94,7 @@ fn checkpoint_past_the_bound(
     let until = std::time::Instant::now() + PAST_THE_BOUND_WAIT;
     while let Err(e) = wal.checkpoint_v2(rusqlite::hooks::CheckpointMode::PASSIVE) {
         if std::time::Instant::now() >= until {
-            tracing::debug!(error = %e, "audit WAL restart after a commit did not finish");
+            tracing::debug!(error = %e, "audit WAL checkpoint past its bound did not finish");
             break;
         }
         std::thread::sleep(Duration::from_micros(50));
