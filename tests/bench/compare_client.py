@@ -126,8 +126,10 @@ async def measure_one_at_a_time(sides, fixture, measure):
     async def turn(side):
         name, args = calls(side.name, fixture)[measure]
         before = side.cpu()
+        pause = PAUSE_S.get(measure)
         for _ in range(per_turn):
-            await asyncio.sleep(PAUSE_S.get(measure, 0))
+            if pause:
+                await asyncio.sleep(pause)
             start = time.perf_counter()
             text = text_of(await side.session.call_tool(name, args))
             side.out[measure].append((time.perf_counter() - start) * 1000.0)
