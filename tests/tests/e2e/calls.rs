@@ -403,6 +403,16 @@ async fn the_cli_call_command_prints_results_and_errors() {
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["content"], "from cli");
+    // The largest read there is: one result frame of over 1 MiB, read by the client in many parts.
+    let large: String = (0..glovebox_proto::tools::MAX_READ_BYTES)
+        .map(|i| char::from(b'a' + (i % 23) as u8))
+        .collect();
+    std::fs::write(g.workdir.join("large.txt"), &large).unwrap();
+    let (code, out, err) = g.run_cli(&["call", "file_read", r#"{"path":"large.txt"}"#]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["truncated"], false, "{}", v["bytes"]);
+    assert!(v["content"] == large.as_str(), "{} bytes", v["bytes"]);
     let (code, out, _) = g.run_cli(&["call", "file_read", r#"{"path":".env"}"#]);
     assert_eq!(code, 1);
     assert!(out.contains("\"denied\""), "{out}");
