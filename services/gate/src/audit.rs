@@ -145,6 +145,13 @@ pub fn migrator() -> Migrator {
             include_str!("../migrations/0005_pack_calls_view.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            6,
+            "events plain rowid".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0006_events_plain_rowid.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 
@@ -1414,6 +1421,96 @@ mod tests {
         // The failed rows left no gap: the chain runs from the first row to the last.
         let r = check(&f).await;
         assert_eq!((r.problem, r.rows), (None, 3));
+    }
+
+    /// A database written before `events` lost AUTOINCREMENT keeps every row, id and view, its
+    /// chain still checks against its head, and new rows take the ids after the last.
+    #[tokio::test]
+    async fn a_database_from_before_the_plain_rowid_keeps_its_rows_and_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new_dir, old_dir) = (dir.path().join("new"), dir.path().join("old"));
+        std::fs::create_dir(&new_dir).unwrap();
+        std::fs::create_dir(&old_dir).unwrap();
+        let new = written(&new_dir, 4).await;
+        // The same rows in a file whose schema stops at migration 5.
+        let f = files(&old_dir);
+        std::fs::copy(&new.head, &f.head).unwrap();
+        {
+            let options = connect_options(&f.db).unwrap();
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await
+                .unwrap();
+            let before: Vec<Migration> = migrator()
+                .iter()
+                .filter(|m| m.version < 6)
+                .cloned()
+                .collect();
+            Migrator::with_migrations(before).run(&pool).await.unwrap();
+            let sql: String =
+                sqlx::query_scalar("SELECT sql FROM sqlite_schema WHERE name = 'events'")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            assert!(sql.contains("AUTOINCREMENT"), "{sql}");
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "ATTACH DATABASE '{}' AS new",
+                new.db.display()
+            )))
+            .execute(&pool)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO events SELECT * FROM new.events ORDER BY id")
+                .execute(&pool)
+                .await
+                .unwrap();
+            let seq: i64 =
+                sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            assert_eq!(seq, 5);
+        }
+        let store = AuditStore::open(&f).await.unwrap();
+        assert!(store.append(event("decide", "after")).await);
+        drop(store);
+        let r = check(&f).await;
+        // Five rows, the start checkpoint of the reopening, the new row.
+        assert_eq!((r.problem, r.rows), (None, 7));
+        let pool = open_pool(&f.db).await.unwrap();
+        let sql: String = sqlx::query_scalar("SELECT sql FROM sqlite_schema WHERE name = 'events'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert!(!sql.contains("AUTOINCREMENT"), "{sql}");
+        let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM events ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(ids, (1..=7).collect::<Vec<i64>>());
+        let last: String = sqlx::query_scalar("SELECT call_id FROM events WHERE id = 7")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(last, "after");
+        let calls: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tool_calls")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(calls, 5, "c0..c3 and after");
+        for view in ["denials", "approvals", "commands", "pack_calls"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!("SELECT * FROM {view}")))
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        }
+        let err = sqlx::query("DELETE FROM events WHERE id = 7")
+            .execute(&pool)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("append-only"), "{err}");
     }
 
     #[tokio::test]
