@@ -364,6 +364,11 @@ fn hidden_char(c: char) -> bool {
 /// Whether `s` is written quoted: empty, holding a hidden character, starting with a quote, or
 /// with spaces at either end.
 fn needs_quotes(s: &str) -> bool {
+    if s.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        // Printable ASCII, as nearly every name is: no hidden character, and a space the only
+        // whitespace.
+        return s.is_empty() || s.starts_with(['"', ' ']) || s.ends_with(' ');
+    }
     s.is_empty()
         || s.starts_with('"')
         || s.starts_with(char::is_whitespace)
@@ -404,6 +409,41 @@ mod tests {
 
     fn listing(entries: Value) -> Value {
         json!({"path": "/w/d", "entries": entries, "total": 2, "truncated": false, "hidden": 1})
+    }
+
+    #[test]
+    fn printable_ascii_is_quoted_exactly_when_the_full_rule_says_so() {
+        let full = |s: &str| {
+            s.is_empty()
+                || s.starts_with('"')
+                || s.starts_with(char::is_whitespace)
+                || s.ends_with(char::is_whitespace)
+                || s.chars().any(hidden_char)
+        };
+        let mut cases: Vec<String> = vec![String::new()];
+        for a in 0u8..=0x7f {
+            cases.push((a as char).to_string());
+            for b in [b' ', b'"', b'a', b'\t', 0x7f] {
+                cases.push(format!("{}x{}", a as char, b as char));
+                cases.push(format!("{}{}", b as char, a as char));
+            }
+        }
+        cases.extend(
+            [
+                "file.txt",
+                " lead",
+                "trail ",
+                "in side",
+                "\"q",
+                "q\"",
+                "é",
+                "a\u{200b}b",
+            ]
+            .map(String::from),
+        );
+        for case in &cases {
+            assert_eq!(needs_quotes(case), full(case), "{case:?}");
+        }
     }
 
     #[test]

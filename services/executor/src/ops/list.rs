@@ -127,10 +127,10 @@ fn list_dir(
             FileType::Unknown => None,
             known => Some(known),
         };
-        names.push((name.to_owned(), recorded));
+        names.push((sort_key(name), name.to_owned(), recorded));
     }
-    names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    for (name, recorded) in names {
+    names.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    for (_, name, recorded) in names {
         if out.scanned >= MAX_SCANNED {
             return Ok(());
         }
@@ -179,6 +179,17 @@ fn list_dir(
         }
     }
     Ok(())
+}
+
+/// A name's first eight bytes as a number that sorts as they do (a name has no NUL, so the
+/// zeros padding a shorter one sort it before every longer name it begins). Names compared by
+/// it first, and in full only when it ties, sort as by their bytes, with most comparisons one
+/// instruction instead of a call: sorting a listing's names was a tenth of its CPU.
+fn sort_key(name: &str) -> u64 {
+    let mut key = [0u8; 8];
+    let n = name.len().min(8);
+    key[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u64::from_be_bytes(key)
 }
 
 pub fn execute(
@@ -313,6 +324,39 @@ mod tests {
         execute(&f.ctx(), &p, &ticket_for(&planned))
             .unwrap()
             .value()
+    }
+
+    #[test]
+    fn names_sort_by_their_key_and_then_in_full_exactly_as_by_their_bytes() {
+        let mut names: Vec<String> = [
+            "b",
+            "a",
+            "ab",
+            "abcdefgh",
+            "abcdefg",
+            "abcdefghi",
+            "abcdefgha",
+            "abcdefgh~",
+            "Z",
+            "z",
+            "é",
+            "e\u{301}",
+            "日本",
+            "file-010",
+            "file-001",
+            "file-0010",
+            "",
+            "\u{7f}",
+            "abcdefgi",
+            "abcdefgg\u{ff}",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut by_key = names.clone();
+        by_key.sort_unstable_by(|a, b| sort_key(a).cmp(&sort_key(b)).then_with(|| a.cmp(b)));
+        names.sort();
+        assert_eq!(by_key, names);
     }
 
     #[test]
