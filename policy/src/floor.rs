@@ -119,7 +119,16 @@ pub fn check_entry(parent: &str, name: &str, protected: &[String]) -> Option<Flo
             });
         }
     }
-    let segment = fold_segment(name);
+    // Most names are their own folded form: lowercase printable ASCII with no trailing dot or
+    // space. Those are checked as they are, without a copy per entry.
+    let folded_already = name.bytes().all(|b| (b' '..=b'~').contains(&b))
+        && !name.bytes().any(|b| b.is_ascii_uppercase())
+        && !name.ends_with(['.', ' ']);
+    let segment = if folded_already {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(fold_segment(name))
+    };
     if let Some(hit) = check_segment(&segment) {
         return Some(hit);
     }
@@ -262,6 +271,13 @@ mod tests {
             "share",
             "..x",
             "ok",
+            "x.pem ",
+            "id_RSA",
+            ".env.",
+            "a b",
+            "Config.json",
+            "keyrings.",
+            "x.kdbx\t",
         ];
         for parent in parents {
             assert_eq!(
