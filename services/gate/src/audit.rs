@@ -460,7 +460,7 @@ fn writer(
     files: AuditFiles,
     counters: Arc<Counters>,
 ) {
-    let mut head = HeadWriter::start(files.head.clone());
+    let mut head = HeadWriter::start(files.head.clone(), &files.key);
     // Declared after `conn`, so dropped (its connection closed) before it.
     let wal = wal::WalCheckpoints::start(&files.db, &conn);
     loop {
@@ -607,15 +607,15 @@ fn write_checkpoint(
 /// Writes the head file on its own thread ([`paced::Paced`]), newest head first, at most once
 /// per [`HEAD_INTERVAL`]. Replacing the file on the writer's path cost every call a disk write
 /// (and, written after every batch, a tenth of the gate's CPU with calls one at a time); here
-/// the writer only hands the text over
-/// and answers its callers. The head may lag the database by the rows of the last
+/// the writer only hands the head's fields over (the thread signs the heads it writes) and
+/// answers its callers. The head may lag the database by the rows of the last
 /// [`HEAD_INTERVAL`], never lead it (it is handed over only after its rows are committed), so it
 /// anchors every row before it; readers always see a whole file. Checkpoints asked for (at
 /// start, at a stop) write their head before they are acknowledged: [`HeadWriter::write_now`].
 struct HeadWriter {
     file: Arc<HeadFile>,
     /// None: the thread could not be started, and heads are written on the writer's.
-    thread: Option<paced::Paced<(u64, String)>>,
+    thread: Option<paced::Paced<(u64, Head)>>,
     /// Each head's number: a head is written only over an older one.
     next: u64,
 }
@@ -688,13 +688,16 @@ impl HeadFile {
 }
 
 impl HeadWriter {
-    fn start(path: std::path::PathBuf) -> HeadWriter {
+    /// The head thread signs each head it writes: the writer hands over only the fields, and
+    /// the heads replaced before their turn are never signed.
+    fn start(path: std::path::PathBuf, key: &AuditKey) -> HeadWriter {
         let file = Arc::new(HeadFile::new(path));
         let own = Arc::clone(&file);
+        let key = key.clone();
         let thread = paced::Paced::start(
             "audit-head",
             HEAD_INTERVAL,
-            move |(n, text): (u64, String)| own.write(n, &text),
+            move |(n, head): (u64, Head)| own.write(n, &head.encode(&key)),
         )
         .ok();
         HeadWriter {
@@ -704,7 +707,7 @@ impl HeadWriter {
         }
     }
 
-    fn encode(&mut self, files: &AuditFiles, tip: &Tip) -> (u64, String) {
+    fn head(&mut self, tip: &Tip) -> (u64, Head) {
         let head = Head {
             rows: tip.rows,
             last_id: tip.last_id,
@@ -712,25 +715,25 @@ impl HeadWriter {
             ts: rfc3339_millis(SystemTime::now()),
         };
         self.next += 1;
-        (self.next, head.encode(&files.key))
+        (self.next, head)
     }
 
     /// Hands the head of `tip` over to be written.
     fn write(&mut self, files: &AuditFiles, tip: &Tip) {
-        let (n, text) = self.encode(files, tip);
+        let (n, head) = self.head(tip);
         match &self.thread {
-            Some(thread) => thread.offer((n, text)),
-            None => self.file.write(n, &text),
+            Some(thread) => thread.offer((n, head)),
+            None => self.file.write(n, &head.encode(&files.key)),
         }
     }
 
     /// Writes the head of `tip` before returning (any older head handed over is dropped).
     fn write_now(&mut self, files: &AuditFiles, tip: &Tip) {
-        let (n, text) = self.encode(files, tip);
+        let (n, head) = self.head(tip);
         if let Some(thread) = &self.thread {
             thread.take();
         }
-        self.file.write(n, &text);
+        self.file.write(n, &head.encode(&files.key));
     }
 }
 
