@@ -1426,8 +1426,9 @@ mod tests {
         assert_eq!((r.problem, r.rows), (None, 3));
     }
 
-    /// A database written before `events` lost AUTOINCREMENT keeps every row, id and view, its
-    /// chain still checks against its head, and new rows take the ids after the last.
+    /// A database written before `events` lost AUTOINCREMENT keeps every row, id, view and
+    /// trigger, its chain still checks against its head, and new rows take the ids after the
+    /// last without touching `sqlite_sequence`.
     #[tokio::test]
     async fn a_database_from_before_the_plain_rowid_keeps_its_rows_and_ids() {
         let dir = tempfile::tempdir().unwrap();
@@ -1487,6 +1488,17 @@ mod tests {
             .await
             .unwrap();
         assert!(!sql.contains("AUTOINCREMENT"), "{sql}");
+        // The writer's rows no longer move the sequence AUTOINCREMENT kept.
+        let seq: i64 = sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(seq, 5);
+        let integrity: String = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(integrity, "ok");
         let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM events ORDER BY id")
             .fetch_all(&pool)
             .await
