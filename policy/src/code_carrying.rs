@@ -74,7 +74,7 @@ impl CodeCarryingHit {
 
 /// Checks a canonical absolute path against the list.
 pub fn check(path: &str) -> Option<CodeCarryingHit> {
-    let segments: Vec<String> = path
+    let segments: Vec<std::borrow::Cow<'_, str>> = path
         .split('/')
         .filter(|s| !s.is_empty())
         .map(fold_segment)

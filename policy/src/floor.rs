@@ -6,6 +6,8 @@
 //! plain letters, combining marks and invisible format characters are dropped, case is folded,
 //! and trailing dots and spaces are trimmed. `．ＳＳＨ`, `.s\u{200b}sh` and `.ssh.` are all `.ssh`.
 
+use std::borrow::Cow;
+
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
@@ -82,7 +84,7 @@ pub fn check(path: &str, protected: &[String]) -> Option<FloorHit> {
             });
         }
     }
-    let segments: Vec<String> = path
+    let segments: Vec<Cow<'_, str>> = path
         .split('/')
         .filter(|s| !s.is_empty())
         .map(fold_segment)
@@ -119,16 +121,7 @@ pub fn check_entry(parent: &str, name: &str, protected: &[String]) -> Option<Flo
             });
         }
     }
-    // Most names are their own folded form: lowercase printable ASCII with no trailing dot or
-    // space. Those are checked as they are, without a copy per entry.
-    let folded_already = name.bytes().all(|b| (b' '..=b'~').contains(&b))
-        && !name.bytes().any(|b| b.is_ascii_uppercase())
-        && !name.ends_with(['.', ' ']);
-    let segment = if folded_already {
-        std::borrow::Cow::Borrowed(name)
-    } else {
-        std::borrow::Cow::Owned(fold_segment(name))
-    };
+    let segment = fold_segment(name);
     if let Some(hit) = check_segment(&segment) {
         return Some(hit);
     }
@@ -151,14 +144,19 @@ pub fn check_entry(parent: &str, name: &str, protected: &[String]) -> Option<Flo
 
 /// Folds one path segment for comparison with the floor: NFKD, combining marks and format
 /// characters (zero-width spaces and joiners, soft hyphen, bidi controls, BOM) dropped, lowercase,
-/// NFKC, trailing dots and spaces trimmed.
-pub fn fold_segment(seg: &str) -> String {
+/// NFKC, trailing dots and spaces trimmed. Most segments are their own folded form (ASCII, no
+/// capital, no trailing dot or space) and come back as they are, with no copy: listings and
+/// walks fold every entry's name, and each decision every segment of its paths.
+pub fn fold_segment(seg: &str) -> Cow<'_, str> {
     if seg.is_ascii() {
         // ASCII has no compatibility forms, marks or invisible characters: folding it is
         // lowercasing and trimming, without the Unicode passes.
-        return trim_trailing(seg.to_ascii_lowercase());
+        if !seg.bytes().any(|b| b.is_ascii_uppercase()) && !seg.ends_with(['.', ' ']) {
+            return Cow::Borrowed(seg);
+        }
+        return Cow::Owned(trim_trailing(seg.to_ascii_lowercase()));
     }
-    fold_unicode(seg)
+    Cow::Owned(fold_unicode(seg))
 }
 
 fn fold_unicode(seg: &str) -> String {
