@@ -1520,12 +1520,42 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let err = sqlx::query("DELETE FROM events WHERE id = 7")
-            .execute(&pool)
+        // Both triggers hold, the one the migration made again among them.
+        for sql in [
+            "DELETE FROM events WHERE id = 7",
+            "UPDATE events SET outcome = 'ok' WHERE id = 7",
+        ] {
+            let err = sqlx::query(sql)
+                .execute(&pool)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("append-only"), "{sql}: {err}");
+        }
+    }
+
+    /// Without AUTOINCREMENT a new row takes the id of a removed last row. A tail removed
+    /// while the gate runs (by someone with write access to the file) is still caught: the next
+    /// row, chained to the removed one, does not chain to the row before it.
+    #[tokio::test]
+    async fn a_tail_removed_while_the_gate_runs_is_caught_when_new_rows_take_its_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        for i in 0..4 {
+            assert!(store.append(event("decide", &format!("c{i}"))).await);
+        }
+        tamper(&f, &["DELETE FROM events WHERE id >= 4"]).await;
+        assert!(store.append(event("decide", "after")).await);
+        drop(store);
+        let pool = open_pool(&f.db).await.unwrap();
+        let reused: String = sqlx::query_scalar("SELECT call_id FROM events WHERE id = 4")
+            .fetch_one(&pool)
             .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("append-only"), "{err}");
+            .unwrap();
+        assert_eq!(reused, "after");
+        let problem = check(&f).await.problem.expect("the removed tail");
+        assert_eq!(problem, chain::Problem::Unchained { id: 4 }, "{problem}");
     }
 
     #[tokio::test]
