@@ -58,7 +58,7 @@ pub struct Entry {
 /// reference servers' schemas name; left unnamed, a schema is read as 2020-12, which the Python
 /// SDK's validator checks each result against at about one and a half times the cost (60 against
 /// 38 µs for `file_read`'s, on every call a client makes).
-pub const OUTPUT_SCHEMA_DIALECT: &str = "http://json-schema.org/draft-07/schema#";
+const OUTPUT_SCHEMA_DIALECT: &str = "http://json-schema.org/draft-07/schema#";
 
 impl Entry {
     /// The JSON schema of the tool's result (MCP `outputSchema`): an object with [`Entry::output`]'s
