@@ -1469,6 +1469,12 @@ mod tests {
                 .execute(&pool)
                 .await
                 .unwrap();
+            // Someone with write access to the file dropped the trigger the migration makes
+            // again: the file still opens, with the trigger back.
+            sqlx::query("DROP TRIGGER events_refuse_update")
+                .execute(&pool)
+                .await
+                .unwrap();
             let seq: i64 =
                 sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
                     .fetch_one(&pool)
