@@ -961,6 +961,18 @@ mod tests {
         verify(&pool, &files.key, head.as_deref()).await.unwrap()
     }
 
+    /// Each of `sqls` is refused by the append-only triggers.
+    async fn assert_append_only(pool: &SqlitePool, sqls: &[&'static str]) {
+        for sql in sqls {
+            let err = sqlx::query(*sql)
+                .execute(pool)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("append-only"), "{sql}: {err}");
+        }
+    }
+
     #[test]
     fn timestamps() {
         assert_eq!(rfc3339_millis(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
@@ -989,18 +1001,15 @@ mod tests {
         let r = check(&f).await;
         assert_eq!((r.problem, r.rows, r.head_checked), (None, 3, true));
         let pool = open_pool(&f.db).await.unwrap();
-        for sql in [
-            "UPDATE events SET outcome = 'ok'",
-            "DELETE FROM events",
-            "DELETE FROM events WHERE id = 1",
-        ] {
-            let err = sqlx::query(sql)
-                .execute(&pool)
-                .await
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("append-only"), "{sql}: {err}");
-        }
+        assert_append_only(
+            &pool,
+            &[
+                "UPDATE events SET outcome = 'ok'",
+                "DELETE FROM events",
+                "DELETE FROM events WHERE id = 1",
+            ],
+        )
+        .await;
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tool_calls")
             .fetch_one(&pool)
             .await
@@ -1527,17 +1536,14 @@ mod tests {
                 .unwrap();
         }
         // Both triggers hold, the one the migration made again among them.
-        for sql in [
-            "DELETE FROM events WHERE id = 7",
-            "UPDATE events SET outcome = 'ok' WHERE id = 7",
-        ] {
-            let err = sqlx::query(sql)
-                .execute(&pool)
-                .await
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("append-only"), "{sql}: {err}");
-        }
+        assert_append_only(
+            &pool,
+            &[
+                "DELETE FROM events WHERE id = 7",
+                "UPDATE events SET outcome = 'ok' WHERE id = 7",
+            ],
+        )
+        .await;
     }
 
     /// Without AUTOINCREMENT a new row takes the id of a removed last row. A tail removed
