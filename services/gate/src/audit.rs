@@ -1,5 +1,7 @@
-//! The audit store: an append-only SQLite file, owned by the gate, written by one thread (with a
-//! synchronous connection of its own: each commit is one hand-over to it and one back).
+//! The audit store: an append-only SQLite file, owned by the gate, written through one
+//! synchronous connection: by the writer thread, which batches queued appends into one commit,
+//! or, while nothing is queued and the writer is not writing, by the caller itself
+//! ([`AuditStore::append_all`]).
 //!
 //! Every row carries a MAC under the gate's audit key over the row before it and its own fields
 //! ([`chain`]); after every write the signed head of the chain is also written to
@@ -15,10 +17,11 @@ pub mod row;
 pub mod ship;
 mod wal;
 
+use std::cell::Cell;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use glovebox_proto::v1::AuditEvent;
@@ -53,6 +56,22 @@ pub enum AuditError {
     Read(#[from] sqlx::Error),
     #[error("open the audit writer on {path}: {why}")]
     Writer { path: String, why: String },
+}
+
+/// A caller counted in [`AuditStore::appending`] until dropped.
+struct Appending(Arc<AtomicUsize>);
+
+impl Appending {
+    fn start(count: &Arc<AtomicUsize>) -> Appending {
+        count.fetch_add(1, Ordering::Relaxed);
+        Appending(count.clone())
+    }
+}
+
+impl Drop for Appending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Counters that `Health` reports.
@@ -97,6 +116,16 @@ impl Job {
 #[derive(Clone)]
 pub struct AuditStore {
     jobs: flume::Sender<Job>,
+    /// The connection and the chain's tip: the writer thread's, lent to a caller that commits its
+    /// own rows while the writer is idle.
+    writer: Arc<Mutex<Writer>>,
+    /// Jobs sent to the writer thread and not yet done. A caller writes its rows itself only
+    /// while this is 0 (under the writer's lock, which the thread holds until it has counted
+    /// its batch done), so rows are still committed in the order they were appended.
+    unfinished: Arc<AtomicUsize>,
+    /// Callers of [`AuditStore::append_all`] not yet answered: with another one, a caller's rows
+    /// go to the writer thread, to share a commit with the others'.
+    appending: Arc<AtomicUsize>,
     counters: Arc<Counters>,
     /// A pool for the rare read of a committed row ([`AuditStore::has_row`]); the writer has its
     /// own connection.
@@ -294,6 +323,15 @@ impl AuditStore {
             why,
         };
         let conn = open_writer(&files.db).map_err(|e| writer_error(e.to_string()))?;
+        let writer = Arc::new(Mutex::new(Writer {
+            wal: wal::WalCheckpoints::start(&files.db, &conn),
+            head: HeadWriter::start(files.head.clone(), &files.key),
+            conn,
+            tip,
+            files: files.clone(),
+            counters: counters.clone(),
+        }));
+        let unfinished = Arc::new(AtomicUsize::new(0));
         // The opening pool is closed, and the rare read later takes a connection that closes
         // when idle: the writer's is then the store's one lasting connection, and closing it
         // (the store dropped) moves the WAL into the file every time, not only when it happened
@@ -304,13 +342,16 @@ impl AuditStore {
             .min_connections(0)
             .idle_timeout(READER_IDLE)
             .connect_lazy_with(connect_options(&files.db)?);
-        let (writer_files, writer_counters) = (files.clone(), counters.clone());
+        let (thread_writer, thread_unfinished) = (writer.clone(), unfinished.clone());
         std::thread::Builder::new()
             .name("audit-writer".into())
-            .spawn(move || writer(conn, rx, tip, writer_files, writer_counters))
+            .spawn(move || writer_thread(&thread_writer, rx, &thread_unfinished))
             .map_err(|e| writer_error(e.to_string()))?;
         let store = AuditStore {
             jobs,
+            writer,
+            unfinished,
+            appending: Arc::default(),
             counters,
             pool,
             opened_ms,
@@ -334,15 +375,21 @@ impl AuditStore {
     /// Writes a checkpoint row (rows so far and the head) and waits for it.
     pub async fn checkpoint(&self, why: &'static str) -> bool {
         let (done, wait) = oneshot::channel();
-        if self
-            .jobs
-            .send_async(Job::Checkpoint { why, done })
-            .await
-            .is_err()
-        {
+        if !self.send(Job::Checkpoint { why, done }).await {
             return false;
         }
         wait.await.unwrap_or(false)
+    }
+
+    /// Hands `job` to the writer thread, counted as unfinished until the thread has done it.
+    /// Returns whether the thread took it.
+    async fn send(&self, job: Job) -> bool {
+        self.unfinished.fetch_add(1, Ordering::SeqCst);
+        let sent = self.jobs.send_async(job).await.is_ok();
+        if !sent {
+            self.unfinished.fetch_sub(1, Ordering::SeqCst);
+        }
+        sent
     }
 
     /// Appends one event and waits until it is written. Returns whether it was.
@@ -354,17 +401,56 @@ impl AuditStore {
     /// committed in the same transaction, so either all are written or none) and waits until
     /// they are written. Returns whether they were.
     pub async fn append_all(&self, events: Vec<AuditEvent>) -> bool {
+        let _appending = Appending::start(&self.appending);
+        // Requests that came in with this one (already read, or waiting on the sockets: a yield
+        // has the runtime look) get to their appends first, so that rows arriving together
+        // share a commit.
+        tokio::task::yield_now().await;
+        let events = match self.write_if_idle(events) {
+            Ok(written) => return written,
+            Err(events) => events,
+        };
         let (done, wait) = oneshot::channel();
-        if self
-            .jobs
-            .send_async(Job::Events { events, done })
-            .await
-            .is_err()
-        {
+        if !self.send(Job::Events { events, done }).await {
             self.record_failure("audit writer has stopped");
             return false;
         }
         wait.await.unwrap_or(false)
+    }
+
+    /// Commits `events` on the caller's thread if nothing is queued for the writer thread, it
+    /// is not writing and no other caller is appending: the rows go in as they would have
+    /// (they would have been the writer's whole batch), without the hand-over to the thread and
+    /// back — two thread wake-ups, which with calls one at a time cost the gate about as much
+    /// CPU as the commit itself. Gives the events back when the writer is busy, another caller
+    /// is appending (their rows can share a commit, made by the writer thread while the gate's
+    /// worker goes on), or the file is busy (another connection holds its lock: the caller
+    /// does not wait for it, the writer thread does); otherwise returns whether they were
+    /// written.
+    fn write_if_idle(&self, events: Vec<AuditEvent>) -> Result<bool, Vec<AuditEvent>> {
+        if self.unfinished.load(Ordering::SeqCst) != 0 || self.appending.load(Ordering::Relaxed) > 1
+        {
+            return Err(events);
+        }
+        let Ok(mut writer) = self.writer.try_lock() else {
+            return Err(events);
+        };
+        if self.unfinished.load(Ordering::SeqCst) != 0 {
+            return Err(events);
+        }
+        let written = NO_LOCK_WAIT.with(|no_wait| {
+            no_wait.set(true);
+            let written = writer.try_commit(&events);
+            no_wait.set(false);
+            written
+        });
+        match written {
+            Some(ok) => {
+                writer.checkpoint_if_due_by_rows();
+                Ok(ok)
+            }
+            None => Err(events),
+        }
     }
 
     /// Queues one event without waiting for its commit: returns once it has its place in the
@@ -376,7 +462,7 @@ impl AuditStore {
             events: vec![event],
             done,
         };
-        if self.jobs.send_async(job).await.is_err() {
+        if !self.send(job).await {
             self.record_failure("audit writer has stopped");
         }
     }
@@ -444,43 +530,68 @@ fn open_writer(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     Ok(conn)
 }
 
+thread_local! {
+    /// Set while a caller commits its own rows ([`AuditStore::append_all`]): a lock held by
+    /// another connection then fails the commit at once, and the rows go to the writer thread.
+    static NO_LOCK_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
 /// A commit held by another connection (the WAL thread's restart, a reader's lock) waits in
-/// steps of 50 µs — SQLite's own waits start at 1 ms — for 5 s of steps in all.
+/// steps of 50 µs — SQLite's own waits start at 1 ms — for 5 s of steps in all; not at all on a
+/// caller's thread ([`NO_LOCK_WAIT`]).
 fn wait_for_lock(tries: i32) -> bool {
+    if NO_LOCK_WAIT.with(Cell::get) {
+        return false;
+    }
     std::thread::sleep(Duration::from_micros(50));
     tries < 100_000
 }
 
-/// The writer thread: takes every queued append, writes them in one commit, answers their callers
-/// and writes checkpoints; returns once every handle to the store is gone.
-fn writer(
+/// What writes the audit: its connection, the chain's tip and the threads that follow commits.
+/// The writer thread holds it for each batch; a caller holds it to commit its own rows while the
+/// writer is idle ([`AuditStore::append_all`]).
+struct Writer {
+    // Before `conn`, so dropped (the WAL thread's connection closed) before it.
+    wal: Option<wal::WalCheckpoints>,
+    head: HeadWriter,
     conn: rusqlite::Connection,
-    jobs: flume::Receiver<Job>,
-    mut tip: Tip,
+    tip: Tip,
     files: AuditFiles,
     counters: Arc<Counters>,
-) {
-    let mut head = HeadWriter::start(files.head.clone(), &files.key);
-    // Declared after `conn`, so dropped (its connection closed) before it.
-    let wal = wal::WalCheckpoints::start(&files.db, &conn);
+}
+
+fn lock_writer(writer: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
+    writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The writer thread: takes every queued append, writes them in one commit, answers their callers
+/// and writes checkpoints; returns once every handle to the store is gone.
+fn writer_thread(writer: &Mutex<Writer>, jobs: flume::Receiver<Job>, unfinished: &AtomicUsize) {
     loop {
-        let first = if tip.since_checkpoint > 0 {
-            let due = CHECKPOINT_INTERVAL.saturating_sub(tip.checkpoint_at.elapsed());
-            match jobs.recv_timeout(due) {
+        let due = {
+            let w = lock_writer(writer);
+            (w.tip.since_checkpoint > 0)
+                .then(|| CHECKPOINT_INTERVAL.saturating_sub(w.tip.checkpoint_at.elapsed()))
+        };
+        let first = match due {
+            Some(due) => match jobs.recv_timeout(due) {
                 Ok(job) => job,
                 Err(flume::RecvTimeoutError::Timeout) => {
-                    write_checkpoint(
-                        &conn, &mut tip, &files, &mut head, &counters, "interval", false,
-                    );
+                    let mut w = lock_writer(writer);
+                    // A caller's commit may have written one meanwhile.
+                    if w.tip.checkpoint_at.elapsed() >= CHECKPOINT_INTERVAL {
+                        w.write_checkpoint("interval", false);
+                    }
                     continue;
                 }
                 Err(flume::RecvTimeoutError::Disconnected) => return,
-            }
-        } else {
-            match jobs.recv() {
+            },
+            None => match jobs.recv() {
                 Ok(job) => job,
                 Err(_) => return,
-            }
+            },
         };
         let mut batch = vec![first];
         take_queued(&jobs, &mut batch);
@@ -492,6 +603,7 @@ fn writer(
         }
         let metrics = glovebox_telemetry::metrics::gate();
         metrics.audit_queue((jobs.len() + batch.len()) as u64);
+        let taken = batch.len();
         let mut events = Vec::new();
         let mut waiting = Vec::new();
         let mut checkpoints = Vec::new();
@@ -507,30 +619,22 @@ fn writer(
                 Job::Checkpoint { why, done } => checkpoints.push((why, done)),
             }
         }
+        let mut w = lock_writer(writer);
         if !events.is_empty() {
-            let started = std::time::Instant::now();
-            let ok = write_events(&conn, &mut tip, &files, &counters, &events);
-            metrics.audit_commit(started.elapsed().as_secs_f64());
+            let ok = w.commit(&events);
             metrics.audit_queue(jobs.len() as u64);
             for done in waiting {
                 let _ = done.send(ok);
             }
-            // The head follows the answers: the rows are committed, and a head one batch behind
-            // (the gate killed in between) still anchors every row before it.
-            if ok {
-                head.write(&files, &tip);
-                if let Some(wal) = &wal {
-                    wal.committed();
-                }
-            }
         }
         for (why, done) in checkpoints {
-            let ok = write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, why, true);
+            let ok = w.write_checkpoint(why, true);
             let _ = done.send(ok);
         }
-        if tip.since_checkpoint >= CHECKPOINT_ROWS {
-            write_checkpoint(&conn, &mut tip, &files, &mut head, &counters, "rows", false);
-        }
+        w.checkpoint_if_due_by_rows();
+        // Done, and counted so before a caller can take the lock: one that then finds nothing
+        // unfinished writes after these rows.
+        unfinished.fetch_sub(taken, Ordering::SeqCst);
     }
 }
 
@@ -544,64 +648,95 @@ fn take_queued(jobs: &flume::Receiver<Job>, batch: &mut Vec<Job>) {
     }
 }
 
-/// Writes `events` as one batch; counts the outcome. The caller rewrites the head file.
-fn write_events(
-    conn: &rusqlite::Connection,
-    tip: &mut Tip,
-    files: &AuditFiles,
-    counters: &Counters,
-    events: &[AuditEvent],
-) -> bool {
-    match write_batch(conn, events, tip, &files.key) {
-        Ok(()) => {
-            counters.healthy.store(true, Ordering::Relaxed);
-            counters.rows.store(tip.rows, Ordering::Relaxed);
-            counters.commits.fetch_add(1, Ordering::Relaxed);
-            true
-        }
-        Err(e) => {
-            counters.healthy.store(false, Ordering::Relaxed);
-            counters
-                .failures
-                .fetch_add(events.len() as u64, Ordering::Relaxed);
-            for event in events {
-                tracing::error!(error = %e, kind = %event.kind, call_id = %event.call_id, "audit write failed");
-            }
-            false
-        }
+impl Writer {
+    /// Writes `events` as one batch and hands the new head over; returns whether they were
+    /// written (a failure is counted and logged).
+    fn commit(&mut self, events: &[AuditEvent]) -> bool {
+        let started = std::time::Instant::now();
+        let written = write_batch(&self.conn, events, &mut self.tip, &self.files.key);
+        glovebox_telemetry::metrics::gate().audit_commit(started.elapsed().as_secs_f64());
+        self.count(written, events)
     }
-}
 
-/// A checkpoint row: the rows before it and the head it follows, under the chain's MAC.
-fn write_checkpoint(
-    conn: &rusqlite::Connection,
-    tip: &mut Tip,
-    files: &AuditFiles,
-    head: &mut HeadWriter,
-    counters: &Counters,
-    why: &str,
-    asked: bool,
-) -> bool {
-    let event = AuditEvent {
-        source: "gate".into(),
-        kind: "checkpoint".into(),
-        outcome: why.into(),
-        detail: format!("rows {} head {}", tip.rows, tip.mac),
-        ..Default::default()
-    };
-    let ok = write_events(conn, tip, files, counters, std::slice::from_ref(&event));
-    if ok {
-        // A checkpoint asked for (at start, at a stop) has its head on disk when it is answered;
-        // one written as the rows or the time came is handed over like any other head.
-        if asked {
-            head.write_now(files, tip);
-        } else {
-            head.write(files, tip);
+    /// [`Writer::commit`], or nothing when the file is locked by another connection (the rows
+    /// are not written and nothing is counted): `None`.
+    fn try_commit(&mut self, events: &[AuditEvent]) -> Option<bool> {
+        let started = std::time::Instant::now();
+        let written = write_batch(&self.conn, events, &mut self.tip, &self.files.key);
+        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &written
+            && matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        {
+            return None;
         }
-        tip.since_checkpoint = 0;
-        tip.checkpoint_at = std::time::Instant::now();
+        glovebox_telemetry::metrics::gate().audit_commit(started.elapsed().as_secs_f64());
+        Some(self.count(written, events))
     }
-    ok
+
+    /// Counts a batch's outcome; after a commit, the head follows: the rows are committed, and a
+    /// head one batch behind (the gate killed in between) still anchors every row before it.
+    fn count(&mut self, written: rusqlite::Result<()>, events: &[AuditEvent]) -> bool {
+        let counters = &self.counters;
+        match written {
+            Ok(()) => {
+                counters.healthy.store(true, Ordering::Relaxed);
+                counters.rows.store(self.tip.rows, Ordering::Relaxed);
+                counters.commits.fetch_add(1, Ordering::Relaxed);
+                self.head.write(&self.files, &self.tip);
+                if let Some(wal) = &self.wal {
+                    wal.committed();
+                }
+                true
+            }
+            Err(e) => {
+                counters.healthy.store(false, Ordering::Relaxed);
+                counters
+                    .failures
+                    .fetch_add(events.len() as u64, Ordering::Relaxed);
+                for event in events {
+                    tracing::error!(error = %e, kind = %event.kind, call_id = %event.call_id, "audit write failed");
+                }
+                false
+            }
+        }
+    }
+
+    /// A checkpoint row once [`CHECKPOINT_ROWS`] rows followed the last.
+    fn checkpoint_if_due_by_rows(&mut self) {
+        if self.tip.since_checkpoint >= CHECKPOINT_ROWS {
+            self.write_checkpoint("rows", false);
+        }
+    }
+
+    /// A checkpoint row: the rows before it and the head it follows, under the chain's MAC.
+    fn write_checkpoint(&mut self, why: &str, asked: bool) -> bool {
+        let event = AuditEvent {
+            source: "gate".into(),
+            kind: "checkpoint".into(),
+            outcome: why.into(),
+            detail: format!("rows {} head {}", self.tip.rows, self.tip.mac),
+            ..Default::default()
+        };
+        let written = write_batch(
+            &self.conn,
+            std::slice::from_ref(&event),
+            &mut self.tip,
+            &self.files.key,
+        );
+        let ok = self.count(written, std::slice::from_ref(&event));
+        if ok {
+            // A checkpoint asked for (at start, at a stop) has its head on disk when it is
+            // answered; one written as the rows or the time came is handed over like any other.
+            if asked {
+                self.head.write_now(&self.files, &self.tip);
+            }
+            self.tip.since_checkpoint = 0;
+            self.tip.checkpoint_at = std::time::Instant::now();
+        }
+        ok
+    }
 }
 
 /// Writes the head file on its own thread ([`paced::Paced`]), newest head first, at most once
@@ -1108,6 +1243,94 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(lost, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_writers_rows_are_committed_by_their_caller_who_never_waits_for_a_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        let commits = || store.counters.commits.load(Ordering::Relaxed);
+        let before = commits();
+        // Idle: the caller commits (unless the WAL thread happens to hold the file just then).
+        let mut rows = vec![event("decide", "c1")];
+        for _ in 0..100 {
+            match store.write_if_idle(rows) {
+                Ok(written) => {
+                    assert!(written);
+                    rows = Vec::new();
+                    break;
+                }
+                Err(back) => rows = back,
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(rows.is_empty(), "never committed by its caller");
+        assert_eq!(commits(), before + 1);
+        assert!(store.has_row("alice", "c1", "decide").await.unwrap());
+        // Not while a job sent to the writer thread is unfinished (the caller's rows go behind
+        // it), nor while the thread writes.
+        store.unfinished.fetch_add(1, Ordering::SeqCst);
+        let given_back = store
+            .write_if_idle(vec![event("decide", "c2")])
+            .unwrap_err();
+        store.unfinished.fetch_sub(1, Ordering::SeqCst);
+        // Nor while another caller appends.
+        let (mine, other) = (
+            Appending::start(&store.appending),
+            Appending::start(&store.appending),
+        );
+        let given_back = store.write_if_idle(given_back).unwrap_err();
+        drop((mine, other));
+        let writing = lock_writer(&store.writer);
+        let given_back = store.write_if_idle(given_back).unwrap_err();
+        drop(writing);
+        assert_eq!(given_back.len(), 1);
+        assert_eq!(commits(), before + 1);
+        assert!(store.append_all(given_back).await);
+        // Another connection holds the file's write lock: the caller's rows come back at once,
+        // nothing counted as failed, and the writer thread writes them once the lock is gone.
+        let other = rusqlite::Connection::open(&f.db).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let started = std::time::Instant::now();
+        let given_back = store
+            .write_if_idle(vec![event("decide", "c3")])
+            .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "it waited for the lock"
+        );
+        let waiting = tokio::spawn({
+            let store = store.clone();
+            async move { store.append_all(given_back).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "written through another's lock");
+        other.execute_batch("COMMIT").unwrap();
+        assert!(waiting.await.unwrap());
+        assert_eq!(store.health().failures, 0);
+        let pool = open_pool(&f.db).await.unwrap();
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT call_id, kind FROM events WHERE kind <> 'checkpoint' ORDER BY id",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let rows: Vec<(&str, &str)> = rows.iter().map(|(c, k)| (c.as_str(), k.as_str())).collect();
+        assert_eq!(rows, [("c1", "decide"), ("c2", "decide"), ("c3", "decide")]);
+        // Checkpoints by rows follow the callers' commits too.
+        for i in 0..CHECKPOINT_ROWS {
+            assert!(store.append(event("decide", &format!("n{i}"))).await);
+        }
+        let by_rows: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM events WHERE kind = 'checkpoint' AND outcome = 'rows'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(by_rows, 1);
+        let r = check(&f).await;
+        assert_eq!(r.problem, None);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

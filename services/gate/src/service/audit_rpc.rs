@@ -40,12 +40,28 @@ impl AuditService {
         peer: &str,
         rows: pb::CallRows,
     ) -> Result<AppendAck, Status> {
+        self.append_call_rows_after(peer, rows, None).await
+    }
+
+    /// [`Self::append_call_rows`], committed with `decide_row`, the row of the decision just made
+    /// on the call, before them (none: the decision's row was written on its own, or by an
+    /// earlier run of the gate, see [`Self::restore_decide_row`]).
+    pub(crate) async fn append_call_rows_after(
+        &self,
+        peer: &str,
+        rows: pb::CallRows,
+        decide_row: Option<AuditEvent>,
+    ) -> Result<AppendAck, Status> {
         let (ticket, rows) = admit_call_rows(peer, rows, &self.0.master_key).map_err(|why| {
             tracing::warn!(%peer, "refused a call's rows");
             Status::permission_denied(why)
         })?;
         let mut rows = Vec::from(rows);
-        if let Some(decide) = self.restore_decide_row(&ticket, &rows[0]).await {
+        let decide_row = match decide_row {
+            Some(row) => Some(row),
+            None => self.restore_decide_row(&ticket, &rows[0]).await,
+        };
+        if let Some(decide) = decide_row {
             rows.insert(0, decide);
         }
         // One place in the writer's queue: the rows are chained and committed together, or

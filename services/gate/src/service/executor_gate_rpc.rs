@@ -113,24 +113,28 @@ async fn decide_vouched(
         tracing::warn!(%peer, "refused to judge a call for an executor");
         return Err(Status::permission_denied(why));
     }
-    let mut decided = state.decide(&call, &plan).await;
-    if let Some(rows) = done_ahead {
-        write_done_ahead(state, peer, &plan, rows, &mut decided).await;
+    let (mut decided, row) = state.decide_unwritten(&call, &plan).await;
+    match done_ahead {
+        Some(rows) => write_done_ahead(state, peer, &call, &plan, rows, &mut decided, row).await,
+        None => state.write_decide_row(&call, &decided, row).await,
     }
     Ok(decided)
 }
 
 /// Commits the rows of a call the executor made ahead of its verdict (`done_ahead`) if the call
 /// was allowed without asking and its plan only reads: admitted as `Audit.AppendCall` admits
-/// them, with the ticket just signed, behind the decide row `decide` queued, so the three rows
-/// go in one commit before the answer. Otherwise they are dropped (the executor never tells what
-/// it read), or, if the store cannot write them, left for the executor's `AppendCall`.
+/// them, with the ticket just signed, after the decision's row `decide_row`, the three rows in
+/// one commit before the answer. Otherwise they are dropped (the executor never tells what it
+/// read), or, if the store cannot write them, left for the executor's `AppendCall`; the
+/// decision's row is then written as any other's.
 async fn write_done_ahead(
     state: &Arc<GateState>,
     peer: &str,
+    call: &ToolCall,
     plan: &Plan,
     mut rows: pb::CallRows,
     decided: &mut DecideResponse,
+    decide_row: AuditEvent,
 ) {
     let allowed = decided.verdict == pb::Verdict::Allow as i32;
     let only_reads = !plan.subjects.is_empty()
@@ -139,16 +143,17 @@ async fn write_done_ahead(
             .iter()
             .all(|s| s.domain == pb::Domain::Read as i32);
     let Some(ticket) = decided.ticket.clone().filter(|_| allowed && only_reads) else {
-        return;
+        return state.write_decide_row(call, decided, decide_row).await;
     };
     rows.ticket = Some(ticket);
     match AuditService(Arc::clone(state))
-        .append_call_rows(peer, rows)
+        .append_call_rows_after(peer, rows, Some(decide_row.clone()))
         .await
     {
         Ok(_) => decided.rows_written = true,
         Err(status) => {
-            tracing::warn!(error = %status.message(), "the rows of a call made ahead of its verdict were not written")
+            tracing::warn!(error = %status.message(), "the rows of a call made ahead of its verdict were not written");
+            state.write_decide_row(call, decided, decide_row).await;
         }
     }
 }

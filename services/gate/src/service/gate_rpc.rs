@@ -6,6 +6,18 @@ impl GateState {
     /// Judges a planned call, audits the verdict and signs a ticket for an allow: the broker's
     /// `Gate.Decide`, and an executor's `ExecutorGate.Decide` once its voucher is checked.
     pub(crate) async fn decide(&self, call: &ToolCall, plan: &Plan) -> DecideResponse {
+        let (decided, row) = self.decide_unwritten(call, plan).await;
+        self.write_decide_row(call, &decided, row).await;
+        decided
+    }
+
+    /// [`Self::decide`] but for its audit row, given back for the caller to write
+    /// ([`Self::write_decide_row`], or with the rows of the call made ahead of its verdict).
+    pub(crate) async fn decide_unwritten(
+        &self,
+        call: &ToolCall,
+        plan: &Plan,
+    ) -> (DecideResponse, AuditEvent) {
         let started = Instant::now();
         let judged = self.judge(call, plan);
         self.flush_policy_events().await;
@@ -26,18 +38,7 @@ impl GateState {
             e.approval = "auto".to_owned();
         }
         e.duration_ms = started.elapsed().as_millis() as u64;
-        if ticket.is_some() && glovebox_proto::tools::Tool::from_name(&call.tool).is_some() {
-            // An allowed built-in call: its row takes its place in the writer's queue before the
-            // answer, and the executor's `AppendCall`, queued behind it, is acknowledged only
-            // once both are committed. Should the gate die first, `AppendCall` restores the row
-            // from the call's ticket (`restore_decide_row`). One commit wait less per call.
-            self.audit.append_queued(e).await;
-        } else {
-            // Written before the answer: a decision the broker acts on is already in the audit,
-            // even if the gate dies the next moment (group commit keeps this cheap under load).
-            self.audit(e).await;
-        }
-        DecideResponse {
+        let decided = DecideResponse {
             verdict: wire_verdict(v.decision) as i32,
             rule: v.rule.clone(),
             reason: v.reason.clone(),
@@ -45,6 +46,28 @@ impl GateState {
             layer: v.layer.as_str().to_owned(),
             warnings: v.warnings.clone(),
             rows_written: false,
+        };
+        (decided, e)
+    }
+
+    /// Writes the audit row of a decision, before it is answered.
+    pub(crate) async fn write_decide_row(
+        &self,
+        call: &ToolCall,
+        decided: &DecideResponse,
+        row: AuditEvent,
+    ) {
+        if decided.ticket.is_some() && glovebox_proto::tools::Tool::from_name(&call.tool).is_some()
+        {
+            // An allowed built-in call: its row takes its place in the writer's queue before the
+            // answer, and the executor's `AppendCall`, queued behind it, is acknowledged only
+            // once both are committed. Should the gate die first, `AppendCall` restores the row
+            // from the call's ticket (`restore_decide_row`). One commit wait less per call.
+            self.audit.append_queued(row).await;
+        } else {
+            // Written before the answer: a decision the broker acts on is already in the audit,
+            // even if the gate dies the next moment (group commit keeps this cheap under load).
+            self.audit(row).await;
         }
     }
 
