@@ -441,16 +441,13 @@ impl AuditStore {
         let written = NO_LOCK_WAIT.with(|no_wait| {
             no_wait.set(true);
             let written = writer.try_commit(&events);
+            if written.is_some() {
+                writer.checkpoint_if_due_by_rows();
+            }
             no_wait.set(false);
             written
         });
-        match written {
-            Some(ok) => {
-                writer.checkpoint_if_due_by_rows();
-                Ok(ok)
-            }
-            None => Err(events),
-        }
+        written.ok_or(events)
     }
 
     /// Queues one event without waiting for its commit: returns once it has its place in the
@@ -652,14 +649,11 @@ impl Writer {
     /// Writes `events` as one batch and hands the new head over; returns whether they were
     /// written (a failure is counted and logged).
     fn commit(&mut self, events: &[AuditEvent]) -> bool {
-        let started = std::time::Instant::now();
-        let written = write_batch(&self.conn, events, &mut self.tip, &self.files.key);
-        glovebox_telemetry::metrics::gate().audit_commit(started.elapsed().as_secs_f64());
-        self.count(written, events)
+        self.try_commit(events).unwrap_or(false)
     }
 
-    /// [`Writer::commit`], or nothing when the file is locked by another connection (the rows
-    /// are not written and nothing is counted): `None`.
+    /// [`Writer::commit`]; on a caller's thread ([`NO_LOCK_WAIT`]), nothing when the file is
+    /// locked by another connection (the rows are not written and nothing is counted): `None`.
     fn try_commit(&mut self, events: &[AuditEvent]) -> Option<bool> {
         let started = std::time::Instant::now();
         let written = write_batch(&self.conn, events, &mut self.tip, &self.files.key);
@@ -668,6 +662,7 @@ impl Writer {
                 e.code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             )
+            && NO_LOCK_WAIT.with(Cell::get)
         {
             return None;
         }
@@ -703,15 +698,21 @@ impl Writer {
         }
     }
 
-    /// A checkpoint row once [`CHECKPOINT_ROWS`] rows followed the last.
+    /// A checkpoint row once [`CHECKPOINT_ROWS`] rows followed the last (on a caller's thread,
+    /// left for the next commit if the file is busy).
     fn checkpoint_if_due_by_rows(&mut self) {
         if self.tip.since_checkpoint >= CHECKPOINT_ROWS {
-            self.write_checkpoint("rows", false);
+            let _ = self.try_write_checkpoint("rows", false);
         }
     }
 
     /// A checkpoint row: the rows before it and the head it follows, under the chain's MAC.
     fn write_checkpoint(&mut self, why: &str, asked: bool) -> bool {
+        self.try_write_checkpoint(why, asked).unwrap_or(false)
+    }
+
+    /// [`Writer::write_checkpoint`]; `None` as [`Writer::try_commit`].
+    fn try_write_checkpoint(&mut self, why: &str, asked: bool) -> Option<bool> {
         let event = AuditEvent {
             source: "gate".into(),
             kind: "checkpoint".into(),
@@ -719,13 +720,7 @@ impl Writer {
             detail: format!("rows {} head {}", self.tip.rows, self.tip.mac),
             ..Default::default()
         };
-        let written = write_batch(
-            &self.conn,
-            std::slice::from_ref(&event),
-            &mut self.tip,
-            &self.files.key,
-        );
-        let ok = self.count(written, std::slice::from_ref(&event));
+        let ok = self.try_commit(std::slice::from_ref(&event))?;
         if ok {
             // A checkpoint asked for (at start, at a stop) has its head on disk when it is
             // answered; one written as the rows or the time came is handed over like any other.
@@ -735,7 +730,7 @@ impl Writer {
             self.tip.since_checkpoint = 0;
             self.tip.checkpoint_at = std::time::Instant::now();
         }
-        ok
+        Some(ok)
     }
 }
 
