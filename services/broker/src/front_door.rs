@@ -100,7 +100,12 @@ pub async fn serve(
             open: &open_rx,
         };
         match stream {
-            Accepted::Tcp(io) => serving.spawn(io, slot),
+            Accepted::Tcp(io) => {
+                // Frames go out as they are written: with Nagle's algorithm a small frame written
+                // while another is unacknowledged waited for the client's (possibly delayed) ACK.
+                let _ = io.set_nodelay(true);
+                serving.spawn(io, slot)
+            }
             Accepted::Unix(io) => serving.spawn(io, slot),
         }
     }
