@@ -11,9 +11,7 @@ Usage: python3 tests/bench/ab_builds.py BIN_A BIN_B [BURSTS]   (BURSTS of each k
 import asyncio
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +21,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from compare_client import cpu_ms
+from ups import start_up, stop_ups
 
 IN_FLIGHT, PAR_CALLS, SEQ_CALLS = 8, 200, 40
 
@@ -80,9 +79,7 @@ async def main(binaries, bursts):
         for n, binary in enumerate(binaries):
             state = os.path.join(root, f"state-{n}")
             log = open(os.path.join(root, f"up-{n}.log"), "w")
-            ups.append(subprocess.Popen(
-                [binary, "up", "--state-dir", state, "--workdir", os.path.dirname(work),
-                 "--listen", "127.0.0.1:0"], stdout=log, stderr=log, start_new_session=True))
+            ups.append(start_up(binary, state, os.path.dirname(work), log))
             builds.append({"name": f"{'AB'[n]} {binary}", "binary": binary, "state": state,
                            "tput": [], "lat": [], "par_cpu": 0.0, "seq_cpu": 0.0})
         async with AsyncExitStack() as stack:
@@ -123,13 +120,7 @@ async def main(binaries, bursts):
               f" CPU per read with {IN_FLIGHT} in flight {b['par_cpu'] / a['par_cpu']:.3f},"
               f" p50 {sorted(b['lat'])[len(b['lat']) // 2] / sorted(a['lat'])[len(a['lat']) // 2]:.3f}")
     finally:
-        for up in ups:
-            up.send_signal(signal.SIGINT)
-        for up in ups:
-            try:
-                up.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(up.pid, signal.SIGKILL)
+        stop_ups(ups)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -11,11 +11,12 @@ Usage: python3 tests/bench/ws_pipelined.py BIN_A BIN_B [ROUNDS]   (default 6; 3,
 import glob
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+from ups import start_up, stop_ups
 
 CALLS, IN_FLIGHT = 3000, 8
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ws_pipelined.mjs")
@@ -23,9 +24,7 @@ CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ws_pipelined.
 
 def start(binary, state, work, log):
     """Starts `glovebox up`; returns the process, the broker's URL and the account's token."""
-    up = subprocess.Popen([binary, "up", "--state-dir", state, "--workdir", work,
-                           "--listen", "127.0.0.1:0"], stdout=log, stderr=log,
-                          start_new_session=True)
+    up = start_up(binary, state, work, log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         urls = glob.glob(os.path.join(state, "**", "broker.url"), recursive=True)
@@ -61,13 +60,7 @@ def main(binaries, rounds):
                                      capture_output=True, text=True, check=True)
                 print(f"{'AB'[n]} {binaries[n]}: {out.stdout.strip()}", flush=True)
     finally:
-        for up in ups:
-            up.send_signal(signal.SIGINT)
-        for up in ups:
-            try:
-                up.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(up.pid, signal.SIGKILL)
+        stop_ups(ups)
         shutil.rmtree(root, ignore_errors=True)
 
 
