@@ -961,7 +961,8 @@ mod tests {
                 ("result".to_owned(), "executor".to_owned(), 0),
             ]
         );
-        // The others' decide rows were queued before: committed by now, and nothing else.
+        // The others' decide rows were written on their own (the rows of "theirs" refused before
+        // the write): committed by now, and nothing else.
         for call in ["writes", "mine", "denied"] {
             assert_eq!(rows(call).await, [decided("gate")], "{call}");
         }

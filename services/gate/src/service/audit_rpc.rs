@@ -40,24 +40,25 @@ impl AuditService {
         peer: &str,
         rows: pb::CallRows,
     ) -> Result<AppendAck, Status> {
-        self.append_call_rows_after(peer, rows, None).await
+        self.append_call_rows_after(peer, rows, &mut None).await
     }
 
     /// [`Self::append_call_rows`], committed with `decide_row`, the row of the decision just made
     /// on the call, before them (none: the decision's row was written on its own, or by an
-    /// earlier run of the gate, see [`Self::restore_decide_row`]).
+    /// earlier run of the gate, see [`Self::restore_decide_row`]). The row is taken once the
+    /// call's rows are admitted; refused, they leave it to the caller.
     pub(crate) async fn append_call_rows_after(
         &self,
         peer: &str,
         rows: pb::CallRows,
-        decide_row: Option<AuditEvent>,
+        decide_row: &mut Option<AuditEvent>,
     ) -> Result<AppendAck, Status> {
         let (ticket, rows) = admit_call_rows(peer, rows, &self.0.master_key).map_err(|why| {
             tracing::warn!(%peer, "refused a call's rows");
             Status::permission_denied(why)
         })?;
         let mut rows = Vec::from(rows);
-        let decide_row = match decide_row {
+        let decide_row = match decide_row.take() {
             Some(row) => Some(row),
             None => self.restore_decide_row(&ticket, &rows[0]).await,
         };

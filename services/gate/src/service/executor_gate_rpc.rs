@@ -126,7 +126,7 @@ async fn decide_vouched(
 /// them, with the ticket just signed, after the decision's row `decide_row`, the three rows in
 /// one commit before the answer. Otherwise they are dropped (the executor never tells what it
 /// read), or, if the store cannot write them, left for the executor's `AppendCall`; the
-/// decision's row is then written as any other's.
+/// decision's row is then written as any other's if the rows were refused before the write.
 async fn write_done_ahead(
     state: &Arc<GateState>,
     peer: &str,
@@ -146,14 +146,20 @@ async fn write_done_ahead(
         return state.write_decide_row(call, decided, decide_row).await;
     };
     rows.ticket = Some(ticket);
+    let mut decide_row = Some(decide_row);
     match AuditService(Arc::clone(state))
-        .append_call_rows_after(peer, rows, Some(decide_row.clone()))
+        .append_call_rows_after(peer, rows, &mut decide_row)
         .await
     {
         Ok(_) => decided.rows_written = true,
         Err(status) => {
             tracing::warn!(error = %status.message(), "the rows of a call made ahead of its verdict were not written");
-            state.write_decide_row(call, decided, decide_row).await;
+            // Refused before the write: the decision's row is written on its own. A write that
+            // failed took it down with the call's rows, one commit, as a row queued before
+            // them would have gone in their commit.
+            if let Some(row) = decide_row {
+                state.write_decide_row(call, decided, row).await;
+            }
         }
     }
 }
