@@ -126,6 +126,8 @@ pub struct AuditStore {
     /// Callers of [`AuditStore::append_all`] not yet answered: with another one, a caller's rows
     /// go to the writer thread, to share a commit with the others'.
     appending: Arc<AtomicUsize>,
+    /// Wakes the writer thread out of a hold ([`HoldBell`]).
+    bell: Arc<HoldBell>,
     counters: Arc<Counters>,
     /// A pool for the rare read of a committed row ([`AuditStore::has_row`]); the writer has its
     /// own connection.
@@ -343,15 +345,21 @@ impl AuditStore {
             .idle_timeout(READER_IDLE)
             .connect_lazy_with(connect_options(&files.db)?);
         let (thread_writer, thread_unfinished) = (writer.clone(), unfinished.clone());
-        std::thread::Builder::new()
+        let holding = Arc::new(AtomicBool::new(false));
+        let thread_holding = holding.clone();
+        let thread = std::thread::Builder::new()
             .name("audit-writer".into())
-            .spawn(move || writer_thread(&thread_writer, rx, &thread_unfinished))
+            .spawn(move || writer_thread(&thread_writer, rx, &thread_unfinished, &thread_holding))
             .map_err(|e| writer_error(e.to_string()))?;
         let store = AuditStore {
             jobs,
             writer,
             unfinished,
             appending: Arc::default(),
+            bell: Arc::new(HoldBell {
+                holding,
+                writer: thread.thread().clone(),
+            }),
             counters,
             pool,
             opened_ms,
@@ -384,10 +392,13 @@ impl AuditStore {
     /// Hands `job` to the writer thread, counted as unfinished until the thread has done it.
     /// Returns whether the thread took it.
     async fn send(&self, job: Job) -> bool {
+        let ends_hold = !job.unawaited();
         self.unfinished.fetch_add(1, Ordering::SeqCst);
         let sent = self.jobs.send_async(job).await.is_ok();
         if !sent {
             self.unfinished.fetch_sub(1, Ordering::SeqCst);
+        } else if ends_hold || self.jobs.len() >= MAX_BATCH {
+            self.bell.ring();
         }
         sent
     }
@@ -513,6 +524,47 @@ const MAX_BATCH: usize = 64;
 /// dies are the queued decide rows that the executor's ticket restores.)
 const HOLD_UNAWAITED: Duration = Duration::from_millis(10);
 
+/// How the writer thread is woken out of a hold. Held, it waits parked rather than on the queue,
+/// so that the rows nobody waits for, which keep coming under load, do not wake it one by one (a
+/// thread switch each, and a commit of the few rows queued so far): only an awaited job, or a
+/// queue holding a full batch, ends the hold early.
+struct HoldBell {
+    /// Set by the writer thread, before it looks at the queue, for as long as it holds a batch.
+    holding: Arc<AtomicBool>,
+    writer: std::thread::Thread,
+}
+
+impl HoldBell {
+    /// Called after a job is queued. Either the writer thread sees the job when it looks at the
+    /// queue after setting `holding`, or this sees `holding` set and unparks it (an unpark before
+    /// the park makes the park return at once).
+    fn ring(&self) {
+        if self.holding.load(Ordering::SeqCst) {
+            self.writer.unpark();
+        }
+    }
+}
+
+/// Holds `batch`, whose jobs nobody waits for, up to [`HOLD_UNAWAITED`]: takes what is queued
+/// meanwhile, and stops early once an awaited job is among it or the batch is full.
+fn hold(jobs: &flume::Receiver<Job>, batch: &mut Vec<Job>, holding: &AtomicBool) {
+    let deadline = std::time::Instant::now() + HOLD_UNAWAITED;
+    holding.store(true, Ordering::SeqCst);
+    loop {
+        let seen = batch.len();
+        take_queued(jobs, batch);
+        let now = std::time::Instant::now();
+        if batch.len() >= MAX_BATCH
+            || batch[seen..].iter().any(|j| !j.unawaited())
+            || now >= deadline
+        {
+            break;
+        }
+        std::thread::park_timeout(deadline - now);
+    }
+    holding.store(false, Ordering::SeqCst);
+}
+
 /// The writer's connection: WAL (set on the file when the pool opened it) with
 /// `synchronous=NORMAL` — a commit survives the process's death; a power loss can take the
 /// commits since the WAL was last synced — and room in the statement cache for every batch size.
@@ -565,7 +617,12 @@ fn lock_writer(writer: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
 
 /// The writer thread: takes every queued append, writes them in one commit, answers their callers
 /// and writes checkpoints; returns once every handle to the store is gone.
-fn writer_thread(writer: &Mutex<Writer>, jobs: flume::Receiver<Job>, unfinished: &AtomicUsize) {
+fn writer_thread(
+    writer: &Mutex<Writer>,
+    jobs: flume::Receiver<Job>,
+    unfinished: &AtomicUsize,
+    holding: &AtomicBool,
+) {
     loop {
         let due = {
             let w = lock_writer(writer);
@@ -592,11 +649,8 @@ fn writer_thread(writer: &Mutex<Writer>, jobs: flume::Receiver<Job>, unfinished:
         };
         let mut batch = vec![first];
         take_queued(&jobs, &mut batch);
-        if batch.iter().all(Job::unawaited)
-            && let Ok(job) = jobs.recv_timeout(HOLD_UNAWAITED)
-        {
-            batch.push(job);
-            take_queued(&jobs, &mut batch);
+        if batch.iter().all(Job::unawaited) {
+            hold(&jobs, &mut batch, holding);
         }
         let metrics = glovebox_telemetry::metrics::gate();
         metrics.audit_queue((jobs.len() + batch.len()) as u64);
@@ -1358,6 +1412,35 @@ mod tests {
         assert_eq!(commits(), before + 2);
         let r = check(&f).await;
         assert_eq!((r.problem, r.rows), (None, 5));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rows_nobody_waits_for_do_not_end_a_hold_and_share_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        let commits = || store.counters.commits.load(Ordering::Relaxed);
+        let before = commits();
+        // Decide rows of calls in flight: the first starts a hold, the others come during it.
+        for i in 0..5 {
+            store.append_queued(event("decide", &format!("q{i}"))).await;
+            if i < 2 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        // The awaited rows of one of those calls end the hold.
+        assert!(
+            store
+                .append_all(vec![event("execute", "q4"), event("result", "q4")])
+                .await
+        );
+        assert_eq!(
+            commits(),
+            before + 1,
+            "the held rows and the awaited ones in one commit"
+        );
+        let r = check(&f).await;
+        assert_eq!((r.problem, r.rows), (None, 8));
     }
 
     #[tokio::test]
