@@ -24,6 +24,8 @@ struct Slot<T> {
     closed: bool,
     /// The thread waits for an item with no time set: only then does an offer wake it.
     idle: bool,
+    /// The pending item waits out only an eighth of the interval ([`Paced::offer_soon`]).
+    soon: bool,
 }
 
 impl<T> Shared<T> {
@@ -45,6 +47,7 @@ impl<T: Send + 'static> Paced<T> {
                 pending: None,
                 closed: false,
                 idle: false,
+                soon: false,
             }),
             ready: Condvar::new(),
         });
@@ -75,6 +78,19 @@ impl<T> Paced<T> {
         }
     }
 
+    /// Hands `item` over to be worked on once an eighth of the interval has passed since the
+    /// last work: for work that has become more pressing, still paced (if it keeps being
+    /// pressing, say because it cannot succeed for now, it still runs at most eight times an
+    /// interval). Wakes the thread once, not on every such offer.
+    pub fn offer_soon(&self, item: T) {
+        let mut slot = self.shared.slot();
+        slot.pending = Some(item);
+        if !slot.soon {
+            slot.soon = true;
+            self.shared.ready.notify_one();
+        }
+    }
+
     /// Takes back the item not yet taken, if any.
     pub fn take(&self) -> Option<T> {
         self.shared.slot().pending.take()
@@ -92,12 +108,14 @@ fn next<T>(shared: &Shared<T>, interval: Duration, last: Option<Instant>) -> Opt
         }
         slot.idle = false;
         let since = last.map_or(interval, |t| t.elapsed());
-        if slot.closed || since >= interval {
+        let pace = if slot.soon { interval / 8 } else { interval };
+        if slot.closed || since >= pace {
+            slot.soon = false;
             return slot.pending.take();
         }
         slot = shared
             .ready
-            .wait_timeout(slot, interval - since)
+            .wait_timeout(slot, pace - since)
             .unwrap_or_else(|e| e.into_inner())
             .0;
     }
@@ -145,6 +163,31 @@ mod tests {
             done.recv_timeout(interval * 2).is_err(),
             "one run per newest item"
         );
+    }
+
+    #[test]
+    fn an_item_offered_soon_waits_out_an_eighth_of_the_interval() {
+        let interval = Duration::from_millis(1600);
+        let (paced, done) = recorder(interval);
+        paced.offer(1);
+        let (_, first) = done.recv_timeout(Duration::from_secs(5)).unwrap();
+        // Within the interval: waits for it, until an offer that need not.
+        paced.offer(2);
+        assert!(done.recv_timeout(interval / 4).is_err());
+        paced.offer_soon(3);
+        paced.offer_soon(4);
+        let (n, second) = done.recv_timeout(interval / 2).unwrap();
+        assert_eq!(n, 4);
+        assert!(second - first >= interval / 8);
+        // Offered soon again at once: not before an eighth of the interval has passed.
+        paced.offer_soon(5);
+        let (n, third) = done.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(n, 5);
+        assert!(third - second >= interval / 8, "{:?}", third - second);
+        // And an ordinary offer waits out the whole interval again.
+        paced.offer(6);
+        assert!(done.recv_timeout(interval / 2).is_err());
+        assert_eq!(paced.take(), Some(6));
     }
 
     #[test]
