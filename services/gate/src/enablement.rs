@@ -3,7 +3,10 @@
 //! account's calls are denied like any other decision, and audited), tells the front doors what to
 //! list (`AccountInfo`), and is the one place it is switched: the approver's `set_enabled`
 //! (through the broker) and the administrator's `glovebox enable|disable` (through the admin
-//! socket) both write it here. A hand edit of the file is seen at the next decision (one `stat`).
+//! socket) both write it here. A hand edit of the file is seen at the next decision: it takes a
+//! `stat` of the file, or none while the gate's file watcher proves nothing changed (as for the
+//! policy files, `policies::freshness`: the file, its directory and every one above watched, and
+//! the switches checked against the file since, with no event read in between).
 //!
 //! In system mode `glovebox.yaml` is root's, which the gate may not write: a switch of one of its
 //! accounts goes to the gate's own `<state>/switches.yaml` instead, recorded with the value the
@@ -13,9 +16,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use glovebox_config::{ConfigError, FileStamp, StateDir, file_stamp};
+use glovebox_watch::{DirWatcher, Quiet};
+
+use crate::policies::freshness::{self, Checked};
 use serde::{Deserialize, Serialize};
 
 /// Longest `switches.yaml` read.
@@ -94,6 +101,10 @@ struct Current {
     switches: Option<Switches>,
     /// The accounts of `glovebox.yaml`.
     config_ids: Vec<String>,
+    /// When `stamp` was taken, if the watcher could tell.
+    checked: Option<Checked>,
+    /// When the watcher last found every way to `glovebox.yaml` watched, if it did.
+    covered: Option<Checked>,
 }
 
 impl Current {
@@ -120,6 +131,12 @@ impl Current {
 pub struct Enablement {
     state: StateDir,
     current: Mutex<Current>,
+    /// The file watcher's word on whether anything changed, once it watches the file.
+    quiet: OnceLock<Quiet>,
+    /// Bumped each time the file is watched again ([`Enablement::watch_file`]).
+    watch_epoch: AtomicU64,
+    /// Decisions that looked at the file (the rest trusted the watcher).
+    file_checks: AtomicU64,
 }
 
 impl Enablement {
@@ -135,12 +152,38 @@ impl Enablement {
             enabled: HashMap::new(),
             switches: load_switches(&switches_file(&state)),
             config_ids,
+            checked: None,
+            covered: None,
         };
         current.take(initial, &state);
         Enablement {
             state,
             current: Mutex::new(current),
+            quiet: OnceLock::new(),
+            watch_epoch: AtomicU64::new(0),
+            file_checks: AtomicU64::new(0),
         }
+    }
+
+    /// Watches every way to `glovebox.yaml` with `watcher` (again: call it after each change it
+    /// reports), and lets decisions trust it from their next check of the file on, if that is all
+    /// of them. The first call ties `watcher` to this for good.
+    pub fn watch_file(&self, watcher: &mut DirWatcher) {
+        let quiet = self.quiet.get_or_init(|| watcher.quiet());
+        // Taken before the watches are added: an event read since then voids what is found here.
+        let moment = quiet.now();
+        let covered = freshness::watch_lone_file(watcher, &self.state.config_file());
+        // Bumped after the watches are in place: a check of the file counts only if it read this
+        // epoch, so it looked at the file after.
+        let epoch = self.watch_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        self.lock().covered = moment
+            .filter(|_| covered)
+            .map(|moment| Checked { epoch, moment });
+    }
+
+    /// How many times a decision looked at `glovebox.yaml`.
+    pub fn file_checks(&self) -> u64 {
+        self.file_checks.load(Ordering::SeqCst)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
@@ -150,9 +193,23 @@ impl Enablement {
     /// Whether `account`'s tools are on. Unknown accounts are off; a file that no longer parses
     /// keeps the last known switches.
     pub fn is_enabled(&self, account: &str) -> bool {
+        if let Some(quiet) = self.quiet.get() {
+            let current = self.lock();
+            if let Some(covered) = current.covered
+                && current.checked == Some(covered)
+                && quiet.unchanged_since(covered.moment)
+            {
+                return current.enabled.get(account).copied().unwrap_or(false);
+            }
+        }
+        self.file_checks.fetch_add(1, Ordering::Relaxed);
+        // Both before the file is looked at: what the watcher can vouch for from then on.
+        let epoch = self.watch_epoch.load(Ordering::SeqCst);
+        let moment = self.quiet.get().and_then(Quiet::now);
         let path = self.state.config_file();
         let stamp = file_stamp(&path);
         let mut current = self.lock();
+        current.checked = moment.map(|moment| Checked { epoch, moment });
         if stamp != current.stamp {
             current.stamp = stamp;
             match (self.state.load_merged_config(), self.state.load_config()) {
@@ -429,6 +486,135 @@ mod tests {
         )
         .unwrap();
         assert!(!e.is_enabled("b"));
+    }
+
+    /// Watches `glovebox.yaml` and waits until the watcher has read what it was told of: the next
+    /// decision checks the file, and the ones after it trust the watcher.
+    async fn watched(e: &Enablement, w: &mut DirWatcher) {
+        for _ in 0..400 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            e.watch_file(w);
+            let checks = e.file_checks();
+            e.is_enabled("a");
+            e.is_enabled("a");
+            if e.file_checks() == checks + 1 {
+                return;
+            }
+        }
+        panic!("the watcher never settled");
+    }
+
+    const ON: &str = "accounts:\n  - id: a\n    workdir: /w\n    enabled: true\n";
+    const OFF: &str = "accounts:\n  - id: a\n    workdir: /w\n    enabled: false\n";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hand_edit_applies_to_the_next_decision_while_decisions_trust_the_watcher() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("home/state");
+        std::fs::create_dir_all(&root).unwrap();
+        let state = StateDir::new(&root);
+        let file = state.config_file();
+        std::fs::write(&file, ON).unwrap();
+        let e = Enablement::new(state.clone(), from_files(&state));
+        let mut w = DirWatcher::start().unwrap();
+        watched(&e, &mut w).await;
+        let checks = e.file_checks();
+        for _ in 0..50 {
+            assert!(e.is_enabled("a"));
+        }
+        assert_eq!(e.file_checks(), checks, "no file looked at");
+        // The audit's own files change beside it all the time: no reason to look.
+        std::fs::write(root.join("audit.db-wal"), "frames").unwrap();
+        assert!(e.is_enabled("a"));
+        assert_eq!(e.file_checks(), checks, "a write beside the file");
+
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        type Edit<'a> = (&'a str, Box<dyn Fn(&str) + 'a>);
+        let edits: [Edit; 5] = [
+            (
+                "written in place",
+                Box::new(|t| std::fs::write(&file, t).unwrap()),
+            ),
+            (
+                "replaced by a rename",
+                Box::new(|t| {
+                    std::fs::write(outside.join("new.yaml"), t).unwrap();
+                    std::fs::rename(outside.join("new.yaml"), &file).unwrap();
+                }),
+            ),
+            (
+                "written through a hard link elsewhere",
+                Box::new(|t| {
+                    let link = outside.join("link.yaml");
+                    let _ = std::fs::remove_file(&link);
+                    std::fs::hard_link(&file, &link).unwrap();
+                    std::fs::write(&link, t).unwrap();
+                }),
+            ),
+            (
+                "the state directory renamed and made again",
+                Box::new(|t| {
+                    let moved = dir.path().join(format!("state-{}", t.len()));
+                    let _ = std::fs::remove_dir_all(&moved);
+                    std::fs::rename(&root, &moved).unwrap();
+                    std::fs::create_dir_all(&root).unwrap();
+                    std::fs::write(&file, t).unwrap();
+                }),
+            ),
+            (
+                "the state directory's parent renamed and made again",
+                Box::new(|t| {
+                    let home = dir.path().join("home");
+                    let moved = dir.path().join(format!("moved-{}", t.len()));
+                    let _ = std::fs::remove_dir_all(&moved);
+                    std::fs::rename(&home, &moved).unwrap();
+                    std::fs::create_dir_all(&root).unwrap();
+                    std::fs::write(&file, t).unwrap();
+                }),
+            ),
+        ];
+        for (what, edit) in edits {
+            for (text, on) in [(OFF, false), (ON, true)] {
+                watched(&e, &mut w).await;
+                edit(text);
+                assert_eq!(e.is_enabled("a"), on, "{what}: the next decision");
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_symlink_on_the_way_to_glovebox_yaml_has_it_looked_at_on_every_decision() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::write(real.join("glovebox.yaml"), ON).unwrap();
+        let linked = |state: &StateDir| {
+            let e = Enablement::new(state.clone(), from_files(state));
+            (e, DirWatcher::start().unwrap())
+        };
+        // The file a symlink, then its directory.
+        let file_linked = dir.path().join("a");
+        std::fs::create_dir(&file_linked).unwrap();
+        std::os::unix::fs::symlink(
+            real.join("glovebox.yaml"),
+            file_linked.join("glovebox.yaml"),
+        )
+        .unwrap();
+        let dir_linked = dir.path().join("b");
+        std::os::unix::fs::symlink(&real, &dir_linked).unwrap();
+        for (what, root) in [("the file", file_linked), ("its directory", dir_linked)] {
+            let state = StateDir::new(&root);
+            let (e, mut w) = linked(&state);
+            e.watch_file(&mut w);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            e.watch_file(&mut w);
+            let checks = e.file_checks();
+            for _ in 0..10 {
+                assert!(e.is_enabled("a"));
+            }
+            assert_eq!(e.file_checks(), checks + 10, "{what} a symlink");
+        }
     }
 
     #[test]

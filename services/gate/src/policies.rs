@@ -12,7 +12,7 @@
 //! it only if it still compiles.
 
 mod edit;
-mod freshness;
+pub(crate) mod freshness;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

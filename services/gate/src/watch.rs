@@ -1,5 +1,5 @@
 //! Hot reload: a file watcher (`glovebox_watch`) on the managed directories, each account's directory,
-//! each workdir and its `.glovebox` directory. A change reloads the policies that changed and
+//! each workdir and its `.glovebox` directory, and `glovebox.yaml` (for the accounts' switches). A change reloads the policies that changed and
 //! audits the outcome, and tells pack hosts of an account's changed `mcp.json`; a slow poll
 //! covers events the watcher missed. While it watches every way to an account's policy files,
 //! the account's decisions need not look at them (`policies::freshness`).
@@ -31,6 +31,7 @@ pub fn spawn(state: Arc<GateState>) {
     let add_watches = |state: &GateState, watcher: &mut Option<DirWatcher>| {
         if let Some(w) = watcher.as_mut() {
             state.policies.watch_files(w);
+            state.enablement.watch_file(w);
         }
     };
     add_watches(&state, &mut watcher);

@@ -28,7 +28,7 @@ use glovebox_watch::{DirWatcher, Moment, on_local_file_system};
 /// When an account's policy was last checked against its files (or when its files were last
 /// found watched): the watches' epoch and the watcher's moment, both taken before the check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Checked {
+pub(crate) struct Checked {
     pub epoch: u64,
     pub moment: Moment,
 }
@@ -69,6 +69,28 @@ pub(super) fn watch_account(watcher: &mut DirWatcher, files: &AccountFiles) -> b
         }
     }
     covered
+}
+
+/// Watches everything an edit of the one file `file` can come through (the gate's
+/// `glovebox.yaml`, say, beside files that change all the time: only moves of its directory are
+/// watched, and the file itself), and says whether that is all of it: an absolute path, a plain
+/// file that is there, in a directory that is no symlink, on a local file system.
+pub(crate) fn watch_lone_file(watcher: &mut DirWatcher, file: &Path) -> bool {
+    let Some(dir) = file.parent().filter(|_| file.is_absolute()) else {
+        return false;
+    };
+    let mut covered = true;
+    // The file's own directory too: renaming it moves the file without an event on the file.
+    for above in dir.ancestors() {
+        if above.parent().is_some() && watcher.watch_moves(above).is_err() {
+            covered = false;
+        }
+    }
+    // A write, a rename over it or its removal changes the file itself (its link count, for the
+    // last two): watched through whichever name, looked at after the watch.
+    covered &= watcher.watch_file(file).is_ok()
+        && std::fs::symlink_metadata(file).is_ok_and(|m| m.is_file());
+    covered && on_local_file_system(dir)
 }
 
 /// Watches the directory `dir` itself and says whether that covers it: a directory, not a
