@@ -36,6 +36,10 @@ const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
 /// open at once before the server says how many it takes: hyper's client's bounds.
 const MAX_HEADER_LIST: u32 = 16 * 1024;
 const INITIAL_STREAMS: usize = 100;
+/// The largest DATA frame the server may send: an answer of up to 1 MiB (a listing of a thousand
+/// names is some 20 KiB) comes in one frame and so in one write, where HTTP/2's default of 16 KiB
+/// cut it into several writes and as many wake-ups of this end.
+const MAX_FRAME: u32 = 1024 * 1024;
 
 /// A lazily connecting client channel to one control socket. Cheap to clone; clones share the
 /// connection.
@@ -118,6 +122,7 @@ impl Channel {
                 .initial_connection_window_size(CONNECTION_WINDOW)
                 .max_header_list_size(MAX_HEADER_LIST)
                 .initial_max_send_streams(INITIAL_STREAMS)
+                .max_frame_size(MAX_FRAME)
                 .enable_push(false)
                 .handshake::<_, Bytes>(stream)
                 .await
