@@ -530,28 +530,8 @@ mod tests {
 
         let outside = dir.path().join("outside");
         std::fs::create_dir_all(&outside).unwrap();
-        type Edit<'a> = (&'a str, Box<dyn Fn(&str) + 'a>);
-        let edits: [Edit; 5] = [
-            (
-                "written in place",
-                Box::new(|t| std::fs::write(&file, t).unwrap()),
-            ),
-            (
-                "replaced by a rename",
-                Box::new(|t| {
-                    std::fs::write(outside.join("new.yaml"), t).unwrap();
-                    std::fs::rename(outside.join("new.yaml"), &file).unwrap();
-                }),
-            ),
-            (
-                "written through a hard link elsewhere",
-                Box::new(|t| {
-                    let link = outside.join("link.yaml");
-                    let _ = std::fs::remove_file(&link);
-                    std::fs::hard_link(&file, &link).unwrap();
-                    std::fs::write(&link, t).unwrap();
-                }),
-            ),
+        let mut edits = freshness::edits::of_a_file(&file, &outside);
+        let more: [freshness::edits::Edit; 2] = [
             (
                 "the state directory renamed and made again",
                 Box::new(|t| {
@@ -574,6 +554,7 @@ mod tests {
                 }),
             ),
         ];
+        edits.extend(more);
         for (what, edit) in edits {
             for (text, on) in [(OFF, false), (ON, true)] {
                 watched(&e, &mut w).await;

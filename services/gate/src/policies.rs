@@ -769,28 +769,8 @@ mod tests {
         let outside = s._dir.path().join("outside");
         std::fs::create_dir_all(&outside).unwrap();
         let project = project_file(&s);
-        type Edit<'a> = (&'a str, Box<dyn Fn(&str) + 'a>);
-        let edits: [Edit; 5] = [
-            (
-                "written in place",
-                Box::new(|t| std::fs::write(&file, t).unwrap()),
-            ),
-            (
-                "replaced by a rename",
-                Box::new(|t| {
-                    std::fs::write(outside.join("new.yaml"), t).unwrap();
-                    std::fs::rename(outside.join("new.yaml"), &file).unwrap();
-                }),
-            ),
-            (
-                "written through a hard link elsewhere",
-                Box::new(|t| {
-                    let link = outside.join("link.yaml");
-                    let _ = std::fs::remove_file(&link);
-                    std::fs::hard_link(&file, &link).unwrap();
-                    std::fs::write(&link, t).unwrap();
-                }),
-            ),
+        let mut edits = freshness::edits::of_a_file(&file, &outside);
+        let more: [freshness::edits::Edit; 2] = [
             (
                 "the project file, its directory made afresh",
                 Box::new(|t| {
@@ -810,6 +790,7 @@ mod tests {
                 }),
             ),
         ];
+        edits.extend(more);
         for (what, edit) in edits {
             for (text, valid) in [(INVALID, false), (VALID, true)] {
                 watched(&s, &mut w).await;

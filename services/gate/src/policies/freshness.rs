@@ -111,6 +111,43 @@ fn watch_dir(watcher: &mut DirWatcher, dir: &Path, may_be_missing: bool) -> bool
     }
 }
 
+/// The edits of one file that a decision trusting the watcher must still see, for the tests of
+/// everything that trusts it.
+#[cfg(test)]
+pub(crate) mod edits {
+    use std::path::Path;
+
+    /// What the edit is, and the edit: writes its text to the file.
+    pub(crate) type Edit<'a> = (&'a str, Box<dyn Fn(&str) + 'a>);
+
+    /// `file` written in place, replaced by a rename and written through a hard link elsewhere
+    /// (`outside`, a directory on the same file system).
+    pub(crate) fn of_a_file<'a>(file: &'a Path, outside: &'a Path) -> Vec<Edit<'a>> {
+        vec![
+            (
+                "written in place",
+                Box::new(move |t| std::fs::write(file, t).unwrap()),
+            ),
+            (
+                "replaced by a rename",
+                Box::new(move |t| {
+                    std::fs::write(outside.join("new.yaml"), t).unwrap();
+                    std::fs::rename(outside.join("new.yaml"), file).unwrap();
+                }),
+            ),
+            (
+                "written through a hard link elsewhere",
+                Box::new(move |t| {
+                    let link = outside.join("link.yaml");
+                    let _ = std::fs::remove_file(&link);
+                    std::fs::hard_link(file, &link).unwrap();
+                    std::fs::write(&link, t).unwrap();
+                }),
+            ),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
