@@ -1,6 +1,7 @@
 //! Requests as messages on one long-lived gRPC stream between two services, instead of an HTTP/2
 //! stream (headers, a task on each side, trailers) per request: the executor's requests to the
-//! gate (`ExecutorGate.Calls`) and the broker's calls to an executor (`Executor.Runs`).
+//! gate (`ExecutorGate.Calls`), the broker's calls to an executor (`Executor.Runs`) and its
+//! decisions (`Gate.Decisions`).
 //!
 //! The client ([`MessageClient`]) keeps one stream open: a caller sends its request from its own
 //! task with an id and waits for the answer with that id, which the stream's one reader hands
@@ -113,6 +114,43 @@ impl Answer for pb::RunAnswer {
             id,
             body: Some(pb::run_answer::Body::Error(call_status(&status))),
         }
+    }
+}
+
+impl Request for pb::DecideCall {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn cancels(&self) -> Option<u64> {
+        None
+    }
+    /// A decision is quick, and its audit row is written once it is made.
+    const STOPPED_WITH_STREAM: bool = false;
+}
+
+impl Answer for pb::DecideAnswer {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn failed(id: u64, status: Status) -> Self {
+        pb::DecideAnswer {
+            id,
+            body: Some(pb::decide_answer::Body::Error(call_status(&status))),
+        }
+    }
+}
+
+/// The broker's decisions, `Gate.Decide` as messages (`Gate.Decisions`). A decision given up on
+/// is not cancelled: the gate makes and audits it all the same.
+pub struct Decisions;
+
+impl Exchange for Decisions {
+    type Request = pb::DecideCall;
+    type Answer = pb::DecideAnswer;
+    const PATH: &'static str = "/glovebox.v1.Gate/Decisions";
+    const SERVER: &'static str = "the gate";
+    fn cancel(_: u64) -> Option<pb::DecideCall> {
+        None
     }
 }
 

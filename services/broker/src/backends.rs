@@ -15,6 +15,7 @@ use glovebox_proto::v1::{
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
 };
 
+use crate::decisions::GateDecisions;
 use crate::runs::ExecutorRuns;
 
 /// Longest a single gRPC call to a backend may take.
@@ -23,6 +24,8 @@ pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct Backends {
     pub gate: GateClient<Channel>,
+    /// The gate's `Decide`, on the stream the broker keeps open (`Gate.Decisions`).
+    pub decisions: GateDecisions,
     pub audit: AuditClient<Channel>,
     /// An account's own policy and calls, for its approver (on the gate's main socket).
     pub account_admin: AccountAdminClient<Channel>,
@@ -88,6 +91,7 @@ impl Backends {
         }
         Ok(Backends {
             gate: GateClient::new(gate_channel.clone()),
+            decisions: GateDecisions::new(gate_channel.clone()),
             audit: AuditClient::new(gate_channel.clone()),
             account_admin: AccountAdminClient::new(gate_channel),
             vouchers,

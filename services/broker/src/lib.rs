@@ -19,6 +19,7 @@ pub mod call_slots;
 pub mod client_tools;
 pub mod connection;
 pub mod console;
+pub mod decisions;
 pub mod front_door;
 pub mod health;
 pub mod limits;

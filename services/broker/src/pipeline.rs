@@ -415,15 +415,14 @@ pub(crate) async fn authorize(
     cancelled: tokio::sync::watch::Receiver<bool>,
     preview: Preview,
 ) -> Result<Ticket, WireError> {
-    let mut gate = app.backends.gate.clone();
-    let decided = gate
-        .decide(request(DecideRequest {
-            call: Some(call.clone()),
-            plan: Some(plan.clone()),
-        }))
+    let deciding = app.backends.decisions.decide(DecideRequest {
+        call: Some(call.clone()),
+        plan: Some(plan.clone()),
+    });
+    let decided = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, deciding)
         .await
         .map_err(|_| unavailable("the gate"))?
-        .into_inner();
+        .map_err(|_| unavailable("the gate"))?;
     let verdict = note_verdict(&decided);
     settle(
         app,

@@ -273,7 +273,10 @@ pub async fn run(
     );
     let main = tonic::transport::Server::builder()
         .layer(glovebox_proto::transport::ServerLayer)
-        .add_service(GateServer::new(service::GateService(state.clone())))
+        .add_service(GateServer::new(service::GateService(
+            state.clone(),
+            stop_rx.clone(),
+        )))
         .add_service(AccountAdminServer::new(service::AccountAdminService::new(
             state.clone(),
         )))

@@ -59,8 +59,10 @@ pub struct GateState {
     pub vouchers: Vouchers,
 }
 
+/// The `Gate` service; the receiver becomes true when the gate stops (each `Decisions` stream
+/// then takes no more requests, answers those it took and ends).
 #[derive(Clone)]
-pub struct GateService(pub Arc<GateState>);
+pub struct GateService(pub Arc<GateState>, pub tokio::sync::watch::Receiver<bool>);
 
 #[derive(Clone)]
 pub struct AuditService(pub Arc<GateState>);
@@ -293,28 +295,31 @@ mod tests {
             "paths:\n  read:\n    allow: ['./**']\n",
         )
         .unwrap();
-        let gate = GateService(Arc::new(GateState {
-            policies,
-            audit: AuditStore::open(&crate::audit::AuditFiles {
-                db: state.audit_db(),
-                head: state.audit_head(),
-                key: crate::audit::chain::AuditKey::from_bytes(&[1u8; 32]).unwrap(),
-            })
-            .await
-            .unwrap(),
-            master_key: master.clone(),
-            enablement: crate::enablement::Enablement::new(
-                state.clone(),
-                [("alice".to_owned(), true), ("bob".to_owned(), true)].into(),
-            ),
-            packs: crate::packs::PackState::new(
-                state.clone(),
-                ["alice".to_owned(), "bob".to_owned()],
-            ),
-            audit_access: Default::default(),
-            vouchers: Vouchers::new(Some(broker_vouchers())),
-            state_dir: state,
-        }));
+        let gate = GateService(
+            Arc::new(GateState {
+                policies,
+                audit: AuditStore::open(&crate::audit::AuditFiles {
+                    db: state.audit_db(),
+                    head: state.audit_head(),
+                    key: crate::audit::chain::AuditKey::from_bytes(&[1u8; 32]).unwrap(),
+                })
+                .await
+                .unwrap(),
+                master_key: master.clone(),
+                enablement: crate::enablement::Enablement::new(
+                    state.clone(),
+                    [("alice".to_owned(), true), ("bob".to_owned(), true)].into(),
+                ),
+                packs: crate::packs::PackState::new(
+                    state.clone(),
+                    ["alice".to_owned(), "bob".to_owned()],
+                ),
+                audit_access: Default::default(),
+                vouchers: Vouchers::new(Some(broker_vouchers())),
+                state_dir: state,
+            }),
+            tokio::sync::watch::channel(false).1,
+        );
         Setup {
             _dir: dir,
             workdir,
@@ -716,6 +721,106 @@ mod tests {
         let end = tokio::time::timeout(
             std::time::Duration::from_secs(10),
             rx.next::<pb::ExecutorGateAnswer>(),
+        )
+        .await
+        .expect("the stream ended when the gate stopped");
+        assert_eq!(end.unwrap(), None);
+        server.abort();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_brokers_decisions_stream_decides_as_decide_does_and_ends_when_the_gate_stops() {
+        use glovebox_proto::transport::{self, SocketKey, link::Channel};
+        use glovebox_proto::v1::decide_answer::Body as Answer;
+        use glovebox_proto::v1::gate_server::GateServer;
+        let s = setup().await;
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let service = GateService(s.gate.0.clone(), stopping);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gate.sock");
+        let listener = transport::bind_private_socket(&path).unwrap();
+        let key = |peer: &str| SocketKey::derive(b"test control key", "gate", peer);
+        let served =
+            transport::ServerKeys::new([BROKER, SUPERVISOR].map(|p| (p.to_owned(), key(p))));
+        let incoming =
+            transport::authenticated_incoming(listener, transport::default_allowed_uids(), served);
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(GateServer::new(service))
+                .serve_with_incoming(incoming),
+        );
+        let open = |peer: &str| {
+            let channel = Channel::new(path.clone(), peer.to_owned(), key(peer));
+            async move { channel.open_duplex("/glovebox.v1.Gate/Decisions").await }
+        };
+        // Only the broker opens one.
+        let e = open(SUPERVISOR)
+            .await
+            .err()
+            .expect("the supervisor opened it");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        let (mut tx, mut rx) = open(BROKER).await.unwrap();
+        let call = |tool: &str, id: &str| ToolCall {
+            account: "alice".into(),
+            call_id: id.into(),
+            tool: tool.into(),
+            params_json: r#"{"path":"a.txt"}"#.into(),
+            client_call_id: String::new(),
+        };
+        let asked = |id: u64, call: ToolCall, plan: Option<Plan>| pb::DecideCall {
+            id,
+            decide: Some(DecideRequest {
+                call: Some(call),
+                plan,
+            }),
+            ..Default::default()
+        };
+        // Answered as `Decide` answers: an allow with its ticket, a deny without one.
+        let read = read_plan(&s.workdir);
+        tx.send(&asked(1, call("file_read", "d1"), Some(read.clone())))
+            .unwrap();
+        let mut write = read.clone();
+        write.subjects[0].domain = pb::Domain::Write as i32;
+        tx.send(&asked(2, call("file_write", "d2"), Some(write)))
+            .unwrap();
+        tx.send(&asked(3, call("file_read", "d3"), None)).unwrap();
+        let mut answers = std::collections::BTreeMap::new();
+        for _ in 0..3 {
+            let a: pb::DecideAnswer = rx.next().await.unwrap().unwrap();
+            answers.insert(a.id, a.body.unwrap());
+        }
+        let Answer::Decided(allowed) = &answers[&1] else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(allowed.verdict, pb::Verdict::Allow as i32, "{allowed:?}");
+        assert!(allowed.ticket.is_some());
+        let Answer::Decided(other) = &answers[&2] else {
+            panic!("{answers:?}")
+        };
+        assert_ne!(other.verdict, pb::Verdict::Allow as i32, "{other:?}");
+        assert!(other.ticket.is_none());
+        let Answer::Error(e) = &answers[&3] else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(e.code, tonic::Code::InvalidArgument as i32, "{e:?}");
+        // Audited as `Decide` is: the allowed call's decide row is written.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !s
+            .gate
+            .0
+            .audit
+            .has_row("alice", "d1", "decide")
+            .await
+            .unwrap()
+        {
+            assert!(std::time::Instant::now() < deadline, "no decide row");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // The gate stops: the stream ends.
+        stop.send(true).unwrap();
+        let end = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            rx.next::<pb::DecideAnswer>(),
         )
         .await
         .expect("the stream ended when the gate stopped");

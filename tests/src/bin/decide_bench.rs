@@ -1,6 +1,7 @@
 //! Throughput of gate `Decide` over gRPC on the gate's Unix socket with 16 calls in flight,
-//! against a real `glovebox up`, next to a reference measured in the same run: `Health` (a gRPC
-//! round trip on the same socket that decides and audits nothing). Every Decide is judged
+//! against a real `glovebox up`: as a unary RPC each, and as messages on one stream the way the
+//! broker sends them (`Gate.Decisions`), next to a reference measured in the same run: `Health`
+//! (a gRPC round trip on the same socket that decides and audits nothing). Every Decide is judged
 //! against the account's policy and written to the audit store.
 //!
 //! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin glovebox-decide-bench`
@@ -10,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use glovebox_e2e::Glovebox;
+use glovebox_proto::transport::messages::{Decisions, MessageClient};
 use glovebox_proto::v1::{self as pb, gate_client::GateClient};
 
 const IN_FLIGHT: usize = 16;
@@ -86,6 +88,47 @@ async fn main() {
             assert_eq!(r.verdict, pb::Verdict::Allow as i32);
         }
     };
+    // As the broker decides: messages on one stream it keeps open (`Gate.Decisions`).
+    let stream = MessageClient::<Decisions>::new(g.gate_channel());
+    let (account, path) = (
+        g.account.clone(),
+        g.workdir.join("a.txt").display().to_string(),
+    );
+    let streamed = move |i: usize| {
+        let stream = stream.clone();
+        let call = pb::DecideCall {
+            id: 0,
+            trace: Default::default(),
+            decide: Some(pb::DecideRequest {
+                call: Some(pb::ToolCall {
+                    account: account.clone(),
+                    call_id: format!("stream-{i}"),
+                    tool: "file_read".into(),
+                    params_json: "{}".into(),
+                    client_call_id: String::new(),
+                }),
+                plan: Some(pb::Plan {
+                    subjects: vec![pb::Subject {
+                        domain: pb::Domain::Read as i32,
+                        path: path.clone(),
+                        state: None,
+                    }],
+                    content_tag: Vec::new(),
+                    pack: None,
+                }),
+            }),
+        };
+        async move {
+            let answer = stream
+                .call(|id| pb::DecideCall { id, ..call })
+                .await
+                .unwrap();
+            let Some(pb::decide_answer::Body::Decided(r)) = answer.body else {
+                panic!("{answer:?}")
+            };
+            assert_eq!(r.verdict, pb::Verdict::Allow as i32);
+        }
+    };
     let channel = g.gate_channel();
     let gate2 = GateClient::new(channel);
     let health = move |_i: usize| {
@@ -98,11 +141,14 @@ async fn main() {
     let _ = tokio::time::timeout(Duration::from_secs(60), async {
         for i in 0..500 {
             decide.clone()(i).await;
+            streamed.clone()(i).await;
             health.clone()(i).await;
         }
     })
     .await;
     let d = run("Decide (policy + ticket + audit row)", decide).await;
+    let s = run("Decide on the broker's stream (Gate.Decisions)", streamed).await;
     let h = run("reference: Health (gRPC round trip only)", health).await;
     println!("Decide / Health throughput = {:.2}", d / h);
+    println!("streamed Decide / Health throughput = {:.2}", s / h);
 }

@@ -1,6 +1,8 @@
 //! The `Gate` service, for the broker: decide, resolve, account info, enablement, health.
 
 use super::*;
+use glovebox_proto::transport::messages::{AnswerStream, MAX_IN_FLIGHT, answer_each, call_status};
+use tracing::Instrument;
 
 impl GateState {
     /// Judges a planned call, audits the verdict and signs a ticket for an allow: the broker's
@@ -92,6 +94,30 @@ impl GateState {
     }
 }
 
+/// The answer to one request on the broker's `Decisions` stream: what `Decide` would answer.
+async fn answer_decision(state: &GateState, asked: pb::DecideCall) -> pb::DecideAnswer {
+    use pb::decide_answer::Body as Answer;
+    let span = glovebox_telemetry::propagation::message_server_span(
+        "glovebox.v1.Gate",
+        "Decide",
+        &asked.trace,
+    );
+    let answered = async {
+        let DecideRequest { call, plan } = required(asked.decide, "decide")?;
+        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
+        Ok::<_, Status>(state.decide(&call, &plan).await)
+    }
+    .instrument(span)
+    .await;
+    pb::DecideAnswer {
+        id: asked.id,
+        body: Some(match answered {
+            Ok(decided) => Answer::Decided(decided),
+            Err(status) => Answer::Error(call_status(&status)),
+        }),
+    }
+}
+
 #[tonic::async_trait]
 impl pb::gate_server::Gate for GateService {
     #[tracing::instrument(skip_all, fields(call_id))]
@@ -104,6 +130,25 @@ impl pb::gate_server::Gate for GateService {
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
         Ok(Response::new(self.0.decide(&call, &plan).await))
+    }
+
+    type DecisionsStream = AnswerStream<pb::DecideAnswer>;
+
+    async fn decisions(
+        &self,
+        request: Request<tonic::Streaming<pb::DecideCall>>,
+    ) -> Result<Response<Self::DecisionsStream>, Status> {
+        caller(&request, &[BROKER])?;
+        let state = Arc::clone(&self.0);
+        Ok(Response::new(answer_each(
+            request.into_inner(),
+            self.1.clone(),
+            MAX_IN_FLIGHT,
+            move |asked| {
+                let state = Arc::clone(&state);
+                async move { answer_decision(&state, asked).await }
+            },
+        )))
     }
 
     #[tracing::instrument(skip_all, fields(call_id))]
