@@ -58,65 +58,42 @@ async fn main() {
     let gate = GateClient::new(channel);
     let path = g.workdir.join("a.txt").display().to_string();
     let account = g.account.clone();
+    // Call `call_id` of the account reading a.txt, planned.
+    let read = move |call_id: String| pb::DecideRequest {
+        call: Some(pb::ToolCall {
+            account: account.clone(),
+            call_id,
+            tool: "file_read".into(),
+            params_json: "{}".into(),
+            client_call_id: String::new(),
+        }),
+        plan: Some(pb::Plan {
+            subjects: vec![pb::Subject {
+                domain: pb::Domain::Read as i32,
+                path: path.clone(),
+                state: None,
+            }],
+            content_tag: Vec::new(),
+            pack: None,
+        }),
+    };
+    let unary_read = read.clone();
     let decide = move |i: usize| {
         let mut gate = gate.clone();
-        let account = account.clone();
-        let path = path.clone();
+        let request = unary_read(format!("bench-{i}"));
         async move {
-            let r = gate
-                .decide(pb::DecideRequest {
-                    call: Some(pb::ToolCall {
-                        account,
-                        call_id: format!("bench-{i}"),
-                        tool: "file_read".into(),
-                        params_json: "{}".into(),
-                        client_call_id: String::new(),
-                    }),
-                    plan: Some(pb::Plan {
-                        subjects: vec![pb::Subject {
-                            domain: pb::Domain::Read as i32,
-                            path,
-                            state: None,
-                        }],
-                        content_tag: Vec::new(),
-                        pack: None,
-                    }),
-                })
-                .await
-                .unwrap()
-                .into_inner();
+            let r = gate.decide(request).await.unwrap().into_inner();
             assert_eq!(r.verdict, pb::Verdict::Allow as i32);
         }
     };
     // As the broker decides: messages on one stream it keeps open (`Gate.Decisions`).
     let stream = MessageClient::<Decisions>::new(g.gate_channel());
-    let (account, path) = (
-        g.account.clone(),
-        g.workdir.join("a.txt").display().to_string(),
-    );
     let streamed = move |i: usize| {
         let stream = stream.clone();
         let call = pb::DecideCall {
             id: 0,
             trace: Default::default(),
-            decide: Some(pb::DecideRequest {
-                call: Some(pb::ToolCall {
-                    account: account.clone(),
-                    call_id: format!("stream-{i}"),
-                    tool: "file_read".into(),
-                    params_json: "{}".into(),
-                    client_call_id: String::new(),
-                }),
-                plan: Some(pb::Plan {
-                    subjects: vec![pb::Subject {
-                        domain: pb::Domain::Read as i32,
-                        path: path.clone(),
-                        state: None,
-                    }],
-                    content_tag: Vec::new(),
-                    pack: None,
-                }),
-            }),
+            decide: Some(read(format!("stream-{i}"))),
         };
         async move {
             let answer = stream
