@@ -1,8 +1,8 @@
 //! The broker's `Gate.Decide` calls as messages on one stream it keeps open to the gate
 //! (`Gate.Decisions`, see `glovebox_proto::transport::messages`), instead of an HTTP/2 stream per
-//! decision: a pack tool's, a client tool's, and any call planned before it is judged. A decision
-//! the broker gives up on is forgotten; the gate makes and audits it all the same, as it would a
-//! `Decide` whose caller went away.
+//! decision: a client tool's or a pack tool's (a built-in tool's call is decided by its executor,
+//! which asks the gate itself). A decision the broker gives up on is forgotten; the gate makes
+//! and audits it all the same, as it would a `Decide` whose caller went away.
 
 use glovebox_proto::transport::Link;
 use glovebox_proto::transport::messages::{Decisions, MessageClient, status_of};
