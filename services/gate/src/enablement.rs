@@ -16,13 +16,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use glovebox_config::{ConfigError, FileStamp, StateDir, file_stamp};
-use glovebox_watch::{DirWatcher, Quiet};
+use glovebox_watch::DirWatcher;
 
-use crate::policies::freshness::{self, Checked};
+use crate::policies::freshness::{self, Checked, Freshness};
 use serde::{Deserialize, Serialize};
 
 /// Longest `switches.yaml` read.
@@ -131,12 +130,8 @@ impl Current {
 pub struct Enablement {
     state: StateDir,
     current: Mutex<Current>,
-    /// The file watcher's word on whether anything changed, once it watches the file.
-    quiet: OnceLock<Quiet>,
-    /// Bumped each time the file is watched again ([`Enablement::watch_file`]).
-    watch_epoch: AtomicU64,
-    /// Decisions that looked at the file (the rest trusted the watcher).
-    file_checks: AtomicU64,
+    /// The file watcher's word on `glovebox.yaml` ([`Enablement::watch_file`]).
+    freshness: Freshness,
 }
 
 impl Enablement {
@@ -159,9 +154,7 @@ impl Enablement {
         Enablement {
             state,
             current: Mutex::new(current),
-            quiet: OnceLock::new(),
-            watch_epoch: AtomicU64::new(0),
-            file_checks: AtomicU64::new(0),
+            freshness: Freshness::default(),
         }
     }
 
@@ -169,21 +162,16 @@ impl Enablement {
     /// reports), and lets decisions trust it from their next check of the file on, if that is all
     /// of them. The first call ties `watcher` to this for good.
     pub fn watch_file(&self, watcher: &mut DirWatcher) {
-        let quiet = self.quiet.get_or_init(|| watcher.quiet());
-        // Taken before the watches are added: an event read since then voids what is found here.
-        let moment = quiet.now();
-        let covered = freshness::watch_lone_file(watcher, &self.state.config_file());
-        // Bumped after the watches are in place: a check of the file counts only if it read this
-        // epoch, so it looked at the file after.
-        let epoch = self.watch_epoch.fetch_add(1, Ordering::SeqCst) + 1;
-        self.lock().covered = moment
-            .filter(|_| covered)
-            .map(|moment| Checked { epoch, moment });
+        let file = self.state.config_file();
+        let (covered, watched) = self.freshness.watch(watcher, |watcher| {
+            freshness::watch_lone_file(watcher, &file)
+        });
+        self.lock().covered = watched.covered(covered);
     }
 
     /// How many times a decision looked at `glovebox.yaml`.
     pub fn file_checks(&self) -> u64 {
-        self.file_checks.load(Ordering::SeqCst)
+        self.freshness.looks()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
@@ -193,23 +181,18 @@ impl Enablement {
     /// Whether `account`'s tools are on. Unknown accounts are off; a file that no longer parses
     /// keeps the last known switches.
     pub fn is_enabled(&self, account: &str) -> bool {
-        if let Some(quiet) = self.quiet.get() {
+        {
             let current = self.lock();
-            if let Some(covered) = current.covered
-                && current.checked == Some(covered)
-                && quiet.unchanged_since(covered.moment)
-            {
+            if self.freshness.trusted(current.covered, current.checked) {
                 return current.enabled.get(account).copied().unwrap_or(false);
             }
         }
-        self.file_checks.fetch_add(1, Ordering::Relaxed);
-        // Both before the file is looked at: what the watcher can vouch for from then on.
-        let epoch = self.watch_epoch.load(Ordering::SeqCst);
-        let moment = self.quiet.get().and_then(Quiet::now);
+        // Before the file is looked at: what the watcher can vouch for from then on.
+        let looked = self.freshness.looking();
         let path = self.state.config_file();
         let stamp = file_stamp(&path);
         let mut current = self.lock();
-        current.checked = moment.map(|moment| Checked { epoch, moment });
+        current.checked = looked;
         if stamp != current.stamp {
             current.stamp = stamp;
             match (self.state.load_merged_config(), self.state.load_config()) {

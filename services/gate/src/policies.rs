@@ -17,12 +17,12 @@ pub(crate) mod freshness;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::UNIX_EPOCH;
 
 use glovebox_config::StateDir;
 use glovebox_policy::{Inputs, Policy, RawPolicy, Source, applies_to};
-use glovebox_watch::{DirWatcher, Quiet};
+use glovebox_watch::DirWatcher;
 
 /// What identifies one version of a file on disk.
 type Stamp = Option<glovebox_config::FileStamp>;
@@ -104,12 +104,8 @@ pub struct AccountPolicies {
     events: Mutex<Vec<PolicyEvent>>,
     /// Serializes edits of policy files.
     edit_lock: Mutex<()>,
-    /// The file watcher's word on whether anything changed, once it watches the files.
-    quiet: OnceLock<Quiet>,
-    /// Bumped each time the files are watched again ([`AccountPolicies::watch_files`]).
-    watch_epoch: AtomicU64,
-    /// Decisions that looked at the files (the rest trusted the watcher).
-    file_checks: AtomicU64,
+    /// The file watcher's word on the account and project files ([`freshness`]).
+    freshness: freshness::Freshness,
 }
 
 /// An account's policy as of now, and the problem with its files if there is one.
@@ -152,9 +148,7 @@ impl AccountPolicies {
             managed_version: AtomicU64::new(0),
             events: Mutex::new(Vec::new()),
             edit_lock: Mutex::new(()),
-            quiet: OnceLock::new(),
-            watch_epoch: AtomicU64::new(0),
-            file_checks: AtomicU64::new(0),
+            freshness: freshness::Freshness::default(),
         };
         policies.refresh_managed();
         policies
@@ -257,47 +251,39 @@ impl AccountPolicies {
     /// files are all covered trust it from their next check of the files on ([`freshness`]). The
     /// first call ties `watcher` to these policies for good.
     pub fn watch_files(&self, watcher: &mut DirWatcher) {
-        let quiet = self.quiet.get_or_init(|| watcher.quiet());
-        // Taken before any watch is added: an event read since then voids what is found here.
-        let moment = quiet.now();
-        for dir in &self.managed_dirs {
-            if dir.is_dir()
-                && let Err(error) = watcher.watch(dir)
-            {
-                tracing::warn!(path = %dir.display(), %error, "cannot watch a managed directory");
-            }
-        }
         let entries: Vec<Arc<AccountEntry>> = read(&self.accounts).values().cloned().collect();
-        let covered: Vec<bool> = entries
-            .iter()
-            .map(|e| freshness::watch_account(watcher, &e.files()))
-            .collect();
-        // Bumped after the watches are in place: a check of the files counts only if it read
-        // this epoch, so it looked at them after.
-        let epoch = self.watch_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let (covered, watched) = self.freshness.watch(watcher, |watcher| {
+            for dir in &self.managed_dirs {
+                if dir.is_dir()
+                    && let Err(error) = watcher.watch(dir)
+                {
+                    tracing::warn!(path = %dir.display(), %error, "cannot watch a managed directory");
+                }
+            }
+            entries
+                .iter()
+                .map(|e| freshness::watch_account(watcher, &e.files()))
+                .collect::<Vec<bool>>()
+        });
         for (entry, covered) in entries.iter().zip(covered) {
-            lock(&entry.cache).covered = moment
-                .filter(|_| covered)
-                .map(|moment| freshness::Checked { epoch, moment });
+            lock(&entry.cache).covered = watched.covered(covered);
         }
     }
 
     /// How many times a decision looked at the account and project files.
     pub fn file_checks(&self) -> u64 {
-        self.file_checks.load(Ordering::SeqCst)
+        self.freshness.looks()
     }
 
     /// The account's policy, reloading files that changed. `None` for unknown accounts.
     pub fn current(&self, account: &str) -> Option<Current> {
         let entry = self.entry(account)?;
         let entry = entry.as_ref();
-        if let Some(quiet) = self.quiet.get() {
+        {
             let cache = lock(&entry.cache);
-            if let (Some(covered), Some((_, _, managed)), Some(policy)) =
-                (cache.covered, cache.stamps, &cache.policy)
-                && cache.checked == Some(covered)
+            if let (Some((_, _, managed)), Some(policy)) = (cache.stamps, &cache.policy)
                 && managed == self.managed_version.load(Ordering::SeqCst)
-                && quiet.unchanged_since(covered.moment)
+                && self.freshness.trusted(cache.covered, cache.checked)
             {
                 return Some(Current {
                     policy: Some(policy.clone()),
@@ -305,10 +291,8 @@ impl AccountPolicies {
                 });
             }
         }
-        self.file_checks.fetch_add(1, Ordering::Relaxed);
-        // Both before the files are looked at: what the watcher can vouch for from then on.
-        let epoch = self.watch_epoch.load(Ordering::SeqCst);
-        let moment = self.quiet.get().and_then(Quiet::now);
+        // Before the files are looked at: what the watcher can vouch for from then on.
+        let looked = self.freshness.looking();
         // Stat before taking the lock: concurrent decisions only share it for the comparison.
         let stamps = (
             glovebox_config::file_stamp(&entry.file),
@@ -316,7 +300,7 @@ impl AccountPolicies {
             self.managed_version.load(Ordering::SeqCst),
         );
         let mut cache = lock(&entry.cache);
-        cache.checked = moment.map(|moment| freshness::Checked { epoch, moment });
+        cache.checked = looked;
         if cache.policy.is_none() || cache.stamps != Some(stamps) {
             let first = cache.stamps.is_none();
             let old_error = cache.error.clone();

@@ -22,15 +22,97 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use glovebox_watch::{DirWatcher, Moment, on_local_file_system};
+use glovebox_watch::{DirWatcher, Moment, Quiet, on_local_file_system};
 
-/// When an account's policy was last checked against its files (or when its files were last
-/// found watched): the watches' epoch and the watcher's moment, both taken before the check.
+/// When files were last looked at (or last found watched): the watches' epoch and the watcher's
+/// moment, both taken before the look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Checked {
-    pub epoch: u64,
-    pub moment: Moment,
+    epoch: u64,
+    moment: Moment,
+}
+
+/// The watcher's word on one kind of file (each account's policy files, `glovebox.yaml`): it ties
+/// a [`DirWatcher`] to them, numbers each time they are watched again, counts the looks decisions
+/// took, and says when a decision may skip its look. The files' owner keeps, per set of files,
+/// when they were last found covered ([`Watched::covered`]) and last looked at
+/// ([`Freshness::looking`]).
+#[derive(Default)]
+pub(crate) struct Freshness {
+    /// The file watcher's word on whether anything changed, once it watches the files.
+    quiet: OnceLock<Quiet>,
+    /// Bumped each time the files are watched again.
+    epoch: AtomicU64,
+    /// Decisions that looked at the files (the rest trusted the watcher).
+    looks: AtomicU64,
+}
+
+/// The watches of one [`Freshness::watch`]: since when they vouch for the files they cover.
+pub(crate) struct Watched {
+    epoch: u64,
+    moment: Option<Moment>,
+}
+
+impl Freshness {
+    /// Adds the watches with `add` (the first call ties `watcher` to these files for good) and
+    /// returns what it returns, with [`Watched`] to say since when the watcher vouches for each
+    /// set of files the watches cover.
+    pub fn watch<R>(
+        &self,
+        watcher: &mut DirWatcher,
+        add: impl FnOnce(&mut DirWatcher) -> R,
+    ) -> (R, Watched) {
+        let quiet = self.quiet.get_or_init(|| watcher.quiet());
+        // Taken before any watch is added: an event read since then voids what is found here.
+        let moment = quiet.now();
+        let added = add(watcher);
+        // Bumped after the watches are in place: a look counts only if it read this epoch, so
+        // it looked at the files after.
+        let epoch = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        (added, Watched { epoch, moment })
+    }
+
+    /// Before a decision looks at the files: the look is counted, and what the watcher will
+    /// vouch for from then on (`None`: nothing).
+    pub fn looking(&self) -> Option<Checked> {
+        self.looks.fetch_add(1, Ordering::Relaxed);
+        // Both before the files are looked at.
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let moment = self.quiet.get().and_then(Quiet::now)?;
+        Some(Checked { epoch, moment })
+    }
+
+    /// Whether files last found covered at `covered` and last looked at at `checked` need no
+    /// look now: they were looked at after their watches were in place, and the watcher has read
+    /// no event since and has none queued.
+    pub fn trusted(&self, covered: Option<Checked>, checked: Option<Checked>) -> bool {
+        match (self.quiet.get(), covered) {
+            (Some(quiet), Some(covered)) => {
+                checked == Some(covered) && quiet.unchanged_since(covered.moment)
+            }
+            _ => false,
+        }
+    }
+
+    /// How many times a decision looked at the files.
+    pub fn looks(&self) -> u64 {
+        self.looks.load(Ordering::SeqCst)
+    }
+}
+
+impl Watched {
+    /// Since when the watcher vouches for a set of files, if the watches cover it (`covered`):
+    /// `None` when they do not, or the watcher cannot tell.
+    pub fn covered(&self, covered: bool) -> Option<Checked> {
+        let moment = self.moment.filter(|_| covered)?;
+        Some(Checked {
+            epoch: self.epoch,
+            moment,
+        })
+    }
 }
 
 /// The paths of one account's policy files.
