@@ -13,6 +13,15 @@ impl GateState {
         decided
     }
 
+    /// The broker's `Decide`, however it came (an RPC of its own, or a message on the
+    /// `Decisions` stream): [`Self::decide`] on the call and plan it names.
+    async fn decide_asked(&self, request: DecideRequest) -> Result<DecideResponse, Status> {
+        let DecideRequest { call, plan } = request;
+        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        Ok(self.decide(&call, &plan).await)
+    }
+
     /// [`Self::decide`] but for its audit row, given back for the caller to write
     /// ([`Self::write_decide_row`], or with the rows of the call made ahead of its verdict).
     pub(crate) async fn decide_unwritten(
@@ -102,13 +111,9 @@ async fn answer_decision(state: &GateState, asked: pb::DecideCall) -> pb::Decide
         "Decide",
         &asked.trace,
     );
-    let answered = async {
-        let DecideRequest { call, plan } = required(asked.decide, "decide")?;
-        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
-        Ok::<_, Status>(state.decide(&call, &plan).await)
-    }
-    .instrument(span)
-    .await;
+    let answered = async { state.decide_asked(required(asked.decide, "decide")?).await }
+        .instrument(span)
+        .await;
     pb::DecideAnswer {
         id: asked.id,
         body: Some(match answered {
@@ -126,10 +131,10 @@ impl pb::gate_server::Gate for GateService {
         request: Request<DecideRequest>,
     ) -> Result<Response<DecideResponse>, Status> {
         caller(&request, &[BROKER])?;
-        let DecideRequest { call, plan } = request.into_inner();
-        let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
-        tracing::Span::current().record("call_id", call.call_id.as_str());
-        Ok(Response::new(self.0.decide(&call, &plan).await))
+        self.0
+            .decide_asked(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     type DecisionsStream = AnswerStream<pb::DecideAnswer>;
