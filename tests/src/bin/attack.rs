@@ -212,6 +212,35 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
             },
         };
         report("ExecutorGate/Calls with a forged voucher", &name, ok, d);
+        // Having a write judged as the broker would (a verdict, an audit row, maybe a ticket),
+        // as an RPC and as a message on the broker's stream: served if a verdict comes back.
+        let asked = pb::DecideRequest {
+            call: Some(call(
+                victim,
+                "file_write",
+                json!({"path": "/tmp/x", "content": "x"}),
+            )),
+            plan: Some(write_plan(victim)),
+        };
+        let mut gate = GateClient::new(raw_channel(sock));
+        let (ok, d) = outcome(gate.decide(asked.clone()).await);
+        report("Gate/Decide as the broker", &name, ok, d);
+        let message = pb::DecideCall {
+            id: 1,
+            decide: Some(asked),
+            ..Default::default()
+        };
+        let (ok, d) = match gate.decisions(tokio_stream::iter([message])).await {
+            Err(s) => (false, format!("{:?}: {}", s.code(), s.message())),
+            Ok(answers) => match answers.into_inner().message().await {
+                Ok(Some(pb::DecideAnswer {
+                    body: Some(pb::decide_answer::Body::Decided(_)),
+                    ..
+                })) => (true, "a verdict came back".into()),
+                other => (false, format!("no verdict: {other:?}")),
+            },
+        };
+        report("Gate/Decisions as the broker", &name, ok, d);
     }
     for target in [account, victim] {
         let sock = run.join(format!("exec-{target}/executor.sock"));
