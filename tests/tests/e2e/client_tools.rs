@@ -149,6 +149,49 @@ async fn a_provider_registers_and_an_agent_calls_its_tool_through_the_gate() {
     assert_eq!(provider.next().await["type"], "pong");
 }
 
+/// Client tool call `n`: the agent asks, the approver allows it once, the provider makes it
+/// (the first call the provider is asked to make since the last) and the agent gets its result.
+async fn approved_click(
+    n: u32,
+    agent: &mut glovebox_e2e::Client,
+    approver: &mut glovebox_e2e::Client,
+    provider: &mut Provider,
+) {
+    let id = format!("c{n}");
+    agent
+        .send(json!({"type": "invoke", "call_id": id, "tool": "client__click", "params": {"n": n}}))
+        .await;
+    let ask = approver.next_ask().await;
+    approver.answer(&ask, "once").await;
+    let invoke = provider.next().await;
+    assert_eq!(invoke["input"], json!({"n": n}), "{invoke}");
+    provider
+        .send(json!({"type": "result", "call_id": invoke["call_id"], "ok": true, "output": n}))
+        .await;
+    assert_eq!(expect_ok(&agent.result_for(&id).await), json!(n));
+}
+
+#[tokio::test]
+async fn a_client_tool_call_fails_closed_while_the_gate_is_down_and_is_decided_once_it_is_back() {
+    // The broker's decisions go as messages on one stream it keeps to the gate: a gate that
+    // dies takes the stream down, and the next decision opens it again.
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider.register(&["click"]).await;
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    approved_click(1, &mut agent, &mut approver, &mut provider).await;
+    let old = g.kill_service("gate");
+    let e = expect_error(
+        &agent.invoke("c2", "client__click", json!({"n": 2})).await,
+        "unavailable",
+    );
+    assert!(e["message"].as_str().unwrap().contains("gate"), "{e}");
+    g.await_restart("gate", old).await;
+    // Call 2 was never made, and the stream to the new gate serves call 3.
+    approved_click(3, &mut agent, &mut approver, &mut provider).await;
+}
+
 #[tokio::test]
 async fn without_a_provider_the_call_fails_with_no_client() {
     let g = Glovebox::start();
