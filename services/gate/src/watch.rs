@@ -1,8 +1,9 @@
-//! Hot reload: a file watcher (`glovebox_watch`) on the managed directories, each account's directory,
-//! each workdir and its `.glovebox` directory, and `glovebox.yaml` (for the accounts' switches). A change reloads the policies that changed and
-//! audits the outcome, and tells pack hosts of an account's changed `mcp.json`; a slow poll
-//! covers events the watcher missed. While it watches every way to an account's policy files,
-//! the account's decisions need not look at them (`policies::freshness`).
+//! Hot reload: a file watcher (`glovebox_watch`) on the managed directories, each account's
+//! directory, each workdir and its `.glovebox` directory, and `glovebox.yaml` (the accounts'
+//! switches). A change reloads the policies that changed and audits the outcome, and tells pack
+//! hosts of an account's changed `mcp.json`; a slow poll covers events the watcher missed. While
+//! it watches every way to an account's policy files (or to `glovebox.yaml`), decisions need not
+//! look at them (`policies::freshness`).
 
 use std::sync::Arc;
 use std::time::Duration;
