@@ -112,6 +112,21 @@ impl Target {
         })
     }
 
+    /// The running broker's Unix socket, when the target is that broker (user mode).
+    pub fn local_socket(&self) -> Option<&Path> {
+        self.socket.as_deref()
+    }
+
+    /// The credential, for a request made by hand (`glovebox mcp`'s handover).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Where the credential was read from (named when the broker refuses it).
+    pub fn token_file(&self) -> &Path {
+        &self.token_file
+    }
+
     /// The broker's HTTP origin (`http://127.0.0.1:7420`), from its WebSocket URL.
     pub fn http_origin(&self) -> anyhow::Result<String> {
         Target::origin_of(&self.url)

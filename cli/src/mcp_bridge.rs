@@ -1,7 +1,11 @@
-//! `glovebox mcp`: an MCP server on stdin/stdout for clients that only launch stdio servers. It
-//! forwards every call to the running broker over the WebSocket API, as the account whose token
-//! it reads, so the gate, the approver and the audit see exactly what they see for any agent.
-//! stdout carries only the MCP protocol; diagnostics go to stderr.
+//! `glovebox mcp`: an MCP server on stdin/stdout for clients that only launch stdio servers, as
+//! the account whose token it reads, so the gate, the approver and the audit see exactly what
+//! they see for any agent. stdout carries only the MCP protocol; diagnostics go to stderr.
+//!
+//! When stdin and stdout are pipes or Unix stream sockets and the broker is this machine's
+//! (user mode), the bridge hands them to the broker (`handover`), which then serves the session
+//! on them itself: no call passes through this process. Otherwise, or when the broker cannot
+//! take them, the bridge serves the session and forwards every call over the WebSocket API:
 //!
 //! One WebSocket carries every call at once, each matched to its result by call id (a slow call
 //! holds up no other). When the broker goes away the bridge keeps serving MCP and reconnects with
@@ -28,6 +32,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Target, connect_with_hello};
 
+mod handover;
 mod stdio;
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
@@ -115,6 +120,20 @@ struct Bridge {
 pub async fn serve(
     target: impl Fn() -> anyhow::Result<Target> + Send + 'static,
 ) -> anyhow::Result<ExitCode> {
+    // The broker serves the session on our stdio itself when it can (`handover`).
+    let target = if stdio::can_hand_over() {
+        let (handed, target) =
+            tokio::task::spawn_blocking(move || (handover::run(&target), target)).await?;
+        match handed {
+            Ok(()) => return Ok(ExitCode::SUCCESS),
+            Err(e) => {
+                eprintln!("glovebox mcp: serving the session through the WebSocket ({e:#})");
+                target
+            }
+        }
+    } else {
+        target
+    };
     let (outgoing, outgoing_rx) = mpsc::channel(OUTGOING_DEPTH);
     let shared = Arc::new(Shared {
         connected: watch::channel(None).0,

@@ -10,40 +10,8 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use rustix::fs::{FileType, OFlags, fcntl_getfl, fcntl_setfl, fstat};
-use rustix::net::{AddressFamily, SocketType, getsockname, sockopt};
-use tokio::io::{AsyncRead, AsyncWrite};
-
-/// How a descriptor can be driven.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Pipe,
-    UnixStream,
-    /// A terminal, a file, another kind of socket: tokio's blocking-thread way.
-    Other,
-}
-
-/// What `fd` is.
-pub fn kind(fd: BorrowedFd<'_>) -> Kind {
-    let Ok(stat) = fstat(fd) else {
-        return Kind::Other;
-    };
-    match FileType::from_raw_mode(stat.st_mode) {
-        FileType::Fifo => Kind::Pipe,
-        FileType::Socket
-            if sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
-                && getsockname(fd).is_ok_and(|a| a.address_family() == AddressFamily::UNIX) =>
-        {
-            Kind::UnixStream
-        }
-        _ => Kind::Other,
-    }
-}
-
-/// A reader of the bridge's stdin.
-pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
-/// A writer of the bridge's stdout.
-pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+use glovebox_broker::mcp::fds::{self, Kind, Reader, Writer, kind};
+use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl, fstat};
 
 /// stdin and stdout, each driven the fastest way it allows, and a guard that puts their modes
 /// back when dropped (drop it after the transport is done with them). Must run inside the
@@ -86,12 +54,37 @@ impl ModesBack {
     }
 }
 
-impl Drop for ModesBack {
-    fn drop(&mut self) {
-        for (which, flags) in self.0.drain(..) {
-            let _ = which.with_fd(|fd| fcntl_setfl(fd, flags));
+impl ModesBack {
+    /// The flags of stdin and stdout as they are now, before they are handed over.
+    pub fn of_both() -> ModesBack {
+        let mut modes = ModesBack(Vec::new());
+        modes.note(Standard::In);
+        modes.note(Standard::Out);
+        modes
+    }
+
+    /// Puts the noted flags back now (the guard puts them back again when dropped).
+    pub fn put_back(&self) {
+        for (which, flags) in &self.0 {
+            let _ = which.with_fd(|fd| fcntl_setfl(fd, *flags));
         }
     }
+}
+
+impl Drop for ModesBack {
+    fn drop(&mut self) {
+        self.put_back();
+    }
+}
+
+/// Whether stdin and stdout can be handed to the broker: each a pipe or a Unix stream socket
+/// that stderr is not (the broker makes them non-blocking, and a diagnostic written to a full
+/// non-blocking stderr would fail).
+pub fn can_hand_over() -> bool {
+    let stderr = std::io::stderr();
+    [Standard::In, Standard::Out]
+        .into_iter()
+        .all(|which| which.with_fd(|fd| kind(fd) != Kind::Other && !same_file(fd, stderr.as_fd())))
 }
 
 /// `which`'s own descriptor and what it is, when the event loop can drive it (its flags noted
@@ -122,47 +115,16 @@ fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
 }
 
 fn event_loop_reader(modes: &mut ModesBack) -> Option<Reader> {
-    match event_loop_fd(Standard::In, modes)? {
-        (Kind::Pipe, fd) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
-            .ok()
-            .map(|r| Box::new(r) as _),
-        (_, fd) => unix_stream(fd).map(|s| Box::new(s) as _),
-    }
+    fds::reader(event_loop_fd(Standard::In, modes)?.1)
 }
 
 fn event_loop_writer(modes: &mut ModesBack) -> Option<Writer> {
-    match event_loop_fd(Standard::Out, modes)? {
-        (Kind::Pipe, fd) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
-            .ok()
-            .map(|w| Box::new(w) as _),
-        (_, fd) => unix_stream(fd).map(|s| Box::new(s) as _),
-    }
-}
-
-fn unix_stream(owned: OwnedFd) -> Option<tokio::net::UnixStream> {
-    let stream = std::os::unix::net::UnixStream::from(owned);
-    stream.set_nonblocking(true).ok()?;
-    tokio::net::UnixStream::from_std(stream).ok()
+    fds::writer(event_loop_fd(Standard::Out, modes)?.1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pipes_and_unix_stream_sockets_are_driven_by_the_event_loop_and_nothing_else() {
-        let (r, w) = std::io::pipe().unwrap();
-        assert_eq!(kind(r.as_fd()), Kind::Pipe);
-        assert_eq!(kind(w.as_fd()), Kind::Pipe);
-        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        assert_eq!(kind(a.as_fd()), Kind::UnixStream);
-        let datagrams = std::os::unix::net::UnixDatagram::unbound().unwrap();
-        assert_eq!(kind(datagrams.as_fd()), Kind::Other);
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        assert_eq!(kind(tcp.as_fd()), Kind::Other);
-        let file = tempfile::tempfile().unwrap();
-        assert_eq!(kind(file.as_fd()), Kind::Other);
-    }
 
     #[test]
     fn a_pipe_or_socket_shared_with_another_descriptor_is_known_as_the_same() {

@@ -31,14 +31,14 @@ pub async fn upgrade(
         )
             .into_response();
     }
-    let Some(who) = crate::auth::credential_of(&app.credentials, &headers) else {
-        return crate::auth::unauthorized();
-    };
     // Providers serve the account's agents: they need the agent credential.
-    if who.role != glovebox_proto::ws::Role::Agent {
-        crate::pipeline::audit_auth_refusal(&app, &who, "client-tool provider").await;
-        return crate::auth::wrong_role(glovebox_proto::ws::Role::Agent);
-    }
+    let agent = glovebox_proto::ws::Role::Agent;
+    let who = match crate::pipeline::credential_for(&app, &headers, agent, "client-tool provider")
+        .await
+    {
+        Ok(who) => who,
+        Err(refused) => return refused,
+    };
     let account = who.account.clone();
     let revoked = crate::auth::revoked(app.credentials.subscribe(), who);
     let protocol = headers

@@ -104,9 +104,9 @@ pub async fn serve(
                 // Frames go out as they are written: with Nagle's algorithm a small frame written
                 // while another is unacknowledged waited for the client's (possibly delayed) ACK.
                 let _ = io.set_nodelay(true);
-                serving.spawn(io, slot)
+                serving.spawn(io, slot, false)
             }
-            Accepted::Unix(io) => serving.spawn(io, slot),
+            Accepted::Unix(io) => serving.spawn(io, slot, true),
         }
     }
     let _ = stopping.send(true);
@@ -162,8 +162,9 @@ struct Serving<'a> {
 }
 
 impl Serving<'_> {
-    /// Serves HTTP on `io` in a task of its own, holding `slot` as long as the socket.
-    fn spawn<S>(&self, io: S, slot: Arc<Slot>)
+    /// Serves HTTP on `io` in a task of its own, holding `slot` as long as the socket; `local`:
+    /// it is the Unix socket (told to each request, for the stdio handover).
+    fn spawn<S>(&self, io: S, slot: Arc<Slot>, local: bool)
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -176,6 +177,11 @@ impl Serving<'_> {
             hyper_util::service::TowerToHyperService::new(tower::service_fn(
                 move |mut request: http::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(slot.clone());
+                    if local {
+                        request
+                            .extensions_mut()
+                            .insert(crate::mcp::handover::LocalConnection);
+                    }
                     router.clone().oneshot(request.map(axum::body::Body::new))
                 },
             )),
@@ -193,6 +199,22 @@ impl Serving<'_> {
             drop(open);
         });
     }
+}
+
+/// The Unix socket under an upgraded connection, with its place, when nothing it sent after the
+/// request is buffered (the stdio handover's descriptors must be read with the bytes they came
+/// with).
+pub fn local_stream(
+    upgraded: hyper::upgrade::Upgraded,
+) -> Option<(tokio::net::UnixStream, Arc<Slot>)> {
+    let parts = upgraded
+        .downcast::<TokioIo<Held<tokio::net::UnixStream>>>()
+        .ok()?;
+    if !parts.read_buf.is_empty() {
+        return None;
+    }
+    let Held { io, _slot } = parts.io.into_inner();
+    Some((io, _slot))
 }
 
 /// Answers a connection refused a place, without reading it, and closes it.

@@ -130,6 +130,7 @@ pub fn router(app: Arc<app::App>) -> Router {
     Router::new()
         .route("/v1/ws", get(connection::upgrade))
         .route("/v1/client-tools", get(client_tools::upgrade))
+        .route(mcp::handover::PATH, get(mcp::handover::upgrade))
         .route("/healthz", get(health::health))
         .route("/metrics", get(metrics::metrics))
         .with_state(app.clone())

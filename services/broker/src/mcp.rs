@@ -11,6 +11,9 @@
 //! client tool; a call not yet run is not run). Built-in tools declare an `outputSchema` and
 //! return `structuredContent`.
 
+pub mod fds;
+pub mod handover;
+pub mod in_flight;
 mod sessions;
 
 pub use sessions::{Reservation, SessionOwners};
@@ -45,13 +48,11 @@ pub async fn require_bearer(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(who) = crate::auth::credential_of(&app.credentials, request.headers()) else {
-        return crate::auth::unauthorized();
+    let agent = glovebox_proto::ws::Role::Agent;
+    let who = match crate::pipeline::credential_for(&app, request.headers(), agent, "MCP").await {
+        Ok(who) => who,
+        Err(refused) => return refused,
     };
-    if who.role != glovebox_proto::ws::Role::Agent {
-        crate::pipeline::audit_auth_refusal(&app, &who, "MCP").await;
-        return crate::auth::wrong_role(glovebox_proto::ws::Role::Agent);
-    }
     let session = request
         .headers()
         .get(SESSION_HEADER)
@@ -111,7 +112,12 @@ pub fn service(app: Arc<App>) -> StreamableHttpService<McpHandler, SessionOwners
     let config = StreamableHttpServerConfig::default();
     let sessions = app.mcp_sessions.clone();
     StreamableHttpService::new(
-        move || Ok(McpHandler { app: app.clone() }),
+        move || {
+            Ok(McpHandler {
+                app: app.clone(),
+                stdio: None,
+            })
+        },
         sessions,
         config,
     )
@@ -120,6 +126,26 @@ pub fn service(app: Arc<App>) -> StreamableHttpService<McpHandler, SessionOwners
 #[derive(Clone)]
 pub struct McpHandler {
     app: Arc<App>,
+    /// A session whose stdio `glovebox mcp` handed over (`handover`); `None` on `/mcp`, where
+    /// each request carries its account.
+    stdio: Option<Arc<StdioSession>>,
+}
+
+/// A handed-over stdio session: its account, fixed when the bridge authenticated, and the
+/// record of its calls in flight.
+pub struct StdioSession {
+    account: String,
+    in_flight: in_flight::InFlight,
+}
+
+impl McpHandler {
+    /// The account a request of this session acts for.
+    fn account(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
+        match &self.stdio {
+            Some(session) => Some(session.account.clone()),
+            None => account_in(extensions),
+        }
+    }
 }
 
 /// What an MCP client is told about glovebox at initialization (`/mcp` and `glovebox mcp`).
@@ -262,16 +288,18 @@ pub fn error_text(error: &glovebox_proto::ws::WireError) -> String {
     text
 }
 
-fn account_of(context: &RequestContext<RoleServer>) -> Option<String> {
-    account_in(&context.extensions)
-}
-
 fn account_in(extensions: &rmcp::model::Extensions) -> Option<String> {
     let parts = extensions.get::<http::request::Parts>()?;
     parts
         .extensions
         .get::<AuthenticatedAccount>()
         .map(|a| a.0.clone())
+}
+
+/// Tells the session of `peer` when its account's tools change, in a task of its own.
+fn watch_tool_changes(app: Arc<App>, account: String, peer: rmcp::Peer<RoleServer>) {
+    let changes = app.tool_changes.subscribe(&account);
+    tokio::spawn(tell_tool_changes(app, account, changes, peer));
 }
 
 /// How often a session's change listener checks that its session still exists.
@@ -322,16 +350,10 @@ impl ServerHandler for McpHandler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let Some(account) = account_in(&context.extensions) else {
+        let Some(account) = self.account(&context.extensions) else {
             return;
         };
-        let changes = self.app.tool_changes.subscribe(&account);
-        tokio::spawn(tell_tool_changes(
-            self.app.clone(),
-            account,
-            changes,
-            context.peer.clone(),
-        ));
+        watch_tool_changes(self.app.clone(), account, context.peer.clone());
     }
 
     async fn list_tools(
@@ -339,7 +361,7 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let account = account_of(&context);
+        let account = self.account(&context.extensions);
         Ok(ListToolsResult::with_all_items(
             tools(&self.app, account.as_deref()).await,
         ))
@@ -350,9 +372,12 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(account) = account_of(&context) else {
+        let Some(account) = self.account(&context.extensions) else {
             return Err(ErrorData::invalid_request("not authenticated", None));
         };
+        // Answered by the bridge if the broker dies before the call ends.
+        let id = serde_json::to_string(&context.id).unwrap_or_default();
+        let _in_flight = self.stdio.as_ref().and_then(|s| s.in_flight.record(&id));
         let origin = Origin {
             account,
             connection_id: new_id("mcp"),
@@ -369,10 +394,16 @@ impl ServerHandler for McpHandler {
             // Keep the sender until the call is done, so the call sees the switch stay on.
             std::future::pending::<()>().await;
         });
+        // A stdio session's ids are in the order made, as `glovebox mcp`'s own were: the
+        // audit's index of client call ids then grows at one end.
+        let call_id = match self.stdio {
+            Some(_) => crate::asks::new_ordered_id("stdio"),
+            None => new_id("mcp-call"),
+        };
         let answer = run_call(
             &self.app,
             &origin,
-            &new_id("mcp-call"),
+            &call_id,
             &request.name,
             params,
             cancelled,

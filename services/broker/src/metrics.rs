@@ -17,13 +17,10 @@ use crate::app::App;
 const GATE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    match crate::auth::credential_of(&app.credentials, &headers) {
-        None => return crate::auth::unauthorized(),
-        Some(who) if who.role != Role::Approver => {
-            crate::pipeline::audit_auth_refusal(&app, &who, "/metrics").await;
-            return crate::auth::wrong_role(Role::Approver);
-        }
-        Some(_) => {}
+    if let Err(refused) =
+        crate::pipeline::credential_for(&app, &headers, Role::Approver, "/metrics").await
+    {
+        return refused;
     }
     let mut text = glovebox_telemetry::metrics::render();
     let mut gate = app.backends.gate.clone();

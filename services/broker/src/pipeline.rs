@@ -48,6 +48,24 @@ pub struct Origin {
     pub tables: bool,
 }
 
+/// The credential `headers` carry when it is `role`'s: otherwise the answer to send (401
+/// without a valid one; 403 for another role's, audited as used for `wanted`).
+pub async fn credential_for(
+    app: &App,
+    headers: &http::HeaderMap,
+    role: glovebox_proto::ws::Role,
+    wanted: &str,
+) -> Result<crate::auth::Authenticated, axum::response::Response> {
+    let Some(who) = crate::auth::credential_of(&app.credentials, headers) else {
+        return Err(crate::auth::unauthorized());
+    };
+    if who.role != role {
+        audit_auth_refusal(app, &who, wanted).await;
+        return Err(crate::auth::wrong_role(role));
+    }
+    Ok(who)
+}
+
 /// Audits a valid credential used for a role it does not have (kind `auth`, outcome `refused`):
 /// an agent token asking to approve is an attack worth an administrator's attention.
 pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wanted: &str) {

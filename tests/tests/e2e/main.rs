@@ -26,5 +26,6 @@ mod profiles;
 mod protocol;
 mod runtime_accounts;
 mod services;
+mod stdio_handover;
 mod system_mode;
 mod telemetry;

@@ -1,0 +1,275 @@
+//! `glovebox mcp` handing its stdin and stdout to the broker (the broker's side is
+//! `glovebox_broker::mcp::handover`, which describes the exchange). Once handed over, the bridge
+//! only waits: the broker serves the MCP session on the client's own pipes, and every call skips
+//! the bridge process.
+//!
+//! When the broker dies, the bridge answers each call the in-flight record holds with an error
+//! (the call may or may not have run), waits for the broker to be back, and hands the session
+//! over again with the client's initialization, so the client carries on without noticing more
+//! than those errors. Requests the client makes meanwhile wait in its pipe for the next broker.
+//! The bridge exits when the broker says the client ended the session, or when the client has
+//! gone while no broker holds the session.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use anyhow::Context;
+use glovebox_broker::mcp::handover::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
+use glovebox_broker::mcp::in_flight;
+
+use super::stdio::ModesBack;
+use crate::client::Target;
+
+/// How long the broker has to answer each step of a handover.
+const STEP_WAIT: Duration = Duration::from_secs(10);
+/// The first wait before handing over again; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// What a call lost with the broker is answered.
+const LOST: &str =
+    "unavailable: glovebox's broker stopped during the call; it may or may not have run";
+
+/// Hands stdio to the broker and to every broker after it until the session ends. `Err` when
+/// the first handover could not be made (the broker has no Unix socket, refuses, or is older):
+/// nothing was handed over and the caller serves the session itself.
+pub fn run(target: &dyn Fn() -> anyhow::Result<Target>) -> anyhow::Result<()> {
+    let record = new_record().context("make the in-flight record")?;
+    let modes = ModesBack::of_both();
+    let mut control = hand(&target()?, &record, None)?;
+    eprintln!("glovebox mcp: the broker serves this session on our stdio");
+    let mut resume: Option<String> = None;
+    loop {
+        if follow(&mut control, &mut resume) == Followed::Ended {
+            return Ok(());
+        }
+        // Our own writes block; the next broker makes them non-blocking again.
+        modes.put_back();
+        answer_lost(&record);
+        eprintln!(
+            "glovebox mcp: the broker stopped; handing the session to it again when it is back"
+        );
+        match hand_again(target, &record, resume.as_deref()) {
+            Some(next) => control = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// A sealed memory file for the broker's record of calls in flight (`in_flight`).
+fn new_record() -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
+    let fd = memfd_create(
+        "glovebox-mcp-in-flight",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    ftruncate(&fd, in_flight::FILE_BYTES as u64)?;
+    fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL)?;
+    Ok(fd)
+}
+
+/// Hands stdin, stdout and `record` to the broker of `target`; the connection to follow.
+fn hand(
+    target: &Target,
+    record: &OwnedFd,
+    resume: Option<&str>,
+) -> anyhow::Result<BufReader<UnixStream>> {
+    let path = target
+        .local_socket()
+        .context("the broker has no Unix socket to hand stdio over")?;
+    let stream = UnixStream::connect(path)
+        .with_context(|| format!("cannot reach glovebox at {}", path.display()))?;
+    stream.set_read_timeout(Some(STEP_WAIT))?;
+    stream.set_write_timeout(Some(STEP_WAIT))?;
+    (&stream).write_all(
+        format!(
+            "GET {PATH} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+             Connection: Upgrade\r\nUpgrade: {PROTOCOL}\r\n\r\n",
+            target.token()
+        )
+        .as_bytes(),
+    )?;
+    let mut control = BufReader::new(stream);
+    let status = line(&mut control)?;
+    let status = String::from_utf8_lossy(&status);
+    match status.split_whitespace().nth(1) {
+        Some("101") => {}
+        Some("401") => anyhow::bail!(
+            "the broker refused the agent token in {} (it may have been rotated: `glovebox token rotate`)",
+            target.token_file().display()
+        ),
+        _ => anyhow::bail!(
+            "the broker answered the handover with {}",
+            status.trim_end()
+        ),
+    }
+    while line(&mut control)? != b"\r\n" {}
+    match serde_json::from_slice(&line(&mut control)?) {
+        Ok(Told::Ready) => {}
+        _ => anyhow::bail!("the broker did not say it was ready for the handover"),
+    }
+    let resume = resume
+        .map(|r| serde_json::value::RawValue::from_string(r.to_owned()))
+        .transpose()?;
+    let mut message = serde_json::to_vec(&Handover { resume })?;
+    message.push(b'\n');
+    send_with_fds(control.get_ref(), &message, record)?;
+    control.get_ref().set_read_timeout(None)?;
+    Ok(control)
+}
+
+/// Sends `message` with stdin, stdout and `record` attached.
+fn send_with_fds(socket: &UnixStream, message: &[u8], record: &OwnedFd) -> std::io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use std::mem::MaybeUninit;
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let fds = [stdin.as_fd(), stdout.as_fd(), record.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    let sent = rustix::net::sendmsg(
+        socket,
+        &[std::io::IoSlice::new(message)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    // The descriptors went with the first byte; the rest of the line follows plainly.
+    let mut socket = socket;
+    socket.write_all(&message[sent..])
+}
+
+/// One line of at most [`MAX_LINE`] bytes, with its newline.
+fn line(control: &mut BufReader<UnixStream>) -> anyhow::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    control
+        .by_ref()
+        .take(MAX_LINE as u64)
+        .read_until(b'\n', &mut line)?;
+    anyhow::ensure!(
+        line.last() == Some(&b'\n'),
+        "the broker closed the handover or sent a line too long"
+    );
+    Ok(line)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Followed {
+    /// The client ended the session.
+    Ended,
+    /// The broker's end closed without saying so: it stopped.
+    BrokerGone,
+}
+
+/// Reads what the broker tells until the session ends or the broker goes, keeping the client's
+/// initialization in `resume`.
+fn follow(control: &mut BufReader<UnixStream>, resume: &mut Option<String>) -> Followed {
+    loop {
+        let Ok(told) = line(control) else {
+            return Followed::BrokerGone;
+        };
+        match serde_json::from_slice(&told) {
+            Ok(Told::Initialized(info)) => *resume = Some(info.get().to_owned()),
+            Ok(Told::Ended) => return Followed::Ended,
+            Ok(Told::Ready) | Err(_) => {}
+        }
+    }
+}
+
+/// Answers every call the record holds with an error, and clears the record.
+fn answer_lost(record: &OwnedFd) {
+    let file = std::fs::File::from(match record.try_clone() {
+        Ok(fd) => fd,
+        Err(_) => return,
+    });
+    let mut bytes = vec![0; in_flight::FILE_BYTES];
+    if file.read_exact_at(&mut bytes, 0).is_err() {
+        return;
+    }
+    let lost = in_flight::recorded(&bytes);
+    let mut out = Vec::new();
+    for id in &lost {
+        let answer = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "result": {"content": [{"type": "text", "text": LOST}], "isError": true},
+        });
+        out.extend_from_slice(answer.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    let _ = file.write_all_at(&vec![0; in_flight::FILE_BYTES], 0);
+    if !out.is_empty() {
+        eprintln!(
+            "glovebox mcp: {} calls in flight were lost with the broker",
+            lost.len()
+        );
+        write_blocking(&out);
+    }
+}
+
+/// Writes `bytes` to stdout, waiting for room if stdout is non-blocking.
+fn write_blocking(mut bytes: &[u8]) {
+    let stdout = std::io::stdout();
+    while !bytes.is_empty() {
+        match rustix::io::write(stdout.as_fd(), bytes) {
+            Ok(0) => return,
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::AGAIN) => wait_for(&stdout, rustix::event::PollFlags::OUT),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn wait_for(fd: &impl AsFd, flags: rustix::event::PollFlags) {
+    let mut polled = [rustix::event::PollFd::new(fd, flags)];
+    let _ = rustix::event::poll(&mut polled, None);
+}
+
+/// Hands the session over again once a broker is back, backing off meanwhile; `None` when the
+/// client went away first.
+fn hand_again(
+    target: &dyn Fn() -> anyhow::Result<Target>,
+    record: &OwnedFd,
+    resume: Option<&str>,
+) -> Option<BufReader<UnixStream>> {
+    let mut backoff = FIRST_BACKOFF;
+    let mut last_error = String::new();
+    loop {
+        if client_gone(backoff) {
+            return None;
+        }
+        match target().and_then(|t| hand(&t, record, resume)) {
+            Ok(control) => {
+                eprintln!("glovebox mcp: the session is handed to the broker again");
+                return Some(control);
+            }
+            Err(e) => {
+                let error = format!("{e:#}");
+                if error != last_error {
+                    eprintln!("glovebox mcp: cannot hand the session over ({error}); retrying");
+                    last_error = error;
+                }
+            }
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Waits up to `wait`; whether the client closed its end of stdout (nobody would read an
+/// answer) meanwhile. A client that only closed stdin still has requests queued to be answered.
+fn client_gone(wait: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let stdout = std::io::stdout();
+    let mut polled = [PollFd::new(&stdout, PollFlags::empty())];
+    let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    });
+    let _ = poll(&mut polled, Some(&timeout));
+    polled[0]
+        .revents()
+        .intersects(PollFlags::ERR | PollFlags::HUP)
+}

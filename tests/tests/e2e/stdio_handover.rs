@@ -1,0 +1,388 @@
+//! `glovebox mcp` handing its stdio to the broker (`GET /v1/stdio` on the broker's Unix socket):
+//! the broker serves the session on the client's own pipes, a call in flight when the broker
+//! dies is answered by the bridge, the session goes on with the next broker, a killed bridge
+//! ends its session, and the endpoint refuses every handover it should, reading nothing from a
+//! refused client's pipe.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use glovebox_e2e::{Glovebox, WAIT};
+use serde_json::{Value, json};
+
+/// `glovebox mcp` on pipes, spoken to line by line.
+struct Bridge {
+    child: Child,
+    to: std::fs::File,
+    from: mpsc::Receiver<Value>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Bridge {
+    fn start(g: &Glovebox) -> Bridge {
+        let mut child = Command::new(glovebox_e2e::glovebox_bin())
+            .args(["mcp", "--state-dir"])
+            .arg(&g.state)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let to = std::fs::File::from(OwnedFd::from(child.stdin.take().unwrap()));
+        let out = child.stdout.take().unwrap();
+        let (tx, from) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let collected = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                collected
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut bridge = Bridge {
+            child,
+            to,
+            from,
+            stderr,
+        };
+        bridge.send(
+            json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}}),
+        );
+        let init = bridge.answer("init");
+        assert_eq!(init["result"]["serverInfo"]["name"], "glovebox", "{init}");
+        bridge.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        bridge
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.to, "{message}").unwrap();
+    }
+
+    fn call(&mut self, id: &str, tool: &str, arguments: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+    }
+
+    /// The answer to request `id` (notifications before it are skipped).
+    fn answer(&mut self, id: &str) -> Value {
+        loop {
+            let message = self
+                .from
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|e| panic!("no answer to {id} ({e}); {}", self.stderr()));
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+    }
+}
+
+fn text_of(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_broker_serves_a_handed_over_session_even_with_the_bridge_stopped() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "hello, handed over\n").unwrap();
+    let mut bridge = Bridge::start(&g);
+    // Stopped, the bridge can forward nothing: the broker answers on the client's pipes itself.
+    bridge.signal(nix::sys::signal::Signal::SIGSTOP);
+    bridge.call("read", "file_read", json!({"path": "hello.txt"}));
+    let read = bridge.answer("read");
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    assert_eq!(
+        read["result"]["structuredContent"]["content"], "hello, handed over\n",
+        "{read}"
+    );
+    bridge.send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}));
+    let list = bridge.answer("list");
+    assert_eq!(
+        list["result"]["tools"].as_array().unwrap().len(),
+        15,
+        "{list}"
+    );
+    bridge.signal(nix::sys::signal::Signal::SIGCONT);
+    assert!(
+        bridge.stderr().contains("the broker serves this session"),
+        "{}",
+        bridge.stderr()
+    );
+    // Closing stdin ends the session; the broker says so and the bridge exits cleanly.
+    let Bridge { mut child, to, .. } = bridge;
+    drop(to);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn a_call_in_flight_when_the_broker_dies_is_answered_and_the_session_goes_on() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "hello again\n").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut bridge = Bridge::start(&g);
+    // A write waits for its approval: in flight in the broker.
+    bridge.call(
+        "write",
+        "file_write",
+        json!({"path": "new.txt", "content": "x"}),
+    );
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["tool"], "file_write", "{ask}");
+    let old = g.kill_service("broker");
+    let lost = bridge.answer("write");
+    assert_eq!(lost["result"]["isError"], true, "{lost}");
+    assert!(text_of(&lost).contains("may or may not have run"), "{lost}");
+    // Made while no broker holds the session: it waits in the pipe for the next one.
+    bridge.call("read", "file_read", json!({"path": "hello.txt"}));
+    g.await_restart("broker", old).await;
+    let read = bridge.answer("read");
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    assert_eq!(
+        read["result"]["structuredContent"]["content"],
+        "hello again\n"
+    );
+    bridge.send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}));
+    assert_eq!(
+        bridge.answer("list")["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        15
+    );
+    assert!(
+        !g.workdir.join("new.txt").exists(),
+        "the lost write never ran"
+    );
+    assert!(
+        bridge.stderr().contains("handed to the broker again"),
+        "{}",
+        bridge.stderr()
+    );
+}
+
+#[tokio::test]
+async fn a_killed_bridge_ends_its_session() {
+    let g = Glovebox::start();
+    let mut bridge = Bridge::start(&g);
+    bridge.signal(nix::sys::signal::Signal::SIGKILL);
+    // The broker lets go of the client's stdout: the client reads its end.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        match bridge.from.recv_timeout(Duration::from_millis(100)) {
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            _ => assert!(
+                std::time::Instant::now() < deadline,
+                "the broker kept the session of a killed bridge"
+            ),
+        }
+    }
+    let _ = bridge.child.wait();
+}
+
+/// A handover to try, from the client's stdin and stdout.
+type MakeOffer<'a> = Box<dyn Fn(OwnedFd, OwnedFd) -> Offer + 'a>;
+
+/// What a handover sends: descriptors, and the line.
+struct Offer {
+    fds: Vec<OwnedFd>,
+    line: Vec<u8>,
+}
+
+/// An upgrade request on the broker's Unix socket with `token`; the status line and the socket.
+fn upgrade(g: &Glovebox, token: &str, protocol: Option<&str>) -> (String, UnixStream) {
+    let mut socket = UnixStream::connect(g.state.join("run/broker.sock")).unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    let upgrade = protocol
+        .map(|p| format!("Connection: Upgrade\r\nUpgrade: {p}\r\n"))
+        .unwrap_or_default();
+    write!(
+        socket,
+        "GET /v1/stdio HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n{upgrade}\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(socket.read(&mut byte).unwrap(), 1, "{head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    (head.lines().next().unwrap().to_owned(), socket)
+}
+
+/// Hands `offer` over after the broker's ready line; whether the broker then closed the
+/// connection without taking the session.
+fn hand(socket: &mut UnixStream, offer: Offer) -> bool {
+    let mut ready = Vec::new();
+    let mut byte = [0u8];
+    while !ready.ends_with(b"\n") {
+        assert_eq!(socket.read(&mut byte).unwrap(), 1);
+        ready.push(byte[0]);
+    }
+    assert_eq!(ready, b"\"ready\"\n");
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let fds: Vec<_> = offer.fds.iter().map(|fd| fd.as_fd()).collect();
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+    rustix::net::sendmsg(
+        &*socket,
+        &[std::io::IoSlice::new(&offer.line)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )
+    .unwrap();
+    let mut rest = Vec::new();
+    socket.read_to_end(&mut rest).is_ok() && rest.is_empty()
+}
+
+/// A sealed memory file the size of the in-flight record.
+fn record() -> OwnedFd {
+    use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
+    let fd = memfd_create("record", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+    ftruncate(&fd, 256 * 128).unwrap();
+    fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK).unwrap();
+    fd
+}
+
+#[tokio::test]
+async fn the_handover_refuses_bad_credentials_sockets_and_descriptors_and_reads_nothing() {
+    let g = Glovebox::start();
+    let approver = g.credential_of(&g.account, "approver");
+    let (status, _) = upgrade(&g, "not-a-token", Some("glovebox-stdio"));
+    assert!(status.contains(" 401 "), "{status}");
+    let (status, _) = upgrade(&g, &approver, Some("glovebox-stdio"));
+    assert!(status.contains(" 403 "), "{status}");
+    let (status, _) = upgrade(&g, &g.token, None);
+    assert!(status.contains(" 400 "), "{status}");
+    let (status, _) = upgrade(&g, &g.token, Some("websocket"));
+    assert!(status.contains(" 400 "), "{status}");
+    // Over TCP no descriptors can come: refused before any upgrade.
+    let origin = g.url.trim_end_matches("/v1/ws").replace("ws://", "http://");
+    let bearer = format!("Bearer {}", g.token);
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Connection", "Upgrade"),
+        ("Upgrade", "glovebox-stdio"),
+    ];
+    let (status, _, _) =
+        glovebox_e2e::http_request(&origin, "GET", "/v1/stdio", &headers, "").await;
+    assert_eq!(status, 400);
+
+    let line = b"{\"resume\":null}\n".to_vec();
+    let pending = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "1"}}})
+    .to_string()
+        + "\n";
+    let plain_file = || OwnedFd::from(tempfile::tempfile().unwrap());
+    let cases: Vec<(&str, MakeOffer<'_>)> = vec![
+        (
+            "two descriptors",
+            Box::new(|r, w| Offer {
+                fds: vec![r, w],
+                line: line.clone(),
+            }),
+        ),
+        (
+            "four descriptors",
+            Box::new(|r, w| Offer {
+                fds: vec![r, w, record(), record()],
+                line: line.clone(),
+            }),
+        ),
+        (
+            "a plain file for the record",
+            Box::new(|r, w| Offer {
+                fds: vec![r, w, plain_file()],
+                line: line.clone(),
+            }),
+        ),
+        (
+            "a file for stdout",
+            Box::new(|r, _| Offer {
+                fds: vec![r, plain_file(), record()],
+                line: line.clone(),
+            }),
+        ),
+        (
+            "a malformed line",
+            Box::new(|r, w| Offer {
+                fds: vec![r, w, record()],
+                line: b"{\"resume\":{\"not\":\"an initialization\"}}\n".to_vec(),
+            }),
+        ),
+        (
+            "more than the line",
+            Box::new(|r, w| Offer {
+                fds: vec![r, w, record()],
+                line: [&line[..], b"extra"].concat(),
+            }),
+        ),
+    ];
+    for (what, offer) in cases {
+        // The client's pipes, a request already waiting in its stdin.
+        let (stdin_r, mut stdin_w) = std::io::pipe().unwrap();
+        let (stdout_r, stdout_w) = std::io::pipe().unwrap();
+        stdin_w.write_all(pending.as_bytes()).unwrap();
+        let ours = OwnedFd::from(stdin_r.try_clone().unwrap());
+        let (status, mut socket) = upgrade(&g, &g.token, Some("glovebox-stdio"));
+        assert!(status.contains(" 101 "), "{what}: {status}");
+        let closed = hand(&mut socket, offer(stdin_r.into(), stdout_w.into()));
+        assert!(closed, "{what}: the broker kept the connection");
+        // Nothing was read from the refused client's stdin, nothing written to its stdout.
+        rustix::fs::fcntl_setfl(&ours, rustix::fs::OFlags::NONBLOCK).unwrap();
+        let mut left = vec![0u8; pending.len() + 1];
+        let n = rustix::io::read(&ours, &mut left).unwrap();
+        assert_eq!(&left[..n], pending.as_bytes(), "{what}");
+        drop(stdin_w);
+        let mut written = Vec::new();
+        std::fs::File::from(OwnedFd::from(stdout_r))
+            .read_to_end(&mut written)
+            .unwrap();
+        assert!(
+            written.is_empty(),
+            "{what}: {}",
+            String::from_utf8_lossy(&written)
+        );
+    }
+    assert!(g.stderr().contains("a stdio handover was refused"));
+}
