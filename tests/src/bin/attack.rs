@@ -598,8 +598,9 @@ async fn http_get_on(
 /// What a job could try to get at the web console or an approver's credential: the approver
 /// token file, a running `glovebox approve` (signals, ptrace, /proc), a guessed login link, the
 /// console and `/metrics` without a credential, and `console_login` on a connection without one;
-/// the same pages and a WebSocket upgrade with no credential and with a guessed one over the
-/// broker's Unix socket `local`, if given (reachable: it is the user's, as the port is).
+/// the same pages, a WebSocket upgrade and the stdio handover with no credential and with a
+/// guessed one over the broker's Unix socket `local`, if given (reachable: it is the user's, as
+/// the port is).
 async fn console(ws_url: &str, token_file: &Path, approver_pid: i32, local: Option<&Path>) {
     let r = std::fs::read(token_file);
     report(
@@ -660,6 +661,9 @@ async fn console(ws_url: &str, token_file: &Path, approver_pid: i32, local: Opti
     let upgrade = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
                    Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
     let guessed = format!("{upgrade}Authorization: Bearer gbx_{}\r\n", "7".repeat(43));
+    // The stdio handover, which would give a session on descriptors of our choosing.
+    let stdio = "Upgrade: glovebox-stdio\r\nConnection: Upgrade\r\n";
+    let stdio_guessed = format!("{stdio}Authorization: Bearer gbx_{}\r\n", "7".repeat(43));
     for (path, more) in [
         (
             format!("/console/login?t={}", "7".repeat(64)),
@@ -669,6 +673,8 @@ async fn console(ws_url: &str, token_file: &Path, approver_pid: i32, local: Opti
         ("/metrics".to_owned(), CLOSE.to_owned()),
         ("/v1/ws".to_owned(), upgrade.to_owned()),
         ("/v1/ws".to_owned(), guessed),
+        ("/v1/stdio".to_owned(), stdio.to_owned()),
+        ("/v1/stdio".to_owned(), stdio_guessed),
     ] {
         let got = match tokio::net::UnixStream::connect(local).await {
             Ok(s) => http_get_on(s, &addr, &path, &more).await,

@@ -956,8 +956,9 @@ async fn a_job_cannot_take_the_approvers_credential_nor_mint_a_console_login() {
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
     // The token file, eleven process attacks, two console pages and /metrics, one
-    // unauthenticated login; over the Unix socket the pages again and two upgrades.
-    assert_eq!(tried.len(), 1 + 11 + 3 + 1 + 5, "{stdout}");
+    // unauthenticated login; over the Unix socket the pages again, two WebSocket upgrades and
+    // two stdio handovers.
+    assert_eq!(tried.len(), 1 + 11 + 3 + 1 + 7, "{stdout}");
     for t in &tried {
         eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
         assert!(
