@@ -25,6 +25,8 @@ use crate::client::Target;
 
 /// How long the broker has to answer each step of a handover.
 const STEP_WAIT: Duration = Duration::from_secs(10);
+/// How long the first handover waits for a broker that cannot be reached yet.
+const FIRST_WAIT: Duration = Duration::from_secs(10);
 /// The first wait before handing over again; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -33,12 +35,13 @@ const LOST: &str =
     "unavailable: glovebox's broker stopped during the call; it may or may not have run";
 
 /// Hands stdio to the broker and to every broker after it until the session ends. `Err` when
-/// the first handover could not be made (the broker has no Unix socket, refuses, or is older):
-/// nothing was handed over and the caller serves the session itself.
+/// the first handover could not be made (no broker reachable within [`FIRST_WAIT`], none with
+/// a Unix socket, or one that refuses): nothing was handed over and the caller serves the
+/// session itself.
 pub fn run(target: &dyn Fn() -> anyhow::Result<Target>) -> anyhow::Result<()> {
     let record = new_record().context("make the in-flight record")?;
     let modes = ModesBack::of_both();
-    let mut control = hand(&target()?, &record, None)?;
+    let mut control = first_hand(target, &record)?;
     eprintln!("glovebox mcp: the broker serves this session on our stdio");
     let mut resume: Option<String> = None;
     loop {
@@ -58,6 +61,31 @@ pub fn run(target: &dyn Fn() -> anyhow::Result<Target>) -> anyhow::Result<()> {
     }
 }
 
+/// The first handover, waiting up to [`FIRST_WAIT`] for a broker that is not reachable yet (a
+/// client started with glovebox); a broker that answers and refuses is not asked again.
+fn first_hand(
+    target: &dyn Fn() -> anyhow::Result<Target>,
+    record: &OwnedFd,
+) -> anyhow::Result<BufReader<UnixStream>> {
+    let deadline = std::time::Instant::now() + FIRST_WAIT;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let reached = match target() {
+            Ok(t) if t.local_socket().is_none() => {
+                anyhow::bail!("the broker has no Unix socket to hand stdio over")
+            }
+            Ok(t) => reach(&t).map(|stream| (stream, t)),
+            Err(e) => Err(e),
+        };
+        match reached {
+            Ok((stream, t)) => return hand(stream, &t, record, None),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(backoff),
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
 /// A sealed memory file for the broker's record of calls in flight (`in_flight`).
 fn new_record() -> std::io::Result<OwnedFd> {
     use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
@@ -70,17 +98,22 @@ fn new_record() -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Hands stdin, stdout and `record` to the broker of `target`; the connection to follow.
+/// A connection to the broker's Unix socket.
+fn reach(target: &Target) -> anyhow::Result<UnixStream> {
+    let path = target
+        .local_socket()
+        .context("the broker has no Unix socket to hand stdio over")?;
+    UnixStream::connect(path)
+        .with_context(|| format!("cannot reach glovebox at {}", path.display()))
+}
+
+/// Hands stdin, stdout and `record` to the broker on `stream`; the connection to follow.
 fn hand(
+    stream: UnixStream,
     target: &Target,
     record: &OwnedFd,
     resume: Option<&str>,
 ) -> anyhow::Result<BufReader<UnixStream>> {
-    let path = target
-        .local_socket()
-        .context("the broker has no Unix socket to hand stdio over")?;
-    let stream = UnixStream::connect(path)
-        .with_context(|| format!("cannot reach glovebox at {}", path.display()))?;
     stream.set_read_timeout(Some(STEP_WAIT))?;
     stream.set_write_timeout(Some(STEP_WAIT))?;
     (&stream).write_all(
@@ -241,7 +274,7 @@ fn hand_again(
         if client_gone(backoff) {
             return None;
         }
-        match target().and_then(|t| hand(&t, record, resume)) {
+        match target().and_then(|t| hand(reach(&t)?, &t, record, resume)) {
             Ok(control) => {
                 eprintln!("glovebox mcp: the session is handed to the broker again");
                 return Some(control);

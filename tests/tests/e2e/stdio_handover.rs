@@ -26,9 +26,14 @@ struct Bridge {
 
 impl Bridge {
     fn start(g: &Glovebox) -> Bridge {
+        Bridge::start_in(&g.state)
+    }
+
+    /// A bridge of the glovebox whose state directory is `state`, initialized.
+    fn start_in(state: &std::path::Path) -> Bridge {
         let mut child = Command::new(glovebox_e2e::glovebox_bin())
             .args(["mcp", "--state-dir"])
-            .arg(&g.state)
+            .arg(state)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -150,6 +155,39 @@ async fn the_broker_serves_a_handed_over_session_even_with_the_bridge_stopped() 
         .await
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn a_bridge_started_before_the_broker_hands_over_once_it_is_up() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "hello, late broker\n").unwrap();
+    // No broker while the bridge starts: the supervisor is held and cannot restart it.
+    let up = Pid::from_raw(g.up_pid().unwrap());
+    kill(up, Signal::SIGSTOP).unwrap();
+    let old = g.kill_service("broker");
+    let started = std::thread::spawn({
+        let state = g.state.clone();
+        move || Bridge::start_in(&state)
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    kill(up, Signal::SIGCONT).unwrap();
+    g.await_restart("broker", old).await;
+    let mut bridge = tokio::task::spawn_blocking(move || started.join().unwrap())
+        .await
+        .unwrap();
+    // Handed over, not forwarding: it answers with the bridge stopped.
+    bridge.signal(Signal::SIGSTOP);
+    bridge.call("read", "file_read", json!({"path": "hello.txt"}));
+    let read = bridge.answer("read");
+    bridge.signal(Signal::SIGCONT);
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    assert!(
+        bridge.stderr().contains("the broker serves this session"),
+        "{}",
+        bridge.stderr()
+    );
 }
 
 #[tokio::test]
