@@ -617,6 +617,9 @@ fn job_env(names: &[&str]) -> Vec<(String, String)> {
     env
 }
 
+/// How long the runtime's blocking threads get to finish once the command is done.
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A job's shim is a process of its own that must not log to the job's output or start a
@@ -759,6 +762,10 @@ fn main() -> ExitCode {
     if service_name.is_some() {
         glovebox_telemetry::metrics::shutdown();
     }
+    // A read of stdin (the supervisor's updates, a service's lifeline) runs on a blocking thread
+    // that nothing can interrupt: a service stopped by a signal while its stdin stays open would
+    // wait for it forever.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -377,7 +377,7 @@ impl ServerHandler for McpHandler {
         };
         // Answered by the bridge if the broker dies before the call ends.
         let id = serde_json::to_string(&context.id).unwrap_or_default();
-        let _in_flight = self.stdio.as_ref().and_then(|s| s.in_flight.record(&id));
+        let in_flight = self.stdio.as_ref().and_then(|s| s.in_flight.record(&id));
         let origin = Origin {
             account,
             connection_id: new_id("mcp"),
@@ -410,6 +410,9 @@ impl ServerHandler for McpHandler {
         )
         .await;
         forward.abort();
+        if let Some(recorded) = in_flight {
+            recorded.answered();
+        }
         Ok(answer_result(&request.name, answer).into())
     }
 }

@@ -21,6 +21,8 @@ struct Bridge {
     child: Child,
     to: std::fs::File,
     from: mpsc::Receiver<Value>,
+    /// Notifications read while waiting for answers.
+    heard: Vec<Value>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -69,6 +71,7 @@ impl Bridge {
             child,
             to,
             from,
+            heard: Vec::new(),
             stderr,
         };
         bridge.send(
@@ -100,6 +103,9 @@ impl Bridge {
                 .unwrap_or_else(|e| panic!("no answer to {id} ({e}); {}", self.stderr()));
             if message["id"] == id {
                 return message;
+            }
+            if message.get("id").is_none() {
+                self.heard.push(message);
             }
         }
     }
@@ -191,43 +197,63 @@ async fn a_bridge_started_before_the_broker_hands_over_once_it_is_up() {
 }
 
 #[tokio::test]
-async fn a_call_in_flight_when_the_broker_dies_is_answered_and_the_session_goes_on() {
+async fn a_call_in_flight_when_the_broker_stops_is_answered_and_the_session_goes_on() {
+    use nix::sys::signal::Signal;
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("hello.txt"), "hello again\n").unwrap();
-    let mut approver = g.connect("approver").await;
     let mut bridge = Bridge::start(&g);
-    // A write waits for its approval: in flight in the broker.
-    bridge.call(
-        "write",
-        "file_write",
-        json!({"path": "new.txt", "content": "x"}),
-    );
-    let ask = approver.next_ask().await;
-    assert_eq!(ask["tool"], "file_write", "{ask}");
-    let old = g.kill_service("broker");
-    let lost = bridge.answer("write");
-    assert_eq!(lost["result"]["isError"], true, "{lost}");
-    assert!(text_of(&lost).contains("may or may not have run"), "{lost}");
-    // Made while no broker holds the session: it waits in the pipe for the next one.
-    bridge.call("read", "file_read", json!({"path": "hello.txt"}));
-    g.await_restart("broker", old).await;
-    let read = bridge.answer("read");
-    assert_eq!(read["result"]["isError"], false, "{read}");
-    assert_eq!(
-        read["result"]["structuredContent"]["content"],
-        "hello again\n"
-    );
-    bridge.send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}));
-    assert_eq!(
-        bridge.answer("list")["result"]["tools"]
+    // Killed, or stopped gracefully (which drops its calls): either way the call is answered.
+    for (round, signal) in [Signal::SIGKILL, Signal::SIGTERM].into_iter().enumerate() {
+        let mut approver = g.connect("approver").await;
+        // A write waits for its approval: in flight in the broker.
+        let write = format!("write-{round}");
+        bridge.call(
+            &write,
+            "file_write",
+            json!({"path": "new.txt", "content": "x"}),
+        );
+        let ask = approver.next_ask().await;
+        assert_eq!(ask["tool"], "file_write", "{ask}");
+        let pids = g.service_pids("broker");
+        assert_eq!(pids.len(), 1, "{pids:?}");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pids[0]), signal).unwrap();
+        let lost = bridge.answer(&write);
+        assert_eq!(lost["result"]["isError"], true, "{signal}: {lost}");
+        assert!(
+            text_of(&lost).contains("may or may not have run"),
+            "{signal}: {lost}"
+        );
+        // Made while no broker holds the session: it waits in the pipe for the next one.
+        let read = format!("read-{round}");
+        bridge.call(&read, "file_read", json!({"path": "hello.txt"}));
+        g.await_restart("broker", pids[0]).await;
+        let read = bridge.answer(&read);
+        assert_eq!(read["result"]["isError"], false, "{signal}: {read}");
+        assert_eq!(
+            read["result"]["structuredContent"]["content"],
+            "hello again\n"
+        );
+        // The next broker tells the client to list its tools again, and lists them.
+        assert!(
+            bridge
+                .heard
+                .iter()
+                .any(|n| n["method"] == "notifications/tools/list_changed"),
+            "{signal}: {:?}",
+            bridge.heard
+        );
+        bridge.heard.clear();
+        let list = format!("list-{round}");
+        bridge.send(json!({"jsonrpc": "2.0", "id": list, "method": "tools/list"}));
+        let tools = bridge.answer(&list)["result"]["tools"]
             .as_array()
             .unwrap()
-            .len(),
-        15
-    );
+            .len();
+        assert_eq!(tools, 15, "{signal}");
+    }
     assert!(
         !g.workdir.join("new.txt").exists(),
-        "the lost write never ran"
+        "the lost writes never ran"
     );
     assert!(
         bridge.stderr().contains("handed to the broker again"),

@@ -3,7 +3,8 @@
 //! a call's JSON-RPC id into a slot when the call starts and clears the slot when it ends: one
 //! `pwrite` each, no wake-up of the bridge. When the broker dies, the bridge reads the file and
 //! answers each recorded call with an error, so the MCP client is not left waiting for answers
-//! nobody will send.
+//! nobody will send. A call is recorded until its answer is on its way: one dropped unanswered
+//! (a broker stopping gracefully drops its calls) stays recorded.
 //!
 //! The file is [`SLOTS`] slots of [`SLOT_BYTES`]: the first byte is the id's length (0: free),
 //! then the id as JSON (a number or a string). An id too long for a slot is not recorded.
@@ -65,7 +66,8 @@ pub struct InFlight {
     free: Mutex<Vec<usize>>,
 }
 
-/// A recorded call; its slot is cleared when this is dropped.
+/// A recorded call. [`Recorded::answered`] clears its slot; dropped without it (the broker
+/// stopping, its runtime dropping the call) the call stays recorded, for the bridge to answer.
 pub struct Recorded<'a> {
     record: &'a InFlight,
     slot: usize,
@@ -103,12 +105,19 @@ impl InFlight {
     }
 }
 
-impl Drop for Recorded<'_> {
-    fn drop(&mut self) {
+impl Recorded<'_> {
+    /// The call's answer is being sent: the bridge must not answer it.
+    pub fn answered(self) {
         let offset = (self.slot * SLOT_BYTES) as u64;
-        if self.record.file.write_all_at(&[0], offset).is_ok() {
-            self.record.lock().push(self.slot);
-        }
+        let _ = self.record.file.write_all_at(&[0], offset);
+    }
+}
+
+impl Drop for Recorded<'_> {
+    /// The slot may be taken again (a call dropped while its broker runs is not answered by
+    /// anyone: its id may be overwritten).
+    fn drop(&mut self) {
+        self.record.lock().push(self.slot);
     }
 }
 
@@ -143,9 +152,19 @@ mod tests {
             recorded(&read_all(&fd)),
             vec![serde_json::json!(7), serde_json::json!("call-b")]
         );
-        drop(a);
+        a.answered();
         assert_eq!(recorded(&read_all(&fd)), vec![serde_json::json!("call-b")]);
-        drop(b);
+        b.answered();
+        assert!(recorded(&read_all(&fd)).is_empty());
+    }
+
+    #[test]
+    fn a_call_dropped_unanswered_stays_recorded_until_its_slot_is_taken_again() {
+        let fd = sealed_file();
+        let record = InFlight::new(fd.try_clone().unwrap());
+        drop(record.record("1").unwrap());
+        assert_eq!(recorded(&read_all(&fd)), vec![serde_json::json!(1)]);
+        record.record("2").unwrap().answered();
         assert!(recorded(&read_all(&fd)).is_empty());
     }
 
