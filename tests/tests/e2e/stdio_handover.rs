@@ -2,7 +2,7 @@
 //! the broker serves the session on the client's own pipes, a call in flight when the broker
 //! dies is answered by the bridge, the session goes on with the next broker, a killed bridge
 //! ends its session, and the endpoint refuses every handover it should, reading nothing from a
-//! refused client's pipe.
+//! refused client's pipe. A bridge that cannot hand over (here, given a URL) still forwards.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,14 +28,16 @@ struct Bridge {
 
 impl Bridge {
     fn start(g: &Glovebox) -> Bridge {
-        Bridge::start_in(&g.state)
+        Bridge::start_in(&g.state, &[])
     }
 
-    /// A bridge of the glovebox whose state directory is `state`, initialized.
-    fn start_in(state: &std::path::Path) -> Bridge {
+    /// A bridge of the glovebox whose state directory is `state`, with `more` arguments,
+    /// initialized.
+    fn start_in(state: &std::path::Path, more: &[&str]) -> Bridge {
         let mut child = Command::new(glovebox_e2e::glovebox_bin())
             .args(["mcp", "--state-dir"])
             .arg(state)
+            .args(more)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -175,7 +177,7 @@ async fn a_bridge_started_before_the_broker_hands_over_once_it_is_up() {
     let old = g.kill_service("broker");
     let started = std::thread::spawn({
         let state = g.state.clone();
-        move || Bridge::start_in(&state)
+        move || Bridge::start_in(&state, &[])
     });
     std::thread::sleep(Duration::from_millis(700));
     kill(up, Signal::SIGCONT).unwrap();
@@ -259,6 +261,43 @@ async fn a_call_in_flight_when_the_broker_stops_is_answered_and_the_session_goes
         bridge.stderr().contains("handed to the broker again"),
         "{}",
         bridge.stderr()
+    );
+}
+
+#[tokio::test]
+async fn a_bridge_given_a_url_forwards_and_fails_its_calls_in_flight_when_the_broker_dies() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "hello, forwarded\n").unwrap();
+    // A URL of the caller's choosing has no Unix socket to hand stdio over on.
+    let mut bridge = Bridge::start_in(&g.state, &["--url", &g.url]);
+    let mut approver = g.connect("approver").await;
+    bridge.call(
+        "write",
+        "file_write",
+        json!({"path": "new.txt", "content": "x"}),
+    );
+    let ask = approver.next_ask().await;
+    assert_eq!(ask["tool"], "file_write", "{ask}");
+    let old = g.kill_service("broker");
+    let lost = bridge.answer("write");
+    assert_eq!(lost["result"]["isError"], true, "{lost}");
+    assert!(text_of(&lost).contains("may or may not have run"), "{lost}");
+    g.await_restart("broker", old).await;
+    bridge.call("read", "file_read", json!({"path": "hello.txt"}));
+    let read = bridge.answer("read");
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    assert_eq!(
+        read["result"]["structuredContent"]["content"],
+        "hello, forwarded\n"
+    );
+    let stderr = bridge.stderr();
+    assert!(
+        stderr.contains("serving the session through the WebSocket"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("the broker serves this session"),
+        "{stderr}"
     );
 }
 
