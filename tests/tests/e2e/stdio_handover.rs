@@ -112,6 +112,20 @@ impl Bridge {
         }
     }
 
+    /// Makes a write that waits for `approver`'s answer: a call in flight in the broker.
+    async fn hold_a_write(&mut self, id: &str, approver: &mut glovebox_e2e::Client) {
+        self.call(id, "file_write", json!({"path": "new.txt", "content": "x"}));
+        let ask = approver.next_ask().await;
+        assert_eq!(ask["tool"], "file_write", "{ask}");
+    }
+
+    /// Checks that call `id` was answered as lost with the broker.
+    fn answered_lost(&mut self, id: &str) {
+        let lost = self.answer(id);
+        assert_eq!(lost["result"]["isError"], true, "{lost}");
+        assert!(text_of(&lost).contains("may or may not have run"), "{lost}");
+    }
+
     fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
@@ -207,24 +221,12 @@ async fn a_call_in_flight_when_the_broker_stops_is_answered_and_the_session_goes
     // Killed, or stopped gracefully (which drops its calls): either way the call is answered.
     for (round, signal) in [Signal::SIGKILL, Signal::SIGTERM].into_iter().enumerate() {
         let mut approver = g.connect("approver").await;
-        // A write waits for its approval: in flight in the broker.
         let write = format!("write-{round}");
-        bridge.call(
-            &write,
-            "file_write",
-            json!({"path": "new.txt", "content": "x"}),
-        );
-        let ask = approver.next_ask().await;
-        assert_eq!(ask["tool"], "file_write", "{ask}");
+        bridge.hold_a_write(&write, &mut approver).await;
         let pids = g.service_pids("broker");
         assert_eq!(pids.len(), 1, "{pids:?}");
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pids[0]), signal).unwrap();
-        let lost = bridge.answer(&write);
-        assert_eq!(lost["result"]["isError"], true, "{signal}: {lost}");
-        assert!(
-            text_of(&lost).contains("may or may not have run"),
-            "{signal}: {lost}"
-        );
+        bridge.answered_lost(&write);
         // Made while no broker holds the session: it waits in the pipe for the next one.
         let read = format!("read-{round}");
         bridge.call(&read, "file_read", json!({"path": "hello.txt"}));
@@ -271,17 +273,9 @@ async fn a_bridge_given_a_url_forwards_and_fails_its_calls_in_flight_when_the_br
     // A URL of the caller's choosing has no Unix socket to hand stdio over on.
     let mut bridge = Bridge::start_in(&g.state, &["--url", &g.url]);
     let mut approver = g.connect("approver").await;
-    bridge.call(
-        "write",
-        "file_write",
-        json!({"path": "new.txt", "content": "x"}),
-    );
-    let ask = approver.next_ask().await;
-    assert_eq!(ask["tool"], "file_write", "{ask}");
+    bridge.hold_a_write("write", &mut approver).await;
     let old = g.kill_service("broker");
-    let lost = bridge.answer("write");
-    assert_eq!(lost["result"]["isError"], true, "{lost}");
-    assert!(text_of(&lost).contains("may or may not have run"), "{lost}");
+    bridge.answered_lost("write");
     g.await_restart("broker", old).await;
     bridge.call("read", "file_read", json!({"path": "hello.txt"}));
     let read = bridge.answer("read");
