@@ -32,6 +32,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Target, connect_with_hello};
 
+mod away;
 mod handover;
 mod stdio;
 

@@ -6,7 +6,9 @@
 //! When the broker dies, the bridge answers each call the in-flight record holds with an error
 //! (the call may or may not have run), waits for the broker to be back, and hands the session
 //! over again with the client's initialization, so the client carries on without noticing more
-//! than those errors. Requests the client makes meanwhile wait in its pipe for the next broker.
+//! than those errors. Requests the client makes meanwhile wait in its pipe for the next broker,
+//! for up to 10 s; after that the bridge answers them itself, saying glovebox is not reachable
+//! (`away`), until a broker takes the session again.
 //! The bridge exits when the broker says the client ended the session, or when the client has
 //! gone while no broker holds the session.
 
@@ -20,6 +22,7 @@ use anyhow::Context;
 use glovebox_broker::mcp::handover::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
 use glovebox_broker::mcp::in_flight;
 
+use super::away::Waited;
 use super::stdio::ModesBack;
 use crate::client::Target;
 
@@ -27,6 +30,9 @@ use crate::client::Target;
 const STEP_WAIT: Duration = Duration::from_secs(10);
 /// How long the first handover waits for a broker that cannot be reached yet.
 const FIRST_WAIT: Duration = Duration::from_secs(10);
+/// How long requests wait in the pipe for a broker that went away before they are answered
+/// here (`away`).
+const AWAY_PATIENCE: Duration = Duration::from_secs(10);
 /// The first wait before handing over again; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -243,7 +249,7 @@ fn answer_lost(record: &OwnedFd) {
 }
 
 /// Writes `bytes` to stdout, waiting for room if stdout is non-blocking.
-fn write_blocking(mut bytes: &[u8]) {
+pub(super) fn write_blocking(mut bytes: &[u8]) {
     let stdout = std::io::stdout();
     while !bytes.is_empty() {
         match rustix::io::write(stdout.as_fd(), bytes) {
@@ -262,7 +268,8 @@ fn wait_for(fd: &impl AsFd, flags: rustix::event::PollFlags) {
 }
 
 /// Hands the session over again once a broker is back, backing off meanwhile; `None` when the
-/// client went away first.
+/// client went away first. After [`AWAY_PATIENCE`] without a broker, the client's requests are
+/// answered here meanwhile (`away`), so that its calls fail saying why instead of waiting.
 fn hand_again(
     target: &dyn Fn() -> anyhow::Result<Target>,
     record: &OwnedFd,
@@ -270,8 +277,18 @@ fn hand_again(
 ) -> Option<BufReader<UnixStream>> {
     let mut backoff = FIRST_BACKOFF;
     let mut last_error = String::new();
+    let patient_until = std::time::Instant::now() + AWAY_PATIENCE;
+    let mut away = super::away::Away::default();
     loop {
-        if client_gone(backoff) {
+        let waited = if std::time::Instant::now() < patient_until {
+            match client_gone(backoff) {
+                true => Waited::ClientGone,
+                false => Waited::Again,
+            }
+        } else {
+            away.answer_for(backoff)
+        };
+        if waited == Waited::ClientGone || away.settle() == Waited::ClientGone {
             return None;
         }
         match target().and_then(|t| hand(reach(&t)?, &t, record, resume)) {

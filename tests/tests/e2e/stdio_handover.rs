@@ -267,6 +267,54 @@ async fn a_call_in_flight_when_the_broker_stops_is_answered_and_the_session_goes
 }
 
 #[tokio::test]
+async fn while_glovebox_stays_away_the_bridge_answers_calls_saying_so_then_hands_over_again() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "hello, back\n").unwrap();
+    let mut bridge = Bridge::start(&g);
+    // The supervisor is held: the broker stays away.
+    let up = Pid::from_raw(g.up_pid().unwrap());
+    kill(up, Signal::SIGSTOP).unwrap();
+    let old = g.kill_service("broker");
+    let asked = std::time::Instant::now();
+    bridge.call("away", "file_read", json!({"path": "hello.txt"}));
+    let away = bridge.answer("away");
+    assert!(
+        asked.elapsed() >= Duration::from_secs(9),
+        "answered after {:?}, before the bridge's patience ran out",
+        asked.elapsed()
+    );
+    assert_eq!(away["result"]["isError"], true, "{away}");
+    assert!(text_of(&away).contains("not reachable"), "{away}");
+    bridge.send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}));
+    assert_eq!(bridge.answer("list")["result"]["tools"], json!([]));
+    kill(up, Signal::SIGCONT).unwrap();
+    g.await_restart("broker", old).await;
+    // Calls answered by the bridge until it has handed the session over again; then served.
+    let deadline = std::time::Instant::now() + WAIT;
+    for attempt in 0.. {
+        let id = format!("read-{attempt}");
+        bridge.call(&id, "file_read", json!({"path": "hello.txt"}));
+        let read = bridge.answer(&id);
+        if read["result"]["isError"] == false {
+            assert_eq!(
+                read["result"]["structuredContent"]["content"],
+                "hello, back\n"
+            );
+            break;
+        }
+        assert!(text_of(&read).contains("not reachable"), "{read}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never handed over again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(bridge.stderr().contains("handed to the broker again"));
+}
+
+#[tokio::test]
 async fn a_bridge_given_a_url_forwards_and_fails_its_calls_in_flight_when_the_broker_dies() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("hello.txt"), "hello, forwarded\n").unwrap();
