@@ -3,14 +3,14 @@
 //! (the same frame or the same refusal), presenting a result from its text (`present_text`) gives
 //! what presenting its tree does, and a collection shown as a table (`mcp_form::present`) has one
 //! line per item and the same columns on every line, whatever the names hold (no forged lines or
-//! columns). And the broker's check of a result text it passes on as it came (`reads_as_object`)
+//! columns); a result whose `table` came apart (`present_parts`) is shown as its whole is. And the broker's check of a result text it passes on as it came (`reads_as_object`)
 //! takes exactly the texts that read as a `serde_json::Value` object, so no client is sent a frame
 //! it cannot read.
 
 #![no_main]
 
 use glovebox_proto::tools::Tool;
-use glovebox_proto::tools::mcp_form::{TABLE_FIELD, present, present_text};
+use glovebox_proto::tools::mcp_form::{TABLE_FIELD, present, present_parts, present_text};
 use glovebox_proto::ws::{BridgeFrame, ServerFrame, parse_bridge_frame, reads_as_object};
 use libfuzzer_sys::fuzz_target;
 
@@ -45,6 +45,15 @@ fuzz_target!(|text: &str| {
             present_text(Some(tool), text_in).ok(),
             Some((text.clone(), structured.clone()))
         );
+        // A table sent apart from the other fields is shown as the whole result is.
+        if let Some(serde_json::Value::String(table)) = value.get(TABLE_FIELD) {
+            let mut fields = value.clone();
+            fields.as_object_mut().map(|f| f.remove(TABLE_FIELD));
+            assert_eq!(
+                present_parts(Some(tool), &fields.to_string(), table.clone()).ok(),
+                Some((text.clone(), structured.clone()))
+            );
+        }
         let Some(items) = items else { continue };
         let structured = structured.expect("an object with the array");
         let table = structured[TABLE_FIELD].as_str().expect("a table");

@@ -24,7 +24,7 @@ use super::Tool;
 
 mod rows;
 
-pub use rows::present_text;
+pub use rows::{present_parts, present_text, with_table};
 
 /// How one column of a table is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,13 +17,27 @@ pub enum CallValue {
     Text(CheckedText),
 }
 
-/// Text that [`CallValue::from_text`] found to be one JSON object that reads as a tree.
+/// Text that [`CallValue::from_text`] found to be one JSON object that reads as a tree, and
+/// the result's `table` when the executor sent it apart (a call that asked for tables: it is
+/// not escaped into the text, and an MCP answer shows it as it came).
 #[derive(Debug, Clone, PartialEq)]
-pub struct CheckedText(String);
+pub struct CheckedText {
+    text: String,
+    table: Option<String>,
+}
 
 impl CheckedText {
-    pub fn as_str(&self) -> &str {
-        &self.0
+    /// The text without the table, and the table.
+    pub fn into_parts(self) -> (String, Option<String>) {
+        (self.text, self.table)
+    }
+
+    /// The whole result's JSON text, the table written into it.
+    fn into_whole(self) -> String {
+        match self.table {
+            Some(table) => glovebox_proto::tools::mcp_form::with_table(&self.text, &table),
+            None => self.text,
+        }
     }
 }
 
@@ -32,15 +46,21 @@ impl CallValue {
     /// ([`glovebox_proto::ws::reads_as_object`]: exactly the texts [`CallValue::into_tree`]
     /// reads, so no client is sent a frame it cannot read); `None` otherwise.
     pub fn from_text(text: String) -> Option<CallValue> {
-        glovebox_proto::ws::reads_as_object(&text).then_some(CallValue::Text(CheckedText(text)))
+        CallValue::from_parts(text, None)
+    }
+
+    /// [`CallValue::from_text`] of a result whose `table` came apart from `text`.
+    pub fn from_parts(text: String, table: Option<String>) -> Option<CallValue> {
+        glovebox_proto::ws::reads_as_object(&text)
+            .then_some(CallValue::Text(CheckedText { text, table }))
     }
 
     /// The result as a tree (read from the text when it is text).
     pub fn into_tree(self) -> Result<serde_json::Value, WireError> {
         match self {
             CallValue::Tree(value) => Ok(value),
-            CallValue::Text(CheckedText(text)) => {
-                serde_json::from_str(&text).map_err(|_| malformed())
+            CallValue::Text(text) => {
+                serde_json::from_str(&text.into_whole()).map_err(|_| malformed())
             }
         }
     }
@@ -73,7 +93,8 @@ impl CallAnswer {
     /// The `result` frame's text; a text result is written into it as it came.
     pub fn into_json(self) -> String {
         match self.outcome {
-            Ok(CallValue::Text(CheckedText(result))) => {
+            Ok(CallValue::Text(text)) => {
+                let result = text.into_whole();
                 // As `ServerFrame::to_json` writes a result: tag first (the bridge reads a frame
                 // that starts so in one pass), then the id, `ok`, and the result.
                 let id = serde_json::Value::String(self.call_id).to_string();
@@ -145,6 +166,28 @@ mod tests {
                 "{id}"
             );
         }
+    }
+
+    #[test]
+    fn a_result_whose_table_came_apart_is_written_with_it() {
+        let table = "type\tname\nfile\t\"a\\\"b\"\u{2028}\n";
+        for (fields, whole) in [
+            (
+                r#"{"path":"/w","total":1}"#,
+                json!({"path": "/w", "total": 1, "table": table}),
+            ),
+            ("{}", json!({"table": table})),
+        ] {
+            let value = CallValue::from_parts(fields.to_owned(), Some(table.to_owned())).unwrap();
+            assert_eq!(value.clone().into_tree().unwrap(), whole);
+            let frame = answer("c", Ok(value)).into_json();
+            assert_eq!(
+                read_frame(&frame).unwrap(),
+                ServerFrame::ok("c".into(), whole.clone()),
+                "{frame}"
+            );
+        }
+        assert!(CallValue::from_parts("[1]".to_owned(), Some(table.to_owned())).is_none());
     }
 
     /// A frame as `glovebox mcp` reads it, as the enum would.

@@ -247,7 +247,12 @@ pub fn call_result(tool: &str, end: glovebox_proto::ws::CallEnd) -> CallToolResu
 
 /// A successful result of `tool`, `result` its JSON text, as an MCP tool result.
 fn success(tool: &str, result: &str) -> CallToolResult {
-    match mcp_form::present_text(Tool::from_name(tool), result) {
+    read_as(mcp_form::present_text(Tool::from_name(tool), result))
+}
+
+/// A result read for showing as a successful MCP tool result, or the error of one unreadable.
+fn read_as(presented: serde_json::Result<(String, Option<serde_json::Value>)>) -> CallToolResult {
+    match presented {
         Ok(presented) => shown(presented),
         Err(_) => CallToolResult::error(vec![ContentBlock::text(
             "internal: the call's result could not be read",
@@ -265,7 +270,14 @@ fn shown((text, structured): (String, Option<serde_json::Value>)) -> CallToolRes
 /// A call's answer as an MCP tool result (see [`call_result`]).
 fn answer_result(tool: &str, answer: crate::answer::CallAnswer) -> CallToolResult {
     match answer.outcome {
-        Ok(crate::answer::CallValue::Text(text)) => success(tool, text.as_str()),
+        Ok(crate::answer::CallValue::Text(text)) => match text.into_parts() {
+            (fields, Some(table)) => read_as(mcp_form::present_parts(
+                Tool::from_name(tool),
+                &fields,
+                table,
+            )),
+            (text, None) => success(tool, &text),
+        },
         Ok(crate::answer::CallValue::Tree(value)) => {
             shown(mcp_form::present(Tool::from_name(tool), value))
         }

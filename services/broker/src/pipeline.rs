@@ -396,7 +396,8 @@ async fn builtin(
         audited();
         return Err(from_tool_error(e));
     }
-    let value = CallValue::from_text(executed.result_json).ok_or_else(crate::answer::malformed)?;
+    let value = CallValue::from_parts(executed.result_json, executed.table)
+        .ok_or_else(crate::answer::malformed)?;
     audited();
     Ok(value)
 }

@@ -78,8 +78,11 @@ pub fn denied_set(globs: &[String]) -> globset::GlobSet {
 /// `serde_json::Value` tree first.
 #[derive(Debug)]
 pub struct Done {
-    /// The result as JSON text.
+    /// The result as JSON text (without its `table`, when it has one).
     pub result: String,
+    /// The result's `table` (a call that asked for tables), kept apart so that it is never
+    /// escaped into JSON on its way to an MCP client (`mcp_form::present_parts`).
+    pub table: Option<String>,
     pub bytes: u64,
 }
 
@@ -89,11 +92,28 @@ impl Done {
         // Results are maps with string keys and plain values: serializing them cannot fail, but
         // if it ever did, the caller gets an explicit null rather than a panic.
         let result = serde_json::to_string(result).unwrap_or_else(|_| "null".to_owned());
-        Done { result, bytes }
+        Done {
+            result,
+            table: None,
+            bytes,
+        }
     }
 
-    /// The result parsed back into a value (for tests and callers that inspect it).
+    /// A result whose collection was made as `table`: `fields` are its other fields.
+    pub fn with_table(fields: &impl serde::Serialize, table: String, bytes: u64) -> Done {
+        Done {
+            table: Some(table),
+            ..Done::new(fields, bytes)
+        }
+    }
+
+    /// The whole result parsed back into a value, its table in it (for tests and callers that
+    /// inspect it).
     pub fn value(&self) -> serde_json::Value {
-        serde_json::from_str(&self.result).unwrap_or(serde_json::Value::Null)
+        let whole = match &self.table {
+            Some(table) => glovebox_proto::tools::mcp_form::with_table(&self.result, table),
+            None => self.result.clone(),
+        };
+        serde_json::from_str(&whole).unwrap_or(serde_json::Value::Null)
     }
 }

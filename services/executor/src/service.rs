@@ -199,6 +199,7 @@ impl ExecutorService {
                         .to_proto(),
                     ),
                     result_audited: false,
+                    table: None,
                 };
             }
         }
@@ -494,11 +495,13 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
             result_json: done.result,
             error: None,
             result_audited: false,
+            table: done.table,
         },
         Err(e) => ExecuteResponse {
             result_json: String::new(),
             error: Some(e.to_proto()),
             result_audited: false,
+            table: None,
         },
     }
 }
@@ -1326,12 +1329,15 @@ mod tests {
             ),
         ] {
             let (ran, sent) = run(allowed, "file_list", params, true).await;
-            let listed: serde_json::Value =
-                serde_json::from_str(&ran.executed.unwrap().result_json).unwrap();
+            let executed = ran.executed.unwrap();
+            let listed: serde_json::Value = serde_json::from_str(&executed.result_json).unwrap();
+            // The table comes apart from the other fields, as it is shown.
             assert_eq!(
-                listed["table"], "type\tname\nfile\ta.txt\nfile\tbig.txt\nfile\tsecret.txt",
+                executed.table.as_deref(),
+                Some("type\tname\nfile\ta.txt\nfile\tbig.txt\nfile\tsecret.txt"),
                 "{listed}"
             );
+            assert!(listed.get("table").is_none(), "{listed}");
             assert!(listed.get("entries").is_none(), "{listed}");
             assert_eq!(
                 (listed["hidden"].clone(), listed["total"].clone()),

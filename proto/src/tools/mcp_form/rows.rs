@@ -28,6 +28,44 @@ pub fn present_text(tool: Option<Tool>, text: &str) -> serde_json::Result<(Strin
     Ok(super::present(tool, serde_json::from_str(text)?))
 }
 
+/// [`present_text`] of a result that came in two parts: `fields`, the JSON text of an object
+/// without its `table`, and `table` itself (as the executor sends a call's table that asked for
+/// tables). The same answer as for [`with_table`]'s text, without escaping the table into JSON
+/// and reading it back.
+pub fn present_parts(
+    tool: Option<Tool>,
+    fields: &str,
+    table: String,
+) -> serde_json::Result<(String, Option<Value>)> {
+    let mut fields: Map<String, Value> = serde_json::from_str(fields)?;
+    if let Some(shape) = tool.and_then(table_of)
+        && !fields.contains_key(shape.array)
+        && !fields.contains_key(TABLE_FIELD)
+    {
+        let table = Some(table);
+        return Ok(Read { fields, table }.presented());
+    }
+    fields.insert(TABLE_FIELD.to_owned(), Value::String(table));
+    Ok(super::present(tool, Value::Object(fields)))
+}
+
+/// The JSON text of the object `fields` (JSON text) with `table` as its last field.
+pub fn with_table(fields: &str, table: &str) -> String {
+    let Some(open) = fields.trim_end().strip_suffix('}') else {
+        return fields.to_owned();
+    };
+    let escaped = Value::String(table.to_owned()).to_string();
+    let mut whole = String::with_capacity(open.len() + escaped.len() + 12);
+    whole.push_str(open);
+    if !open.trim_end().ends_with('{') {
+        whole.push(',');
+    }
+    whole.push_str(r#""table":"#);
+    whole.push_str(&escaped);
+    whole.push('}');
+    whole
+}
+
 /// Reads a result of `tool` with its collection rendered as it goes; an error for anything left
 /// to the whole parse (and for a tool without a table).
 fn read(tool: Tool, text: &str) -> serde_json::Result<Read> {
@@ -366,5 +404,40 @@ mod tests {
             assert!(read(list, text).is_err(), "{text}");
         }
         assert!(read(Tool::FileRead, r#"{"entries":[]}"#).is_err());
+    }
+
+    #[test]
+    fn a_result_in_two_parts_is_shown_as_the_whole_of_it_is() {
+        let table = "type\tname\nfile\t\"a\\tb\"\ndir\tc\u{2028}\n".to_owned();
+        for (tool, fields) in [
+            (
+                Some(Tool::FileList),
+                r#"{"path":"/w","details":false,"total":2,"truncated":false}"#,
+            ),
+            (
+                Some(Tool::FileFind),
+                r#"{"path":"/w","count":2,"truncated":false}"#,
+            ),
+            (
+                Some(Tool::FileGrep),
+                r#"{"files_searched":3,"truncated":false}"#,
+            ),
+            (Some(Tool::FileList), "{}"),
+            // odd ones, left to the whole form: a collection beside the table, a table twice
+            (Some(Tool::FileList), r#"{"entries":[],"details":false}"#),
+            (Some(Tool::FileFind), r#"{"table":"mine"}"#),
+            (Some(Tool::FileRead), r#"{"content":"x"}"#),
+            (None, r#"{"a":1}"#),
+        ] {
+            let whole = with_table(fields, &table);
+            let parsed: Value = serde_json::from_str(&whole).unwrap();
+            assert_eq!(parsed[TABLE_FIELD], Value::String(table.clone()), "{whole}");
+            assert_eq!(
+                present_parts(tool, fields, table.clone()).unwrap(),
+                present_text(tool, &whole).unwrap(),
+                "{fields}"
+            );
+        }
+        assert!(present_parts(Some(Tool::FileList), "not json", table).is_err());
     }
 }

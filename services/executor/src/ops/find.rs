@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use glovebox_proto::ErrorCode;
-use glovebox_proto::tools::mcp_form::{CellValue, TABLE_FIELD, TableWriter};
+use glovebox_proto::tools::mcp_form::{CellValue, TableWriter};
 use glovebox_proto::tools::{FileFindParams, MAX_SEARCH_MILLIS};
 use glovebox_proto::v1::TicketBody;
 use rustix::fs::FileType;
@@ -78,7 +78,7 @@ pub fn execute(
                 _ => None,
             });
         }
-        result[TABLE_FIELD] = table.finish().into();
+        return Ok(Done::with_table(&result, table.finish(), 0));
     } else {
         let entries: Vec<serde_json::Value> = found
             .iter()

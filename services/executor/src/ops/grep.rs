@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use glovebox_proto::ErrorCode;
-use glovebox_proto::tools::mcp_form::{CellValue, TABLE_FIELD, TableWriter};
+use glovebox_proto::tools::mcp_form::{CellValue, TableWriter};
 use glovebox_proto::tools::{FileGrepParams, MAX_READ_BYTES, MAX_SEARCH_MILLIS};
 use glovebox_proto::v1::TicketBody;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -329,7 +329,7 @@ fn done(root: &str, shared: Shared<'_>, tables: bool) -> Done {
                 _ => None,
             });
         }
-        result[TABLE_FIELD] = table.finish().into();
+        return Done::with_table(&result, table.finish(), 0);
     } else {
         let matches: Vec<serde_json::Value> = hits
             .iter()

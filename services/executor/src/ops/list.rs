@@ -70,7 +70,6 @@ struct ListResult<'a> {
 struct ListTable<'a> {
     path: &'a str,
     details: bool,
-    table: String,
     total: usize,
     truncated: bool,
     hidden: u64,
@@ -246,12 +245,11 @@ impl Listing {
             let result = ListTable {
                 path: &self.path,
                 details: self.details,
-                table: table.finish(),
                 total,
                 truncated,
                 hidden: self.hidden,
             };
-            return Done::new(&result, 0);
+            return Done::with_table(&result, table.finish(), 0);
         }
         let result = ListResult {
             path: &self.path,
