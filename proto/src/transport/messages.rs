@@ -42,8 +42,11 @@ pub const MAX_IN_FLIGHT: usize = 256;
 pub trait Request: prost::Message + Default + Send + 'static {
     /// Its id, chosen by the client.
     fn id(&self) -> u64;
-    /// The id of the request this message gives up on, when it is a cancel.
-    fn cancels(&self) -> Option<u64>;
+    /// The id of the request this message gives up on, when it is a cancel (none, for a kind of
+    /// stream that has no cancels).
+    fn cancels(&self) -> Option<u64> {
+        None
+    }
     /// Whether what still runs is stopped when the client's side of the stream ends (its calls
     /// are given up on with it, as a lost connection's RPCs are).
     const STOPPED_WITH_STREAM: bool;
@@ -65,16 +68,16 @@ pub trait Exchange: Send + Sync + 'static {
     const PATH: &'static str;
     /// Who answers, for errors ("the gate").
     const SERVER: &'static str;
-    /// The message that gives up on request `id`, when the server is to be told.
-    fn cancel(id: u64) -> Option<Self::Request>;
+    /// The message that gives up on request `id`, when the server is to be told (never, for a
+    /// kind of stream whose requests are made all the same once sent).
+    fn cancel(_id: u64) -> Option<Self::Request> {
+        None
+    }
 }
 
 impl Request for pb::ExecutorGateCall {
     fn id(&self) -> u64 {
         self.id
-    }
-    fn cancels(&self) -> Option<u64> {
-        None
     }
     /// A call's verdict and rows are quick, and rows sent are to be written.
     const STOPPED_WITH_STREAM: bool = false;
@@ -121,9 +124,6 @@ impl Request for pb::DecideCall {
     fn id(&self) -> u64 {
         self.id
     }
-    fn cancels(&self) -> Option<u64> {
-        None
-    }
     /// A decision is quick, and its audit row is written once it is made.
     const STOPPED_WITH_STREAM: bool = false;
 }
@@ -149,9 +149,6 @@ impl Exchange for Decisions {
     type Answer = pb::DecideAnswer;
     const PATH: &'static str = "/glovebox.v1.Gate/Decisions";
     const SERVER: &'static str = "the gate";
-    fn cancel(_: u64) -> Option<pb::DecideCall> {
-        None
-    }
 }
 
 /// `status` as a message field.

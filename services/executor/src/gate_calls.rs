@@ -27,9 +27,6 @@ impl Exchange for ToGate {
     type Answer = pb::ExecutorGateAnswer;
     const PATH: &'static str = "/glovebox.v1.ExecutorGate/Calls";
     const SERVER: &'static str = "the gate";
-    fn cancel(_: u64) -> Option<pb::ExecutorGateCall> {
-        None
-    }
 }
 
 impl GateCalls {
