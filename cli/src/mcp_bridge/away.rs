@@ -24,10 +24,8 @@ pub fn answer(line: &[u8]) -> Option<Vec<u8>> {
     let id = request
         .get("id")
         .filter(|id| id.is_number() || id.is_string())?;
-    let method = request.get("method")?.as_str()?;
-    let outcome = match method {
-        "tools/call" => json!({"result": {
-            "content": [{"type": "text", "text": UNREACHABLE}], "isError": true}}),
+    let outcome = match request.get("method")?.as_str()? {
+        "tools/call" => return Some(tool_error(id, UNREACHABLE)),
         "tools/list" => json!({"result": {"tools": []}}),
         "ping" => json!({"result": {}}),
         _ => json!({"error": {"code": -32603, "message": UNREACHABLE}}),
@@ -36,9 +34,22 @@ pub fn answer(line: &[u8]) -> Option<Vec<u8>> {
     if let (Value::Object(answer), Value::Object(outcome)) = (&mut answer, outcome) {
         answer.extend(outcome);
     }
-    let mut bytes = answer.to_string().into_bytes();
+    Some(as_line(&answer))
+}
+
+/// The line answering tool call `id` with a tool error whose text is `text`.
+pub fn tool_error(id: &Value, text: &str) -> Vec<u8> {
+    as_line(&json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": true},
+    }))
+}
+
+fn as_line(message: &Value) -> Vec<u8> {
+    let mut bytes = message.to_string().into_bytes();
     bytes.push(b'\n');
-    Some(bytes)
+    bytes
 }
 
 /// The requests read while glovebox is away: the start of a line not yet ended.
@@ -57,12 +68,13 @@ pub enum Waited {
 }
 
 impl Away {
-    /// Answers the client's requests until `wait` has passed.
-    pub fn answer_for(&mut self, wait: Duration) -> Waited {
+    /// Waits `wait`, meanwhile answering the client's requests if `answering` (otherwise they
+    /// wait in the pipe for the next broker); ends early if the client goes.
+    pub fn wait(&mut self, wait: Duration, answering: bool) -> Waited {
         let deadline = Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.read_for(left) {
+            match self.read_for(left, answering) {
                 Some(Waited::ClientGone) => return Waited::ClientGone,
                 _ if left.is_zero() => return Waited::Again,
                 _ => {}
@@ -80,36 +92,44 @@ impl Away {
                 self.pending.clear();
                 break;
             }
-            if self.read_for(left) == Some(Waited::ClientGone) {
+            if self.read_for(left, true) == Some(Waited::ClientGone) {
                 return Waited::ClientGone;
             }
         }
         Waited::Again
     }
 
-    /// Waits up to `wait` for stdin, reads what is there and answers every whole line; `None`
-    /// when nothing came.
-    fn read_for(&mut self, wait: Duration) -> Option<Waited> {
+    /// Waits up to `wait` for the client's end of stdout to close and, if `reading`, for stdin:
+    /// reads what is there and answers every whole line. `None` when nothing came.
+    fn read_for(&mut self, wait: Duration, reading: bool) -> Option<Waited> {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
         let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+        // stdout for its closing alone (nobody would read an answer). stdin only when reading:
+        // a client that closed it still has requests queued for the next broker.
         let mut polled = [
-            PollFd::new(&stdin, PollFlags::IN),
             PollFd::new(&stdout, PollFlags::empty()),
+            PollFd::new(&stdin, PollFlags::IN),
         ];
+        let watched = if reading {
+            &mut polled[..]
+        } else {
+            &mut polled[..1]
+        };
         let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
             tv_sec: 1,
             tv_nsec: 0,
         });
-        let _ = poll(&mut polled, Some(&timeout));
-        if polled[1]
+        let _ = poll(watched, Some(&timeout));
+        if polled[0]
             .revents()
             .intersects(PollFlags::ERR | PollFlags::HUP)
         {
             return Some(Waited::ClientGone);
         }
-        if !polled[0]
-            .revents()
-            .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
+        if !reading
+            || !polled[1]
+                .revents()
+                .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
         {
             return None;
         }

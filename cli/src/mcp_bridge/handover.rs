@@ -21,6 +21,7 @@ use std::time::Duration;
 use anyhow::Context;
 use glovebox_broker::mcp::handover::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
 use glovebox_broker::mcp::in_flight;
+use serde_json::value::RawValue;
 
 use super::away::Waited;
 use super::stdio::ModesBack;
@@ -45,11 +46,11 @@ const LOST: &str =
 /// a Unix socket, or one that refuses): nothing was handed over and the caller serves the
 /// session itself.
 pub fn run(target: &dyn Fn() -> anyhow::Result<Target>) -> anyhow::Result<()> {
-    let record = new_record().context("make the in-flight record")?;
+    let record = in_flight::new_file().context("make the in-flight record")?;
     let modes = ModesBack::of_both();
     let mut control = first_hand(target, &record)?;
     eprintln!("glovebox mcp: the broker serves this session on our stdio");
-    let mut resume: Option<String> = None;
+    let mut resume: Option<Box<RawValue>> = None;
     loop {
         if follow(&mut control, &mut resume) == Followed::Ended {
             return Ok(());
@@ -92,18 +93,6 @@ fn first_hand(
     }
 }
 
-/// A sealed memory file for the broker's record of calls in flight (`in_flight`).
-fn new_record() -> std::io::Result<OwnedFd> {
-    use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
-    let fd = memfd_create(
-        "glovebox-mcp-in-flight",
-        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-    )?;
-    ftruncate(&fd, in_flight::FILE_BYTES as u64)?;
-    fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL)?;
-    Ok(fd)
-}
-
 /// A connection to the broker's Unix socket.
 fn reach(target: &Target) -> anyhow::Result<UnixStream> {
     let path = target
@@ -118,7 +107,7 @@ fn hand(
     stream: UnixStream,
     target: &Target,
     record: &OwnedFd,
-    resume: Option<&str>,
+    resume: Option<&RawValue>,
 ) -> anyhow::Result<BufReader<UnixStream>> {
     stream.set_read_timeout(Some(STEP_WAIT))?;
     stream.set_write_timeout(Some(STEP_WAIT))?;
@@ -149,9 +138,7 @@ fn hand(
         Ok(Told::Ready) => {}
         _ => anyhow::bail!("the broker did not say it was ready for the handover"),
     }
-    let resume = resume
-        .map(|r| serde_json::value::RawValue::from_string(r.to_owned()))
-        .transpose()?;
+    let resume = resume.map(ToOwned::to_owned);
     let mut message = serde_json::to_vec(&Handover { resume })?;
     message.push(b'\n');
     send_with_fds(control.get_ref(), &message, record)?;
@@ -204,13 +191,13 @@ enum Followed {
 
 /// Reads what the broker tells until the session ends or the broker goes, keeping the client's
 /// initialization in `resume`.
-fn follow(control: &mut BufReader<UnixStream>, resume: &mut Option<String>) -> Followed {
+fn follow(control: &mut BufReader<UnixStream>, resume: &mut Option<Box<RawValue>>) -> Followed {
     loop {
         let Ok(told) = line(control) else {
             return Followed::BrokerGone;
         };
         match serde_json::from_slice(&told) {
-            Ok(Told::Initialized(info)) => *resume = Some(info.get().to_owned()),
+            Ok(Told::Initialized(info)) => *resume = Some(info),
             Ok(Told::Ended) => return Followed::Ended,
             Ok(Told::Ready) | Err(_) => {}
         }
@@ -228,16 +215,10 @@ fn answer_lost(record: &OwnedFd) {
         return;
     }
     let lost = in_flight::recorded(&bytes);
-    let mut out = Vec::new();
-    for id in &lost {
-        let answer = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "result": {"content": [{"type": "text", "text": LOST}], "isError": true},
-        });
-        out.extend_from_slice(answer.to_string().as_bytes());
-        out.push(b'\n');
-    }
+    let out: Vec<u8> = lost
+        .iter()
+        .flat_map(|id| super::away::tool_error(id, LOST))
+        .collect();
     let _ = file.write_all_at(&vec![0; in_flight::FILE_BYTES], 0);
     if !out.is_empty() {
         eprintln!(
@@ -273,21 +254,14 @@ fn wait_for(fd: &impl AsFd, flags: rustix::event::PollFlags) {
 fn hand_again(
     target: &dyn Fn() -> anyhow::Result<Target>,
     record: &OwnedFd,
-    resume: Option<&str>,
+    resume: Option<&RawValue>,
 ) -> Option<BufReader<UnixStream>> {
     let mut backoff = FIRST_BACKOFF;
     let mut last_error = String::new();
     let patient_until = std::time::Instant::now() + AWAY_PATIENCE;
     let mut away = super::away::Away::default();
     loop {
-        let waited = if std::time::Instant::now() < patient_until {
-            match client_gone(backoff) {
-                true => Waited::ClientGone,
-                false => Waited::Again,
-            }
-        } else {
-            away.answer_for(backoff)
-        };
+        let waited = away.wait(backoff, std::time::Instant::now() >= patient_until);
         if waited == Waited::ClientGone || away.settle() == Waited::ClientGone {
             return None;
         }
@@ -306,20 +280,4 @@ fn hand_again(
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
-}
-
-/// Waits up to `wait`; whether the client closed its end of stdout (nobody would read an
-/// answer) meanwhile. A client that only closed stdin still has requests queued to be answered.
-fn client_gone(wait: Duration) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    let stdout = std::io::stdout();
-    let mut polled = [PollFd::new(&stdout, PollFlags::empty())];
-    let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
-        tv_sec: 1,
-        tv_nsec: 0,
-    });
-    let _ = poll(&mut polled, Some(&timeout));
-    polled[0]
-        .revents()
-        .intersects(PollFlags::ERR | PollFlags::HUP)
 }

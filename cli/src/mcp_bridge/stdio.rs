@@ -52,9 +52,7 @@ impl ModesBack {
             Err(_) => false,
         }
     }
-}
 
-impl ModesBack {
     /// The flags of stdin and stdout as they are now, before they are handed over.
     pub fn of_both() -> ModesBack {
         let mut modes = ModesBack(Vec::new());
@@ -77,33 +75,26 @@ impl Drop for ModesBack {
     }
 }
 
-/// Whether stdin and stdout can be handed to the broker: each a pipe or a Unix stream socket
-/// that stderr is not (the broker makes them non-blocking, and a diagnostic written to a full
-/// non-blocking stderr would fail).
+/// Whether stdin and stdout can be handed to the broker: each [`drivable`] (the broker drives
+/// them from its event loop).
 pub fn can_hand_over() -> bool {
-    let stderr = std::io::stderr();
-    [Standard::In, Standard::Out]
-        .into_iter()
-        .all(|which| which.with_fd(|fd| kind(fd) != Kind::Other && !same_file(fd, stderr.as_fd())))
+    drivable(Standard::In) && drivable(Standard::Out)
 }
 
-/// `which`'s own descriptor and what it is, when the event loop can drive it (its flags noted
-/// to be put back).
-/// Not when stderr is the same pipe or socket (`2>&1`): non-blocking is a property of what
-/// the descriptors share, and a diagnostic written to a full non-blocking stderr would fail.
-fn event_loop_fd(which: Standard, modes: &mut ModesBack) -> Option<(Kind, OwnedFd)> {
-    let (kind, owned, shared_with_stderr) = which.with_fd(|fd| {
-        let stderr = std::io::stderr();
-        (
-            kind(fd),
-            fd.try_clone_to_owned(),
-            same_file(fd, stderr.as_fd()),
-        )
-    });
-    if kind == Kind::Other || shared_with_stderr || !modes.note(which) {
+/// Whether `which` can be driven from an event loop: a pipe or a Unix stream socket, and not
+/// stderr's too (`2>&1`): non-blocking is a property of what the descriptors share, and a
+/// diagnostic written to a full non-blocking stderr would fail.
+fn drivable(which: Standard) -> bool {
+    let stderr = std::io::stderr();
+    which.with_fd(|fd| kind(fd) != Kind::Other && !same_file(fd, stderr.as_fd()))
+}
+
+/// `which`'s own descriptor, when the event loop can drive it (its flags noted to be put back).
+fn event_loop_fd(which: Standard, modes: &mut ModesBack) -> Option<OwnedFd> {
+    if !drivable(which) || !modes.note(which) {
         return None;
     }
-    Some((kind, owned.ok()?))
+    which.with_fd(|fd| fd.try_clone_to_owned()).ok()
 }
 
 /// Whether `a` and `b` are the same pipe, socket or file (unknown counts as the same).
@@ -115,11 +106,11 @@ fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
 }
 
 fn event_loop_reader(modes: &mut ModesBack) -> Option<Reader> {
-    fds::reader(event_loop_fd(Standard::In, modes)?.1)
+    fds::reader(event_loop_fd(Standard::In, modes)?)
 }
 
 fn event_loop_writer(modes: &mut ModesBack) -> Option<Writer> {
-    fds::writer(event_loop_fd(Standard::Out, modes)?.1)
+    fds::writer(event_loop_fd(Standard::Out, modes)?)
 }
 
 #[cfg(test)]

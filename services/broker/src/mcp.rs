@@ -388,8 +388,10 @@ impl ServerHandler for McpHandler {
             return Err(ErrorData::invalid_request("not authenticated", None));
         };
         // Answered by the bridge if the broker dies before the call ends.
-        let id = serde_json::to_string(&context.id).unwrap_or_default();
-        let in_flight = self.stdio.as_ref().and_then(|s| s.in_flight.record(&id));
+        let in_flight = self.stdio.as_ref().and_then(|s| {
+            let id = serde_json::to_string(&context.id).ok()?;
+            s.in_flight.record(&id)
+        });
         let origin = Origin {
             account,
             connection_id: new_id("mcp"),

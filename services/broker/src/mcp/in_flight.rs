@@ -47,6 +47,19 @@ pub fn recorded(file: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A new record for a bridge to hand over: a memory file of [`FILE_BYTES`], sealed against
+/// growing and shrinking.
+pub fn new_file() -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
+    let fd = memfd_create(
+        "glovebox-mcp-in-flight",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    ftruncate(&fd, FILE_BYTES as u64)?;
+    fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL)?;
+    Ok(fd)
+}
+
 /// Whether `fd` is a file this module may write: a memory file of [`FILE_BYTES`] sealed against
 /// growing and shrinking (so no write of ours reaches anything else).
 pub fn is_sealed_record(fd: &OwnedFd) -> bool {
@@ -127,11 +140,7 @@ mod tests {
     use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
 
     fn sealed_file() -> OwnedFd {
-        let fd =
-            memfd_create("in-flight", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
-        ftruncate(&fd, FILE_BYTES as u64).unwrap();
-        fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL).unwrap();
-        fd
+        new_file().unwrap()
     }
 
     fn read_all(fd: &OwnedFd) -> Vec<u8> {
