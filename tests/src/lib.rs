@@ -13,6 +13,7 @@ pub mod mcp_clients;
 pub mod otlp;
 pub mod postgres;
 pub mod stats;
+pub mod stdio_bridge;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

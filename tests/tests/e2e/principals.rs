@@ -566,6 +566,51 @@ async fn a_job_cannot_signal_trace_or_read_any_service_nor_its_own_shim() {
     the_next_read_works(&g, &mut agent).await;
 }
 
+/// A running `glovebox mcp` has handed its stdio to the broker and holds the in-flight record,
+/// the session's pipes and the agent token: a job of the same account must not stop it, kill
+/// it (which would end the session), trace it or read its descriptors and memory.
+#[tokio::test]
+async fn a_job_cannot_signal_trace_or_read_a_running_glovebox_mcp() {
+    use glovebox_e2e::stdio_bridge::Bridge;
+    let (g, mut agent, mut approver) = alice_session().await;
+    std::fs::write(g.workdir.join("hello.txt"), "still served\n").unwrap();
+    let mut bridge = Bridge::start_in(&g.state, &["--account", "alice"]);
+    assert!(
+        bridge.stderr().contains("the broker serves this session"),
+        "{}",
+        bridge.stderr()
+    );
+    let pid = bridge.child.id() as i32;
+    let attack = plant_attack_binary(&g.workdir);
+    let command = format!("{} processes {pid}", attack.display());
+    let (status, stdout, stderr) = agent.run_job(&mut approver, &command).await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    let tried = attempts(&stdout);
+    // STOP, CONT, TERM, KILL, ptrace, and six /proc reads.
+    assert_eq!(tried.len(), 11, "{stdout}");
+    for t in &tried {
+        assert!(
+            !t.succeeded,
+            "{} on {} succeeded: {}",
+            t.attack, t.target, t.detail
+        );
+    }
+    assert!(glovebox_e2e::alive(pid), "the bridge is gone");
+    assert_ne!(state_of(pid), Some('T'), "the bridge was stopped");
+    // Its session goes on.
+    bridge.call(
+        "read",
+        "file_read",
+        serde_json::json!({"path": "hello.txt"}),
+    );
+    let read = bridge.answer("read");
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    assert_eq!(
+        read["result"]["structuredContent"]["content"],
+        "still served\n"
+    );
+}
+
 #[tokio::test]
 async fn a_job_cannot_replace_an_executor_socket_nor_the_brokers() {
     let (g, mut agent, mut approver) = alice_session().await;

@@ -1,147 +1,22 @@
 //! `glovebox mcp` handing its stdio to the broker (`GET /v1/stdio` on the broker's Unix socket):
 //! the broker serves the session on the client's own pipes, a call in flight when the broker
 //! dies is answered by the bridge, the session goes on with the next broker, a killed bridge
-//! ends its session, and the endpoint refuses every handover it should, reading nothing from a
-//! refused client's pipe. A bridge that cannot hand over (here, given a URL) still forwards.
+//! ends its session, a session acts for its token's account alone, and the endpoint refuses
+//! every handover it should, reading nothing from a refused client's pipe. A bridge that cannot
+//! hand over (here, given a URL) still forwards. (What a job can do to a running bridge is in
+//! `principals`.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use glovebox_e2e::stdio_bridge::{Bridge, text_of};
 use glovebox_e2e::{Glovebox, WAIT};
-use serde_json::{Value, json};
-
-/// `glovebox mcp` on pipes, spoken to line by line.
-struct Bridge {
-    child: Child,
-    to: std::fs::File,
-    from: mpsc::Receiver<Value>,
-    /// Notifications read while waiting for answers.
-    heard: Vec<Value>,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-impl Bridge {
-    fn start(g: &Glovebox) -> Bridge {
-        Bridge::start_in(&g.state, &[])
-    }
-
-    /// A bridge of the glovebox whose state directory is `state`, with `more` arguments,
-    /// initialized.
-    fn start_in(state: &std::path::Path, more: &[&str]) -> Bridge {
-        let mut child = Command::new(glovebox_e2e::glovebox_bin())
-            .args(["mcp", "--state-dir"])
-            .arg(state)
-            .args(more)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let to = std::fs::File::from(OwnedFd::from(child.stdin.take().unwrap()));
-        let out = child.stdout.take().unwrap();
-        let (tx, from) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let mut err = child.stderr.take().unwrap();
-        let collected = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                collected
-                    .lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let mut bridge = Bridge {
-            child,
-            to,
-            from,
-            heard: Vec::new(),
-            stderr,
-        };
-        bridge.send(
-            json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "e2e", "version": "1"}}}),
-        );
-        let init = bridge.answer("init");
-        assert_eq!(init["result"]["serverInfo"]["name"], "glovebox", "{init}");
-        bridge.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        bridge
-    }
-
-    fn send(&mut self, message: Value) {
-        writeln!(self.to, "{message}").unwrap();
-    }
-
-    fn call(&mut self, id: &str, tool: &str, arguments: Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}));
-    }
-
-    /// The answer to request `id` (notifications before it are skipped).
-    fn answer(&mut self, id: &str) -> Value {
-        loop {
-            let message = self
-                .from
-                .recv_timeout(WAIT)
-                .unwrap_or_else(|e| panic!("no answer to {id} ({e}); {}", self.stderr()));
-            if message["id"] == id {
-                return message;
-            }
-            if message.get("id").is_none() {
-                self.heard.push(message);
-            }
-        }
-    }
-
-    /// Makes a write that waits for `approver`'s answer: a call in flight in the broker.
-    async fn hold_a_write(&mut self, id: &str, approver: &mut glovebox_e2e::Client) {
-        self.call(id, "file_write", json!({"path": "new.txt", "content": "x"}));
-        let ask = approver.next_ask().await;
-        assert_eq!(ask["tool"], "file_write", "{ask}");
-    }
-
-    /// Checks that call `id` was answered as lost with the broker.
-    fn answered_lost(&mut self, id: &str) {
-        let lost = self.answer(id);
-        assert_eq!(lost["result"]["isError"], true, "{lost}");
-        assert!(text_of(&lost).contains("may or may not have run"), "{lost}");
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, signal).unwrap();
-    }
-}
-
-fn text_of(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn the_broker_serves_a_handed_over_session_even_with_the_bridge_stopped() {
@@ -177,6 +52,35 @@ async fn the_broker_serves_a_handed_over_session_even_with_the_bridge_stopped() 
         .await
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn a_handed_over_session_acts_for_its_tokens_account_alone() {
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        accounts: vec![("alice".into(), true), ("bob".into(), false)],
+        ..Default::default()
+    });
+    let list = |bridge: &mut Bridge| {
+        bridge.send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}));
+        bridge.answer("list")["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let mut alice = Bridge::start_in(&g.state, &["--account", "alice"]);
+    let mut bob = Bridge::start_in(&g.state, &["--account", "bob"]);
+    for b in [&alice, &bob] {
+        assert!(b.stderr().contains("the broker serves this session"));
+    }
+    assert_eq!(list(&mut alice), 15);
+    // Bob's tools are switched off: his session, on the same broker, neither lists nor calls.
+    assert_eq!(list(&mut bob), 0);
+    bob.call("read", "file_list", json!({"path": "."}));
+    let refused = bob.answer("read");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    alice.call("read", "file_list", json!({"path": "."}));
+    let listed = alice.answer("read");
+    assert_eq!(listed["result"]["isError"], false, "{listed}");
 }
 
 #[tokio::test]
@@ -416,7 +320,11 @@ fn hand(socket: &mut UnixStream, offer: Offer) -> bool {
     )
     .unwrap();
     let mut rest = Vec::new();
-    socket.read_to_end(&mut rest).is_ok() && rest.is_empty()
+    // (Closed with bytes of ours unread, the socket is reset rather than ended.)
+    match socket.read_to_end(&mut rest) {
+        Ok(_) => rest.is_empty(),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
 }
 
 /// A sealed memory file the size of the in-flight record.
@@ -493,6 +401,13 @@ async fn the_handover_refuses_bad_credentials_sockets_and_descriptors_and_reads_
             Box::new(|r, w| Offer {
                 fds: vec![r, w, record()],
                 line: b"{\"resume\":{\"not\":\"an initialization\"}}\n".to_vec(),
+            }),
+        ),
+        (
+            "a line too long",
+            Box::new(|r, w| Offer {
+                fds: vec![r, w, record()],
+                line: vec![b' '; 80 * 1024],
             }),
         ),
         (
