@@ -28,6 +28,13 @@ impl Bridge {
     /// A bridge of the glovebox whose state directory is `state`, with `more` arguments,
     /// initialized.
     pub fn start_in(state: &std::path::Path, more: &[&str]) -> Bridge {
+        let mut bridge = Bridge::start_uninitialized(state, more);
+        bridge.initialize(json!({"name": "e2e", "version": "1"}));
+        bridge
+    }
+
+    /// [`Bridge::start_in`], the session not yet initialized.
+    pub fn start_uninitialized(state: &std::path::Path, more: &[&str]) -> Bridge {
         let mut child = Command::new(crate::glovebox_bin())
             .args(["mcp", "--state-dir"])
             .arg(state)
@@ -63,22 +70,24 @@ impl Bridge {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        let mut bridge = Bridge {
+        Bridge {
             child,
             to,
             from,
             heard: Vec::new(),
             stderr,
-        };
-        bridge.send(
+        }
+    }
+
+    /// Initializes the session as the client `client_info`.
+    pub fn initialize(&mut self, client_info: Value) {
+        self.send(
             json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "e2e", "version": "1"}}}),
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client_info}}),
         );
-        let init = bridge.answer("init");
+        let init = self.answer("init");
         assert_eq!(init["result"]["serverInfo"]["name"], "glovebox", "{init}");
-        bridge.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        bridge
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
     pub fn send(&mut self, message: Value) {

@@ -248,6 +248,22 @@ async fn a_bridge_given_a_url_forwards_and_fails_its_calls_in_flight_when_the_br
 }
 
 #[tokio::test]
+async fn a_client_initialization_too_long_to_hand_over_again_still_has_its_session_served() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("hello.txt"), "long name\n").unwrap();
+    // Past the bound of a line the broker tells the bridge.
+    let mut bridge = Bridge::start_uninitialized(&g.state, &[]);
+    bridge.initialize(json!({"name": "x".repeat(100 * 1024), "version": "1"}));
+    bridge.call("read", "file_read", json!({"path": "hello.txt"}));
+    let read = bridge.answer("read");
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    // The bridge did not take the line it could not read for the broker going away.
+    let stderr = bridge.stderr();
+    assert!(!stderr.contains("the broker stopped"), "{stderr}");
+    assert!(g.stderr().contains("too long to hand over again"));
+}
+
+#[tokio::test]
 async fn a_killed_bridge_ends_its_session() {
     let g = Glovebox::start();
     let mut bridge = Bridge::start(&g);

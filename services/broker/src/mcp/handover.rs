@@ -197,17 +197,19 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
             let Ok(running) = initialized else {
                 return;
             };
-            let info = running
+            let told = running
                 .peer()
                 .peer_info()
-                .map(|info| serde_json::value::to_raw_value(&*info));
-            if let Some(Ok(info)) = info
-                && write_half
-                    .write_all(&Told::Initialized(info).line())
-                    .await
-                    .is_err()
-            {
-                return;
+                .and_then(|info| serde_json::value::to_raw_value(&*info).ok())
+                .map(|info| Told::Initialized(info).line());
+            match told {
+                // A line the bridge would not read (a client's initialization past the bound)
+                // is not sent: the session then cannot be handed to a next broker.
+                Some(line) if line.len() > MAX_LINE => {
+                    tracing::warn!(account = %account, "a stdio session's initialization is too long to hand over again");
+                }
+                Some(line) if write_half.write_all(&line).await.is_err() => return,
+                _ => {}
             }
             running
         }
