@@ -90,6 +90,21 @@ impl Bridge {
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
+    /// Waits until the bridge has the client's initialization from the broker, so that the
+    /// session can be handed to a restarted broker (the broker tells it just after answering
+    /// `initialize`: one killed in between takes the session with it).
+    pub fn wait_resumable(&self) {
+        let deadline = std::time::Instant::now() + WAIT;
+        while !self.stderr().contains("the client initialized") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never told the initialization: {}",
+                self.stderr()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     pub fn send(&mut self, message: Value) {
         writeln!(self.to, "{message}").unwrap();
     }

@@ -197,7 +197,16 @@ fn follow(control: &mut BufReader<UnixStream>, resume: &mut Option<Box<RawValue>
             return Followed::BrokerGone;
         };
         match serde_json::from_slice(&told) {
-            Ok(Told::Initialized(info)) => *resume = Some(info),
+            Ok(Told::Initialized(info)) => {
+                let version = serde_json::from_str::<serde_json::Value>(info.get())
+                    .ok()
+                    .and_then(|i| i["protocolVersion"].as_str().map(str::to_owned));
+                eprintln!(
+                    "glovebox mcp: the client initialized (protocol {}); the session can move to a restarted broker",
+                    version.as_deref().unwrap_or("unknown")
+                );
+                *resume = Some(info);
+            }
             Ok(Told::Ended) => return Followed::Ended,
             Ok(Told::Ready) | Err(_) => {}
         }

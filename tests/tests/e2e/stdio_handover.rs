@@ -122,6 +122,7 @@ async fn a_call_in_flight_when_the_broker_stops_is_answered_and_the_session_goes
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("hello.txt"), "hello again\n").unwrap();
     let mut bridge = Bridge::start(&g);
+    bridge.wait_resumable();
     // Killed, or stopped gracefully (which drops its calls): either way the call is answered.
     for (round, signal) in [Signal::SIGKILL, Signal::SIGTERM].into_iter().enumerate() {
         let mut approver = g.connect("approver").await;
@@ -177,6 +178,7 @@ async fn while_glovebox_stays_away_the_bridge_answers_calls_saying_so_then_hands
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("hello.txt"), "hello, back\n").unwrap();
     let mut bridge = Bridge::start(&g);
+    bridge.wait_resumable();
     // The supervisor is held: the broker stays away.
     let up = Pid::from_raw(g.up_pid().unwrap());
     kill(up, Signal::SIGSTOP).unwrap();
