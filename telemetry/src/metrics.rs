@@ -234,6 +234,7 @@ pub struct Gate {
     audit_queue: Gauge<u64>,
     audit_commit_seconds: Histogram<f64>,
     policy_reload_errors: Counter<u64>,
+    answers_handed_over: Counter<u64>,
 }
 
 /// The gate's instruments (made on first use).
@@ -256,6 +257,12 @@ pub fn gate() -> &'static Gate {
                 .u64_counter("glovebox_policy_reload_errors")
                 .with_description("Policy reloads that failed (the last good policy stays)")
                 .build(),
+            answers_handed_over: m
+                .u64_counter("glovebox_answers_handed_over")
+                .with_description(
+                    "Reads made ahead whose answers the gate handed to the broker itself",
+                )
+                .build(),
         }
     })
 }
@@ -272,6 +279,10 @@ impl Gate {
 
     pub fn policy_reload_error(&self) {
         self.policy_reload_errors.add(1, &[]);
+    }
+
+    pub fn answer_handed_over(&self) {
+        self.answers_handed_over.add(1, &[]);
     }
 }
 

@@ -15,7 +15,7 @@ use glovebox_proto::v1::{
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
 };
 
-use crate::decisions::GateDecisions;
+use crate::decisions::{GateDecisions, GateDeliveries};
 use crate::runs::ExecutorRuns;
 
 /// Longest a single gRPC call to a backend may take.
@@ -26,6 +26,7 @@ pub struct Backends {
     pub gate: GateClient<Channel>,
     /// The gate's `Decide`, on the stream the broker keeps open (`Gate.Decisions`).
     pub decisions: GateDecisions,
+    pub deliveries: GateDeliveries,
     pub audit: AuditClient<Channel>,
     /// An account's own policy and calls, for its approver (on the gate's main socket).
     pub account_admin: AccountAdminClient<Channel>,
@@ -92,6 +93,7 @@ impl Backends {
         Ok(Backends {
             gate: GateClient::new(gate_channel.clone()),
             decisions: GateDecisions::new(gate_channel.clone()),
+            deliveries: GateDeliveries::new(gate_channel.clone()),
             audit: AuditClient::new(gate_channel.clone()),
             account_admin: AccountAdminClient::new(gate_channel),
             vouchers,

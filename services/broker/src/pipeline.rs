@@ -315,8 +315,15 @@ async fn builtin(
             ),
         )
     })?;
-    tool.parse_params(&params)
+    let parsed = tool
+        .parse_params(&params)
         .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
+    // A whole-file read the executor may make ahead of its verdict: its answer is taken from
+    // the gate, which hands it over once it has allowed and audited the call.
+    let deliver_via_gate = matches!(
+        parsed,
+        glovebox_proto::tools::ToolParams::FileRead(ref p) if p.offset.is_none() && p.limit.is_none()
+    );
     let call = ids.tool_call(account, tool_name, &params);
     let crate::backends::ExecutorLink {
         runs,
@@ -332,13 +339,25 @@ async fn builtin(
         .vouchers
         .vouch(&call, glovebox_ticket::now_ms().unwrap_or(0));
     // Given up after the same time as any backend request, cancelled on the executor then.
-    let running = runs.run(RunRequest {
+    let expected = match deliver_via_gate {
+        true => app.backends.deliveries.expect(account, &call.call_id).await,
+        false => None,
+    };
+    let run = RunRequest {
         call: Some(call.clone()),
         voucher: Some(voucher),
         call_age_ms: call_age_ms(),
         tables: origin.tables,
-    });
-    let ran = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, running)
+        deliver_via_gate: expected.is_some(),
+    };
+    let running = async move { runs.run(run).await };
+    let answered = async {
+        match expected {
+            Some(expected) => run_or_delivered(running, expected).await,
+            None => running.await,
+        }
+    };
+    let ran = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, answered)
         .await
         .map_err(|_| executor_failed())?
         .map_err(|_| executor_failed())?;
@@ -400,6 +419,49 @@ async fn builtin(
         .ok_or_else(crate::answer::malformed)?;
     audited();
     Ok(value)
+}
+
+/// The answer to a `Run` whose read the gate may hand over (`Gate.Deliveries`): whichever of the
+/// executor's answer (`running`) and the gate's tells it first. Handed over by the gate, the
+/// executor's answer (that the gate did) is still read off its stream, so the call is not
+/// cancelled at the executor.
+async fn run_or_delivered(
+    running: impl Future<Output = Result<pb::RunResponse, tonic::Status>> + Send + 'static,
+    mut expected: crate::decisions::Expected,
+) -> Result<pb::RunResponse, tonic::Status> {
+    let from_gate = |d: pb::Delivered| pb::RunResponse {
+        decision: d.decision,
+        executed: d.executed,
+        delivered: true,
+        ..Default::default()
+    };
+    let lost = || {
+        tonic::Status::unavailable("the gate handed over the call's answer, which never arrived")
+    };
+    let mut running = Box::pin(running);
+    tokio::select! {
+        biased;
+        handed = expected.received() => match handed {
+            Some(delivered) => {
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, running).await;
+                });
+                Ok(from_gate(delivered))
+            }
+            // The gate's stream ended: the executor answers, unless the gate had its answer.
+            None => {
+                let ran = running.await?;
+                if ran.delivered { Err(lost()) } else { Ok(ran) }
+            }
+        },
+        ran = &mut running => {
+            let ran = ran?;
+            if !ran.delivered {
+                return Ok(ran);
+            }
+            expected.received().await.map(from_gate).ok_or_else(lost)
+        }
+    }
 }
 
 /// How long the running call has run so far, in milliseconds.

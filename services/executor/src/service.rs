@@ -9,7 +9,10 @@
 //! an allow. A whole-file read of a small file and a listing of a small directory's names are
 //! made before the verdict instead ([`ExecutorService::read_ahead`]): their rows go with the
 //! decide request and are committed with the decide row, and what was read is told only on the
-//! ticket of that allow — one round trip to the gate per call instead of two. The broker may
+//! ticket of that allow — one round trip to the gate per call instead of two. A whole-file
+//! read's outcome goes with them when the broker asks (`deliver_via_gate`), and the gate hands
+//! it to the broker itself once committed: this executor then only answers that it did. The
+//! broker may
 //! call every method; an administrator only Plan (what `glovebox policy explain` judges).
 
 use std::sync::Arc;
@@ -86,19 +89,22 @@ impl ExecutorService {
     }
 
     /// The gate's verdict on a call the broker vouched for (with the rows of a read made ahead
-    /// of it, if one was: [`Self::read_ahead`]).
+    /// of it, if one was: [`Self::read_ahead`], and its outcome for the gate to hand to the
+    /// broker, if the broker waits for it there).
     async fn decide(
         &self,
         call: &ToolCall,
         plan: pb::Plan,
         voucher: pb::Voucher,
         done_ahead: Option<pb::CallRows>,
+        deliver: Option<ExecuteResponse>,
     ) -> Result<pb::DecideResponse, OpError> {
         let request = pb::VouchedDecideRequest {
             call: Some(call.clone()),
             plan: Some(plan),
             voucher: Some(voucher),
             done_ahead,
+            deliver,
         };
         match self.gate.decide(request).await {
             Ok(decided) => Ok(decided),
@@ -523,6 +529,28 @@ fn note_outcome(outcome: Result<u64, &OpError>, event: &mut AuditEvent) {
     }
 }
 
+/// What a read made ahead of its verdict tells once it is allowed, for the gate to hand to the
+/// broker (`RunRequest.deliver_via_gate`): a whole-file read's outcome, which no ticket changes
+/// ([`ExecutorService::release_ahead`] tells the same); `None` for a listing, which the ticket cuts.
+fn deliverable(held: &Result<ops::Ahead, OpError>) -> Option<ExecuteResponse> {
+    let told = match held {
+        Ok(ops::Ahead::Done(done)) => ExecuteResponse {
+            result_json: done.result.clone(),
+            table: done.table.clone(),
+            ..Default::default()
+        },
+        Ok(ops::Ahead::Listing(_)) => return None,
+        Err(e) => ExecuteResponse {
+            error: Some(e.to_proto()),
+            ..Default::default()
+        },
+    };
+    Some(ExecuteResponse {
+        result_audited: true,
+        ..told
+    })
+}
+
 /// The call's result row: what `response` tells the broker, which answers the client with it
 /// (the same outcome, code and reason the broker's own result rows give a failure).
 fn result_row(call: &ToolCall, response: &ExecuteResponse, duration_ms: u64) -> AuditEvent {
@@ -559,6 +587,7 @@ impl ExecutorService {
             voucher,
             call_age_ms,
             tables,
+            deliver_via_gate,
         } = request;
         let (call, voucher) = (required(call, "call")?, required(voucher, "voucher")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -581,10 +610,24 @@ impl ExecutorService {
             .read_ahead(&call, &params, &plan, started, call_age_ms, tables)
             .await;
         let done_ahead = ahead.as_ref().map(|(_, rows)| rows.clone());
-        let mut decision = match self.decide(&call, plan.clone(), voucher, done_ahead).await {
+        let deliver = ahead
+            .as_ref()
+            .filter(|_| deliver_via_gate)
+            .and_then(|(held, _)| deliverable(held));
+        let decide = self.decide(&call, plan.clone(), voucher, done_ahead, deliver);
+        let mut decision = match decide.await {
             Ok(decision) => decision,
             Err(e) => return failed(e),
         };
+        if decision.delivered {
+            // The gate handed the outcome to the broker once the call was allowed and audited.
+            decision.ticket = None;
+            return Ok(pb::RunResponse {
+                decision: Some(decision),
+                delivered: true,
+                ..Default::default()
+            });
+        }
         if pb::Verdict::try_from(decision.verdict) != Ok(pb::Verdict::Allow) {
             return Ok(pb::RunResponse {
                 decision: Some(decision),

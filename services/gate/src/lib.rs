@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod audit;
+pub mod deliveries;
 pub mod enablement;
 pub mod judge;
 pub mod packs;
@@ -194,6 +195,7 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
                 .get(glovebox_proto::transport::handover::peer::BROKER)
                 .map(|key| glovebox_ticket::voucher::VoucherKey::of_broker(&key)),
         ),
+        deliveries: Default::default(),
         state_dir: config.state.clone(),
     });
     audit

@@ -57,6 +57,8 @@ pub struct GateState {
     pub audit_access: crate::accounts::live::AuditAccess,
     /// The broker's vouchers, for `ExecutorGate.Decide`.
     pub vouchers: Vouchers,
+    /// Where the answers of reads made ahead go to the broker (`Gate.Deliveries`).
+    pub deliveries: crate::deliveries::Outlet,
 }
 
 /// The `Gate` service; the receiver becomes true when the gate stops (each `Decisions` stream
@@ -316,6 +318,7 @@ mod tests {
                 ),
                 audit_access: Default::default(),
                 vouchers: Vouchers::new(Some(broker_vouchers())),
+                deliveries: Default::default(),
                 state_dir: state,
             }),
             tokio::sync::watch::channel(false).1,
@@ -688,6 +691,7 @@ mod tests {
                 plan: Some(read_plan(&s.workdir)),
                 voucher: Some(broker_vouchers().vouch(&read, now)),
                 done_ahead: None,
+                deliver: None,
             })),
             ..Default::default()
         };
@@ -854,6 +858,7 @@ mod tests {
                 plan: Some(plan.clone()),
                 voucher: Some(voucher),
                 done_ahead: None,
+                deliver: None,
             });
             r.extensions_mut()
                 .insert(glovebox_proto::transport::Peer(peer.into(), 0));
@@ -949,6 +954,7 @@ mod tests {
 
     #[tokio::test]
     async fn rows_done_ahead_are_committed_with_an_automatic_allow_and_dropped_otherwise() {
+        // Each call's outcome goes with its rows, for the broker's wait for that call.
         use glovebox_proto::v1::executor_gate_server::ExecutorGate;
         let s = setup().await;
         alices_audit(&s);
@@ -997,6 +1003,10 @@ mod tests {
                     result: Some(row("result")),
                     ticket: None,
                 }),
+                deliver: Some(pb::ExecuteResponse {
+                    result_json: format!("read for {call}"),
+                    ..Default::default()
+                }),
             });
             r.extensions_mut()
                 .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
@@ -1005,6 +1015,8 @@ mod tests {
         };
         let allow = pb::Verdict::Allow as i32;
         let inside = format!("{}/a.txt", s.workdir);
+        // The broker's stream of answers handed over (`Gate.Deliveries`).
+        let (serial, mut handed) = s.gate.0.deliveries.open();
 
         // Allowed, but the plan writes: nothing is done ahead of a write's verdict.
         let r = ask(
@@ -1015,6 +1027,8 @@ mod tests {
         )
         .await;
         assert_eq!((r.verdict, r.rows_written), (allow, false), "{r:?}");
+        // Nothing handed over: the executor answers.
+        assert!(!r.delivered);
         // Allowed, with the rows of another call.
         let r = ask(
             "mine",
@@ -1024,7 +1038,8 @@ mod tests {
         )
         .await;
         assert_eq!((r.verdict, r.rows_written), (allow, false), "{r:?}");
-        // Denied: the rows are dropped.
+        assert!(!r.delivered);
+        // Denied: the rows are dropped, and what was read with them.
         let r = ask(
             "denied",
             "file_read",
@@ -1037,9 +1052,41 @@ mod tests {
             (pb::Verdict::Deny as i32, false),
             "{r:?}"
         );
-        // Allowed without asking: committed with the decide row before the answer.
+        assert!(!r.delivered);
+        // Allowed without asking: committed with the decide row before the answer, and the
+        // outcome handed to the broker, with the verdict but not its ticket.
         let r = ask("read", "file_read", plan(pb::Domain::Read, &inside), "read").await;
-        assert_eq!((r.verdict, r.rows_written), (allow, true), "{r:?}");
+        assert_eq!(
+            (r.verdict, r.rows_written, r.delivered),
+            (allow, true, true),
+            "{r:?}"
+        );
+        let handed_over = tokio_stream::StreamExt::next(&mut handed)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (handed_over.account.as_str(), handed_over.call_id.as_str()),
+            ("alice", "read")
+        );
+        let executed = handed_over.executed.unwrap();
+        assert_eq!(executed.result_json, "read for read");
+        assert!(executed.result_audited);
+        let decision = handed_over.decision.unwrap();
+        assert_eq!((decision.verdict, decision.ticket), (allow, None));
+        // Nothing else was handed over: not the calls refused, nor the one whose rows were not
+        // written.
+        s.gate.0.deliveries.close(serial);
+        assert!(tokio_stream::StreamExt::next(&mut handed).await.is_none());
+        // With no stream to the broker, nothing is: the executor answers.
+        let r = ask(
+            "unread",
+            "file_read",
+            plan(pb::Domain::Read, &inside),
+            "unread",
+        )
+        .await;
+        assert_eq!((r.rows_written, r.delivered), (true, false), "{r:?}");
 
         let reader = crate::audit::query::AuditReader::open(&s.gate.0.state_dir.audit_db())
             .await

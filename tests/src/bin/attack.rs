@@ -96,7 +96,7 @@ fn forged_decide(victim: &str) -> pb::VouchedDecideRequest {
         )),
         plan: Some(write_plan(victim)),
         voucher: Some(forged_voucher()),
-        done_ahead: None,
+        ..Default::default()
     }
 }
 

@@ -159,6 +159,11 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
                 mac: vec![0x42; 32],
             }),
             done_ahead: None,
+            // An answer for the broker's wait for this call, were it let through.
+            deliver: Some(glovebox_proto::v1::ExecuteResponse {
+                result_json: r#"{"content":"forged"}"#.into(),
+                ..Default::default()
+            }),
         };
         let e = judge.decide(request.clone()).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied, "{account}: {e:?}");
@@ -182,6 +187,14 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
             mac: vec![0x42; 32],
         }),
     }));
+    // The broker's stream of answers the gate hands over (opened here as the broker would):
+    // forged decides, which carry answers to hand over, put nothing on it.
+    let (_keep_open, mut handed) = g
+        .gate_channel()
+        .untraced()
+        .open_duplex("/glovebox.v1.Gate/Deliveries")
+        .await
+        .unwrap();
     let (mut to_gate, mut from_gate) = as_executor
         .untraced()
         .open_duplex("/glovebox.v1.ExecutorGate/Calls")
@@ -206,6 +219,26 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
     }
     let denied = (1..=sent).map(|id| (id, tonic::Code::PermissionDenied));
     assert_eq!(refused, denied.collect());
+    let nothing = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        handed.next::<glovebox_proto::v1::Delivered>(),
+    )
+    .await;
+    assert!(nothing.is_err(), "an answer was handed over: {nothing:?}");
+    // Only the broker opens that stream: not an executor's key, on either gate socket.
+    for (file, socket_name, code) in [
+        ("audit.sock", socket::AUDIT, tonic::Code::Unimplemented),
+        ("gate.sock", socket::GATE, tonic::Code::Unavailable),
+    ] {
+        let e = g
+            .channel_as(file, socket_name, &peer::executor("alice"))
+            .untraced()
+            .open_duplex("/glovebox.v1.Gate/Deliveries")
+            .await
+            .err()
+            .expect("an executor opened the broker's stream of answers");
+        assert_eq!(e.code(), code, "{file}: {e:?}");
+    }
     // A pack host's key opens no such stream.
     let as_packs = g.channel_as("audit.sock", socket::AUDIT, &peer::packs("alice"));
     let e = as_packs

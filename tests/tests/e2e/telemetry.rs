@@ -468,6 +468,7 @@ async fn metrics_parse_move_with_calls_and_refuse_agents() {
         ("outcome", "ok"),
     ];
     let calls_before = value(&before, "glovebox_calls_total", &ok);
+    let handed_before = value(&before, "glovebox_answers_handed_over_total", &[]);
 
     std::fs::write(g.workdir.join("a.txt"), "a\n").unwrap();
     let _approver_connection = g.connect("approver").await;
@@ -490,6 +491,13 @@ async fn metrics_parse_move_with_calls_and_refuse_agents() {
     let after = parse_prometheus(&body);
     assert_eq!(
         value(&after, "glovebox_calls_total", &ok) - calls_before,
+        2.0,
+        "{body}"
+    );
+    // Both small reads were made ahead of their verdicts and their answers handed to the broker
+    // by the gate; the denied one's was not.
+    assert_eq!(
+        value(&after, "glovebox_answers_handed_over_total", &[]) - handed_before,
         2.0,
         "{body}"
     );

@@ -256,6 +256,7 @@ mod tests {
             packs: crate::packs::PackState::new(state.clone(), ["alice".to_owned()]),
             audit_access: Default::default(),
             vouchers: Default::default(),
+            deliveries: Default::default(),
             state_dir: state,
         });
         let service = AccountAdminService::new(gate);

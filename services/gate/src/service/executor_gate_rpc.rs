@@ -104,6 +104,7 @@ async fn decide_vouched(
         plan,
         voucher,
         done_ahead,
+        deliver,
     } = request;
     let call = required(call, "call")?;
     let (plan, voucher) = (required(plan, "plan")?, required(voucher, "voucher")?);
@@ -117,6 +118,19 @@ async fn decide_vouched(
     match done_ahead {
         Some(rows) => write_done_ahead(state, peer, &call, &plan, rows, &mut decided, row).await,
         None => state.write_decide_row(&call, &decided, row).await,
+    }
+    // What was read goes to the broker only once the call is allowed and its rows committed.
+    if let Some(mut executed) = deliver.filter(|_| decided.rows_written) {
+        executed.result_audited = true;
+        decided.delivered = state.deliveries.hand_over(pb::Delivered {
+            account: call.account.clone(),
+            call_id: call.call_id.clone(),
+            decision: Some(DecideResponse {
+                ticket: None,
+                ..decided.clone()
+            }),
+            executed: Some(executed),
+        });
     }
     Ok(decided)
 }

@@ -57,6 +57,7 @@ impl GateState {
             layer: v.layer.as_str().to_owned(),
             warnings: v.warnings.clone(),
             rows_written: false,
+            delivered: false,
         };
         (decided, e)
     }
@@ -154,6 +155,28 @@ impl pb::gate_server::Gate for GateService {
                 async move { answer_decision(&state, asked).await }
             },
         )))
+    }
+
+    type DeliveriesStream = crate::deliveries::Handed;
+
+    /// The broker's stream of answers handed over; it ends when the broker's side does, when
+    /// another replaces it, or when the gate stops.
+    async fn deliveries(
+        &self,
+        request: Request<tonic::Streaming<pb::DeliveriesRequest>>,
+    ) -> Result<Response<Self::DeliveriesStream>, Status> {
+        caller(&request, &[BROKER])?;
+        let mut incoming = request.into_inner();
+        let (serial, handed) = self.0.deliveries.open();
+        let (state, mut stopping) = (Arc::clone(&self.0), self.1.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = async { while let Ok(Some(_)) = incoming.message().await {} } => {}
+                _ = stopping.wait_for(|stop| *stop) => {}
+            }
+            state.deliveries.close(serial);
+        });
+        Ok(Response::new(handed))
     }
 
     #[tracing::instrument(skip_all, fields(call_id))]
