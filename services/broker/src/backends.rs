@@ -15,7 +15,8 @@ use glovebox_proto::v1::{
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
 };
 
-use crate::decisions::{GateDecisions, GateDeliveries};
+use crate::decisions::GateDecisions;
+use crate::deliveries::GateDeliveries;
 use crate::runs::ExecutorRuns;
 
 /// Longest a single gRPC call to a backend may take.

@@ -20,6 +20,7 @@ pub mod client_tools;
 pub mod connection;
 pub mod console;
 pub mod decisions;
+pub mod deliveries;
 pub mod front_door;
 pub mod health;
 pub mod limits;

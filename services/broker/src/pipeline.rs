@@ -353,7 +353,7 @@ async fn builtin(
     let running = async move { runs.run(run).await };
     let answered = async {
         match expected {
-            Some(expected) => run_or_delivered(running, expected).await,
+            Some(expected) => crate::deliveries::run_or_delivered(running, expected).await,
             None => running.await,
         }
     };
@@ -419,49 +419,6 @@ async fn builtin(
         .ok_or_else(crate::answer::malformed)?;
     audited();
     Ok(value)
-}
-
-/// The answer to a `Run` whose read the gate may hand over (`Gate.Deliveries`): whichever of the
-/// executor's answer (`running`) and the gate's tells it first. Handed over by the gate, the
-/// executor's answer (that the gate did) is still read off its stream, so the call is not
-/// cancelled at the executor.
-async fn run_or_delivered(
-    running: impl Future<Output = Result<pb::RunResponse, tonic::Status>> + Send + 'static,
-    mut expected: crate::decisions::Expected,
-) -> Result<pb::RunResponse, tonic::Status> {
-    let from_gate = |d: pb::Delivered| pb::RunResponse {
-        decision: d.decision,
-        executed: d.executed,
-        delivered: true,
-        ..Default::default()
-    };
-    let lost = || {
-        tonic::Status::unavailable("the gate handed over the call's answer, which never arrived")
-    };
-    let mut running = Box::pin(running);
-    tokio::select! {
-        biased;
-        handed = expected.received() => match handed {
-            Some(delivered) => {
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, running).await;
-                });
-                Ok(from_gate(delivered))
-            }
-            // The gate's stream ended: the executor answers, unless the gate had its answer.
-            None => {
-                let ran = running.await?;
-                if ran.delivered { Err(lost()) } else { Ok(ran) }
-            }
-        },
-        ran = &mut running => {
-            let ran = ran?;
-            if !ran.delivered {
-                return Ok(ran);
-            }
-            expected.received().await.map(from_gate).ok_or_else(lost)
-        }
-    }
 }
 
 /// How long the running call has run so far, in milliseconds.

@@ -1,0 +1,411 @@
+//! The answers of reads the executor made ahead of their verdicts, which the gate hands to the
+//! broker itself once it has allowed and audited them (`Gate.Deliveries`): one hand-off fewer
+//! than back through the executor. The broker keeps one stream open, sends nothing on it, and
+//! hands each answer that comes to the call expecting it, if it is of that call's account
+//! ([`GateDeliveries`]); a whole-file read takes its answer from whichever of the gate and the
+//! executor tells it first ([`run_or_delivered`]).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use glovebox_proto::transport::Link;
+use glovebox_proto::transport::link::{DuplexReceiver, DuplexSender};
+use glovebox_proto::v1 as pb;
+use tokio::sync::oneshot;
+use tonic::Status;
+
+/// The answers of reads made ahead of their verdicts that the gate hands over itself once it has
+/// allowed and audited them (`Gate.Deliveries`): one stream, opened on first use and again after
+/// it ends, whose reader hands each answer to the call expecting it. Cheap to clone.
+#[derive(Clone)]
+pub struct GateDeliveries {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    link: Link,
+    /// The stream open now, if any (or one that ended, to be replaced).
+    open: tokio::sync::Mutex<Option<Opened>>,
+    /// The calls expecting their answers, by call id.
+    expecting: Mutex<HashMap<String, Expecting>>,
+    streams: AtomicU64,
+}
+
+struct Expecting {
+    account: String,
+    /// The stream the answer is to come on.
+    stream: u64,
+    answer: oneshot::Sender<pb::Delivered>,
+}
+
+struct Opened {
+    serial: u64,
+    ended: Arc<AtomicBool>,
+    /// Nothing is sent; dropped, it ends the stream.
+    _sender: DuplexSender,
+}
+
+/// A call's expectation of its answer from the gate; dropped, it is forgotten.
+pub struct Expected {
+    shared: Arc<Shared>,
+    call_id: String,
+    answer: oneshot::Receiver<pb::Delivered>,
+}
+
+impl GateDeliveries {
+    pub fn new(link: Link) -> GateDeliveries {
+        GateDeliveries {
+            shared: Arc::new(Shared {
+                link,
+                open: tokio::sync::Mutex::new(None),
+                expecting: Mutex::new(HashMap::new()),
+                streams: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Expects the answer of `account`'s call `call_id` from the gate; `None` when the gate's
+    /// stream cannot be opened (the executor then answers the call).
+    pub async fn expect(&self, account: &str, call_id: &str) -> Option<Expected> {
+        let serial = self.stream().await.ok()?;
+        let (tx, answer) = oneshot::channel();
+        let mut expecting = lock(&self.shared.expecting);
+        if expecting.contains_key(call_id) {
+            return None;
+        }
+        expecting.insert(
+            call_id.to_owned(),
+            Expecting {
+                account: account.to_owned(),
+                stream: serial,
+                answer: tx,
+            },
+        );
+        Some(Expected {
+            shared: Arc::clone(&self.shared),
+            call_id: call_id.to_owned(),
+            answer,
+        })
+    }
+
+    /// The serial of the stream open now, opened (and its reader started) if there is none or
+    /// it ended.
+    async fn stream(&self) -> Result<u64, Status> {
+        let mut open = self.shared.open.lock().await;
+        if let Some(o) = open.as_ref()
+            && !o.ended.load(Ordering::Acquire)
+        {
+            return Ok(o.serial);
+        }
+        *open = None;
+        let (sender, receiver) = self.shared.link.untraced().open_duplex(PATH).await?;
+        let serial = self.shared.streams.fetch_add(1, Ordering::Relaxed);
+        let ended = Arc::new(AtomicBool::new(false));
+        tokio::spawn(read_handed(
+            Arc::clone(&self.shared),
+            serial,
+            Arc::clone(&ended),
+            receiver,
+        ));
+        *open = Some(Opened {
+            serial,
+            ended,
+            _sender: sender,
+        });
+        Ok(serial)
+    }
+}
+
+const PATH: &str = "/glovebox.v1.Gate/Deliveries";
+
+/// Hands each answer to the call expecting it, if it is of that call's account, until the stream
+/// ends; then the calls expecting answers on it get none.
+async fn read_handed(
+    shared: Arc<Shared>,
+    serial: u64,
+    ended: Arc<AtomicBool>,
+    mut receiver: DuplexReceiver,
+) {
+    while let Ok(Some(delivered)) = receiver.next::<pb::Delivered>().await {
+        let mut expecting = lock(&shared.expecting);
+        if expecting
+            .get(&delivered.call_id)
+            .is_some_and(|e| e.account == delivered.account && e.stream == serial)
+            && let Some(e) = expecting.remove(&delivered.call_id)
+        {
+            let _ = e.answer.send(delivered);
+        }
+    }
+    ended.store(true, Ordering::Release);
+    lock(&shared.expecting).retain(|_, e| e.stream != serial);
+}
+
+impl Expected {
+    /// The answer, once the gate hands it over; `None` if it never will on this stream.
+    pub async fn received(&mut self) -> Option<pb::Delivered> {
+        (&mut self.answer).await.ok()
+    }
+}
+
+impl Drop for Expected {
+    fn drop(&mut self) {
+        lock(&self.shared.expecting).remove(&self.call_id);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The answer to a `Run` whose read the gate may hand over (`Gate.Deliveries`): whichever of the
+/// executor's answer (`running`) and the gate's tells it first. Handed over by the gate, the
+/// executor's answer (that the gate did) is still read off its stream, so the call is not
+/// cancelled at the executor.
+pub async fn run_or_delivered(
+    running: impl Future<Output = Result<pb::RunResponse, tonic::Status>> + Send + 'static,
+    mut expected: Expected,
+) -> Result<pb::RunResponse, tonic::Status> {
+    let from_gate = |d: pb::Delivered| pb::RunResponse {
+        decision: d.decision,
+        executed: d.executed,
+        delivered: true,
+        ..Default::default()
+    };
+    let lost = || {
+        tonic::Status::unavailable("the gate handed over the call's answer, which never arrived")
+    };
+    let mut running = Box::pin(running);
+    tokio::select! {
+        biased;
+        handed = expected.received() => match handed {
+            Some(delivered) => {
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, running).await;
+                });
+                Ok(from_gate(delivered))
+            }
+            // The gate's stream ended: the executor answers, unless the gate had its answer.
+            None => {
+                let ran = running.await?;
+                if ran.delivered { Err(lost()) } else { Ok(ran) }
+            }
+        },
+        ran = &mut running => {
+            let ran = ran?;
+            if !ran.delivered {
+                return Ok(ran);
+            }
+            expected.received().await.map(from_gate).ok_or_else(lost)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glovebox_proto::transport::messages::AnswerStream;
+    use glovebox_proto::transport::{
+        ServerKeys, SocketKey, authenticated_channel, authenticated_incoming, bind_private_socket,
+        default_allowed_uids,
+    };
+    use glovebox_proto::v1::gate_server::{Gate, GateServer};
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+    use tonic::{Request, Response};
+
+    type Feed = mpsc::Sender<Result<pb::Delivered, Status>>;
+
+    /// A gate that serves only `Deliveries`: the test writes what each stream opened carries.
+    struct FakeGate {
+        opened: mpsc::UnboundedSender<Feed>,
+    }
+
+    fn only_deliveries<T>() -> Result<Response<T>, Status> {
+        Err(Status::unimplemented("only Deliveries"))
+    }
+
+    #[tonic::async_trait]
+    impl Gate for FakeGate {
+        async fn decide(
+            &self,
+            _: Request<pb::DecideRequest>,
+        ) -> Result<Response<pb::DecideResponse>, Status> {
+            only_deliveries()
+        }
+        type DecisionsStream = AnswerStream<pb::DecideAnswer>;
+        async fn decisions(
+            &self,
+            _: Request<tonic::Streaming<pb::DecideCall>>,
+        ) -> Result<Response<Self::DecisionsStream>, Status> {
+            only_deliveries()
+        }
+        type DeliveriesStream = AnswerStream<pb::Delivered>;
+        async fn deliveries(
+            &self,
+            _: Request<tonic::Streaming<pb::DeliveriesRequest>>,
+        ) -> Result<Response<Self::DeliveriesStream>, Status> {
+            let (feed, stream) = mpsc::channel(16);
+            self.opened.send(feed).unwrap();
+            Ok(Response::new(AnswerStream::new(stream)))
+        }
+        async fn resolve(
+            &self,
+            _: Request<pb::ResolveRequest>,
+        ) -> Result<Response<pb::ResolveResponse>, Status> {
+            only_deliveries()
+        }
+        async fn health(
+            &self,
+            _: Request<pb::HealthRequest>,
+        ) -> Result<Response<pb::HealthResponse>, Status> {
+            only_deliveries()
+        }
+        async fn metrics(
+            &self,
+            _: Request<pb::MetricsRequest>,
+        ) -> Result<Response<pb::MetricsResponse>, Status> {
+            only_deliveries()
+        }
+        async fn account_info(
+            &self,
+            _: Request<pb::AccountInfoRequest>,
+        ) -> Result<Response<pb::AccountInfoResponse>, Status> {
+            only_deliveries()
+        }
+        async fn set_enabled(
+            &self,
+            _: Request<pb::SetEnabledRequest>,
+        ) -> Result<Response<pb::SetEnabledResponse>, Status> {
+            only_deliveries()
+        }
+        async fn resolve_trust(
+            &self,
+            _: Request<pb::ResolveTrustRequest>,
+        ) -> Result<Response<pb::ResolveTrustResponse>, Status> {
+            only_deliveries()
+        }
+        async fn agent_token(
+            &self,
+            _: Request<pb::AgentTokenRequest>,
+        ) -> Result<Response<pb::AgentTokenResponse>, Status> {
+            only_deliveries()
+        }
+    }
+
+    /// A fake gate's socket, the broker's deliveries from it, and each stream it opens.
+    async fn fake_gate(dir: &std::path::Path) -> (GateDeliveries, mpsc::UnboundedReceiver<Feed>) {
+        let path = dir.join("gate.sock");
+        let listener = bind_private_socket(&path).unwrap();
+        let key = SocketKey::derive(b"test control key", "gate", "broker");
+        let keys = ServerKeys::new([("broker".to_owned(), key.clone())]);
+        let (opened, streams) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let incoming = authenticated_incoming(listener, default_allowed_uids(), keys);
+            let _ = tonic::transport::Server::builder()
+                .add_service(GateServer::new(FakeGate { opened }))
+                .serve_with_incoming(incoming)
+                .await;
+        });
+        let link = authenticated_channel(&path, "broker", key);
+        (GateDeliveries::new(link), streams)
+    }
+
+    fn handed(account: &str, call_id: &str, text: &str) -> pb::Delivered {
+        pb::Delivered {
+            account: account.into(),
+            call_id: call_id.into(),
+            decision: Some(pb::DecideResponse {
+                verdict: pb::Verdict::Allow as i32,
+                ..Default::default()
+            }),
+            executed: Some(pb::ExecuteResponse {
+                result_json: text.into(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn ran(delivered: bool, text: &str) -> Result<pb::RunResponse, Status> {
+        Ok(pb::RunResponse {
+            delivered,
+            executed: (!delivered).then(|| pb::ExecuteResponse {
+                result_json: text.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    fn text_of(answer: &pb::RunResponse) -> &str {
+        &answer.executed.as_ref().unwrap().result_json
+    }
+
+    #[tokio::test]
+    async fn an_answer_goes_only_to_the_call_of_its_account_expecting_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (deliveries, mut streams) = fake_gate(dir.path()).await;
+        let mut expected = deliveries.expect("alice", "c1").await.unwrap();
+        let feed = streams.recv().await.unwrap();
+        // One expectation per call.
+        assert!(deliveries.expect("alice", "c1").await.is_none());
+        // Another account's answer for the call, and an answer nobody expects, are not taken.
+        for other in [handed("bob", "c1", "bob's"), handed("alice", "c2", "c2")] {
+            feed.send(Ok(other)).await.unwrap();
+        }
+        feed.send(Ok(handed("alice", "c1", "mine"))).await.unwrap();
+        let got = expected.received().await.unwrap();
+        assert_eq!(got.executed.unwrap().result_json, "mine");
+        // One stream serves every call.
+        drop(expected);
+        let _again = deliveries.expect("alice", "c1").await.unwrap();
+        assert!(streams.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_read_takes_the_first_answer_and_fails_if_a_handed_answer_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let (deliveries, mut streams) = fake_gate(dir.path()).await;
+
+        // The gate hands the answer over before the executor says it did.
+        let expected = deliveries.expect("alice", "first").await.unwrap();
+        let feed = streams.recv().await.unwrap();
+        feed.send(Ok(handed("alice", "first", "from the gate")))
+            .await
+            .unwrap();
+        let executor = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            ran(true, "")
+        };
+        let answer = run_or_delivered(executor, expected).await.unwrap();
+        assert_eq!(
+            (text_of(&answer), answer.delivered),
+            ("from the gate", true)
+        );
+
+        // The executor answers itself: its answer is taken, the expectation forgotten.
+        let expected = deliveries.expect("alice", "second").await.unwrap();
+        let answer = run_or_delivered(async { ran(false, "from the executor") }, expected)
+            .await
+            .unwrap();
+        assert_eq!(
+            (text_of(&answer), answer.delivered),
+            ("from the executor", false)
+        );
+        assert!(deliveries.expect("alice", "second").await.is_some());
+
+        // The executor says the gate handed it over, but the gate's stream ended first: the call
+        // fails rather than wait for an answer that will not come.
+        let expected = deliveries.expect("alice", "third").await.unwrap();
+        drop(feed);
+        let e = run_or_delivered(async { ran(true, "") }, expected)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+        assert!(e.message().contains("never arrived"), "{e:?}");
+        // The next call opens the stream again.
+        let _fourth = deliveries.expect("alice", "fourth").await.unwrap();
+        assert!(streams.recv().await.is_some());
+    }
+}
