@@ -136,6 +136,10 @@ pub struct McpHandler {
 pub struct StdioSession {
     account: String,
     in_flight: in_flight::InFlight,
+    /// Where the client's `initialize` goes to be told to the bridge, with what says it was
+    /// (taken by the first `initialize`): the bridge has it before the client has the answer,
+    /// so a broker that dies at any point after can leave the session to the next one.
+    initializing: std::sync::Mutex<Option<handover::TellInitialized>>,
 }
 
 impl McpHandler {
@@ -359,6 +363,25 @@ impl ServerHandler for McpHandler {
         ServerConfig::new(capabilities())
             .with_server_info(Implementation::new("glovebox", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let tell = self.stdio.as_ref().and_then(|session| {
+            session
+                .initializing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+        });
+        if let Some(tell) = tell {
+            handover::tell_initialized(tell, &request).await;
+        }
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
@@ -318,6 +318,17 @@ fn upgrade(g: &Glovebox, token: &str, protocol: Option<&str>) -> (String, UnixSt
 /// Hands `offer` over after the broker's ready line; whether the broker then closed the
 /// connection without taking the session.
 fn hand(socket: &mut UnixStream, offer: Offer) -> bool {
+    send_offer(socket, offer);
+    let mut rest = Vec::new();
+    // (Closed with bytes of ours unread, the socket is reset rather than ended.)
+    match socket.read_to_end(&mut rest) {
+        Ok(_) => rest.is_empty(),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+/// Sends `offer` after the broker's ready line.
+fn send_offer(socket: &mut UnixStream, offer: Offer) {
     let mut ready = Vec::new();
     let mut byte = [0u8];
     while !ready.ends_with(b"\n") {
@@ -337,12 +348,51 @@ fn hand(socket: &mut UnixStream, offer: Offer) -> bool {
         SendFlags::NOSIGNAL,
     )
     .unwrap();
-    let mut rest = Vec::new();
-    // (Closed with bytes of ours unread, the socket is reset rather than ended.)
-    match socket.read_to_end(&mut rest) {
-        Ok(_) => rest.is_empty(),
-        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-    }
+}
+
+#[tokio::test]
+async fn the_bridge_has_the_clients_initialization_before_the_client_has_its_answer() {
+    // Whenever the broker dies after answering `initialize`, the bridge can hand the session to
+    // the next one: the broker tells the bridge first.
+    let g = Glovebox::start();
+    let (stdin_r, mut stdin_w) = std::io::pipe().unwrap();
+    let (stdout_r, stdout_w) = std::io::pipe().unwrap();
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "first-told", "version": "1"}}});
+    stdin_w
+        .write_all(format!("{initialize}\n").as_bytes())
+        .unwrap();
+    let (status, mut socket) = upgrade(&g, &g.token, Some("glovebox-stdio"));
+    assert!(status.contains(" 101 "), "{status}");
+    send_offer(
+        &mut socket,
+        Offer {
+            fds: vec![stdin_r.into(), stdout_w.into(), record()],
+            line: b"{\"resume\":null}\n".to_vec(),
+        },
+    );
+    let mut answer = String::new();
+    std::io::BufReader::new(stdout_r)
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(
+        answer.contains("\"id\":1") && answer.contains("protocolVersion"),
+        "{answer}"
+    );
+    // The client has its answer (and has not even said it is initialized): the bridge's line is
+    // already there to read.
+    socket.set_nonblocking(true).unwrap();
+    let mut told = vec![0u8; 64 * 1024];
+    let n = socket
+        .read(&mut told)
+        .expect("the bridge was not told the initialization before the client's answer");
+    let told: serde_json::Value = serde_json::from_slice(&told[..n]).unwrap();
+    assert_eq!(
+        told["initialized"]["clientInfo"]["name"], "first-told",
+        "{told}"
+    );
+    drop(stdin_w);
 }
 
 /// A sealed memory file the size of the in-flight record.

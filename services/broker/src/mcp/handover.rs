@@ -8,9 +8,10 @@
 //! 2. the bridge sends one message with three descriptors (`SCM_RIGHTS`): its stdin, its
 //!    stdout and the in-flight record (`in_flight`), and a [`Handover`] line: the session's
 //!    initialization when it is handed over again after a broker restart;
-//! 3. the broker tells the bridge the client's initialization once it has it
-//!    ([`Told::Initialized`]), for handing the session to the next broker, and [`Told::Ended`]
-//!    when the client closes its side.
+//! 3. the broker tells the bridge the client's initialization ([`Told::Initialized`]), for
+//!    handing the session to the next broker, before it answers the client's `initialize`
+//!    (so there is no moment when the client is initialized and the bridge does not know it),
+//!    and [`Told::Ended`] when the client closes its side.
 //!
 //! The bridge's connection stays open for the session: when it closes (the bridge was killed)
 //! the session ends, and when the broker dies the bridge sees it close, answers the calls the
@@ -169,9 +170,11 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
     ) else {
         return;
     };
+    let (tell, told) = tokio::sync::oneshot::channel();
     let session = Arc::new(super::StdioSession {
         account: account.clone(),
         in_flight: InFlight::new(handed.record),
+        initializing: std::sync::Mutex::new(resume.is_none().then_some(tell)),
     });
     let handler = McpHandler {
         app: app.clone(),
@@ -190,27 +193,34 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
             running
         }
         None => {
+            // The client's `initialize` is told to the bridge before it is answered
+            // (`McpHandler::initialize`), while the session is being set up.
+            let tell_bridge = async {
+                let Ok((line, told)) = told.await else {
+                    return std::future::pending().await;
+                };
+                match line {
+                    // A line the bridge would not read (a client's initialization past the
+                    // bound) is not sent: the session then cannot be handed to a next broker.
+                    Some(line) if line.len() > MAX_LINE => {
+                        tracing::warn!(account = %account, "a stdio session's initialization is too long to hand over again");
+                    }
+                    Some(line) => {
+                        let _ = write_half.write_all(&line).await;
+                    }
+                    None => {}
+                }
+                let _ = told.send(());
+                std::future::pending::<()>().await
+            };
             let initialized = tokio::select! {
                 initialized = handler.serve((reader, writer)) => initialized,
+                () = tell_bridge => unreachable!("telling the bridge never ends"),
                 () = &mut gone => return,
             };
             let Ok(running) = initialized else {
                 return;
             };
-            let told = running
-                .peer()
-                .peer_info()
-                .and_then(|info| serde_json::value::to_raw_value(&*info).ok())
-                .map(|info| Told::Initialized(info).line());
-            match told {
-                // A line the bridge would not read (a client's initialization past the bound)
-                // is not sent: the session then cannot be handed to a next broker.
-                Some(line) if line.len() > MAX_LINE => {
-                    tracing::warn!(account = %account, "a stdio session's initialization is too long to hand over again");
-                }
-                Some(line) if write_half.write_all(&line).await.is_err() => return,
-                _ => {}
-            }
             running
         }
     };
@@ -220,6 +230,26 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
             let _ = write_half.write_all(&Told::Ended.line()).await;
         }
         () = &mut gone => cancel.cancel(),
+    }
+}
+
+/// What tells the bridge a client's initialization: the line, and what answers once it is
+/// written.
+pub type TellInitialized =
+    tokio::sync::oneshot::Sender<(Option<Vec<u8>>, tokio::sync::oneshot::Sender<()>)>;
+
+/// Tells the bridge the client's initialization `request` and waits until it is written (or
+/// the bridge is gone), so that the client is answered only after.
+pub async fn tell_initialized(
+    tell: TellInitialized,
+    request: &rmcp::model::InitializeRequestParams,
+) {
+    let line = serde_json::value::to_raw_value(request)
+        .ok()
+        .map(|info| Told::Initialized(info).line());
+    let (written, wait) = tokio::sync::oneshot::channel();
+    if tell.send((line, written)).is_ok() {
+        let _ = wait.await;
     }
 }
 
