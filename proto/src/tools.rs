@@ -293,6 +293,12 @@ pub enum ToolParams {
 }
 
 impl ToolParams {
+    /// A `file_read` of the whole file (no line range): the read an executor may make ahead of
+    /// its verdict, and whose answer the gate may hand to the broker.
+    pub fn reads_whole_file(&self) -> bool {
+        matches!(self, ToolParams::FileRead(p) if p.offset.is_none() && p.limit.is_none())
+    }
+
     fn validate(&self) -> Result<(), String> {
         match self {
             ToolParams::FileRead(p) => {

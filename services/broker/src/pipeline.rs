@@ -320,10 +320,7 @@ async fn builtin(
         .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
     // A whole-file read the executor may make ahead of its verdict: its answer is taken from
     // the gate, which hands it over once it has allowed and audited the call.
-    let deliver_via_gate = matches!(
-        parsed,
-        glovebox_proto::tools::ToolParams::FileRead(ref p) if p.offset.is_none() && p.limit.is_none()
-    );
+    let deliver_via_gate = parsed.reads_whole_file();
     let call = ids.tool_call(account, tool_name, &params);
     let crate::backends::ExecutorLink {
         runs,

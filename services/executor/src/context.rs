@@ -76,7 +76,7 @@ pub fn denied_set(globs: &[String]) -> globset::GlobSet {
 /// The result is serialized once, here, and travels as text from then on: large results
 /// (listings, searches) are written straight from typed rows without building a
 /// `serde_json::Value` tree first.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Done {
     /// The result as JSON text (without its `table`, when it has one).
     pub result: String,

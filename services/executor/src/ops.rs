@@ -144,7 +144,7 @@ pub fn ahead(
     ticket: &TicketBody,
 ) -> Option<Result<Ahead, OpError>> {
     match params {
-        ToolParams::FileRead(p) if p.offset.is_none() && p.limit.is_none() => {
+        ToolParams::FileRead(p) if params.reads_whole_file() => {
             Some(read::execute(ctx, p, ticket).map(Ahead::Done))
         }
         ToolParams::FileList(p) => {

@@ -320,9 +320,7 @@ impl ExecutorService {
             )),
             Err(e) => Err(e),
         };
-        let mut response = answer(outcome, &mut AuditEvent::default());
-        response.result_audited = true;
-        response
+        told_ahead(outcome)
     }
 
     fn parse(&self, call: &ToolCall) -> Result<ToolParams, OpError> {
@@ -464,7 +462,7 @@ const AHEAD_MAX_BYTES: u64 = 64 * 1024;
 /// could block an open or a read are opened non-blocking and refused by type.
 fn is_quick(params: &ToolParams) -> bool {
     match params {
-        ToolParams::FileRead(p) => p.offset.is_none() && p.limit.is_none(),
+        ToolParams::FileRead(_) => params.reads_whole_file(),
         ToolParams::FileList(p) => p.depth.unwrap_or(1) <= 1 && p.details == Some(false),
         _ => false,
     }
@@ -529,26 +527,24 @@ fn note_outcome(outcome: Result<u64, &OpError>, event: &mut AuditEvent) {
     }
 }
 
+/// What a call made ahead of its verdict tells once it is allowed: `outcome`, its rows written
+/// with the verdict.
+fn told_ahead(outcome: Result<Done, OpError>) -> ExecuteResponse {
+    let mut response = answer(outcome, &mut AuditEvent::default());
+    response.result_audited = true;
+    response
+}
+
 /// What a read made ahead of its verdict tells once it is allowed, for the gate to hand to the
 /// broker (`RunRequest.deliver_via_gate`): a whole-file read's outcome, which no ticket changes
 /// ([`ExecutorService::release_ahead`] tells the same); `None` for a listing, which the ticket cuts.
 fn deliverable(held: &Result<ops::Ahead, OpError>) -> Option<ExecuteResponse> {
-    let told = match held {
-        Ok(ops::Ahead::Done(done)) => ExecuteResponse {
-            result_json: done.result.clone(),
-            table: done.table.clone(),
-            ..Default::default()
-        },
+    let outcome = match held {
+        Ok(ops::Ahead::Done(done)) => Ok(done.clone()),
         Ok(ops::Ahead::Listing(_)) => return None,
-        Err(e) => ExecuteResponse {
-            error: Some(e.to_proto()),
-            ..Default::default()
-        },
+        Err(e) => Err(e.clone()),
     };
-    Some(ExecuteResponse {
-        result_audited: true,
-        ..told
-    })
+    Some(told_ahead(outcome))
 }
 
 /// The call's result row: what `response` tells the broker, which answers the client with it
@@ -620,10 +616,9 @@ impl ExecutorService {
             Err(e) => return failed(e),
         };
         if decision.delivered {
-            // The gate handed the outcome to the broker once the call was allowed and audited.
-            decision.ticket = None;
+            // The gate handed the outcome, with the verdict, to the broker once the call was
+            // allowed and audited: nothing else is told.
             return Ok(pb::RunResponse {
-                decision: Some(decision),
                 delivered: true,
                 ..Default::default()
             });

@@ -1061,6 +1061,8 @@ mod tests {
             (allow, true, true),
             "{r:?}"
         );
+        // Handed over, neither answer carries the ticket.
+        assert_eq!(r.ticket, None);
         let handed_over = tokio_stream::StreamExt::next(&mut handed)
             .await
             .unwrap()
@@ -1087,6 +1089,8 @@ mod tests {
         )
         .await;
         assert_eq!((r.rows_written, r.delivered), (true, false), "{r:?}");
+        // Not handed over, the executor tells it on the ticket.
+        assert!(r.ticket.is_some());
 
         let reader = crate::audit::query::AuditReader::open(&s.gate.0.state_dir.audit_db())
             .await

@@ -122,15 +122,17 @@ async fn decide_vouched(
     // What was read goes to the broker only once the call is allowed and its rows committed.
     if let Some(mut executed) = deliver.filter(|_| decided.rows_written) {
         executed.result_audited = true;
+        // Handed over, the ticket is for nobody: the call was made with it already.
+        let ticket = decided.ticket.take();
         decided.delivered = state.deliveries.hand_over(pb::Delivered {
             account: call.account.clone(),
             call_id: call.call_id.clone(),
-            decision: Some(DecideResponse {
-                ticket: None,
-                ..decided.clone()
-            }),
+            decision: Some(decided.clone()),
             executed: Some(executed),
         });
+        if !decided.delivered {
+            decided.ticket = ticket;
+        }
     }
     Ok(decided)
 }
