@@ -6,11 +6,14 @@
 //! still goes to nobody before the gate's allow and the call's audit rows.
 //!
 //! The broker keeps one stream open and sends nothing on it; the gate writes each answer to the
-//! latest stream opened ([`Outlet`]). An answer that cannot go (no stream, or too many queued)
-//! is not handed over: the executor then answers the call as before.
+//! latest stream opened ([`Outlet`]). An answer that cannot go (no stream, too many queued, or
+//! one the broker's reader would refuse for its size, which would end the stream and every
+//! other account's answers on it) is not handed over: the executor then answers the call as
+//! before.
 
 use std::sync::{Mutex, MutexGuard};
 
+use glovebox_proto::transport::link::within_bound;
 use glovebox_proto::transport::messages::MAX_IN_FLIGHT;
 use glovebox_proto::v1 as pb;
 use tokio::sync::mpsc;
@@ -57,6 +60,9 @@ impl Outlet {
 
     /// Hands `delivered` to the broker; whether it went (if not, the executor must tell it).
     pub fn hand_over(&self, delivered: pb::Delivered) -> bool {
+        if within_bound(&delivered).is_err() {
+            return false;
+        }
         let went = self
             .lock()
             .as_ref()
@@ -65,11 +71,6 @@ impl Outlet {
             glovebox_telemetry::metrics::gate().answer_handed_over();
         }
         went
-    }
-
-    /// Whether a stream to the broker is open now.
-    pub fn is_open(&self) -> bool {
-        self.lock().as_ref().is_some_and(|o| !o.sender.is_closed())
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Opened>> {
@@ -104,9 +105,9 @@ mod tests {
         assert_eq!(new.next().await.unwrap().unwrap().call_id, "c2");
         // Closing the old one again leaves the new one open.
         outlet.close(first);
-        assert!(outlet.is_open());
+        assert!(outlet.hand_over(answer("c3")));
+        assert_eq!(new.next().await.unwrap().unwrap().call_id, "c3");
         outlet.close(second);
-        assert!(!outlet.is_open());
         assert!(!outlet.hand_over(answer("after")));
         assert!(new.next().await.is_none());
     }
@@ -122,7 +123,23 @@ mod tests {
         assert!(!outlet.hand_over(answer("one more")));
         // A stream whose reader is gone takes nothing.
         drop(stream);
-        assert!(!outlet.is_open());
         assert!(!outlet.hand_over(answer("gone")));
+    }
+
+    #[tokio::test]
+    async fn an_answer_the_broker_would_refuse_for_its_size_is_not_handed_over() {
+        // An executor's answer as large as its own request may be: sent, it would end the
+        // broker's stream, and every account's answers on it.
+        let outlet = Outlet::default();
+        let (_, mut stream) = outlet.open();
+        let mut huge = answer("huge");
+        huge.executed = Some(pb::ExecuteResponse {
+            result_json: "x".repeat(glovebox_proto::transport::link::MAX_DUPLEX_MESSAGE),
+            ..Default::default()
+        });
+        assert!(!outlet.hand_over(huge));
+        // The stream goes on: the next answer is the first on it.
+        assert!(outlet.hand_over(answer("next")));
+        assert_eq!(stream.next().await.unwrap().unwrap().call_id, "next");
     }
 }
