@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use glovebox_proto::transport::Link;
@@ -42,7 +42,8 @@ struct Expecting {
 
 struct Opened {
     serial: u64,
-    ended: Arc<AtomicBool>,
+    /// Ends with the stream.
+    reader: tokio::task::JoinHandle<()>,
     /// Nothing is sent; dropped, it ends the stream.
     _sender: DuplexSender,
 }
@@ -95,23 +96,17 @@ impl GateDeliveries {
     async fn stream(&self) -> Result<u64, Status> {
         let mut open = self.shared.open.lock().await;
         if let Some(o) = open.as_ref()
-            && !o.ended.load(Ordering::Acquire)
+            && !o.reader.is_finished()
         {
             return Ok(o.serial);
         }
         *open = None;
         let (sender, receiver) = self.shared.link.untraced().open_duplex(PATH).await?;
         let serial = self.shared.streams.fetch_add(1, Ordering::Relaxed);
-        let ended = Arc::new(AtomicBool::new(false));
-        tokio::spawn(read_handed(
-            Arc::clone(&self.shared),
-            serial,
-            Arc::clone(&ended),
-            receiver,
-        ));
+        let reader = tokio::spawn(read_handed(Arc::clone(&self.shared), serial, receiver));
         *open = Some(Opened {
             serial,
-            ended,
+            reader,
             _sender: sender,
         });
         Ok(serial)
@@ -122,12 +117,7 @@ const PATH: &str = "/glovebox.v1.Gate/Deliveries";
 
 /// Hands each answer to the call expecting it, if it is of that call's account, until the stream
 /// ends; then the calls expecting answers on it get none.
-async fn read_handed(
-    shared: Arc<Shared>,
-    serial: u64,
-    ended: Arc<AtomicBool>,
-    mut receiver: DuplexReceiver,
-) {
+async fn read_handed(shared: Arc<Shared>, serial: u64, mut receiver: DuplexReceiver) {
     while let Ok(Some(delivered)) = receiver.next::<pb::Delivered>().await {
         let mut expecting = lock(&shared.expecting);
         if expecting
@@ -138,7 +128,6 @@ async fn read_handed(
             let _ = e.answer.send(delivered);
         }
     }
-    ended.store(true, Ordering::Release);
     lock(&shared.expecting).retain(|_, e| e.stream != serial);
 }
 
