@@ -136,10 +136,9 @@ pub struct McpHandler {
 pub struct StdioSession {
     account: String,
     in_flight: in_flight::InFlight,
-    /// Where the client's `initialize` goes to be told to the bridge, with what says it was
-    /// (taken by the first `initialize`): the bridge has it before the client has the answer,
-    /// so a broker that dies at any point after can leave the session to the next one.
-    initializing: std::sync::Mutex<Option<handover::TellInitialized>>,
+    /// The bridge's connection: told the client's initialization before the client is
+    /// answered, and the session's end.
+    to_bridge: tokio::sync::Mutex<handover::ToBridge>,
 }
 
 impl McpHandler {
@@ -371,15 +370,8 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        let tell = self.stdio.as_ref().and_then(|session| {
-            session
-                .initializing
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-        });
-        if let Some(tell) = tell {
-            handover::tell_initialized(tell, &request).await;
+        if let Some(session) = &self.stdio {
+            session.to_bridge.lock().await.initialized(&request).await;
         }
         self.negotiate_initialize(&request)
     }

@@ -149,7 +149,7 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
             return;
         }
     };
-    let (mut control, mut write_half) = stream.into_split();
+    let (mut control, write_half) = stream.into_split();
     // Nothing is read from the client's pipes before all of the handover is accepted.
     let resume = match handed
         .handover
@@ -170,15 +170,18 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
     ) else {
         return;
     };
-    let (tell, told) = tokio::sync::oneshot::channel();
     let session = Arc::new(super::StdioSession {
         account: account.clone(),
         in_flight: InFlight::new(handed.record),
-        initializing: std::sync::Mutex::new(resume.is_none().then_some(tell)),
+        to_bridge: tokio::sync::Mutex::new(ToBridge {
+            write: write_half,
+            initialization_told: resume.is_some(),
+            account: account.clone(),
+        }),
     });
     let handler = McpHandler {
         app: app.clone(),
-        stdio: Some(session),
+        stdio: Some(Arc::clone(&session)),
     };
     let gone = bridge_gone(&mut control);
     tokio::pin!(gone);
@@ -194,28 +197,9 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
         }
         None => {
             // The client's `initialize` is told to the bridge before it is answered
-            // (`McpHandler::initialize`), while the session is being set up.
-            let tell_bridge = async {
-                let Ok((line, told)) = told.await else {
-                    return std::future::pending().await;
-                };
-                match line {
-                    // A line the bridge would not read (a client's initialization past the
-                    // bound) is not sent: the session then cannot be handed to a next broker.
-                    Some(line) if line.len() > MAX_LINE => {
-                        tracing::warn!(account = %account, "a stdio session's initialization is too long to hand over again");
-                    }
-                    Some(line) => {
-                        let _ = write_half.write_all(&line).await;
-                    }
-                    None => {}
-                }
-                let _ = told.send(());
-                std::future::pending::<()>().await
-            };
+            // (`McpHandler::initialize`, [`ToBridge::initialized`]).
             let initialized = tokio::select! {
                 initialized = handler.serve((reader, writer)) => initialized,
-                () = tell_bridge => unreachable!("telling the bridge never ends"),
                 () = &mut gone => return,
             };
             let Ok(running) = initialized else {
@@ -226,30 +210,43 @@ async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
     };
     let cancel = running.cancellation_token();
     tokio::select! {
-        _ = running.waiting() => {
-            let _ = write_half.write_all(&Told::Ended.line()).await;
-        }
+        _ = running.waiting() => session.to_bridge.lock().await.ended().await,
         () = &mut gone => cancel.cancel(),
     }
 }
 
-/// What tells the bridge a client's initialization: the line, and what answers once it is
-/// written.
-pub type TellInitialized =
-    tokio::sync::oneshot::Sender<(Option<Vec<u8>>, tokio::sync::oneshot::Sender<()>)>;
+/// The broker's side of the bridge's connection, which the session writes to.
+pub struct ToBridge {
+    write: tokio::net::unix::OwnedWriteHalf,
+    /// The client's initialization was told (or came with the handover).
+    initialization_told: bool,
+    account: String,
+}
 
-/// Tells the bridge the client's initialization `request` and waits until it is written (or
-/// the bridge is gone), so that the client is answered only after.
-pub async fn tell_initialized(
-    tell: TellInitialized,
-    request: &rmcp::model::InitializeRequestParams,
-) {
-    let line = serde_json::value::to_raw_value(request)
-        .ok()
-        .map(|info| Told::Initialized(info).line());
-    let (written, wait) = tokio::sync::oneshot::channel();
-    if tell.send((line, written)).is_ok() {
-        let _ = wait.await;
+impl ToBridge {
+    /// Tells the bridge the client's initialization `request`, once, and returns once it is
+    /// written (or the bridge is gone): the client is answered only after, so there is no moment
+    /// when it is initialized and the bridge could not hand its session to a next broker.
+    pub async fn initialized(&mut self, request: &rmcp::model::InitializeRequestParams) {
+        if std::mem::replace(&mut self.initialization_told, true) {
+            return;
+        }
+        let Ok(info) = serde_json::value::to_raw_value(request) else {
+            return;
+        };
+        let line = Told::Initialized(info).line();
+        // A line the bridge would not read (a client's initialization past the bound) is not
+        // sent: the session then cannot be handed to a next broker.
+        if line.len() > MAX_LINE {
+            tracing::warn!(account = %self.account, "a stdio session's initialization is too long to hand over again");
+            return;
+        }
+        let _ = self.write.write_all(&line).await;
+    }
+
+    /// Tells the bridge the client closed its side: the session is over.
+    async fn ended(&mut self) {
+        let _ = self.write.write_all(&Told::Ended.line()).await;
     }
 }
 
