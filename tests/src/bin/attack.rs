@@ -139,6 +139,9 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
         .await,
     );
     report("Gate/SetEnabled", "gate.sock", ok, d);
+    // The stream the gate hands the broker the answers of reads on (what other calls read).
+    let (ok, d) = outcome(gate.deliveries(tokio_stream::empty()).await);
+    report("Gate/Deliveries (others' reads)", "gate.sock", ok, d);
     for sock in [&admin_sock, &gate_sock] {
         let name = sock.file_name().unwrap().to_string_lossy().into_owned();
         let mut admin = GateAdminClient::new(raw_channel(sock));

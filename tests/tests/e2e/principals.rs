@@ -28,11 +28,12 @@ async fn a_job_cannot_use_any_control_socket() {
         .await;
     assert_eq!(status["exit_code"], 0, "{status} {stderr}");
     let tried = attempts(&stdout);
-    // Resolve, SetEnabled, AddRule and SetSandbox for two accounts on two sockets; Append, a
-    // vouched Decide and the same on the executor's stream, the broker's Decide and the same on
-    // its stream on two sockets; Execute, Run, the same on the broker's stream, and Plan on two
-    // executors; two guessed handshakes.
-    assert_eq!(tried.len(), 2 + 8 + 10 + 8 + 2, "{stdout}");
+    // Resolve, SetEnabled and the broker's stream of handed-over answers; AddRule and
+    // SetSandbox for two accounts on two sockets; Append, a vouched Decide and the same on the
+    // executor's stream, the broker's Decide and the same on its stream on two sockets;
+    // Execute, Run, the same on the broker's stream, and Plan on two executors; two guessed
+    // handshakes.
+    assert_eq!(tried.len(), 3 + 8 + 10 + 8 + 2, "{stdout}");
     for t in &tried {
         eprintln!("{} on {}: {}", t.attack, t.target, t.detail);
         assert!(
