@@ -148,6 +148,15 @@ impl Bridge {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Asserts that the bridge has said `what` on its stderr (shown whole if not).
+    pub fn assert_said(&self, what: &str) {
+        let said = self.stderr();
+        assert!(
+            said.contains(what),
+            "the bridge did not say {what:?}: {said}"
+        );
+    }
+
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, signal).unwrap();

@@ -609,11 +609,7 @@ async fn a_job_cannot_signal_trace_or_read_a_running_glovebox_mcp() {
     let (g, mut agent, mut approver) = alice_session().await;
     std::fs::write(g.workdir.join("hello.txt"), "still served\n").unwrap();
     let mut bridge = Bridge::start_in(&g.state, &["--account", "alice"]);
-    assert!(
-        bridge.stderr().contains("the broker serves this session"),
-        "{}",
-        bridge.stderr()
-    );
+    bridge.assert_said("the broker serves this session");
     let pid = bridge.child.id() as i32;
     let attack = plant_attack_binary(&g.workdir);
     let command = format!("{} processes {pid}", attack.display());

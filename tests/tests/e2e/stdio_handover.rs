@@ -40,11 +40,7 @@ async fn the_broker_serves_a_handed_over_session_even_with_the_bridge_stopped() 
         "{list}"
     );
     bridge.signal(nix::sys::signal::Signal::SIGCONT);
-    assert!(
-        bridge.stderr().contains("the broker serves this session"),
-        "{}",
-        bridge.stderr()
-    );
+    bridge.assert_said("the broker serves this session");
     // Closing stdin ends the session; the broker says so and the bridge exits cleanly.
     let Bridge { mut child, to, .. } = bridge;
     drop(to);
@@ -70,7 +66,7 @@ async fn a_handed_over_session_acts_for_its_tokens_account_alone() {
     let mut alice = Bridge::start_in(&g.state, &["--account", "alice"]);
     let mut bob = Bridge::start_in(&g.state, &["--account", "bob"]);
     for b in [&alice, &bob] {
-        assert!(b.stderr().contains("the broker serves this session"));
+        b.assert_said("the broker serves this session");
     }
     assert_eq!(list(&mut alice), 15);
     // Bob's tools are switched off: his session, on the same broker, neither lists nor calls.
@@ -109,11 +105,7 @@ async fn a_bridge_started_before_the_broker_hands_over_once_it_is_up() {
     let read = bridge.answer("read");
     bridge.signal(Signal::SIGCONT);
     assert_eq!(read["result"]["isError"], false, "{read}");
-    assert!(
-        bridge.stderr().contains("the broker serves this session"),
-        "{}",
-        bridge.stderr()
-    );
+    bridge.assert_said("the broker serves this session");
 }
 
 #[tokio::test]
@@ -164,11 +156,7 @@ async fn a_call_in_flight_when_the_broker_stops_is_answered_and_the_session_goes
         !g.workdir.join("new.txt").exists(),
         "the lost writes never ran"
     );
-    assert!(
-        bridge.stderr().contains("handed to the broker again"),
-        "{}",
-        bridge.stderr()
-    );
+    bridge.assert_said("handed to the broker again");
 }
 
 #[tokio::test]
@@ -217,7 +205,7 @@ async fn while_glovebox_stays_away_the_bridge_answers_calls_saying_so_then_hands
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(bridge.stderr().contains("handed to the broker again"));
+    bridge.assert_said("handed to the broker again");
 }
 
 #[tokio::test]
