@@ -174,7 +174,10 @@ mod tests {
         // Within the interval: waits for it, until an offer that need not.
         paced.offer(2);
         assert!(done.recv_timeout(interval / 4).is_err());
-        paced.offer_soon(3);
+        // Replaced while it waits (an eighth of the interval has passed by now, so a pressing
+        // offer runs at once: only the last offer is pressing, or the thread could take the
+        // one before it first).
+        paced.offer(3);
         paced.offer_soon(4);
         let (n, second) = done.recv_timeout(interval / 2).unwrap();
         assert_eq!(n, 4);
