@@ -130,7 +130,12 @@ async fn decide_vouched(
             decision: Some(decided.clone()),
             executed: Some(executed),
         });
-        if !decided.delivered {
+        if decided.delivered {
+            // The call's answer is on the broker's stream, whose task was just woken; the
+            // executor's answer, woken after it, would run first and write its own message
+            // ahead of the one the client waits for. Stepping aside lets the broker's go first.
+            tokio::task::yield_now().await;
+        } else {
             decided.ticket = ticket;
         }
     }
