@@ -8,6 +8,8 @@
 //! twice, like for like: names and types (`list_directory`; `file_list` with `details: false`)
 //! and with sizes (`list_directory_with_sizes`; `file_list`, which also gives times). A read is
 //! also measured as an agent's calls come, each after 1.1 s idle (a few per round: a rough p50).
+//! Last, it checks the performance goals round by round ([`GOALS`]): each goal's ratio in every
+//! round, its ratio over the samples of all rounds together, and in how many rounds it was met.
 //!
 //! Run: `(cd tests/bench && npm ci) && cargo build --release -p glovebox -p glovebox-e2e --bins &&
 //! target/release/glovebox-compare` (`COMPARE_ROUNDS` sets the interleaved rounds, default 2).
@@ -188,6 +190,126 @@ fn main() {
             "both servers must find the same 400 names"
         );
     }
+    print_goals(&fs, &gb);
+}
+
+/// A performance goal: a figure of one round (glovebox's results and the reference's) and the
+/// bound it must keep.
+struct Goal {
+    label: &'static str,
+    figure: fn(fs: &Value, gb: &Value) -> f64,
+    bound: Bound,
+}
+
+#[derive(Clone, Copy)]
+enum Bound {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Bound {
+    fn kept(self, figure: f64) -> bool {
+        match self {
+            Bound::AtMost(b) => figure <= b,
+            Bound::AtLeast(b) => figure >= b,
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bound::AtMost(b) => write!(f, "<= {b:.2}"),
+            Bound::AtLeast(b) => write!(f, ">= {b:.2}"),
+        }
+    }
+}
+
+/// glovebox's p50 of `measure` over the reference's.
+fn p50_ratio(fs: &Value, gb: &Value, measure: &str) -> f64 {
+    quantile(&samples(&gb[measure]), 0.5) / quantile(&samples(&fs[measure]), 0.5)
+}
+
+/// The goals of the gated path against the unguarded server (each figure glovebox ÷ the
+/// reference, but the last, which is glovebox's own read p99 ÷ its p50).
+const GOALS: [Goal; 5] = [
+    Goal {
+        label: "read 4 KiB p50",
+        figure: |fs, gb| p50_ratio(fs, gb, "read"),
+        bound: Bound::AtMost(1.0),
+    },
+    Goal {
+        label: "list 1,000 names p50",
+        figure: |fs, gb| p50_ratio(fs, gb, "list"),
+        bound: Bound::AtMost(1.0),
+    },
+    Goal {
+        label: "reads/s, 8 in flight",
+        figure: |fs, gb| gb["reads_per_s"].as_f64().unwrap() / fs["reads_per_s"].as_f64().unwrap(),
+        bound: Bound::AtLeast(1.0),
+    },
+    Goal {
+        label: "find 400 of 20,000 p50",
+        figure: |fs, gb| p50_ratio(fs, gb, "find"),
+        bound: Bound::AtMost(0.05),
+    },
+    Goal {
+        label: "read p99 / p50 (glovebox)",
+        figure: |_, gb| {
+            let s = samples(&gb["read"]);
+            quantile(&s, 0.99) / quantile(&s, 0.5)
+        },
+        bound: Bound::AtMost(3.0),
+    },
+];
+
+/// The samples of every round's measures together, as one round's results read: each list of
+/// samples joined, and the reads per second the total of reads over the total of time.
+fn pooled(rounds: &[Value]) -> Value {
+    let mut all = serde_json::Map::new();
+    for measure in ["read", "list", "find"] {
+        let joined: Vec<Value> = rounds
+            .iter()
+            .flat_map(|r| r[measure].as_array().cloned().unwrap_or_default())
+            .collect();
+        all.insert(measure.to_owned(), Value::Array(joined));
+    }
+    // Each round reads the same number of times: the harmonic mean of the rates.
+    let seconds_per_read: f64 = rounds
+        .iter()
+        .map(|r| 1.0 / r["reads_per_s"].as_f64().unwrap())
+        .sum::<f64>()
+        / rounds.len() as f64;
+    all.insert("reads_per_s".to_owned(), (1.0 / seconds_per_read).into());
+    Value::Object(all)
+}
+
+/// Each goal's figure in every round, over all rounds' samples, and how many rounds met it.
+fn print_goals(fs: &[Value], gb: &[Value]) {
+    println!();
+    println!(
+        "{:<28} {:>9} {:>28} {:>9} {:>9}",
+        "goal", "bound", "each round", "pooled", "met in"
+    );
+    let (fs_all, gb_all) = (pooled(fs), pooled(gb));
+    for goal in &GOALS {
+        let each: Vec<f64> = fs
+            .iter()
+            .zip(gb)
+            .map(|(f, b)| (goal.figure)(f, b))
+            .collect();
+        let met = each.iter().filter(|&&x| goal.bound.kept(x)).count();
+        let shown: Vec<String> = each.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "{:<28} {:>9} {:>28} {:>9.2} {:>6} of {}",
+            goal.label,
+            goal.bound.to_string(),
+            shown.join(" "),
+            (goal.figure)(&fs_all, &gb_all),
+            met,
+            each.len()
+        );
+    }
 }
 
 /// CPU per call of a measure, process by process: where the gated path spends the machine (on
@@ -219,4 +341,37 @@ fn print_cpu(round: usize, what: &str, fs: &Value, gb: &Value) {
         describe(gb),
         total(gb) / total(fs)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round(read: &[f64], reads_per_s: f64) -> Value {
+        json!({"read": read, "list": [1.0], "find": [1.0], "reads_per_s": reads_per_s})
+    }
+
+    #[test]
+    fn pooled_rounds_join_their_samples_and_rate_the_reads_over_their_total_time() {
+        let all = pooled(&[round(&[1.0, 2.0], 100.0), round(&[3.0], 300.0)]);
+        assert_eq!(samples(&all["read"]), vec![1.0, 2.0, 3.0]);
+        // The same reads at 100/s and at 300/s: 200 s per 30,000, so 150/s.
+        assert!((all["reads_per_s"].as_f64().unwrap() - 150.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_goal_is_kept_at_its_bound_and_missed_past_it() {
+        let (fs, gb) = (
+            round(&[1.0, 1.0, 1.0], 100.0),
+            round(&[1.0, 1.1, 1.2], 99.0),
+        );
+        let read = &GOALS[0];
+        assert!((read.figure)(&fs, &gb) > 1.0);
+        assert!(!read.bound.kept((read.figure)(&fs, &gb)));
+        assert!(read.bound.kept(1.0));
+        let rate = &GOALS[2];
+        assert!(!rate.bound.kept((rate.figure)(&fs, &gb)));
+        assert!(rate.bound.kept((rate.figure)(&fs, &round(&[1.0], 100.0))));
+    }
 }
