@@ -14,6 +14,11 @@
 //! once (the stream is not read further until one is answered); when the service stops it takes
 //! no more, answers those it took and ends the stream.
 //!
+//! A request can be answered another way: a read the gate hands to the broker itself
+//! (`Gate.Deliveries`). The server then sends nothing ([`Answer::unsent`]), and the client, which
+//! has its answer, forgets the request without telling the server ([`AnsweredElsewhere`]): no
+//! message and no wake-up on either side for an answer nobody needs.
+//!
 //! A message over the stream's bound (`link::MAX_DUPLEX_MESSAGE`, the size the other end takes)
 //! fails alone, as an RPC's would: a client refuses such a request before sending it, a server
 //! answers such an answer's request `ResourceExhausted`. Sent, it would end the stream and every
@@ -21,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
@@ -58,6 +63,11 @@ pub trait Answer: prost::Message + Default + Send + 'static {
     fn id(&self) -> u64;
     /// The answer saying request `id` failed with `status` (what its RPC would have failed with).
     fn failed(id: u64, status: Status) -> Self;
+    /// Whether the client has this answer from elsewhere and does not wait for it: it is not
+    /// sent.
+    fn unsent(&self) -> bool {
+        false
+    }
 }
 
 /// One kind of stream, as a client opens it.
@@ -111,6 +121,11 @@ impl Request for pb::RunCall {
 impl Answer for pb::RunAnswer {
     fn id(&self) -> u64 {
         self.id
+    }
+    /// A run whose answer the gate handed to the broker (`Gate.Deliveries`): the broker took it
+    /// from there and forgot the run.
+    fn unsent(&self) -> bool {
+        matches!(&self.body, Some(pb::run_answer::Body::Ran(ran)) if ran.delivered)
     }
     fn failed(id: u64, status: Status) -> Self {
         pb::RunAnswer {
@@ -211,6 +226,18 @@ impl<E: Exchange> MessageClient<E> {
     /// Sends the request `build` makes of its id and waits for its answer. Dropping the future
     /// gives up on the request: it is forgotten, and the server told when the exchange can.
     pub async fn call(&self, build: impl FnOnce(u64) -> E::Request) -> Result<E::Answer, Status> {
+        self.call_unless_answered(build, &AnsweredElsewhere::default())
+            .await
+    }
+
+    /// [`MessageClient::call`] of a request that may be answered another way: once `elsewhere`
+    /// is set, dropping the future forgets the request without telling the server, which sends
+    /// no answer to it either ([`Answer::unsent`]).
+    pub async fn call_unless_answered(
+        &self,
+        build: impl FnOnce(u64) -> E::Request,
+        elsewhere: &AnsweredElsewhere,
+    ) -> Result<E::Answer, Status> {
         let _room = self
             .shared
             .room
@@ -232,7 +259,7 @@ impl<E: Exchange> MessageClient<E> {
         }
         // Whatever happens from here (an error, a timeout, the caller gone), the id is not left
         // waiting.
-        let forget = Forget(&stream, id);
+        let forget = Forget(&stream, id, elsewhere);
         if let Err(e) = lock(&stream.sender).send(&request) {
             end(&stream);
             return Err(e);
@@ -310,14 +337,32 @@ fn ended<E: Exchange>() -> Status {
     Status::unavailable(format!("the stream of requests to {} ended", E::SERVER))
 }
 
+/// Set once a request's answer came another way ([`MessageClient::call_unless_answered`]).
+/// Cheap to clone; clones share the mark.
+#[derive(Clone, Debug, Default)]
+pub struct AnsweredElsewhere(Arc<AtomicBool>);
+
+impl AnsweredElsewhere {
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Forgets a request's id when its caller stops waiting before it is answered, and tells the
-/// server when the exchange can.
-struct Forget<'a, E: Exchange>(&'a OpenStream<E>, u64);
+/// server when the exchange can, unless the answer came another way.
+struct Forget<'a, E: Exchange>(&'a OpenStream<E>, u64, &'a AnsweredElsewhere);
 
 impl<E: Exchange> Drop for Forget<'_, E> {
     fn drop(&mut self) {
         let was_waiting = lock(&self.0.waiting).answers.remove(&self.1).is_some();
-        if was_waiting && let Some(cancel) = E::cancel(self.1) {
+        if was_waiting
+            && !self.2.is_set()
+            && let Some(cancel) = E::cancel(self.1)
+        {
             let _ = lock(&self.0.sender).send(&cancel);
         }
     }
@@ -329,7 +374,8 @@ pub type AnswerStream<A> = tokio_stream::wrappers::ReceiverStream<Result<A, Stat
 /// Answers each request read from `incoming` with `answer`, each in a task of its own: at most
 /// `running` answered at once and [`MAX_IN_FLIGHT`] taken (the stream is not read further until
 /// one is answered). A cancel stops the request it names, unanswered, whether it was running or
-/// waiting for its turn (so one is read even while every turn is taken). When `stopping`
+/// waiting for its turn (so one is read even while every turn is taken). An answer the client
+/// has from elsewhere ([`Answer::unsent`]) is not sent. When `stopping`
 /// becomes true no more is read, and the stream ends once those taken are answered; when the
 /// client's side ends, what still runs is stopped if the requests say so
 /// ([`Request::STOPPED_WITH_STREAM`]) and answered otherwise. A stop signal that is gone is no
@@ -400,7 +446,9 @@ where
                             Ok(()) => answered,
                             Err(too_big) => A::failed(id, too_big),
                         };
-                        let _ = answers.send(Ok(answered)).await;
+                        if !answered.unsent() {
+                            let _ = answers.send(Ok(answered)).await;
+                        }
                         drop(slot);
                     });
                     // The task takes itself off `running` under this same lock, so after this.
@@ -484,8 +532,9 @@ mod tests {
     }
 
     /// A server answering each run by its call id: `hold` never answers, `slow` answers after
-    /// 200 ms, `huge` with an answer over the stream's bound, anything else at once, as a status
-    /// naming it. Returns its answers and the ids whose work was dropped.
+    /// 200 ms, `huge` with an answer over the stream's bound, `delivered` that the gate handed
+    /// its answer over, anything else at once, as a status naming it. Returns its answers and the
+    /// ids whose work was dropped.
     fn serve(
         incoming: tonic::Streaming<pb::RunCall>,
         stopping: tokio::sync::watch::Receiver<bool>,
@@ -508,6 +557,15 @@ mod tests {
                     "huge" => {
                         let text = "x".repeat(super::super::link::MAX_DUPLEX_MESSAGE);
                         return pb::RunAnswer::failed(asked.id, Status::aborted(text));
+                    }
+                    "delivered" => {
+                        return pb::RunAnswer {
+                            id: asked.id,
+                            body: Some(pb::run_answer::Body::Ran(pb::RunResponse {
+                                delivered: true,
+                                ..Default::default()
+                            })),
+                        };
                     }
                     _ => {}
                 }
@@ -562,6 +620,19 @@ mod tests {
             None,
             "1 was never answered"
         );
+    }
+
+    #[tokio::test]
+    async fn an_answer_the_client_has_from_elsewhere_is_not_sent() {
+        let (client, incoming) = client_side();
+        let (mut answers, mut dropped) = serve(incoming, not_stopping(), 4);
+        client.send(run(1, "delivered")).unwrap();
+        assert_eq!(next_dropped(&mut dropped).await, 1);
+        client.send(run(2, "after")).unwrap();
+        // The next answer on the stream is the next request's.
+        assert_eq!(next_answer(&mut answers).await, Some((2, "after".into())));
+        drop(client);
+        assert_eq!(next_answer(&mut answers).await, None);
     }
 
     #[tokio::test]

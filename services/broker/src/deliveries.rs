@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use glovebox_proto::transport::Link;
 use glovebox_proto::transport::link::{DuplexReceiver, DuplexSender};
+use glovebox_proto::transport::messages::AnsweredElsewhere;
 use glovebox_proto::v1 as pb;
 use tokio::sync::oneshot;
 use tonic::Status;
@@ -149,12 +150,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The answer to a `Run` whose read the gate may hand over (`Gate.Deliveries`): whichever of the
-/// executor's answer (`running`) and the gate's tells it first. Handed over by the gate, the
-/// executor's answer (that the gate did) is still read off its stream, so the call is not
-/// cancelled at the executor.
+/// executor's answer (`running`, made with `elsewhere`) and the gate's tells it first. Handed
+/// over by the gate, the run is forgotten without a cancel: the executor, told by the gate, sends
+/// no answer and stops nothing. If the gate's stream ends first, the call fails at once: whether
+/// the gate had handed its answer to that stream cannot be told, and if it had, no answer comes
+/// from the executor either (a read in flight then is `Unavailable`, to be made again).
 pub async fn run_or_delivered(
-    running: impl Future<Output = Result<pb::RunResponse, tonic::Status>> + Send + 'static,
+    running: impl Future<Output = Result<pb::RunResponse, tonic::Status>>,
     mut expected: Expected,
+    elsewhere: &AnsweredElsewhere,
 ) -> Result<pb::RunResponse, tonic::Status> {
     let from_gate = |d: pb::Delivered| pb::RunResponse {
         decision: d.decision,
@@ -163,31 +167,22 @@ pub async fn run_or_delivered(
         ..Default::default()
     };
     let lost = || {
-        tonic::Status::unavailable("the gate handed over the call's answer, which never arrived")
+        tonic::Status::unavailable(
+            "the gate's stream of handed-over answers ended before this call's answer came",
+        )
     };
-    let mut running = Box::pin(running);
+    let mut running = std::pin::pin!(running);
     tokio::select! {
         biased;
         handed = expected.received() => match handed {
             Some(delivered) => {
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, running).await;
-                });
+                elsewhere.set();
                 Ok(from_gate(delivered))
             }
-            // The gate's stream ended: the executor answers, unless the gate had its answer.
-            None => {
-                let ran = running.await?;
-                if ran.delivered { Err(lost()) } else { Ok(ran) }
-            }
+            None => Err(lost()),
         },
-        ran = &mut running => {
-            let ran = ran?;
-            if !ran.delivered {
-                return Ok(ran);
-            }
-            expected.received().await.map(from_gate).ok_or_else(lost)
-        }
+        // The gate did not hand it over (an executor sends no answer to a call it did).
+        ran = &mut running => ran,
     }
 }
 
@@ -316,10 +311,9 @@ mod tests {
         }
     }
 
-    fn ran(delivered: bool, text: &str) -> Result<pb::RunResponse, Status> {
+    fn ran(text: &str) -> Result<pb::RunResponse, Status> {
         Ok(pb::RunResponse {
-            delivered,
-            executed: (!delivered).then(|| pb::ExecuteResponse {
+            executed: Some(pb::ExecuteResponse {
                 result_json: text.into(),
                 ..Default::default()
             }),
@@ -357,42 +351,51 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (deliveries, mut streams) = fake_gate(dir.path()).await;
 
-        // The gate hands the answer over before the executor says it did.
+        // The gate hands the answer over; the executor, told so, never answers. The run is
+        // marked answered elsewhere, so dropping it cancels nothing at the executor.
         let expected = deliveries.expect("alice", "first").await.unwrap();
         let feed = streams.recv().await.unwrap();
         feed.send(Ok(handed("alice", "first", "from the gate")))
             .await
             .unwrap();
-        let executor = async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            ran(true, "")
-        };
-        let answer = run_or_delivered(executor, expected).await.unwrap();
+        let elsewhere = AnsweredElsewhere::default();
+        let silent = std::future::pending();
+        let answer = run_or_delivered(silent, expected, &elsewhere)
+            .await
+            .unwrap();
         assert_eq!(
             (text_of(&answer), answer.delivered),
             ("from the gate", true)
         );
+        assert!(elsewhere.is_set());
 
-        // The executor answers itself: its answer is taken, the expectation forgotten.
+        // The executor answers itself: its answer is taken, the expectation forgotten, and the
+        // run is not marked answered elsewhere.
         let expected = deliveries.expect("alice", "second").await.unwrap();
-        let answer = run_or_delivered(async { ran(false, "from the executor") }, expected)
+        let elsewhere = AnsweredElsewhere::default();
+        let answer = run_or_delivered(async { ran("from the executor") }, expected, &elsewhere)
             .await
             .unwrap();
         assert_eq!(
             (text_of(&answer), answer.delivered),
             ("from the executor", false)
         );
+        assert!(!elsewhere.is_set());
         assert!(deliveries.expect("alice", "second").await.is_some());
 
-        // The executor says the gate handed it over, but the gate's stream ended first: the call
-        // fails rather than wait for an answer that will not come.
+        // The gate's stream ends while a read waits, its executor silent: the call fails at
+        // once rather than wait for an answer that will not come.
         let expected = deliveries.expect("alice", "third").await.unwrap();
         drop(feed);
-        let e = run_or_delivered(async { ran(true, "") }, expected)
-            .await
-            .unwrap_err();
+        let e = tokio::time::timeout(
+            Duration::from_secs(10),
+            run_or_delivered(std::future::pending(), expected, &Default::default()),
+        )
+        .await
+        .expect("failed at once")
+        .unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
-        assert!(e.message().contains("never arrived"), "{e:?}");
+        assert!(e.message().contains("ended before"), "{e:?}");
         // The next call opens the stream again.
         let _fourth = deliveries.expect("alice", "fourth").await.unwrap();
         assert!(streams.recv().await.is_some());

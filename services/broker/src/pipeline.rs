@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::Tool;
+use glovebox_proto::transport::messages::AnsweredElsewhere;
 use glovebox_proto::v1::{
     self as pb, Answer, AuditEvent, DecideRequest, DecideResponse, ExecuteRequest, Plan,
     PreviewRequest, ResolveRequest, RunRequest, Ticket, ToolCall,
@@ -347,10 +348,13 @@ async fn builtin(
         tables: origin.tables,
         deliver_via_gate: expected.is_some(),
     };
-    let running = async move { runs.run(run).await };
+    let elsewhere = AnsweredElsewhere::default();
+    let running = runs.run_unless_answered(run, &elsewhere);
     let answered = async {
         match expected {
-            Some(expected) => crate::deliveries::run_or_delivered(running, expected).await,
+            Some(expected) => {
+                crate::deliveries::run_or_delivered(running, expected, &elsewhere).await
+            }
             None => running.await,
         }
     };

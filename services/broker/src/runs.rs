@@ -4,7 +4,7 @@
 //! cancelled on the stream, and the executor stops it as it would a reset `Run`.
 
 use glovebox_proto::transport::Link;
-use glovebox_proto::transport::messages::{Exchange, MessageClient, status_of};
+use glovebox_proto::transport::messages::{AnsweredElsewhere, Exchange, MessageClient, status_of};
 use glovebox_proto::v1::{self as pb, run_answer::Body as Answer, run_call::Body as Asked};
 use tonic::Status;
 use tracing::Instrument;
@@ -40,15 +40,30 @@ impl ExecutorRuns {
 
     /// `Executor.Run`, as a message on the stream. Dropping the future cancels the call.
     pub async fn run(&self, request: pb::RunRequest) -> Result<pb::RunResponse, Status> {
+        self.run_unless_answered(request, &AnsweredElsewhere::default())
+            .await
+    }
+
+    /// [`ExecutorRuns::run`] of a call whose answer the gate may hand over: once `elsewhere` is
+    /// set, dropping the future forgets the call without cancelling it (the executor, told by
+    /// the gate, sends no answer).
+    pub async fn run_unless_answered(
+        &self,
+        request: pb::RunRequest,
+        elsewhere: &AnsweredElsewhere,
+    ) -> Result<pb::RunResponse, Status> {
         let (span, trace) =
             glovebox_telemetry::propagation::message_client_span("glovebox.v1.Executor", "Run");
         let answer = self
             .stream
-            .call(|id| pb::RunCall {
-                id,
-                trace,
-                body: Some(Asked::Run(request)),
-            })
+            .call_unless_answered(
+                |id| pb::RunCall {
+                    id,
+                    trace,
+                    body: Some(Asked::Run(request)),
+                },
+                elsewhere,
+            )
             .instrument(span)
             .await?;
         match answer.body {
@@ -221,6 +236,33 @@ mod tests {
         let ran = runs.run(asked("next")).await.unwrap();
         assert_eq!(ran.error.unwrap().message, "next");
         assert_eq!(dropped.recv().await.unwrap(), "next");
+        // A call answered another way (the gate handed its read over) is forgotten without a
+        // cancel: the executor, told so by the gate, finishes it and sends nothing.
+        let elsewhere = AnsweredElsewhere::default();
+        let held = runs.run_unless_answered(asked("hold"), &elsewhere);
+        let gave_up = tokio::time::timeout(Duration::from_millis(200), async {
+            tokio::pin!(held);
+            tokio::select! {
+                _ = &mut held => unreachable!("hold is never answered"),
+                () = tokio::time::sleep(Duration::from_millis(50)) => elsewhere.set(),
+            }
+            held.await
+        })
+        .await;
+        assert!(gave_up.is_err());
+        assert_eq!(runs.waiting(), 0);
+        let ran = runs.run(asked("then")).await.unwrap();
+        assert_eq!(ran.error.unwrap().message, "then");
+        assert_eq!(
+            dropped.recv().await.unwrap(),
+            "then",
+            "the call answered elsewhere was not stopped"
+        );
+        let later = tokio::time::timeout(Duration::from_millis(300), dropped.recv()).await;
+        assert!(
+            later.is_err(),
+            "{later:?}: the call answered elsewhere was stopped"
+        );
         // A call too large for the stream fails alone: one running meanwhile is answered.
         let slow = tokio::spawn({
             let runs = runs.clone();

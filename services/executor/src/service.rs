@@ -617,7 +617,8 @@ impl ExecutorService {
         };
         if decision.delivered {
             // The gate handed the outcome, with the verdict, to the broker once the call was
-            // allowed and audited: nothing else is told.
+            // allowed and audited: nothing else is told (on the broker's stream, this answer is
+            // not even sent: `Answer::unsent`).
             return Ok(pb::RunResponse {
                 delivered: true,
                 ..Default::default()
