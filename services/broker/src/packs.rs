@@ -7,9 +7,9 @@
 
 mod rows;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::catalog::{Hints, ToolInfo};
@@ -40,29 +40,51 @@ const INVOKE_MARGIN: Duration = Duration::from_secs(5);
 type TrustJob = (String, TrustSubject);
 
 /// The trust asks the broker has queued or shown: one per (account, pack trust key) at a time.
+/// A pack answered about is not asked about again on a listing made before the answer was
+/// recorded: the pack host may have listed it untrusted just before, and the approver would be
+/// asked the question just answered.
 pub struct TrustAsks {
     queued: Mutex<HashSet<(String, String)>>,
+    /// When each question's answer was recorded at the gate, for as long as a listing made
+    /// before it can still be coming back ([`ANSWER_REMEMBERED`]).
+    answered: Mutex<HashMap<(String, String), Instant>>,
     tx: tokio::sync::mpsc::Sender<TrustJob>,
     rx: Mutex<Option<tokio::sync::mpsc::Receiver<TrustJob>>>,
 }
+
+/// How long an answer is remembered against stale listings: longer than a listing can take.
+const ANSWER_REMEMBERED: Duration = crate::backends::BACKEND_TIMEOUT;
 
 impl Default for TrustAsks {
     fn default() -> TrustAsks {
         let (tx, rx) = tokio::sync::mpsc::channel(MAX_QUEUED_TRUST_ASKS);
         TrustAsks {
             queued: Mutex::new(HashSet::new()),
+            answered: Mutex::new(HashMap::new()),
             tx,
             rx: Mutex::new(Some(rx)),
         }
     }
 }
 
+fn trust_ask_key(account: &str, subject: &TrustSubject) -> (String, String) {
+    (
+        account.to_owned(),
+        glovebox_proto::packs::trust_key(subject),
+    )
+}
+
 impl TrustAsks {
-    fn request(&self, account: &str, subject: TrustSubject) {
-        let key = (
-            account.to_owned(),
-            glovebox_proto::packs::trust_key(&subject),
-        );
+    /// Queues a trust ask for `subject`, which a listing begun at `listed_at` found untrusted;
+    /// not if one is queued or shown, or if its answer was recorded since `listed_at`.
+    fn request(&self, account: &str, subject: TrustSubject, listed_at: Instant) {
+        let key = trust_ask_key(account, &subject);
+        if lock(&self.answered)
+            .get(&key)
+            .is_some_and(|at| *at >= listed_at)
+        {
+            return;
+        }
         if !lock(&self.queued).insert(key.clone()) {
             return;
         }
@@ -71,11 +93,16 @@ impl TrustAsks {
         }
     }
 
-    fn done(&self, account: &str, subject: &TrustSubject) {
-        lock(&self.queued).remove(&(
-            account.to_owned(),
-            glovebox_proto::packs::trust_key(subject),
-        ));
+    /// The ask for `subject` is over; `recorded`: its answer was recorded at the gate.
+    fn done(&self, account: &str, subject: &TrustSubject, recorded: bool) {
+        let key = trust_ask_key(account, subject);
+        if recorded {
+            let now = Instant::now();
+            let mut answered = lock(&self.answered);
+            answered.retain(|_, at| now.duration_since(*at) < ANSWER_REMEMBERED);
+            answered.insert(key.clone(), now);
+        }
+        lock(&self.queued).remove(&key);
     }
 }
 
@@ -183,6 +210,7 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
         | AskOutcome::Busy
         | AskOutcome::Cancelled => None,
     };
+    let mut recorded = false;
     if let Some(answer) = answer {
         let mut gate = app.backends.gate.clone();
         let resolved = gate
@@ -192,11 +220,14 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
                 answer: answer as i32,
             }))
             .await;
-        if let Err(status) = resolved {
-            tracing::error!(error = %status.message(), "could not record a pack trust answer");
+        match resolved {
+            Ok(_) => recorded = true,
+            Err(status) => {
+                tracing::error!(error = %status.message(), "could not record a pack trust answer")
+            }
         }
     }
-    app.trust_asks.done(&account, &subject);
+    app.trust_asks.done(&account, &subject, recorded);
 }
 
 /// The account's packs as its pack host lists them (starting them), queueing a trust ask for
@@ -206,6 +237,7 @@ pub async fn listing(app: &App, account: &str) -> Result<ListPacksResponse, Stri
         .backends
         .packs(account)
         .ok_or("the account has no pack host")?;
+    let listed_at = Instant::now();
     let listed = packs
         .list(request(ListPacksRequest {}))
         .await
@@ -213,7 +245,7 @@ pub async fn listing(app: &App, account: &str) -> Result<ListPacksResponse, Stri
         .into_inner();
     for waiting in &listed.untrusted {
         if let Some(subject) = &waiting.subject {
-            app.trust_asks.request(account, subject.clone());
+            app.trust_asks.request(account, subject.clone(), listed_at);
         }
     }
     Ok(listed)
@@ -514,15 +546,43 @@ mod tests {
             pack: "p".into(),
             ..Default::default()
         };
-        asks.request("a", s.clone());
-        asks.request("a", s.clone());
-        asks.request("b", s.clone());
+        let listed = Instant::now();
+        asks.request("a", s.clone(), listed);
+        asks.request("a", s.clone(), listed);
+        asks.request("b", s.clone(), listed);
         let mut rx = lock(&asks.rx).take().unwrap();
         assert_eq!(rx.try_recv().unwrap().0, "a");
         assert_eq!(rx.try_recv().unwrap().0, "b");
         assert!(rx.try_recv().is_err());
-        asks.done("a", &s);
-        asks.request("a", s);
+        // Over without an answer recorded (nobody to ask): asked about again at once.
+        asks.done("a", &s, false);
+        asks.request("a", s.clone(), listed);
+        assert_eq!(rx.try_recv().unwrap().0, "a");
+    }
+
+    #[test]
+    fn a_listing_made_before_an_answer_does_not_ask_the_question_again() {
+        let asks = TrustAsks::default();
+        let s = TrustSubject {
+            pack: "p".into(),
+            ..Default::default()
+        };
+        let mut rx = lock(&asks.rx).take().unwrap();
+        let before = Instant::now();
+        asks.request("a", s.clone(), before);
+        assert_eq!(rx.try_recv().unwrap().0, "a");
+        asks.done("a", &s, true);
+        // The pack host listed it untrusted just before the answer was recorded.
+        asks.request("a", s.clone(), before);
+        assert!(
+            rx.try_recv().is_err(),
+            "the question just answered was asked again"
+        );
+        // Another account's listing is its own.
+        asks.request("b", s.clone(), before);
+        assert_eq!(rx.try_recv().unwrap().0, "b");
+        // Listed untrusted after the answer (the trust was taken back): asked again.
+        asks.request("a", s, Instant::now());
         assert_eq!(rx.try_recv().unwrap().0, "a");
     }
 }
