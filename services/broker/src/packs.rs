@@ -539,18 +539,28 @@ mod tests {
         );
     }
 
-    #[test]
-    fn trust_asks_are_queued_once_per_pack_until_done() {
+    /// Trust asks, what they queue, and a pack to ask about.
+    fn trust_asks() -> (
+        TrustAsks,
+        tokio::sync::mpsc::Receiver<TrustJob>,
+        TrustSubject,
+    ) {
         let asks = TrustAsks::default();
-        let s = TrustSubject {
+        let rx = lock(&asks.rx).take().unwrap();
+        let pack = TrustSubject {
             pack: "p".into(),
             ..Default::default()
         };
+        (asks, rx, pack)
+    }
+
+    #[test]
+    fn trust_asks_are_queued_once_per_pack_until_done() {
+        let (asks, mut rx, s) = trust_asks();
         let listed = Instant::now();
         asks.request("a", s.clone(), listed);
         asks.request("a", s.clone(), listed);
         asks.request("b", s.clone(), listed);
-        let mut rx = lock(&asks.rx).take().unwrap();
         assert_eq!(rx.try_recv().unwrap().0, "a");
         assert_eq!(rx.try_recv().unwrap().0, "b");
         assert!(rx.try_recv().is_err());
@@ -562,12 +572,7 @@ mod tests {
 
     #[test]
     fn a_listing_made_before_an_answer_does_not_ask_the_question_again() {
-        let asks = TrustAsks::default();
-        let s = TrustSubject {
-            pack: "p".into(),
-            ..Default::default()
-        };
-        let mut rx = lock(&asks.rx).take().unwrap();
+        let (asks, mut rx, s) = trust_asks();
         let before = Instant::now();
         asks.request("a", s.clone(), before);
         assert_eq!(rx.try_recv().unwrap().0, "a");
