@@ -1054,8 +1054,20 @@ mod tests {
         );
         assert!(!r.delivered);
         // Allowed without asking: committed with the decide row before the answer, and the
-        // outcome handed to the broker, with the verdict but not its ticket.
+        // outcome handed to the broker, with the verdict but not its ticket. The broker's
+        // stream (a task of its own, as on a connection) has it before the executor has its
+        // answer: the client waits for the one, not the other.
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = tokio::spawn({
+            let order = Arc::clone(&order);
+            async move {
+                let first = tokio_stream::StreamExt::next(&mut handed).await;
+                order.lock().unwrap().push("handed over");
+                (first, handed)
+            }
+        });
         let r = ask("read", "file_read", plan(pb::Domain::Read, &inside), "read").await;
+        order.lock().unwrap().push("answered");
         assert_eq!(
             (r.verdict, r.rows_written, r.delivered),
             (allow, true, true),
@@ -1063,10 +1075,9 @@ mod tests {
         );
         // Handed over, neither answer carries the ticket.
         assert_eq!(r.ticket, None);
-        let handed_over = tokio_stream::StreamExt::next(&mut handed)
-            .await
-            .unwrap()
-            .unwrap();
+        let (first, mut handed) = reader.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["handed over", "answered"]);
+        let handed_over = first.unwrap().unwrap();
         assert_eq!(
             (handed_over.account.as_str(), handed_over.call_id.as_str()),
             ("alice", "read")
