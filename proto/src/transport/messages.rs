@@ -337,10 +337,11 @@ fn ended<E: Exchange>() -> Status {
     Status::unavailable(format!("the stream of requests to {} ended", E::SERVER))
 }
 
-/// Set once a request's answer came another way ([`MessageClient::call_unless_answered`]).
-/// Cheap to clone; clones share the mark.
-#[derive(Clone, Debug, Default)]
-pub struct AnsweredElsewhere(Arc<AtomicBool>);
+/// Set once a request's answer came another way ([`MessageClient::call_unless_answered`]), by
+/// the caller that holds both the call and the other answer (a flag on its stack: no allocation
+/// on the call's path).
+#[derive(Debug, Default)]
+pub struct AnsweredElsewhere(AtomicBool);
 
 impl AnsweredElsewhere {
     pub fn set(&self) {
