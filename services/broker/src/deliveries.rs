@@ -29,9 +29,55 @@ struct Shared {
     link: Link,
     /// The stream open now, if any (or one that ended, to be replaced).
     open: tokio::sync::Mutex<Option<Opened>>,
-    /// The calls expecting their answers, by call id.
-    expecting: Mutex<HashMap<String, Expecting>>,
+    expecting: Mutex<Expectations>,
     streams: AtomicU64,
+}
+
+/// The calls expecting their answers, by call id, and which streams have ended: checked under
+/// one lock, so no call is left expecting an answer on a stream whose reader has already gone.
+#[derive(Default)]
+struct Expectations {
+    by_call: HashMap<String, Expecting>,
+    /// Every stream with a lower serial has ended.
+    ended_below: u64,
+}
+
+impl Expectations {
+    /// Expects `account`'s call `call_id` on stream `serial`; `None` if that stream has ended or
+    /// the call is already expected.
+    fn insert(
+        &mut self,
+        account: &str,
+        call_id: &str,
+        serial: u64,
+    ) -> Option<oneshot::Receiver<pb::Delivered>> {
+        if serial < self.ended_below || self.by_call.contains_key(call_id) {
+            return None;
+        }
+        let (answer, received) = oneshot::channel();
+        let expecting = Expecting {
+            account: account.to_owned(),
+            stream: serial,
+            answer,
+        };
+        self.by_call.insert(call_id.to_owned(), expecting);
+        Some(received)
+    }
+
+    /// The call expecting `delivered`, come on stream `serial`, if it is of that call's account.
+    fn take(&mut self, delivered: &pb::Delivered, serial: u64) -> Option<Expecting> {
+        self.by_call
+            .get(&delivered.call_id)
+            .is_some_and(|e| e.account == delivered.account && e.stream == serial)
+            .then(|| self.by_call.remove(&delivered.call_id))
+            .flatten()
+    }
+
+    /// Stream `serial` ended: the calls expecting answers on it get none.
+    fn end(&mut self, serial: u64) {
+        self.ended_below = self.ended_below.max(serial + 1);
+        self.by_call.retain(|_, e| e.stream != serial);
+    }
 }
 
 struct Expecting {
@@ -62,7 +108,7 @@ impl GateDeliveries {
             shared: Arc::new(Shared {
                 link,
                 open: tokio::sync::Mutex::new(None),
-                expecting: Mutex::new(HashMap::new()),
+                expecting: Mutex::new(Expectations::default()),
                 streams: AtomicU64::new(0),
             }),
         }
@@ -72,19 +118,7 @@ impl GateDeliveries {
     /// stream cannot be opened (the executor then answers the call).
     pub async fn expect(&self, account: &str, call_id: &str) -> Option<Expected> {
         let serial = self.stream().await.ok()?;
-        let (tx, answer) = oneshot::channel();
-        let mut expecting = lock(&self.shared.expecting);
-        if expecting.contains_key(call_id) {
-            return None;
-        }
-        expecting.insert(
-            call_id.to_owned(),
-            Expecting {
-                account: account.to_owned(),
-                stream: serial,
-                answer: tx,
-            },
-        );
+        let answer = lock(&self.shared.expecting).insert(account, call_id, serial)?;
         Some(Expected {
             shared: Arc::clone(&self.shared),
             call_id: call_id.to_owned(),
@@ -120,16 +154,12 @@ const PATH: &str = "/glovebox.v1.Gate/Deliveries";
 /// ends; then the calls expecting answers on it get none.
 async fn read_handed(shared: Arc<Shared>, serial: u64, mut receiver: DuplexReceiver) {
     while let Ok(Some(delivered)) = receiver.next::<pb::Delivered>().await {
-        let mut expecting = lock(&shared.expecting);
-        if expecting
-            .get(&delivered.call_id)
-            .is_some_and(|e| e.account == delivered.account && e.stream == serial)
-            && let Some(e) = expecting.remove(&delivered.call_id)
-        {
+        let expecting = lock(&shared.expecting).take(&delivered, serial);
+        if let Some(e) = expecting {
             let _ = e.answer.send(delivered);
         }
     }
-    lock(&shared.expecting).retain(|_, e| e.stream != serial);
+    lock(&shared.expecting).end(serial);
 }
 
 impl Expected {
@@ -141,7 +171,7 @@ impl Expected {
 
 impl Drop for Expected {
     fn drop(&mut self) {
-        lock(&self.shared.expecting).remove(&self.call_id);
+        lock(&self.shared.expecting).by_call.remove(&self.call_id);
     }
 }
 
@@ -323,6 +353,27 @@ mod tests {
 
     fn text_of(answer: &pb::RunResponse) -> &str {
         &answer.executed.as_ref().unwrap().result_json
+    }
+
+    #[test]
+    fn no_call_expects_an_answer_on_a_stream_that_has_ended() {
+        let mut e = Expectations::default();
+        let mut waiting = e.insert("alice", "c1", 0).unwrap();
+        // The reader of stream 0 ends between a call learning its serial and expecting on it.
+        e.end(0);
+        assert!(waiting.try_recv().is_err(), "told it gets nothing");
+        assert!(e.insert("alice", "c2", 0).is_none());
+        assert!(e.by_call.is_empty());
+        // The next stream takes expectations, one per call.
+        assert!(e.insert("alice", "c2", 1).is_some());
+        assert!(e.insert("alice", "c2", 1).is_none());
+        // An answer is taken only from the stream and for the account expected.
+        let answer = handed("bob", "c2", "");
+        assert!(e.take(&answer, 1).is_none());
+        let answer = handed("alice", "c2", "");
+        assert!(e.take(&answer, 0).is_none());
+        assert!(e.take(&answer, 1).is_some());
+        assert!(e.take(&answer, 1).is_none());
     }
 
     #[tokio::test]
