@@ -211,8 +211,14 @@ pub async fn run_or_delivered(
             }
             None => Err(lost()),
         },
-        // The gate did not hand it over (an executor sends no answer to a call it did).
-        ran = &mut running => ran,
+        // The gate did not hand it over: an executor sends no answer to a call it did, and one
+        // that claims the gate did, with nothing from the gate, is refused.
+        ran = &mut running => match ran? {
+            ran if ran.delivered => Err(tonic::Status::internal(
+                "the executor said the gate handed over an answer the gate did not hand over",
+            )),
+            ran => Ok(ran),
+        },
     }
 }
 
@@ -433,6 +439,20 @@ mod tests {
         );
         assert!(!elsewhere.is_set());
         assert!(deliveries.expect("alice", "second").await.is_some());
+
+        // A hostile executor claims the gate handed the answer over, which it did not: the call
+        // fails rather than pass on an answer with no verdict.
+        let expected = deliveries.expect("alice", "claimed").await.unwrap();
+        let claim = async {
+            Ok(pb::RunResponse {
+                delivered: true,
+                ..Default::default()
+            })
+        };
+        let e = run_or_delivered(claim, expected, &Default::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
 
         // The gate's stream ends while a read waits, its executor silent: the call fails at
         // once rather than wait for an answer that will not come.
