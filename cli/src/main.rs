@@ -11,6 +11,7 @@
 mod out;
 
 mod account_cmd;
+mod allocator;
 mod audit_cmd;
 mod client;
 mod console_cmd;
@@ -617,10 +618,15 @@ fn job_env(names: &[&str]) -> Vec<(String, String)> {
     env
 }
 
+/// Every glovebox process allocates with mimalloc (see `allocator`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// How long the runtime's blocking threads get to finish once the command is done.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn main() -> ExitCode {
+    allocator::configure();
     let cli = Cli::parse();
     // A job's shim is a process of its own that must not log to the job's output or start a
     // runtime: it confines itself and runs the job.

@@ -5,7 +5,9 @@
 //! before a flood of 8 × 32 calls in flight, in `glovebox-load-bench`). Once enough connections
 //! have closed since the last look, or — with no call running now — enough calls have finished
 //! or had to queue for a place (a flood, however slowly the machine served it), the broker asks
-//! the allocator to return its free pages (`malloc_trim`), off the async threads.
+//! the allocator to return its free pages (`malloc_trim`), off the async threads. (The `glovebox`
+//! binary allocates with mimalloc, which returns free pages by itself (`cli/src/allocator.rs`);
+//! the trim is then left the C libraries' allocations.)
 
 use std::sync::Weak;
 use std::time::Duration;
