@@ -1,6 +1,7 @@
 //! Installing the process's tracing subscriber: logs to stderr as before, plus a slot for the
 //! OpenTelemetry layer that [`Slot::start`] fills when telemetry is on. With telemetry off the
-//! slot stays empty: no OpenTelemetry layer, no exporter, no thread.
+//! slot stays empty: no OpenTelemetry layer, no exporter, no thread, and the spans made only for
+//! export (those of [`TARGET`], which the logs leave out) are not made at all.
 //!
 //! Export never holds up a call: finished spans go to a bounded queue ([`MAX_QUEUED_SPANS`];
 //! when it is full, spans are dropped) that a background thread sends in batches, each export
@@ -17,6 +18,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider,
 };
 use tracing::span;
+use tracing::subscriber::Interest;
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::Registry;
@@ -79,6 +81,16 @@ impl Drop for Guard {
 /// Installs the global subscriber: `log_filter` (an `EnvFilter` directive string) for the logs
 /// on stderr, and an empty [`Slot`]. glovebox's own spans are kept out of the log lines.
 pub fn init(log_filter: &str, ansi: bool) -> Slot {
+    let (subscriber, slot) = subscriber(log_filter, ansi);
+    let _ = subscriber.try_init();
+    slot
+}
+
+/// What [`init`] installs, and its slot.
+fn subscriber(
+    log_filter: &str,
+    ansi: bool,
+) -> (impl tracing::Subscriber + Send + Sync + 'static, Slot) {
     let slot = Slot::default();
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
@@ -89,12 +101,11 @@ pub fn init(log_filter: &str, ansi: bool) -> Slot {
         }));
     // The telemetry spans are at info; a quieter log filter must not switch them off.
     let filter = tracing_subscriber::EnvFilter::new(format!("{log_filter},{TARGET}=info"));
-    let _ = tracing_subscriber::registry()
+    let subscriber = tracing_subscriber::registry()
         .with(slot.clone())
         .with(filter)
-        .with(logs)
-        .try_init();
-    slot
+        .with(logs);
+    (subscriber, slot)
 }
 
 impl Slot {
@@ -174,6 +185,22 @@ fn exported(meta: &tracing::Metadata<'_>) -> bool {
 }
 
 impl Layer<Registry> for Slot {
+    /// Spans of [`TARGET`] are asked about each time (see [`Self::enabled`]); the rest are the
+    /// other layers' to decide.
+    fn register_callsite(&self, meta: &'static tracing::Metadata<'static>) -> Interest {
+        match meta.target() == TARGET {
+            true => Interest::sometimes(),
+            false => Interest::always(),
+        }
+    }
+
+    /// A span of [`TARGET`] is made only once the OpenTelemetry layer is installed: nothing else
+    /// reads it (the logs leave it out), and each call's would be made, entered on every poll and
+    /// dropped for nothing.
+    fn enabled(&self, meta: &tracing::Metadata<'_>, _: Context<'_, Registry>) -> bool {
+        meta.target() != TARGET || self.is_installed()
+    }
+
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, Registry>) {
         if let Some(layer) = self.layer.get()
             && exported(attrs.metadata())
@@ -217,4 +244,24 @@ impl Layer<Registry> for Slot {
 
 fn is_exported(id: &span::Id, ctx: &Context<'_, Registry>) -> bool {
     ctx.metadata(id).is_some_and(exported)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_made_only_for_export_are_made_only_once_exporting() {
+        let (subscriber, slot) = subscriber("info", false);
+        tracing::subscriber::with_default(subscriber, || {
+            // Telemetry off: a call's span is not made; the spans the logs use are.
+            assert!(crate::spans::call("alice", "file_read").is_disabled());
+            assert!(!tracing::info_span!("logged").is_disabled());
+            // Telemetry on (a tracer with no exporter): the same callsite makes its span.
+            let provider = SdkTracerProvider::builder().build();
+            let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+            assert!(slot.layer.set(layer).is_ok());
+            assert!(!crate::spans::call("alice", "file_read").is_disabled());
+        });
+    }
 }
