@@ -407,9 +407,10 @@ impl ServerHandler for McpHandler {
             let id = serde_json::to_string(&context.id).ok()?;
             s.in_flight.record(&id)
         });
+        // Made per call: an ordered id, counted rather than random (no `getrandom` per call).
         let origin = Origin {
             account,
-            connection_id: new_id("mcp"),
+            connection_id: crate::asks::new_ordered_id("mcp"),
             profile: crate::profiles::Profile::Desktop,
             tables: true,
         };
