@@ -1,0 +1,128 @@
+"""What a read costs the client: the MCP Python SDK's own CPU per `tools/call` of a 4 KiB read,
+against glovebox (`glovebox mcp`, under its own `glovebox up`) and against the MCP filesystem
+server, in turns, with the system calls and context switches the client makes per call; then the
+part of it that is the SDK checking each result against the tool's declared output schema (a
+cached `jsonschema` validator, as `ClientSession.validate_tool_result` uses), on each server's
+real answer and listed schema.
+
+One read at a time, the client's time is on the read's path; this tells how much of a read's
+latency is the client's, and how much of that each server's answer shape decides.
+
+Usage: python3 tests/bench/client_cost.py GLOVEBOX_BIN [ROUNDS] [READS]   (defaults 6 and 500)
+(first `cd tests/bench && npm ci`, for the filesystem server)
+"""
+
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import timeit
+from contextlib import AsyncExitStack
+
+from jsonschema import exceptions as jsonschema_exceptions
+from jsonschema.validators import validator_for
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from ab_builds import session
+from ups import start_up, stop_ups
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE = os.path.join(HERE, "node_modules", ".bin", "mcp-server-filesystem")
+WARM_UP = 200
+VALIDATIONS = 5000
+
+
+def io_counts():
+    """This process's read and write system calls and its voluntary context switches so far."""
+    with open("/proc/self/io") as f:
+        io = dict(line.split(": ") for line in f.read().splitlines() if line)
+    with open("/proc/self/status") as f:
+        status = dict(line.split(":\t") for line in f.read().splitlines() if ":\t" in line)
+    return int(io["syscr"]), int(io["syscw"]), int(status["voluntary_ctxt_switches"].strip())
+
+
+async def reference_session(stack, workdir):
+    params = StdioServerParameters(command=REFERENCE, args=[workdir])
+    quiet = stack.enter_context(open(os.devnull, "w"))
+    read, write = await stack.enter_async_context(stdio_client(params, errlog=quiet))
+    s = await stack.enter_async_context(ClientSession(read, write))
+    await s.initialize()
+    return s
+
+
+async def one_round(s, call, reads):
+    """The client's CPU per call (µs) over `reads` calls one at a time, and its system calls."""
+    before, cpu = io_counts(), time.process_time()
+    for _ in range(reads):
+        await s.call_tool(*call)
+    cpu = time.process_time() - cpu
+    after = io_counts()
+    return cpu * 1e6 / reads, [(a - b) / reads for a, b in zip(after, before)]
+
+
+async def validation_us(s, call):
+    """The SDK's check of one real result against the tool's listed output schema (µs)."""
+    result = await s.call_tool(*call)
+    schema = next(t.output_schema for t in (await s.list_tools()).tools if t.name == call[0])
+    if schema is None:
+        return 0.0, 0
+    validator = validator_for(schema)(schema)
+    check = lambda: jsonschema_exceptions.best_match(validator.iter_errors(result.structured_content))  # noqa: E731
+    return timeit.timeit(check, number=VALIDATIONS) * 1e6 / VALIDATIONS, len(schema.get("properties", {}))
+
+
+async def main(binary, rounds, reads):
+    root = tempfile.mkdtemp(prefix="gb-client-cost-")
+    work = os.path.join(root, "work")
+    os.makedirs(work)
+    path = os.path.join(work, "read4k.txt")
+    with open(path, "w") as f:
+        f.write("".join(chr(97 + i % 26) for i in range(4096)))
+    state = os.path.join(root, "state")
+    log = open(os.path.join(root, "up.log"), "w")
+    up = start_up(binary, state, work, log)
+    try:
+        async with AsyncExitStack() as stack:
+            sides = {
+                "glovebox": (await session(stack, binary, state, ("file_read", {"path": path})),
+                             ("file_read", {"path": path})),
+                "filesystem server": (await reference_session(stack, work),
+                                      ("read_text_file", {"path": path})),
+            }
+            for s, call in sides.values():
+                for _ in range(WARM_UP):
+                    await s.call_tool(*call)
+            cpu = {name: [] for name in sides}
+            calls = {name: [] for name in sides}
+            for _ in range(rounds):
+                for name, (s, call) in sides.items():
+                    us, per_call = await one_round(s, call, reads)
+                    cpu[name].append(us)
+                    calls[name].append(per_call)
+            print(f"client CPU per read, one at a time ({rounds} rounds of {reads}, median):")
+            for name in sides:
+                reads_, writes, switches = (statistics.median(c[i] for c in calls[name]) for i in range(3))
+                print(f"  {name:<18} {statistics.median(cpu[name]):6.0f} µs  "
+                      f"(rounds {' '.join(f'{u:.0f}' for u in cpu[name])}; per call {reads_:.2f} reads, "
+                      f"{writes:.2f} writes, {switches:.2f} context switches)")
+            ratio = statistics.median(cpu["glovebox"]) / statistics.median(cpu["filesystem server"])
+            print(f"  glovebox ÷ filesystem server: {ratio:.2f}")
+            print("output-schema check of one result (cached validator):")
+            for name, (s, call) in sides.items():
+                us, properties = await validation_us(s, call)
+                print(f"  {name:<18} {us:6.1f} µs  ({call[0]}: {properties} declared properties)")
+    finally:
+        stop_ups([up])
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 6,
+                     int(sys.argv[3]) if len(sys.argv) > 3 else 500))
