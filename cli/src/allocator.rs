@@ -12,8 +12,8 @@
 //! - free pages go back to the system at once ([`configure`]): with the default delay (a
 //!   second, counted only while the thread that freed them works) the broker kept 2.3 times its
 //!   size after a flood of 5,000 WebSockets (`glovebox-load-bench`), where glibc's allocator
-//!   with the broker's `malloc_trim` kept 1.09 times; at once, 1.15 times, with no cost
-//!   measurable on reads.
+//!   with a `malloc_trim` after each surge kept 1.09 times; at once, 1.15 times, with no cost
+//!   measurable on reads, and nothing to trim by hand.
 
 use std::os::raw::c_int;
 

@@ -15,7 +15,6 @@
 //! deadline closes its silent sockets.)
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Who is on the other end of a connection before it authenticates: the local user that owns
@@ -172,8 +171,6 @@ impl Counts {
 pub struct Admission {
     pools: Pools,
     counts: Mutex<Counts>,
-    /// Connections closed since the broker started (for `memory`'s trimming).
-    closed: AtomicU64,
 }
 
 impl Admission {
@@ -181,13 +178,7 @@ impl Admission {
         Arc::new(Admission {
             pools,
             counts: Mutex::new(Counts::default()),
-            closed: AtomicU64::new(0),
         })
-    }
-
-    /// How many connections have closed since the broker started.
-    pub fn closed(&self) -> u64 {
-        self.closed.load(Ordering::Relaxed)
     }
 
     pub fn pools(&self) -> &Pools {
@@ -250,7 +241,6 @@ impl Drop for Slot {
             Held::Peer(peer) => counts.release_peer(peer),
             Held::Account(account) => counts.release_account(&admission.pools, &account),
         }
-        admission.closed.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -14,7 +14,6 @@
 //! The share is pure ([`share`]); [`CallSlots`] keeps the counts and the queues.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,10 +43,6 @@ struct Inner {
     per_account: usize,
     contended_total: usize,
     accounts: Mutex<HashMap<String, Account>>,
-    /// Calls finished since the broker started (for `crate::memory`).
-    finished: AtomicU64,
-    /// Calls that had to wait for a place since the broker started (for `crate::memory`).
-    queued: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -73,28 +68,8 @@ impl CallSlots {
                 per_account: per_account.max(1),
                 contended_total: contended_total.max(1),
                 accounts: Mutex::new(HashMap::new()),
-                finished: AtomicU64::new(0),
-                queued: AtomicU64::new(0),
             }),
         }
-    }
-
-    /// Calls finished since the broker started.
-    pub fn finished(&self) -> u64 {
-        self.inner.finished.load(Ordering::Relaxed)
-    }
-
-    /// Calls that had to wait for a place since the broker started: a queue of calls, each
-    /// holding its frame and future, is what a flood leaves in memory.
-    pub fn queued(&self) -> u64 {
-        self.inner.queued.load(Ordering::Relaxed)
-    }
-
-    /// Whether no call runs or waits now.
-    pub fn idle(&self) -> bool {
-        crate::sync::lock(&self.inner.accounts)
-            .values()
-            .all(|a| a.running == 0 && a.waiting.is_empty())
     }
 
     /// Waits for one of `account`'s places; the call runs while the permit lives. (`None` only
@@ -134,7 +109,6 @@ impl Inner {
             }
             let (tx, rx) = oneshot::channel();
             a.waiting.push_back(tx);
-            self.queued.fetch_add(1, Ordering::Relaxed);
             rx
         };
         wait.await.ok()
@@ -151,7 +125,6 @@ impl Inner {
             if let Some(a) = accounts.get_mut(account) {
                 a.running = a.running.saturating_sub(1);
             }
-            self.finished.fetch_add(1, Ordering::Relaxed);
             let active = count_active(&accounts, now);
             let share = share(self.per_account, self.contended_total, active);
             for (id, a) in accounts.iter_mut() {
@@ -282,28 +255,6 @@ mod tests {
         let _third = tokio::time::timeout(within(50), slots.enter("a"))
             .await
             .expect("a place came free");
-    }
-
-    #[tokio::test]
-    async fn finished_and_queued_calls_are_counted_and_idle_means_none_runs_or_waits() {
-        let slots = CallSlots::new(1, 8);
-        assert!(slots.idle());
-        let one = slots.enter("a").await;
-        assert!(!slots.idle());
-        assert_eq!(slots.queued(), 0, "a call that found a place did not queue");
-        let waiting = tokio::spawn({
-            let inner = slots.inner.clone();
-            async move { inner.enter("a").await }
-        });
-        tokio::time::sleep(within(20)).await;
-        drop(one);
-        let second = waiting.await.unwrap();
-        assert_eq!(slots.queued(), 1);
-        assert!(!slots.idle(), "the waiting call runs now");
-        assert_eq!(slots.finished(), 1);
-        drop(second);
-        assert!(slots.idle());
-        assert_eq!(slots.finished(), 2);
     }
 
     #[tokio::test]

@@ -25,7 +25,6 @@ pub mod front_door;
 pub mod health;
 pub mod limits;
 pub mod mcp;
-pub mod memory;
 pub mod metrics;
 pub mod packs;
 pub mod peer;
@@ -195,7 +194,6 @@ pub async fn run_with_sockets(
     }
     packs::spawn(app.clone());
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
-    tokio::spawn(memory::trim_after_surges(Arc::downgrade(&app)));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
