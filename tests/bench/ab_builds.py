@@ -21,7 +21,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from compare_client import cpu_ms
-from ups import start_up, stop_ups
+from ups import start_up, stop_ups, write_read4k
 
 IN_FLIGHT, PAR_CALLS, SEQ_CALLS = 8, 200, 40
 
@@ -63,9 +63,7 @@ async def main(binaries, bursts):
     root = tempfile.mkdtemp(prefix="gb-ab-")
     work = os.path.join(root, "work", "sub")
     os.makedirs(work)
-    path = os.path.join(work, "read4k.txt")
-    with open(path, "w") as f:
-        f.write("".join(chr(97 + i % 26) for i in range(4096)))
+    path = write_read4k(work)
     listed = os.path.join(work, "dir1000")
     os.makedirs(listed)
     for i in range(1000):

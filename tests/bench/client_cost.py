@@ -28,7 +28,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from ab_builds import session
-from ups import start_up, stop_ups
+from ups import start_up, stop_ups, write_read4k
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "node_modules", ".bin", "mcp-server-filesystem")
@@ -79,9 +79,7 @@ async def main(binary, rounds, reads):
     root = tempfile.mkdtemp(prefix="gb-client-cost-")
     work = os.path.join(root, "work")
     os.makedirs(work)
-    path = os.path.join(work, "read4k.txt")
-    with open(path, "w") as f:
-        f.write("".join(chr(97 + i % 26) for i in range(4096)))
+    path = write_read4k(work)
     state = os.path.join(root, "state")
     log = open(os.path.join(root, "up.log"), "w")
     up = start_up(binary, state, work, log)

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from ups import start_up, stop_ups
+from ups import start_up, stop_ups, write_read4k
 
 CALLS, IN_FLIGHT = 3000, 8
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ws_pipelined.mjs")
@@ -42,9 +42,7 @@ def main(binaries, rounds):
     root = tempfile.mkdtemp(prefix="gb-ws-")
     work = os.path.join(root, "work")
     os.makedirs(work)
-    path = os.path.join(work, "read4k.txt")
-    with open(path, "w") as f:
-        f.write("".join(chr(97 + i % 26) for i in range(4096)))
+    path = write_read4k(work)
     ups, targets = [], []
     try:
         for n, binary in enumerate(binaries):
