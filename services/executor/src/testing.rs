@@ -78,6 +78,16 @@ pub fn ticket_for(plan: &Plan) -> TicketBody {
     }
 }
 
+/// `result` of `tool`, checked to have every field, with its type, the tool catalog says its
+/// results have.
+pub fn conforming(
+    tool: glovebox_proto::tools::Tool,
+    result: serde_json::Value,
+) -> serde_json::Value {
+    assert!(tool.entry().result_conforms(&result), "{tool:?}: {result}");
+    result
+}
+
 /// Makes a FIFO at `path` (0600): an object that blocks whoever opens it for reading.
 pub fn make_fifo(path: &std::path::Path) {
     rustix::fs::mknodat(

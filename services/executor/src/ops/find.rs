@@ -161,7 +161,8 @@ mod tests {
 
     fn run(f: &Fixture, p: &FileFindParams) -> serde_json::Value {
         let plan = read_plan(&f.ctx(), &p.path).unwrap();
-        execute(&f.ctx(), p, &ticket_for(&plan)).unwrap().value()
+        let result = execute(&f.ctx(), p, &ticket_for(&plan)).unwrap();
+        crate::testing::conforming(glovebox_proto::tools::Tool::FileFind, result.value())
     }
 
     #[test]

@@ -364,7 +364,8 @@ mod tests {
 
     fn run(f: &Fixture, p: &FileGrepParams) -> Result<serde_json::Value, OpError> {
         let plan = read_plan(&f.ctx(), &p.path)?;
-        execute(&f.ctx(), p, &ticket_for(&plan)).map(|d| d.value())
+        execute(&f.ctx(), p, &ticket_for(&plan))
+            .map(|d| crate::testing::conforming(glovebox_proto::tools::Tool::FileGrep, d.value()))
     }
 
     #[test]

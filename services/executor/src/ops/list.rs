@@ -319,9 +319,8 @@ mod tests {
             details,
         };
         let planned = plan(&f.ctx(), &p).unwrap();
-        execute(&f.ctx(), &p, &ticket_for(&planned))
-            .unwrap()
-            .value()
+        let result = execute(&f.ctx(), &p, &ticket_for(&planned)).unwrap();
+        crate::testing::conforming(glovebox_proto::tools::Tool::FileList, result.value())
     }
 
     #[test]

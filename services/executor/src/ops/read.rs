@@ -194,7 +194,8 @@ mod tests {
             limit,
         };
         let planned = crate::approved::read_plan(&f.ctx(), &p.path)?;
-        execute(&f.ctx(), &p, &ticket_for(&planned)).map(|d| d.value())
+        execute(&f.ctx(), &p, &ticket_for(&planned))
+            .map(|d| crate::testing::conforming(glovebox_proto::tools::Tool::FileRead, d.value()))
     }
 
     #[test]
