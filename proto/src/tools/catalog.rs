@@ -54,11 +54,12 @@ pub struct Entry {
     /// The fields every successful result also has, with their JSON types, that the
     /// `outputSchema` leaves out and the description names. MCP clients check every result
     /// against the `outputSchema`, and the official Python SDK's validator makes a sub-validator
-    /// for each declared property on every call: about 4 µs each alone, up to 8 µs in a client's
-    /// live call loop (three left out made a 4 KiB read about 5% faster). So the tools that read — a file's text, a listing, a
-    /// search — declare only what they found and whether it is complete (`truncated`,
-    /// `timed_out`), as the MCP filesystem server declares only a file's text; the path and the
-    /// counts stay in `structuredContent` (and on the text block's first line) undeclared.
+    /// for each declared property on every call: about 4 µs each alone, up to 8 µs in a
+    /// client's live call loop (three left out made a 4 KiB read about 5% faster). So the tools
+    /// that read — a file's text, a listing, a search — declare only what they found and whether
+    /// it is complete (`truncated`, `timed_out`), as the MCP filesystem server declares only a
+    /// file's text; the path and the counts stay in `structuredContent` (and on the text block's
+    /// first line), undeclared.
     pub undeclared: &'static [(&'static str, &'static str)],
 }
 
