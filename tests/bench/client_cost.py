@@ -3,7 +3,9 @@ against glovebox (`glovebox mcp`, under its own `glovebox up`) and against the M
 server, in turns, with the system calls and context switches the client makes per call; then the
 part of it that is the SDK checking each result against the tool's declared output schema (a
 cached `jsonschema` validator, as `ClientSession.validate_tool_result` uses), on each server's
-real answer and listed schema.
+real answer and listed schema; then the same client against a replay of each server (this script
+run with `--replay`: a server that answers at once with the tool list and the read's result that
+server gave), which leaves the answers' shape as the only difference between the two.
 
 One read at a time, the client's time is on the read's path; this tells how much of a read's
 latency is the client's, and how much of that each server's answer shape decides.
@@ -13,6 +15,7 @@ Usage: python3 tests/bench/client_cost.py GLOVEBOX_BIN [ROUNDS] [READS]   (defau
 """
 
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -54,6 +57,74 @@ async def reference_session(stack, workdir):
     return s
 
 
+def serve_replay(recorded):
+    """A stdio MCP server that answers `initialize` with the client's own protocol version,
+    `tools/list` and `tools/call` with what `recorded` (a JSON file) holds, and anything else
+    with an empty result; notifications get no answer."""
+    with open(recorded) as f:
+        answers = json.load(f)
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        if "id" not in request:
+            continue
+        if request.get("method") == "initialize":
+            result = {"protocolVersion": request["params"]["protocolVersion"],
+                      "capabilities": {"tools": {}}, "serverInfo": {"name": "replay", "version": "1"}}
+        else:
+            result = answers.get(request.get("method"), {})
+        answer = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+        out.write(json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+        out.flush()
+
+
+async def record(s, call, path):
+    """Writes what `s` lists and answers to `call`, as `serve_replay` reads it, to `path`."""
+    dump = {"mode": "json", "by_alias": True, "exclude_unset": True}
+    answers = {"tools/list": (await s.list_tools()).model_dump(**dump),
+               "tools/call": (await s.call_tool(*call)).model_dump(**dump)}
+    with open(path, "w") as f:
+        json.dump(answers, f)
+
+
+async def replay_session(stack, recorded):
+    params = StdioServerParameters(command=sys.executable,
+                                   args=[os.path.abspath(__file__), "--replay", recorded])
+    read, write = await stack.enter_async_context(stdio_client(params))
+    s = await stack.enter_async_context(ClientSession(read, write))
+    await s.initialize()
+    return s
+
+
+async def cpu_in_turns(sides, rounds, reads):
+    """Each side's client CPU per call and system calls per call, round by round, in turns (the
+    first side first in even rounds, last in odd ones)."""
+    for s, call in sides.values():
+        for _ in range(WARM_UP):
+            await s.call_tool(*call)
+    cpu = {name: [] for name in sides}
+    calls = {name: [] for name in sides}
+    for n in range(rounds):
+        for name, (s, call) in list(sides.items())[:: 1 if n % 2 == 0 else -1]:
+            us, per_call = await one_round(s, call, reads)
+            cpu[name].append(us)
+            calls[name].append(per_call)
+    return cpu, calls
+
+
+def print_cpu(sides, cpu, calls=None):
+    for name in sides:
+        rounds = " ".join(f"{u:.0f}" for u in cpu[name])
+        line = f"  {name:<18} {statistics.median(cpu[name]):6.0f} µs  (rounds {rounds}"
+        if calls:
+            reads_, writes, switches = (statistics.median(c[i] for c in calls[name]) for i in range(3))
+            line += f"; per call {reads_:.2f} reads, {writes:.2f} writes, {switches:.2f} context switches"
+        print(line + ")")
+    # a round's two sides ran one after the other: their ratio is spared most of the host's drift
+    ratio = statistics.median(g / f for g, f in zip(cpu["glovebox"], cpu["filesystem server"]))
+    print(f"  glovebox ÷ filesystem server (median of the rounds' ratios): {ratio:.3f}")
+
+
 async def one_round(s, call, reads):
     """The client's CPU per call (µs) over `reads` calls one at a time, and its system calls."""
     before, cpu = io_counts(), time.process_time()
@@ -91,28 +162,21 @@ async def main(binary, rounds, reads):
                 "filesystem server": (await reference_session(stack, work),
                                       ("read_text_file", {"path": path})),
             }
-            for s, call in sides.values():
-                for _ in range(WARM_UP):
-                    await s.call_tool(*call)
-            cpu = {name: [] for name in sides}
-            calls = {name: [] for name in sides}
-            for _ in range(rounds):
-                for name, (s, call) in sides.items():
-                    us, per_call = await one_round(s, call, reads)
-                    cpu[name].append(us)
-                    calls[name].append(per_call)
+            cpu, calls = await cpu_in_turns(sides, rounds, reads)
             print(f"client CPU per read, one at a time ({rounds} rounds of {reads}, median):")
-            for name in sides:
-                reads_, writes, switches = (statistics.median(c[i] for c in calls[name]) for i in range(3))
-                print(f"  {name:<18} {statistics.median(cpu[name]):6.0f} µs  "
-                      f"(rounds {' '.join(f'{u:.0f}' for u in cpu[name])}; per call {reads_:.2f} reads, "
-                      f"{writes:.2f} writes, {switches:.2f} context switches)")
-            ratio = statistics.median(cpu["glovebox"]) / statistics.median(cpu["filesystem server"])
-            print(f"  glovebox ÷ filesystem server: {ratio:.2f}")
+            print_cpu(sides, cpu, calls)
             print("output-schema check of one result (cached validator):")
             for name, (s, call) in sides.items():
                 us, properties = await validation_us(s, call)
                 print(f"  {name:<18} {us:6.1f} µs  ({call[0]}: {properties} declared properties)")
+            replays = {}
+            for n, (name, (s, call)) in enumerate(sides.items()):
+                recorded = os.path.join(root, f"recorded-{n}.json")
+                await record(s, call, recorded)
+                replays[name] = (await replay_session(stack, recorded), call)
+            cpu, _ = await cpu_in_turns(replays, rounds, reads)
+            print("client CPU per read against a replay of each server's answers (their shape alone):")
+            print_cpu(replays, cpu)
     finally:
         stop_ups([up])
         log.close()
@@ -120,6 +184,8 @@ async def main(binary, rounds, reads):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--replay":
+        sys.exit(serve_replay(sys.argv[2]))
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     asyncio.run(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 6,
