@@ -114,6 +114,30 @@ mod tests {
     }
 
     #[test]
+    fn a_files_head_and_tail_come_with_the_fields_the_catalog_names() {
+        use crate::testing::{Fixture, conforming, ticket_for};
+        use glovebox_proto::tools::Tool;
+        let f = Fixture::new();
+        std::fs::write(f.work.join("t.txt"), "1\n2\n3\n4\n").unwrap();
+        let run = |tail| {
+            let p = FileHeadTailParams {
+                path: "t.txt".into(),
+                lines: Some(2),
+                tail,
+            };
+            let planned = crate::approved::read_plan(&f.ctx(), &p.path).unwrap();
+            let done = execute(&f.ctx(), &p, &ticket_for(&planned)).unwrap();
+            conforming(Tool::FileHeadTail, done.value())
+        };
+        let head = run(false);
+        assert_eq!(head["content"], "1\n2\n");
+        assert_eq!(head["lines"], 2);
+        assert_eq!(head["truncated"], false);
+        assert_eq!(head["path"], f.path("t.txt"));
+        assert_eq!(run(true)["content"], "3\n4\n");
+    }
+
+    #[test]
     fn head_and_tail_table() {
         let text = "1\n2\n3\n4\n";
         assert_eq!(
