@@ -443,6 +443,9 @@ mod tests {
         assert_eq!(err, "missing field `path`");
     }
 
+    /// How a description introduces the fields the output schema leaves out.
+    const ALSO_NAMED: &str = "Its result also has ";
+
     #[test]
     fn output_schemas_require_what_results_have() {
         let read = Tool::FileRead.entry();
@@ -466,11 +469,21 @@ mod tests {
         assert!(!read.result_conforms(&wrong));
         for e in &ENTRIES {
             assert!(!e.output.is_empty(), "{}", e.name);
-            // the fields left out of the schema are not in it, and the description names them
+            // the fields left out of the schema are not in it, and the description's last
+            // sentence names them
             let properties = &e.output_schema()["properties"];
+            let named = e
+                .description
+                .split_once(ALSO_NAMED)
+                .map(|(_, rest)| rest.split([' ', ',', '.']).collect::<Vec<_>>());
+            assert_eq!(named.is_some(), !e.undeclared.is_empty(), "{}", e.name);
             for (name, _) in e.undeclared {
                 assert!(properties.get(name).is_none(), "{} {name}", e.name);
-                assert!(e.description.contains(name), "{} {name}", e.name);
+                assert!(
+                    named.as_ref().is_some_and(|words| words.contains(name)),
+                    "{} {name}",
+                    e.name
+                );
             }
             for (name, ty) in e.output.iter().chain(e.undeclared) {
                 assert_eq!(
