@@ -79,12 +79,14 @@ def serve_replay(recorded):
 
 
 async def record(s, call, path):
-    """Writes what `s` lists and answers to `call`, as `serve_replay` reads it, to `path`."""
+    """Writes what `s` lists and answers to `call`, as `serve_replay` reads it, to `path`, and
+    returns it."""
     dump = {"mode": "json", "by_alias": True, "exclude_unset": True}
     answers = {"tools/list": (await s.list_tools()).model_dump(**dump),
                "tools/call": (await s.call_tool(*call)).model_dump(**dump)}
     with open(path, "w") as f:
         json.dump(answers, f)
+    return answers
 
 
 async def replay_session(stack, recorded):
@@ -135,14 +137,15 @@ async def one_round(s, call, reads):
     return cpu * 1e6 / reads, [(a - b) / reads for a, b in zip(after, before)]
 
 
-async def validation_us(s, call):
-    """The SDK's check of one real result against the tool's listed output schema (µs)."""
-    result = await s.call_tool(*call)
-    schema = next(t.output_schema for t in (await s.list_tools()).tools if t.name == call[0])
+def validation_us(answers, tool):
+    """The SDK's check of a recorded result of `tool` against the tool's listed output schema
+    (µs), and how many properties the schema declares."""
+    schema = next(t.get("outputSchema") for t in answers["tools/list"]["tools"] if t["name"] == tool)
     if schema is None:
         return 0.0, 0
     validator = validator_for(schema)(schema)
-    check = lambda: jsonschema_exceptions.best_match(validator.iter_errors(result.structured_content))  # noqa: E731
+    instance = answers["tools/call"].get("structuredContent")
+    check = lambda: jsonschema_exceptions.best_match(validator.iter_errors(instance))  # noqa: E731
     return timeit.timeit(check, number=VALIDATIONS) * 1e6 / VALIDATIONS, len(schema.get("properties", {}))
 
 
@@ -166,14 +169,14 @@ async def main(binary, rounds, reads):
             print(f"client CPU per read, one at a time ({rounds} rounds of {reads}, median):")
             print_cpu(sides, cpu, calls)
             print("output-schema check of one result (cached validator):")
-            for name, (s, call) in sides.items():
-                us, properties = await validation_us(s, call)
-                print(f"  {name:<18} {us:6.1f} µs  ({call[0]}: {properties} declared properties)")
-            replays = {}
+            recorded = {}
             for n, (name, (s, call)) in enumerate(sides.items()):
-                recorded = os.path.join(root, f"recorded-{n}.json")
-                await record(s, call, recorded)
-                replays[name] = (await replay_session(stack, recorded), call)
+                recorded[name] = os.path.join(root, f"recorded-{n}.json")
+                answers = await record(s, call, recorded[name])
+                us, properties = validation_us(answers, call[0])
+                print(f"  {name:<18} {us:6.1f} µs  ({call[0]}: {properties} declared properties)")
+            replays = {name: (await replay_session(stack, recorded[name]), call)
+                       for name, (_, call) in sides.items()}
             cpu, _ = await cpu_in_turns(replays, rounds, reads)
             print("client CPU per read against a replay of each server's answers (their shape alone):")
             print_cpu(replays, cpu)
