@@ -34,8 +34,9 @@ mod tests {
     use super::*;
 
     /// The option at [`PURGE_DELAY`] is the purge delay: it has the purge delay's default in
-    /// the vendored mimalloc (1,000 ms) and its neighbours do not, so a renumbered `mi_option_e` in a newer
-    /// mimalloc fails here rather than setting some other option. Then `configure` sets it.
+    /// the vendored mimalloc (1,000 ms) and its neighbours do not, so a renumbered
+    /// `mi_option_e` in a newer mimalloc fails here rather than setting some other option. Then
+    /// `configure` sets it.
     #[test]
     #[allow(unsafe_code)]
     fn the_option_set_is_the_purge_delay() {
