@@ -27,6 +27,7 @@ mod services;
 mod status;
 mod supervisor;
 mod system;
+mod walls_args;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use glovebox_proto::ws::Role;
+use walls_args::WallsArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -312,6 +314,10 @@ enum Command {
     /// Contain one pack server (started by a pack host for each pack; see `glovebox_sandbox::shim`).
     #[command(hide = true)]
     PackShim(packs_cmd::PackShimArgs),
+    /// Try the namespaces a shim would make, in this process, and say why not (started by
+    /// executors, pack hosts and `doctor`; see `glovebox_sandbox::walls::probe`).
+    #[command(hide = true)]
+    WallsProbe,
     /// Contain one job (started by an executor for each exec_run; see the executor's `jobs::shim`).
     #[command(hide = true)]
     JobShim {
@@ -321,6 +327,8 @@ enum Command {
         /// The job's own temporary directory.
         #[arg(long, value_name = "DIR")]
         tmp: PathBuf,
+        #[command(flatten)]
+        walls: WallsArgs,
         /// The command line, run by /bin/sh -c.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -633,6 +641,7 @@ fn main() -> ExitCode {
     if let Command::JobShim {
         roots,
         tmp,
+        walls,
         command,
     } = cli.command
     {
@@ -640,8 +649,15 @@ fn main() -> ExitCode {
             roots,
             tmp,
             command: command.join(" "),
+            walls: walls.into_walls(),
         });
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    // Which walls a shim can raise here (see `glovebox_sandbox::walls::probe`).
+    if let Command::WallsProbe = cli.command {
+        return ExitCode::from(
+            u8::try_from(glovebox_sandbox::walls::probe_in_child()).unwrap_or(1),
+        );
     }
     // A pack server's shim, likewise: its stdout is the server's MCP channel.
     if let Command::PackShim(args) = cli.command {
@@ -1029,7 +1045,10 @@ async fn dispatch(
             )
             .await
         }
-        Command::Executor(_) | Command::JobShim { .. } | Command::PackShim(_) => {
+        Command::Executor(_)
+        | Command::JobShim { .. }
+        | Command::PackShim(_)
+        | Command::WallsProbe => {
             anyhow::bail!("internal error: this command runs from main")
         }
         Command::PackHost(args) => packs_cmd::pack_host(&env, args, handover).await,

@@ -36,6 +36,9 @@ pub struct PackHostArgs {
     /// A directory never granted to a pack server (repeatable; glovebox's state).
     #[arg(long = "protected", value_name = "DIR")]
     pub protected: Vec<PathBuf>,
+    /// The walls of its pack servers beyond their files (each pack's own `network` wins).
+    #[command(flatten)]
+    pub walls: crate::walls_args::WallsArgs,
 }
 
 /// What `glovebox pack-shim` is told by the pack host.
@@ -47,9 +50,8 @@ pub struct PackShimArgs {
     /// A file or directory the server may read and execute (repeatable).
     #[arg(long = "read", value_name = "PATH")]
     pub read: Vec<PathBuf>,
-    /// No TCP connect or bind.
-    #[arg(long)]
-    pub no_network: bool,
+    #[command(flatten)]
+    pub walls: crate::walls_args::WallsArgs,
     /// The server's working directory.
     #[arg(long, value_name = "DIR")]
     pub cwd: PathBuf,
@@ -64,8 +66,17 @@ pub fn pack_shim(args: PackShimArgs) -> i32 {
     let Some((program, rest)) = args.command.split_first() else {
         return glovebox_sandbox::shim::EXIT_SPAWN_FAILED;
     };
+    // Pack servers keep Landlock alone for now: their namespaces (with toolchains under a home
+    // directory bound back) come with the pack work; `network` other than `any` is no TCP.
+    let walls = args.walls.into_walls();
     glovebox_sandbox::shim::run(ShimConfig {
-        plan: glovebox_sandbox::SandboxPlan::for_pack(&args.full, &args.read, !args.no_network),
+        plan: glovebox_sandbox::SandboxPlan::for_pack(
+            &args.full,
+            &args.read,
+            walls.network == glovebox_sandbox::isolate::Network::Any,
+        ),
+        walls: None,
+        env: Some(glovebox_sandbox::shim::program_env(std::env::vars())),
         program: PathBuf::from(program),
         args: rest.to_vec(),
         cwd: Some(args.cwd),
@@ -150,6 +161,7 @@ pub async fn pack_host(
         shim: std::env::current_exe().context("locate the glovebox binary")?,
         shell: user.shell.display().to_string(),
         environment,
+        walls: args.walls.clone().into_walls(),
     };
     // stdout belongs to the supervisor's readiness protocol.
     println!("READY {}", args.socket.display());

@@ -184,6 +184,9 @@ pub struct ExecutorArgs {
     /// LOGNAME, TZ).
     #[arg(long = "job-env", value_name = "NAME")]
     pub job_env: Vec<String>,
+    /// The walls of its jobs beyond their files.
+    #[command(flatten)]
+    pub walls: crate::walls_args::WallsArgs,
 }
 
 /// The environment jobs get: the allowlisted variables of `environment`, and a PATH. A name that
@@ -237,6 +240,13 @@ pub fn prepare_executor(
             "no trash for this account: file_delete will fail"
         ),
     }
+    // Shims are started from a thread outside the executor's domain (they make namespaces,
+    // which Landlock forbids inside one); started before the executor confines itself.
+    let launcher = std::sync::Arc::new(
+        glovebox_executor::jobs::launcher::Launcher::start().context("start the job launcher")?,
+    );
+    let walls = args.walls.clone().into_walls();
+    let walls_in_force = walls_probe(&launcher, &binary, &walls);
     let applied = glovebox_executor::sandbox::apply(&plan)?;
     let enforcement = applied.enforcement.clone();
     let containment = if applied.scoped {
@@ -267,15 +277,31 @@ pub fn prepare_executor(
                 shim: binary,
                 roots,
                 scratch,
+                walls: walls.clone(),
+                launcher,
             },
             trash_dir: args.trash.clone(),
-            sandbox: enforcement.describe().to_owned(),
+            sandbox: format!("{} {walls_in_force}", enforcement.describe()),
             containment,
         },
         socket: args.socket.clone(),
         listener,
         enforcement,
     })
+}
+
+/// Which walls this executor's jobs get, tried for real by `glovebox walls-probe` started the
+/// way shims are; one line for `/healthz`, `status` and `up`.
+fn walls_probe(
+    launcher: &glovebox_executor::jobs::launcher::Launcher,
+    binary: &Path,
+    walls: &glovebox_sandbox::walls::Walls,
+) -> String {
+    let output = match walls.namespaces {
+        true => launcher.output(glovebox_sandbox::walls::probe_command(binary)),
+        false => Err(std::io::Error::other("not asked")),
+    };
+    glovebox_sandbox::walls::from_probe(walls, output).describe(walls)
 }
 
 /// The account's canonical workdir and roots (the workdir when no roots are given).

@@ -580,6 +580,13 @@ fn account_service_spec(
     for root in &a.roots {
         args.extend(["--root".into(), root.display().to_string()]);
     }
+    let walls = crate::walls_args::account_walls(a, crate::walls_args::namespaces_allowed());
+    args.extend(
+        walls
+            .to_args()
+            .into_iter()
+            .map(|arg| arg.to_string_lossy().into_owned()),
+    );
     args.extend(service.extra);
     let env = if identity.drops {
         vec![
@@ -1160,6 +1167,7 @@ mod tests {
             run_as: None,
             owner: None,
             job_env: vec![],
+            sandbox: Default::default(),
             enabled: true,
             token_hashes: vec![],
             approver_token_hashes: vec![],

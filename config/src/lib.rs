@@ -40,6 +40,7 @@ pub mod client_tools;
 pub mod job_env;
 pub mod limits;
 pub mod mcp_json;
+pub mod sandbox;
 pub mod system;
 pub mod telemetry;
 
@@ -353,6 +354,9 @@ pub struct RawAccount {
     /// names that would let a job's start-up run code or redirect git are refused ([`job_env`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub job_env: Vec<String>,
+    /// What its jobs and pack servers reach beyond their files ([`sandbox`]).
+    #[serde(default, skip_serializing_if = "sandbox::RawSandbox::is_empty")]
+    pub sandbox: sandbox::RawSandbox,
     /// Whether the account's agents get tools at all. Off unless switched on
     /// (`glovebox enable --account ID`); the account `up` creates for its user is on.
     #[serde(default)]
@@ -376,6 +380,7 @@ pub struct Account {
     /// The OS user who approves the account's asks (system mode).
     pub owner: Option<String>,
     pub job_env: Vec<String>,
+    pub sandbox: sandbox::Sandbox,
     pub enabled: bool,
     /// Agent credentials.
     pub token_hashes: Vec<[u8; 32]>,
@@ -562,6 +567,7 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
         run_as: a.run_as.clone(),
         owner: a.owner.clone(),
         job_env: a.job_env.clone(),
+        sandbox: sandbox::Sandbox::validate(at, &a.sandbox)?,
         enabled: a.enabled,
         token_hashes,
         approver_token_hashes,

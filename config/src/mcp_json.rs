@@ -63,13 +63,15 @@ impl Origin {
     }
 }
 
-/// Whether a pack's server may use the network. `None` is enforced by the kernel (no TCP
-/// connect or bind, Landlock ABI 4).
+/// Whether a pack's server may use the network, enforced by the kernel: `loopback` is a network
+/// namespace of its own with only `lo` (servers it starts itself), `none` is no socket of any
+/// network family (no TCP, UDP or DNS) — see `glovebox_sandbox::walls`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
     #[default]
     Any,
+    Loopback,
     None,
 }
 
@@ -77,6 +79,7 @@ impl Network {
     pub fn as_str(self) -> &'static str {
         match self {
             Network::Any => "any",
+            Network::Loopback => "loopback",
             Network::None => "none",
         }
     }
@@ -422,11 +425,11 @@ fn validate_http(
                 .to_owned(),
         );
     }
-    if raw.network == Network::None {
-        return Err(
-            "`network: none` cannot hold for an HTTP pack, which is reached over the network"
-                .to_owned(),
-        );
+    if raw.network != Network::Any {
+        return Err(format!(
+            "`network: {}` cannot hold for an HTTP pack, which is reached over the network",
+            raw.network.as_str()
+        ));
     }
     let timeout_s = check_common(&raw)?;
     if raw.headers.len() > MAX_LIST {

@@ -17,12 +17,21 @@
 //!   and execute), a private temporary directory, system directories and harmless devices; with
 //!   `network: none`, no TCP connect or bind (Landlock ABI 4).
 //!
+//! Beyond the file system, the shim raises [`walls`] first: private namespaces where the kernel
+//! allows them ([`isolate`]: the user's sockets unnameable, a size-capped private `/tmp`, the
+//! network as the account says), else a [`seccomp`] filter (no Unix socket of the program's own
+//! making, no network families).
+//!
 //! The gate decides inside the roots; Landlock holds the outer line even if a verdict were wrong.
 //! Restricting also sets `no_new_privs`.
 
+pub mod isolate;
+mod netdev;
 pub mod probe;
 pub mod procs;
+pub mod seccomp;
 pub mod shim;
+pub mod walls;
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +73,9 @@ pub struct SandboxPlan {
     pub device_ioctls: bool,
     /// Whether TCP connect and bind are allowed (false: none at all, Landlock ABI 4).
     pub network: bool,
+    /// The program's own temporary directory (one of `full`), which the private `/tmp`
+    /// replaces where namespaces stand (see [`walls`]).
+    pub scratch: Option<PathBuf>,
 }
 
 impl SandboxPlan {
@@ -87,6 +99,7 @@ impl SandboxPlan {
             devices: vec![PathBuf::from("/dev")],
             device_ioctls: true,
             network: true,
+            scratch: None,
         }
     }
 
@@ -100,6 +113,7 @@ impl SandboxPlan {
             devices: JOB_DEVICES.iter().map(PathBuf::from).collect(),
             device_ioctls: false,
             network: true,
+            scratch: Some(tmp.to_owned()),
         }
     }
 
@@ -116,6 +130,7 @@ impl SandboxPlan {
             devices: JOB_DEVICES.iter().map(PathBuf::from).collect(),
             device_ioctls: false,
             network,
+            scratch: None,
         }
     }
 }

@@ -32,6 +32,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask, raise}
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use crate::walls::{InForce, Walls};
 use crate::{SandboxPlan, apply, scopes_only};
 
 /// How long the shim waits for killed processes to be reaped before it exits anyway.
@@ -61,6 +62,9 @@ pub enum Lifeline {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimConfig {
     pub plan: SandboxPlan,
+    /// The walls beyond the file system: sockets, network, the private `/tmp` (`None`: Landlock
+    /// alone, as for pack servers until their walls are raised too).
+    pub walls: Option<Walls>,
     /// The program and its arguments (a job: `/bin/sh -c COMMAND`).
     pub program: PathBuf,
     pub args: Vec<String>,
@@ -68,6 +72,20 @@ pub struct ShimConfig {
     pub cwd: Option<PathBuf>,
     pub input: Input,
     pub lifeline: Lifeline,
+    /// The program's whole environment, given only at its start (a pack's, so that nothing in
+    /// it — a loader variable — acts on the shim itself); `None`: what the shim inherited.
+    pub env: Option<Vec<(String, String)>>,
+}
+
+/// The prefix under which a pack host hands a pack's environment to its shim: inert for the
+/// shim (no loader or runtime reads these names), given to the program without it.
+pub const PROGRAM_ENV_PREFIX: &str = "GLOVEBOX_PROGRAM_ENV_";
+
+/// The program's environment out of the shim's own: every `PROGRAM_ENV_PREFIX` variable, without
+/// the prefix.
+pub fn program_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    vars.filter_map(|(k, v)| Some((k.strip_prefix(PROGRAM_ENV_PREFIX)?.to_owned(), v)))
+        .collect()
 }
 
 /// Exit codes of a shim that could not start its job.
@@ -77,7 +95,7 @@ pub const EXIT_SPAWN_FAILED: i32 = 127;
 /// Runs the shim; returns the exit code the process ends with (after mirroring a shell killed
 /// by a signal, which does not return).
 pub fn run(config: ShimConfig) -> i32 {
-    let (scoped, inner) = match confine(&config) {
+    let (scoped, inner, in_force) = match confine(&config) {
         Ok(confined) => confined,
         Err(code) => return code,
     };
@@ -88,7 +106,7 @@ pub fn run(config: ShimConfig) -> i32 {
         return EXIT_SANDBOX_FAILED;
     }
     let parent = nix::unistd::getppid();
-    let shell = match spawn_program(&config, inner) {
+    let shell = match spawn_program(&config, inner, &in_force) {
         Ok(pid) => pid,
         Err(code) => return code,
     };
@@ -123,36 +141,62 @@ pub fn run(config: ShimConfig) -> i32 {
     }
 }
 
-/// Steps 1 to 3: a session of its own, a child subreaper without capabilities, confined in the
-/// program's domain. Returns whether the signal scopes are enforced and, if they are, the inner
-/// domain for the shell; or the exit code of a shim that cannot start its job.
-fn confine(config: &ShimConfig) -> Result<(bool, Option<RulesetCreated>), i32> {
+/// Steps 1 to 3: a session of its own, a child subreaper, its walls (namespaces, or the seccomp
+/// fallback) and no capabilities, confined in the program's domain. Returns whether the signal
+/// scopes are enforced and, if they are, the inner domain for the shell, and which walls stand;
+/// or the exit code of a shim that cannot start its job.
+fn confine(config: &ShimConfig) -> Result<(bool, Option<RulesetCreated>, Option<InForce>), i32> {
     let _ = nix::unistd::setsid();
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let mut plan = config.plan.clone();
+    let in_force = config.walls.as_ref().map(|w| (w.raise(&mut plan), w));
+    let refusals = in_force
+        .as_ref()
+        .map(|(f, w)| f.refusals(w))
+        .unwrap_or_default();
+    let filter = match crate::seccomp::program(refusals) {
+        Ok(filter) => filter,
+        Err(e) => {
+            eprintln!("glovebox: the job's system-call filter could not be built: {e}");
+            return Err(EXIT_SANDBOX_FAILED);
+        }
+    };
     if let Err(e) = drop_capabilities() {
         eprintln!("glovebox: the job's capabilities could not be dropped: {e}");
         return Err(EXIT_SANDBOX_FAILED);
     }
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    let applied = match apply(&config.plan) {
+    let applied = match apply(&plan) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("glovebox: the sandbox could not be applied: {e}");
             return Err(EXIT_SANDBOX_FAILED);
         }
     };
-    if !applied.network_enforced {
+    let walled = in_force.as_ref().is_some_and(|(f, w)| f.network_walled(w));
+    let in_force = in_force.map(|(f, _)| f);
+    if !applied.network_enforced && !walled {
         eprintln!(
             "glovebox: this kernel cannot take the network away (Landlock ABI 4); not starting"
         );
         return Err(EXIT_SANDBOX_FAILED);
     }
+    if let Some(filter) = &filter {
+        // Landlock set no_new_privs already, unless the kernel has no Landlock.
+        let installed = rustix::thread::set_no_new_privs(true)
+            .map_err(|e| e.to_string())
+            .and_then(|()| crate::seccomp::install(filter).map_err(|e| e.to_string()));
+        if let Err(e) = installed {
+            eprintln!("glovebox: the job's system-call filter could not be installed: {e}");
+            return Err(EXIT_SANDBOX_FAILED);
+        }
+    }
     // Only with the scopes does kill(-1) stay inside the job; without them, nest nothing.
     if !applied.scoped {
-        return Ok((false, None));
+        return Ok((false, None, in_force));
     }
     match scopes_only() {
-        Ok(inner) => Ok((true, Some(inner))),
+        Ok(inner) => Ok((true, Some(inner), in_force)),
         Err(e) => {
             eprintln!("glovebox: the job's inner domain could not be prepared: {e}");
             Err(EXIT_SANDBOX_FAILED)
@@ -177,7 +221,11 @@ fn watched_signals() -> SigSet {
 
 /// Step 4: starts the program, in the `inner` domain if there is one. Returns its pid, or the
 /// exit code of a shim that could not start it.
-fn spawn_program(config: &ShimConfig, inner: Option<RulesetCreated>) -> Result<Pid, i32> {
+fn spawn_program(
+    config: &ShimConfig,
+    inner: Option<RulesetCreated>,
+    in_force: &Option<InForce>,
+) -> Result<Pid, i32> {
     let mut command = Command::new(&config.program);
     command.args(&config.args).stdin(match config.input {
         Input::Null => Stdio::null(),
@@ -185,6 +233,13 @@ fn spawn_program(config: &ShimConfig, inner: Option<RulesetCreated>) -> Result<P
     });
     if let Some(cwd) = &config.cwd {
         command.current_dir(cwd);
+    }
+    if let Some(env) = &config.env {
+        command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    if *in_force == Some(InForce::Namespaces) {
+        // The private, size-capped /tmp is the program's temporary directory.
+        command.env("TMPDIR", crate::isolate::PRIVATE_TMP);
     }
     let shim = nix::unistd::getpid();
     let mut inner = inner;

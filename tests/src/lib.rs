@@ -141,6 +141,8 @@ pub struct Options {
     pub accounts: Vec<(String, bool)>,
     /// `job_env` of those accounts (variable names jobs inherit).
     pub job_env: Vec<String>,
+    /// The `sandbox:` section of those accounts (YAML lines under it, e.g. `network: none`).
+    pub sandbox: Vec<String>,
     /// Directories (relative to the temporary root, created) added to every account's roots
     /// besides its workdir; with none of the above, one account `test` is written.
     pub extra_roots: Vec<String>,
@@ -165,6 +167,7 @@ impl Default for Options {
             run_as: None,
             accounts: Vec::new(),
             job_env: Vec::new(),
+            sandbox: Default::default(),
             extra_roots: Vec::new(),
             open_files_limit: None,
             limits: Vec::new(),
@@ -202,6 +205,7 @@ impl Glovebox {
             Some(_) => vec![("test".to_owned(), true)],
             None if options.accounts.is_empty()
                 && (!options.extra_roots.is_empty()
+                    || !options.sandbox.is_empty()
                     || !options.limits.is_empty()
                     || !options.client_tools.is_empty()
                     || !options.audit.is_empty()) =>
@@ -585,6 +589,12 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
         ));
         if !job_env.is_empty() {
             yaml.push_str(&format!("    job_env: [{}]\n", job_env.join(", ")));
+        }
+        if !options.sandbox.is_empty() {
+            yaml.push_str("    sandbox:\n");
+            for line in &options.sandbox {
+                yaml.push_str(&format!("      {line}\n"));
+            }
         }
         if let Some(user) = run_as {
             yaml.push_str(&format!("    run_as: {user}\n"));

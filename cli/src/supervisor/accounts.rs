@@ -456,6 +456,7 @@ mod tests {
             run_as: None,
             owner: None,
             job_env: vec![],
+            sandbox: Default::default(),
             enabled: true,
             token_hashes: vec![[token; 32]],
             approver_token_hashes: vec![],

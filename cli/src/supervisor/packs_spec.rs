@@ -44,6 +44,7 @@ mod tests {
             run_as: Some("alice".into()),
             owner: None,
             job_env: vec![],
+            sandbox: Default::default(),
             enabled: true,
             token_hashes: vec![],
             approver_token_hashes: vec![],
@@ -70,7 +71,12 @@ mod tests {
             ),
             "{joined}"
         );
-        assert!(joined.ends_with("--root /w --root /r"), "{joined}");
+        assert!(joined.contains("--root /w --root /r"), "{joined}");
+        // The account's walls: its jobs' network and each private /tmp's size.
+        assert!(
+            joined.ends_with("--network loopback --tmp-size 1073741824"),
+            "{joined}"
+        );
         let me = Identity {
             drops: false,
             ..alice

@@ -40,7 +40,7 @@ impl Probe {
             && gate.policy_errors.is_empty()
             && self.executors.iter().all(|(_, s)| {
                 s.as_ref()
-                    .is_some_and(|s| s.sandbox != "landlock=not_available")
+                    .is_some_and(|s| !s.sandbox.starts_with("landlock=not_available"))
             })
     }
 

@@ -4,6 +4,7 @@
 //! behind when a job ends or is killed. One reaper collects every exit, including orphans that
 //! the executor adopts as a child subreaper.
 
+pub mod launcher;
 pub mod ring;
 pub mod shim;
 pub mod tree;
@@ -75,6 +76,9 @@ struct Job {
     state: Mutex<(JobState, Option<Instant>)>,
     stdout: Arc<Mutex<Ring>>,
     stderr: Arc<Mutex<Ring>>,
+    /// The network the job was given.
+    network: &'static str,
+    launcher: Arc<launcher::Launcher>,
 }
 
 impl Job {
@@ -107,6 +111,7 @@ impl Job {
             "runtime_ms": runtime.as_millis() as u64,
             "stdout_bytes": lock(&self.stdout).total(),
             "stderr_bytes": lock(&self.stderr).total(),
+            "network": self.network,
         });
         match state {
             JobState::Exited(code) => v["exit_code"] = json!(code),
@@ -132,6 +137,10 @@ pub struct JobConfig {
     pub roots: Vec<PathBuf>,
     /// Where each job's temporary directory is made (the executor's private scratch directory).
     pub scratch: PathBuf,
+    /// The account's walls beyond the file system (sockets, network, the private `/tmp`).
+    pub walls: glovebox_sandbox::walls::Walls,
+    /// What starts and signals shims (from outside the executor's Landlock domain).
+    pub launcher: Arc<launcher::Launcher>,
 }
 
 /// All jobs of one account.
@@ -189,6 +198,7 @@ impl JobTable {
         for root in &self.config.roots {
             cmd.arg("--root").arg(root);
         }
+        cmd.args(self.config.walls.to_args());
         cmd.arg("--")
             .arg(command)
             .current_dir(cwd)
@@ -205,7 +215,7 @@ impl JobTable {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = match cmd.spawn() {
+        let mut child = match self.config.launcher.spawn(cmd) {
             Ok(child) => child,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
@@ -238,6 +248,8 @@ impl JobTable {
             state: Mutex::new((JobState::Running, None)),
             stdout,
             stderr,
+            network: self.config.walls.network.name(),
+            launcher: self.config.launcher.clone(),
         });
         let summary = job.summary();
         jobs.push(job);
@@ -297,7 +309,7 @@ impl JobTable {
             }
             // The shim forwards TERM to every process of the job; after the grace, USR1 makes it
             // kill them all and exit.
-            signal(job.pid, rustix::process::Signal::TERM);
+            job.launcher.signal(job.pid, rustix::process::Signal::TERM);
             let deadline = Instant::now() + KILL_GRACE;
             while job.state().1.is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
@@ -319,7 +331,7 @@ impl JobTable {
         job.finish(how);
         // The shim took the job's processes with it; a job that killed its shim on a kernel
         // without signal scopes is found by its marker.
-        tree::kill_all(job.pid, &tree::marker(&job.id));
+        job.launcher.kill_marked(job.pid, tree::marker(&job.id));
         *lock(&job.lifeline) = None;
         let _ = std::fs::remove_dir_all(&job.tmp);
     }
@@ -371,24 +383,18 @@ impl JobTable {
 /// How long a shim told to end its job has before it is killed itself.
 const SHIM_GRACE: Duration = Duration::from_secs(3);
 
-fn signal(pid: i32, signal: rustix::process::Signal) {
-    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(pid, signal);
-    }
-}
-
 /// Ends a job now: the shim kills every process of the job and exits (USR1, and its lifeline
 /// closed); a shim that does not exit in time is killed, and the job's marked processes with it.
 fn end(job: &Job) {
-    signal(job.pid, rustix::process::Signal::USR1);
+    job.launcher.signal(job.pid, rustix::process::Signal::USR1);
     *lock(&job.lifeline) = None;
     let deadline = Instant::now() + SHIM_GRACE;
     while job.state().1.is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     if job.state().1.is_none() {
-        signal(job.pid, rustix::process::Signal::KILL);
-        tree::kill_all(job.pid, &tree::marker(&job.id));
+        job.launcher.signal(job.pid, rustix::process::Signal::KILL);
+        job.launcher.kill_marked(job.pid, tree::marker(&job.id));
     }
 }
 
@@ -460,6 +466,7 @@ mod tests {
             shim,
             roots: vec![dir.path().to_owned()],
             scratch,
+            ..JobConfig::default()
         });
         table
             .start(

@@ -1122,6 +1122,7 @@ mod tests {
                 shim: std::path::PathBuf::new(),
                 roots: vec![work.to_owned()],
                 scratch: root.join("scratch"),
+                ..crate::jobs::JobConfig::default()
             },
             trash_dir: root.join("trash"),
             sandbox: String::new(),

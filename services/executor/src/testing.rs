@@ -43,6 +43,7 @@ impl Fixture {
                 shim: PathBuf::from("/bin/true"),
                 roots,
                 scratch,
+                ..crate::jobs::JobConfig::default()
             }),
         }
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use glovebox_config::mcp_json::{Network, PackDef};
+use glovebox_config::mcp_json::PackDef;
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -272,9 +272,15 @@ impl Launcher {
             command.arg("--full").arg(dir);
         }
         command.arg("--read").arg(&grant);
-        if def.network == Network::None {
-            command.arg("--no-network");
-        }
+        command.args(config.walls_for(def).to_args());
+        // The server's environment reaches it only at its start, through the shim: nothing in
+        // it (LD_PRELOAD) acts on the shim before it is confined.
+        let prefixed = env.into_iter().map(|(k, v)| {
+            (
+                format!("{}{k}", glovebox_sandbox::shim::PROGRAM_ENV_PREFIX),
+                v,
+            )
+        });
         command
             .arg("--cwd")
             .arg(&def.cwd)
@@ -282,7 +288,7 @@ impl Launcher {
             .arg(found)
             .args(&def.args)
             .env_clear()
-            .envs(env)
+            .envs(prefixed)
             .current_dir(&def.cwd)
             .kill_on_drop(true);
         command

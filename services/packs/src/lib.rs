@@ -63,6 +63,28 @@ pub struct PacksConfig {
     pub shell: String,
     /// The host's own environment, for `${env:NAME}` references.
     pub environment: BTreeMap<String, String>,
+    /// The account's walls beyond the file system (sockets granted by path, the private `/tmp`'s
+    /// size, whether namespaces are tried); each pack's `network` is its own.
+    pub walls: glovebox_sandbox::walls::Walls,
+}
+
+impl PacksConfig {
+    /// The walls pack `def`'s server is raised in.
+    pub fn walls_for(
+        &self,
+        def: &glovebox_config::mcp_json::PackDef,
+    ) -> glovebox_sandbox::walls::Walls {
+        use glovebox_config::mcp_json::Network;
+        use glovebox_sandbox::isolate::Network as Wall;
+        glovebox_sandbox::walls::Walls {
+            network: match def.network {
+                Network::Any => Wall::Any,
+                Network::Loopback => Wall::Loopback,
+                Network::None => Wall::None,
+            },
+            ..self.walls.clone()
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -429,6 +429,7 @@ async fn an_account_chooses_which_variables_its_jobs_inherit() {
     let g = Glovebox::start_with(Options {
         accounts: vec![("alice".into(), true)],
         job_env: vec!["GLOVEBOX_TEST_SHARED".into()],
+        sandbox: Default::default(),
         env: vec![
             ("GLOVEBOX_TEST_SHARED".into(), "visible".into()),
             ("GLOVEBOX_TEST_LEAK".into(), "hidden".into()),

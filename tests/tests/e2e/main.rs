@@ -29,3 +29,4 @@ mod services;
 mod stdio_handover;
 mod system_mode;
 mod telemetry;
+mod walls;

@@ -1,11 +1,13 @@
 //! The job shim (`glovebox job-shim`): `glovebox_sandbox::shim` containing one job's shell in
-//! the job's Landlock domain (`SandboxPlan::for_job`: the roots and the job's own temporary
-//! directory), with no input, and the executor's end of the shim's stdin as its lifeline.
+//! the account's walls (`Walls`: namespaces or seccomp, its network) and the job's Landlock
+//! domain (`SandboxPlan::for_job`: the roots and the job's own temporary directory), with no
+//! input, and the executor's end of the shim's stdin as its lifeline.
 
 use std::path::PathBuf;
 
 use glovebox_sandbox::SandboxPlan;
 use glovebox_sandbox::shim::{Input, Lifeline};
+use glovebox_sandbox::walls::Walls;
 
 pub use glovebox_sandbox::shim::{EXIT_SANDBOX_FAILED, EXIT_SPAWN_FAILED};
 
@@ -18,12 +20,16 @@ pub struct ShimConfig {
     pub tmp: PathBuf,
     /// The exact command line the approver saw.
     pub command: String,
+    /// The account's walls beyond its files.
+    pub walls: Walls,
 }
 
 /// Runs the shim; returns the exit code the process ends with.
 pub fn run(config: ShimConfig) -> i32 {
     glovebox_sandbox::shim::run(glovebox_sandbox::shim::ShimConfig {
         plan: SandboxPlan::for_job(&config.roots, &config.tmp),
+        walls: Some(config.walls),
+        env: None,
         program: PathBuf::from(super::SHELL),
         args: vec!["-c".to_owned(), config.command],
         cwd: None,

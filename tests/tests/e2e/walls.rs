@@ -1,0 +1,395 @@
+//! The walls beyond the file system, tried from inside real approved jobs against real services
+//! of the user started by the test: an ssh-agent holding a key, a D-Bus session bus, a tmux
+//! server, pathname Unix listeners in /tmp and in /run/user/<uid>, a loopback TCP listener and a
+//! UDP "DNS" server. Each attack is first shown to work from outside (the same command, run by
+//! the test), then to fail from inside a job; with namespaces (the strong way) and without them
+//! (`GLOVEBOX_NAMESPACES=off`: the seccomp wall), with what is in force said by `/healthz`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use glovebox_e2e::{Glovebox, Options, http_request};
+
+/// Real services of the user, each on a socket outside the account's roots.
+struct UserServices {
+    _dir: tempfile::TempDir,
+    run_dir: PathBuf,
+    agent: PathBuf,
+    bus: PathBuf,
+    tmux: PathBuf,
+    tmp_listener: PathBuf,
+    run_listener: PathBuf,
+    children: Vec<Child>,
+}
+
+impl Drop for UserServices {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.tmux)
+            .arg("kill-server")
+            .status();
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+fn sh(command: &str) -> (bool, String) {
+    let out = Command::new("/bin/sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// A Unix listener that answers each connection with "hello".
+fn listener(path: &Path) -> Child {
+    let child = Command::new("python3")
+        .args([
+            "-c",
+            "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\nwhile True:\n c,_=s.accept(); c.sendall(b'hello'); c.close()",
+        ])
+        .arg(path)
+        .spawn()
+        .unwrap();
+    wait_for(path);
+    child
+}
+
+fn wait_for(path: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn start_user_services() -> UserServices {
+    let dir = tempfile::tempdir().unwrap();
+    let uid = rustix::process::getuid().as_raw();
+    let run_dir = PathBuf::from(format!(
+        "/run/user/{uid}/glovebox-walls-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let mut children = Vec::new();
+    // ssh-agent holding a key.
+    let agent = dir.path().join("agent.sock");
+    let key = dir.path().join("id_ed25519");
+    assert!(
+        sh(&format!(
+            "ssh-keygen -q -t ed25519 -N '' -f {}",
+            key.display()
+        ))
+        .0
+    );
+    children.push(
+        Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&agent)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&agent);
+    let (added, text) = sh(&format!(
+        "SSH_AUTH_SOCK={} ssh-add {} 2>&1",
+        agent.display(),
+        key.display()
+    ));
+    assert!(added, "{text}");
+    // A session bus in the runtime directory (the distribution's session configuration).
+    let bus = run_dir.join("bus");
+    children.push(
+        Command::new("dbus-daemon")
+            .arg("--session")
+            .arg(format!("--address=unix:path={}", bus.display()))
+            .arg("--nofork")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&bus);
+    // A tmux server.
+    let tmux = dir.path().join("tmux.sock");
+    assert!(sh(&format!("tmux -S {} new-session -d -s s", tmux.display())).0);
+    let tmp_listener = dir.path().join("listener.sock");
+    children.push(listener(&tmp_listener));
+    let run_listener = run_dir.join("listener.sock");
+    children.push(listener(&run_listener));
+    UserServices {
+        _dir: dir,
+        run_dir,
+        agent,
+        bus,
+        tmux,
+        tmp_listener,
+        run_listener,
+        children,
+    }
+}
+
+/// The attacks, as shell commands that print `REACHED <what>` only when they got through; what
+/// they leave behind (keys typed into tmux) carries `tag`.
+fn attacks(s: &UserServices, tag: &str) -> Vec<(&'static str, String)> {
+    let connect = |path: &Path| {
+        format!(
+            "/usr/bin/python3 -c \"import socket,sys; c=socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); print('REACHED', c.recv(5).decode())\" {}",
+            path.display()
+        )
+    };
+    vec![
+        (
+            "ssh-agent",
+            format!(
+                "SSH_AUTH_SOCK={} ssh-add -l >/dev/null 2>&1 && echo REACHED ssh-agent",
+                s.agent.display()
+            ),
+        ),
+        (
+            "session bus",
+            format!(
+                "dbus-send --bus=unix:path={} --print-reply --dest=org.freedesktop.DBus \
+                 /org/freedesktop/DBus org.freedesktop.DBus.UpdateActivationEnvironment \
+                 dict:string:string:LD_PRELOAD,/nonexistent.so >/dev/null 2>&1 \
+                 && echo REACHED session bus",
+                s.bus.display()
+            ),
+        ),
+        (
+            "tmux",
+            format!(
+                "tmux -S {} send-keys -t s 'echo {tag}' Enter 2>/dev/null && echo REACHED tmux",
+                s.tmux.display()
+            ),
+        ),
+        ("listener in /tmp", connect(&s.tmp_listener)),
+        ("listener in /run/user", connect(&s.run_listener)),
+    ]
+}
+
+/// What `/healthz` tells the account's approver of its executor's walls.
+async fn sandbox_line(g: &Glovebox) -> String {
+    let bearer = format!("Bearer {}", g.credential_of(&g.account, "approver"));
+    let (status, _, body) =
+        http_request(&g.url, "GET", "/healthz", &[("authorization", &bearer)], "").await;
+    assert_eq!(status, 200, "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let line = health["executors"][&g.account]["sandbox"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(line.contains("walls="), "{health}");
+    line
+}
+
+async fn no_socket_of_the_user_is_reachable(options: Options, wall: &str) {
+    let services = start_user_services();
+    // From outside, each one works.
+    for (what, command) in &attacks(&services, "typed-from-outside") {
+        let (_, text) = sh(command);
+        assert!(text.contains("REACHED"), "{what} from outside: {text}");
+    }
+    let g = Glovebox::start_with(options);
+    assert!(sandbox_line(&g).await.contains(wall));
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let script: Vec<String> = attacks(&services, "typed-from-a-job")
+        .iter()
+        .map(|(_, c)| format!("{c}; "))
+        .collect();
+    let (status, stdout, stderr) = agent
+        .run_job(&mut approver, &format!("{} echo done", script.concat()))
+        .await;
+    assert_eq!(status["state"], "exited", "{status}");
+    assert!(stdout.contains("done"), "{stdout}{stderr}");
+    assert!(
+        !stdout.contains("REACHED"),
+        "reached from inside a job: {stdout}"
+    );
+    // The user's tmux session got no keys.
+    let (_, panes) = sh(&format!(
+        "tmux -S {} capture-pane -p -t s",
+        services.tmux.display()
+    ));
+    assert!(
+        panes.contains("typed-from-outside") && !panes.contains("typed-from-a-job"),
+        "{panes}"
+    );
+}
+
+#[tokio::test]
+async fn a_job_reaches_no_socket_of_the_user_with_namespaces() {
+    no_socket_of_the_user_is_reachable(Options::default(), "walls=namespaces").await;
+}
+
+#[tokio::test]
+async fn a_job_reaches_no_socket_of_the_user_with_the_seccomp_wall() {
+    no_socket_of_the_user_is_reachable(
+        Options {
+            env: vec![("GLOVEBOX_NAMESPACES".into(), "off".into())],
+            ..Default::default()
+        },
+        "walls=seccomp",
+    )
+    .await;
+}
+
+/// A job that reaches out: the machine's loopback (a TCP listener of the test), a UDP "DNS"
+/// query to a server of the test, and a TCP server of its own.
+fn network_probe(tcp: u16, udp: u16) -> String {
+    let script = [
+        "import socket",
+        "def attempt(name, f):",
+        "    try:",
+        "        f(); print('OK', name)",
+        "    except OSError as e:",
+        "        print('NO', name, e.errno)",
+        &format!(
+            "def machine(): socket.create_connection(('127.0.0.1', {tcp}), timeout=3).close()"
+        ),
+        "def dns():",
+        "    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(3)",
+        &format!("    u.sendto(b'q', ('127.0.0.1', {udp})); u.recvfrom(16)"),
+        "def own():",
+        "    s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()",
+        "    socket.create_connection(s.getsockname(), timeout=3).close()",
+        "attempt('machine', machine); attempt('dns', dns); attempt('own', own)",
+    ]
+    .join("\n");
+    format!("/usr/bin/python3 - <<'EOF'\n{script}\nEOF")
+}
+
+async fn network_as(sandbox: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (tcp_port, udp_port) = (
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port(),
+    );
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16];
+        while let Ok((_, from)) = udp.recv_from(&mut buf) {
+            let _ = udp.send_to(b"a", from);
+        }
+    });
+    let g = Glovebox::start_with(Options {
+        sandbox: sandbox.iter().map(|s| (*s).to_owned()).collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..Default::default()
+    });
+    let line = sandbox_line(&g).await;
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (status, stdout, stderr) = agent
+        .run_job(&mut approver, &network_probe(tcp_port, udp_port))
+        .await;
+    assert_eq!(status["state"], "exited", "{status} {stderr}");
+    drop(tcp);
+    (stdout, line)
+}
+
+fn outcome(stdout: &str, name: &str) -> bool {
+    let ok = stdout.lines().any(|l| l == format!("OK {name}"));
+    let no = stdout
+        .lines()
+        .any(|l| l.starts_with(&format!("NO {name} ")));
+    assert!(ok != no, "{name}: {stdout}");
+    ok
+}
+
+#[tokio::test]
+async fn network_none_loopback_and_any_hold_from_inside_a_job() {
+    // The default: loopback, the job's own.
+    let (out, line) = network_as(&[], &[]).await;
+    assert!(line.contains("network=loopback"), "{line}");
+    assert!(
+        !outcome(&out, "machine") && !outcome(&out, "dns") && outcome(&out, "own"),
+        "{out}"
+    );
+    let (out, line) = network_as(&["network: none"], &[]).await;
+    assert!(line.contains("network=none"), "{line}");
+    assert!(
+        !outcome(&out, "machine") && !outcome(&out, "dns") && !outcome(&out, "own"),
+        "{out}"
+    );
+    let (out, _) = network_as(&["network: any"], &[]).await;
+    assert!(
+        outcome(&out, "machine") && outcome(&out, "dns") && outcome(&out, "own"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn without_namespaces_loopback_is_none_and_says_so() {
+    let (out, line) = network_as(&[], &[("GLOVEBOX_NAMESPACES", "off")]).await;
+    assert!(
+        line.contains("walls=seccomp") && line.contains("loopback needs namespaces"),
+        "{line}"
+    );
+    assert!(
+        !outcome(&out, "machine") && !outcome(&out, "dns") && !outcome(&out, "own"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_job_fills_its_private_tmp_to_the_cap_and_another_accounts_job_writes_fine() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("a".into(), true), ("b".into(), true)],
+        sandbox: vec!["tmp_mb: 8".into()],
+        ..Default::default()
+    });
+    let mut approver = g.connect_as("a", "approver").await;
+    let mut agent = g.connect_as("a", "agent").await;
+    let (status, stdout, stderr) = agent
+        .run_job(
+            &mut approver,
+            "dd if=/dev/zero of=$TMPDIR/fill bs=1M count=64 2>&1; echo TMPDIR=$TMPDIR; \
+             ls -l $TMPDIR/fill | awk '{print \"SIZE\", $5}'",
+        )
+        .await;
+    assert_eq!(status["state"], "exited", "{status}");
+    assert!(
+        stdout.contains("No space left on device"),
+        "{stdout}{stderr}"
+    );
+    let size: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("SIZE "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(size <= 8 << 20, "{size}");
+    assert!(stdout.contains("TMPDIR=/tmp"), "{stdout}");
+    let mut approver_b = g.connect_as("b", "approver").await;
+    let mut agent_b = g.connect_as("b", "agent").await;
+    let (_, stdout, _) = agent_b
+        .run_job(
+            &mut approver_b,
+            "dd if=/dev/zero of=$TMPDIR/some bs=1M count=4 2>/dev/null && echo WROTE",
+        )
+        .await;
+    assert!(stdout.contains("WROTE"), "{stdout}");
+}
