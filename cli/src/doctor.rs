@@ -98,6 +98,17 @@ async fn checks(options: &Options) -> Vec<Finding> {
         &glovebox_sandbox::probe::kernel_support(),
         &mounts,
     ));
+    if let Ok(binary) = std::env::current_exe() {
+        let walls = glovebox_sandbox::walls::Walls {
+            namespaces: crate::walls_args::namespaces_allowed(),
+            ..Default::default()
+        };
+        out.push(kernel::walls(&glovebox_sandbox::walls::probe(
+            &walls,
+            &binary,
+            |mut probe| probe.output(),
+        )));
+    }
 
     // Configuration: in user mode `up` makes it; in system mode the package installs it.
     let me = nix::unistd::Uid::effective().as_raw();

@@ -297,11 +297,7 @@ fn walls_probe(
     binary: &Path,
     walls: &glovebox_sandbox::walls::Walls,
 ) -> String {
-    let output = match walls.namespaces {
-        true => launcher.output(glovebox_sandbox::walls::probe_command(binary)),
-        false => Err(std::io::Error::other("not asked")),
-    };
-    glovebox_sandbox::walls::from_probe(walls, output).describe(walls)
+    glovebox_sandbox::walls::probe(walls, binary, |probe| launcher.output(probe)).describe(walls)
 }
 
 /// The account's canonical workdir and roots (the workdir when no roots are given).

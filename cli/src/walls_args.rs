@@ -26,13 +26,8 @@ pub struct WallsArgs {
 /// namespaces are tried unless `GLOVEBOX_NAMESPACES=off` (the seccomp wall, as on a kernel
 /// without them).
 pub fn account_walls(a: &glovebox_config::Account, namespaces: bool) -> Walls {
-    use glovebox_config::mcp_json::Network as Configured;
     Walls {
-        network: match a.sandbox.network {
-            Configured::Any => Network::Any,
-            Configured::Loopback => Network::Loopback,
-            Configured::None => Network::None,
-        },
+        network: glovebox_packs::wall_network(a.sandbox.network),
         unix_sockets: a.sandbox.unix_sockets.clone(),
         tmp_size: a.sandbox.tmp_bytes,
         namespaces,

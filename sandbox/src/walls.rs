@@ -174,15 +174,25 @@ fn home_directory() -> Option<PathBuf> {
         .map(|u| u.dir)
 }
 
-/// What `glovebox walls-probe` (a child started the way shims are, which runs
-/// [`probe_in_child`]) said about this machine: which wall a shim raises here.
-pub fn from_probe(walls: &Walls, output: std::io::Result<std::process::Output>) -> InForce {
+/// Which wall a shim raises for `walls` on this machine: unless namespaces are switched off,
+/// `binary walls-probe` (which runs [`probe_in_child`]) is started by `run` the way shims are, and
+/// tries them for real.
+pub fn probe(
+    walls: &Walls,
+    binary: &Path,
+    run: impl FnOnce(std::process::Command) -> std::io::Result<std::process::Output>,
+) -> InForce {
     if !walls.namespaces {
         return InForce::Seccomp {
             why: "namespaces switched off".into(),
         };
     }
-    match output {
+    let mut probe = std::process::Command::new(binary);
+    probe
+        .arg("walls-probe")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    match run(probe) {
         Ok(out) if out.status.success() => InForce::Namespaces,
         Ok(out) => InForce::Seccomp {
             why: String::from_utf8_lossy(&out.stdout).trim().to_owned(),
@@ -193,17 +203,7 @@ pub fn from_probe(walls: &Walls, output: std::io::Result<std::process::Output>) 
     }
 }
 
-/// The command that probes: `binary walls-probe`, quiet.
-pub fn probe_command(binary: &Path) -> std::process::Command {
-    let mut probe = std::process::Command::new(binary);
-    probe
-        .arg("walls-probe")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    probe
-}
-
-/// The child's half of [`from_probe`]: raises the walls of a loopback-only program with nothing kept,
+/// The child's half of [`probe`]: raises the walls of a loopback-only program with nothing kept,
 /// prints why not if it cannot, and returns the exit code.
 pub fn probe_in_child() -> i32 {
     let walls = Walls {

@@ -58,6 +58,30 @@ pub fn scopes(landlock: Landlock) -> Finding {
     }
 }
 
+/// The walls beyond the file system a job's shim raises here: namespaces, or the seccomp
+/// fallback with the kernel's reason (the Unix-socket wall holds either way; `loopback` becomes
+/// `none`, and granted sockets open every Unix socket).
+pub fn walls(in_force: &glovebox_sandbox::walls::InForce) -> Finding {
+    use glovebox_sandbox::walls::InForce;
+    const CHECK: &str = "walls";
+    match in_force {
+        InForce::Namespaces => Finding::ok(
+            CHECK,
+            "namespaces: a job's user sockets cannot be named, its /tmp is private and capped, \
+             its network is its account's",
+        ),
+        InForce::Seccomp { why } => Finding::warn(
+            CHECK,
+            format!(
+                "seccomp ({why}): jobs make no Unix socket of their own, `network: loopback` is \
+                 none, a granted socket opens every socket, /tmp is not capped"
+            ),
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or \
+             kernel.apparmor_restrict_unprivileged_userns=0 where AppArmor restricts them)",
+        ),
+    }
+}
+
 pub fn no_new_privs(supported: bool) -> Finding {
     const CHECK: &str = "no_new_privs";
     if supported {

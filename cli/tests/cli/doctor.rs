@@ -90,6 +90,7 @@ fn a_healthy_running_glovebox_passes_and_a_key_readable_by_others_fails_with_the
     let found = findings(&out);
     for check in [
         "landlock:",
+        "walls:",
         "no_new_privs:",
         "cgroups:",
         "config:",
@@ -221,4 +222,31 @@ fn a_managed_policy_file_others_may_write_fails_and_a_broken_one_is_named() {
     assert!(line.starts_with("FAIL policy "), "{line}");
     assert!(fix.is_some(), "{line}");
     assert!(!out.contains("README"), "{out}");
+}
+
+/// The walls doctor reports are the ones a shim raises: tried for real, and the seccomp fallback
+/// named with its reason and a fix when namespaces are not to be had.
+#[test]
+fn doctor_says_which_walls_a_job_gets() {
+    let run = |namespaces: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_glovebox"))
+            .args(["doctor", "--state-dir", "/nonexistent-glovebox-state"])
+            .env("GLOVEBOX_NAMESPACES", namespaces)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        findings(&String::from_utf8_lossy(&out.stdout))
+            .into_iter()
+            .find(|(line, _)| line.contains("walls:"))
+            .expect("a walls finding")
+    };
+    let (line, fix) = run("on");
+    assert!(line.starts_with("OK walls: namespaces"), "{line}");
+    assert!(fix.is_none());
+    let (line, fix) = run("off");
+    assert!(
+        line.starts_with("WARN walls: seccomp (namespaces switched off)"),
+        "{line}"
+    );
+    assert!(fix.is_some_and(|f| f.contains("unprivileged user namespaces")));
 }

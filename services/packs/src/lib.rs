@@ -74,16 +74,24 @@ impl PacksConfig {
         &self,
         def: &glovebox_config::mcp_json::PackDef,
     ) -> glovebox_sandbox::walls::Walls {
-        use glovebox_config::mcp_json::Network;
-        use glovebox_sandbox::isolate::Network as Wall;
         glovebox_sandbox::walls::Walls {
-            network: match def.network {
-                Network::Any => Wall::Any,
-                Network::Loopback => Wall::Loopback,
-                Network::None => Wall::None,
-            },
+            network: wall_network(def.network),
             ..self.walls.clone()
         }
+    }
+}
+
+/// The configured network (a pack's in `mcp.json`, an account's jobs' in `sandbox:`) as the
+/// sandbox enforces it.
+pub fn wall_network(
+    network: glovebox_config::mcp_json::Network,
+) -> glovebox_sandbox::isolate::Network {
+    use glovebox_config::mcp_json::Network;
+    use glovebox_sandbox::isolate::Network as Wall;
+    match network {
+        Network::Any => Wall::Any,
+        Network::Loopback => Wall::Loopback,
+        Network::None => Wall::None,
     }
 }
 

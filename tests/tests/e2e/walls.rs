@@ -393,3 +393,125 @@ async fn a_job_fills_its_private_tmp_to_the_cap_and_another_accounts_job_writes_
         .await;
     assert!(stdout.contains("WROTE"), "{stdout}");
 }
+
+/// A socket the account grants by path is the one a job reaches: the others beside it and
+/// elsewhere stay out of reach. Without namespaces a grant cannot be told from any other socket,
+/// and `/healthz` says the Unix sockets are open.
+#[tokio::test]
+async fn a_granted_socket_is_reached_and_no_other() {
+    let services = start_user_services();
+    let grant = format!("unix_sockets: [{}]", services.tmp_listener.display());
+    let g = Glovebox::start_with(Options {
+        sandbox: vec![grant.clone()],
+        ..Default::default()
+    });
+    assert!(sandbox_line(&g).await.contains("walls=namespaces"));
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let script: Vec<String> = attacks(&services, "typed-from-a-job")
+        .iter()
+        .map(|(what, c)| format!("echo '== {what}'; {c}; "))
+        .collect();
+    let (_, stdout, stderr) = agent.run_job(&mut approver, &script.concat()).await;
+    let reached: Vec<&str> = stdout
+        .split("== ")
+        .filter(|part| part.contains("REACHED"))
+        .map(|part| part.lines().next().unwrap_or_default())
+        .collect();
+    assert_eq!(reached, ["listener in /tmp"], "{stdout}{stderr}");
+    drop(g);
+    let g = Glovebox::start_with(Options {
+        sandbox: vec![grant],
+        env: vec![("GLOVEBOX_NAMESPACES".into(), "off".into())],
+        ..Default::default()
+    });
+    let line = sandbox_line(&g).await;
+    assert!(line.contains("walls=seccomp unix_sockets=open"), "{line}");
+}
+
+/// `LD_PRELOAD` in a pack's `env` reaches the pack's server only, confined: the library (compiled
+/// here, placed in the roots so the confined server may load it) logs every process it is loaded
+/// into, with that process's `NoNewPrivs`. The shim, which starts unconfined, never loads it.
+#[tokio::test]
+async fn a_packs_loader_variable_acts_only_on_its_confined_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        ..Default::default()
+    });
+    let log = g.workdir.join("preload.log");
+    let source = dir.path().join("preload.c");
+    std::fs::write(
+        &source,
+        format!(
+            r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void logged(void) {{
+    char exe[512] = {{0}}, line[256];
+    int nnp = -1;
+    readlink("/proc/self/exe", exe, sizeof exe - 1);
+    FILE *status = fopen("/proc/self/status", "r");
+    while (status && fgets(line, sizeof line, status))
+        if (!strncmp(line, "NoNewPrivs:", 11)) nnp = atoi(line + 11);
+    if (status) fclose(status);
+    FILE *f = fopen("{}", "a");
+    if (f) {{ fprintf(f, "%s nnp=%d\n", exe, nnp); fclose(f); }}
+}}
+"#,
+            log.display()
+        ),
+    )
+    .unwrap();
+    let library = g.workdir.join("preload.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let server = glovebox_e2e::sibling_bin("glovebox-fake-pack");
+    std::fs::write(
+        g.state.join("accounts/test/mcp.json"),
+        serde_json::json!({"mcpServers": {"fake": {
+            "command": server, "args": ["good"], "env": {"LD_PRELOAD": library}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    // The pack host sees the file change; the listing starts the server.
+    let mut agent = g.connect("agent").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        agent.send(serde_json::json!({"type": "packs_list"})).await;
+        let listed = loop {
+            let frame = agent.next().await;
+            if frame["type"] == "packs" {
+                break frame;
+            }
+        };
+        if listed.to_string().contains("fake__echo") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{listed}\n{}",
+            g.stderr()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = logged.lines().collect();
+    assert!(
+        lines.iter().any(|l| l.contains("glovebox-fake-pack")),
+        "the server never loaded the library: {logged}"
+    );
+    for line in &lines {
+        assert!(
+            line.ends_with(" nnp=1") && !line.contains("/glovebox "),
+            "loaded outside the server's confinement: {logged}"
+        );
+    }
+}

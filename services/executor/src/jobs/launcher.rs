@@ -26,7 +26,7 @@ enum Request {
     Spawn(Box<Command>, Reply<io::Result<Child>>),
     Signal(i32, Signal),
     KillMarked(i32, String, Reply<()>),
-    Probe(Box<Command>, Reply<io::Result<std::process::Output>>),
+    Output(Box<Command>, Reply<io::Result<std::process::Output>>),
 }
 
 /// Starts and signals job shims from outside the executor's domain.
@@ -90,7 +90,7 @@ impl Launcher {
 
     /// Runs `command` to its end (the walls probe) from outside the executor's domain.
     pub fn output(&self, command: Command) -> io::Result<std::process::Output> {
-        self.send(|reply| Request::Probe(Box::new(command), reply))
+        self.send(|reply| Request::Output(Box::new(command), reply))
             .unwrap_or_else(|| Err(io::Error::other("the job launcher is gone")))
     }
 
@@ -116,7 +116,7 @@ fn serve(request: Request) {
         Request::Spawn(mut command, reply) => {
             let _ = reply.send(command.spawn());
         }
-        Request::Probe(mut command, reply) => {
+        Request::Output(mut command, reply) => {
             let _ = reply.send(command.output());
         }
         Request::Signal(pid, signal) => {
