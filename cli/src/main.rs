@@ -23,6 +23,7 @@ mod mcp_bridge;
 mod packs_cmd;
 mod placement;
 mod policy_cmd;
+mod scratch;
 mod services;
 mod status;
 mod supervisor;

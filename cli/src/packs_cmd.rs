@@ -85,21 +85,6 @@ pub fn pack_shim(args: PackShimArgs) -> i32 {
     })
 }
 
-/// Creates `/tmp/glovebox-packs-<account>-<random>` (0700, this user's): where each pack gets
-/// its temporary directory.
-fn make_tmp_dir(account: &str) -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = PathBuf::from(format!(
-        "/tmp/glovebox-packs-{account}-{}",
-        hex::encode(glovebox_config::random_bytes::<8>()?)
-    ));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .with_context(|| format!("create {}", dir.display()))?;
-    Ok(dir)
-}
-
 /// Runs `glovebox pack-host` until the supervisor's lifeline closes.
 pub async fn pack_host(
     env: &Env,
@@ -143,7 +128,7 @@ pub async fn pack_host(
         &args.account,
         &user_home,
         xdg_cache.as_deref(),
-        &make_tmp_dir(&args.account)?,
+        &crate::scratch::make(crate::scratch::Kind::Packs, &args.account)?,
     );
     let listener = glovebox_proto::transport::bind_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;

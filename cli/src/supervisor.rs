@@ -222,6 +222,12 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
     eprintln!("glovebox: stopping");
     audit_service(&audit, "stopped", "glovebox up is stopping").await;
     stop_all(&mut running, &mut exits).await;
+    // What a service killed before it could clean up left in /tmp.
+    for account in &config.accounts {
+        for kind in [crate::scratch::Kind::Jobs, crate::scratch::Kind::Packs] {
+            crate::scratch::sweep(std::path::Path::new(crate::scratch::TMP), kind, &account.id);
+        }
+    }
     let _ = std::fs::remove_file(state.broker_url_file());
     if let Some(socket) = state.agent_socket() {
         let _ = std::fs::remove_file(socket);

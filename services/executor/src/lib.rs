@@ -104,7 +104,7 @@ pub async fn run(
         config.allowed_uids.clone(),
         config.serve_keys.clone(),
     );
-    let config_scratch = config.jobs.scratch.clone();
+    let (config_scratch, launcher) = (config.jobs.scratch.clone(), config.jobs.launcher.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let service =
         service::ExecutorService::new(Arc::new(config), jobs.clone(), gate, stop_rx.clone());
@@ -127,7 +127,9 @@ pub async fn run(
     };
     // Nothing outlives the executor: stop every job and what it started.
     jobs.kill_everything();
-    let _ = std::fs::remove_dir_all(&config_scratch);
+    if let Err(error) = launcher.remove_scratch(config_scratch.clone()) {
+        tracing::warn!(dir = %config_scratch.display(), %error, "could not remove the scratch directory");
+    }
     served?;
     Ok(())
 }

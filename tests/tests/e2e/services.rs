@@ -1069,7 +1069,8 @@ async fn ctrl_c_of_a_waiting_call_leaves_its_audit_row() {
     assert!(!g.workdir.join("x.txt").exists());
 }
 
-/// The scratch directories (`/tmp/glovebox-jobs-<account>-<pid>-<random>`) of executor `pid`.
+/// The scratch directories (`/tmp/glovebox-jobs-<account>-<pid>-<random>`, or a pack host's
+/// `glovebox-packs-…`) of service `pid`.
 fn scratch_dirs_of(pid: i32) -> Vec<std::path::PathBuf> {
     let infix = format!("-{pid}-");
     std::fs::read_dir("/tmp")
@@ -1077,9 +1078,40 @@ fn scratch_dirs_of(pid: i32) -> Vec<std::path::PathBuf> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("glovebox-jobs-") && n.contains(&infix))
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                (n.starts_with("glovebox-jobs-") || n.starts_with("glovebox-packs-"))
+                    && n.contains(&infix)
+            })
         })
         .collect()
+}
+
+/// Nothing of an executor or a pack host stays in /tmp once `up` stops: not what one stopped in
+/// order leaves (its own directory, which lies outside an executor's Landlock domain), nor what
+/// one killed with SIGKILL could not remove.
+#[tokio::test]
+async fn no_scratch_directory_outlives_a_stop_even_of_a_killed_service() {
+    let mut g = Glovebox::start();
+    let killed = g.service_pids("executor")[0];
+    let packs = g.service_pids("pack-host")[0];
+    assert_eq!(scratch_dirs_of(killed).len(), 1);
+    assert_eq!(scratch_dirs_of(packs).len(), 1);
+    let old = g.kill_service("executor");
+    assert_eq!(old, killed);
+    let restarted = g.await_restart("executor", old).await;
+    // The restarted executor swept its killed predecessor's directory.
+    assert!(scratch_dirs_of(killed).is_empty());
+    let killed_packs = g.kill_service("pack-host");
+    let restarted_packs = g.await_restart("pack-host", killed_packs).await;
+    assert!(scratch_dirs_of(killed_packs).is_empty());
+    // A service killed again leaves its directory to `up`, which sweeps it when it stops.
+    let last = g.kill_service("executor");
+    g.stop();
+    for pid in [restarted, restarted_packs, last] {
+        assert_eq!(
+            scratch_dirs_of(pid),
+            Vec::<std::path::PathBuf>::new(),
+            "{pid}"
+        );
+    }
 }

@@ -9,8 +9,9 @@
 //! confined threads from signalling it, so signals to jobs and the search for a job's marked
 //! processes also go through this thread.
 //!
-//! The thread does nothing else and takes requests only over its channel, from the executor's
-//! own code. Without it ([`Launcher::inline`]: unit tests, an executor without Landlock) the
+//! The same goes for removing the executor's scratch directory when it stops (the directory is an
+//! entry of `/tmp`, outside the domain). The thread does nothing else and takes requests only over
+//! its channel, from the executor's own code. Without it ([`Launcher::inline`]: unit tests, an executor without Landlock) the
 //! same requests run on the caller's thread.
 
 use std::io;
@@ -27,6 +28,7 @@ enum Request {
     Signal(i32, Signal),
     KillMarked(i32, String, Reply<()>),
     Output(Box<Command>, Reply<io::Result<std::process::Output>>),
+    RemoveDir(std::path::PathBuf, Reply<io::Result<()>>),
 }
 
 /// Starts and signals job shims from outside the executor's domain.
@@ -94,6 +96,13 @@ impl Launcher {
             .unwrap_or_else(|| Err(io::Error::other("the job launcher is gone")))
     }
 
+    /// Removes the executor's scratch directory and what is in it, links not followed: the
+    /// directory itself lies in `/tmp`, where the executor's domain may not remove entries.
+    pub fn remove_scratch(&self, dir: std::path::PathBuf) -> io::Result<()> {
+        self.send(|reply| Request::RemoveDir(dir, reply))
+            .unwrap_or_else(|| Err(io::Error::other("the job launcher is gone")))
+    }
+
     /// Sends `signal` to process `pid` (a shim).
     pub fn signal(&self, pid: i32, signal: Signal) {
         match &self.requests {
@@ -118,6 +127,9 @@ fn serve(request: Request) {
         }
         Request::Output(mut command, reply) => {
             let _ = reply.send(command.output());
+        }
+        Request::RemoveDir(dir, reply) => {
+            let _ = reply.send(std::fs::remove_dir_all(dir));
         }
         Request::Signal(pid, signal) => {
             if let Some(pid) = rustix::process::Pid::from_raw(pid) {
