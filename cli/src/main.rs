@@ -330,6 +330,9 @@ enum Command {
         tmp: PathBuf,
         #[command(flatten)]
         walls: WallsArgs,
+        /// Where to report a cap the job reached.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
         /// The command line, run by /bin/sh -c.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -643,6 +646,7 @@ fn main() -> ExitCode {
         roots,
         tmp,
         walls,
+        report,
         command,
     } = cli.command
     {
@@ -651,6 +655,7 @@ fn main() -> ExitCode {
             tmp,
             command: command.join(" "),
             walls: walls.into_walls(),
+            report,
         });
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }

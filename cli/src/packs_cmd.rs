@@ -76,6 +76,7 @@ pub fn pack_shim(args: PackShimArgs) -> i32 {
             walls.network == glovebox_sandbox::isolate::Network::Any,
         ),
         walls: None,
+        report: None,
         env: Some(glovebox_sandbox::shim::program_env(std::env::vars())),
         program: PathBuf::from(program),
         args: rest.to_vec(),

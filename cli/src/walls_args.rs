@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use glovebox_sandbox::caps::Caps;
 use glovebox_sandbox::isolate::Network;
 use glovebox_sandbox::walls::Walls;
 
@@ -20,6 +21,15 @@ pub struct WallsArgs {
     /// The seccomp wall instead of namespaces.
     #[arg(long)]
     no_namespaces: bool,
+    /// Processes the program may have at once.
+    #[arg(long, value_name = "N", default_value_t = Caps::default().processes)]
+    processes: u32,
+    /// Resident memory of all its processes.
+    #[arg(long, value_name = "BYTES", default_value_t = Caps::default().memory_bytes)]
+    memory_bytes: u64,
+    /// CPU time of all its processes.
+    #[arg(long, value_name = "SECONDS", default_value_t = Caps::default().cpu_seconds)]
+    cpu_seconds: u64,
 }
 
 /// The walls of account `a`'s jobs and pack servers, as its executor and pack host are told. The
@@ -31,6 +41,11 @@ pub fn account_walls(a: &glovebox_config::Account, namespaces: bool) -> Walls {
         unix_sockets: a.sandbox.unix_sockets.clone(),
         tmp_size: a.sandbox.tmp_bytes,
         namespaces,
+        caps: Caps {
+            processes: a.sandbox.processes,
+            memory_bytes: a.sandbox.memory_bytes,
+            cpu_seconds: a.sandbox.cpu_seconds,
+        },
     }
 }
 
@@ -50,6 +65,11 @@ impl WallsArgs {
             unix_sockets: self.unix_sockets,
             tmp_size: self.tmp_size,
             namespaces: !self.no_namespaces,
+            caps: Caps {
+                processes: self.processes,
+                memory_bytes: self.memory_bytes,
+                cpu_seconds: self.cpu_seconds,
+            },
         }
     }
 }
@@ -75,6 +95,11 @@ mod tests {
                 unix_sockets: vec![PathBuf::from("/run/docker.sock")],
                 tmp_size: 12345,
                 namespaces: false,
+                caps: Caps {
+                    processes: 7,
+                    memory_bytes: 1 << 20,
+                    cpu_seconds: 9,
+                },
             },
             Walls {
                 network: Network::None,

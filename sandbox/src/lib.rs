@@ -25,6 +25,7 @@
 //! The gate decides inside the roots; Landlock holds the outer line even if a verdict were wrong.
 //! Restricting also sets `no_new_privs`.
 
+pub mod caps;
 pub mod isolate;
 mod netdev;
 pub mod probe;

@@ -72,6 +72,9 @@ pub struct ShimConfig {
     pub cwd: Option<PathBuf>,
     pub input: Input,
     pub lifeline: Lifeline,
+    /// Where the shim writes the cap a job reached ([`crate::caps::Hit::line`]), opened before
+    /// the walls are raised (the file lies outside them).
+    pub report: Option<PathBuf>,
     /// The program's whole environment, given only at its start (a pack's, so that nothing in
     /// it — a loader variable — acts on the shim itself); `None`: what the shim inherited.
     pub env: Option<Vec<(String, String)>>,
@@ -95,6 +98,14 @@ pub const EXIT_SPAWN_FAILED: i32 = 127;
 /// Runs the shim; returns the exit code the process ends with (after mirroring a shell killed
 /// by a signal, which does not return).
 pub fn run(config: ShimConfig) -> i32 {
+    let report = config.report.as_ref().and_then(|path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .ok()
+    });
     let (scoped, inner, in_force) = match confine(&config) {
         Ok(confined) => confined,
         Err(code) => return code,
@@ -110,6 +121,18 @@ pub fn run(config: ShimConfig) -> i32 {
         Ok(pid) => pid,
         Err(code) => return code,
     };
+    if let Some(walls) = &config.walls {
+        let tmp = match in_force {
+            Some(InForce::Namespaces) => TmpWatch::Tmpfs(walls.tmp_size),
+            _ => config
+                .plan
+                .scratch
+                .clone()
+                .map_or(TmpWatch::None, |dir| TmpWatch::Walk(dir, walls.tmp_size)),
+        };
+        let caps = walls.caps;
+        std::thread::spawn(move || watch(caps, tmp, report));
+    }
     // The lifeline: when the parent is gone, so is the program.
     match config.lifeline {
         Lifeline::Stdin => std::thread::spawn(|| {
@@ -138,6 +161,54 @@ pub fn run(config: ShimConfig) -> i32 {
         Some(WaitStatus::Exited(_, code)) => code,
         Some(WaitStatus::Signaled(_, signal, _)) => mirror(signal),
         _ => 128 + Signal::SIGKILL as i32,
+    }
+}
+
+/// How the watcher sees the job's temporary space.
+enum TmpWatch {
+    /// The private `/tmp` tmpfs of this size, which the kernel caps: a full one is reported.
+    Tmpfs(u64),
+    /// A directory of the machine's `/tmp` and its cap: the job is stopped over it.
+    Walk(PathBuf, u64),
+    None,
+}
+
+/// How often the watcher samples the job.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Samples the job until it is over a cap; then reports it (the report file and the job's
+/// stderr) and tells the shim to stop the job. A full tmpfs is reported and the job goes on: its
+/// writes already fail with `ENOSPC`.
+fn watch(caps: crate::caps::Caps, tmp: TmpWatch, mut report: Option<std::fs::File>) {
+    use crate::caps::{Hit, TICKS_PER_SECOND, over, sample};
+    use std::io::Write;
+    let shim = std::process::id() as i32;
+    let mut tmpfs_reported = false;
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        let (walk, walk_cap) = match &tmp {
+            TmpWatch::Walk(dir, cap) => (Some(dir.as_path()), Some(*cap)),
+            _ => (None, None),
+        };
+        let usage = sample(shim, walk);
+        let mut say = |hit: Hit| {
+            eprintln!("glovebox: {}", hit.message());
+            if let Some(file) = report.as_mut() {
+                let _ = writeln!(file, "{}", hit.line());
+            }
+        };
+        if let Some(hit) = over(&usage, &caps, TICKS_PER_SECOND, walk_cap) {
+            say(hit);
+            let _ = kill(Pid::this(), Signal::SIGUSR1);
+            return;
+        }
+        if let TmpWatch::Tmpfs(size) = tmp
+            && !tmpfs_reported
+            && rustix::fs::statvfs(crate::isolate::PRIVATE_TMP).is_ok_and(|s| s.f_bavail == 0)
+        {
+            tmpfs_reported = true;
+            say(Hit::Tmp(size));
+        }
     }
 }
 
@@ -242,6 +313,10 @@ fn spawn_program(
         command.env("TMPDIR", crate::isolate::PRIVATE_TMP);
     }
     let shim = nix::unistd::getpid();
+    let rlimits = config
+        .walls
+        .as_ref()
+        .map(|w| kernel_limits(&w.caps, in_force.as_ref()));
     let mut inner = inner;
     // SAFETY: runs in the forked child before exec. The shim is single-threaded when it spawns
     // (the lifeline thread starts afterwards), so the allocation `restrict_self` and the error
@@ -258,6 +333,18 @@ fn spawn_program(
                 .map_err(std::io::Error::from)?;
             if nix::unistd::getppid() != shim {
                 return Err(std::io::Error::other("the shim is gone"));
+            }
+            if let Some(limits) = &rlimits {
+                for (resource, limit) in limits {
+                    rustix::process::setrlimit(
+                        *resource,
+                        rustix::process::Rlimit {
+                            current: Some(*limit),
+                            maximum: Some(*limit),
+                        },
+                    )
+                    .map_err(std::io::Error::from)?;
+                }
             }
             match inner.take() {
                 Some(ruleset) => ruleset
@@ -279,6 +366,33 @@ fn spawn_program(
         }
     }
 }
+
+/// What the kernel holds per process of the program: its CPU time and its data, at the job's
+/// caps (a process over the memory cap could not be stopped in time by the watcher alone: a
+/// single allocation fails instead); with a user namespace of the job's own, the count of its
+/// processes too (`RLIMIT_NPROC` counts per user and user namespace, so it is the job's; the
+/// shim's own threads are in the count).
+fn kernel_limits(
+    caps: &crate::caps::Caps,
+    in_force: Option<&InForce>,
+) -> Vec<(rustix::process::Resource, u64)> {
+    use rustix::process::Resource;
+    // The CPU limit leaves the watcher a moment to stop (and report) a job at its cap first.
+    let mut limits = vec![
+        (Resource::Cpu, caps.cpu_seconds.saturating_add(CPU_MARGIN_S)),
+        (Resource::Data, caps.memory_bytes.saturating_mul(2)),
+    ];
+    if in_force == Some(&InForce::Namespaces) {
+        limits.push((Resource::Nproc, u64::from(caps.processes) + SHIM_TASKS));
+    }
+    limits
+}
+
+/// Seconds of CPU time a process may use past the job's cap before the kernel stops it.
+const CPU_MARGIN_S: u64 = 2;
+
+/// The shim's own tasks (its threads), which share the program's process count.
+const SHIM_TASKS: u64 = 4;
 
 /// Leaves the job no capabilities at all, now or after any exec: a job of an executor running
 /// as root (dev mode as root) would otherwise keep CAP_SYS_PTRACE, CAP_KILL, CAP_DAC_OVERRIDE and

@@ -22,6 +22,8 @@ pub struct Walls {
     pub tmp_size: u64,
     /// Whether to try namespaces at all (off: the seccomp wall, as on a kernel without them).
     pub namespaces: bool,
+    /// Processes, memory and CPU time ([`crate::caps`]).
+    pub caps: crate::caps::Caps,
 }
 
 impl Default for Walls {
@@ -31,6 +33,7 @@ impl Default for Walls {
             unix_sockets: Vec::new(),
             tmp_size: isolate::DEFAULT_TMP_SIZE,
             namespaces: true,
+            caps: crate::caps::Caps::default(),
         }
     }
 }
@@ -102,6 +105,14 @@ impl Walls {
         }
         if !self.namespaces {
             args.push("--no-namespaces".into());
+        }
+        for (flag, value) in [
+            ("--processes", u64::from(self.caps.processes)),
+            ("--memory-bytes", self.caps.memory_bytes),
+            ("--cpu-seconds", self.caps.cpu_seconds),
+        ] {
+            args.push(flag.into());
+            args.push(value.to_string().into());
         }
         args
     }

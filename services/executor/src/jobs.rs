@@ -78,10 +78,18 @@ struct Job {
     stderr: Arc<Mutex<Ring>>,
     /// The network the job was given.
     network: &'static str,
+    /// Where its shim reports a cap it reached (beside its temporary directory, outside it).
+    report: PathBuf,
     launcher: Arc<launcher::Launcher>,
 }
 
 impl Job {
+    /// The cap the job reached, as its shim reported it.
+    fn limit(&self) -> Option<glovebox_sandbox::caps::Hit> {
+        let text = std::fs::read_to_string(&self.report).ok()?;
+        glovebox_sandbox::caps::Hit::parse(text.lines().next()?)
+    }
+
     fn state(&self) -> (JobState, Option<Instant>) {
         *lock(&self.state)
     }
@@ -113,6 +121,9 @@ impl Job {
             "stderr_bytes": lock(&self.stderr).total(),
             "network": self.network,
         });
+        if let Some(hit) = self.limit() {
+            v["limit"] = json!({ "cap": hit.name(), "at": hit.cap(), "message": hit.message() });
+        }
         match state {
             JobState::Exited(code) => v["exit_code"] = json!(code),
             JobState::Signaled(sig) => v["signal"] = json!(sig),
@@ -199,6 +210,8 @@ impl JobTable {
             cmd.arg("--root").arg(root);
         }
         cmd.args(self.config.walls.to_args());
+        let report = self.config.scratch.join(format!("{id}.limit"));
+        cmd.arg("--report").arg(&report);
         cmd.arg("--")
             .arg(command)
             .current_dir(cwd)
@@ -249,6 +262,7 @@ impl JobTable {
             stdout,
             stderr,
             network: self.config.walls.network.name(),
+            report,
             launcher: self.config.launcher.clone(),
         });
         let summary = job.summary();
@@ -426,7 +440,8 @@ fn prune(jobs: &mut Vec<Arc<Job>>) {
     while jobs.len() > MAX_KEPT {
         match jobs.iter().position(|j| j.state().0 != JobState::Running) {
             Some(i) => {
-                jobs.remove(i);
+                let forgotten = jobs.remove(i);
+                let _ = std::fs::remove_file(&forgotten.report);
             }
             None => break,
         }

@@ -1099,11 +1099,17 @@ async fn no_scratch_directory_outlives_a_stop_even_of_a_killed_service() {
     let old = g.kill_service("executor");
     assert_eq!(old, killed);
     let restarted = g.await_restart("executor", old).await;
-    // The restarted executor swept its killed predecessor's directory.
-    assert!(scratch_dirs_of(killed).is_empty());
+    // The restarted executor sweeps its killed predecessor's directory as it starts.
+    glovebox_e2e::eventually("the killed executor's directory swept", || {
+        scratch_dirs_of(killed).is_empty()
+    })
+    .await;
     let killed_packs = g.kill_service("pack-host");
     let restarted_packs = g.await_restart("pack-host", killed_packs).await;
-    assert!(scratch_dirs_of(killed_packs).is_empty());
+    glovebox_e2e::eventually("the killed pack host's directory swept", || {
+        scratch_dirs_of(killed_packs).is_empty()
+    })
+    .await;
     // A service killed again leaves its directory to `up`, which sweeps it when it stops.
     let last = g.kill_service("executor");
     g.stop();

@@ -366,7 +366,7 @@ async fn a_job_fills_its_private_tmp_to_the_cap_and_another_accounts_job_writes_
         .run_job(
             &mut approver,
             "dd if=/dev/zero of=$TMPDIR/fill bs=1M count=64 2>&1; echo TMPDIR=$TMPDIR; \
-             ls -l $TMPDIR/fill | awk '{print \"SIZE\", $5}'",
+             ls -l $TMPDIR/fill | awk '{print \"SIZE\", $5}'; sleep 0.5",
         )
         .await;
     assert_eq!(status["state"], "exited", "{status}");
@@ -383,6 +383,9 @@ async fn a_job_fills_its_private_tmp_to_the_cap_and_another_accounts_job_writes_
         .unwrap();
     assert!(size <= 8 << 20, "{size}");
     assert!(stdout.contains("TMPDIR=/tmp"), "{stdout}");
+    // Its writes failed, and its status says why.
+    assert_eq!(status["limit"]["cap"], "tmp", "{status}");
+    assert_eq!(status["limit"]["at"], 8 << 20, "{status}");
     let mut approver_b = g.connect_as("b", "approver").await;
     let mut agent_b = g.connect_as("b", "agent").await;
     let (_, stdout, _) = agent_b
@@ -514,4 +517,75 @@ __attribute__((constructor)) static void logged(void) {{
             "loaded outside the server's confinement: {logged}"
         );
     }
+}
+
+/// Runs `command` as a job of an account with `sandbox` (and `env` for `up`); returns its final
+/// status and output.
+async fn job_with(
+    sandbox: &[&str],
+    env: &[(&str, &str)],
+    command: &str,
+) -> (serde_json::Value, String) {
+    let g = Glovebox::start_with(Options {
+        sandbox: sandbox.iter().map(|s| (*s).to_owned()).collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..Default::default()
+    });
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (status, stdout, stderr) = agent.run_job(&mut approver, command).await;
+    // The account's next job runs as usual.
+    let (_, after, _) = agent.run_job(&mut approver, "echo next-job-runs").await;
+    assert!(after.contains("next-job-runs"), "{after}");
+    (status, format!("{stdout}{stderr}"))
+}
+
+#[tokio::test]
+async fn a_bounded_fork_bomb_is_stopped_at_the_process_cap_and_says_so() {
+    for env in [&[][..], &[("GLOVEBOX_NAMESPACES", "off")][..]] {
+        let started = std::time::Instant::now();
+        let (status, output) = job_with(
+            &["processes: 32"],
+            env,
+            "for i in $(seq 2000); do sleep 60 & done; wait; echo ALL-STARTED",
+        )
+        .await;
+        assert_eq!(status["limit"]["cap"], "processes", "{status} {output}");
+        assert_eq!(status["limit"]["at"], 32, "{status}");
+        assert!(!output.contains("ALL-STARTED"), "{output}");
+        assert!(
+            output.contains("the job reached its cap of 32 processes"),
+            "{output}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+}
+
+#[tokio::test]
+async fn a_job_over_its_memory_or_cpu_cap_is_stopped_and_says_which() {
+    let grow = "/usr/bin/python3 -c 'import time\nheld = []\nfor _ in range(128):\n    held.append(bytearray(8 << 20)); time.sleep(0.02)\nprint(\"GREW\")'";
+    let (status, output) = job_with(&["memory_mb: 64"], &[], grow).await;
+    assert_eq!(status["limit"]["cap"], "memory", "{status} {output}");
+    assert_eq!(status["limit"]["at"], 64 << 20, "{status}");
+    assert!(!output.contains("GREW"), "{output}");
+    let spin = "/usr/bin/python3 -c 'while True: pass'";
+    let (status, output) = job_with(&["cpu_seconds: 1"], &[], spin).await;
+    assert_eq!(status["limit"]["cap"], "cpu", "{status} {output}");
+    assert_eq!(status["limit"]["at"], 1, "{status}");
+}
+
+#[tokio::test]
+async fn without_namespaces_a_job_is_stopped_at_its_temporary_space_cap() {
+    let (status, output) = job_with(
+        &["tmp_mb: 8"],
+        &[("GLOVEBOX_NAMESPACES", "off")],
+        "for i in $(seq 64); do dd if=/dev/zero of=$TMPDIR/f$i bs=1M count=1 2>/dev/null; \
+         sleep 0.02; done; echo FILLED",
+    )
+    .await;
+    assert_eq!(status["limit"]["cap"], "tmp", "{status} {output}");
+    assert!(!output.contains("FILLED"), "{output}");
 }

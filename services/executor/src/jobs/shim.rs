@@ -22,6 +22,8 @@ pub struct ShimConfig {
     pub command: String,
     /// The account's walls beyond its files.
     pub walls: Walls,
+    /// Where the shim reports a cap the job reached.
+    pub report: Option<PathBuf>,
 }
 
 /// Runs the shim; returns the exit code the process ends with.
@@ -29,6 +31,7 @@ pub fn run(config: ShimConfig) -> i32 {
     glovebox_sandbox::shim::run(glovebox_sandbox::shim::ShimConfig {
         plan: SandboxPlan::for_job(&config.roots, &config.tmp),
         walls: Some(config.walls),
+        report: config.report,
         env: None,
         program: PathBuf::from(super::SHELL),
         args: vec!["-c".to_owned(), config.command],
