@@ -279,6 +279,8 @@ pub fn prepare_executor(
                 scratch,
                 walls: walls.clone(),
                 launcher,
+                // Set by the executor once it has a link to the gate.
+                audit: None,
             },
             trash_dir: args.trash.clone(),
             sandbox: format!("{} {walls_in_force}", enforcement.describe()),

@@ -152,6 +152,9 @@ pub struct JobConfig {
     pub walls: glovebox_sandbox::walls::Walls,
     /// What starts and signals shims (from outside the executor's Landlock domain).
     pub launcher: Arc<launcher::Launcher>,
+    /// Where a job that reached a cap is recorded (a `job` row of the audit, sent by the
+    /// executor's audit task); `None`: not recorded (unit tests).
+    pub audit: Option<tokio::sync::mpsc::Sender<glovebox_proto::v1::AuditEvent>>,
 }
 
 /// All jobs of one account.
@@ -343,6 +346,12 @@ impl JobTable {
             _ => return,
         };
         job.finish(how);
+        if let (Some(hit), Some(audit)) = (job.limit(), &self.config.audit) {
+            // Dropped (and said so) only if the audit task is hopelessly behind.
+            if audit.try_send(limit_row(&job, hit)).is_err() {
+                tracing::warn!(job = %job.id, "the audit row of a job's cap was dropped");
+            }
+        }
         // The shim took the job's processes with it; a job that killed its shim on a kernel
         // without signal scopes is found by its marker.
         job.launcher.kill_marked(job.pid, tree::marker(&job.id));
@@ -391,6 +400,32 @@ impl JobTable {
             self.enforce_deadlines();
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+}
+
+/// The audit row of a job stopped at a cap: the job's command as its subject (rendered and
+/// redacted by the gate), `outcome = limit`, the cap in `reason`, the job and the cap in
+/// `detail` (`job-… processes 512`). It has no call id: it is not a call, so the `tool_calls`
+/// view does not list it.
+fn limit_row(job: &Job, hit: glovebox_sandbox::caps::Hit) -> glovebox_proto::v1::AuditEvent {
+    glovebox_proto::v1::AuditEvent {
+        kind: "job".into(),
+        tool: "exec_run".into(),
+        outcome: "limit".into(),
+        reason: hit.message(),
+        detail: format!("{} {}", job.id, hit.line()),
+        subjects: vec![crate::approved::subject(
+            glovebox_proto::v1::Domain::Exec,
+            job.command.clone(),
+            glovebox_proto::v1::FileState::default(),
+        )],
+        duration_ms: job
+            .state()
+            .1
+            .unwrap_or_else(Instant::now)
+            .duration_since(job.started)
+            .as_millis() as u64,
+        ..Default::default()
     }
 }
 

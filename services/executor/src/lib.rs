@@ -79,6 +79,24 @@ pub enum ExecutorError {
     Reaper(std::io::Error),
 }
 
+/// How many `job` rows may wait for the gate.
+const JOB_AUDIT_QUEUE: usize = 64;
+
+/// The task that writes the `job` rows the job table sends (`Audit.Append` on the gate's audit
+/// socket), and its sender.
+fn job_audit(gate: transport::Link) -> tokio::sync::mpsc::Sender<glovebox_proto::v1::AuditEvent> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(JOB_AUDIT_QUEUE);
+    tokio::spawn(async move {
+        let mut client = glovebox_proto::v1::audit_client::AuditClient::new(gate);
+        while let Some(event) = rx.recv().await {
+            if let Err(status) = client.append(event).await {
+                tracing::warn!(%status, "the gate refused a job's audit row");
+            }
+        }
+    });
+    tx
+}
+
 /// Serves the executor on `listener` until `shutdown` completes.
 pub async fn run(
     config: ExecutorConfig,
@@ -93,7 +111,9 @@ pub async fn run(
     if let Err(e) = jobs::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper: orphaned job processes may escape");
     }
-    let jobs = Arc::new(jobs::JobTable::new(config.jobs.clone()));
+    let mut job_config = config.jobs.clone();
+    job_config.audit = Some(job_audit(gate.clone()));
+    let jobs = Arc::new(jobs::JobTable::new(job_config));
     let reaper = jobs.clone();
     std::thread::Builder::new()
         .name("job-reaper".into())

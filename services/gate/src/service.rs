@@ -220,7 +220,8 @@ fn served_peer<T>(state: &GateState, request: &Request<T>) -> Result<String, Sta
 
 /// Admits an audit event from `peer`: the row's source is who the connection proved to be, never
 /// what the event says, and each principal writes only its own kinds of rows (an executor only
-/// `execute` rows of its own account). Returns why a row is refused.
+/// `execute` and `job` rows of its own account, a pack host only `execute` rows). Returns why a
+/// row is refused.
 pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<(), String> {
     use glovebox_proto::transport::handover::peer as p;
     let (source, kinds): (&str, &[&str]) = if peer == p::BROKER {
@@ -241,7 +242,13 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
                 event.account
             ));
         }
-        (source, &["execute"])
+        // An executor also records how a job ended when it reached a cap (`job` rows).
+        let kinds: &[&str] = if source == "executor" {
+            &["execute", "job"]
+        } else {
+            &["execute"]
+        };
+        (source, kinds)
     } else {
         return Err(format!("{peer} may not write audit rows"));
     };
@@ -389,8 +396,11 @@ mod tests {
             ("executor:alice", row("decide", "alice", "gate")),
             ("executor:alice", row("resolve", "alice", "gate")),
             ("executor:alice", row("service", "", "supervisor")),
+            ("executor:alice", row("job", "bob", "executor")),
             ("packs:alice", row("execute", "bob", "packs")),
             ("packs:alice", row("decide", "alice", "gate")),
+            ("packs:alice", row("job", "alice", "packs")),
+            ("broker", row("job", "alice", "executor")),
             ("broker", row("decide", "alice", "gate")),
             ("broker", row("execute", "alice", "executor")),
             ("supervisor", row("result", "alice", "broker")),
@@ -402,6 +412,12 @@ mod tests {
                 "{peer} wrote {event:?}"
             );
         }
+        let mut j = row("job", "", "gate");
+        admit_audit_event("executor:alice", &mut j).unwrap();
+        assert_eq!(
+            (j.source.as_str(), j.account.as_str()),
+            ("executor", "alice")
+        );
         let mut p = row("execute", "", "executor");
         admit_audit_event("packs:alice", &mut p).unwrap();
         assert_eq!((p.source.as_str(), p.account.as_str()), ("packs", "alice"));

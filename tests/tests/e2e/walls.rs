@@ -525,7 +525,7 @@ async fn job_with(
     sandbox: &[&str],
     env: &[(&str, &str)],
     command: &str,
-) -> (serde_json::Value, String) {
+) -> (serde_json::Value, String, Glovebox) {
     let g = Glovebox::start_with(Options {
         sandbox: sandbox.iter().map(|s| (*s).to_owned()).collect(),
         env: env
@@ -540,14 +540,14 @@ async fn job_with(
     // The account's next job runs as usual.
     let (_, after, _) = agent.run_job(&mut approver, "echo next-job-runs").await;
     assert!(after.contains("next-job-runs"), "{after}");
-    (status, format!("{stdout}{stderr}"))
+    (status, format!("{stdout}{stderr}"), g)
 }
 
 #[tokio::test]
 async fn a_bounded_fork_bomb_is_stopped_at_the_process_cap_and_says_so() {
     for env in [&[][..], &[("GLOVEBOX_NAMESPACES", "off")][..]] {
         let started = std::time::Instant::now();
-        let (status, output) = job_with(
+        let (status, output, g) = job_with(
             &["processes: 32"],
             env,
             "for i in $(seq 2000); do sleep 60 & done; wait; echo ALL-STARTED",
@@ -561,25 +561,48 @@ async fn a_bounded_fork_bomb_is_stopped_at_the_process_cap_and_says_so() {
             "{output}"
         );
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        // And the audit says so: a `job` row of the executor, its command as the subject.
+        let pool = g.audit_pool().await;
+        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT source, subject, outcome, detail FROM events WHERE kind = 'job'",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let (source, subject, outcome, detail) = &rows[0];
+        assert_eq!((source.as_str(), outcome.as_str()), ("executor", "limit"));
+        assert!(
+            detail.starts_with("job-") && detail.ends_with(" processes 32"),
+            "{detail}"
+        );
+        // Not a call: the tool_calls view does not list it.
+        let calls: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM tool_calls WHERE tool = 'exec_run'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(calls, 2, "the two exec_run calls only");
+        assert!(subject.contains("seq 2000"), "{subject}");
     }
 }
 
 #[tokio::test]
 async fn a_job_over_its_memory_or_cpu_cap_is_stopped_and_says_which() {
     let grow = "/usr/bin/python3 -c 'import time\nheld = []\nfor _ in range(128):\n    held.append(bytearray(8 << 20)); time.sleep(0.02)\nprint(\"GREW\")'";
-    let (status, output) = job_with(&["memory_mb: 64"], &[], grow).await;
+    let (status, output, _) = job_with(&["memory_mb: 64"], &[], grow).await;
     assert_eq!(status["limit"]["cap"], "memory", "{status} {output}");
     assert_eq!(status["limit"]["at"], 64 << 20, "{status}");
     assert!(!output.contains("GREW"), "{output}");
     let spin = "/usr/bin/python3 -c 'while True: pass'";
-    let (status, output) = job_with(&["cpu_seconds: 1"], &[], spin).await;
+    let (status, output, _) = job_with(&["cpu_seconds: 1"], &[], spin).await;
     assert_eq!(status["limit"]["cap"], "cpu", "{status} {output}");
     assert_eq!(status["limit"]["at"], 1, "{status}");
 }
 
 #[tokio::test]
 async fn without_namespaces_a_job_is_stopped_at_its_temporary_space_cap() {
-    let (status, output) = job_with(
+    let (status, output, _) = job_with(
         &["tmp_mb: 8"],
         &[("GLOVEBOX_NAMESPACES", "off")],
         "for i in $(seq 64); do dd if=/dev/zero of=$TMPDIR/f$i bs=1M count=1 2>/dev/null; \
