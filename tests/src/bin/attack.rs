@@ -439,6 +439,42 @@ fn connect(paths: &[String]) {
     }
 }
 
+/// Opens up to `count` silent connections to each target (a Unix socket path, or `tcp:HOST:PORT`)
+/// and holds them for `hold`: what starves a listener that gives every peer the same slots.
+/// Reports, per target, how many it got.
+fn hold(count: usize, hold: Duration, targets: &[String]) {
+    let mut held: Vec<Box<dyn std::any::Any>> = Vec::new();
+    for target in targets {
+        let mut got = 0;
+        let mut last = String::new();
+        for _ in 0..count {
+            let opened: std::io::Result<Box<dyn std::any::Any>> = match target.strip_prefix("tcp:")
+            {
+                Some(addr) => std::net::TcpStream::connect(addr).map(|s| Box::new(s) as _),
+                None => std::os::unix::net::UnixStream::connect(target).map(|s| Box::new(s) as _),
+            };
+            match opened {
+                Ok(s) => {
+                    got += 1;
+                    held.push(s);
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    break;
+                }
+            }
+        }
+        report(
+            "hold connections",
+            target,
+            got > 0,
+            format!("{got} held; {last}"),
+        );
+    }
+    std::thread::sleep(hold);
+    drop(held);
+}
+
 /// Replaces a socket with our own and waits for a connection: a process that can do this
 /// captures the next call meant for the service.
 async fn hijack(socket: &Path, wait: Duration) {
@@ -718,13 +754,18 @@ async fn main() {
         "read" => read(&args[2..]),
         "write" => write(&args[2..]),
         "connect" => connect(&args[2..]),
+        "hold" => hold(
+            arg(2).parse().unwrap_or(1),
+            Duration::from_secs(arg(3).parse().unwrap_or(5)),
+            &args[4..],
+        ),
         "hijack" => {
             let secs = arg(3).parse().unwrap_or(5);
             hijack(Path::new(&arg(2)), Duration::from_secs(secs)).await;
         }
         other => {
             eprintln!(
-                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID [SOCKET] | processes PID... | read PATH... | write PATH... | connect SOCKET... | hijack SOCKET [SECS] (got {other:?})"
+                "usage: glovebox-attack grpc STATE ACCOUNT VICTIM | packs STATE ACCOUNT VICTIM SECRET | console WS_URL TOKEN_FILE PID [SOCKET] | processes PID... | read PATH... | write PATH... | connect SOCKET... | hold N SECS TARGET... | hijack SOCKET [SECS] (got {other:?})"
             );
             std::process::exit(2);
         }

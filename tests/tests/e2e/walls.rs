@@ -612,3 +612,93 @@ async fn without_namespaces_a_job_is_stopped_at_its_temporary_space_cap() {
     assert_eq!(status["limit"]["cap"], "tmp", "{status} {output}");
     assert!(!output.contains("FILLED"), "{output}");
 }
+
+/// Every `*.sock` under `dir`.
+fn sockets_under(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_socket() {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// A job that opens 200 silent connections on every control socket and 70 on the broker's port,
+/// and holds them: it gets none, and meanwhile the administrator's commands, another account's
+/// calls and the user's own approver all go through.
+#[tokio::test]
+async fn a_job_cannot_starve_the_control_sockets_nor_the_broker() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("a".into(), true), ("b".into(), true)],
+        ..Default::default()
+    });
+    let attack = glovebox_e2e::plant_attack_binary(&g.workdir);
+    let sockets = sockets_under(&g.state);
+    assert!(sockets.len() >= 5, "{sockets:?}");
+    let port = g
+        .url
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut targets: Vec<String> = sockets.iter().map(|s| s.display().to_string()).collect();
+    let per_socket = format!("{} hold 200 6 {}", attack.display(), targets.join(" "));
+    targets.push(format!("tcp:{port}"));
+    let command = format!(
+        "{per_socket} & {} hold 70 6 tcp:{port}; wait",
+        attack.display()
+    );
+    let mut approver = g.connect_as("a", "approver").await;
+    let mut agent = g.connect_as("a", "agent").await;
+    let (_, started) = agent
+        .invoke_asked(
+            &mut approver,
+            "flood",
+            "exec_run",
+            serde_json::json!({ "command": command }),
+            "once",
+        )
+        .await;
+    let job = glovebox_e2e::expect_ok(&started)["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    // While the job holds what it could get: the administrator, another account, the approver.
+    let (code, out, err) = g.run_cli(&["policy", "list", "--account", "b"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut other = g.connect_as("b", "agent").await;
+    let listed = other
+        .invoke("l", "file_list", serde_json::json!({ "path": "." }))
+        .await;
+    assert_eq!(listed["ok"], true, "{listed}");
+    let _second_approver = g.connect_as("a", "approver").await;
+    let status = agent.wait_job(&job).await;
+    assert_eq!(status["state"], "exited", "{status}");
+    let tail = glovebox_e2e::expect_ok(
+        &agent
+            .invoke(
+                "t",
+                "exec_tail",
+                serde_json::json!({ "job_id": job, "since": 0 }),
+            )
+            .await,
+    );
+    let stdout = tail["stdout"]["text"].as_str().unwrap_or_default();
+    let tried = glovebox_e2e::attempts(stdout);
+    assert!(tried.len() > sockets.len(), "{stdout}");
+    for t in &tried {
+        assert!(!t.succeeded, "{} on {}: {}", t.attack, t.target, t.detail);
+    }
+}
