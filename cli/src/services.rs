@@ -299,7 +299,8 @@ fn walls_probe(
     binary: &Path,
     walls: &glovebox_sandbox::walls::Walls,
 ) -> String {
-    glovebox_sandbox::walls::probe(walls, binary, |probe| launcher.output(probe)).describe(walls)
+    glovebox_sandbox::walls::probe(walls, binary, |probe| launcher.output(probe))
+        .describe(walls, rustix::process::geteuid().is_root())
 }
 
 /// The account's canonical workdir and roots (the workdir when no roots are given).

@@ -10,7 +10,8 @@
 //! - `network: none` is a network namespace with no interface up (no TCP, UDP or DNS anywhere);
 //!   `loopback` is one with only its own `lo` up: servers the program starts itself, nothing of
 //!   the machine's (not its loopback services either).
-//! - The user id is mapped to itself, so files, `id` and ownership checks look as outside.
+//! - The user id is mapped to itself, so files, `id` and ownership checks look as outside; a job
+//!   of root is `nobody` outside instead, its roots idmapped ([`crate::rootless`]).
 //!
 //! [`layout`] (which masks, which binds) is pure; [`isolate`] does it, and must run in a
 //! single-threaded process before its Landlock domain is applied (Landlock forbids mounting).
@@ -79,6 +80,9 @@ pub struct Isolation {
     /// The private `/tmp`'s size in bytes.
     pub tmp_size: u64,
     pub network: Network,
+    /// For a caller that is root: the unprivileged uid and gid its uid 0 is outside
+    /// ([`crate::rootless`]); `None`: the caller's own ids, mapped to themselves.
+    pub root_as: Option<(u32, u32)>,
 }
 
 /// The private temporary directory: always `/tmp` (the first default mask).
@@ -140,6 +144,21 @@ pub fn layout(masks: &[PathBuf], keep: &[Kept]) -> Layout {
     }
 }
 
+/// The paths of `kept` that lie in no other of them.
+fn outermost<'a>(kept: impl Iterator<Item = &'a Kept> + Clone) -> Vec<&'a Kept> {
+    let all: Vec<&Kept> = kept.clone().collect();
+    let mut out: Vec<&Kept> = Vec::new();
+    for k in kept {
+        let inside_another = all
+            .iter()
+            .any(|o| o.path != k.path && k.path.starts_with(&o.path));
+        if !inside_another && !out.iter().any(|o| o.path == k.path) {
+            out.push(k);
+        }
+    }
+    out
+}
+
 /// Why the namespaces could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum IsolateError {
@@ -181,15 +200,50 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
     let uid = rustix::process::getuid().as_raw();
     let gid = rustix::process::getgid().as_raw();
     let cwd = std::env::current_dir().ok();
-    let mut flags = UnshareFlags::NEWUSER | UnshareFlags::NEWNS;
-    if isolation.network != Network::Any {
-        flags |= UnshareFlags::NEWNET;
-    }
+    let net = if isolation.network == Network::Any {
+        UnshareFlags::empty()
+    } else {
+        UnshareFlags::NEWNET
+    };
+    let layout = layout(&isolation.masks, &isolation.keep);
+    let mut trees: Vec<(Kept, OwnedFd, bool)> = Vec::new();
+    let idmapping = match isolation.root_as {
+        Some((outside_uid, outside_gid)) if uid == 0 => {
+            // Root's job: uid 0 inside is `outside_uid`; what it may write is idmapped first,
+            // while the shim is still root (see `rootless`).
+            let userns = io_step(
+                crate::rootless::mapped_user_namespace(outside_uid, outside_gid),
+                || "make a user namespace for root's job".into(),
+            )?;
+            for kept in outermost(isolation.keep.iter().filter(|k| k.writable)) {
+                let Ok(meta) = std::fs::metadata(&kept.path) else {
+                    continue;
+                };
+                let tree = io_step(
+                    crate::rootless::idmapped_tree(&kept.path, userns.as_fd()),
+                    || format!("idmap {}", kept.path.display()),
+                )?;
+                trees.push((kept.clone(), tree, meta.is_dir()));
+            }
+            io_step(crate::rootless::enter(userns.as_fd()), || {
+                "enter root's job's user namespace".into()
+            })?;
+            true
+        }
+        _ => false,
+    };
+    let flags = if idmapping {
+        UnshareFlags::NEWNS | net
+    } else {
+        UnshareFlags::NEWUSER | UnshareFlags::NEWNS | net
+    };
     // SAFETY: the flags hold no `FILES`, the one that would change which file descriptors other
     // threads see; the caller is single-threaded anyway.
     #[allow(unsafe_code)]
     unsafe { unshare_unsafe(flags) }.map_err(IsolateError::Unshare)?;
-    map_ids(uid, gid)?;
+    if !idmapping {
+        map_ids(uid, gid)?;
+    }
     step(
         mount_change(
             "/",
@@ -197,10 +251,8 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
         ),
         || "make the mounts private".into(),
     )?;
-    let layout = layout(&isolation.masks, &isolation.keep);
-    // Cloned before the masks cover them.
-    let mut trees: Vec<(Kept, OwnedFd, bool)> = Vec::new();
-    for kept in &layout.binds {
+    // Cloned before the masks cover them (what is writable was idmapped already).
+    for kept in layout.binds.iter().filter(|k| !(idmapping && k.writable)) {
         let Ok(meta) = std::fs::metadata(&kept.path) else {
             continue;
         };
@@ -216,6 +268,8 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
         )?;
         trees.push((kept.clone(), tree, meta.is_dir()));
     }
+    // Outer places first, so that a place inside another is bound onto it.
+    trees.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     for (i, mask) in layout.masks.iter().enumerate() {
         if !mask.is_dir() {
             continue;

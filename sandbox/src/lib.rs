@@ -30,6 +30,7 @@ pub mod isolate;
 mod netdev;
 pub mod probe;
 pub mod procs;
+pub mod rootless;
 pub mod seccomp;
 pub mod shim;
 pub mod walls;

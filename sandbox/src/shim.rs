@@ -25,6 +25,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use landlock::RulesetCreated;
@@ -121,7 +122,7 @@ pub fn run(config: ShimConfig) -> i32 {
         Ok(pid) => pid,
         Err(code) => return code,
     };
-    if let Some(walls) = &config.walls {
+    let watcher = if let Some(walls) = &config.walls {
         let tmp = match in_force {
             Some(InForce::Namespaces) => TmpWatch::Tmpfs(walls.tmp_size),
             _ => config
@@ -130,9 +131,27 @@ pub fn run(config: ShimConfig) -> i32 {
                 .clone()
                 .map_or(TmpWatch::None, |dir| TmpWatch::Walk(dir, walls.tmp_size)),
         };
-        let caps = walls.caps;
-        std::thread::spawn(move || watch(caps, tmp, report));
-    }
+        let watcher = Arc::new(Mutex::new(Watcher {
+            caps: walls.caps,
+            tmp,
+            report,
+            stopped: false,
+            tmpfs_reported: false,
+        }));
+        let watching = watcher.clone();
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(WATCH_EVERY);
+                if lock(&watching).look() {
+                    let _ = kill(Pid::this(), Signal::SIGUSR1);
+                    return;
+                }
+            }
+        });
+        Some(watcher)
+    } else {
+        None
+    };
     // The lifeline: when the parent is gone, so is the program.
     match config.lifeline {
         Lifeline::Stdin => std::thread::spawn(|| {
@@ -156,6 +175,11 @@ pub fn run(config: ShimConfig) -> i32 {
             Ok(_) => signal_job(scoped, Signal::SIGTERM),
         }
     }
+    // A last look before the job's processes go: a job whose shell gave up when the kernel held
+    // a cap (a fork refused) is over it now.
+    if let Some(watcher) = &watcher {
+        lock(watcher).look();
+    }
     kill_job(scoped);
     match ended {
         Some(WaitStatus::Exited(_, code)) => code,
@@ -176,40 +200,56 @@ enum TmpWatch {
 /// How often the watcher samples the job.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
-/// Samples the job until it is over a cap; then reports it (the report file and the job's
-/// stderr) and tells the shim to stop the job. A full tmpfs is reported and the job goes on: its
-/// writes already fail with `ENOSPC`.
-fn watch(caps: crate::caps::Caps, tmp: TmpWatch, mut report: Option<std::fs::File>) {
-    use crate::caps::{Hit, TICKS_PER_SECOND, over, sample};
-    use std::io::Write;
-    let shim = std::process::id() as i32;
-    let mut tmpfs_reported = false;
-    loop {
-        std::thread::sleep(WATCH_EVERY);
-        let (walk, walk_cap) = match &tmp {
+/// The job's caps, what it samples for them, and where it reports the one reached.
+struct Watcher {
+    caps: crate::caps::Caps,
+    tmp: TmpWatch,
+    report: Option<std::fs::File>,
+    /// A cap was reached and reported: the job is being stopped.
+    stopped: bool,
+    tmpfs_reported: bool,
+}
+
+impl Watcher {
+    /// Samples the job once; reports a cap it is over (the report file and the job's stderr, once)
+    /// and returns whether the job must be stopped. A full tmpfs is reported and the job goes
+    /// on: its writes already fail with `ENOSPC`.
+    fn look(&mut self) -> bool {
+        use crate::caps::{Hit, TICKS_PER_SECOND, over, sample};
+        if self.stopped {
+            return false;
+        }
+        let (walk, walk_cap) = match &self.tmp {
             TmpWatch::Walk(dir, cap) => (Some(dir.as_path()), Some(*cap)),
             _ => (None, None),
         };
-        let usage = sample(shim, walk);
-        let mut say = |hit: Hit| {
-            eprintln!("glovebox: {}", hit.message());
-            if let Some(file) = report.as_mut() {
-                let _ = writeln!(file, "{}", hit.line());
-            }
-        };
-        if let Some(hit) = over(&usage, &caps, TICKS_PER_SECOND, walk_cap) {
-            say(hit);
-            let _ = kill(Pid::this(), Signal::SIGUSR1);
-            return;
+        let usage = sample(std::process::id() as i32, walk);
+        if let Some(hit) = over(&usage, &self.caps, TICKS_PER_SECOND, walk_cap) {
+            self.say(hit);
+            self.stopped = true;
+            return true;
         }
-        if let TmpWatch::Tmpfs(size) = tmp
-            && !tmpfs_reported
+        if let TmpWatch::Tmpfs(size) = self.tmp
+            && !self.tmpfs_reported
             && rustix::fs::statvfs(crate::isolate::PRIVATE_TMP).is_ok_and(|s| s.f_bavail == 0)
         {
-            tmpfs_reported = true;
-            say(Hit::Tmp(size));
+            self.tmpfs_reported = true;
+            self.say(Hit::Tmp(size));
+        }
+        false
+    }
+
+    fn say(&mut self, hit: crate::caps::Hit) {
+        use std::io::Write;
+        eprintln!("glovebox: {}", hit.message());
+        if let Some(file) = self.report.as_mut() {
+            let _ = writeln!(file, "{}", hit.line());
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Steps 1 to 3: a session of its own, a child subreaper, its walls (namespaces, or the seccomp
@@ -221,6 +261,17 @@ fn confine(config: &ShimConfig) -> Result<(bool, Option<RulesetCreated>, Option<
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let mut plan = config.plan.clone();
     let in_force = config.walls.as_ref().map(|w| (w.raise(&mut plan), w));
+    let root = rustix::process::geteuid().is_root();
+    if let Some((wall, walls)) = &in_force
+        && !wall.starts(walls, root)
+    {
+        eprintln!(
+            "glovebox: a job of root runs only as nobody, in namespaces, and this kernel refused \
+             them ({}); set the account's run_as to an unprivileged user",
+            wall.describe(walls, root)
+        );
+        return Err(EXIT_SANDBOX_FAILED);
+    }
     let refusals = in_force
         .as_ref()
         .map(|(f, w)| f.refusals(w))
@@ -383,7 +434,12 @@ fn kernel_limits(
         (Resource::Data, caps.memory_bytes.saturating_mul(2)),
     ];
     if in_force == Some(&InForce::Namespaces) {
-        limits.push((Resource::Nproc, u64::from(caps.processes) + SHIM_TASKS));
+        // Past the cap by a margin, so that the watcher sees (and reports) the job over it.
+        let margin = u64::from(caps.processes / 8).max(8);
+        limits.push((
+            Resource::Nproc,
+            u64::from(caps.processes) + SHIM_TASKS + margin,
+        ));
     }
     limits
 }

@@ -72,8 +72,27 @@ impl InForce {
         walls.network == Network::Any || self.refusals(walls).network
     }
 
-    /// One line for `up`, `doctor` and `/healthz`.
-    pub fn describe(&self, walls: &Walls) -> String {
+    /// One line for `up`, `doctor` and `/healthz`, for a caller that is `root` or not: a job of
+    /// root is `nobody` outside its namespaces, and stays root only where they were switched off.
+    pub fn describe(&self, walls: &Walls, root: bool) -> String {
+        let line = self.describe_walls(walls);
+        match (root, self) {
+            (false, _) => line,
+            (true, InForce::Namespaces) => format!("{line} root_jobs=nobody"),
+            (true, InForce::Seccomp { .. }) if walls.namespaces => {
+                format!("{line} root_jobs=refused")
+            }
+            (true, InForce::Seccomp { .. }) => format!("{line} root_jobs=root"),
+        }
+    }
+
+    /// Whether a job may start under this wall: a job of root needs its namespaces (where they
+    /// were not switched off on purpose), which make it `nobody`.
+    pub fn starts(&self, walls: &Walls, root: bool) -> bool {
+        !(root && walls.namespaces && *self != InForce::Namespaces)
+    }
+
+    fn describe_walls(&self, walls: &Walls) -> String {
         let network = match (self, walls.network) {
             (InForce::Seccomp { .. }, Network::Loopback) => "none (loopback needs namespaces)",
             (_, n) => n.name(),
@@ -136,6 +155,9 @@ impl Walls {
             keep: self.kept(&private),
             tmp_size: self.tmp_size,
             network: self.network,
+            root_as: rustix::process::geteuid()
+                .is_root()
+                .then(crate::rootless::outside_identity),
         };
         match isolate::isolate(&isolation) {
             Ok(()) => {
@@ -258,10 +280,38 @@ mod tests {
                 network: false
             }
         );
-        assert_eq!(fallback.describe(&w), "walls=seccomp network=any (no)");
+        assert_eq!(
+            fallback.describe(&w, false),
+            "walls=seccomp network=any (no)"
+        );
         let granted = walls(Network::Any, &["/run/docker.sock"]);
         assert!(!fallback.refusals(&granted).unix_sockets);
-        assert!(fallback.describe(&granted).contains("unix_sockets=open"));
+        assert!(
+            fallback
+                .describe(&granted, false)
+                .contains("unix_sockets=open")
+        );
+    }
+
+    #[test]
+    fn a_job_of_root_starts_only_as_nobody_unless_namespaces_were_switched_off() {
+        let w = walls(Network::Any, &[]);
+        let refused = InForce::Seccomp { why: "no".into() };
+        assert!(InForce::Namespaces.starts(&w, true));
+        assert!(!refused.starts(&w, true));
+        assert!(refused.starts(&w, false));
+        assert!(refused.describe(&w, true).ends_with("root_jobs=refused"));
+        assert!(
+            InForce::Namespaces
+                .describe(&w, true)
+                .ends_with("root_jobs=nobody")
+        );
+        let off = Walls {
+            namespaces: false,
+            ..w
+        };
+        assert!(refused.starts(&off, true));
+        assert!(refused.describe(&off, true).ends_with("root_jobs=root"));
     }
 
     #[test]
@@ -272,7 +322,7 @@ mod tests {
         assert!(fallback.network_walled(&w));
         assert!(
             fallback
-                .describe(&w)
+                .describe(&w, false)
                 .contains("network=none (loopback needs namespaces)")
         );
         // With namespaces the network namespace is the wall; the filter adds itself for none.

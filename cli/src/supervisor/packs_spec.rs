@@ -74,7 +74,10 @@ mod tests {
         assert!(joined.contains("--root /w --root /r"), "{joined}");
         // The account's walls: its jobs' network and each private /tmp's size.
         assert!(
-            joined.ends_with("--network loopback --tmp-size 1073741824"),
+            joined.ends_with(
+                "--network loopback --tmp-size 1073741824 --processes 512 \
+                 --memory-bytes 4294967296 --cpu-seconds 3600"
+            ),
             "{joined}"
         );
         let me = Identity {

@@ -405,6 +405,16 @@ fn the_package_ships_files_that_exist_or_that_build_assets_makes() {
             let made = std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
             assert!(!made.is_empty(), "build-assets.sh did not make {name}");
             listed.push(name.to_owned());
+        } else if let Some(dir) = source.strip_suffix("/*.md") {
+            // The documentation pages: a directory of them, into a directory.
+            assert!(dest.ends_with('/'), "{dest}: a directory for {source}");
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            let pages = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "md"))
+                .count();
+            assert!(pages > 0, "{source} matches no page");
         } else {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
             assert!(path.is_file(), "{source} is packaged but missing");

@@ -702,3 +702,51 @@ async fn a_job_cannot_starve_the_control_sockets_nor_the_broker() {
         assert!(!t.succeeded, "{} on {}: {}", t.attack, t.target, t.detail);
     }
 }
+
+/// A job of glovebox run as root (dev mode, no `run_as`) is `nobody` outside its namespaces: it
+/// cannot read `/etc/shadow` or anything else only root may, yet its roots stay writable and
+/// what it writes there is root's on disk. Run as another user, a job is that user.
+#[tokio::test]
+async fn a_job_of_root_is_nobody_outside_and_its_roots_stay_root_owned() {
+    use std::os::unix::fs::MetadataExt;
+    let root = rustix::process::geteuid().is_root();
+    let g = Glovebox::start();
+    let line = sandbox_line(&g).await;
+    assert_eq!(line.contains("root_jobs=nobody"), root, "{line}");
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (status, stdout, stderr) = agent
+        .run_job(
+            &mut approver,
+            "cat /proc/self/uid_map; head -c 1 /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ; \
+             echo written > by-the-job.txt && echo WROTE",
+        )
+        .await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    assert!(
+        stdout.contains("WROTE") && !stdout.contains("SHADOW-READ"),
+        "{stdout}"
+    );
+    let map: Vec<u32> = stdout
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let me = rustix::process::geteuid().as_raw();
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .map_or(65534, |u| u.uid.as_raw());
+    // inside, outside, count: root's job is nobody outside; anyone else's is themselves.
+    assert_eq!(
+        map,
+        [if root { 0 } else { me }, if root { nobody } else { me }, 1]
+    );
+    let written = std::fs::metadata(g.workdir.join("by-the-job.txt")).unwrap();
+    assert_eq!(
+        written.uid(),
+        me,
+        "what a job writes in its roots is its user's on disk"
+    );
+}
