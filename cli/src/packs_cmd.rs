@@ -66,16 +66,17 @@ pub fn pack_shim(args: PackShimArgs) -> i32 {
     let Some((program, rest)) = args.command.split_first() else {
         return glovebox_sandbox::shim::EXIT_SPAWN_FAILED;
     };
-    // Pack servers keep Landlock alone for now: their namespaces (with toolchains under a home
-    // directory bound back) come with the pack work; `network` other than `any` is no TCP.
-    let walls = args.walls.into_walls();
+    // A pack server is raised in the same walls as a job, but runs for as long as it is used:
+    // no cap on its CPU time.
+    let mut walls = args.walls.into_walls();
+    walls.caps.cpu_seconds = u64::MAX;
     glovebox_sandbox::shim::run(ShimConfig {
         plan: glovebox_sandbox::SandboxPlan::for_pack(
             &args.full,
             &args.read,
             walls.network == glovebox_sandbox::isolate::Network::Any,
         ),
-        walls: None,
+        walls: Some(walls.clone()),
         report: None,
         env: Some(glovebox_sandbox::shim::program_env(std::env::vars())),
         program: PathBuf::from(program),
@@ -172,8 +173,8 @@ pub enum PacksCommand {
         /// `${secret:NAME}` (see `glovebox secret set`), never as literals.
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
-        /// `none`: the server may not open TCP connections (enforced by Landlock).
-        #[arg(long, value_name = "none|any")]
+        /// `loopback`: only a network of the server's own; `none`: no TCP, UDP or DNS at all.
+        #[arg(long, value_name = "any|loopback|none")]
         network: Option<String>,
         /// Seconds a call may take (default 30).
         #[arg(long, value_name = "SECONDS")]

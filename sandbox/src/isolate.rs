@@ -144,6 +144,34 @@ pub fn layout(masks: &[PathBuf], keep: &[Kept]) -> Layout {
     }
 }
 
+/// Whether `path` is a directory; `None` if it does not exist (nothing to keep). Any other
+/// failure to look (a directory on the way the caller may not enter) is an error: what was
+/// granted must not go missing silently.
+fn existing(path: &Path) -> Result<Option<bool>, IsolateError> {
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(Some(meta.is_dir())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(IsolateError::Io {
+            step: format!("look at {}", path.display()),
+            error,
+        }),
+    }
+}
+
+/// A detached copy of the mounts at `path`, recursive.
+fn clone_tree(path: &Path) -> Result<OwnedFd, IsolateError> {
+    step(
+        open_tree(
+            rustix::fs::CWD,
+            path,
+            OpenTreeFlags::OPEN_TREE_CLONE
+                | OpenTreeFlags::OPEN_TREE_CLOEXEC
+                | OpenTreeFlags::AT_RECURSIVE,
+        ),
+        || format!("keep {}", path.display()),
+    )
+}
+
 /// The paths of `kept` that lie in no other of them.
 fn outermost<'a>(kept: impl Iterator<Item = &'a Kept> + Clone) -> Vec<&'a Kept> {
     let all: Vec<&Kept> = kept.clone().collect();
@@ -216,14 +244,21 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
                 || "make a user namespace for root's job".into(),
             )?;
             for kept in outermost(isolation.keep.iter().filter(|k| k.writable)) {
-                let Ok(meta) = std::fs::metadata(&kept.path) else {
+                let Some(is_dir) = existing(&kept.path)? else {
                     continue;
                 };
                 let tree = io_step(
                     crate::rootless::idmapped_tree(&kept.path, userns.as_fd()),
                     || format!("idmap {}", kept.path.display()),
                 )?;
-                trees.push((kept.clone(), tree, meta.is_dir()));
+                trees.push((kept.clone(), tree, is_dir));
+            }
+            // What it may only read is cloned now too: once it is `nobody`, root's directories
+            // on the way to it would not let it.
+            for kept in layout.binds.iter().filter(|k| !k.writable) {
+                if let Some(is_dir) = existing(&kept.path)? {
+                    trees.push((kept.clone(), clone_tree(&kept.path)?, is_dir));
+                }
             }
             io_step(crate::rootless::enter(userns.as_fd()), || {
                 "enter root's job's user namespace".into()
@@ -251,22 +286,13 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
         ),
         || "make the mounts private".into(),
     )?;
-    // Cloned before the masks cover them (what is writable was idmapped already).
-    for kept in layout.binds.iter().filter(|k| !(idmapping && k.writable)) {
-        let Ok(meta) = std::fs::metadata(&kept.path) else {
-            continue;
-        };
-        let tree = step(
-            open_tree(
-                rustix::fs::CWD,
-                &kept.path,
-                OpenTreeFlags::OPEN_TREE_CLONE
-                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
-                    | OpenTreeFlags::AT_RECURSIVE,
-            ),
-            || format!("keep {}", kept.path.display()),
-        )?;
-        trees.push((kept.clone(), tree, meta.is_dir()));
+    // Cloned before the masks cover them (for root's job, all of them were already).
+    if !idmapping {
+        for kept in &layout.binds {
+            if let Some(is_dir) = existing(&kept.path)? {
+                trees.push((kept.clone(), clone_tree(&kept.path)?, is_dir));
+            }
+        }
     }
     // Outer places first, so that a place inside another is bound onto it.
     trees.sort_by(|a, b| a.0.path.cmp(&b.0.path));
