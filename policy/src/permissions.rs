@@ -22,7 +22,8 @@ pub struct RawPolicy {
     /// Managed files only: the accounts this file applies to (all when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accounts: Option<Vec<String>>,
-    /// Managed files only: capability caps (`read-only`, `no-exec`, `no-delete`, `no-packs`).
+    /// Managed files only: capability caps (`read-only`, `no-exec`, `no-delete`, `no-packs`,
+    /// `no-network`, `local-network`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cap: Vec<Capability>,
     #[serde(default)]
@@ -69,6 +70,10 @@ pub enum Capability {
     NoDelete,
     /// No MCP tool pack calls at all.
     NoPacks,
+    /// Jobs have no network at all, whatever the account's `sandbox.network` says.
+    NoNetwork,
+    /// Jobs have a network of their own only (`loopback`) at most.
+    LocalNetwork,
 }
 
 impl Capability {
@@ -78,6 +83,8 @@ impl Capability {
             Capability::NoExec => "no-exec",
             Capability::NoDelete => "no-delete",
             Capability::NoPacks => "no-packs",
+            Capability::NoNetwork => "no-network",
+            Capability::LocalNetwork => "local-network",
         }
     }
 }

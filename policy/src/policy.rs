@@ -170,6 +170,19 @@ impl Policy {
         &self.caps
     }
 
+    /// The network managed files leave the account's jobs: `Some("none")` (`no-network`),
+    /// `Some("loopback")` (`local-network`), or `None` (what the account says).
+    pub fn job_network_cap(&self) -> Option<&'static str> {
+        let has = |cap| self.caps.iter().any(|(c, _)| *c == cap);
+        if has(Capability::NoNetwork) {
+            Some("none")
+        } else if has(Capability::LocalNetwork) {
+            Some("loopback")
+        } else {
+            None
+        }
+    }
+
     /// The absolute globs of every live read deny (managed, account and project layers; with the
     /// sandbox off, managed only): what a listing or a search must hide besides the floor.
     pub fn read_deny_globs(&self, now: Option<i64>) -> Vec<String> {

@@ -48,6 +48,17 @@ impl Network {
         }
     }
 
+    /// The stricter of two (`none` over `loopback` over `any`): an account's network under a
+    /// managed cap.
+    pub fn at_most(self, cap: Network) -> Network {
+        let rank = |n: Network| match n {
+            Network::Any => 0,
+            Network::Loopback => 1,
+            Network::None => 2,
+        };
+        if rank(cap) > rank(self) { cap } else { self }
+    }
+
     pub fn parse(text: &str) -> Option<Network> {
         match text {
             "any" => Some(Network::Any),
@@ -493,6 +504,22 @@ mod tests {
         );
         let binds: Vec<&str> = l.binds.iter().map(|k| k.path.to_str().unwrap()).collect();
         assert_eq!(binds, ["/tmp/r", "/tmp/r/w", "/tmp/x"]);
+    }
+
+    #[test]
+    fn a_cap_only_ever_narrows_the_network() {
+        use Network::{Any, Loopback, None};
+        for (own, cap, result) in [
+            (Any, Any, Any),
+            (Any, Loopback, Loopback),
+            (Any, None, None),
+            (Loopback, Any, Loopback),
+            (Loopback, None, None),
+            (None, Any, None),
+            (None, Loopback, None),
+        ] {
+            assert_eq!(own.at_most(cap), result, "{own:?} under {cap:?}");
+        }
     }
 
     #[test]

@@ -229,6 +229,7 @@ mod tests {
             approval: "auto".into(),
             hidden_globs: Vec::new(),
             pack: None,
+            job_network: String::new(),
         }
     }
 

@@ -75,6 +75,7 @@ fn main() {
             approval: "auto".into(),
             pack: None,
             hidden_globs: Vec::new(),
+            job_network: String::new(),
         };
         let done = ops::execute(&ctx, &params, &ticket).unwrap();
         std::hint::black_box(done.result.to_string());

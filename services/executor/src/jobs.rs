@@ -193,7 +193,13 @@ impl JobTable {
     }
 
     /// Starts `command` in `cwd` (canonical, already checked). Returns the job's summary.
-    pub fn start(&self, command: &str, cwd: &str, timeout: Duration) -> Result<Value, OpError> {
+    pub fn start(
+        &self,
+        command: &str,
+        cwd: &str,
+        timeout: Duration,
+        network_cap: Option<glovebox_sandbox::isolate::Network>,
+    ) -> Result<Value, OpError> {
         let mut jobs = lock(&self.jobs);
         if running_in(&jobs) >= MAX_RUNNING {
             return Err(OpError::new(
@@ -212,7 +218,12 @@ impl JobTable {
         for root in &self.config.roots {
             cmd.arg("--root").arg(root);
         }
-        cmd.args(self.config.walls.to_args());
+        // Managed policy may narrow the account's network for this job (its ticket says).
+        let mut walls = self.config.walls.clone();
+        if let Some(cap) = network_cap {
+            walls.network = walls.network.at_most(cap);
+        }
+        cmd.args(walls.to_args());
         let report = self.config.scratch.join(format!("{id}.limit"));
         cmd.arg("--report").arg(&report);
         cmd.arg("--")
@@ -264,7 +275,7 @@ impl JobTable {
             state: Mutex::new((JobState::Running, None)),
             stdout,
             stderr,
-            network: self.config.walls.network.name(),
+            network: walls.network.name(),
             report,
             launcher: self.config.launcher.clone(),
         });
@@ -523,6 +534,7 @@ mod tests {
                 "env > env.tmp && mv env.tmp env.txt",
                 dir.path().to_str().unwrap(),
                 Duration::from_secs(10),
+                None,
             )
             .unwrap();
         let file = dir.path().join("env.txt");

@@ -76,6 +76,7 @@ pub fn ticket_for(plan: &Plan) -> TicketBody {
         approval: "auto".into(),
         hidden_globs: Vec::new(),
         pack: None,
+        job_network: String::new(),
     }
 }
 

@@ -213,6 +213,15 @@ pub fn hidden_globs(tool: &str, judged: &Judged) -> Vec<String> {
     }
 }
 
+/// The network managed policy leaves a job `exec_run` starts (`none`, `loopback`), or `""` (the
+/// account's own, and for every other tool).
+pub fn job_network(tool: &str, judged: &Judged) -> &'static str {
+    match &judged.policy {
+        Some(p) if tool == "exec_run" => p.job_network_cap().unwrap_or(""),
+        _ => "",
+    }
+}
+
 /// Whether a subject asks whatever rule matches it (writes and deletes of files that make later
 /// commands run code), so an "always" answer stores no rule for it.
 pub fn always_asks(section: Section, path: &str) -> bool {

@@ -109,6 +109,7 @@ impl GateState {
             approval: approval.to_owned(),
             hidden_globs: judge::hidden_globs(&call.tool, judged),
             pack: if pack { plan.pack.clone() } else { None },
+            job_network: judge::job_network(&call.tool, judged).to_owned(),
         };
         if pack {
             self.master_key.packs_key(&call.account).sign(&body)

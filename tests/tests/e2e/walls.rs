@@ -750,3 +750,56 @@ async fn a_job_of_root_is_nobody_outside_and_its_roots_stay_root_owned() {
         "what a job writes in its roots is its user's on disk"
     );
 }
+
+/// Managed policy caps the network an account's jobs get, whatever the account says: `no-network`
+/// leaves none, `local-network` a network of the job's own; the job's status says which.
+#[tokio::test]
+async fn managed_policy_caps_the_network_of_jobs() {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let probe = network_probe(
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port(),
+    );
+    let g = Glovebox::start_with(Options {
+        sandbox: vec!["network: any".into()],
+        ..Default::default()
+    });
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let managed = g.state.join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    for (cap, network, own) in [
+        ("no-network", "none", false),
+        ("local-network", "loopback", true),
+    ] {
+        std::fs::write(managed.join("net.yaml"), format!("cap: [{cap}]\n")).unwrap();
+        // Managed files are read again when the watcher sees them change.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let (status, _, _) = agent.run_job(&mut approver, "true").await;
+            if status["network"] == network {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{cap}: {status}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let (status, stdout, stderr) = agent.run_job(&mut approver, &probe).await;
+        assert_eq!(status["network"], network, "{cap}: {status} {stderr}");
+        assert!(!outcome(&stdout, "machine"), "{cap}: {stdout}");
+        assert_eq!(outcome(&stdout, "own"), own, "{cap}: {stdout}");
+    }
+    // Without the cap, the account's own `any`.
+    std::fs::remove_file(managed.join("net.yaml")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while agent.run_job(&mut approver, "true").await.0["network"] != "any" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cap outlived its file"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (status, stdout, _) = agent.run_job(&mut approver, &probe).await;
+    assert_eq!(status["network"], "any", "{status}");
+    assert!(outcome(&stdout, "machine"), "{stdout}");
+}

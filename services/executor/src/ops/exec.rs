@@ -69,7 +69,8 @@ pub fn execute_run(
         ));
     }
     let timeout = Duration::from_secs(p.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S));
-    let result = ctx.jobs.start(&p.command, &cwd.path, timeout)?;
+    let cap = glovebox_sandbox::isolate::Network::parse(&ticket.job_network);
+    let result = ctx.jobs.start(&p.command, &cwd.path, timeout, cap)?;
     Ok(Done::new(&result, 0))
 }
 
