@@ -25,8 +25,10 @@ pub use handshake::SocketKey;
 
 /// How long a connecting peer has to complete the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Handshakes a listener runs at once; further connections wait to be accepted.
+/// Handshakes pending at once on one listener; a newcomer beyond sheds the oldest.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
+/// Handshakes one uid may have pending at once on one listener.
+pub const MAX_PENDING_HANDSHAKES_PER_UID: usize = 16;
 /// How long a client waits to connect and complete the handshake.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -220,9 +222,12 @@ pub enum RefusedConnection {
 }
 
 /// Connections on `listener` whose peer uid is in `allowed_uids` and that prove one of `keys`;
-/// others are closed and logged. Handshakes run concurrently (at most
-/// [`MAX_PENDING_HANDSHAKES`], each within [`HANDSHAKE_TIMEOUT`]), so a slow or silent peer
-/// delays nobody else.
+/// others are closed and logged. Handshakes run concurrently, each within [`HANDSHAKE_TIMEOUT`],
+/// and every connection is accepted at once: when one uid already has
+/// [`MAX_PENDING_HANDSHAKES_PER_UID`] handshakes pending, or all have [`MAX_PENDING_HANDSHAKES`],
+/// the oldest pending one (that uid's, else anyone's) is dropped for the newcomer. A real client
+/// proves itself in a millisecond; connections held silent (a job of the same user flooding the
+/// socket) are the ones that wait longest, so they are the ones shed, and nobody else waits.
 pub fn authenticated_incoming(
     listener: UnixListener,
     allowed_uids: impl Into<AllowedUids>,
@@ -230,39 +235,86 @@ pub fn authenticated_incoming(
 ) -> impl Stream<Item = std::io::Result<AuthenticatedStream>> {
     let allowed_uids = allowed_uids.into();
     let (tx, rx) = tokio::sync::mpsc::channel(MAX_PENDING_HANDSHAKES);
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
     tokio::spawn(async move {
+        let mut handshakes = tokio::task::JoinSet::new();
+        let mut pending: Pending<tokio::task::AbortHandle> = Pending::default();
         loop {
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                return;
-            };
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let stream = match accepted {
+                        Ok((stream, _)) => stream,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let uid = stream.peer_cred().map_or(u32::MAX, |c| c.uid());
+                    if let Some(shed) = pending.make_room(uid) {
+                        shed.abort();
+                    }
+                    let (tx, keys, allowed) = (tx.clone(), keys.clone(), allowed_uids.clone());
+                    let handle = handshakes.spawn(async move {
+                        match accept(stream, &allowed, &keys).await {
+                            Ok(stream) => {
+                                let _ = tx.send(Ok(stream)).await;
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "refused a connection to a control socket")
+                            }
+                        }
+                    });
+                    pending.push(handle.id(), uid, handle);
+                }
+                Some(done) = handshakes.join_next_with_id() => {
+                    let id = match done {
+                        Ok((id, ())) => id,
+                        Err(e) => e.id(),
+                    };
+                    pending.remove(id);
+                }
                 _ = tx.closed() => return,
-            };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let (tx, keys, allowed) = (tx.clone(), keys.clone(), allowed_uids.clone());
-            tokio::spawn(async move {
-                let _permit = permit;
-                match accept(stream, &allowed, &keys).await {
-                    Ok(stream) => {
-                        let _ = tx.send(Ok(stream)).await;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "refused a connection to a control socket")
-                    }
-                }
-            });
+            }
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// The handshakes under way on one listener, oldest first. Pure bookkeeping: which one to shed.
+struct Pending<H> {
+    queue: std::collections::VecDeque<(tokio::task::Id, u32, H)>,
+}
+
+impl<H> Default for Pending<H> {
+    fn default() -> Self {
+        Pending {
+            queue: std::collections::VecDeque::new(),
+        }
+    }
+}
+
+impl<H> Pending<H> {
+    fn push(&mut self, id: tokio::task::Id, uid: u32, handle: H) {
+        self.queue.push_back((id, uid, handle));
+    }
+
+    fn remove(&mut self, id: tokio::task::Id) {
+        self.queue.retain(|(i, _, _)| *i != id);
+    }
+
+    /// Makes room for one more handshake of `uid`: returns the one to drop, if any (that uid's
+    /// oldest when it holds its share, else the oldest of all when all places are taken).
+    fn make_room(&mut self, uid: u32) -> Option<H> {
+        let of_uid = self.queue.iter().filter(|(_, u, _)| *u == uid).count();
+        let at = if of_uid >= MAX_PENDING_HANDSHAKES_PER_UID {
+            self.queue.iter().position(|(_, u, _)| *u == uid)
+        } else if self.queue.len() >= MAX_PENDING_HANDSHAKES {
+            Some(0)
+        } else {
+            None
+        };
+        at.and_then(|i| self.queue.remove(i)).map(|(_, _, h)| h)
+    }
 }
 
 async fn accept(
@@ -465,6 +517,73 @@ mod tests {
         let path = dir.join("s.sock");
         let l = bind_private_socket(&path).unwrap();
         (path, l)
+    }
+
+    /// Floods of silent connections: 200 of one uid, then a real client, which is served at
+    /// once because the flood's oldest are shed for it.
+    #[tokio::test]
+    async fn a_flood_of_silent_connections_does_not_keep_a_real_client_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, l) = listener(dir.path());
+        let keys = ServerKeys::new([("broker".to_owned(), key("broker"))]);
+        let mut incoming = Box::pin(authenticated_incoming(l, default_allowed_uids(), keys));
+        let mut silent = Vec::new();
+        for _ in 0..200 {
+            silent.push(UnixStream::connect(&path).await.unwrap());
+        }
+        let started = std::time::Instant::now();
+        let client = tokio::spawn({
+            let path = path.clone();
+            async move { connect_authenticated(&path, "broker", &key("broker")).await }
+        });
+        let served = tokio::time::timeout(Duration::from_secs(2), incoming.next())
+            .await
+            .expect("served while the flood holds its connections")
+            .unwrap()
+            .unwrap();
+        assert_eq!(served.peer().0, "broker");
+        client.await.unwrap().unwrap();
+        assert!(started.elapsed() < HANDSHAKE_TIMEOUT);
+        // The flood's connections were shed (closed by the server), not left to time out.
+        let mut closed = 0;
+        for s in &mut silent {
+            let mut buf = [0u8; 1];
+            if let Ok(Ok(0)) | Ok(Err(_)) =
+                tokio::time::timeout(Duration::from_millis(20), s.read(&mut buf)).await
+            {
+                closed += 1;
+            }
+        }
+        assert!(closed >= 200 - MAX_PENDING_HANDSHAKES_PER_UID, "{closed}");
+    }
+
+    #[test]
+    fn the_oldest_pending_handshake_of_a_uid_at_its_share_or_of_all_is_shed() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let ids: Vec<tokio::task::Id> = (0..MAX_PENDING_HANDSHAKES + 2)
+            .map(|_| rt.block_on(async { tokio::spawn(async {}).id() }))
+            .collect();
+        let mut p: Pending<usize> = Pending::default();
+        // One uid up to its share: nothing shed; the next sheds its oldest.
+        for (i, id) in ids.iter().take(MAX_PENDING_HANDSHAKES_PER_UID).enumerate() {
+            assert_eq!(p.make_room(7), None);
+            p.push(*id, 7, i);
+        }
+        assert_eq!(p.make_room(7), Some(0));
+        // Others fill the rest; past every place, the oldest of all goes.
+        let mut n = MAX_PENDING_HANDSHAKES_PER_UID - 1;
+        let mut uid = 100;
+        while n < MAX_PENDING_HANDSHAKES {
+            assert_eq!(p.make_room(uid), None);
+            p.push(ids[n + 1], uid, n + 1);
+            n += 1;
+            uid += 1;
+        }
+        assert_eq!(p.make_room(9999), Some(1));
+        p.remove(ids[2]);
+        assert_eq!(p.queue.len(), MAX_PENDING_HANDSHAKES - 2);
     }
 
     #[tokio::test]

@@ -7,7 +7,9 @@
 //! The sizes ([`Pools`]) come from the open-files limit: the broker keeps descriptors for its own
 //! sockets (the gate, the executors, files), so exhausting client connections never stops it
 //! from talking to its backends. Of the client sockets, a share may be unauthenticated, each peer
-//! holding at most its own cap of those (and never more than half of them); the rest belong to accounts: each known account is
+//! holding at most its own cap of those (and never more than half of them), and a newcomer
+//! refused for a peer's cap or the unauthenticated share sheds the oldest connection that has
+//! sent nothing yet ([`Admission::shed_for`]); the rest belong to accounts: each known account is
 //! guaranteed a reserve that no other account can take, and may go beyond it, up to its cap,
 //! only in the pool the reserves leave over. One account's connections therefore never lock
 //! another out, and no one peer's unauthenticated ones lock anyone out but that peer. (Several
@@ -171,6 +173,11 @@ impl Counts {
 pub struct Admission {
     pools: Pools,
     counts: Mutex<Counts>,
+    /// Connections no credential has claimed yet, oldest first: the ones shed to make room.
+    silent: Mutex<std::collections::VecDeque<(u64, Peer, Arc<tokio::sync::Notify>)>>,
+    next_id: std::sync::atomic::AtomicU64,
+    /// Told whenever a place is given back.
+    released: tokio::sync::Notify,
 }
 
 impl Admission {
@@ -178,7 +185,37 @@ impl Admission {
         Arc::new(Admission {
             pools,
             counts: Mutex::new(Counts::default()),
+            silent: Mutex::new(std::collections::VecDeque::new()),
+            next_id: std::sync::atomic::AtomicU64::new(0),
+            released: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Makes room for a connection from `peer` that was refused for `refusal`: tells the oldest
+    /// unauthenticated connection of that peer (for its cap), or of anyone (for the
+    /// unauthenticated share), to close. Returns whether one was told; its place comes back when
+    /// it has closed ([`Admission::released`]). An authenticated connection is never shed: a
+    /// real client (an approver, an agent) authenticates with its first request, so a flood of
+    /// silent or anonymous sockets sheds only itself.
+    pub fn shed_for(&self, peer: Peer, refusal: Refusal) -> bool {
+        let mut silent = crate::sync::lock(&self.silent);
+        let at = match refusal {
+            Refusal::Peer => silent.iter().position(|(_, p, _)| *p == peer),
+            Refusal::Unauthenticated => (!silent.is_empty()).then_some(0),
+            Refusal::Sockets | Refusal::Account => None,
+        };
+        match at.and_then(|i| silent.remove(i)) {
+            Some((_, _, shed)) => {
+                shed.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Resolves when a place is given back next (create it before asking for one).
+    pub fn released(&self) -> tokio::sync::futures::Notified<'_> {
+        self.released.notified()
     }
 
     pub fn pools(&self) -> &Pools {
@@ -188,10 +225,21 @@ impl Admission {
     /// A place for a new connection from `peer`, given back when the slot is dropped.
     pub fn admit(self: &Arc<Self>, peer: Peer) -> Result<Slot, Refusal> {
         self.counts().admit(&self.pools, peer)?;
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let shed = Arc::new(tokio::sync::Notify::new());
+        crate::sync::lock(&self.silent).push_back((id, peer, shed.clone()));
         Ok(Slot {
             admission: self.clone(),
             held: Mutex::new(Held::Peer(peer)),
+            id,
+            shed,
         })
+    }
+
+    fn forget_silent(&self, id: u64) {
+        crate::sync::lock(&self.silent).retain(|(i, _, _)| *i != id);
     }
 
     /// The counts now.
@@ -215,9 +263,17 @@ enum Held {
 pub struct Slot {
     admission: Arc<Admission>,
     held: Mutex<Held>,
+    id: u64,
+    /// Told when the connection is shed for another ([`Admission::shed_for`]).
+    shed: Arc<tokio::sync::Notify>,
 }
 
 impl Slot {
+    /// Resolves when the connection is to close to make room for another.
+    pub async fn shed(&self) {
+        self.shed.notified().await
+    }
+
     /// Counts the connection against `account` from now on (a no-op once it is an account's:
     /// a connection is counted once, against the first account that authenticated on it).
     pub fn claim(&self, account: &str) -> Result<(), Refusal> {
@@ -228,6 +284,8 @@ impl Slot {
         let admission = &self.admission;
         admission.counts().claim(&admission.pools, peer, account)?;
         *held = Held::Account(account.to_owned());
+        // An account's connection is never shed.
+        admission.forget_silent(self.id);
         Ok(())
     }
 }
@@ -241,6 +299,9 @@ impl Drop for Slot {
             Held::Peer(peer) => counts.release_peer(peer),
             Held::Account(account) => counts.release_account(&admission.pools, &account),
         }
+        drop(counts);
+        admission.forget_silent(self.id);
+        admission.released.notify_waiters();
     }
 }
 
@@ -368,5 +429,40 @@ mod tests {
         let three = admission.admit(Peer::Uid(1)).unwrap();
         drop((one, two, three));
         assert_eq!(admission.snapshot(), Counts::default());
+    }
+
+    /// Whether `slot` was told to close (without waiting).
+    fn told(slot: &Slot) -> bool {
+        use std::future::Future as _;
+        let shed = slot.shed();
+        let mut shed = std::pin::pin!(shed);
+        let waker = std::task::Waker::noop();
+        shed.as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+            .is_ready()
+    }
+
+    #[test]
+    fn a_newcomer_sheds_the_oldest_unauthenticated_connection_of_its_peer_never_an_accounts() {
+        let admission = Admission::new(pools());
+        let oldest = admission.admit(Peer::Uid(1)).unwrap();
+        let newer = admission.admit(Peer::Uid(1)).unwrap();
+        let other = admission.admit(Peer::Uid(2)).unwrap();
+        let refusal = admission.admit(Peer::Uid(1)).unwrap_err();
+        assert_eq!(refusal, Refusal::Peer);
+        assert!(admission.shed_for(Peer::Uid(1), refusal));
+        assert!(told(&oldest) && !told(&newer) && !told(&other));
+        // Its place comes back when it closes, and the newcomer gets it.
+        drop(oldest);
+        let newcomer = admission.admit(Peer::Uid(1)).unwrap();
+        // An authenticated connection is never shed; with none left to shed, a refusal stands.
+        newer.claim("a").unwrap();
+        newcomer.claim("a").unwrap();
+        let _third = admission.admit(Peer::Uid(1)).unwrap();
+        let _fourth = admission.admit(Peer::Uid(1)).unwrap();
+        assert!(admission.shed_for(Peer::Uid(1), Refusal::Peer));
+        assert!(!told(&newer) && !told(&newcomer));
+        assert!(!admission.shed_for(Peer::Uid(3), Refusal::Peer));
+        assert!(!admission.shed_for(Peer::Uid(1), Refusal::Account));
     }
 }

@@ -83,7 +83,7 @@ pub async fn serve(
                 continue;
             }
         };
-        let slot = match admission.admit(peer) {
+        let slot = match admit_shedding(&admission, peer).await {
             Ok(slot) => Arc::new(slot),
             Err(refusal) => {
                 refuse(&stream, refusal);
@@ -113,6 +113,27 @@ pub async fn serve(
     drop(open_rx);
     open_tx.closed().await;
     Ok(())
+}
+
+/// How long a newcomer waits for a shed connection to give its place back.
+const SHED_WAIT: Duration = Duration::from_millis(100);
+
+/// A place for a connection from `peer`; when its peer's cap or the unauthenticated share is
+/// full, the oldest silent connection is shed for it and the place taken once given back.
+async fn admit_shedding(admission: &Arc<Admission>, peer: Peer) -> Result<Slot, Refusal> {
+    match admission.admit(peer) {
+        Err(refusal @ (Refusal::Peer | Refusal::Unauthenticated)) => {
+            let released = admission.released();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if !admission.shed_for(peer, refusal) {
+                return Err(refusal);
+            }
+            let _ = tokio::time::timeout(SHED_WAIT, released).await;
+            admission.admit(peer)
+        }
+        other => other,
+    }
 }
 
 /// Counts a connection against the account of the first request on it that authenticates
@@ -169,6 +190,7 @@ impl Serving<'_> {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let router = self.router.clone();
+        let shed = slot.clone();
         let connection = self.builder.serve_connection(
             TokioIo::new(Held {
                 io,
@@ -191,6 +213,8 @@ impl Serving<'_> {
             let mut connection = std::pin::pin!(connection.with_upgrades());
             tokio::select! {
                 _ = connection.as_mut() => {}
+                // Shed for a newcomer while no credential claimed it.
+                () = shed.shed() => {}
                 () = async { let _ = stop.wait_for(|stopping| *stopping).await; } => {
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.await;

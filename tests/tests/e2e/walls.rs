@@ -803,3 +803,63 @@ async fn managed_policy_caps_the_network_of_jobs() {
     assert_eq!(status["network"], "any", "{status}");
     assert!(outcome(&stdout, "machine"), "{stdout}");
 }
+
+/// With the walls open (`network: any`, no namespaces), a job that holds 70 silent connections on
+/// the broker's port — more than its user may have unauthenticated — does not keep that user's
+/// approver out: the oldest silent ones are shed for it.
+#[tokio::test]
+async fn with_the_network_open_a_jobs_silent_connections_are_shed_for_the_approver() {
+    let g = Glovebox::start_with(Options {
+        sandbox: vec!["network: any".into()],
+        env: vec![("GLOVEBOX_NAMESPACES".into(), "off".into())],
+        ..Default::default()
+    });
+    let attack = glovebox_e2e::plant_attack_binary(&g.workdir);
+    let port = g
+        .url
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (_, started) = agent
+        .invoke_asked(
+            &mut approver,
+            "flood",
+            "exec_run",
+            serde_json::json!({ "command": format!("{} hold 70 8 tcp:{port}", attack.display()) }),
+            "once",
+        )
+        .await;
+    let job = glovebox_e2e::expect_ok(&started)["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The flood is in place: the job got its connections (the network is open).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let tail = agent
+            .invoke(
+                "t",
+                "exec_tail",
+                serde_json::json!({ "job_id": job, "since": 0 }),
+            )
+            .await;
+        if tail.to_string().contains("hold connections") {
+            assert!(tail.to_string().contains("70 held"), "{tail}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{tail}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // A new approver and a new agent of the same user connect and work while it holds them.
+    let _second = g.connect("approver").await;
+    let mut other_agent = g.connect("agent").await;
+    let listed = other_agent
+        .invoke("l", "file_list", serde_json::json!({ "path": "." }))
+        .await;
+    assert_eq!(listed["ok"], true, "{listed}");
+    agent.kill_running_job(&job, "the flood").await;
+}
