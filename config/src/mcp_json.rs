@@ -123,10 +123,13 @@ struct RawPack {
     /// Seconds a call may take.
     #[serde(default)]
     timeout: Option<u64>,
-    /// Argument names that are paths (`name`, or `tool:name` for one tool). Absent: properties
-    /// of a tool's schema named like paths.
+    /// Argument names that are paths (`name`, or `tool:name` for one tool), besides those named
+    /// like paths.
     #[serde(default)]
     path_args: Option<Vec<String>>,
+    /// Argument names named like paths that are not (`name`, or `tool:name`).
+    #[serde(default)]
+    not_paths: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -183,8 +186,10 @@ pub struct PackDef {
     pub enabled: bool,
     pub disabled_tools: Vec<String>,
     pub labels: Vec<String>,
-    /// `None`: the schema's path-like properties.
+    /// Argument names that are paths besides those named like paths (`None`: none declared).
     pub path_args: Option<Vec<String>>,
+    /// Argument names named like paths that are not.
+    pub not_paths: Vec<String>,
 }
 
 impl PackDef {
@@ -393,6 +398,7 @@ fn validate(
         disabled_tools: raw.disabled_tools,
         labels: raw.labels,
         path_args: raw.path_args,
+        not_paths: raw.not_paths,
     })
 }
 
@@ -403,6 +409,7 @@ fn check_common(raw: &RawPack) -> Result<u64, String> {
     if let Some(p) = &raw.path_args {
         check_list("path_args", p)?;
     }
+    check_list("not_paths", &raw.not_paths)?;
     let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
     if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
         return Err(format!("timeout must be 1 to {MAX_TIMEOUT_S} seconds"));
@@ -467,6 +474,7 @@ fn validate_http(
         disabled_tools: raw.disabled_tools,
         labels: raw.labels,
         path_args: raw.path_args,
+        not_paths: raw.not_paths,
     })
 }
 

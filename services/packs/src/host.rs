@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use crate::gate_link::{Trust, UserFile};
 use crate::launch::Launcher;
 use crate::pack::Pack;
-use crate::paths::{path_arguments, path_names};
+use crate::paths::path_arguments;
 
 /// How long a listing waits for the gate to first say what the account's `mcp.json` holds.
 const FIRST_CONFIG_WAIT: Duration = Duration::from_secs(3);
@@ -474,9 +474,14 @@ impl Host {
         params: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<(Found, Vec<PathArgument>), glovebox_proto::v1::ToolError> {
         let found = self.find(pack, tool).await?;
-        let schema = serde_json::Value::Object((*found.tool.input_schema).clone());
-        let names = path_names(tool, &schema, found.pack.def.path_args.as_deref());
-        let paths = path_arguments(&names, params, found.facts.read_only)
+        let def = &found.pack.def;
+        let rules = crate::paths::PathRules {
+            tool,
+            declared: def.path_args.as_deref().unwrap_or_default(),
+            exempt: &def.not_paths,
+            roots: &self.launcher.config.roots,
+        };
+        let paths = path_arguments(&rules, params, found.facts.read_only)
             .map_err(|why| tool_error(ErrorCode::InvalidParams, why))?;
         Ok((found, paths))
     }

@@ -1,9 +1,13 @@
-//! Which arguments of a pack tool call are paths: the ones the pack declares (`path_args`:
-//! `name` for every tool, `tool:name` for one), or else the properties of the tool's schema named
-//! like paths (`path`, `file`, `dir`, `sourcePath`, `output_file`, ...). Each string value (or each
-//! string in a list) becomes a subject the account's executor resolves and the gate judges: a
-//! read for a tool the server marks read-only, a write otherwise. Only top-level arguments are
-//! looked at. Pure.
+//! Which arguments of a pack tool call are paths, at any depth of its arguments: those named
+//! like paths (`path`, `file`, `dir`, `source`, `destination`, `src`, `dst`, `target`, `root`,
+//! `sourcePath`, `output_file`, ..., and the whole names `cwd`, `workdir`, `from`, `to`), those the
+//! pack declares (`path_args`: `name` for every tool, `tool:name` for one), less those it exempts
+//! (`not_paths`); and wherever they sit, a `file://` URI and an absolute path inside the account's
+//! roots. Each such string (or each string in a list) becomes a subject the account's executor
+//! resolves and the gate judges: a read for a tool the server marks read-only, a write
+//! otherwise. Pure.
+
+use std::path::{Component, Path, PathBuf};
 
 use glovebox_proto::v1::{Domain, PathArgument};
 
@@ -26,9 +30,23 @@ const PATH_WORDS: &[&str] = &[
     "directories",
     "folder",
     "folders",
+    "source",
+    "sources",
+    "destination",
+    "destinations",
+    "dest",
+    "src",
+    "dst",
+    "target",
+    "targets",
+    "root",
+    "roots",
 ];
 /// Whole argument names that are paths.
-const PATH_NAMES: &[&str] = &["cwd", "workdir"];
+const PATH_NAMES: &[&str] = &["cwd", "workdir", "from", "to"];
+/// How deep into the arguments paths are looked for, and how many values at most.
+const MAX_DEPTH: usize = 16;
+const MAX_VALUES: usize = 100_000;
 
 /// Whether an argument called `name` is named like a path: its last word (split at `_`, `-` and
 /// lower-to-upper case changes) is one of [`PATH_WORDS`], or it is one of [`PATH_NAMES`].
@@ -60,36 +78,50 @@ pub fn is_path_like(name: &str) -> bool {
         .is_some_and(|w| PATH_WORDS.contains(&w.as_str()))
 }
 
-/// The names of `tool`'s arguments that are paths: the declared ones, or the schema's properties
-/// named like paths.
-pub fn path_names(
-    tool: &str,
-    schema: &serde_json::Value,
-    declared: Option<&[String]>,
-) -> Vec<String> {
-    let mut names: Vec<String> = match declared {
-        Some(list) => list
-            .iter()
-            .filter_map(|entry| match entry.split_once(':') {
-                Some((t, name)) if t == tool => Some(name.to_owned()),
-                Some(_) => None,
-                None => Some(entry.clone()),
-            })
-            .collect(),
-        None => schema
-            .get("properties")
-            .and_then(|p| p.as_object())
-            .map(|props| props.keys().filter(|k| is_path_like(k)).cloned().collect())
-            .unwrap_or_default(),
-    };
-    names.sort();
-    names.dedup();
-    names
+/// What decides which arguments of one tool are paths.
+#[derive(Debug, Clone, Copy)]
+pub struct PathRules<'a> {
+    pub tool: &'a str,
+    /// The pack's `path_args` (added to what is named like a path).
+    pub declared: &'a [String],
+    /// The pack's `not_paths` (names never taken for paths).
+    pub exempt: &'a [String],
+    /// The account's roots: an absolute path inside one is judged wherever it sits.
+    pub roots: &'a [PathBuf],
 }
 
-/// The path arguments of a call with `params`, in name order (and list order within a name).
+impl PathRules<'_> {
+    /// Whether `entry` (`name`, or `tool:name`) names `name` for this tool.
+    fn lists(&self, list: &[String], name: &str) -> bool {
+        list.iter().any(|entry| match entry.split_once(':') {
+            Some((t, n)) => t == self.tool && n == name,
+            None => entry == name,
+        })
+    }
+
+    /// Whether an argument (at any depth) called `name` holds paths.
+    pub fn is_path(&self, name: &str) -> bool {
+        !self.lists(self.exempt, name) && (self.lists(self.declared, name) || is_path_like(name))
+    }
+
+    /// Whether `value`, found in an argument that is not a path, is one all the same: a `file:`
+    /// URI (its path), or an absolute path inside a root (or with a `..` in it).
+    fn stray_path<'v>(&self, value: &'v str) -> Option<&'v str> {
+        if let Some(path) = value.strip_prefix("file://") {
+            return Some(path);
+        }
+        // Absolute, and inside a root as written or climbing out of one with `..`.
+        let path = Path::new(value);
+        let climbs = path.components().any(|c| c == Component::ParentDir);
+        let in_root = self.roots.iter().any(|r| path.starts_with(r));
+        (path.is_absolute() && (in_root || climbs)).then_some(value)
+    }
+}
+
+/// The path arguments of a call with `params`, in the order they appear: `name` is where each
+/// sits (`edits[1].path`), `index` its place in a list of paths.
 pub fn path_arguments(
-    names: &[String],
+    rules: &PathRules<'_>,
     params: &serde_json::Map<String, serde_json::Value>,
     read_only: bool,
 ) -> Result<Vec<PathArgument>, String> {
@@ -98,29 +130,18 @@ pub fn path_arguments(
     } else {
         Domain::Write
     };
-    let mut out = Vec::new();
-    let mut push = |name: &str, index: usize, in_list: bool, path: &str| {
-        out.push(PathArgument {
-            name: name.to_owned(),
-            index: index as u32,
-            in_list,
-            domain: domain as i32,
-            path: path.to_owned(),
-        });
+    let mut walk = Walk {
+        rules,
+        domain,
+        out: Vec::new(),
+        seen: 0,
     };
-    for name in names {
-        match params.get(name) {
-            Some(serde_json::Value::String(p)) => push(name, 0, false, p),
-            Some(serde_json::Value::Array(items)) => {
-                for (i, item) in items.iter().enumerate() {
-                    if let Some(p) = item.as_str() {
-                        push(name, i, true, p);
-                    }
-                }
-            }
-            _ => {}
-        }
+    let mut keys: Vec<&String> = params.keys().collect();
+    keys.sort();
+    for key in keys {
+        walk.value(key, key, &params[key], 0)?;
     }
+    let out = walk.out;
     if out.len() > MAX_PATH_ARGUMENTS {
         return Err(format!(
             "the call names more than {MAX_PATH_ARGUMENTS} paths; split it"
@@ -132,10 +153,95 @@ pub fn path_arguments(
     Ok(out)
 }
 
+struct Walk<'r, 'a> {
+    rules: &'r PathRules<'a>,
+    domain: Domain,
+    out: Vec<PathArgument>,
+    seen: usize,
+}
+
+impl Walk<'_, '_> {
+    fn push(&mut self, at: &str, index: usize, in_list: bool, path: &str) {
+        self.out.push(PathArgument {
+            name: at.to_owned(),
+            index: index as u32,
+            in_list,
+            domain: self.domain as i32,
+            path: path.to_owned(),
+        });
+    }
+
+    /// The value at `at`, under the key `key`.
+    fn value(
+        &mut self,
+        at: &str,
+        key: &str,
+        value: &serde_json::Value,
+        depth: usize,
+    ) -> Result<(), String> {
+        use serde_json::Value;
+        self.seen += 1;
+        if depth > MAX_DEPTH || self.seen > MAX_VALUES {
+            return Err(
+                "the call's arguments are nested too deep, or too many, to be judged".into(),
+            );
+        }
+        let named = self.rules.is_path(key);
+        match value {
+            Value::String(s) if named => self.push(at, 0, false, s),
+            Value::String(s) => {
+                if let Some(path) = self.rules.stray_path(s) {
+                    self.push(at, 0, false, path);
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        Value::String(s) if named => self.push(at, i, true, s),
+                        _ => self.value(&format!("{at}[{i}]"), key, item, depth + 1)?,
+                    }
+                }
+            }
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for k in keys {
+                    self.value(&format!("{at}.{k}"), k, &map[k], depth + 1)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const NONE: &[String] = &[];
+
+    fn rules<'a>(
+        declared: &'a [String],
+        exempt: &'a [String],
+        roots: &'a [PathBuf],
+    ) -> PathRules<'a> {
+        PathRules {
+            tool: "t",
+            declared,
+            exempt,
+            roots,
+        }
+    }
+
+    fn args(rules: &PathRules<'_>, params: serde_json::Value) -> Vec<(String, String)> {
+        path_arguments(rules, params.as_object().unwrap(), false)
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.name, a.path))
+            .collect()
+    }
 
     #[test]
     fn names_like_paths() {
@@ -144,8 +250,11 @@ mod tests {
             ("path", true), ("file_path", true), ("sourcePath", true), ("output_file", true),
             ("files", true), ("target-dir", true), ("directory", true), ("cwd", true),
             ("filename", true), ("PATH", true), ("paths", true), ("folder", true),
+            ("source", true), ("destination", true), ("src", true), ("dst", true),
+            ("target", true), ("from", true), ("to", true), ("project_root", true),
             ("profile", false), ("file_id", false), ("url", false), ("pathology", false),
             ("content", false), ("", false), ("repo", false), ("xpath_query", false),
+            ("source_timezone", false), ("to_do", false), ("total", false),
         ];
         for (name, like) in cases {
             assert_eq!(is_path_like(name), *like, "{name}");
@@ -153,53 +262,108 @@ mod tests {
     }
 
     #[test]
-    fn declared_names_win_over_the_schema() {
-        let schema =
-            json!({"type": "object", "properties": {"path": {}, "query": {}, "out_file": {}}});
-        assert_eq!(path_names("t", &schema, None), ["out_file", "path"]);
-        let declared = [
-            "query".to_owned(),
-            "other:x".to_owned(),
-            "t:target".to_owned(),
-        ];
-        assert_eq!(
-            path_names("t", &schema, Some(&declared)),
-            ["query", "target"]
+    fn the_filesystem_servers_move_is_two_paths() {
+        let got = args(
+            &rules(NONE, NONE, &[]),
+            json!({"source": ".env", "destination": "env-copy.txt"}),
         );
-        assert!(path_names("t", &schema, Some(&[])).is_empty());
-        assert!(path_names("t", &json!({"type": "object"}), None).is_empty());
-    }
-
-    #[test]
-    fn arguments_become_subjects_in_order() {
-        let params = json!({"path": "a.txt", "files": ["b", 3, "c"], "n": 1, "dir": {"x": 1}});
-        let names: Vec<String> = ["dir", "files", "missing", "n", "path"]
-            .map(String::from)
-            .to_vec();
-        let args = path_arguments(&names, params.as_object().unwrap(), true).unwrap();
-        let got: Vec<(&str, u32, bool, &str)> = args
-            .iter()
-            .map(|a| (a.name.as_str(), a.index, a.in_list, a.path.as_str()))
-            .collect();
         assert_eq!(
             got,
             [
-                ("files", 0, true, "b"),
-                ("files", 2, true, "c"),
-                ("path", 0, false, "a.txt")
+                ("destination".to_owned(), "env-copy.txt".to_owned()),
+                ("source".to_owned(), ".env".to_owned())
             ]
         );
-        assert!(args.iter().all(|a| a.domain == Domain::Read as i32));
-        let w = path_arguments(&["path".into()], params.as_object().unwrap(), false).unwrap();
+    }
+
+    #[test]
+    fn declared_names_add_and_exempt_ones_remove() {
+        let declared = [
+            "query".to_owned(),
+            "other:x".to_owned(),
+            "t:spec".to_owned(),
+        ];
+        let exempt = ["to".to_owned()];
+        let got = args(
+            &rules(&declared, &exempt, &[]),
+            json!({"query": "q", "x": "not here", "spec": "s", "to": "bob@example.com", "path": "p"}),
+        );
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["path", "query", "spec"]);
+    }
+
+    #[test]
+    fn paths_are_found_at_any_depth_and_in_lists() {
+        let got = args(
+            &rules(NONE, NONE, &[]),
+            json!({
+                "edits": [{"path": "a.rs", "old": "x"}, {"path": "b.rs"}],
+                "files": ["c", 3, "d"],
+                "options": {"output": {"dir": "out"}},
+                "n": 1
+            }),
+        );
+        assert_eq!(
+            got,
+            [
+                ("edits[0].path".to_owned(), "a.rs".to_owned()),
+                ("edits[1].path".to_owned(), "b.rs".to_owned()),
+                ("files".to_owned(), "c".to_owned()),
+                ("files".to_owned(), "d".to_owned()),
+                ("options.output.dir".to_owned(), "out".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_uri_or_an_absolute_path_in_a_root_is_judged_wherever_it_sits() {
+        let roots = [PathBuf::from("/home/a/work")];
+        let got = args(
+            &rules(NONE, NONE, &roots),
+            json!({
+                "q": "/home/a/work/.env",
+                "r": "/etc/passwd",
+                "u": "file:///home/a/.ssh/id_rsa",
+                "sneaky": "/home/a/work/../.ssh/id_rsa",
+                "text": "hello /home/a/work/x",
+                "rel": "notes.txt"
+            }),
+        );
+        assert_eq!(
+            got,
+            [
+                ("q".to_owned(), "/home/a/work/.env".to_owned()),
+                (
+                    "sneaky".to_owned(),
+                    "/home/a/work/../.ssh/id_rsa".to_owned()
+                ),
+                ("u".to_owned(), "/home/a/.ssh/id_rsa".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_read_only_tools_paths_are_reads() {
+        let params = json!({"path": "a.txt"});
+        let a = path_arguments(&rules(NONE, NONE, &[]), params.as_object().unwrap(), true).unwrap();
+        assert_eq!(a[0].domain, Domain::Read as i32);
+        let w =
+            path_arguments(&rules(NONE, NONE, &[]), params.as_object().unwrap(), false).unwrap();
         assert_eq!(w[0].domain, Domain::Write as i32);
     }
 
     #[test]
-    fn too_many_or_empty_paths_are_refused() {
+    fn too_many_empty_or_too_deep_paths_are_refused() {
+        let r = rules(NONE, NONE, &[]);
         let many: Vec<String> = (0..=MAX_PATH_ARGUMENTS).map(|i| i.to_string()).collect();
         let params = json!({ "files": many });
-        assert!(path_arguments(&["files".into()], params.as_object().unwrap(), true).is_err());
+        assert!(path_arguments(&r, params.as_object().unwrap(), true).is_err());
         let params = json!({ "path": "" });
-        assert!(path_arguments(&["path".into()], params.as_object().unwrap(), true).is_err());
+        assert!(path_arguments(&r, params.as_object().unwrap(), true).is_err());
+        let mut deep = json!({"path": "x"});
+        for _ in 0..=MAX_DEPTH {
+            deep = json!({ "a": deep });
+        }
+        assert!(path_arguments(&r, deep.as_object().unwrap(), true).is_err());
     }
 }

@@ -1,4 +1,4 @@
-//! Real MCP servers as packs: `@modelcontextprotocol/server-everything` from npm (installed from
+//! Real MCP servers as packs: `@modelcontextprotocol/server-everything` and `-filesystem` from npm (installed from
 //! `tests/package-lock.json`) and a server written with the official Python SDK's high-level
 //! server (`tests/packs/notes_server.py`), each run by the account's pack host the way a user's
 //! `mcp.json` would run it, and each call gated, confined and audited like a built-in one.
@@ -317,4 +317,56 @@ async fn an_http_pack_is_reached_with_its_secret_header_gated_and_timed() {
             .await
             .unwrap();
     assert_eq!(calls, 4);
+}
+
+/// The MCP filesystem server's own launcher, as `npm ci` installed it.
+fn server_filesystem() -> PathBuf {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("node_modules/.bin/mcp-server-filesystem");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `npm ci --prefix tests`",
+        bin.display()
+    );
+    bin
+}
+
+/// The unmodified filesystem server as a pack: `move_file`'s `source` and `destination` are
+/// judged as paths, so moving `.env` (to read it under another name after one "once") is refused
+/// by the secret floor before anyone is asked, and a move of ordinary files asks and works.
+#[tokio::test]
+async fn the_filesystem_servers_move_is_judged_on_both_paths() {
+    let g = start_with_packs(json!({"fs": {"command": server_filesystem(), "args": ["."]}}));
+    std::fs::write(g.workdir.join(".env"), "SECRET=hunter2\n").unwrap();
+    std::fs::write(g.workdir.join("a.txt"), "a\n").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    until_listed(&g, "the filesystem server's tools", |names| {
+        names.iter().any(|n| n == "fs__move_file")
+    })
+    .await;
+    let r = agent
+        .invoke(
+            "m",
+            "fs__move_file",
+            json!({"source": ".env", "destination": "env-copy.txt"}),
+        )
+        .await;
+    let e = expect_error(&r, "denied");
+    assert!(e.to_string().contains(".env"), "{e}");
+    assert!(g.workdir.join(".env").exists());
+    assert!(!g.workdir.join("env-copy.txt").exists());
+    // An ordinary move asks, and once approved is done.
+    let (ask, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "m2",
+            "fs__move_file",
+            json!({"source": "a.txt", "destination": "b.txt"}),
+            "once",
+        )
+        .await;
+    assert!(ask.to_string().contains("a.txt"), "{ask}");
+    expect_ok(&r);
+    assert!(g.workdir.join("b.txt").exists() && !g.workdir.join("a.txt").exists());
 }
