@@ -1,7 +1,8 @@
 //! Real MCP servers as packs: `@modelcontextprotocol/server-everything` and `-filesystem` from
 //! npm (installed from `tests/package-lock.json`) and a server written with the official Python
-//! SDK's high-level server (`tests/packs/notes_server.py`), each run by the account's pack host the way a user's
-//! `mcp.json` would run it, and each call gated, confined and audited like a built-in one.
+//! SDK's high-level server (`tests/packs/notes_server.py`), each run by the account's pack host
+//! the way a user's `mcp.json` would run it, and each call gated, confined and audited like a
+//! built-in one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
