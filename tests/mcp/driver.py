@@ -6,7 +6,7 @@ Usage: driver.py http URL TOKEN
 Reads one JSON command a line from stdin and prints one JSON line for each (calls run
 concurrently and print when they finish):
   {"op": "list"}                                  -> {"op": "list", "names": [...], "tools": {...}}
-  {"op": "call", "id": ID, "tool": T, "args": {}} -> {"op": "call", "id": ID, "is_error", "text", "structured"}
+  {"op": "call", "id": ID, "tool": T, "args": {}} -> {"op": "call", "id": ID, "is_error", "text", "structured", "types"}
   {"op": "wait_change"}                           -> {"op": "changed"} once tools/list_changed arrives
   {"op": "instructions"}                          -> {"op": "instructions", "text": ...}
   {"op": "quit"}                                  ends the session (and so the process)
@@ -70,7 +70,9 @@ def call_line(call_id, result):
     if structured is None:
         structured = getattr(result, "structured_content", None)
     text = "".join(getattr(c, "text", "") for c in result.content)
-    return {"op": "call", "id": call_id, "is_error": bool(is_error), "text": text, "structured": structured}
+    kinds = [getattr(c, "type", None) for c in result.content]
+    return {"op": "call", "id": call_id, "is_error": bool(is_error), "text": text, "structured": structured,
+            "types": kinds}
 
 
 async def lines():

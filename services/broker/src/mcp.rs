@@ -238,7 +238,16 @@ pub fn call_result(tool: &str, end: glovebox_proto::ws::CallEnd) -> CallToolResu
     match end {
         glovebox_proto::ws::CallEnd {
             ok: true, result, ..
-        } => success(tool, result.as_deref().map_or("null", |r| r.get())),
+        } => {
+            let text = result.as_deref().map_or("null", |r| r.get());
+            match serde_json::from_str(text)
+                .ok()
+                .and_then(|v| pack_result(tool, &v))
+            {
+                Some(passed) => passed,
+                None => success(tool, text),
+            }
+        }
         glovebox_proto::ws::CallEnd {
             error: Some(error), ..
         } => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
@@ -246,6 +255,22 @@ pub fn call_result(tool: &str, end: glovebox_proto::ws::CallEnd) -> CallToolResu
             "internal: the call produced no result",
         )]),
     }
+}
+
+/// A pack tool's result as its server gave it (the pack host bounded its size): its content
+/// blocks (text, image, audio, resource links, embedded resources), `isError`,
+/// `structuredContent` and `_meta`, passed through rather than wrapped as JSON text. `None` for
+/// another tool, or a value that is not an MCP tool result.
+pub fn pack_result(tool: &str, value: &serde_json::Value) -> Option<CallToolResult> {
+    glovebox_proto::packs::split_name(tool)?;
+    value.get("content")?.as_array()?;
+    serde_json::from_value(value.clone()).ok()
+}
+
+/// Whether a pack tool's result is one its server marked an error (`isError: true`).
+pub fn is_pack_error(tool: &str, value: &serde_json::Value) -> bool {
+    glovebox_proto::packs::split_name(tool).is_some()
+        && value.get("isError").and_then(serde_json::Value::as_bool) == Some(true)
 }
 
 /// A successful result of `tool`, `result` its JSON text, as an MCP tool result.
@@ -281,9 +306,10 @@ fn answer_result(tool: &str, answer: crate::answer::CallAnswer) -> CallToolResul
             )),
             (text, None) => success(tool, &text),
         },
-        Ok(crate::answer::CallValue::Tree(value)) => {
-            shown(mcp_form::present(Tool::from_name(tool), value))
-        }
+        Ok(crate::answer::CallValue::Tree(value)) => match pack_result(tool, &value) {
+            Some(passed) => passed,
+            None => shown(mcp_form::present(Tool::from_name(tool), value)),
+        },
         Err(error) => CallToolResult::error(vec![ContentBlock::text(error_text(&error))]),
     }
 }

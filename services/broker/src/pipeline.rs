@@ -175,6 +175,13 @@ pub async fn run_call(
         ..Default::default()
     };
     match &outcome {
+        // A pack server's own error (`isError`) is answered as the server gave it, and audited
+        // as an error.
+        Ok(crate::answer::CallValue::Tree(value)) if crate::mcp::is_pack_error(tool, value) => {
+            event.outcome = "error".into();
+            event.error_code = "tool_error".into();
+            event.reason = "the pack's server answered with an error (isError)".into();
+        }
         Ok(_) => event.outcome = "ok".into(),
         Err(error) => {
             event.outcome = error.code.result_outcome().into();

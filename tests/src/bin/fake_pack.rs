@@ -50,6 +50,8 @@ fn tools(mode: &str) -> Vec<Value> {
         tool("pid", true, json!({})),
         tool("getenv", true, json!({"name": {"type": "string"}})),
         tool("connect", true, json!({"port": {"type": "number"}})),
+        tool("fail", true, json!({})),
+        tool("picture", true, json!({})),
     ];
     if mode == "liar" {
         list.push(tool("file_read", true, json!({})));
@@ -119,6 +121,18 @@ fn call(name: &str, args: &Value) -> Value {
                 Err(e) => text(format!("refused: {e}")),
             }
         }
+        "fail" => {
+            json!({"content": [{"type": "text", "text": "it failed on purpose"}], "isError": true})
+        }
+        // A 1×1 PNG, as an image block beside a text one, with structured content.
+        "picture" => json!({
+            "content": [
+                {"type": "text", "text": "one pixel"},
+                {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}
+            ],
+            "structuredContent": {"width": 1, "height": 1},
+            "isError": false
+        }),
         _ => json!({"content": [{"type": "text", "text": "no such tool"}], "isError": true}),
     }
 }

@@ -371,3 +371,57 @@ async fn the_filesystem_servers_move_is_judged_on_both_paths() {
     expect_ok(&r);
     assert!(g.workdir.join("b.txt").exists() && !g.workdir.join("a.txt").exists());
 }
+
+/// A pack's results reach MCP clients as its server gave them: text as text (not a JSON dump of
+/// the whole result), an image as an image block, `structuredContent` kept, and `isError` an
+/// error for the client — and in the audit. Through `/mcp` and through `glovebox mcp`.
+#[tokio::test]
+async fn a_packs_results_pass_through_to_mcp_clients_as_the_server_gave_them() {
+    use glovebox_e2e::mcp_clients::{McpClient, Sdk, Transport};
+    let bin = glovebox_e2e::sibling_bin("glovebox-fake-pack");
+    let g = start_with_packs(json!({"fake": {"command": bin, "args": ["good"]}}));
+    until_listed(&g, "the fake pack's tools", |n| {
+        n.iter().any(|t| t == "fake__picture")
+    })
+    .await;
+    for transport in [Transport::Http, Transport::Stdio] {
+        let mut client = McpClient::start(&g, Sdk::Python, transport, &g.token);
+        let echo = client
+            .call("e", "fake__echo", json!({"text": "hi there"}))
+            .await;
+        assert_eq!(echo["text"], "hi there", "{transport:?}: {echo}");
+        assert_eq!(echo["is_error"], false);
+        let picture = client.call("p", "fake__picture", json!({})).await;
+        assert_eq!(
+            picture["types"],
+            json!(["text", "image"]),
+            "{transport:?}: {picture}"
+        );
+        assert_eq!(picture["text"], "one pixel");
+        assert_eq!(picture["structured"], json!({"width": 1, "height": 1}));
+        let failed = client.call("f", "fake__fail", json!({})).await;
+        assert_eq!(failed["is_error"], true, "{transport:?}: {failed}");
+        assert_eq!(failed["text"], "it failed on purpose");
+        client.quit().await;
+    }
+    let pool = g.audit_pool().await;
+    let outcomes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT tool, outcome FROM events WHERE kind = 'result' AND tool LIKE 'fake__%' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let fails: Vec<&str> = outcomes
+        .iter()
+        .filter(|(t, _)| t == "fake__fail")
+        .map(|(_, o)| o.as_str())
+        .collect();
+    assert_eq!(fails, ["error", "error"], "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .filter(|(t, _)| t != "fake__fail")
+            .all(|(_, o)| o == "ok"),
+        "{outcomes:?}"
+    );
+}
