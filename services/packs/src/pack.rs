@@ -1,7 +1,9 @@
 //! One pack: its definition and its server's state. The server starts on first use (a list or a
 //! call); its initialize and tools/list are cached while it runs; one that exited (or never
-//! started) is started again on the next use, at once the first time and then after a backoff
-//! that doubles up to [`MAX_BACKOFF`] (a server that ran [`STABLE_AFTER`] starts over). A call
+//! started, a command not found too) is started again on the next use, at once the first time
+//! and then after a backoff that doubles up to [`MAX_BACKOFF`] (a server that ran
+//! [`STABLE_AFTER`] starts over; a changed definition starts afresh). A failure is logged once
+//! for each new reason, not at every retry. A call
 //! has the pack's time limit; a call that times out or is dropped tells the server with
 //! `notifications/cancelled` (rmcp sends it for an abandoned request). After a timeout the server
 //! is sent a `ping`: one that does not answer within [`HUNG_PROBE`] is hung, and is stopped so the
@@ -18,7 +20,7 @@ use rmcp::service::ServiceError;
 use crate::launch::{Launcher, Started};
 
 /// The longest a failing pack waits before it is started again.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// A server that ran this long before it exited restarts without delay.
 pub const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// Calls one pack's server may have in flight; more are refused as `busy` at once.
@@ -49,8 +51,6 @@ struct Failure {
     message: String,
     at: Instant,
     failures: u32,
-    /// Whether the next start waits ([`restart_delay`]): only after a process ran.
-    backs_off: bool,
 }
 
 /// Why a call did not return a result.
@@ -110,13 +110,12 @@ impl Pack {
                 message,
                 at: Instant::now(),
                 failures,
-                backs_off: true,
             });
         }
         let failures = match &*state {
             State::Failed(f) => {
                 let wait = restart_delay(f.failures);
-                if f.backs_off && f.at.elapsed() < wait {
+                if f.at.elapsed() < wait {
                     let left = wait.saturating_sub(f.at.elapsed());
                     return Err(format!(
                         "{}; starting it again in {} s",
@@ -135,12 +134,19 @@ impl Pack {
                 Ok(ok)
             }
             Err(e) => {
-                tracing::warn!(pack = %self.def.name, error = %e.message, "pack did not start");
+                // Said once for each new reason, not at every retry of the same one.
+                let repeated = matches!(&*state, State::Failed(f) if f.message == e.message);
+                if repeated {
+                    tracing::debug!(pack = %self.def.name, error = %e.message, "pack did not start again");
+                } else {
+                    tracing::warn!(pack = %self.def.name, error = %e.message, "pack did not start");
+                }
+                // Every failure backs off, one that started nothing (a command not found) too: a
+                // change of the pack's definition starts it afresh at once.
                 *state = State::Failed(Failure {
                     message: e.message.clone(),
                     at: Instant::now(),
-                    failures: failures + u32::from(e.spawned),
-                    backs_off: e.spawned,
+                    failures: failures + 1,
                 });
                 Err(e.message)
             }
@@ -201,7 +207,6 @@ impl Pack {
                     .to_owned(),
                 at: Instant::now(),
                 failures,
-                backs_off: true,
             }),
         );
         drop(state);
@@ -278,7 +283,10 @@ mod tests {
         assert_eq!(restart_delay(1), Duration::ZERO);
         assert_eq!(restart_delay(2), Duration::from_secs(1));
         assert_eq!(restart_delay(3), Duration::from_secs(2));
-        assert_eq!(restart_delay(7), MAX_BACKOFF);
+        assert_eq!(restart_delay(7), Duration::from_secs(32));
+        assert_eq!(restart_delay(10), Duration::from_secs(256));
+        assert_eq!(restart_delay(11), MAX_BACKOFF);
+        assert_eq!(MAX_BACKOFF, Duration::from_secs(300));
         assert_eq!(restart_delay(u32::MAX), MAX_BACKOFF);
     }
 }

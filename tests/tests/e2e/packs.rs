@@ -894,3 +894,41 @@ async fn a_managed_no_packs_cap_denies_every_pack_tool_and_a_managed_tools_deny_
             .await,
     );
 }
+
+/// A pack whose command does not exist is not tried again at every listing: after its first
+/// failure it backs off, its error says when it is tried next, and the log says it once.
+#[tokio::test]
+async fn a_pack_that_cannot_start_backs_off_and_is_logged_once() {
+    let g = start_with_limits(&[], Vec::new());
+    std::fs::write(
+        g.state.join("accounts/test/mcp.json"),
+        json!({"mcpServers": {"ghost": {"command": "/nonexistent/ghost-mcp"}}}).to_string(),
+    )
+    .unwrap();
+    let mut agent = g.connect("agent").await;
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let first = loop {
+        let list = packs_list(&mut agent).await;
+        if list["errors"].to_string().contains("ghost") {
+            break list;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(first["errors"].to_string().contains("not found"), "{first}");
+    for _ in 0..10 {
+        let list = packs_list(&mut agent).await;
+        assert!(list["errors"].to_string().contains("ghost"), "{list}");
+    }
+    let list = packs_list(&mut agent).await;
+    assert!(
+        list["errors"].to_string().contains("starting it again in"),
+        "{list}"
+    );
+    let warned = g
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("pack did not start") && l.contains("ghost"))
+        .count();
+    assert_eq!(warned, 1, "{}", g.stderr());
+}
