@@ -3,7 +3,6 @@
 //! frames are the loomcycle client-tools protocol v1.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
@@ -60,10 +59,6 @@ pub async fn upgrade(
         .on_upgrade(move |socket| serve(app, account, socket, revoked))
 }
 
-/// How often the server pings a provider; one that has sent nothing since the previous ping is
-/// dropped (its tools leave with it, so a frozen provider stops being "most recent").
-pub const PING_INTERVAL: Duration = Duration::from_secs(30);
-
 async fn serve(
     app: Arc<App>,
     account: String,
@@ -105,26 +100,24 @@ async fn serve(
         outbox: session.outbox().clone(),
     };
     provider.register(tools, client).await;
-    let mut ping =
-        tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
-    // Whether the provider sent anything since the last ping.
-    let mut heard = true;
+    // The provider is pinged as often as every WebSocket (`limits::Limits::ping_interval`), in
+    // the protocol and with a `ping` frame; one that has sent nothing for two intervals — no
+    // frame, not even a protocol pong (what `ws` and other libraries answer by themselves) — is
+    // dropped (its tools leave with it, so a frozen provider stops being "most recent").
+    let every = liveness.ping;
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tokio::select! {
             text = session.next_text() => match text {
-                Ok(text) => {
-                    heard = true;
-                    provider.on_text(text.as_str()).await;
-                }
+                Ok(text) => provider.on_text(text.as_str()).await,
                 Err(_) => break,
             },
             _ = ping.tick() => {
-                if !heard {
+                if session.last_heard().elapsed() > every * 2 {
                     tracing::info!(%account, %connection_id, "client-tools provider did not answer a ping; dropping it");
                     session.outbox().close(CLOSE_POLICY, "no answer to ping");
                     break;
                 }
-                heard = false;
                 provider.send(ToProviderFrame::Ping).await;
             }
         }

@@ -186,6 +186,12 @@ impl<T: Into<Message> + Clone + Send + 'static> Session<T> {
         &self.outbox
     }
 
+    /// When the peer last sent anything: a text frame, a binary one, or a protocol ping or pong
+    /// (a client whose library answers pings by itself is alive without a word of its own).
+    pub fn last_heard(&self) -> tokio::time::Instant {
+        self.last_heard
+    }
+
     /// The next text frame, or why the session ended (the close frame, where one is due, is
     /// already queued; later calls return the same). Dropping the future loses no incoming frame.
     pub async fn next_text(&mut self) -> Result<Utf8Bytes, End> {

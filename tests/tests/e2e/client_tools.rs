@@ -553,3 +553,53 @@ async fn the_operator_s_client_tools_knobs_take_effect() {
     let closed = first.next().await;
     assert_eq!(closed["type"], "closed", "{closed}");
 }
+
+/// A provider whose WebSocket library answers the broker's protocol pings (as `ws` does) but that
+/// never answers a `ping` frame of its own is alive: it keeps its place and its tools for many
+/// ping intervals.
+#[tokio::test]
+async fn a_provider_answering_only_protocol_pings_is_not_dropped() {
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        limits: vec!["websocket_idle_secs: 2".into()],
+        ..Default::default()
+    });
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    provider.register(&["click"]).await;
+    // Pinged every 0.2 s: read for 2 s, answering the protocol's pings (tungstenite does it as it
+    // reads) and nothing else.
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut app_pings = 0;
+    while let Ok(Some(frame)) = tokio::time::timeout_at(until, provider.socket.next()).await {
+        match frame.unwrap() {
+            Message::Close(c) => panic!("dropped: {c:?}"),
+            Message::Text(t) if t.contains("\"ping\"") => app_pings += 1,
+            _ => {}
+        }
+    }
+    assert!(app_pings >= 3, "{app_pings}");
+    let agent = g.connect("agent").await;
+    let tools = agent.hello_ok["tools"].to_string();
+    assert!(tools.contains("click"), "{tools}");
+    // One that reads nothing (so answers nothing, not even in the protocol) is dropped.
+    drop(provider);
+    let mut frozen = open_provider(&g, &g.token).await.unwrap();
+    frozen.register(&["freeze"]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // Dropped before the idle timeout (2 s): a close frame 1008, or the socket already gone.
+    loop {
+        match tokio::time::timeout(WAIT, frozen.socket.next())
+            .await
+            .unwrap()
+        {
+            Some(Ok(Message::Close(c))) => {
+                assert_eq!(c.map(|c| u16::from(c.code)), Some(1008));
+                break;
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => break,
+        }
+    }
+    let agent = g.connect("agent").await;
+    let tools = agent.hello_ok["tools"].to_string();
+    assert!(!tools.contains("freeze"), "{tools}");
+}
