@@ -532,8 +532,15 @@ pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {
         .filter(|n| n.starts_with("audit.head.mismatch-"))
         .collect();
     if let Some(problem) = &report.problem {
-        outln!("audit chain BROKEN in {}: {problem}", db.display());
-        return Ok(ExitCode::from(1));
+        match problem {
+            glovebox_gate::audit::chain::Problem::NoHead => outln!(
+                "audit chain UNPROVEN in {}: {problem} ({} is missing)",
+                db.display(),
+                state.audit_head().display()
+            ),
+            _ => outln!("audit chain BROKEN in {}: {problem}", db.display()),
+        }
+        return Ok(ExitCode::from(problem.exit_code()));
     }
     outln!(
         "audit chain verified: {} rows in {}",
@@ -544,12 +551,6 @@ pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {
         outln!(
             "  {} rows from before the chain was keyed are checked with an unkeyed hash",
             report.unkeyed
-        );
-    }
-    if !report.head_checked {
-        outln!(
-            "  no head file ({}): a removed tail cannot be detected",
-            state.audit_head().display()
         );
     }
     if !mismatches.is_empty() {

@@ -819,6 +819,21 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
 /// Runs a few real calls, stops glovebox, applies `sql` to the audit file as someone with write
 /// access to it would (triggers dropped first), and returns what `glovebox audit verify` says.
 async fn verify_after_tampering(sql: &[&str]) -> (i32, String) {
+    let (g, rw) = stopped_with_writable_audit().await;
+    for s in sql {
+        sqlx::query(sqlx::AssertSqlSafe(*s))
+            .execute(&rw)
+            .await
+            .unwrap();
+    }
+    rw.close().await;
+    let (code, out, err) = g.run_cli(&["audit", "verify"]);
+    (code, format!("{out}{err}"))
+}
+
+/// A glovebox that made a few real calls and stopped, and its audit file opened for writing by
+/// someone without the key (the triggers that refuse changes dropped).
+async fn stopped_with_writable_audit() -> (Glovebox, sqlx::SqlitePool) {
     let mut g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
     let mut agent = g.connect("agent").await;
@@ -837,18 +852,68 @@ async fn verify_after_tampering(sql: &[&str]) -> (i32, String) {
     for s in [
         "DROP TRIGGER events_refuse_update",
         "DROP TRIGGER events_refuse_delete",
-    ]
-    .iter()
-    .chain(sql)
-    {
-        sqlx::query(sqlx::AssertSqlSafe(*s))
+    ] {
+        sqlx::query(s).execute(&rw).await.unwrap();
+    }
+    (g, rw)
+}
+
+/// Without the key, the chain cannot be downgraded: every row rewritten with the unkeyed hash
+/// anyone can compute, a row removed and the rest renumbered, the head deleted — verify refuses
+/// it. A head deleted alone is not "verified" either: the rows are whole, but a cut tail or a
+/// wipe cannot be ruled out (exit 3).
+#[tokio::test]
+async fn a_chain_downgraded_or_without_its_head_does_not_verify() {
+    use glovebox_gate::audit::chain::{GENESIS, legacy_hash};
+    use glovebox_gate::audit::row::{RawRow, column_list};
+    // The head deleted, nothing else.
+    let (g, rw) = stopped_with_writable_audit().await;
+    rw.close().await;
+    std::fs::remove_file(g.state.join("audit.head")).unwrap();
+    let _ = std::fs::remove_file(g.state.join(".audit.head.next"));
+    let (code, out, err) = g.run_cli(&["audit", "verify"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("UNPROVEN") && out.contains("no head"), "{out}");
+    // The downgrade.
+    let (g, rw) = stopped_with_writable_audit().await;
+    sqlx::query("DELETE FROM events WHERE id = 3")
+        .execute(&rw)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE events SET id = id - 1 WHERE id > 3")
+        .execute(&rw)
+        .await
+        .unwrap();
+    let sql = format!("SELECT id, {} FROM events ORDER BY id", column_list());
+    let rows: Vec<RawRow> = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&rw)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| RawRow::from_row(r).unwrap())
+        .collect();
+    let mut prev = GENESIS.to_owned();
+    for row in &rows {
+        let fields = row.stored().fields;
+        let hash = legacy_hash(&prev, &fields);
+        sqlx::query("UPDATE events SET prev_hash = ?1, hash = ?2, keyed = 0 WHERE id = ?3")
+            .bind(&prev)
+            .bind(&hash)
+            .bind(row.id)
             .execute(&rw)
             .await
             .unwrap();
+        prev = hash;
     }
     rw.close().await;
+    std::fs::remove_file(g.state.join("audit.head")).unwrap();
+    let _ = std::fs::remove_file(g.state.join(".audit.head.next"));
     let (code, out, err) = g.run_cli(&["audit", "verify"]);
-    (code, format!("{out}{err}"))
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("BROKEN") && out.contains("under the audit key"),
+        "{out}"
+    );
 }
 
 #[tokio::test]

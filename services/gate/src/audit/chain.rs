@@ -256,6 +256,23 @@ pub enum Problem {
     HeadMismatch { id: i64 },
     #[error("{0}")]
     Head(HeadError),
+    #[error("no head: nothing proves that no tail was cut or that the database was not emptied")]
+    NoHead,
+    #[error(
+        "none of the {rows} rows is under the audit key: the chain was rewritten without it (or the key is not this database's)"
+    )]
+    NothingKeyed { rows: u64 },
+}
+
+impl Problem {
+    /// The exit code `audit verify` gives it: 3 when only the head is missing (the rows are
+    /// whole, but a cut cannot be ruled out), 1 for everything found wrong.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Problem::NoHead => 3,
+            _ => 1,
+        }
+    }
 }
 
 /// What `check` found.
@@ -325,7 +342,18 @@ pub fn check(
         prev = row.mac;
         prev_id = Some(row.id);
     }
-    if let Some(head) = head {
+    // A database with the audit key whose rows are all unkeyed was rewritten with the old
+    // unkeyed hash, which anyone can compute (a real chain has keyed rows after its legacy ones,
+    // whose MACs cover the legacy rows before them).
+    if report.rows > 0 && report.rows == report.unkeyed {
+        report.problem = Some(Problem::NothingKeyed { rows: report.rows });
+        return report;
+    }
+    let Some(head) = head else {
+        report.problem = Some(Problem::NoHead);
+        return report;
+    };
+    {
         report.head_checked = true;
         report.problem = match at_head {
             _ if report.rows == 0 && head.rows > 0 => Some(Problem::Wiped {
@@ -423,14 +451,45 @@ mod tests {
     }
 
     #[test]
-    fn an_untouched_chain_verifies_with_and_without_its_head() {
+    fn an_untouched_chain_verifies_with_its_head_and_without_it_cannot_rule_out_a_cut() {
         let rows = chain(4);
         let head = head_of(&rows);
         let r = check(rows.clone(), &key(), Some(&head));
         assert_eq!(r.problem, None);
         assert_eq!((r.rows, r.head_checked), (4, true));
+        // The rows are whole, but with the head gone a cut tail or a wipe would look the same.
         let r = check(rows, &key(), None);
-        assert_eq!((r.problem, r.head_checked), (None, false));
+        assert_eq!((r.problem, r.head_checked), (Some(Problem::NoHead), false));
+        assert_eq!(Problem::NoHead.exit_code(), 3);
+        let r = check(Vec::new(), &key(), None);
+        assert_eq!(r.problem, Some(Problem::NoHead));
+    }
+
+    /// The downgrade: every row rewritten with the unkeyed hash anyone can compute (and the head
+    /// deleted, or kept) — a whole chain of legacy rows is never taken for one.
+    #[test]
+    fn a_chain_rewritten_without_the_key_is_refused_with_or_without_a_head() {
+        let mut prev = GENESIS.to_owned();
+        let forged: Vec<StoredRow> = chain(4)
+            .into_iter()
+            .map(|mut row| {
+                row.prev = prev.clone();
+                row.mac = legacy_hash(&prev, &row.fields);
+                row.keyed = false;
+                prev = row.mac.clone();
+                row
+            })
+            .collect();
+        let head = head_of(&chain(4));
+        for head in [None, Some(head.as_str())] {
+            let r = check(forged.clone(), &key(), head);
+            assert_eq!(
+                r.problem,
+                Some(Problem::NothingKeyed { rows: 4 }),
+                "{head:?}"
+            );
+            assert_eq!(r.problem.unwrap().exit_code(), 1);
+        }
     }
 
     #[test]
@@ -528,7 +587,8 @@ mod tests {
             });
             prev = mac;
         }
-        let r = check(rows, &key(), None);
+        let head = head_of(&rows);
+        let r = check(rows, &key(), Some(&head));
         assert_eq!((r.problem, r.rows, r.unkeyed), (None, 3, 2));
     }
 }
