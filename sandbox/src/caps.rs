@@ -153,33 +153,29 @@ fn anonymous_pages(pid: i32) -> u64 {
     resident.saturating_sub(shared)
 }
 
-/// utime + stime + cutime + cstime of `pid`, from `/proc/<pid>/stat` (fields 14 to 17).
+/// utime + stime + cutime + cstime of `pid` (fields 14 to 17 of `/proc/<pid>/stat`).
 fn cpu_ticks(pid: i32) -> u64 {
+    stat_sum(pid, 14, 4)
+}
+
+/// The CPU time of the children the shim itself reaped (its cutime and cstime, fields 16, 17).
+fn reaped_ticks(shim: i32) -> u64 {
+    stat_sum(shim, 16, 2)
+}
+
+/// The sum of `count` numeric fields of `/proc/<pid>/stat` from field `first` (numbered from 1
+/// as in proc(5); read after the command name, which may hold spaces and parentheses).
+fn stat_sum(pid: i32, first: usize, count: usize) -> u64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0;
     };
     let Some((_, rest)) = stat.rsplit_once(')') else {
         return 0;
     };
-    // After the name: state (3), ppid (4), …; utime is field 14, so index 11 here.
+    // What follows the name starts at field 3 (the state).
     rest.split_whitespace()
-        .skip(11)
-        .take(4)
-        .filter_map(|f| f.parse::<u64>().ok())
-        .sum()
-}
-
-/// The CPU time of the children the shim itself reaped (its cutime and cstime).
-fn reaped_ticks(shim: i32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{shim}/stat")) else {
-        return 0;
-    };
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0;
-    };
-    rest.split_whitespace()
-        .skip(13)
-        .take(2)
+        .skip(first - 3)
+        .take(count)
         .filter_map(|f| f.parse::<u64>().ok())
         .sum()
 }

@@ -290,14 +290,7 @@ async fn network_as(sandbox: &[&str], env: &[(&str, &str)]) -> (String, String) 
             let _ = udp.send_to(b"a", from);
         }
     });
-    let g = Glovebox::start_with(Options {
-        sandbox: sandbox.iter().map(|s| (*s).to_owned()).collect(),
-        env: env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        ..Default::default()
-    });
+    let g = with_sandbox(sandbox, env);
     let line = sandbox_line(&g).await;
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
@@ -519,6 +512,28 @@ __attribute__((constructor)) static void logged(void) {{
     }
 }
 
+/// Glovebox whose account has the `sandbox:` lines `sandbox`, started with `env`.
+fn with_sandbox(sandbox: &[&str], env: &[(&str, &str)]) -> Glovebox {
+    Glovebox::start_with(Options {
+        sandbox: sandbox.iter().map(|s| (*s).to_owned()).collect(),
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..Default::default()
+    })
+}
+
+/// The broker's `host:port`.
+fn broker_address(g: &Glovebox) -> String {
+    g.url
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 /// Runs `command` as a job of an account with `sandbox` (and `env` for `up`); returns its final
 /// status and output.
 async fn job_with(
@@ -526,14 +541,7 @@ async fn job_with(
     env: &[(&str, &str)],
     command: &str,
 ) -> (serde_json::Value, String, Glovebox) {
-    let g = Glovebox::start_with(Options {
-        sandbox: sandbox.iter().map(|s| (*s).to_owned()).collect(),
-        env: env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        ..Default::default()
-    });
+    let g = with_sandbox(sandbox, env);
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     let (status, stdout, stderr) = agent.run_job(&mut approver, command).await;
@@ -645,13 +653,7 @@ async fn a_job_cannot_starve_the_control_sockets_nor_the_broker() {
     let attack = glovebox_e2e::plant_attack_binary(&g.workdir);
     let sockets = sockets_under(&g.state);
     assert!(sockets.len() >= 5, "{sockets:?}");
-    let port = g
-        .url
-        .trim_start_matches("ws://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let port = broker_address(&g);
     let mut targets: Vec<String> = sockets.iter().map(|s| s.display().to_string()).collect();
     let per_socket = format!("{} hold 200 6 {}", attack.display(), targets.join(" "));
     targets.push(format!("tcp:{port}"));
@@ -761,10 +763,7 @@ async fn managed_policy_caps_the_network_of_jobs() {
         tcp.local_addr().unwrap().port(),
         udp.local_addr().unwrap().port(),
     );
-    let g = Glovebox::start_with(Options {
-        sandbox: vec!["network: any".into()],
-        ..Default::default()
-    });
+    let g = with_sandbox(&["network: any"], &[]);
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     let managed = g.state.join("managed");
@@ -809,19 +808,9 @@ async fn managed_policy_caps_the_network_of_jobs() {
 /// approver out: the oldest silent ones are shed for it.
 #[tokio::test]
 async fn with_the_network_open_a_jobs_silent_connections_are_shed_for_the_approver() {
-    let g = Glovebox::start_with(Options {
-        sandbox: vec!["network: any".into()],
-        env: vec![("GLOVEBOX_NAMESPACES".into(), "off".into())],
-        ..Default::default()
-    });
+    let g = with_sandbox(&["network: any"], &[("GLOVEBOX_NAMESPACES", "off")]);
     let attack = glovebox_e2e::plant_attack_binary(&g.workdir);
-    let port = g
-        .url
-        .trim_start_matches("ws://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let port = broker_address(&g);
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     let (_, started) = agent
