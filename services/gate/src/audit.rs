@@ -325,6 +325,7 @@ impl AuditStore {
             why,
         };
         let conn = open_writer(&files.db).map_err(|e| writer_error(e.to_string()))?;
+        let identity = file_identity(&files.db).map_err(|e| writer_error(e.to_string()))?;
         let writer = Arc::new(Mutex::new(Writer {
             wal: wal::WalCheckpoints::start(&files.db, &conn),
             head: HeadWriter::start(files.head.clone(), &files.key),
@@ -332,6 +333,8 @@ impl AuditStore {
             tip,
             files: files.clone(),
             counters: counters.clone(),
+            identity,
+            replaced: None,
         }));
         let unfinished = Arc::new(AtomicUsize::new(0));
         // The opening pool is closed, and the rare read later takes a connection that closes
@@ -607,6 +610,18 @@ struct Writer {
     tip: Tip,
     files: AuditFiles,
     counters: Arc<Counters>,
+    /// The database file's device and inode when the store opened it.
+    identity: (u64, u64),
+    /// Why the file at the database's path is no longer the one open (deleted or replaced
+    /// under the running gate): from then on nothing is written or acknowledged.
+    replaced: Option<String>,
+}
+
+/// The device and inode of the file at `path` (not following a link).
+fn file_identity(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 fn lock_writer(writer: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
@@ -709,6 +724,10 @@ impl Writer {
     /// [`Writer::commit`]; on a caller's thread ([`NO_LOCK_WAIT`]), nothing when the file is
     /// locked by another connection (the rows are not written and nothing is counted): `None`.
     fn try_commit(&mut self, events: &[AuditEvent]) -> Option<bool> {
+        if self.file_was_replaced() {
+            let why = self.replaced.clone().unwrap_or_default();
+            return Some(self.count(Err(rusqlite::Error::InvalidPath(why.into())), events));
+        }
         let started = std::time::Instant::now();
         let written = write_batch(&self.conn, events, &mut self.tip, &self.files.key);
         if let Err(rusqlite::Error::SqliteFailure(e, _)) = &written
@@ -722,6 +741,31 @@ impl Writer {
         }
         glovebox_telemetry::metrics::gate().audit_commit(started.elapsed().as_secs_f64());
         Some(self.count(written, events))
+    }
+
+    /// Whether the file at the database's path is no longer the one this store writes (checked
+    /// before every batch: one `lstat`). Rows written to a deleted or replaced file would be
+    /// acknowledged and lost, so the first time it is seen the store stops writing, health
+    /// turns bad, and the head is kept as `<head>.mismatch-<unix seconds>`, which `verify`
+    /// reports.
+    fn file_was_replaced(&mut self) -> bool {
+        if self.replaced.is_some() {
+            return true;
+        }
+        let why = match file_identity(&self.files.db) {
+            Ok(now) if now == self.identity => return false,
+            Ok(_) => "the audit database was replaced under the running gate",
+            Err(_) => "the audit database was deleted under the running gate",
+        };
+        let kept = self.files.head.with_extension(format!(
+            "head.mismatch-{}",
+            glovebox_ticket::now_ms().unwrap_or(0) / 1000
+        ));
+        let _ = std::fs::copy(&self.files.head, &kept);
+        tracing::error!(db = %self.files.db.display(), kept = %kept.display(), "{why}; no call is acknowledged until the gate is restarted");
+        self.replaced = Some(why.to_owned());
+        self.counters.healthy.store(false, Ordering::Relaxed);
+        true
     }
 
     /// Counts a batch's outcome; after a commit, the head follows: the rows are committed, and a

@@ -1186,3 +1186,70 @@ async fn no_scratch_directory_outlives_a_stop_even_of_a_killed_service() {
         );
     }
 }
+
+/// The audit database deleted, or replaced by an older copy, under a running gate: the next call
+/// is not acknowledged, health turns bad, and once glovebox stops, `verify` of the replaced
+/// database says it was replaced (the gate kept the head it had).
+#[tokio::test]
+async fn an_audit_database_deleted_or_replaced_while_running_is_noticed_at_once() {
+    for replace in [false, true] {
+        let mut g = Glovebox::start();
+        std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
+        let mut agent = g.connect("agent").await;
+        expect_ok(
+            &agent
+                .invoke("r0", "file_read", json!({"path": "a.txt"}))
+                .await,
+        );
+        let db = g.audit_db();
+        let copy = g.root().join("older.db");
+        if replace {
+            // An older copy, taken now, put back after more calls: a cut tail.
+            let pool = g.audit_pool().await;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "VACUUM INTO '{}'",
+                copy.display()
+            )))
+            .execute(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+            expect_ok(
+                &agent
+                    .invoke("r1", "file_read", json!({"path": "a.txt"}))
+                    .await,
+            );
+            std::fs::rename(&copy, &db).unwrap();
+        } else {
+            std::fs::remove_file(&db).unwrap();
+        }
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+        let r = agent
+            .invoke("r2", "file_read", json!({"path": "a.txt"}))
+            .await;
+        assert_eq!(r["ok"], false, "{replace}: {r}");
+        let (code, body) = healthz(&g).await;
+        assert_eq!(code, 503, "{body}");
+        assert_eq!(
+            (&body["ok"], &body["audit"]["healthy"]),
+            (&json!(false), &json!(false)),
+            "{replace}: {body}"
+        );
+        drop(agent);
+        g.stop();
+        if replace {
+            let (code, out, err) = g.run_cli(&["audit", "verify"]);
+            assert_eq!(code, 1, "{out}{err}");
+            assert!(out.contains("BROKEN"), "{out}");
+            // The gate kept the head it had when it noticed, for verify and people to see.
+            let kept = std::fs::read_dir(&g.state).unwrap().flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("audit.head.mismatch-")
+            });
+            assert!(kept, "no kept head in {}", g.state.display());
+        }
+    }
+}
