@@ -164,7 +164,8 @@ impl Launcher {
             StartError::before_spawn(format!("prepare the pack's directories: {e}"))
         })?;
         let command = self.shim_command(def, &found, env);
-        let tail = Tail::default();
+        // Whatever the server prints, the values of its secrets are not shown.
+        let tail = Tail::masking(secrets.values().cloned());
         let spawned = |message: String| StartError {
             message,
             spawned: true,

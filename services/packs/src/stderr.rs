@@ -24,9 +24,30 @@ struct Kept {
     bytes: Vec<u8>,
     /// Whether earlier bytes were dropped (the first line kept may be the end of a longer one).
     cut: bool,
+    /// The values of the secrets the pack was given: masked wherever they appear, whatever
+    /// surrounds them.
+    secrets: Vec<String>,
 }
 
+/// Secret values shorter than this are not masked by value (they would mask ordinary words).
+const MIN_MASKED_SECRET: usize = 4;
+
 impl Tail {
+    /// A tail that masks `secrets` (the values of the secrets the pack's server was given) by
+    /// value, besides what looks like a secret.
+    pub fn masking(secrets: impl IntoIterator<Item = String>) -> Tail {
+        let mut secrets: Vec<String> = secrets
+            .into_iter()
+            .filter(|s| s.len() >= MIN_MASKED_SECRET)
+            .collect();
+        // Longest first, so that a secret containing another is masked whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        Tail(Arc::new(Mutex::new(Kept {
+            secrets,
+            ..Kept::default()
+        })))
+    }
+
     fn push(&self, bytes: &[u8]) {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         kept.bytes.extend_from_slice(bytes);
@@ -47,7 +68,11 @@ impl Tail {
         } else {
             &text
         };
-        glovebox_redact::mask_command(whole.trim())
+        let mut shown = whole.trim().to_owned();
+        for secret in &kept.secrets {
+            shown = shown.replace(secret.as_str(), "****");
+        }
+        glovebox_redact::mask_command(&shown)
     }
 }
 
@@ -120,6 +145,17 @@ mod tests {
         assert!(!text.contains("sk-live"), "{text}");
         assert!(text.contains("postgres://app:****@db/prod"), "{text}");
         assert!(text.contains("rejected"), "{text}");
+
+        // A secret the pack was given is masked by its value, in any form of words.
+        let t = Tail::masking(["correct horse battery".to_owned(), "pw".to_owned()]);
+        t.push(b"login failed for password correct horse battery (pw ok?)\n");
+        let text = t.text();
+        assert!(!text.contains("correct horse"), "{text}");
+        assert!(text.contains("password ****"), "{text}");
+        assert!(
+            text.contains("(pw ok?)"),
+            "too short to mask by value: {text}"
+        );
 
         // A long line cut by the bound: its end (`abcdef…` below) is not shown, whole lines are.
         let t = Tail::default();

@@ -932,3 +932,50 @@ async fn a_pack_that_cannot_start_backs_off_and_is_logged_once() {
         .count();
     assert_eq!(warned, 1, "{}", g.stderr());
 }
+
+/// A pack that fails to start printing the value of its secret: the value is masked wherever the
+/// failure surfaces — the agent's `packs_list`, `glovebox packs list`, glovebox's log — however
+/// it is worded (not only `KEY=value`).
+#[tokio::test]
+async fn a_packs_secret_printed_on_its_stderr_is_never_shown() {
+    use std::os::unix::fs::PermissionsExt;
+    let g = start_with_limits(&[], Vec::new());
+    let secret = "correct horse battery staple";
+    g.set_secret("test", "db", secret);
+    let script = g.workdir.join("leaky-server.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho \"could not log in with password $DB_PASS, giving up\" >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        g.state.join("accounts/test/mcp.json"),
+        json!({"mcpServers": {"leaky": {"command": script, "env": {"DB_PASS": "${secret:db}"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut agent = g.connect("agent").await;
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let list = loop {
+        let list = packs_list(&mut agent).await;
+        if list["errors"].to_string().contains("giving up") {
+            break list;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{list}\n{}",
+            g.stderr()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(list.to_string().contains("password ****"), "{list}");
+    let (_, cli, _) = g.run_cli(&["packs", "list"]);
+    for (surface, text) in [
+        ("packs_list", list.to_string()),
+        ("glovebox packs list", cli),
+        ("glovebox's log", g.stderr()),
+    ] {
+        assert!(!text.contains("horse battery"), "{surface}: {text}");
+    }
+}
