@@ -317,9 +317,26 @@ pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<E
 /// The ask on screen.
 struct Shown {
     ask_id: String,
-    /// When it was on screen, prompt and all.
+    /// When it was on screen, prompt and all (or, while confirming, the confirmation prompt).
     at: Instant,
     deadline: Instant,
+    /// Its preview was cut: allowing needs the same answer typed again.
+    preview_cut: bool,
+    /// The allowing answer given once, waiting to be typed again.
+    confirming: Option<Decision>,
+}
+
+impl Shown {
+    /// The ask's id as the approver sees it: its first four hex digits (`ask 3f2a`).
+    fn short_id(&self) -> &str {
+        short_ask_id(&self.ask_id)
+    }
+}
+
+/// The first four hex digits of an ask id (`ask-3f2a…` → `3f2a`), as the terminal shows it.
+fn short_ask_id(ask_id: &str) -> &str {
+    let hex = ask_id.strip_prefix("ask-").unwrap_or(ask_id);
+    hex.get(..4).unwrap_or(hex)
 }
 
 /// What `approve` waits for.
@@ -421,7 +438,7 @@ async fn approve_on<S: Stream>(mut socket: Ws<S>) -> anyhow::Result<ExitCode> {
             Event::Stop => return Ok(ExitCode::SUCCESS),
             Event::Frame(ask @ ServerFrame::Ask { .. }) => {
                 if let Some(previous) = shown.take() {
-                    crate::outln!("\n(ask {} is no longer shown)", previous.ask_id);
+                    crate::outln!("\n(ask {} is no longer shown)", previous.short_id());
                 }
                 let ask = show(ask)?;
                 // Anything typed but not yet read predates this ask.
@@ -448,6 +465,27 @@ async fn approve_on<S: Stream>(mut socket: Ws<S>) -> anyhow::Result<ExitCode> {
             Event::Input(Some(Input::Line(line))) => {
                 match typeahead::judge(&line, shown.as_ref().map(|s| s.at)) {
                     Verdict::Answer(decision) => {
+                        if let Some(ask) = shown.as_mut().filter(|s| {
+                            s.preview_cut
+                                && decision != Decision::Deny
+                                && s.confirming != Some(decision)
+                        }) {
+                            // A cut preview: the same answer again, read after this is shown.
+                            ask.confirming = Some(decision);
+                            ask.at = Instant::now();
+                            crate::outln!(
+                                "\nask {}'s preview was cut: not all of what it allows is shown \
+                                 above. Type {} again to allow it anyway, n to deny.",
+                                ask.short_id(),
+                                if decision == Decision::Always {
+                                    "a"
+                                } else {
+                                    "y"
+                                }
+                            );
+                            prompt(ask)?;
+                            continue;
+                        }
                         answer(&mut socket, &mut shown, decision).await?;
                     }
                     Verdict::Stale => {
@@ -499,13 +537,15 @@ fn show(frame: ServerFrame) -> anyhow::Result<Shown> {
         expires_in_ms,
         display,
         warning,
+        preview_cut,
         ..
     } = frame
     else {
         anyhow::bail!("not an ask: {frame:?}");
     };
     crate::outln!(
-        "\n── ask {ask_id} ── account {account} ── connection {connection_id} ── call {call_id}"
+        "\n── ask {} ── account {account} ── connection {connection_id} ── call {call_id}",
+        short_ask_id(&ask_id)
     );
     if let Some(warning) = &warning {
         crate::outln!("WARNING: {warning}");
@@ -524,6 +564,8 @@ fn show(frame: ServerFrame) -> anyhow::Result<Shown> {
         deadline: now
             .checked_add(Duration::from_millis(expires_in_ms))
             .unwrap_or(now),
+        preview_cut,
+        confirming: None,
     };
     prompt(&ask)?;
     Ok(ask)
@@ -531,11 +573,19 @@ fn show(frame: ServerFrame) -> anyhow::Result<Shown> {
 
 /// (Re)prints the question for the ask on screen, with the seconds left.
 fn prompt(ask: &Shown) -> anyhow::Result<()> {
-    let left = ask.deadline.saturating_duration_since(Instant::now());
-    print!(
-        "\rallow? [y] once, [a] always, [n] deny ({:>2}s left): ",
-        left.as_secs() + 1
-    );
+    let left = ask
+        .deadline
+        .saturating_duration_since(Instant::now())
+        .as_secs()
+        + 1;
+    let id = ask.short_id();
+    match ask.confirming {
+        Some(Decision::Always) => {
+            print!("\rask {id}, cut preview: [a] always, [n] deny ({left:>2}s left): ")
+        }
+        Some(_) => print!("\rask {id}, cut preview: [y] once, [n] deny ({left:>2}s left): "),
+        None => print!("\rask {id}: allow? [y] once, [a] always, [n] deny ({left:>2}s left): "),
+    }
     std::io::stdout().flush()?;
     Ok(())
 }
@@ -550,8 +600,9 @@ async fn answer<S: Stream>(
         return Ok(());
     };
     let frame = ClientFrame::Answer {
-        ask_id: ask.ask_id,
+        ask_id: ask.ask_id.clone(),
         decision,
+        confirm_cut: ask.confirming == Some(decision),
     };
     send_frame(socket, &frame).await?;
     let word = match decision {
@@ -559,7 +610,7 @@ async fn answer<S: Stream>(
         Decision::Always => "always",
         Decision::Deny => "deny",
     };
-    crate::outln!("answered: {word}");
+    crate::outln!("ask {}: answered {word}", ask.short_id());
     Ok(())
 }
 

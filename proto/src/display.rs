@@ -4,7 +4,9 @@
 //! controls, zero-width and other invisible characters, C0/C1 controls, line and paragraph
 //! separators and ANSI escape sequences become tokens such as `⟨U+202E⟩` or `⟨ESC[31m⟩`; a word
 //! mixing scripts (a Cyrillic `е` in a Latin `echo`, per Unicode's UTS #39 data) gets each foreign
-//! letter marked, `е⟨U+0435 CYRILLIC⟩cho`.
+//! letter marked, `е⟨U+0435 CYRILLIC⟩cho`. In a path or a command, so does a word that passes for
+//! ASCII without being ASCII: all Cyrillic `аррӏе` (UTS #39's skeleton reads `apple`), fullwidth
+//! `ｅｃｈｏ`, mathematical `𝐞𝐜𝐡𝐨`.
 //!
 //! Paths and commands are stricter than previews. Their leading and trailing whitespace is
 //! spelled out (`notes.txt⟨SP⟩`, `notes.txt⟨U+00A0⟩`); a tab is `⟨TAB⟩`, a non-ASCII space
@@ -117,7 +119,11 @@ pub fn reveal(input: &str, kind: Kind) -> Revealed {
         let c = chars[i];
         if is_blank(c) {
             let (units, end) = blank_run(&chars, i);
-            r.blanks(&units, i == 0, end == chars.len());
+            let slash_at =
+                |j: Option<usize>| kind == Kind::Path && j.and_then(|j| chars.get(j)) == Some(&'/');
+            let leading = edge(i == 0, slash_at(i.checked_sub(1)));
+            let trailing = edge(end == chars.len(), slash_at(Some(end)));
+            r.blanks(&units, leading, trailing);
             i = end;
             continue;
         }
@@ -139,9 +145,8 @@ pub fn reveal(input: &str, kind: Kind) -> Revealed {
             }
             c => {
                 r.out.push(c);
-                if let Some(script) = foreign.get(i).copied().flatten() {
-                    r.out
-                        .push_str(&format!("⟨{} {}⟩", code(c), script.to_ascii_uppercase()));
+                if let Some(Some(what)) = foreign.get(i) {
+                    r.out.push_str(&format!("⟨{} {what}⟩", code(c)));
                 }
             }
         }
@@ -186,7 +191,7 @@ impl Render {
         }
         if self.more_words > 0 {
             self.warn(format!(
-                "{} more words with mixed scripts in {}",
+                "{} more words with mixed scripts or look-alike letters in {}",
                 self.more_words,
                 self.kind.noun()
             ));
@@ -205,20 +210,24 @@ impl Render {
         }
     }
 
-    /// Shows one maximal run of whitespace. `leading`/`trailing`: it starts or ends the text.
-    fn blanks(&mut self, units: &[Blank], leading: bool, trailing: bool) {
+    /// Shows one maximal run of whitespace. `leading`/`trailing`: whether it starts or ends the
+    /// text or a path component.
+    fn blanks(&mut self, units: &[Blank], leading: Option<Edge>, trailing: Option<Edge>) {
         let kind = self.kind;
         for &u in units {
             self.note(u);
         }
-        let edge = kind != Kind::Preview && (leading || trailing);
+        let edge = kind != Kind::Preview && (leading.is_some() || trailing.is_some());
         if edge {
             let noun = kind.noun();
-            if leading {
-                self.warn(format!("leading whitespace in {noun}"));
-            }
-            if trailing {
-                self.warn(format!("trailing whitespace in {noun}"));
+            for (side, at) in [("leading", leading), ("trailing", trailing)] {
+                match at {
+                    Some(Edge::Text) => self.warn(format!("{side} whitespace in {noun}")),
+                    Some(Edge::Component) => {
+                        self.warn(format!("{side} whitespace in a path component"))
+                    }
+                    None => {}
+                }
             }
         }
         if edge || kind == Kind::Path {
@@ -296,21 +305,59 @@ impl Render {
         }
     }
 
-    /// Warns about each word that mixes scripts (naming the first few) and returns the script
-    /// of each foreign letter by index (`None` for every other character).
-    fn mixed_scripts(&mut self, chars: &[char]) -> Vec<Option<&'static str>> {
+    /// Warns about each word that mixes scripts or passes for ASCII (naming the first few) and
+    /// returns what each suspect letter is by index (`CYRILLIC`, `FULLWIDTH`; `None` for every
+    /// other character).
+    fn mixed_scripts(&mut self, chars: &[char]) -> Vec<Option<String>> {
         let mut foreign = vec![None; chars.len()];
-        for (n, word) in scripts::mixed_words(chars).into_iter().enumerate() {
+        let mut named = 0;
+        for word in scripts::mixed_words(chars) {
             for &(i, script) in &word.foreign {
-                foreign[i] = Some(script);
+                foreign[i] = Some(script.to_ascii_uppercase());
             }
-            if n < MAX_NAMED_WORDS {
-                self.warn(word.warning(chars));
-            } else {
-                self.more_words += 1;
+            self.name_word(&mut named, word.warning(chars));
+        }
+        // In a preview, a word of another script is content (a translated text, a formula).
+        let look_alikes = match self.kind {
+            Kind::Path | Kind::Command => scripts::ascii_look_alikes(chars),
+            Kind::Preview => Vec::new(),
+        };
+        for word in look_alikes {
+            for (i, what) in &word.letters {
+                foreign[*i] = Some(what.clone());
             }
+            self.name_word(&mut named, word.warning(chars));
         }
         foreign
+    }
+
+    /// Warns about a suspect word while fewer than [`MAX_NAMED_WORDS`] are named; counts it after.
+    fn name_word(&mut self, named: &mut usize, warning: String) {
+        if *named < MAX_NAMED_WORDS {
+            *named += 1;
+            self.warn(warning);
+        } else {
+            self.more_words += 1;
+        }
+    }
+}
+
+/// Where a run of whitespace touches an edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Edge {
+    /// The start or the end of the whole text.
+    Text,
+    /// A `/` of a path: the run starts or ends a component (`/w/ notes.txt`).
+    Component,
+}
+
+fn edge(text: bool, component: bool) -> Option<Edge> {
+    if text {
+        Some(Edge::Text)
+    } else if component {
+        Some(Edge::Component)
+    } else {
+        None
     }
 }
 
@@ -556,6 +603,22 @@ mod tests {
                 "trailing whitespace in a path",
             ],
         );
+        // each component of a path has edges too
+        check(
+            Path,
+            "/w/ notes.txt",
+            "/w/⟨SP⟩notes.txt",
+            &["leading whitespace in a path component"],
+        );
+        check(
+            Path,
+            "/w/docs /notes.txt",
+            "/w/docs⟨SP⟩/notes.txt",
+            &["trailing whitespace in a path component"],
+        );
+        check(Path, "/w/a b/c", "/w/a b/c", &[]);
+        // a command's slashes are not component edges
+        check(Command, "cat / x", "cat / x", &[]);
         // a preview's edges are content
         check(Preview, "+x \n", "+x \n", &[]);
         check(Preview, "a\u{A0}b", "a\u{A0}b", &[]);
@@ -569,8 +632,11 @@ mod tests {
         check(
             Path,
             "a.txt\n  write /x (approved by policy)",
-            "a.txt⟨LF⟩  write /x (approved by policy)",
-            &["a line break in a path"],
+            "a.txt⟨LF⟩  write⟨SP⟩/x (approved by policy)",
+            &[
+                "a line break in a path",
+                "trailing whitespace in a path component",
+            ],
         );
         check(Path, "a\tb", "a⟨TAB⟩b", &["a tab in a path"]);
         check(Path, "a\r\nb", "a⟨CRLF⟩b", &["a line break in a path"]);
@@ -757,13 +823,57 @@ mod tests {
     }
 
     #[test]
+    fn words_passing_for_ascii_are_marked_in_paths_and_commands() {
+        use Kind::{Command, Path, Preview};
+        // all Cyrillic, one script: reads "apple"
+        check(
+            Path,
+            "/w/\u{430}\u{440}\u{440}\u{4CF}\u{435}.txt",
+            "/w/\u{430}⟨U+0430 CYRILLIC⟩\u{440}⟨U+0440 CYRILLIC⟩\u{440}⟨U+0440 CYRILLIC⟩\
+             \u{4CF}⟨U+04CF CYRILLIC⟩\u{435}⟨U+0435 CYRILLIC⟩.txt",
+            &[
+                "`\u{430}\u{440}\u{440}\u{4CF}\u{435}` passes for the ASCII `apple` (Cyrillic letters)",
+            ],
+        );
+        check(
+            Command,
+            "\u{FF45}\u{FF43}\u{FF48}\u{FF4F} hi",
+            "\u{FF45}⟨U+FF45 FULLWIDTH⟩\u{FF43}⟨U+FF43 FULLWIDTH⟩\u{FF48}⟨U+FF48 FULLWIDTH⟩\
+             \u{FF4F}⟨U+FF4F FULLWIDTH⟩ hi",
+            &["`\u{FF45}\u{FF43}\u{FF48}\u{FF4F}` passes for the ASCII `echo` (fullwidth letters)"],
+        );
+        check(
+            Command,
+            "\u{1D41E}cho",
+            "\u{1D41E}⟨U+1D41E MATHEMATICAL⟩cho",
+            &["`\u{1D41E}cho` passes for the ASCII `echo` (mathematical letters)"],
+        );
+        // ordinary words of other scripts and accented Latin are not flagged
+        for ordinary in [
+            "/w/caf\u{E9}.txt",
+            "/w/\u{41F}\u{440}\u{438}\u{432}\u{435}\u{442}.txt",
+            "/w/日本語.txt",
+            "/w/\u{3B1}\u{3B2}\u{3B3}.txt",
+        ] {
+            check(Path, ordinary, ordinary, &[]);
+        }
+        // in a preview, another script is content
+        check(
+            Preview,
+            "\u{430}\u{440}\u{440}\u{4CF}\u{435}",
+            "\u{430}\u{440}\u{440}\u{4CF}\u{435}",
+            &[],
+        );
+    }
+
+    #[test]
     fn many_mixed_words_are_counted_not_listed() {
         let input = "\u{435}a \u{435}b \u{435}c \u{435}d \u{435}e";
         let r = reveal_command(input);
         assert_eq!(r.warnings.len(), 4, "{:?}", r.warnings);
         assert_eq!(
             r.warnings[3],
-            "2 more words with mixed scripts in a command"
+            "2 more words with mixed scripts or look-alike letters in a command"
         );
         assert_eq!(r.text.matches("CYRILLIC").count(), 5, "{}", r.text);
     }

@@ -72,6 +72,10 @@ pub enum ClientFrame {
     Answer {
         ask_id: String,
         decision: Decision,
+        /// The approver was told the ask's preview was cut and allows it anyway: an ask whose
+        /// preview was cut (`preview_cut`) is allowed only with this set (a deny needs nothing).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        confirm_cut: bool,
     },
     /// Withdraws a call of this connection: its pending ask is denied.
     Cancel {
@@ -295,6 +299,10 @@ pub enum ServerFrame {
         /// whitespace in a path; a run of 240 spaces in a command`); absent when nothing was.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         warning: Option<String>,
+        /// The preview is cut (a diff over its limit, a long tool input): part of what would be
+        /// allowed is not shown, so allowing needs `confirm_cut` in the answer.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        preview_cut: bool,
     },
     /// The account's tools were switched on or off (the answer to `set_enabled`).
     Enabled { account: String, enabled: bool },
@@ -677,6 +685,7 @@ mod tests {
             Ok(ClientFrame::Answer {
                 ask_id: "a1".into(),
                 decision: Decision::Always,
+                confirm_cut: false,
             }),
         );
     }
@@ -703,6 +712,12 @@ mod tests {
             ClientFrame::Answer {
                 ask_id: "ask-1".into(),
                 decision: Decision::Deny,
+                confirm_cut: false,
+            },
+            ClientFrame::Answer {
+                ask_id: "ask-1".into(),
+                decision: Decision::Once,
+                confirm_cut: true,
             },
             ClientFrame::Cancel {
                 call_id: "c".into(),
@@ -733,6 +748,7 @@ mod tests {
         let text = ClientFrame::Answer {
             ask_id: "ask-1".into(),
             decision: Decision::Always,
+            confirm_cut: false,
         }
         .to_json()
         .unwrap();

@@ -14,7 +14,7 @@ use glovebox_proto::ws::Decision;
 /// A line that started sooner than this after its ask was shown was typed before the approver
 /// could have read the ask: it is dropped. (It also covers the moment between a byte arriving
 /// and the reader stamping it.)
-pub const MIN_READING_TIME: Duration = Duration::from_millis(250);
+pub const MIN_READING_TIME: Duration = Duration::from_secs(1);
 /// Longest line kept, in bytes; the rest of a longer line is dropped (no answer is that long).
 const MAX_LINE_BYTES: usize = 1024;
 

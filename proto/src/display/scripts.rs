@@ -3,8 +3,12 @@
 //! letters share and the letters foreign to it. Pure.
 //!
 //! Single-script words of any script are ordinary, and so is Latin mixed with Han, Japanese or
-//! Korean (UTS #39's "highly restrictive" level).
+//! Korean (UTS #39's "highly restrictive" level) — unless the word passes for ASCII: a word of
+//! one script whose every letter is confusable with an ASCII one (`аррӏе`, all Cyrillic, reads
+//! `apple` by UTS #39's skeleton), and fullwidth or mathematical letters (`ｅｃｈｏ`, `𝐞𝐜𝐡𝐨`),
+//! are found by [`ascii_look_alikes`].
 
+use unicode_security::confusable_detection::skeleton;
 use unicode_security::mixed_script::AugmentedScriptSet;
 use unicode_security::{
     MixedScript, RestrictionLevel, RestrictionLevelDetection,
@@ -43,21 +47,7 @@ impl MixedWord {
             Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
             _ => scripts.join(""),
         };
-        let word = &chars[self.start..self.end];
-        let mut quoted: String = word
-            .iter()
-            .take(MAX_QUOTED_WORD)
-            .map(|&c| {
-                if is_hidden(c) {
-                    code_token(c)
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect();
-        if word.len() > MAX_QUOTED_WORD {
-            quoted.push('…');
-        }
+        let quoted = quoted(&chars[self.start..self.end]);
         let look_alikes = if self.look_alike { " look-alikes" } else { "" };
         format!("mixed scripts ({names}{look_alikes}) in `{quoted}`")
     }
@@ -65,22 +55,141 @@ impl MixedWord {
 
 /// Every word of `chars` that mixes scripts.
 pub(super) fn mixed_words(chars: &[char]) -> Vec<MixedWord> {
-    let mut found = Vec::new();
+    words(chars)
+        .filter_map(|(start, end)| mixed_word(chars, start, end))
+        .collect()
+}
+
+/// A word of non-ASCII letters that passes for an ASCII word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LookAlike {
+    /// Where the word is, as char indices of the text (end exclusive).
+    pub start: usize,
+    pub end: usize,
+    /// The ASCII word it reads as.
+    pub reads_as: String,
+    /// The non-ASCII letters: (char index in the text, what they are: `CYRILLIC`, `FULLWIDTH`).
+    pub letters: Vec<(usize, String)>,
+}
+
+impl LookAlike {
+    /// ``аррӏе` passes for the ASCII `apple` (Cyrillic letters)`.
+    pub fn warning(&self, chars: &[char]) -> String {
+        let mut kinds: Vec<String> = Vec::new();
+        for (_, kind) in &self.letters {
+            let kind = kind.to_lowercase();
+            let kind = match kind.as_str() {
+                "fullwidth" | "mathematical" => kind,
+                _ => capitalised(&kind),
+            };
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        format!(
+            "`{}` passes for the ASCII `{}` ({} letters)",
+            quoted(&chars[self.start..self.end]),
+            self.reads_as,
+            kinds.join(" and ")
+        )
+    }
+}
+
+/// Every word of `chars` that does not mix scripts but reads as ASCII though it is not: its
+/// letters are fullwidth or mathematical forms of ASCII, or all confusable with ASCII by UTS
+/// #39's skeleton.
+pub(super) fn ascii_look_alikes(chars: &[char]) -> Vec<LookAlike> {
+    words(chars)
+        .filter(|&(start, end)| mixed_word(chars, start, end).is_none())
+        .filter_map(|(start, end)| look_alike(chars, start, end))
+        .collect()
+}
+
+fn look_alike(chars: &[char], start: usize, end: usize) -> Option<LookAlike> {
+    let word = &chars[start..end];
+    if word.iter().all(char::is_ascii) {
+        return None;
+    }
+    let visible = (start..end).filter(|&i| !chars[i].is_ascii() && !is_hidden(chars[i]));
+    // only hidden characters are not ASCII: they are flagged as such
+    visible.clone().next()?;
+    let text: String = word.iter().filter(|&&c| !is_hidden(c)).collect();
+    let reads_as: String = skeleton(&text).collect();
+    let compatibility = word.iter().any(|&c| compatibility_form(c).is_some());
+    let ascii = reads_as.chars().all(|c| c.is_ascii_alphanumeric());
+    if !(compatibility || ascii) || reads_as.is_empty() {
+        return None;
+    }
+    let letters = visible
+        .map(|i| {
+            let c = chars[i];
+            let kind = compatibility_form(c)
+                .map(str::to_owned)
+                .unwrap_or_else(|| script_name(AugmentedScriptSet::for_char(c)).to_uppercase());
+            (i, kind)
+        })
+        .collect();
+    Some(LookAlike {
+        start,
+        end,
+        reads_as: quoted(&reads_as.chars().collect::<Vec<_>>()),
+        letters,
+    })
+}
+
+/// `FULLWIDTH` for the fullwidth forms of ASCII (`ｅ`), `MATHEMATICAL` for the mathematical
+/// alphanumerics (`𝐞`, `𝕖`): letters drawn like ASCII but not ASCII.
+fn compatibility_form(c: char) -> Option<&'static str> {
+    match c {
+        '\u{FF01}'..='\u{FF5E}' => Some("FULLWIDTH"),
+        '\u{1D400}'..='\u{1D7FF}' => Some("MATHEMATICAL"),
+        _ => None,
+    }
+}
+
+fn capitalised(word: &str) -> String {
+    let mut chars = word.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// The maximal runs of word characters of `chars`, as (start, end) char indices.
+fn words(chars: &[char]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut i = 0;
-    while i < chars.len() {
-        if !is_word_char(chars[i]) {
+    std::iter::from_fn(move || {
+        while i < chars.len() && !is_word_char(chars[i]) {
             i += 1;
-            continue;
+        }
+        if i == chars.len() {
+            return None;
         }
         let start = i;
         while i < chars.len() && is_word_char(chars[i]) {
             i += 1;
         }
-        if let Some(word) = mixed_word(chars, start, i) {
-            found.push(word);
-        }
+        Some((start, i))
+    })
+}
+
+/// A word as a warning quotes it: hidden characters as tokens, cut at [`MAX_QUOTED_WORD`].
+fn quoted(word: &[char]) -> String {
+    let mut quoted: String = word
+        .iter()
+        .take(MAX_QUOTED_WORD)
+        .map(|&c| {
+            if is_hidden(c) {
+                code_token(c)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
+    if word.len() > MAX_QUOTED_WORD {
+        quoted.push('…');
     }
-    found
+    quoted
 }
 
 /// Letters, digits and combining marks; invisible characters too, so that one cannot split a

@@ -33,6 +33,8 @@ pub enum AskOutcome {
 
 struct Pending {
     ask_id: String,
+    /// Its preview was cut: allowing it needs the answer's `confirm_cut`.
+    preview_cut: bool,
     /// The outcome, and the approver connection that answered (if one did).
     reply: oneshot::Sender<(AskOutcome, Option<u64>)>,
 }
@@ -135,24 +137,33 @@ impl Asks {
         self.lock().get(account).is_some_and(|a| a.in_flight > 0)
     }
 
-    /// Delivers the answer of approver connection `by`. Returns false if `ask_id` is not this
-    /// account's pending ask. The account's other approvers are told it closed (`answered`).
-    pub fn answer(&self, account: &str, by: u64, ask_id: &str, decision: Decision) -> bool {
+    /// Delivers the answer of approver connection `by`; the account's other approvers are told
+    /// the ask closed (`answered`). Refused, with the ask left pending, when `ask_id` is not this
+    /// account's pending ask or when it allows an ask whose preview was cut without
+    /// `confirm_cut`.
+    pub fn answer(
+        &self,
+        account: &str,
+        by: u64,
+        ask_id: &str,
+        decision: Decision,
+        confirm_cut: bool,
+    ) -> Result<(), AnswerRefused> {
         let mut accounts = self.lock();
-        let Some(a) = accounts.get_mut(account) else {
-            return false;
-        };
+        let a = accounts.get_mut(account).ok_or(AnswerRefused::NotPending)?;
         match &a.pending {
-            Some(p) if p.ask_id == ask_id => {}
-            _ => return false,
+            Some(p) if p.ask_id == ask_id => {
+                if p.preview_cut && decision != Decision::Deny && !confirm_cut {
+                    return Err(AnswerRefused::CutNotConfirmed);
+                }
+            }
+            _ => return Err(AnswerRefused::NotPending),
         }
-        match a.pending.take() {
-            Some(p) => p
-                .reply
-                .send((AskOutcome::Answered(decision), Some(by)))
-                .is_ok(),
-            None => false,
-        }
+        let pending = a.pending.take().ok_or(AnswerRefused::NotPending)?;
+        pending
+            .reply
+            .send((AskOutcome::Answered(decision), Some(by)))
+            .map_err(|_| AnswerRefused::NotPending)
     }
 
     /// Asks the account's approvers; `frame` builds the ask frame from the ask id. `cancelled`
@@ -181,6 +192,14 @@ impl Asks {
             _ = &mut cancelled => None,
         };
         let ask_id = new_id("ask");
+        let frame = frame(&ask_id, self.timeout.as_millis() as u64);
+        let preview_cut = matches!(
+            frame,
+            ServerFrame::Ask {
+                preview_cut: true,
+                ..
+            }
+        );
         let (reply, wait) = oneshot::channel();
         let approvers: Vec<mpsc::Sender<Message>> = {
             let mut accounts = self.lock();
@@ -194,11 +213,12 @@ impl Asks {
             }
             a.pending = Some(Pending {
                 ask_id: ask_id.clone(),
+                preview_cut,
                 reply,
             });
             a.approvers.values().cloned().collect()
         };
-        let text = frame(&ask_id, self.timeout.as_millis() as u64).to_json();
+        let text = frame.to_json();
         for tx in &approvers {
             let _ = tx.send(Message::Text(text.clone().into())).await;
         }
@@ -242,6 +262,15 @@ impl Asks {
         drop(turn);
         outcome
     }
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerRefused {
+    /// The ask is not this account's pending ask (answered, closed or never made).
+    NotPending,
+    /// It allows an ask whose preview was cut without saying the approver confirmed that.
+    CutNotConfirmed,
 }
 
 /// A random id with a prefix, e.g. `ask-3f2a...`.
@@ -308,6 +337,7 @@ mod tests {
             expires_in_ms: ms,
             display: glovebox_proto::ws::AskDisplay::of("file_write", &[], "").0,
             warning: None,
+            preview_cut: false,
         }
     }
 
@@ -369,16 +399,55 @@ mod tests {
         let task = spawn_ask(&asks);
         let id = next_ask_id(&mut rx).await;
         assert!(
-            !asks.answer("b", 1, &id, Decision::Once),
+            asks.answer("b", 1, &id, Decision::Once, false).is_err(),
             "another account cannot answer"
         );
-        assert!(!asks.answer("a", 1, "ask-unknown", Decision::Once));
-        assert!(asks.answer("a", 1, &id, Decision::Always));
+        assert!(
+            asks.answer("a", 1, "ask-unknown", Decision::Once, false)
+                .is_err()
+        );
+        assert!(asks.answer("a", 1, &id, Decision::Always, false).is_ok());
         assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Always));
         assert!(
-            !asks.answer("a", 1, &id, Decision::Once),
+            asks.answer("a", 1, &id, Decision::Once, false).is_err(),
             "an answered ask is gone"
         );
+    }
+
+    #[tokio::test]
+    async fn allowing_a_cut_preview_needs_its_confirmation() {
+        let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
+        let (tx, mut rx) = mpsc::channel(8);
+        asks.add_approver("a", 1, tx);
+        let cut = |id: &str, ms| {
+            let mut f = frame(id, ms);
+            if let ServerFrame::Ask { preview_cut, .. } = &mut f {
+                *preview_cut = true;
+            }
+            f
+        };
+        let task = {
+            let asks = asks.clone();
+            tokio::spawn(async move { asks.ask("a", cut, std::future::pending()).await })
+        };
+        let id = next_ask_id(&mut rx).await;
+        for decision in [Decision::Once, Decision::Always] {
+            assert_eq!(
+                asks.answer("a", 1, &id, decision, false),
+                Err(AnswerRefused::CutNotConfirmed)
+            );
+        }
+        // still pending: the confirmed answer is taken
+        assert_eq!(asks.answer("a", 1, &id, Decision::Once, true), Ok(()));
+        assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Once));
+        // a deny needs no confirmation
+        let task = {
+            let asks = asks.clone();
+            tokio::spawn(async move { asks.ask("a", cut, std::future::pending()).await })
+        };
+        let id = next_ask_id(&mut rx).await;
+        assert_eq!(asks.answer("a", 1, &id, Decision::Deny, false), Ok(()));
+        assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Deny));
     }
 
     #[tokio::test(start_paused = true)]
@@ -419,11 +488,11 @@ mod tests {
             asks.ask("a", frame, std::future::pending()).await,
             AskOutcome::Busy
         );
-        assert!(asks.answer("a", 1, &id1, Decision::Deny));
+        assert!(asks.answer("a", 1, &id1, Decision::Deny, false).is_ok());
         assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
         let id2 = next_ask_id(&mut rx).await;
         assert_ne!(id1, id2);
-        assert!(asks.answer("a", 1, &id2, Decision::Once));
+        assert!(asks.answer("a", 1, &id2, Decision::Once, false).is_ok());
         assert_eq!(second.await.unwrap(), AskOutcome::Answered(Decision::Once));
     }
 
@@ -455,10 +524,10 @@ mod tests {
         // its waiting place is free again
         let third = spawn_ask(&asks);
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(asks.answer("a", 1, &id1, Decision::Deny));
+        assert!(asks.answer("a", 1, &id1, Decision::Deny, false).is_ok());
         assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
         let id3 = next_ask_id(&mut rx).await;
-        assert!(asks.answer("a", 1, &id3, Decision::Once));
+        assert!(asks.answer("a", 1, &id3, Decision::Once, false).is_ok());
         assert_eq!(third.await.unwrap(), AskOutcome::Answered(Decision::Once));
 
         // withdrawn while shown: the approvers hear that it closed
@@ -483,7 +552,7 @@ mod tests {
         assert_eq!(closed["ask_id"], id4.as_str());
         assert_eq!(closed["reason"], "withdrawn");
         assert!(
-            !asks.answer("a", 1, &id4, Decision::Once),
+            asks.answer("a", 1, &id4, Decision::Once, false).is_err(),
             "a withdrawn ask cannot be answered"
         );
     }
@@ -498,7 +567,7 @@ mod tests {
         let task = spawn_ask(&asks);
         let id = next_ask_id(&mut rx1).await;
         assert_eq!(next_ask_id(&mut rx2).await, id);
-        assert!(asks.answer("a", 2, &id, Decision::Once));
+        assert!(asks.answer("a", 2, &id, Decision::Once, false).is_ok());
         assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Once));
         let Some(Message::Text(t)) = rx1.recv().await else {
             panic!("no ask_closed frame")

@@ -358,15 +358,27 @@ impl Connection {
     /// An approver answers its account's asks and switches its tools; it cannot call tools.
     async fn approver_frame(&self, frame: ClientFrame) {
         match frame {
-            ClientFrame::Answer { ask_id, decision } => {
-                if !self
-                    .app
-                    .asks
-                    .answer(&self.account, self.key, &ask_id, decision)
-                {
-                    let message = format!("no pending ask {ask_id} for this account");
-                    self.error(ErrorCode::InvalidParams, message).await;
-                }
+            ClientFrame::Answer {
+                ask_id,
+                decision,
+                confirm_cut,
+            } => {
+                use crate::asks::AnswerRefused;
+                let taken =
+                    self.app
+                        .asks
+                        .answer(&self.account, self.key, &ask_id, decision, confirm_cut);
+                let message = match taken {
+                    Ok(()) => return,
+                    Err(AnswerRefused::NotPending) => {
+                        format!("no pending ask {ask_id} for this account")
+                    }
+                    Err(AnswerRefused::CutNotConfirmed) => format!(
+                        "ask {ask_id}'s preview was cut: allowing it needs confirm_cut (the \
+                         approver saw that not all of it was shown); it is still pending"
+                    ),
+                };
+                self.error(ErrorCode::InvalidParams, message).await;
             }
             ClientFrame::SetEnabled { enabled } => self.set_enabled(enabled).await,
             ClientFrame::ConsoleLogin {} => self.console_login().await,

@@ -26,7 +26,7 @@ use crate::app::App;
 use crate::asks::AskOutcome;
 use crate::backends::request;
 use crate::pipeline::{
-    CallIds, Origin, Preview, authorize, from_tool_error, input_preview, unavailable,
+    CallIds, Origin, Preview, PreviewText, authorize, from_tool_error, input_preview, unavailable,
 };
 use crate::sync::lock;
 
@@ -194,6 +194,7 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
                     expires_in_ms,
                     display,
                     warning,
+                    preview_cut: false,
                 },
                 std::future::pending::<()>(),
             )
@@ -350,11 +351,12 @@ pub async fn packs_frame(app: &App, account: &str) -> ServerFrame {
 }
 
 /// What the approver is shown of a pack call: the pack, the tool and the arguments.
-fn call_preview(pack: &str, tool: &str, params: &serde_json::Value) -> String {
-    format!(
-        "pack: {pack}\ntool: {tool}\n{}",
-        input_preview(params).replacen("input:", "arguments:", 1)
-    )
+fn call_preview(pack: &str, tool: &str, params: &serde_json::Value) -> PreviewText {
+    let arguments = input_preview(params, "arguments");
+    PreviewText {
+        text: format!("pack: {pack}\ntool: {tool}\n{}", arguments.text),
+        cut: arguments.cut,
+    }
 }
 
 /// A call of a pack tool: planned by the pack host and the executor, judged by the gate, made by
@@ -534,9 +536,10 @@ mod tests {
     fn a_pack_call_shows_pack_tool_and_arguments() {
         let p = call_preview("e", "echo", &serde_json::json!({"message": "hi"}));
         assert_eq!(
-            p,
+            p.text,
             "pack: e\ntool: echo\narguments:\n{\n  \"message\": \"hi\"\n}\n"
         );
+        assert!(!p.cut);
     }
 
     /// Trust asks, what they queue, and a pack to ask about.

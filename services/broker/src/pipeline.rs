@@ -446,8 +446,18 @@ fn executor_failed() -> WireError {
 pub(crate) enum Preview {
     /// The executor renders it (a diff for writes; command, shell and cwd for exec).
     Executor,
-    Text(String),
+    Text(PreviewText),
 }
+
+/// A preview's text, and whether it was cut at its limit (then allowing needs a confirmation).
+pub(crate) struct PreviewText {
+    pub text: String,
+    pub cut: bool,
+}
+
+/// The warning of an ask whose preview was cut.
+pub(crate) const PREVIEW_CUT_WARNING: &str =
+    "the preview was cut at its limit: allowing allows what is not shown too (confirm to allow)";
 
 /// Largest preview of a client tool's input, in bytes.
 const MAX_INPUT_PREVIEW: usize = 16 * 1024;
@@ -567,7 +577,7 @@ async fn client_tool(
         content_tag: Vec::new(),
         pack: None,
     };
-    let preview = Preview::Text(input_preview(&params));
+    let preview = Preview::Text(input_preview(&params, "input"));
     let mut cancelled = cancelled;
     authorize(app, origin, &call, &plan, cancelled.clone(), preview).await?;
     if *cancelled.borrow() {
@@ -599,12 +609,16 @@ fn truncated(name: &str) -> String {
 
 /// What the approver is shown of a client tool's input: pretty JSON, cut at
 /// [`MAX_INPUT_PREVIEW`] bytes (on a character boundary).
-pub(crate) fn input_preview(params: &serde_json::Value) -> String {
+pub(crate) fn input_preview(params: &serde_json::Value, label: &str) -> PreviewText {
     let mut shown = serde_json::to_string_pretty(params).unwrap_or_default();
-    if glovebox_proto::display::truncate_at_char(&mut shown, MAX_INPUT_PREVIEW) {
-        shown.push_str("\n[input truncated]");
+    let cut = glovebox_proto::display::truncate_at_char(&mut shown, MAX_INPUT_PREVIEW);
+    if cut {
+        shown.push_str(&format!("\n[{label} truncated]"));
     }
-    format!("input:\n{shown}\n")
+    PreviewText {
+        text: format!("{label}:\n{shown}\n"),
+        cut,
+    }
 }
 
 fn registry_error(e: crate::registry::RegistryError) -> WireError {
@@ -705,7 +719,7 @@ async fn preview_text(
     call: &ToolCall,
     plan: &Plan,
     preview: Preview,
-) -> Result<String, WireError> {
+) -> Result<PreviewText, WireError> {
     match preview {
         Preview::Text(text) => Ok(text),
         Preview::Executor => {
@@ -723,7 +737,10 @@ async fn preview_text(
                 .into_inner();
             match preview.error {
                 Some(e) => Err(from_tool_error(e)),
-                None => Ok(preview.text),
+                None => Ok(PreviewText {
+                    text: preview.text,
+                    cut: preview.truncated,
+                }),
             }
         }
     }
@@ -735,7 +752,7 @@ struct Shown<'a> {
     plan: &'a Plan,
     /// The agent connection that made the call.
     connection_id: &'a str,
-    preview: String,
+    preview: PreviewText,
     gate_warnings: &'a [String],
 }
 
@@ -748,7 +765,11 @@ async fn show(
 ) -> AskOutcome {
     let call = shown.call;
     let subjects = ask_subjects(shown.plan);
-    let (display, warnings) = AskDisplay::of(&call.tool, &subjects, &shown.preview);
+    let (display, mut warnings) = AskDisplay::of(&call.tool, &subjects, &shown.preview.text);
+    let preview_cut = shown.preview.cut;
+    if preview_cut {
+        warnings.push(PREVIEW_CUT_WARNING.to_owned());
+    }
     let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
     let warning = with_gate_warnings(warning, shown.gate_warnings);
     app.asks
@@ -761,10 +782,11 @@ async fn show(
                 connection_id: shown.connection_id.to_owned(),
                 tool: call.tool.clone(),
                 subjects,
-                preview: shown.preview,
+                preview: shown.preview.text,
                 expires_in_ms,
                 display,
                 warning,
+                preview_cut,
             },
             async move {
                 if cancelled.wait_for(|c| *c).await.is_err() {
@@ -833,11 +855,15 @@ mod tests {
     #[test]
     fn a_client_tools_input_preview_is_cut_on_a_character_boundary() {
         let small = serde_json::json!({"q": "é"});
-        assert_eq!(input_preview(&small), "input:\n{\n  \"q\": \"é\"\n}\n");
+        let shown = input_preview(&small, "input");
+        assert_eq!(shown.text, "input:\n{\n  \"q\": \"é\"\n}\n");
+        assert!(!shown.cut);
         // `{\n  "qq": "` is 11 bytes, so the 2-byte characters after it straddle the cap
         let big = serde_json::json!({"qq": "é".repeat(MAX_INPUT_PREVIEW)});
-        let shown = input_preview(&big);
+        let shown = input_preview(&big, "input");
+        assert!(shown.cut);
         let body = shown
+            .text
             .strip_prefix("input:\n")
             .and_then(|s| s.strip_suffix("\n[input truncated]\n"))
             .unwrap();

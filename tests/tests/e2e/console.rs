@@ -357,6 +357,47 @@ async fn a_write_is_approved_after_its_diff_is_shown_and_a_denied_one_changes_no
 }
 
 #[tokio::test]
+async fn a_cut_preview_is_allowed_only_by_a_second_click_after_it_is_said() {
+    let g = Glovebox::start();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    let mut agent = g.connect("agent").await;
+    let content = "x".repeat(300 * 1024);
+    invoke(
+        &mut agent,
+        "big",
+        "file_write",
+        json!({"path": "big.txt", "content": content}),
+    )
+    .await;
+    ask_shown(&mut page, "big").await;
+    assert!(
+        page.text("#ask-warning")
+            .await
+            .contains("the preview was cut at its limit")
+    );
+    let short = page.text("#ask-id").await;
+    assert_eq!(short.len(), 4, "{short}");
+    page.click("#answer-once").await;
+    // the first click only says so, and the buttons wait their second again
+    page.wait_for(
+        "the cut preview to be said",
+        "document.getElementById('ask-arming').textContent.includes('preview was cut') && \
+         document.getElementById('answer-once').disabled === false && \
+         !document.getElementById('ask').hidden",
+    )
+    .await;
+    assert!(!g.workdir.join("big.txt").exists());
+    page.click("#answer-once").await;
+    expect_ok(&agent.result_for("big").await);
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("big.txt")).unwrap(),
+        content
+    );
+    no_ask_shown(&mut page).await;
+}
+
+#[tokio::test]
 async fn a_key_held_before_an_ask_appears_does_not_answer_it() {
     let g = Glovebox::start();
     let browser = Browser::launch();

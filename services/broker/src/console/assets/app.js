@@ -143,7 +143,9 @@
   let tick = 0;
 
   function showAsk(f) {
-    current = { ask_id: f.ask_id, deadline: performance.now() + f.expires_in_ms };
+    // preview_cut: allowing takes the same answer twice; confirming: the first one, given.
+    current = { ask_id: f.ask_id, deadline: performance.now() + f.expires_in_ms,
+      preview_cut: Boolean(f.preview_cut), confirming: null };
     const d = f.display || { tool: f.tool, subjects: f.subjects, preview: f.preview };
     const exec = d.subjects.find((s) => s.domain === "exec");
     const verbs = { write: "write", delete: "delete", read: "read", exec: "run a command", tool: "use a tool", job: "act on a job" };
@@ -155,6 +157,7 @@
     $("ask-account").textContent = f.account;
     $("ask-connection").textContent = f.connection_id;
     $("ask-call").textContent = f.call_id;
+    $("ask-id").textContent = shortId(f.ask_id);
     const warning = $("ask-warning");
     warning.textContent = f.warning ? `Warning: ${f.warning}` : "";
     show(warning, Boolean(f.warning));
@@ -301,9 +304,18 @@
 
   function setArmed(on) {
     for (const id of ["answer-once", "answer-always", "answer-deny"]) $(id).disabled = !on;
-    $("ask-arming").textContent = on
-      ? "Answer with the buttons or the keys Y, A and N."
-      : "Read the request first: answers are possible in a moment.";
+    const confirming = current && current.confirming;
+    $("ask-arming").textContent = !on
+      ? "Read the request first: answers are possible in a moment."
+      : confirming
+        ? `The preview was cut: not all of what this allows is shown. ${confirming === "always"
+          ? "Always allow (A)" : "Allow once (Y)"} again to allow it anyway, or Deny (N).`
+        : "Answer with the buttons or the keys Y, A and N.";
+  }
+
+  // The ask's id as the person sees it: its first four hex digits (`ask-3f2a…` → `3f2a`).
+  function shortId(askId) {
+    return askId.replace(/^ask-/, "").slice(0, 4);
   }
 
   function countdown() {
@@ -331,10 +343,18 @@
       $("ask-arming").textContent = "Not yet: read the request first.";
       return;
     }
-    send({ type: "answer", ask_id: current.ask_id, decision });
+    if (current.preview_cut && decision !== "deny" && current.confirming !== decision) {
+      // A cut preview: the same answer again, read and armed anew.
+      current.confirming = decision;
+      seen();
+      return;
+    }
+    const confirm_cut = current.confirming === decision;
+    send({ type: "answer", ask_id: current.ask_id, decision, confirm_cut });
     const word = { once: "allowed once", always: "always allowed (a rule was added)", deny: "denied" }[decision];
+    const id = shortId(current.ask_id);
     dropAsk();
-    toast(`Answered: ${word}.`);
+    toast(`Ask ${id} answered: ${word}.`);
   }
 
   $("answer-once").addEventListener("click", () => answer("once"));
