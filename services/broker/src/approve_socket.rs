@@ -19,9 +19,11 @@ use hyper_util::rt::TokioIo;
 use tokio::net::UnixListener;
 use tower::ServiceExt;
 
+use crate::admission::{Admission, Peer, Pools, Slot};
 use crate::app::App;
 use crate::auth::{Authenticated, Proof};
 use crate::connection::Entry;
+use crate::front_door::Held;
 use crate::profiles::Profile;
 use glovebox_proto::v1::AuditEvent;
 use glovebox_proto::ws::Role;
@@ -84,10 +86,40 @@ pub fn choose(owners: &Owners, uid: u32, named: Option<&str>) -> Result<String, 
     }
 }
 
-/// Serves the approve socket until `shutdown` completes.
+/// Connections on the approve socket at most, in every state.
+const MAX_SOCKETS: usize = 512;
+/// Of those, not (yet) an owner's approver at most.
+const MAX_UNCLAIMED: usize = 256;
+/// Unclaimed connections of one uid at most: its oldest is shed for its next.
+const MAX_UNCLAIMED_PER_UID: usize = 16;
+/// Approver connections of one account at most.
+const MAX_PER_ACCOUNT: usize = 32;
+/// Approver connections each account can always have, whatever the others hold.
+const RESERVED_PER_ACCOUNT: usize = 4;
+
+/// The approve socket's pools for `owners`: counted per uid until a connection becomes an
+/// account's approver, then per account, as the front door counts its sockets (`admission`), so
+/// no local user and no account can take the places of another.
+pub fn pools(owners: &Owners) -> Pools {
+    let accounts: std::collections::HashSet<String> =
+        owners.0.iter().map(|(a, _)| a.clone()).collect();
+    let room = MAX_SOCKETS - MAX_UNCLAIMED;
+    Pools {
+        sockets: MAX_SOCKETS,
+        unauthenticated: MAX_UNCLAIMED,
+        per_peer: MAX_UNCLAIMED_PER_UID,
+        per_account: MAX_PER_ACCOUNT,
+        reserved_per_account: RESERVED_PER_ACCOUNT.min(room / accounts.len().max(1)),
+        accounts,
+    }
+}
+
+/// Serves the approve socket until `shutdown` completes. A request's headers must arrive within
+/// `header_timeout`, as on the front door.
 pub async fn serve(
     listener: UnixListener,
     app: Arc<App>,
+    header_timeout: std::time::Duration,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let router = axum::Router::new()
@@ -95,6 +127,11 @@ pub async fn serve(
         .route("/v1/token", get(agent_token))
         .route("/healthz", get(health))
         .with_state(app.clone());
+    let admission = Admission::new(pools(&app.owners()));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -111,18 +148,31 @@ pub async fn serve(
         let Ok(uid) = stream.peer_cred().map(|c| c.uid()) else {
             continue;
         };
+        let slot = match crate::front_door::admit_shedding(&admission, Peer::Uid(uid)).await {
+            Ok(slot) => Arc::new(slot),
+            Err(refusal) => {
+                let _ = stream.try_write(crate::front_door::refusal_response(refusal).as_bytes());
+                tracing::debug!(uid, %refusal, "approve socket: refused a connection");
+                continue;
+            }
+        };
         let router = router.clone();
+        let shed = slot.clone();
+        let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
+            move |mut request: http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(PeerUid(uid));
+                request.extensions_mut().insert(slot.clone());
+                router.clone().oneshot(request.map(axum::body::Body::new))
+            },
+        ));
+        let io = Held::new(stream, shed.clone());
+        let connection = builder.serve_connection(TokioIo::new(io), service);
         tokio::spawn(async move {
-            let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
-                move |mut request: http::Request<hyper::body::Incoming>| {
-                    request.extensions_mut().insert(PeerUid(uid));
-                    router.clone().oneshot(request.map(axum::body::Body::new))
-                },
-            ));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
+            tokio::select! {
+                _ = connection.with_upgrades() => {}
+                // Shed for a newcomer of the same uid while it was no account's approver.
+                () = shed.shed() => {}
+            }
         });
     }
 }
@@ -130,6 +180,7 @@ pub async fn serve(
 async fn upgrade(
     State(app): State<Arc<App>>,
     Extension(PeerUid(uid)): Extension<PeerUid>,
+    Extension(slot): Extension<Arc<Slot>>,
     Query(query): Query<HashMap<String, String>>,
     ws: WebSocketUpgrade,
 ) -> Response {
@@ -142,6 +193,14 @@ async fn upgrade(
             return (http::StatusCode::FORBIDDEN, format!("{why}\n")).into_response();
         }
     };
+    if let Err(refusal) = slot.claim(&account) {
+        return (
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            [(http::header::CONNECTION, "close")],
+            format!("{refusal}\n"),
+        )
+            .into_response();
+    }
     tracing::info!(%account, uid, "approver connected on the approve socket");
     if proof == Proof::Administrator {
         audit_administrator(&app, &account).await;

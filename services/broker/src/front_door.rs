@@ -120,7 +120,10 @@ const SHED_WAIT: Duration = Duration::from_millis(100);
 
 /// A place for a connection from `peer`; when its peer's cap or the unauthenticated share is
 /// full, the oldest silent connection is shed for it and the place taken once given back.
-async fn admit_shedding(admission: &Arc<Admission>, peer: Peer) -> Result<Slot, Refusal> {
+pub(crate) async fn admit_shedding(
+    admission: &Arc<Admission>,
+    peer: Peer,
+) -> Result<Slot, Refusal> {
     match admission.admit(peer) {
         Err(refusal @ (Refusal::Peer | Refusal::Unauthenticated)) => {
             let released = admission.released();
@@ -243,16 +246,21 @@ pub fn local_stream(
 
 /// Answers a connection refused a place, without reading it, and closes it.
 fn refuse(stream: &Accepted, refusal: Refusal) {
-    let body = format!("{refusal}\n");
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let response = refusal_response(refusal);
     // A fresh socket's send buffer is empty: this does not block, and a failure changes nothing.
     let _ = match stream {
         Accepted::Tcp(s) => s.try_write(response.as_bytes()),
         Accepted::Unix(s) => s.try_write(response.as_bytes()),
     };
+}
+
+/// The 503 a connection refused a place is answered with, unread.
+pub(crate) fn refusal_response(refusal: Refusal) -> String {
+    let body = format!("{refusal}\n");
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 fn is_connection_error(e: &std::io::Error) -> bool {
@@ -286,9 +294,15 @@ impl Throttle {
 }
 
 /// A client socket with its place: the place is given back when the socket is dropped.
-struct Held<S> {
+pub(crate) struct Held<S> {
     io: S,
     _slot: Arc<Slot>,
+}
+
+impl<S> Held<S> {
+    pub(crate) fn new(io: S, slot: Arc<Slot>) -> Held<S> {
+        Held { io, _slot: slot }
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {

@@ -204,6 +204,7 @@ pub async fn run_with_sockets(
         tokio::spawn(approve_socket::serve(
             approve_listener,
             app.clone(),
+            header_timeout,
             stopped(stop_rx.clone()),
         ));
     }

@@ -441,22 +441,22 @@ fn connect(paths: &[String]) {
 
 /// Opens up to `count` silent connections to each target (a Unix socket path, or `tcp:HOST:PORT`)
 /// and holds them for `hold`: what starves a listener that gives every peer the same slots.
-/// Reports, per target, how many it got.
+/// Reports, per target, how many it got (`hold connections`) and then how many of those the
+/// server had closed by the end (`keep connections open`: succeeded while none was).
 fn hold(count: usize, hold: Duration, targets: &[String]) {
-    let mut held: Vec<Box<dyn std::any::Any>> = Vec::new();
-    for target in targets {
+    let mut held: Vec<(usize, std::os::fd::OwnedFd)> = Vec::new();
+    for (t, target) in targets.iter().enumerate() {
         let mut got = 0;
         let mut last = String::new();
         for _ in 0..count {
-            let opened: std::io::Result<Box<dyn std::any::Any>> = match target.strip_prefix("tcp:")
-            {
-                Some(addr) => std::net::TcpStream::connect(addr).map(|s| Box::new(s) as _),
-                None => std::os::unix::net::UnixStream::connect(target).map(|s| Box::new(s) as _),
+            let opened: std::io::Result<std::os::fd::OwnedFd> = match target.strip_prefix("tcp:") {
+                Some(addr) => std::net::TcpStream::connect(addr).map(Into::into),
+                None => std::os::unix::net::UnixStream::connect(target).map(Into::into),
             };
             match opened {
                 Ok(s) => {
                     got += 1;
-                    held.push(s);
+                    held.push((t, s));
                 }
                 Err(e) => {
                     last = e.to_string();
@@ -472,7 +472,29 @@ fn hold(count: usize, hold: Duration, targets: &[String]) {
         );
     }
     std::thread::sleep(hold);
-    drop(held);
+    for (t, target) in targets.iter().enumerate() {
+        let mine = held.iter().filter(|(i, _)| *i == t);
+        let closed = mine.clone().filter(|(_, fd)| closed_by_peer(fd)).count();
+        report(
+            "keep connections open",
+            target,
+            closed == 0,
+            format!("{closed} of {} closed by the server", mine.count()),
+        );
+    }
+}
+
+/// Whether the other end closed `fd` (a read would see its end), without blocking.
+fn closed_by_peer(fd: &std::os::fd::OwnedFd) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        rustix::net::recv(
+            fd,
+            &mut byte,
+            rustix::net::RecvFlags::DONTWAIT | rustix::net::RecvFlags::PEEK
+        ),
+        Ok((0, _)) | Err(rustix::io::Errno::CONNRESET)
+    )
 }
 
 /// Replaces a socket with our own and waits for a connection: a process that can do this

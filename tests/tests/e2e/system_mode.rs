@@ -746,6 +746,8 @@ async fn each_owner_approves_only_its_own_account_and_a_job_cannot_reach_the_con
             .is_none(),
         "b's owner saw a's ask"
     );
+    // an answer counts once the ask has been on screen for a second
+    std::thread::sleep(Duration::from_millis(1000));
     approver_a.type_line("y");
     let started = agent.result_for("job-one").await;
     let job = expect_ok(&started)["job_id"].as_str().unwrap().to_owned();
@@ -775,6 +777,7 @@ async fn each_owner_approves_only_its_own_account_and_a_job_cannot_reach_the_con
         )
         .await;
     approver_b.expect("call job-two");
+    std::thread::sleep(Duration::from_millis(1500));
     approver_b.type_line("n");
     let r = agent_b.result_for("job-two").await;
     expect_error(&r, "denied");
@@ -960,4 +963,5 @@ async fn a_managed_policy_file_others_may_write_fails_the_managed_layer_closed()
 
 mod accounts;
 mod console;
+mod starvation;
 mod status;

@@ -4,7 +4,8 @@
 //! it: `glovebox console`), works once, within [`LOGIN_TTL`], and turns into a session: a random
 //! cookie value that stands for that same credential until logout, [`SESSION_TTL`], or the
 //! credential's rotation (in system mode, where the credential is the owner's uid: the account
-//! removed or given to another owner), whichever comes first. Only SHA-256 hashes of link tokens and cookie
+//! removed or given to another owner), whichever comes first. Links and sessions are counted per
+//! account, so one account's approver cannot crowd out another's. Only SHA-256 hashes of link tokens and cookie
 //! values are kept, so the table holds nothing that could be replayed. Everything is bounded, and
 //! time is passed in, so the rules are unit-tested without a clock.
 
@@ -19,12 +20,18 @@ use crate::auth::Authenticated;
 
 /// How long a login link works.
 pub const LOGIN_TTL: Duration = Duration::from_secs(60);
-/// Login links waiting to be used, across all accounts.
+/// Login links of one account waiting to be used: one account's approver minting links never
+/// blocks another account's.
 pub const MAX_PENDING_LOGINS: usize = 16;
+/// Login links waiting to be used, across all accounts.
+pub const MAX_PENDING_LOGINS_TOTAL: usize = 1024;
 /// How long a session lasts, however busy.
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
-/// Sessions at once, across all accounts; the oldest goes when one more starts.
+/// Sessions of one account at once; its oldest goes when one more of it starts (never another
+/// account's).
 pub const MAX_SESSIONS: usize = 32;
+/// Sessions at once, across all accounts; past it, a new one is refused.
+pub const MAX_SESSIONS_TOTAL: usize = 2048;
 
 type Hash = [u8; 32];
 
@@ -93,11 +100,17 @@ impl Sessions {
     }
 
     /// A one-time login token for `who` (an approver credential), valid for [`LOGIN_TTL`];
-    /// `None` when [`MAX_PENDING_LOGINS`] are already waiting (or no randomness).
+    /// `None` when [`MAX_PENDING_LOGINS`] of its account (or [`MAX_PENDING_LOGINS_TOTAL`]) are
+    /// already waiting (or no randomness).
     pub fn issue_login(&self, who: Authenticated, now: Instant) -> Option<String> {
         let mut inner = self.lock();
         inner.logins.retain(|_, l| l.expires > now);
-        if inner.logins.len() >= MAX_PENDING_LOGINS {
+        let of_account = inner
+            .logins
+            .values()
+            .filter(|l| l.who.account == who.account)
+            .count();
+        if of_account >= MAX_PENDING_LOGINS || inner.logins.len() >= MAX_PENDING_LOGINS_TOTAL {
             return None;
         }
         let token = secret()?;
@@ -126,13 +139,25 @@ impl Sessions {
             return None;
         }
         inner.sessions.retain(|_, s| s.expires > now);
-        while inner.sessions.len() >= MAX_SESSIONS {
+        let account = login.who.account.clone();
+        let of_account = |inner: &Inner| {
+            inner
+                .sessions
+                .values()
+                .filter(|s| s.who.account == account)
+                .count()
+        };
+        while of_account(&inner) >= MAX_SESSIONS {
             let oldest = inner
                 .sessions
                 .iter()
+                .filter(|(_, s)| s.who.account == account)
                 .min_by_key(|(_, s)| s.started)
                 .map(|(k, _)| *k)?;
             inner.sessions.remove(&oldest);
+        }
+        if inner.sessions.len() >= MAX_SESSIONS_TOTAL {
+            return None;
         }
         let cookie = secret()?;
         inner.sessions.insert(
@@ -291,6 +316,36 @@ mod tests {
             s.session(&cookies[MAX_SESSIONS], valid(&table), at)
                 .is_some()
         );
+    }
+
+    #[test]
+    fn one_accounts_links_and_sessions_never_crowd_out_anothers() {
+        let table = TokenTable::new(vec![
+            (hash("a-token"), "a".into(), Role::Approver),
+            (hash("b-token"), "b".into(), Role::Approver),
+        ]);
+        let a = table.authenticate("a-token").unwrap();
+        let b = table.authenticate("b-token").unwrap();
+        let s = Sessions::default();
+        let t0 = Instant::now();
+        // b signs in first
+        let link = s.issue_login(b.clone(), t0).unwrap();
+        let b_cookie = s.redeem(&link, valid(&table), t0).unwrap();
+        // a mints every link it may and more sessions than it may hold
+        for i in 0..=MAX_SESSIONS {
+            let at = t0 + Duration::from_secs(i as u64 + 1);
+            let link = s.issue_login(a.clone(), at).unwrap();
+            s.redeem(&link, valid(&table), at).unwrap();
+        }
+        let at = t0 + Duration::from_secs(MAX_SESSIONS as u64 + 2);
+        let _a_links: Vec<String> = (0..MAX_PENDING_LOGINS)
+            .map(|_| s.issue_login(a.clone(), at).unwrap())
+            .collect();
+        assert!(s.issue_login(a.clone(), at).is_none(), "a is at its cap");
+        // b's session stands and b can still mint a link and sign in again
+        assert!(s.session(&b_cookie, valid(&table), at).is_some());
+        let link = s.issue_login(b.clone(), at).unwrap();
+        assert!(s.redeem(&link, valid(&table), at).is_some());
     }
 
     #[tokio::test]

@@ -281,7 +281,7 @@ async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
         .await;
     approver.expect("call job");
     // What is typed before the ask could be read is not taken as the answer.
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(1500));
     approver.type_line("y");
     let job = expect_ok(&agent.result_for("job").await)["job_id"]
         .as_str()
