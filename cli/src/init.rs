@@ -81,6 +81,7 @@ pub fn ensure_state(state: &StateDir, workdir: &Path) -> anyhow::Result<Option<S
             run_as: None,
             owner: None,
             job_env: Vec::new(),
+            pack_env: Vec::new(),
             sandbox: Default::default(),
             // The user who runs `up` is its own administrator: their account starts enabled.
             enabled: true,

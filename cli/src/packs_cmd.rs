@@ -39,6 +39,10 @@ pub struct PackHostArgs {
     /// The walls of its pack servers beyond their files (each pack's own `network` wins).
     #[command(flatten)]
     pub walls: crate::walls_args::WallsArgs,
+    /// A variable of this host's environment the account's own `mcp.json` may read as
+    /// `${env:NAME}` (repeatable; none by default).
+    #[arg(long = "pack-env", value_name = "NAME")]
+    pub pack_env: Vec<String>,
 }
 
 /// What `glovebox pack-shim` is told by the pack host.
@@ -148,6 +152,7 @@ pub async fn pack_host(
         shim: std::env::current_exe().context("locate the glovebox binary")?,
         shell: user.shell.display().to_string(),
         environment,
+        pack_env: args.pack_env.clone(),
         walls: args.walls.clone().into_walls(),
     };
     // stdout belongs to the supervisor's readiness protocol.

@@ -145,6 +145,7 @@ mod tests {
             owner: None,
             roots: vec![],
             job_env: vec![],
+            pack_env: Vec::new(),
             sandbox: Default::default(),
             enabled: false,
             token_sha256: vec![hex::encode([1u8; 32])],

@@ -354,6 +354,10 @@ pub struct RawAccount {
     /// names that would let a job's start-up run code or redirect git are refused ([`job_env`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub job_env: Vec<String>,
+    /// Environment variables of the service the account's own `mcp.json` may read as
+    /// `${env:NAME}` (names only; default none). A project's `.glovebox/mcp.json` reads none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pack_env: Vec<String>,
     /// What its jobs and pack servers reach beyond their files ([`sandbox`]).
     #[serde(default, skip_serializing_if = "sandbox::RawSandbox::is_empty")]
     pub sandbox: sandbox::RawSandbox,
@@ -380,6 +384,8 @@ pub struct Account {
     /// The OS user who approves the account's asks (system mode).
     pub owner: Option<String>,
     pub job_env: Vec<String>,
+    /// The names `${env:NAME}` of the account's own `mcp.json` may read.
+    pub pack_env: Vec<String>,
     pub sandbox: sandbox::Sandbox,
     pub enabled: bool,
     /// Agent credentials.
@@ -551,6 +557,13 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
             ));
         }
     }
+    for name in &a.pack_env {
+        if !mcp_json::is_env_name(name) {
+            return Err(format!(
+                "{at}.pack_env: expected environment variable names, got {name:?}"
+            ));
+        }
+    }
     for (field, user) in [("run_as", &a.run_as), ("owner", &a.owner)] {
         if let Some(user) = user
             && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
@@ -567,6 +580,7 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
         run_as: a.run_as.clone(),
         owner: a.owner.clone(),
         job_env: a.job_env.clone(),
+        pack_env: a.pack_env.clone(),
         sandbox: sandbox::Sandbox::validate(at, &a.sandbox)?,
         enabled: a.enabled,
         token_hashes,

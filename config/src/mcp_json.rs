@@ -580,7 +580,9 @@ fn check_list(what: &str, items: &[String]) -> Result<(), String> {
     items.iter().try_for_each(|i| check_string(what, i))
 }
 
-fn is_env_name(name: &str) -> bool {
+/// Whether `name` can name an environment variable: a letter or `_`, then letters, digits and
+/// `_`, at most 128 bytes.
+pub fn is_env_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')

@@ -141,6 +141,8 @@ pub struct Options {
     pub accounts: Vec<(String, bool)>,
     /// `job_env` of those accounts (variable names jobs inherit).
     pub job_env: Vec<String>,
+    /// `pack_env` of those accounts (variables their own `mcp.json` may read as `${env:NAME}`).
+    pub pack_env: Vec<String>,
     /// The `sandbox:` section of those accounts (YAML lines under it, e.g. `network: none`).
     pub sandbox: Vec<String>,
     /// Directories (relative to the temporary root, created) added to every account's roots
@@ -167,6 +169,7 @@ impl Default for Options {
             run_as: None,
             accounts: Vec::new(),
             job_env: Vec::new(),
+            pack_env: Vec::new(),
             sandbox: Default::default(),
             extra_roots: Vec::new(),
             open_files_limit: None,
@@ -587,6 +590,12 @@ fn write_accounts(state: &Path, root: &Path, accounts: &[(String, bool)], option
             "id: {id}\n    workdir: {}\n    enabled: {enabled}\n    token_sha256: [{hash}]\n",
             workdir.display()
         ));
+        if !options.pack_env.is_empty() {
+            yaml.push_str(&format!(
+                "    pack_env: [{}]\n",
+                options.pack_env.join(", ")
+            ));
+        }
         if !job_env.is_empty() {
             yaml.push_str(&format!("    job_env: [{}]\n", job_env.join(", ")));
         }

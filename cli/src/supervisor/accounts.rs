@@ -456,6 +456,7 @@ mod tests {
             run_as: None,
             owner: None,
             job_env: vec![],
+            pack_env: Vec::new(),
             sandbox: Default::default(),
             enabled: true,
             token_hashes: vec![[token; 32]],

@@ -20,7 +20,11 @@ pub(super) fn packs_spec(
             name: "packs",
             command: "pack-host",
             socket: &state.packs_socket(&a.id),
-            extra: Vec::new(),
+            extra: a
+                .pack_env
+                .iter()
+                .flat_map(|name| ["--pack-env".to_owned(), name.clone()])
+                .collect(),
         },
         state,
         a,
@@ -44,6 +48,7 @@ mod tests {
             run_as: Some("alice".into()),
             owner: None,
             job_env: vec![],
+            pack_env: Vec::new(),
             sandbox: Default::default(),
             enabled: true,
             token_hashes: vec![],

@@ -166,6 +166,7 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
         owner: some(&request.owner),
         roots: request.roots.clone(),
         job_env: Vec::new(),
+        pack_env: Vec::new(),
         sandbox: Default::default(),
         enabled: request.enabled,
         token_sha256: Vec::new(),

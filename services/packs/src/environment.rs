@@ -2,13 +2,14 @@
 //! account's pack home), `PATH` (the owner's login shell's), `TMPDIR`, the shared caches, the
 //! locale and user names, then the pack's own `env`, whose references are resolved here at spawn
 //! time (`${secret:NAME}` from the values the gate handed over, `${env:NAME}` from the host's
-//! environment). An HTTP pack's headers are resolved the same way ([`pack_headers`]). Values are
+//! environment, only the names the account's `pack_env` allows and only in the account's own
+//! `mcp.json`). An HTTP pack's headers are resolved the same way ([`pack_headers`]). Values are
 //! never logged.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use glovebox_config::mcp_json::{PackDef, Piece, Template};
+use glovebox_config::mcp_json::{Origin, PackDef, Piece, Template};
 
 use crate::places::Places;
 
@@ -21,11 +22,33 @@ pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long the owner's login shell may take to print its `PATH`.
 pub const LOGIN_SHELL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The pack host's environment, and the names of it `${env:NAME}` may read.
+#[derive(Debug, Clone, Copy)]
+pub struct HostEnv<'a> {
+    pub all: &'a BTreeMap<String, String>,
+    /// The account's `pack_env`.
+    pub readable: &'a [String],
+}
+
+impl HostEnv<'_> {
+    /// The value of `name` for a `${env:NAME}` reference, if it is set and readable.
+    fn readable(&self, name: &str) -> Option<&String> {
+        self.readable
+            .iter()
+            .any(|r| r == name)
+            .then(|| self.all.get(name))
+            .flatten()
+    }
+}
+
 /// A value the pack's environment needs that is missing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Missing {
     Secret(String),
+    /// Not set, or not one of the names the account lets packs read (`pack_env`).
     Env(String),
+    /// A project's pack names a variable of glovebox's environment: never given.
+    EnvOfProject(String),
 }
 
 /// The environment of pack `def`: the base variables, then its own (`secrets` holds the values
@@ -34,12 +57,12 @@ pub fn pack_env(
     def: &PackDef,
     places: &Places,
     login_path: &str,
-    host_env: &BTreeMap<String, String>,
+    host_env: &HostEnv<'_>,
     secrets: &BTreeMap<String, String>,
 ) -> Result<Vec<(String, String)>, Vec<Missing>> {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     for name in INHERITED {
-        if let Some(v) = host_env.get(*name) {
+        if let Some(v) = host_env.all.get(*name) {
             env.insert((*name).to_owned(), v.clone());
         }
     }
@@ -58,7 +81,7 @@ pub fn pack_env(
         "XDG_CACHE_HOME".into(),
         places.xdg_cache.display().to_string(),
     );
-    let own = resolve_all(&def.env, host_env, secrets)?;
+    let own = resolve_all(def, &def.env, host_env, secrets)?;
     env.extend(own);
     Ok(env.into_iter().collect())
 }
@@ -67,16 +90,18 @@ pub fn pack_env(
 /// value.
 pub fn pack_headers(
     def: &PackDef,
-    host_env: &BTreeMap<String, String>,
+    host_env: &HostEnv<'_>,
     secrets: &BTreeMap<String, String>,
 ) -> Result<Vec<(String, String)>, Vec<Missing>> {
-    resolve_all(&def.headers, host_env, secrets)
+    resolve_all(def, &def.headers, host_env, secrets)
 }
 
-/// Each `(name, template)` with its template's references replaced by their values.
+/// Each `(name, template)` of `def` with its template's references replaced by their values.
+/// `host_env` holds only the variables the account lets packs read; a project's pack reads none.
 fn resolve_all(
+    def: &PackDef,
     templates: &[(String, Template)],
-    host_env: &BTreeMap<String, String>,
+    host_env: &HostEnv<'_>,
     secrets: &BTreeMap<String, String>,
 ) -> Result<Vec<(String, String)>, Vec<Missing>> {
     let mut out = Vec::new();
@@ -90,7 +115,10 @@ fn resolve_all(
                     Some(v) => value.push_str(v),
                     None => missing.push(Missing::Secret(s.clone())),
                 },
-                Piece::Env(e) => match host_env.get(e) {
+                Piece::Env(e) if def.origin == Origin::Project => {
+                    missing.push(Missing::EnvOfProject(e.clone()))
+                }
+                Piece::Env(e) => match host_env.readable(e) {
                     Some(v) => value.push_str(v),
                     None => missing.push(Missing::Env(e.clone())),
                 },
@@ -114,7 +142,13 @@ pub fn describe_missing(missing: &[Missing], account: &str) -> String {
                 "waiting for credential {name:?}: set it with `glovebox secret set --account {account} {name}`"
             ),
             Missing::Env(name) => format!(
-                "environment variable {name} is not set for glovebox (referenced as ${{env:{name}}})"
+                "environment variable {name} (referenced as ${{env:{name}}}) is not set for \
+                 glovebox or not one packs may read: the administrator lists those in the \
+                 account's pack_env in glovebox.yaml"
+            ),
+            Missing::EnvOfProject(name) => format!(
+                "a project's pack cannot read glovebox's environment (${{env:{name}}}): only \
+                 the account's own mcp.json can, for the names its pack_env allows"
             ),
         });
     }
@@ -152,10 +186,19 @@ mod tests {
     use std::path::Path;
 
     fn def(env: &str) -> PackDef {
+        def_of(env, Origin::User)
+    }
+
+    fn def_of(env: &str, origin: Origin) -> PackDef {
         let text = format!(r#"{{"mcpServers": {{"p": {{"command": "x", "env": {env}}}}}}}"#);
-        let parsed = parse(&text, Path::new("m.json"), Origin::User, Path::new("/w"));
+        let parsed = parse(&text, Path::new("m.json"), origin, Path::new("/w"));
         assert_eq!(parsed.errors, []);
         parsed.packs[0].clone()
+    }
+
+    /// The host's environment with `readable` names for `${env:}`.
+    fn host<'a>(all: &'a BTreeMap<String, String>, readable: &'a [String]) -> HostEnv<'a> {
+        HostEnv { all, readable }
     }
 
     fn places() -> Places {
@@ -173,11 +216,15 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .into();
         let secrets: BTreeMap<String, String> = [("tok".to_owned(), "s3cr3t".to_owned())].into();
+        let readable = ["REGION".to_owned()];
         let env = pack_env(
             &def(r#"{"T": "Bearer ${secret:tok}", "R": "${env:REGION}", "M": "ro"}"#),
             &places(),
             "/usr/bin:/bin",
-            &host,
+            &super::HostEnv {
+                all: &host,
+                readable: &readable,
+            },
             &secrets,
         )
         .unwrap();
@@ -197,12 +244,41 @@ mod tests {
     }
 
     #[test]
+    fn env_references_read_only_allowed_names_and_never_from_a_project() {
+        let all: BTreeMap<String, String> = [("REGION", "eu"), ("AWS_SECRET_ACCESS_KEY", "nope")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
+        let readable = ["REGION".to_owned()];
+        let resolve = |env: &str, origin: Origin| {
+            pack_env(
+                &def_of(env, origin),
+                &places(),
+                "/bin",
+                &host(&all, &readable),
+                &BTreeMap::new(),
+            )
+        };
+        // set but not allowed: as if unset, and said so
+        let e = resolve(r#"{"K": "${env:AWS_SECRET_ACCESS_KEY}"}"#, Origin::User).unwrap_err();
+        assert_eq!(e, [Missing::Env("AWS_SECRET_ACCESS_KEY".into())]);
+        assert!(describe_missing(&e, "a").contains("pack_env"));
+        // a project's pack reads none, not even an allowed one
+        let e = resolve(r#"{"R": "${env:REGION}"}"#, Origin::Project).unwrap_err();
+        assert_eq!(e, [Missing::EnvOfProject("REGION".into())]);
+        assert!(
+            describe_missing(&e, "a").contains("a project's pack cannot read"),
+            "{e:?}"
+        );
+        assert!(resolve(r#"{"R": "${env:REGION}"}"#, Origin::User).is_ok());
+    }
+
+    #[test]
     fn every_missing_reference_is_named() {
         let e = pack_env(
             &def(r#"{"T": "${secret:tok}", "R": "${env:REGION}"}"#),
             &places(),
             "/bin",
-            &BTreeMap::new(),
+            &host(&BTreeMap::new(), &[]),
             &BTreeMap::new(),
         )
         .unwrap_err();

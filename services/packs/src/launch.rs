@@ -16,7 +16,7 @@ use rmcp::transport::TokioChildProcess;
 use tokio::sync::OnceCell;
 
 use crate::PacksConfig;
-use crate::environment::{describe_missing, login_path, pack_env, pack_headers};
+use crate::environment::{HostEnv, describe_missing, login_path, pack_env, pack_headers};
 use crate::gate_link::GateLink;
 use crate::places::{find_command, install_grant};
 use crate::stderr::{Tail, spawn_copy};
@@ -148,7 +148,11 @@ impl Launcher {
             return self.reach(def, url, &secrets).await;
         }
         let login = self.login_path().await.to_owned();
-        let env = pack_env(def, &config.places, &login, &config.environment, &secrets)
+        let host_env = HostEnv {
+            all: &config.environment,
+            readable: &config.pack_env,
+        };
+        let env = pack_env(def, &config.places, &login, &host_env, &secrets)
             .map_err(|m| StartError::before_spawn(describe_missing(&m, &config.account)))?;
         let path = env
             .iter()
@@ -205,7 +209,11 @@ impl Launcher {
         secrets: &BTreeMap<String, String>,
     ) -> Result<Started, StartError> {
         let config = &self.config;
-        let headers = pack_headers(def, &config.environment, secrets)
+        let host_env = HostEnv {
+            all: &config.environment,
+            readable: &config.pack_env,
+        };
+        let headers = pack_headers(def, &host_env, secrets)
             .map_err(|m| StartError::before_spawn(describe_missing(&m, &config.account)))?;
         let (transport, client) =
             crate::http::transport(url, headers).map_err(StartError::before_spawn)?;

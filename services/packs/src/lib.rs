@@ -61,8 +61,12 @@ pub struct PacksConfig {
     pub shim: PathBuf,
     /// The owner's login shell (its `PATH` is the packs').
     pub shell: String,
-    /// The host's own environment, for `${env:NAME}` references.
+    /// The host's own environment: the locale and user names a pack inherits, and the values of
+    /// `${env:NAME}` references for the names in `pack_env`.
     pub environment: BTreeMap<String, String>,
+    /// The variables the account's own `mcp.json` may read as `${env:NAME}` (the account's
+    /// `pack_env`); a project's reads none.
+    pub pack_env: Vec<String>,
     /// The account's walls beyond the file system (sockets granted by path, the private `/tmp`'s
     /// size, whether namespaces are tried); each pack's `network` is its own.
     pub walls: glovebox_sandbox::walls::Walls,

@@ -495,6 +495,77 @@ async fn network_none_is_refused_by_the_kernel_and_the_default_connects() {
 }
 
 #[tokio::test]
+async fn env_references_read_only_the_names_the_account_allows_and_never_from_a_project() {
+    let bin = sibling_bin("glovebox-fake-pack");
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        env: vec![
+            ("PACK_REGION".into(), "eu-west".into()),
+            ("SERVICE_SECRET".into(), "hunter2-of-the-service".into()),
+        ],
+        pack_env: vec!["PACK_REGION".into()],
+        mcp_json: Some(
+            json!({"mcpServers": {
+                "region": {"command": bin, "args": ["good"], "env": {"R": "${env:PACK_REGION}"}},
+                "greedy": {"command": bin, "args": ["good"],
+                           "env": {"S": "${env:SERVICE_SECRET}"}},
+            }})
+            .to_string(),
+        ),
+        ..Options::default()
+    });
+    let mut agent = g.connect("agent").await;
+    until_listed(&g, "the region pack", |n| {
+        n.contains(&"region__getenv".to_owned())
+    })
+    .await;
+    let got = agent
+        .invoke("r", "region__getenv", json!({"name": "R"}))
+        .await;
+    assert_eq!(text_of(&got), "eu-west");
+    // a name the account does not allow is never read: the pack does not start, and says why
+    let list = packs_list(&mut agent).await;
+    assert!(
+        !names(&list).iter().any(|n| n.starts_with("greedy__")),
+        "{list}"
+    );
+    let errors = list["errors"].to_string();
+    assert!(
+        errors.contains("SERVICE_SECRET") && errors.contains("pack_env"),
+        "{errors}"
+    );
+    assert!(
+        !list.to_string().contains("hunter2-of-the-service"),
+        "{list}"
+    );
+
+    // a project's pack reads none, even an allowed name, once trusted
+    let mut approver = g.connect("approver").await;
+    let dir = g.workdir.join(".glovebox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = json!({"mcpServers": {"proj": {
+        "command": bin, "args": ["good"], "env": {"R": "${env:PACK_REGION}"}
+    }}});
+    std::fs::write(dir.join("mcp.json"), file.to_string()).unwrap();
+    let ask = trust_ask(&g, &mut approver).await;
+    approver.answer(&ask, "once").await;
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let list = packs_list(&mut agent).await;
+        let errors = list["errors"].to_string();
+        if errors.contains("a project's pack cannot read glovebox's environment") {
+            assert!(
+                !names(&list).iter().any(|n| n.starts_with("proj__")),
+                "{list}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_missing_secret_is_a_visible_error_until_set_and_never_lands_in_plain_text() {
     const VALUE: &str = "s3cret-value-7f1d9c2e";
     let g = start(&[(

@@ -174,6 +174,7 @@ mod tests {
             owner: None,
             roots: roots.iter().map(|r| (*r).to_owned()).collect(),
             job_env: vec![],
+            pack_env: Vec::new(),
             sandbox: Default::default(),
             enabled: true,
             token_sha256: vec![],
