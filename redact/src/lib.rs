@@ -1,9 +1,75 @@
-//! Masks secrets in text glovebox records or shows: approved commands in the audit, and any
-//! other text that came from a process glovebox does not trust (a failed pack server's stderr).
-//! Keeps everything but the secret itself, so what is left still says what happened. Pure.
+//! Masks secrets in text glovebox records or shows: approved commands in the audit, the audit's
+//! reasons, and any other text that came from a process glovebox does not trust (a failed pack
+//! server's stderr). One masker for all of them: secrets glovebox was given are masked by value
+//! ([`Masker`], [`KnownSecrets`]), and whatever looks like a secret by pattern
+//! ([`mask_command`]). Keeps everything but the secret itself, so what is left still says what
+//! happened. Pure but for [`KnownSecrets`]' lock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 /// What stands in for a masked secret.
 const MASK: &str = "****";
+
+/// Secret values shorter than this are not masked by value (they would mask ordinary words).
+pub const MIN_MASKED_SECRET: usize = 4;
+
+/// Masks the values of known secrets wherever they appear, whatever surrounds them, then what
+/// looks like a secret ([`mask_command`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Masker {
+    /// Longest first, so that a secret containing another is masked whole.
+    values: Vec<String>,
+}
+
+impl Masker {
+    /// A masker for these secret values (those shorter than [`MIN_MASKED_SECRET`] are left to
+    /// the patterns).
+    pub fn new(values: impl IntoIterator<Item = String>) -> Masker {
+        let mut values: Vec<String> = values
+            .into_iter()
+            .filter(|v| v.len() >= MIN_MASKED_SECRET)
+            .collect();
+        values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        values.dedup();
+        Masker { values }
+    }
+
+    /// `text` with every known value and every secret-looking word masked.
+    pub fn mask(&self, text: &str) -> String {
+        let mut shown = text.to_owned();
+        for value in &self.values {
+            if shown.contains(value.as_str()) {
+                shown = shown.replace(value.as_str(), MASK);
+            }
+        }
+        mask_command(&shown)
+    }
+}
+
+/// The secret values each account gave glovebox, as they become known (stored, or handed to a
+/// pack): shared by what stores them and what writes text others will read.
+#[derive(Debug, Clone, Default)]
+pub struct KnownSecrets(Arc<RwLock<HashMap<String, Masker>>>);
+
+impl KnownSecrets {
+    /// Adds `values` to what is masked in `account`'s text.
+    pub fn learn(&self, account: &str, values: impl IntoIterator<Item = String>) {
+        let mut known = self.0.write().unwrap_or_else(|p| p.into_inner());
+        let masker = known.entry(account.to_owned()).or_default();
+        let all = masker.values.iter().cloned().chain(values);
+        *masker = Masker::new(all.collect::<Vec<_>>());
+    }
+
+    /// `text` of `account` masked: its known secrets by value, and the patterns.
+    pub fn mask(&self, account: &str, text: &str) -> String {
+        let known = self.0.read().unwrap_or_else(|p| p.into_inner());
+        match known.get(account) {
+            Some(masker) => masker.mask(text),
+            None => mask_command(text),
+        }
+    }
+}
 
 /// Replaces secrets in a command with `****`, keeping everything else (the separators too) as it
 /// was: private key blocks; credentials in URLs (`scheme://user:****@host`); values of
@@ -207,6 +273,27 @@ fn looks_like_token(core: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_values_are_masked_whatever_surrounds_them_and_patterns_too() {
+        let m = Masker::new([
+            "correct horse battery".to_owned(),
+            "horse".to_owned(),
+            "pw".to_owned(),
+        ]);
+        assert_eq!(
+            m.mask("login failed:correct horse battery(retry) horse pw secret=hunter2"),
+            "login failed:****(retry) **** pw secret=****"
+        );
+        let known = KnownSecrets::default();
+        assert_eq!(known.mask("a", "token=abc x-9f3k"), "token=**** x-9f3k");
+        known.learn("a", ["x-9f3k".to_owned()]);
+        known.learn("a", ["other-value".to_owned()]);
+        assert_eq!(known.mask("a", "token=abc x-9f3k"), "token=**** ****");
+        assert_eq!(known.mask("a", "other-value"), "****");
+        // another account's values are its own
+        assert_eq!(known.mask("b", "x-9f3k"), "x-9f3k");
+    }
 
     #[test]
     fn table() {

@@ -335,6 +335,7 @@ impl AuditStore {
             counters: counters.clone(),
             identity,
             replaced: None,
+            masker: Default::default(),
         }));
         let unfinished = Arc::new(AtomicUsize::new(0));
         // The opening pool is closed, and the rare read later takes a connection that closes
@@ -381,6 +382,12 @@ impl AuditStore {
         }
         store.checkpoint("start").await;
         Ok(store)
+    }
+
+    /// Masks every row's `reason` with `known` from now on: the accounts' secret values, besides
+    /// what looks like a secret (which is masked without it).
+    pub fn mask_reasons_with(&self, known: glovebox_redact::KnownSecrets) {
+        lock_writer(&self.writer).masker = known;
     }
 
     /// Writes a checkpoint row (rows so far and the head) and waits for it.
@@ -615,6 +622,9 @@ struct Writer {
     /// Why the file at the database's path is no longer the one open (deleted or replaced
     /// under the running gate): from then on nothing is written or acknowledged.
     replaced: Option<String>,
+    /// Masks each row's `reason` (an error message may carry what a server or a file said):
+    /// the account's known secrets by value, and what looks like a secret.
+    masker: glovebox_redact::KnownSecrets,
 }
 
 /// The device and inode of the file at `path` (not following a link).
@@ -729,7 +739,13 @@ impl Writer {
             return Some(self.count(Err(rusqlite::Error::InvalidPath(why.into())), events));
         }
         let started = std::time::Instant::now();
-        let written = write_batch(&self.conn, events, &mut self.tip, &self.files.key);
+        let written = write_batch(
+            &self.conn,
+            events,
+            &mut self.tip,
+            &self.files.key,
+            &self.masker,
+        );
         if let Err(rusqlite::Error::SqliteFailure(e, _)) = &written
             && matches!(
                 e.code,
@@ -1013,13 +1029,14 @@ fn write_batch(
     events: &[AuditEvent],
     tip: &mut Tip,
     key: &AuditKey,
+    masker: &glovebox_redact::KnownSecrets,
 ) -> rusqlite::Result<()> {
     let mut rows = Vec::with_capacity(events.len());
     let mut prev = tip.mac.clone();
     // The rows of one commit are written at one time.
     let ts = rfc3339_millis(SystemTime::now());
     for event in events {
-        let fields = fields_of(ts.clone(), event);
+        let fields = fields_of(ts.clone(), event, masker);
         let mac = chain::row_mac(key, &prev, &fields);
         rows.push((fields, prev, mac.clone()));
         prev = mac;
@@ -1033,7 +1050,7 @@ fn write_batch(
     Ok(())
 }
 
-fn fields_of(ts: String, e: &AuditEvent) -> Fields {
+fn fields_of(ts: String, e: &AuditEvent, masker: &glovebox_redact::KnownSecrets) -> Fields {
     Fields {
         ts,
         call_id: e.call_id.clone(),
@@ -1045,7 +1062,7 @@ fn fields_of(ts: String, e: &AuditEvent) -> Fields {
         subject: e.subject.clone(),
         verdict: e.verdict.clone(),
         rule: e.rule.clone(),
-        reason: e.reason.clone(),
+        reason: masker.mask(&e.account, &e.reason),
         approval: e.approval.clone(),
         outcome: e.outcome.clone(),
         error_code: e.error_code.clone(),
@@ -1208,6 +1225,28 @@ mod tests {
         assert_eq!(rfc3339_millis(t), "2026-11-30T00:02:41.123Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(rfc3339_millis(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[tokio::test]
+    async fn a_rows_reason_is_stored_with_known_secrets_and_secret_looking_words_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let store = AuditStore::open(&f).await.unwrap();
+        let known = glovebox_redact::KnownSecrets::default();
+        known.learn("alice", ["open-sesame-42".to_owned()]);
+        store.mask_reasons_with(known);
+        let mut e = event("result", "c1");
+        e.reason = "pack failed: login open-sesame-42 refused (secret=hunter2)".into();
+        assert!(store.append(e).await);
+        let pool = open_pool(&f.db).await.unwrap();
+        let reason: String = sqlx::query_scalar("SELECT reason FROM events WHERE call_id = 'c1'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(reason, "pack failed: login **** refused (secret=****)");
+        // the chain covers what was stored
+        let r = check(&f).await;
+        assert_eq!(r.problem, None);
     }
 
     #[tokio::test]

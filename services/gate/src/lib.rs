@@ -174,6 +174,7 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
         config.state.clone(),
         config.accounts.iter().map(|a| a.id.clone()),
     );
+    audit.mask_reasons_with(packs.known_secrets());
     let policies = policies::AccountPolicies::new(
         &config.state,
         config.accounts,

@@ -52,19 +52,26 @@ pub fn read_config(state: &StateDir, account: &str) -> PackConfig {
 
 impl PackState {
     pub fn new(state: StateDir, accounts: impl IntoIterator<Item = String>) -> PackState {
+        let secrets = secrets::SecretStore::new(state.clone());
         let configs = accounts
             .into_iter()
             .map(|a| {
+                secrets.learn_all(&a);
                 let (tx, _) = watch::channel(read_config(&state, &a));
                 (a, tx)
             })
             .collect();
         PackState {
             trust: trust::TrustStore::new(state.clone()),
-            secrets: secrets::SecretStore::new(state.clone()),
+            secrets,
             configs: RwLock::new(configs),
             state,
         }
+    }
+
+    /// The accounts' secret values as they become known, for masking what others read.
+    pub fn known_secrets(&self) -> glovebox_redact::KnownSecrets {
+        self.secrets.known()
     }
 
     /// Reads every account's `mcp.json` again; followers of one that changed are told.

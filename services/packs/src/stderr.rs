@@ -24,26 +24,17 @@ struct Kept {
     bytes: Vec<u8>,
     /// Whether earlier bytes were dropped (the first line kept may be the end of a longer one).
     cut: bool,
-    /// The values of the secrets the pack was given: masked wherever they appear, whatever
-    /// surrounds them.
-    secrets: Vec<String>,
+    /// Masks the values of the secrets the pack was given wherever they appear, and what looks
+    /// like a secret.
+    masker: glovebox_redact::Masker,
 }
-
-/// Secret values shorter than this are not masked by value (they would mask ordinary words).
-const MIN_MASKED_SECRET: usize = 4;
 
 impl Tail {
     /// A tail that masks `secrets` (the values of the secrets the pack's server was given) by
     /// value, besides what looks like a secret.
     pub fn masking(secrets: impl IntoIterator<Item = String>) -> Tail {
-        let mut secrets: Vec<String> = secrets
-            .into_iter()
-            .filter(|s| s.len() >= MIN_MASKED_SECRET)
-            .collect();
-        // Longest first, so that a secret containing another is masked whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         Tail(Arc::new(Mutex::new(Kept {
-            secrets,
+            masker: glovebox_redact::Masker::new(secrets),
             ..Kept::default()
         })))
     }
@@ -68,11 +59,7 @@ impl Tail {
         } else {
             &text
         };
-        let mut shown = whole.trim().to_owned();
-        for secret in &kept.secrets {
-            shown = shown.replace(secret.as_str(), "****");
-        }
-        glovebox_redact::mask_command(&shown)
+        kept.masker.mask(whole.trim())
     }
 }
 

@@ -584,8 +584,26 @@ async fn misleading_whitespace_and_look_alike_letters_in_asks_are_shown_and_name
         (
             "file_write",
             json!({"path": "a.txt\n  write /x (approved by policy)", "content": "x"}),
-            "/a.txt⟨LF⟩  write /x (approved by policy)",
+            "/a.txt⟨LF⟩  write⟨SP⟩/x (approved by policy)",
             "a line break in a path",
+        ),
+        (
+            "file_write",
+            json!({"path": "docs/ notes.txt", "content": "x"}),
+            "/docs/⟨SP⟩notes.txt",
+            "leading whitespace in a path component",
+        ),
+        (
+            "file_write",
+            json!({"path": "\u{430}\u{440}\u{440}\u{4CF}\u{435}.txt", "content": "x"}),
+            "\u{4CF}⟨U+04CF CYRILLIC⟩\u{435}⟨U+0435 CYRILLIC⟩.txt",
+            "passes for the ASCII `apple` (Cyrillic letters)",
+        ),
+        (
+            "exec_run",
+            json!({"command": "\u{FF45}\u{FF43}\u{FF48}\u{FF4F} hi"}),
+            "\u{FF4F}⟨U+FF4F FULLWIDTH⟩ hi",
+            "passes for the ASCII `echo` (fullwidth letters)",
         ),
         (
             "exec_run",

@@ -49,6 +49,8 @@ pub struct SecretStore {
     state: StateDir,
     /// Serializes changes of the files.
     lock: Mutex<()>,
+    /// Every value stored or opened, for masking by value what others read (the audit).
+    known: glovebox_redact::KnownSecrets,
 }
 
 fn aad(account: &str, name: &str) -> Vec<u8> {
@@ -109,6 +111,19 @@ impl SecretStore {
         SecretStore {
             state,
             lock: Mutex::new(()),
+            known: Default::default(),
+        }
+    }
+
+    /// The values this store has stored or opened, by account (shared: it grows as they do).
+    pub fn known(&self) -> glovebox_redact::KnownSecrets {
+        self.known.clone()
+    }
+
+    /// Opens every value `account` stores, so that they are known from the start.
+    pub fn learn_all(&self, account: &str) {
+        if let Ok(names) = self.names(account) {
+            let _ = self.values(account, &names);
         }
     }
 
@@ -180,6 +195,7 @@ impl SecretStore {
             .ok_or_else(|| SecretError::Store("could not seal the value".into()))?;
         file.secrets.insert(name.to_owned(), sealed);
         self.write(account, &file)?;
+        self.known.learn(account, [value.to_owned()]);
         Ok(true)
     }
 
@@ -224,6 +240,7 @@ impl SecretStore {
                 }
             }
         }
+        self.known.learn(account, out.values().cloned());
         Ok(out)
     }
 }
