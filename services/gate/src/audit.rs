@@ -15,6 +15,7 @@ mod paced;
 pub mod query;
 pub mod row;
 pub mod ship;
+pub mod signed;
 mod wal;
 
 use std::cell::Cell;
@@ -286,6 +287,8 @@ struct Tip {
     rows: u64,
     last_id: i64,
     mac: String,
+    /// The public digest chain's value after the last row ([`signed`]).
+    digest: String,
     since_checkpoint: u64,
     checkpoint_at: std::time::Instant,
 }
@@ -309,10 +312,13 @@ impl AuditStore {
         counters.rows.store(rows.max(0) as u64, Ordering::Relaxed);
         let (jobs, rx) = flume::bounded(QUEUE_DEPTH);
         let (last_id, mac) = last.unwrap_or((0, GENESIS.to_owned()));
+        let digest = digest_at_tip(&pool).await?;
+        publish_public_key(files);
         let tip = Tip {
             rows: rows.max(0) as u64,
             last_id,
             mac,
+            digest,
             since_checkpoint: 0,
             checkpoint_at: std::time::Instant::now(),
         };
@@ -335,6 +341,7 @@ impl AuditStore {
             counters: counters.clone(),
             identity,
             replaced: None,
+            signing: files.key.signing_key(),
             masker: Default::default(),
         }));
         let unfinished = Arc::new(AtomicUsize::new(0));
@@ -622,6 +629,8 @@ struct Writer {
     /// Why the file at the database's path is no longer the one open (deleted or replaced
     /// under the running gate): from then on nothing is written or acknowledged.
     replaced: Option<String>,
+    /// Signs each checkpoint (derived from the audit key: [`AuditKey::signing_key`]).
+    signing: ed25519_dalek::SigningKey,
     /// Masks each row's `reason` (an error message may carry what a server or a file said):
     /// the account's known secrets by value, and what looks like a secret.
     masker: glovebox_redact::KnownSecrets,
@@ -827,15 +836,29 @@ impl Writer {
 
     /// [`Writer::write_checkpoint`]; `None` as [`Writer::try_commit`].
     fn try_write_checkpoint(&mut self, why: &str, asked: bool) -> Option<bool> {
+        let checkpoint = signed::Checkpoint {
+            rows: self.tip.rows,
+            last_id: self.tip.last_id,
+            mac: self.tip.mac.clone(),
+            digest: self.tip.digest.clone(),
+        };
         let event = AuditEvent {
             source: "gate".into(),
             kind: "checkpoint".into(),
             outcome: why.into(),
-            detail: format!("rows {} head {}", self.tip.rows, self.tip.mac),
+            detail: checkpoint.detail(&self.signing),
             ..Default::default()
         };
         let ok = self.try_commit(std::slice::from_ref(&event))?;
         if ok {
+            // Off the database: the log (the journal, under systemd) keeps each signed checkpoint,
+            // so a database cut back to an older one shows against it.
+            tracing::info!(
+                target: "glovebox::audit::checkpoint",
+                why,
+                detail = %event.detail,
+                "audit checkpoint"
+            );
             // A checkpoint asked for (at start, at a stop) has its head on disk when it is
             // answered; one written as the rows or the time came is handed over like any other.
             if asked {
@@ -1035,9 +1058,11 @@ fn write_batch(
     let mut prev = tip.mac.clone();
     // The rows of one commit are written at one time.
     let ts = rfc3339_millis(SystemTime::now());
+    let mut digest = tip.digest.clone();
     for event in events {
         let fields = fields_of(ts.clone(), event, masker);
         let mac = chain::row_mac(key, &prev, &fields);
+        digest = signed::digest_step(&digest, &fields);
         rows.push((fields, prev, mac.clone()));
         prev = mac;
     }
@@ -1047,7 +1072,69 @@ fn write_batch(
     tip.since_checkpoint += rows.len() as u64;
     tip.last_id = last_id;
     tip.mac = prev;
+    tip.digest = digest;
     Ok(())
+}
+
+/// The public digest after the last row: read from the newest signed checkpoint and carried
+/// over the rows after it (from the first row when none is signed yet).
+async fn digest_at_tip(pool: &SqlitePool) -> Result<String, AuditError> {
+    let newest: Option<(i64, String)> = sqlx::query_as(
+        "SELECT id, detail FROM events WHERE source = 'gate' AND kind = 'checkpoint' \
+         AND detail LIKE '% signature %' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_optional(pool)
+    .await?;
+    let (mut digest, from) = match newest
+        .as_ref()
+        .and_then(|(id, detail)| Some((signed::Checkpoint::parse(detail)?.0.digest, *id)))
+    {
+        Some(found) => found,
+        None => (GENESIS.to_owned(), 0),
+    };
+    let sql = format!(
+        "SELECT id, {} FROM events WHERE id >= ? ORDER BY id LIMIT ?",
+        row::column_list()
+    );
+    let mut next = from;
+    loop {
+        let page = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(next)
+            .bind(DIGEST_PAGE)
+            .fetch_all(pool)
+            .await?;
+        for r in &page {
+            let raw = row::RawRow::from_row(r)?;
+            digest = signed::digest_step(&digest, &raw.stored().fields);
+            next = raw.id + 1;
+        }
+        if (page.len() as i64) < DIGEST_PAGE {
+            return Ok(digest);
+        }
+    }
+}
+
+/// Rows read at a time when the digest is carried over at open.
+const DIGEST_PAGE: i64 = 10_000;
+
+/// Writes the public checkpoint key beside the head (`audit.pub`, readable by all): what a
+/// verifier without the audit key checks signed checkpoints with.
+fn publish_public_key(files: &AuditFiles) {
+    let path = files.head.with_file_name("audit.pub");
+    let text = format!("{}\n", signed::public_key_hex(&files.key));
+    if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let written = glovebox_config::write_file_unsynced(&path, text.as_bytes())
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = written {
+        tracing::warn!(error = %e, path = %path.display(), "could not write the public checkpoint key");
+    }
 }
 
 fn fields_of(ts: String, e: &AuditEvent, masker: &glovebox_redact::KnownSecrets) -> Fields {
@@ -1247,6 +1334,45 @@ mod tests {
         // the chain covers what was stored
         let r = check(&f).await;
         assert_eq!(r.problem, None);
+    }
+
+    /// The local rows checked with the published public key only.
+    async fn check_signed(f: &AuditFiles) -> signed::SignedReport {
+        let public = std::fs::read_to_string(f.head.with_file_name("audit.pub")).unwrap();
+        let public = signed::parse_public_key(&public).unwrap();
+        let pool = open_pool(&f.db).await.unwrap();
+        let sql = format!("SELECT id, {} FROM events ORDER BY id", row::column_list());
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|r| row::RawRow::from_row(r).unwrap().stored())
+            .collect();
+        signed::check_public(rows, &public)
+    }
+
+    #[tokio::test]
+    async fn checkpoints_are_signed_across_restarts_and_verify_with_the_public_key_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        for run in 0..3 {
+            let store = AuditStore::open(&f).await.unwrap();
+            for i in 0..5 {
+                assert!(store.append(event("decide", &format!("r{run}-{i}"))).await);
+            }
+            assert!(store.checkpoint("stop").await);
+        }
+        let r = check_signed(&f).await;
+        assert_eq!(r.problem, None);
+        // 3 × (start checkpoint, 5 rows, stop checkpoint); the last checkpoint covers the rest
+        assert_eq!((r.rows, r.covered, r.checkpoints), (21, 20, 6));
+        // the key is the audit key's: another audit key's public half refuses every checkpoint
+        let other = signed::public_key_hex(&AuditKey::from_bytes(&[4u8; 32]).unwrap());
+        std::fs::write(f.head.with_file_name("audit.pub"), other).unwrap();
+        let r = check_signed(&f).await;
+        assert_eq!(r.problem, Some(signed::SignedProblem::Forged { id: 1 }));
     }
 
     #[tokio::test]

@@ -36,6 +36,18 @@ impl AuditKey {
         Some(AuditKey(bytes.try_into().ok()?))
     }
 
+    /// The gate's Ed25519 signing key for checkpoints, derived from the audit key (so it is
+    /// exactly as private: the gate's user and root hold it, nobody else). Its public half
+    /// ([`super::signed::public_key_hex`]) verifies checkpoints without any secret.
+    pub fn signing_key(&self) -> ed25519_dalek::SigningKey {
+        let seed: [u8; 32] = self
+            .mac(b"glovebox audit signing key v1\0")
+            .finalize()
+            .into_bytes()
+            .into();
+        ed25519_dalek::SigningKey::from_bytes(&seed)
+    }
+
     fn mac(&self, label: &[u8]) -> HmacSha256 {
         let mut mac = match <HmacSha256 as Mac>::new_from_slice(&self.0) {
             Ok(m) => m,
@@ -96,7 +108,7 @@ impl Fields {
     /// The bytes a row's MAC (or legacy hash) covers: each field as `\n<name>:<length>:<value>`
     /// (length-prefixed, so that no two different rows encode alike), then the two numbers as
     /// `\n<name>:<n>`. Built in one buffer: the writer encodes every row it commits.
-    fn encode(&self, keyed: bool) -> Vec<u8> {
+    pub(crate) fn encode(&self, keyed: bool) -> Vec<u8> {
         let text = self.text(keyed);
         let values: usize = text
             .iter()
