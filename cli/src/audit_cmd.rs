@@ -5,6 +5,7 @@
 
 pub mod fleet;
 pub mod render;
+pub mod signed;
 pub mod sql;
 
 use std::path::Path;

@@ -410,9 +410,15 @@ enum AuditCommand {
         /// The machine (default: this one).
         #[arg(long, value_name = "ID", requires = "postgres")]
         machine: Option<String>,
-        /// That machine's audit key (default: <state>/audit.key).
+        /// That machine's audit key, to check its rows' MACs too (default: <state>/audit.key if
+        /// readable).
         #[arg(long, value_name = "FILE", requires = "postgres")]
         audit_key: Option<PathBuf>,
+        /// Check the signed checkpoints with this public key only (hex, or a file holding it:
+        /// the machine's `audit.pub`), no audit key needed. With --postgres, it pins the key
+        /// instead of trusting the one registered in the database.
+        #[arg(long, value_name = "HEX|FILE")]
+        public_key: Option<String>,
     },
     /// Copy the audit rows not yet shipped to a fleet PostgreSQL database (idempotent, resumable).
     Ship {
@@ -1000,6 +1006,15 @@ async fn dispatch(
                 AuditCommand::Verify {
                     state,
                     postgres: None,
+                    public_key: Some(public_key),
+                    ..
+                },
+        } => audit_cmd::signed::verify_local(&env.state_dir(&state), &public_key).await,
+        Command::Audit {
+            command:
+                AuditCommand::Verify {
+                    state,
+                    postgres: None,
                     ..
                 },
         } => services::audit_verify(&env.state_dir(&state)).await,
@@ -1010,6 +1025,7 @@ async fn dispatch(
                     postgres: Some(url),
                     machine,
                     audit_key,
+                    public_key,
                 },
         } => {
             audit_cmd::fleet::verify_postgres(
@@ -1017,6 +1033,7 @@ async fn dispatch(
                 &url,
                 machine,
                 audit_key.map(|k| env.absolute(k)),
+                public_key.as_deref(),
             )
             .await
         }

@@ -547,9 +547,32 @@ pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {
         report.rows,
         db.display()
     );
+    // The signed checkpoints, with the public half of the same key (what `--public-key` and the
+    // fleet check without it); legacy unkeyed rows count only under one of them.
+    let public = key.signing_key().verifying_key();
+    let signed = glovebox_gate::audit::verify_signed(&pool, &public).await?;
+    let shown = crate::audit_cmd::signed::fingerprint(&hex::encode(public.as_bytes()));
+    if let Some(problem) = signed.problem.as_ref().filter(|p| p.exit_code() != 3) {
+        outln!("audit chain BROKEN in {}: {problem}", db.display());
+        return Ok(ExitCode::from(1));
+    }
+    outln!(
+        "  {} signed checkpoints (public key {shown}…, in {}) prove the first {} rows without the audit key",
+        signed.checkpoints,
+        state.root().join("audit.pub").display(),
+        signed.covered
+    );
     if report.unkeyed > 0 {
+        if signed.covered < report.unkeyed {
+            outln!(
+                "audit chain BROKEN in {}: {} rows from before the chain was keyed are not under a signed checkpoint (nothing says where they end)",
+                db.display(),
+                report.unkeyed
+            );
+            return Ok(ExitCode::from(1));
+        }
         outln!(
-            "  {} rows from before the chain was keyed are checked with an unkeyed hash",
+            "  {} rows from before the chain was keyed are checked with an unkeyed hash, under the signed checkpoints",
             report.unkeyed
         );
     }

@@ -10,6 +10,7 @@ use glovebox_config::StateDir;
 use glovebox_config::audit_ship::redact_url;
 use glovebox_gate::audit::ship;
 
+use super::signed;
 use crate::outln;
 
 /// This machine's fleet id, unless one is given.
@@ -64,44 +65,95 @@ pub async fn ship_once(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `glovebox audit verify --postgres URL [--machine ID] [--audit-key FILE]`.
+/// `glovebox audit verify --postgres URL [--machine ID] [--audit-key FILE] [--public-key K]`:
+/// the machine's signed checkpoints with its public key (pinned, or as registered there), and
+/// its rows' MACs too when its audit key is at hand.
 pub async fn verify_postgres(
     state_dir: &Path,
     url: &str,
     machine_id: Option<String>,
     key_file: Option<PathBuf>,
+    public_key: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let machine = machine(&state, machine_id)?;
-    let key_file = key_file.unwrap_or_else(|| state.audit_key());
-    let key_bytes = std::fs::read(&key_file).with_context(|| {
-        format!(
-            "read the machine's audit key {} (give it with --audit-key)",
-            key_file.display()
-        )
-    })?;
-    let key = glovebox_gate::audit::chain::AuditKey::from_bytes(&key_bytes)
-        .context("the audit key is not 32 bytes")?;
+    // The audit key: required when given, used when this machine's is readable.
+    let key = match &key_file {
+        Some(file) => Some(
+            read_audit_key(file)
+                .with_context(|| format!("read the machine's audit key {}", file.display()))?,
+        ),
+        None => read_audit_key(&state.audit_key()).ok(),
+    };
+    let pinned = public_key.map(signed::read_public_key).transpose()?;
     let pg = ship::connect_pg(url).await?;
     let shown = redact_url(url);
-    let Some((report, last)) = ship::verify_postgres(&pg, url, &machine, &key).await? else {
+    let Some(fleet) = ship::verify_postgres(&pg, url, &machine).await? else {
         outln!("machine {machine} has shipped nothing to {shown}");
         return Ok(ExitCode::from(1));
     };
-    if let Some(problem) = &report.problem {
-        outln!("audit chain BROKEN for machine {machine} in {shown}: {problem}");
-        return Ok(ExitCode::from(problem.exit_code()));
-    }
-    let first_missing = report.rows as i64 + 1;
-    if (report.rows as i64) < last {
+    let what = format!("machine {machine} in {shown}");
+    // The signed checkpoints, with the pinned key or the one registered there.
+    let public = match (&pinned, &fleet.public_key) {
+        (Some(pinned), _) => Some(pinned.clone()),
+        (None, Some(registered)) => glovebox_gate::audit::signed::parse_public_key(registered)
+            .map(|k| (k, signed::fingerprint(registered))),
+        (None, None) => None,
+    };
+    let mut code = ExitCode::SUCCESS;
+    let mut proven = false;
+    // The audit key, when at hand, names the first changed row itself.
+    if let Some(key) = &key {
+        let report = fleet.check_keyed(key);
+        if let Some(problem) = &report.problem {
+            let word = if problem.exit_code() == 3 {
+                "UNPROVEN"
+            } else {
+                "BROKEN"
+            };
+            outln!("audit chain {word} for {what}: {problem}");
+            return Ok(ExitCode::from(problem.exit_code()));
+        }
         outln!(
-            "audit chain BROKEN for machine {machine} in {shown}: rows {first_missing} to {last} are missing (the machine shipped up to row {last})"
+            "audit chain verified with the audit key: {} rows of {what}, up to its shipped signed head",
+            report.rows
+        );
+        proven = true;
+    }
+    if let Some((public, fp)) = &public {
+        let found = fleet.check_signed(public);
+        code = signed::report(&what, fp, &found);
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+        proven = true;
+        if pinned.is_none() {
+            outln!(
+                "  the key is the one registered in the database: pin the machine's audit.pub with \
+                 --public-key to prove the rows against the database's owner too"
+            );
+        }
+    }
+    anyhow::ensure!(
+        proven,
+        "nothing to verify {what} with: it registered no public key; give --public-key (its \
+         audit.pub) or --audit-key"
+    );
+    if let Some(rows) = u64::try_from(fleet.last_shipped)
+        .ok()
+        .filter(|shipped| (fleet.rows.len() as u64) < *shipped)
+    {
+        outln!(
+            "audit chain BROKEN for {what}: rows {} to {rows} are missing (the machine shipped up to row {rows})",
+            fleet.rows.len() + 1
         );
         return Ok(ExitCode::from(1));
     }
-    outln!(
-        "audit chain verified: {} rows of machine {machine} in {shown}, up to its shipped signed head",
-        report.rows
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
+}
+
+fn read_audit_key(file: &Path) -> anyhow::Result<glovebox_gate::audit::chain::AuditKey> {
+    let bytes = std::fs::read(file)?;
+    glovebox_gate::audit::chain::AuditKey::from_bytes(&bytes)
+        .context("the audit key is not 32 bytes")
 }

@@ -1196,16 +1196,32 @@ pub async fn verify(
     key: &AuditKey,
     head: Option<&str>,
 ) -> Result<chain::Report, AuditError> {
+    Ok(row::check_rows(&all_rows(pool).await?, key, head))
+}
+
+/// The local rows checked with a public checkpoint key only (no audit key).
+pub async fn verify_signed(
+    pool: &SqlitePool,
+    public: &ed25519_dalek::VerifyingKey,
+) -> Result<signed::SignedReport, AuditError> {
+    let rows = all_rows(pool).await?;
+    Ok(signed::check_public(
+        rows.iter().map(row::RawRow::stored),
+        public,
+    ))
+}
+
+/// Every row, oldest first.
+async fn all_rows(pool: &SqlitePool) -> Result<Vec<row::RawRow>, AuditError> {
     let sql = format!("SELECT id, {} FROM events ORDER BY id", row::column_list());
     // Safe: built from the constant column list.
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .fetch_all(pool)
         .await?;
-    let rows = rows
+    Ok(rows
         .iter()
         .map(row::RawRow::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(row::check_rows(&rows, key, head))
+        .collect::<Result<Vec<_>, _>>()?)
 }
 
 /// Formats a time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T23:42:41.123Z`.

@@ -182,7 +182,7 @@ async fn calls_are_shipped_whole_verified_centrally_and_queried_alike() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains(&format!(
-            "audit chain verified: {} rows of machine m1",
+            "audit chain verified with the audit key: {} rows of machine m1",
             local.len()
         )),
         "{out}"
@@ -290,6 +290,88 @@ async fn a_tail_cut_in_postgresql_is_caught_by_the_shipped_head() {
     let (code, out, _) = verify(&g, &url, "m3");
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("signature does not verify"), "{out}");
+}
+
+/// A fleet verifier with no audit key: the machine's public key, registered with its first rows
+/// or pinned from its `audit.pub`, proves the shipped rows; the database's owner can neither
+/// change a covered row nor swap the registered key unnoticed by a pinned verify.
+#[tokio::test]
+async fn a_verifier_with_only_the_public_key_proves_the_shipped_rows() {
+    let pg = Postgres::start();
+    let url = pg.url("postgres");
+    let mut g = Glovebox::start();
+    make_calls(&g).await;
+    g.stop();
+    let (code, out, err) = ship(&g, &url, "m5");
+    assert_eq!(code, 0, "{out}{err}");
+    let pool = pg.pool("postgres").await;
+    let public = std::fs::read_to_string(g.state.join("audit.pub")).unwrap();
+    let registered: String = sqlx::query_scalar("SELECT public_key FROM machine WHERE id = 'm5'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(registered, public.trim());
+    // A central verifier: its own empty state, no audit key.
+    let central = tempfile::tempdir().unwrap();
+    let state = central.path().to_str().unwrap();
+    let verify_central = |pinned: bool| {
+        let mut args = vec![
+            "audit",
+            "verify",
+            "--state-dir",
+            state,
+            "--postgres",
+            &url,
+            "--machine",
+            "m5",
+        ];
+        if pinned {
+            args.extend(["--public-key", public.trim()]);
+        }
+        let out = std::process::Command::new(glovebox_e2e::glovebox_bin())
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = verify_central(false);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("signed checkpoints verified for machine m5"),
+        "{out}"
+    );
+    assert!(out.contains("registered in the database"), "{out}");
+    let (code, out, err) = verify_central(true);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("registered in the database"), "{out}");
+    // The owner rewrites an approved row.
+    sqlx::raw_sql(
+        "ALTER TABLE events DISABLE TRIGGER events_refuse_update;          UPDATE events SET subject = 'read /w/nothing-to-see' WHERE machine_id = 'm5' AND id = 4;          ALTER TABLE events ENABLE TRIGGER events_refuse_update",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (code, out, _) = verify_central(true);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("does not match the rows before it"), "{out}");
+    // ...and swaps in a key of their own: the pinned verify refuses every checkpoint.
+    let theirs = "22".repeat(32);
+    sqlx::query("UPDATE machine SET public_key = $1 WHERE id = 'm5'")
+        .bind(&theirs)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (code, out, _) = verify_central(true);
+    assert_eq!(code, 1, "{out}");
+    // and the machine refuses to ship under a key that is not its own
+    let (code, out, err) = ship(&g, &url, "m5");
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("another public checkpoint key"), "{err}");
 }
 
 #[tokio::test]

@@ -916,6 +916,50 @@ async fn a_chain_downgraded_or_without_its_head_does_not_verify() {
     );
 }
 
+/// With only the public key (`audit.pub`), no audit key: the signed checkpoints prove every row
+/// before the newest one, and an edit of such a row by someone who can write the file is named.
+#[tokio::test]
+async fn the_public_key_alone_proves_the_rows_under_signed_checkpoints() {
+    let (g, rw) = stopped_with_writable_audit().await;
+    let public = g.state.join("audit.pub");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&public).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o644, "the public key is for anyone to read");
+    let (code, out, err) = g.run_cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("signed checkpoints (public key"), "{out}");
+    let args = ["audit", "verify", "--public-key", public.to_str().unwrap()];
+    let (code, out, err) = g.run_cli(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("signed checkpoints verified for"), "{out}");
+    // The stop checkpoint is the last row: every row before it is proven.
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+        .fetch_one(&rw)
+        .await
+        .unwrap();
+    assert!(
+        out.contains(&format!("{rows} rows, the first {} proven", rows - 1)),
+        "{out}"
+    );
+    // A covered row edited (its MAC cannot be recomputed without the key; nor can the digest's
+    // signature be redone).
+    sqlx::query("UPDATE events SET subject = 'read /w/other' WHERE client_call_id = 'r1'")
+        .execute(&rw)
+        .await
+        .unwrap();
+    rw.close().await;
+    let (code, out, _) = g.run_cli(&args);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("BROKEN") && out.contains("does not match the rows before it"),
+        "{out}"
+    );
+    // A key that is not this machine's refuses its checkpoints.
+    let other = "11".repeat(32);
+    let (code, out, _) = g.run_cli(&["audit", "verify", "--public-key", &other]);
+    assert_ne!(code, 0, "{out}");
+}
+
 #[tokio::test]
 async fn audit_verify_catches_every_tampering_an_attacker_without_the_key_can_do() {
     let untouched = verify_after_tampering(&[]).await;

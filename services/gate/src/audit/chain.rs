@@ -231,7 +231,7 @@ impl Head {
 }
 
 /// One row as stored.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRow {
     pub id: i64,
     pub fields: Fields,

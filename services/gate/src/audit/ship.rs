@@ -65,6 +65,10 @@ pub enum ShipError {
     },
     #[error("{path}: {message}")]
     State { path: PathBuf, message: String },
+    #[error(
+        "machine {machine} is registered in the fleet database with another public checkpoint key: another machine ships under this id, or the key was replaced there; nothing is shipped"
+    )]
+    KeyDiffers { machine: String },
 }
 
 /// The fleet schema's migrations (`services/gate/migrations-postgres`).
@@ -82,6 +86,13 @@ pub fn pg_migrator() -> Migrator {
             "machine head".into(),
             MigrationType::Simple,
             include_str!("../../migrations-postgres/0002_machine_head.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            3,
+            "machine public key".into(),
+            MigrationType::Simple,
+            include_str!("../../migrations-postgres/0003_machine_public_key.sql").into_sql_str(),
             false,
         ),
     ])
@@ -186,6 +197,8 @@ pub struct Shipper {
     cursor: PathBuf,
     /// The first local row id the next batch sends.
     next: i64,
+    /// The machine's public checkpoint key (`audit.pub`, hex), registered with its rows.
+    public_key: Option<String>,
 }
 
 impl std::fmt::Debug for Shipper {
@@ -259,12 +272,17 @@ impl Shipper {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .unwrap_or_default();
+        let public_key = std::fs::read_to_string(options.head.with_file_name("audit.pub"))
+            .ok()
+            .map(|k| k.trim().to_owned())
+            .filter(|k| super::signed::parse_public_key(k).is_some());
         Ok(Shipper {
             local,
             pg,
             url,
             hostname,
             cursor,
+            public_key,
             // Re-send the last row shipped: it must be the same there.
             next: resume.max(1),
             options,
@@ -361,17 +379,29 @@ impl Shipper {
             .begin()
             .await
             .map_err(pg_err("begin a transaction"))?;
-        sqlx::query(
-            "INSERT INTO machine (id, hostname, last_row_id) VALUES ($1, $2, $3) \
+        // The machine's public checkpoint key is registered with its first rows and never
+        // replaced: a machine shipping under another key is refused.
+        let registered: Option<String> = sqlx::query_scalar(
+            "INSERT INTO machine (id, hostname, last_row_id, public_key) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (id) DO UPDATE SET hostname = EXCLUDED.hostname, last_shipped_at = now(), \
-             last_row_id = GREATEST(machine.last_row_id, EXCLUDED.last_row_id)",
+             last_row_id = GREATEST(machine.last_row_id, EXCLUDED.last_row_id), \
+             public_key = COALESCE(machine.public_key, EXCLUDED.public_key) \
+             RETURNING public_key",
         )
         .bind(machine)
         .bind(&self.hostname)
         .bind(last)
-        .execute(&mut *tx)
+        .bind(&self.public_key)
+        .fetch_one(&mut *tx)
         .await
         .map_err(pg_err("record the machine"))?;
+        if let Some(ours) = &self.public_key
+            && registered.as_ref() != Some(ours)
+        {
+            return Err(ShipError::KeyDiffers {
+                machine: machine.to_owned(),
+            });
+        }
         let arrays: Vec<String> = (0..TEXT_COLUMNS.len())
             .map(|i| format!("${}::text[]", i + 3))
             .chain(
@@ -497,14 +527,13 @@ fn write_cursor(path: &Path, url: &str, machine: &str, last_id: i64) {
     }
 }
 
-/// A machine's rows in the fleet database, checked with the local verify's own function, and
-/// the last row id the machine says it shipped (`None`: the machine is unknown there).
+/// A machine's rows in the fleet database and what it registered there, to be checked with the
+/// local verify's own functions (`None`: the machine is unknown there).
 pub async fn verify_postgres(
     pg: &PgPool,
     url: &str,
     machine: &str,
-    key: &AuditKey,
-) -> Result<Option<(chain::Report, i64)>, ShipError> {
+) -> Result<Option<FleetRows>, ShipError> {
     let pg_err = |action: &'static str| {
         let url = redact_url(url);
         move |source| ShipError::Postgres {
@@ -513,13 +542,13 @@ pub async fn verify_postgres(
             source,
         }
     };
-    let machine_row: Option<(i64, Option<String>)> =
-        sqlx::query_as("SELECT last_row_id, head FROM machine WHERE id = $1")
+    let machine_row: Option<(i64, Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT last_row_id, head, public_key FROM machine WHERE id = $1")
             .bind(machine)
             .fetch_optional(pg)
             .await
             .map_err(pg_err("read the machine"))?;
-    let Some((last, head)) = machine_row else {
+    let Some((last, head, public_key)) = machine_row else {
         return Ok(None);
     };
     let sql = format!(
@@ -536,7 +565,39 @@ pub async fn verify_postgres(
         .map(RawRow::from_row)
         .collect::<Result<Vec<_>, _>>()
         .map_err(pg_err("read the machine's rows"))?;
-    Ok(Some((row::check_rows(&rows, key, head.as_deref()), last)))
+    Ok(Some(FleetRows {
+        rows,
+        last_shipped: last,
+        head,
+        public_key,
+    }))
+}
+
+/// One machine's rows in the fleet database, and what it registered there.
+#[derive(Debug, Clone)]
+pub struct FleetRows {
+    pub rows: Vec<RawRow>,
+    /// The last row id the machine says it shipped.
+    pub last_shipped: i64,
+    /// Its signed head file's text (checked with its audit key).
+    pub head: Option<String>,
+    /// Its public checkpoint key (hex), as registered with its first rows.
+    pub public_key: Option<String>,
+}
+
+impl FleetRows {
+    /// The rows checked with the machine's audit key and head: the keyed check.
+    pub fn check_keyed(&self, key: &AuditKey) -> chain::Report {
+        row::check_rows(&self.rows, key, self.head.as_deref())
+    }
+
+    /// The rows checked with a public checkpoint key only.
+    pub fn check_signed(
+        &self,
+        public: &ed25519_dalek::VerifyingKey,
+    ) -> super::signed::SignedReport {
+        super::signed::check_public(self.rows.iter().map(RawRow::stored), public)
+    }
 }
 
 /// Runs `ship` in the background until `stopped` says so: connects (retrying with backoff),

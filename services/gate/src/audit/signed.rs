@@ -364,6 +364,77 @@ mod tests {
         );
     }
 
+    /// Random edits of random rows (a byte of a field, a number, a removal, a swap, a copy):
+    /// never "verified" — by the public key when the edit is under a signed checkpoint, by the
+    /// audit key and head wherever it is.
+    #[test]
+    fn no_random_edit_verifies() {
+        let rows = signed_chain(16, 5);
+        let last = rows.len() - 1;
+        let covered = check_public(rows.clone(), &public()).covered as usize;
+        let head = crate::audit::chain::Head {
+            rows: rows.len() as u64,
+            last_id: rows[last].id,
+            mac: rows[last].mac.clone(),
+            ts: "t".into(),
+        }
+        .encode(&key());
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for round in 0..400 {
+            let mut edited = rows.clone();
+            let at = next(covered);
+            let what = next(6);
+            match what {
+                0 => {
+                    let f = &mut edited[at].fields;
+                    let field = [&mut f.subject, &mut f.call_id, &mut f.detail, &mut f.kind]
+                        .into_iter()
+                        .nth(next(4))
+                        .unwrap();
+                    let mut bytes = std::mem::take(field).into_bytes();
+                    if bytes.is_empty() {
+                        bytes.push(b'x');
+                    } else {
+                        let i = next(bytes.len());
+                        bytes[i] = bytes[i].wrapping_add(1 + next(200) as u8) & 0x7f;
+                    }
+                    *field = String::from_utf8_lossy(&bytes).into_owned();
+                }
+                1 => edited[at].fields.duration_ms += 1 + next(9) as u64,
+                2 => {
+                    edited.remove(at);
+                }
+                3 => edited.swap(at, at + 1),
+                4 => {
+                    let copy = edited[at].clone();
+                    edited.insert(at + 1, copy);
+                }
+                _ => edited[at].fields.approval = "approved".into(),
+            }
+            if edited == rows {
+                continue;
+            }
+            let public_says = check_public(edited.clone(), &public());
+            assert!(
+                public_says.problem.is_some(),
+                "round {round}: edit {what} of row {} verified with the public key",
+                at + 1
+            );
+            let keyed_says = crate::audit::chain::check(edited, &key(), Some(&head));
+            assert!(
+                keyed_says.problem.is_some(),
+                "round {round}: edit {what} of row {} verified with the audit key",
+                at + 1
+            );
+        }
+    }
+
     #[test]
     fn only_a_signed_checkpoints_detail_parses() {
         let cp = Checkpoint {
