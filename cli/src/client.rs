@@ -353,24 +353,42 @@ enum Event {
 /// applies only to the ask on screen, and only if it was typed after that ask appeared (see
 /// `typeahead`).
 pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
-    approve_on(connect(target, Role::Approver).await?).await
+    let (socket, hello) = connect_with_hello(target, Role::Approver).await?;
+    show_audit_checkpoint(&hello);
+    approve_on(socket).await
+}
+
+/// Prints the audit's newest signed checkpoint the broker gave an approver: a person outside the
+/// gate's user saw it, so a later rewrite of the audit would have to match it.
+fn show_audit_checkpoint(hello: &ServerFrame) {
+    if let ServerFrame::HelloOk {
+        audit_checkpoint: Some(checkpoint),
+        ..
+    } = hello
+    {
+        eprintln!("audit: newest signed checkpoint {checkpoint}");
+    }
 }
 
 /// `glovebox approve --system`: the same, over system mode's approve socket, where the kernel
 /// tells the broker who is connecting: this user is the approver of the account they own
 /// (`account` chooses when they own several). No token is read.
 pub async fn approve_system(socket: &Path, account: Option<&str>) -> anyhow::Result<ExitCode> {
-    let (socket, account) = connect_system(socket, account).await?;
+    let (socket, hello) = connect_system(socket, account).await?;
+    let ServerFrame::HelloOk { account, .. } = &hello else {
+        anyhow::bail!("unexpected answer to hello: {hello:?}");
+    };
     eprintln!("approving for account {account}");
+    show_audit_checkpoint(&hello);
     approve_on(socket).await
 }
 
 /// An approver connection over system mode's approve socket, as the user running this (the
-/// owner of `account`, or of the only account it owns), past hello; and the account's id.
+/// owner of `account`, or of the only account it owns), past hello; and its `hello_ok`.
 pub async fn connect_system(
     socket: &Path,
     account: Option<&str>,
-) -> anyhow::Result<(Ws<tokio::net::UnixStream>, String)> {
+) -> anyhow::Result<(Ws<tokio::net::UnixStream>, ServerFrame)> {
     let stream = tokio::net::UnixStream::connect(socket)
         .await
         .with_context(|| {
@@ -405,7 +423,7 @@ pub async fn connect_system(
     )
     .await?;
     match next_frame(&mut socket).await? {
-        ServerFrame::HelloOk { account, .. } => Ok((socket, account)),
+        ok @ ServerFrame::HelloOk { .. } => Ok((socket, ok)),
         other => anyhow::bail!("unexpected answer to hello: {other:?}"),
     }
 }

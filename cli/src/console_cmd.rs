@@ -22,11 +22,14 @@ pub async fn console(
 ) -> anyhow::Result<ExitCode> {
     let origin = target.http_origin()?;
     let (socket, hello_ok) = client::connect_with_hello(target, Role::Approver).await?;
-    let account = match &hello_ok {
+    mint(socket, &account_of(&hello_ok), &origin, open, browser).await
+}
+
+fn account_of(hello_ok: &ServerFrame) -> String {
+    match hello_ok {
         ServerFrame::HelloOk { account, .. } => account.clone(),
         _ => String::new(),
-    };
-    mint(socket, &account, &origin, open, browser).await
+    }
 }
 
 /// System mode: the same, as the account's owner over the approve socket (`runtime` is the
@@ -45,8 +48,8 @@ pub async fn console_system(
         )
     })?;
     let origin = Target::origin_of(url.trim())?;
-    let (socket, account) = client::connect_system(&runtime.approve_socket(), account).await?;
-    mint(socket, &account, &origin, open, browser).await
+    let (socket, hello_ok) = client::connect_system(&runtime.approve_socket(), account).await?;
+    mint(socket, &account_of(&hello_ok), &origin, open, browser).await
 }
 
 /// Asks the broker for a login link on an approver connection and hands it out.

@@ -271,6 +271,10 @@ pub enum ServerFrame {
         /// [`PROTOCOL_VERSION`].
         #[serde(default)]
         protocol_version: u32,
+        /// Approvers only: the audit's newest signed checkpoint (`<rows> rows, digest <hex>`),
+        /// shown so that a rewrite of the audit would have to match what a person saw.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audit_checkpoint: Option<String>,
     },
     /// The tools this connection may call changed (a provider came or went, the account's tools
     /// were switched on or off): the whole new list, as in `hello_ok` (agent connections only).

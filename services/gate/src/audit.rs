@@ -83,6 +83,8 @@ struct Counters {
     rows: AtomicU64,
     /// Transactions committed.
     commits: AtomicU64,
+    /// The newest signed checkpoint, as approvers are shown it ([`AuditStore::newest_checkpoint`]).
+    checkpoint: Mutex<Option<String>>,
 }
 
 /// A snapshot of the store's health.
@@ -521,6 +523,17 @@ impl AuditStore {
         tracing::error!(error = why, "audit write failed");
     }
 
+    /// The newest signed checkpoint written by this gate: `<rows> rows, digest <16 hex digits>`,
+    /// what approvers are shown so that a rewrite of the audit would have to match what a person
+    /// outside the gate's user saw.
+    pub fn newest_checkpoint(&self) -> Option<String> {
+        self.counters
+            .checkpoint
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     pub fn health(&self) -> AuditHealth {
         AuditHealth {
             healthy: self.counters.healthy.load(Ordering::Relaxed),
@@ -851,6 +864,15 @@ impl Writer {
         };
         let ok = self.try_commit(std::slice::from_ref(&event))?;
         if ok {
+            *self
+                .counters
+                .checkpoint
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(format!(
+                "{} rows, digest {}",
+                checkpoint.rows,
+                checkpoint.digest.get(..16).unwrap_or(&checkpoint.digest)
+            ));
             // Off the database: the log (the journal, under systemd) keeps each signed checkpoint,
             // so a database cut back to an older one shows against it.
             tracing::info!(

@@ -173,6 +173,29 @@ async fn the_broker_refuses_to_allow_a_cut_preview_without_the_confirmation() {
 }
 
 #[tokio::test]
+async fn approve_shows_the_audits_newest_signed_checkpoint() {
+    let g = Glovebox::start();
+    let mut command = Command::new(glovebox_bin());
+    command.arg("approve").arg("--state-dir").arg(&g.state);
+    let mut approve = Interactive::start(command);
+    let line = approve.expect("audit: newest signed checkpoint");
+    // the start checkpoint: what the gate wrote, as the audit has it
+    let pool = g.audit_pool().await;
+    let detail: String = sqlx::query_scalar(
+        "SELECT detail FROM events WHERE kind = 'checkpoint' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let (cp, _) = glovebox_gate::audit::signed::Checkpoint::parse(&detail).unwrap();
+    assert!(
+        line.ends_with(&format!("{} rows, digest {}", cp.rows, &cp.digest[..16])),
+        "{line} vs {detail}"
+    );
+    approve.expect("waiting for asks");
+}
+
+#[tokio::test]
 async fn a_word_other_than_an_answer_explains_the_choices_and_an_empty_line_is_no_answer() {
     let g = Glovebox::start();
     let mut approve = start_approve(&g);

@@ -95,6 +95,12 @@ async fn a_login_link_works_once_and_sets_a_strict_http_only_cookie() {
     )
     .await;
     page.screenshot("approvals-idle").await;
+    // the audit's newest signed checkpoint is in view
+    let checkpoint = page.text("#audit-checkpoint").await;
+    assert!(
+        checkpoint.starts_with("audit checkpoint: ") && checkpoint.contains(" rows, digest "),
+        "{checkpoint}"
+    );
     let cookies = page.cookies(&format!("{}/console/", origin(&g))).await;
     let cookie = cookies
         .iter()

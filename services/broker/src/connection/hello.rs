@@ -104,7 +104,25 @@ async fn hello_ok(
         tools: crate::tool_list::tools_for(app, account, profile, info.as_ref()).await,
         context: context(app, info.as_ref()),
         protocol_version: glovebox_proto::ws::PROTOCOL_VERSION,
+        audit_checkpoint: match role {
+            Role::Approver => audit_checkpoint(app).await,
+            Role::Agent => None,
+        },
     }
+}
+
+/// The audit's newest signed checkpoint, from the gate (`None` if it does not answer at once).
+async fn audit_checkpoint(app: &App) -> Option<String> {
+    let mut gate = app.backends.gate.clone();
+    let asking = gate.health(crate::backends::request(
+        glovebox_proto::v1::HealthRequest {},
+    ));
+    let health = tokio::time::timeout(std::time::Duration::from_secs(1), asking)
+        .await
+        .ok()?
+        .ok()?
+        .into_inner();
+    Some(health.audit_checkpoint).filter(|c| !c.is_empty())
 }
 
 fn context(app: &App, info: Option<&glovebox_proto::v1::AccountInfoResponse>) -> ClientContext {

@@ -322,6 +322,7 @@ impl pb::gate_server::Gate for GateService {
             audit_failures: h.failures,
             audit_rows: h.rows,
             policy_errors: self.0.policies.errors(),
+            audit_checkpoint: self.0.audit.newest_checkpoint().unwrap_or_default(),
         }))
     }
 

@@ -99,6 +99,8 @@
         account = f.account;
         show($("conn-banner"), false);
         $("who").textContent = `account ${f.account}`;
+        $("audit-checkpoint").textContent = f.audit_checkpoint
+          ? `audit checkpoint: ${f.audit_checkpoint}` : "";
         refreshOverview();
         refreshPanel();
         break;
