@@ -179,6 +179,7 @@ mod tests {
                 audit_failures: 0,
                 audit_rows: 7,
                 policy_errors: policy_errors.iter().map(|e| e.to_string()).collect(),
+                ..Default::default()
             }),
             executors: executors
                 .iter()
