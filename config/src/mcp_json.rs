@@ -130,6 +130,13 @@ struct RawPack {
     /// Argument names named like paths that are not (`name`, or `tool:name`).
     #[serde(default)]
     not_paths: Vec<String>,
+    /// Directories or files the server may also read and execute (absolute, or `~/…` in the
+    /// home of the account's executor user).
+    #[serde(default)]
+    read: Vec<String>,
+    /// Directories the server may also write (the same forms).
+    #[serde(default)]
+    write: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -190,6 +197,10 @@ pub struct PackDef {
     pub path_args: Option<Vec<String>>,
     /// Argument names named like paths that are not.
     pub not_paths: Vec<String>,
+    /// What the server may also read and execute, and write: absolute paths, or `~/…` for the
+    /// pack host to place in its user's home ([`check_grant`]).
+    pub read: Vec<String>,
+    pub write: Vec<String>,
 }
 
 impl PackDef {
@@ -399,7 +410,37 @@ fn validate(
         labels: raw.labels,
         path_args: raw.path_args,
         not_paths: raw.not_paths,
+        read: raw.read,
+        write: raw.write,
     })
+}
+
+/// Checks one `read` or `write` entry: an absolute path or `~/…`, with no `..`, and never `/` or
+/// the home itself (a pack gets what it needs, not everything).
+pub fn check_grant(entry: &str) -> Result<(), String> {
+    check_string("a read or write entry", entry)?;
+    let rest = entry
+        .strip_prefix("~/")
+        .or_else(|| entry.strip_prefix('/'))
+        .ok_or_else(|| format!("{entry:?} must be an absolute path or start with ~/"))?;
+    let parts: Vec<&str> = rest
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    if parts.contains(&"..") {
+        return Err(format!("{entry:?} must not contain .."));
+    }
+    if parts.is_empty() {
+        return Err(format!(
+            "{entry:?} would grant the whole {}: name the directory the pack needs",
+            if entry.starts_with('~') {
+                "home"
+            } else {
+                "file system"
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// What every pack may set, checked the same way: its lists and its time limit (returned).
@@ -410,6 +451,11 @@ fn check_common(raw: &RawPack) -> Result<u64, String> {
         check_list("path_args", p)?;
     }
     check_list("not_paths", &raw.not_paths)?;
+    check_list("read", &raw.read)?;
+    check_list("write", &raw.write)?;
+    for entry in raw.read.iter().chain(&raw.write) {
+        check_grant(entry)?;
+    }
     let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
     if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
         return Err(format!("timeout must be 1 to {MAX_TIMEOUT_S} seconds"));
@@ -429,6 +475,12 @@ fn validate_http(
     if raw.command.is_some() || !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
         return Err(
             "an HTTP pack (`url`) starts nothing: `command`, `args`, `env` and `cwd` are for stdio packs"
+                .to_owned(),
+        );
+    }
+    if !raw.read.is_empty() || !raw.write.is_empty() {
+        return Err(
+            "an HTTP pack (`url`) runs nothing here: `read` and `write` are for stdio packs"
                 .to_owned(),
         );
     }
@@ -475,6 +527,8 @@ fn validate_http(
         labels: raw.labels,
         path_args: raw.path_args,
         not_paths: raw.not_paths,
+        read: Vec::new(),
+        write: Vec::new(),
     })
 }
 
@@ -867,6 +921,32 @@ mod tests {
             assert!(e.contains(why), "{bad}: {e}");
         }
         assert!(check_url(&format!("https://e.com/{}", "a".repeat(MAX_URL_BYTES))).is_err());
+    }
+
+    #[test]
+    fn read_and_write_grants_name_a_place_never_everything() {
+        let p = parse_user(
+            r#"{"mcpServers": {"m": {"command": "x", "read": ["/opt/models", "~/.local/share/m"],
+                "write": ["~/notes"]}}}"#,
+        );
+        assert_eq!(p.errors, vec![]);
+        assert_eq!(p.packs[0].read, ["/opt/models", "~/.local/share/m"]);
+        assert_eq!(p.packs[0].write, ["~/notes"]);
+        for (bad, why) in [
+            ("/", "whole file system"),
+            ("~/", "whole home"),
+            ("~", "absolute path or start with ~/"),
+            ("relative/dir", "absolute path or start with ~/"),
+            ("/opt/../etc", "must not contain .."),
+            ("//", "whole file system"),
+        ] {
+            let e = check_grant(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let p = parse_user(
+            r#"{"mcpServers": {"r": {"url": "https://e.com/mcp", "read": ["/opt"]}}}"#,
+        );
+        assert!(p.errors[0].message.contains("for stdio packs"), "{:?}", p.errors);
     }
 
     #[test]

@@ -100,6 +100,19 @@ pub fn trust_key(subject: &crate::v1::TrustSubject) -> String {
         field(b"url");
         field(subject.url.as_bytes());
     }
+    // Likewise grants: a pack without any keeps its key.
+    for (name, list) in [
+        (&b"read"[..], &subject.read),
+        (&b"write"[..], &subject.write),
+    ] {
+        if !list.is_empty() {
+            field(name);
+            field(&(list.len() as u64).to_le_bytes());
+            for item in list {
+                field(item.as_bytes());
+            }
+        }
+    }
     hex::encode(h.finalize())
 }
 
@@ -315,6 +328,8 @@ mod tests {
             cwd: "/w".into(),
             network: "any".into(),
             url: String::new(),
+            read: Vec::new(),
+            write: Vec::new(),
         };
         let key = trust_key(&base);
         assert_eq!(key, trust_key(&base.clone()));
@@ -342,6 +357,12 @@ mod tests {
         variants.push(v);
         let mut v = base.clone();
         v.pack = "q".into();
+        variants.push(v);
+        let mut v = base.clone();
+        v.read = vec!["/opt/models".into()];
+        variants.push(v);
+        let mut v = base.clone();
+        v.write = vec!["/opt/models".into()];
         variants.push(v);
         for v in variants {
             assert_ne!(trust_key(&v), key, "{v:?}");

@@ -131,14 +131,22 @@ pub fn trust_preview(s: &TrustSubject) -> String {
     let what = if s.url.is_empty() {
         let mut command = vec![s.command.as_str()];
         command.extend(s.args.iter().map(String::as_str));
-        format!(
+        let mut what = format!(
             "wants to start the tool pack {:?}:\n  command:     {}\n  directory:   {}\n  network:     {}\n  environment: {}",
             s.pack,
             command.join(" "),
             s.cwd,
             s.network,
             list(&s.env)
-        )
+        );
+        // What it would reach beyond the workdir, said only when it asks for any.
+        if !s.read.is_empty() {
+            what.push_str(&format!("\n  also reads:  {}", s.read.join(", ")));
+        }
+        if !s.write.is_empty() {
+            what.push_str(&format!("\n  also writes: {}", s.write.join(", ")));
+        }
+        what
     } else {
         format!(
             "wants the tool pack {:?} reached over HTTP:\n  url:         {}\n  headers:     {}",
@@ -496,6 +504,8 @@ mod tests {
             cwd: "/w/tools".into(),
             network: "none".into(),
             url: String::new(),
+            read: Vec::new(),
+            write: Vec::new(),
         };
         let p = trust_preview(&s);
         for needle in [

@@ -99,6 +99,8 @@ pub fn trust_subject(def: &PackDef, workdir: &Path) -> TrustSubject {
         cwd: def.cwd.display().to_string(),
         network: def.network.as_str().to_owned(),
         url: def.url.clone().unwrap_or_default(),
+        read: def.read.clone(),
+        write: def.write.clone(),
     }
 }
 

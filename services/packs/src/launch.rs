@@ -67,6 +67,27 @@ where
     ))
 }
 
+/// A failed start's message, with what the pack's confinement had to do with it: a refused path
+/// and the line that would allow it, or a network it does not have.
+fn explain_confinement(def: &PackDef, message: String) -> String {
+    use glovebox_config::mcp_json::Network;
+    let mut said = message;
+    if let Some(hint) = crate::toolchain::refusal_hint(&said, &def.name) {
+        said = format!("{said}; {hint}");
+    }
+    match def.network {
+        Network::None => said.push_str(
+            "; its network is `none`: every connection it tried was refused (set `network` in \
+             its mcp.json entry if it needs one)",
+        ),
+        Network::Loopback => said.push_str(
+            "; its network is `loopback`: only its own, connections elsewhere were refused",
+        ),
+        _ => {}
+    }
+    said
+}
+
 /// `e` and what caused it (a TLS or connection failure is the last cause, not the first).
 fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -184,11 +205,12 @@ impl Launcher {
         }
         let with_tail = |what: String| {
             let t = tail.text();
-            if t.is_empty() {
+            let said = if t.is_empty() {
                 what
             } else {
                 format!("{what}; its stderr ends: {t}")
-            }
+            };
+            explain_confinement(def, said)
         };
         let (service, tools) = initialize(transport, &with_tail).await.map_err(spawned)?;
         tracing::info!(account = %config.account, pack = %def.name, tools = tools.len(), "pack started");
@@ -257,6 +279,29 @@ impl Launcher {
         }
     }
 
+    /// A pack's `read` or `write` entries as paths (`~/…` in the user's home), less any that
+    /// would reach glovebox's state (left out, and logged).
+    fn granted(&self, def: &PackDef, entries: &[String]) -> Vec<PathBuf> {
+        let config = &self.config;
+        entries
+            .iter()
+            .map(|e| match e.strip_prefix("~/") {
+                Some(rest) => config.places.user_home.join(rest),
+                None => PathBuf::from(e),
+            })
+            .filter(|g| {
+                let reaches = config
+                    .protected
+                    .iter()
+                    .any(|p| p.starts_with(g) || g.starts_with(p));
+                if reaches {
+                    tracing::warn!(account = %config.account, pack = %def.name, path = %g.display(), "a pack's read or write entry reaches glovebox's state: left out");
+                }
+                !reaches
+            })
+            .collect()
+    }
+
     /// `glovebox pack-shim` with the pack's domain, its working directory, then its command.
     fn shim_command(
         &self,
@@ -274,13 +319,29 @@ impl Launcher {
             p.pack_tmp(&def.name),
         ]);
         let homes = [p.user_home.clone()];
-        let grant = install_grant(found, &config.protected, &homes);
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        // The installs of every file running the command takes, the home's toolchains, and
+        // what the pack's entry adds.
+        let mut read: Vec<PathBuf> = crate::toolchain::command_chain(found, path, &def.cwd)
+            .iter()
+            .map(|file| install_grant(file, &config.protected, &homes))
+            .collect();
+        read.extend(crate::toolchain::home_toolchains(&p.user_home));
+        read.extend(self.granted(def, &def.read));
+        full.extend(self.granted(def, &def.write));
+        read.sort();
+        read.dedup();
         let mut command = tokio::process::Command::new(&config.shim);
         command.arg("pack-shim");
         for dir in &full {
             command.arg("--full").arg(dir);
         }
-        command.arg("--read").arg(&grant);
+        for grant in &read {
+            command.arg("--read").arg(grant);
+        }
         command.args(config.walls_for(def).to_args());
         // The server's environment reaches it only at its start, through the shim: nothing in
         // it (LD_PRELOAD) acts on the shim before it is confined.

@@ -21,6 +21,7 @@ pub mod paths;
 pub mod places;
 pub mod service;
 pub mod stderr;
+pub mod toolchain;
 pub mod watch;
 
 use std::collections::BTreeMap;

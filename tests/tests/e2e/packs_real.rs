@@ -425,3 +425,104 @@ async fn a_packs_results_pass_through_to_mcp_clients_as_the_server_gave_them() {
         "{outcomes:?}"
     );
 }
+
+/// A pack run the way Python users run servers: a venv's `python`, made from an interpreter that
+/// (on this machine, and wherever pyenv or uv put it) lives under a home directory, the venv's
+/// `python` a link to it. The launch follows the link and `pyvenv.cfg` and grants that install.
+#[tokio::test]
+async fn a_venv_on_an_interpreter_under_a_home_directory_runs_as_a_pack() {
+    let venv_dir = tempfile::tempdir().unwrap();
+    let venv = std::fs::canonicalize(venv_dir.path()).unwrap().join("venv");
+    let made = std::process::Command::new(python())
+        .args(["-m", "venv", "--without-pip", "--system-site-packages"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let venv_python = venv.join("bin/python");
+    assert!(
+        std::fs::symlink_metadata(&venv_python)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "a venv's python is a link to its base interpreter"
+    );
+    let g = start_with_packs(json!({"notes": {
+        "command": venv_python, "args": ["notes_server.py"], "network": "none"
+    }}));
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/notes_server.py"),
+        g.workdir.join("notes_server.py"),
+    )
+    .unwrap();
+    std::fs::write(g.workdir.join("a.txt"), "a note").unwrap();
+    g.set_secret("test", "API_TOKEN", "not-used-here");
+    until_listed(&g, "the venv's notes pack", |n| {
+        n.contains(&"notes__read_note".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let note = agent
+        .invoke("r1", "notes__read_note", json!({"path": "a.txt"}))
+        .await;
+    assert_eq!(text_of(&note), "a note");
+}
+
+/// A server refused a path outside its grants fails to start with the path named and the line
+/// to add; with that line (`read`) in its entry, it starts.
+#[tokio::test]
+async fn a_refused_path_is_named_with_the_line_to_add_and_read_grants_it() {
+    // Outside every grant and outside what a pack's own namespaces hide (/tmp, the homes).
+    let Ok(holder) = tempfile::Builder::new()
+        .prefix("glovebox-e2e-")
+        .tempdir_in("/var/lib")
+    else {
+        eprintln!("skipped: cannot make a directory in /var/lib (needs root, as CI has)");
+        return;
+    };
+    let outside = std::fs::canonicalize(holder.path()).unwrap();
+    std::fs::write(outside.join("model.bin"), "weights").unwrap();
+    let script = format!(
+        "cat {}/model.bin > /dev/null && exec ./glovebox-fake-pack good",
+        outside.display()
+    );
+    let pack = |read: Option<&std::path::Path>| {
+        let mut def = json!({"command": "/bin/sh", "args": ["-c", script]});
+        if let Some(dir) = read {
+            def["read"] = json!([dir]);
+        }
+        def
+    };
+    let g = start_with_packs(json!({"model": pack(None)}));
+    let fake = g.workdir.join("glovebox-fake-pack");
+    std::fs::copy(glovebox_e2e::sibling_bin("glovebox-fake-pack"), &fake).unwrap();
+    let mut agent = g.connect("agent").await;
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let errors = loop {
+        let list = packs_list(&mut agent).await;
+        let errors = list["errors"].to_string();
+        if errors.contains("Permission denied") {
+            break errors;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert!(
+        errors.contains(&format!(
+            "add \\\"read\\\": [\\\"{}\\\"] (or \\\"write\\\") to pack model",
+            outside.display()
+        )),
+        "{errors}"
+    );
+    // The line added: the pack starts (its mcp.json is followed).
+    let file = json!({"mcpServers": {"model": pack(Some(&outside))}});
+    std::fs::write(g.state.join("accounts/test/mcp.json"), file.to_string()).unwrap();
+    until_listed(&g, "the model pack with its read grant", |n| {
+        n.contains(&"model__echo".to_owned())
+    })
+    .await;
+}

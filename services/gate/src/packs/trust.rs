@@ -53,6 +53,11 @@ struct Entry {
     /// An HTTP pack's endpoint (absent for stdio packs, and in files written before them).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     url: String,
+    /// What the server may also read and write (absent when nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    read: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    write: Vec<String>,
 }
 
 impl Entry {
@@ -66,6 +71,8 @@ impl Entry {
             cwd: s.cwd.clone(),
             network: s.network.clone(),
             url: s.url.clone(),
+            read: s.read.clone(),
+            write: s.write.clone(),
         }
     }
 
@@ -79,6 +86,8 @@ impl Entry {
             cwd: self.cwd.clone(),
             network: self.network.clone(),
             url: self.url.clone(),
+            read: self.read.clone(),
+            write: self.write.clone(),
         }
     }
 }
@@ -225,6 +234,8 @@ mod tests {
             cwd: "/w".into(),
             network: "none".into(),
             url: String::new(),
+            read: Vec::new(),
+            write: Vec::new(),
         }
     }
 

@@ -269,6 +269,8 @@ mod tests {
             cwd: "/w".into(),
             network: "any".into(),
             url: String::new(),
+            read: Vec::new(),
+            write: Vec::new(),
         };
         let t = trust_text(&s);
         assert!(t.starts_with("pack p: curl -H"), "{t}");
