@@ -274,7 +274,7 @@ impl ServerHandler for Bridge {
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = lock(&self.shared.tools)
             .iter()
-            .map(|t| glovebox_broker::mcp::mcp_tool(&t.name, &t.description, &t.input_schema))
+            .map(glovebox_broker::mcp::tool_of)
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -393,6 +393,9 @@ pub async fn tools(
                     description: t.description().to_owned(),
                     input_schema: t.input_schema(),
                     annotations: None,
+                    output_schema: None,
+                    title: None,
+                    meta: None,
                 })
                 .collect()
         }

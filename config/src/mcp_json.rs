@@ -943,10 +943,13 @@ mod tests {
             let e = check_grant(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
         }
-        let p = parse_user(
-            r#"{"mcpServers": {"r": {"url": "https://e.com/mcp", "read": ["/opt"]}}}"#,
+        let p =
+            parse_user(r#"{"mcpServers": {"r": {"url": "https://e.com/mcp", "read": ["/opt"]}}}"#);
+        assert!(
+            p.errors[0].message.contains("for stdio packs"),
+            "{:?}",
+            p.errors
         );
-        assert!(p.errors[0].message.contains("for stdio packs"), "{:?}", p.errors);
     }
 
     #[test]

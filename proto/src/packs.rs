@@ -120,42 +120,78 @@ pub fn trust_key(subject: &crate::v1::TrustSubject) -> String {
 /// [`MAX_SCHEMA_BYTES`] and [`MAX_SCHEMA_DEPTH`] deep. Anything else is replaced by an open
 /// object schema that says why (the server still validates its own arguments).
 pub fn sanitize_schema(schema: &serde_json::Value) -> serde_json::Value {
-    let replaced = |why: &str| {
-        serde_json::json!({
+    match object_schema(schema) {
+        Ok(schema) => schema,
+        Err(why) => serde_json::json!({
             "type": "object",
             "properties": {},
             "description": format!("the server's input schema was not listed: {why}"),
-        })
-    };
-    let Some(object) = schema.as_object() else {
-        return replaced("it is not a JSON object");
-    };
+        }),
+    }
+}
+
+/// A tool's output schema as clients may be shown it (they check results against it): the same
+/// rules as [`sanitize_schema`], and `None` (no output schema) for one that breaks them.
+pub fn sanitize_output_schema(schema: &serde_json::Value) -> Option<serde_json::Value> {
+    object_schema(schema).ok()
+}
+
+/// `schema` as an object schema within the bounds, or why not.
+fn object_schema(schema: &serde_json::Value) -> Result<serde_json::Value, &'static str> {
+    let object = schema.as_object().ok_or("it is not a JSON object")?;
     match object.get("type") {
         None => {}
         Some(serde_json::Value::String(t)) if t == "object" => {}
-        Some(_) => return replaced("its type is not \"object\""),
+        Some(_) => return Err("its type is not \"object\""),
     }
     if object.get("properties").is_some_and(|p| !p.is_object()) {
-        return replaced("its properties are not an object");
+        return Err("its properties are not an object");
     }
     if object.get("required").is_some_and(|r| {
         !r.as_array()
             .is_some_and(|a| a.iter().all(|n| n.is_string()))
     }) {
-        return replaced("its required is not a list of names");
+        return Err("its required is not a list of names");
     }
     if depth(schema) > MAX_SCHEMA_DEPTH {
-        return replaced("it is nested too deeply");
+        return Err("it is nested too deeply");
     }
     if serde_json::to_string(schema).map_or(usize::MAX, |s| s.len()) > MAX_SCHEMA_BYTES {
-        return replaced("it is too large");
+        return Err("it is too large");
     }
     if refers_elsewhere(schema) {
-        return replaced("it refers to another document");
+        return Err("it refers to another document");
     }
     let mut object = object.clone();
     object.insert("type".into(), "object".into());
-    serde_json::Value::Object(object)
+    Ok(serde_json::Value::Object(object))
+}
+
+/// Largest `_meta` of a tool passed on, as JSON.
+pub const MAX_META_BYTES: usize = 4 * 1024;
+/// Longest tool title passed on.
+pub const MAX_TITLE_BYTES: usize = 256;
+
+/// A tool's `_meta` as clients may be shown it: a JSON object within [`MAX_META_BYTES`] and
+/// [`MAX_SCHEMA_DEPTH`], else none.
+pub fn sanitize_meta(meta: &serde_json::Value) -> Option<serde_json::Value> {
+    let small = serde_json::to_string(meta).is_ok_and(|s| s.len() <= MAX_META_BYTES);
+    (meta.is_object() && small && depth(meta) <= MAX_SCHEMA_DEPTH).then(|| meta.clone())
+}
+
+/// A tool's title on one line, without control characters, at most [`MAX_TITLE_BYTES`]; none
+/// when nothing is left.
+pub fn sanitize_title(title: &str) -> Option<String> {
+    let mut text: String = title
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_owned();
+    if crate::display::truncate_at_char(&mut text, MAX_TITLE_BYTES) {
+        text.push('…');
+    }
+    (!text.is_empty()).then_some(text)
 }
 
 /// Whether any `$ref` in the schema points outside it (a client would fetch it).
@@ -209,6 +245,37 @@ pub fn sanitize_description(description: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn output_schemas_meta_and_titles_pass_only_within_bounds() {
+        let good = json!({"type": "object", "properties": {"sum": {"type": "number"}}});
+        assert_eq!(sanitize_output_schema(&good), Some(good.clone()));
+        for bad in [
+            json!("string"),
+            json!({"type": "array"}),
+            json!({"properties": 7}),
+            json!({"$ref": "http://evil/schema"}),
+            json!({"x": "y".repeat(MAX_SCHEMA_BYTES)}),
+        ] {
+            assert_eq!(sanitize_output_schema(&bad), None, "{bad}");
+        }
+        assert_eq!(
+            sanitize_meta(&json!({"ui": {"x": 1}})),
+            Some(json!({"ui": {"x": 1}}))
+        );
+        assert_eq!(sanitize_meta(&json!([1])), None);
+        assert_eq!(
+            sanitize_meta(&json!({"x": "y".repeat(MAX_META_BYTES)})),
+            None
+        );
+        assert_eq!(
+            sanitize_title(" Get\nsum\u{1b}[31m "),
+            Some("Get sum [31m".into())
+        );
+        assert_eq!(sanitize_title("\n"), None);
+        let long = sanitize_title(&"t".repeat(1000)).unwrap();
+        assert!(long.len() <= MAX_TITLE_BYTES + 3, "{}", long.len());
+    }
 
     #[test]
     fn pack_names() {

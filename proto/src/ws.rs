@@ -126,6 +126,13 @@ pub struct ToolSpec {
     /// A pack tool's MCP hints, as its server gave them (untrusted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<ToolAnnotations>,
+    /// A pack tool's output schema, title and `_meta`, as its server gave them (sanitized).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
 }
 
 /// MCP tool hints, in MCP's spelling.
@@ -134,6 +141,10 @@ pub struct ToolSpec {
 pub struct ToolAnnotations {
     pub read_only_hint: bool,
     pub destructive_hint: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
 }
 
 /// A pack tool in the answer to `packs_list`.

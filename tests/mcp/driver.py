@@ -59,7 +59,19 @@ def tool_facts(tool):
     schema = getattr(tool, "inputSchema", None)
     if schema is None:
         schema = getattr(tool, "input_schema", None)
-    return {"read_only": read_only, "output_schema": output is not None, "input_schema": schema}
+    def hint(name, snake):
+        if annotations is None:
+            return None
+        value = getattr(annotations, name, None)
+        return value if value is not None else getattr(annotations, snake, None)
+
+    meta = getattr(tool, "meta", None)
+    if meta is None:
+        meta = getattr(tool, "_meta", None)
+    return {"read_only": read_only, "output_schema": output is not None, "input_schema": schema,
+            "output": output, "title": getattr(tool, "title", None), "meta": meta,
+            "idempotent": hint("idempotentHint", "idempotent_hint"),
+            "open_world": hint("openWorldHint", "open_world_hint")}
 
 
 def call_line(call_id, result):

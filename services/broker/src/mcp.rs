@@ -199,22 +199,35 @@ pub async fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
     let Some(account) = account else {
         return Vec::new();
     };
-    specs(app, account)
-        .await
-        .iter()
-        .map(|t| {
-            let tool = mcp_tool(&t.name, &t.description, &t.input_schema);
-            match &t.annotations {
-                // A pack tool: its server's hints.
-                Some(a) => tool.annotate(
-                    ToolAnnotations::new()
-                        .read_only(a.read_only_hint)
-                        .destructive(a.destructive_hint),
-                ),
-                None => tool,
-            }
-        })
-        .collect()
+    specs(app, account).await.iter().map(tool_of).collect()
+}
+
+/// A tool as an MCP client lists it, from its spec: a built-in tool's own form (see
+/// [`mcp_tool`]), or a pack tool with its server's hints, output schema, title and `_meta` (each
+/// sanitized by the broker when it was listed). `/mcp` and `glovebox mcp` list through this.
+pub fn tool_of(t: &glovebox_proto::ws::ToolSpec) -> rmcp::model::Tool {
+    let mut tool = mcp_tool(&t.name, &t.description, &t.input_schema);
+    if let Some(serde_json::Value::Object(output)) = &t.output_schema {
+        tool.output_schema = Some(Arc::new(output.clone()));
+    }
+    if let Some(title) = &t.title {
+        tool.title = Some(title.clone());
+    }
+    if let Some(serde_json::Value::Object(meta)) = &t.meta {
+        tool.meta = Some(rmcp::model::MetaObject(meta.clone()));
+    }
+    match &t.annotations {
+        // A pack tool: its server's hints.
+        Some(a) => {
+            let mut hints = ToolAnnotations::new()
+                .read_only(a.read_only_hint)
+                .destructive(a.destructive_hint);
+            hints.idempotent_hint = a.idempotent_hint;
+            hints.open_world_hint = a.open_world_hint;
+            tool.annotate(hints)
+        }
+        None => tool,
+    }
 }
 
 /// The tools of `account` as a desktop connection is offered them.

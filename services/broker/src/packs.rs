@@ -267,6 +267,23 @@ fn hints(t: &pb::PackTool) -> Hints {
     }
 }
 
+/// A pack tool's hints as MCP spells them (untrusted: they decide nothing).
+fn annotations(t: &pb::PackTool) -> ToolAnnotations {
+    ToolAnnotations {
+        read_only_hint: t.read_only,
+        destructive_hint: t.destructive,
+        idempotent_hint: t.idempotent,
+        open_world_hint: t.open_world,
+    }
+}
+
+/// A JSON text the pack host passed on (`None` when empty or not JSON).
+fn json_of(text: &str) -> Option<serde_json::Value> {
+    (!text.is_empty())
+        .then(|| serde_json::from_str(text).ok())
+        .flatten()
+}
+
 fn pack_info(t: &pb::PackTool) -> Result<ToolInfo, String> {
     let schema: serde_json::Value =
         serde_json::from_str(&t.input_schema_json).unwrap_or(serde_json::Value::Null);
@@ -289,10 +306,12 @@ pub async fn tool_specs(app: &App, account: &str) -> Vec<ToolSpec> {
                     name: i.name,
                     description: i.description,
                     input_schema: i.input_schema,
-                    annotations: Some(ToolAnnotations {
-                        read_only_hint: t.read_only,
-                        destructive_hint: t.destructive,
-                    }),
+                    annotations: Some(annotations(t)),
+                    output_schema: json_of(&t.output_schema_json)
+                        .and_then(|s| glovebox_proto::packs::sanitize_output_schema(&s)),
+                    title: glovebox_proto::packs::sanitize_title(&t.title),
+                    meta: json_of(&t.meta_json)
+                        .and_then(|m| glovebox_proto::packs::sanitize_meta(&m)),
                 })
             })
             .collect(),
@@ -340,10 +359,7 @@ pub async fn packs_frame(app: &App, account: &str) -> ServerFrame {
                         tool: t.tool.clone(),
                         description: i.description,
                         input_schema: i.input_schema,
-                        annotations: ToolAnnotations {
-                            read_only_hint: t.read_only,
-                            destructive_hint: t.destructive,
-                        },
+                        annotations: annotations(t),
                         origin: t.origin.clone(),
                     }),
                     Err(why) => errors.push(PackErrorSpec {

@@ -55,6 +55,9 @@ pub async fn tools_for(
             description: t.description,
             input_schema: t.input_schema,
             annotations: None,
+            output_schema: None,
+            title: None,
+            meta: None,
         })
         .chain(packs)
         .filter(|t| profile.allows(&t.name))

@@ -403,6 +403,31 @@ impl Host {
                                 read_only: read_only(tool),
                                 destructive: destructive(tool),
                                 origin: origin.as_str().to_owned(),
+                                output_schema_json: tool
+                                    .output_schema
+                                    .as_ref()
+                                    .map(|s| serde_json::Value::Object((**s).clone()).to_string())
+                                    .unwrap_or_default(),
+                                title: tool
+                                    .title
+                                    .clone()
+                                    .or_else(|| {
+                                        tool.annotations.as_ref().and_then(|a| a.title.clone())
+                                    })
+                                    .unwrap_or_default(),
+                                meta_json: tool
+                                    .meta
+                                    .as_ref()
+                                    .and_then(|m| serde_json::to_string(m).ok())
+                                    .unwrap_or_default(),
+                                idempotent: tool
+                                    .annotations
+                                    .as_ref()
+                                    .and_then(|a| a.idempotent_hint),
+                                open_world: tool
+                                    .annotations
+                                    .as_ref()
+                                    .and_then(|a| a.open_world_hint),
                             }),
                             Err(why) => response.errors.push(pack_error(&def.name, origin, why)),
                         }

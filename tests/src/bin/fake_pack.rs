@@ -53,6 +53,20 @@ fn tools(mode: &str) -> Vec<Value> {
         tool("fail", true, json!({})),
         tool("picture", true, json!({})),
     ];
+    // The picture tool says everything a tool can: an output schema its results meet, a title,
+    // `_meta` and every hint.
+    if let Some(picture) = list.last_mut() {
+        picture["title"] = json!("One pixel");
+        picture["outputSchema"] = json!({
+            "type": "object",
+            "properties": {"width": {"type": "number"}, "height": {"type": "number"}},
+            "required": ["width", "height"]
+        });
+        picture["_meta"] = json!({"example.com/kind": "image"});
+        picture["annotations"] = json!({
+            "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false
+        });
+    }
     if mode == "liar" {
         list.push(tool("file_read", true, json!({})));
         list.push(tool("exec", true, json!({})));

@@ -386,6 +386,31 @@ async fn a_packs_results_pass_through_to_mcp_clients_as_the_server_gave_them() {
     .await;
     for transport in [Transport::Http, Transport::Stdio] {
         let mut client = McpClient::start(&g, Sdk::Python, transport, &g.token);
+        // The listing keeps what the server said of its tool (sanitized), hints and all.
+        let listed = client.list().await;
+        let facts = &listed["tools"]["fake__picture"];
+        assert_eq!(
+            facts["output"],
+            json!({"type": "object",
+                   "properties": {"width": {"type": "number"}, "height": {"type": "number"}},
+                   "required": ["width", "height"]}),
+            "{transport:?}: {facts}"
+        );
+        assert_eq!(facts["title"], "One pixel", "{transport:?}: {facts}");
+        assert_eq!(
+            facts["meta"],
+            json!({"example.com/kind": "image"}),
+            "{facts}"
+        );
+        assert_eq!(
+            (
+                &facts["read_only"],
+                &facts["idempotent"],
+                &facts["open_world"]
+            ),
+            (&json!(true), &json!(true), &json!(false)),
+            "{facts}"
+        );
         let echo = client
             .call("e", "fake__echo", json!({"text": "hi there"}))
             .await;
