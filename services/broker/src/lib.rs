@@ -23,6 +23,7 @@ pub mod decisions;
 pub mod deliveries;
 pub mod front_door;
 pub mod health;
+pub mod input_check;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;

@@ -561,12 +561,15 @@ async fn client_tool(
             "params must be a JSON object",
         ));
     }
-    if !app.registry.provides(&origin.account, bare) {
+    let Some(schema) = app.registry.input_schema(&origin.account, bare) else {
         return Err(WireError::new(
             ErrorCode::NoClient,
             "no connected client provides this tool",
         ));
-    }
+    };
+    // Held to what its provider said it takes, before anyone is asked.
+    crate::input_check::check_input(&schema, &params)
+        .map_err(|why| WireError::new(ErrorCode::InvalidParams, why))?;
     let call = ids.tool_call(&origin.account, exposed, &params);
     let plan = Plan {
         subjects: vec![pb::Subject {

@@ -176,12 +176,12 @@ impl Registry {
             .collect()
     }
 
-    /// Whether any provider of the account offers `tool` (bare name).
-    pub fn provides(&self, account: &str, tool: &str) -> bool {
-        self.lock()
-            .providers
-            .get(account)
-            .is_some_and(|l| l.iter().any(|p| p.tools.iter().any(|t| t.name == tool)))
+    /// The input schema of `tool` as the provider a call would go to registered it.
+    pub fn input_schema(&self, account: &str, tool: &str) -> Option<serde_json::Value> {
+        self.tools(account)
+            .into_iter()
+            .find(|t| t.name == tool)
+            .map(|t| t.input_schema)
     }
 
     /// Sends the call to the most recent provider of `account` offering `tool` and waits for its

@@ -149,6 +149,62 @@ async fn a_provider_registers_and_an_agent_calls_its_tool_through_the_gate() {
     assert_eq!(provider.next().await["type"], "pong");
 }
 
+/// A call whose input does not fit the schema its provider registered is refused with the schema's
+/// error before anyone is asked, and never reaches the provider; one that fits goes through.
+#[tokio::test]
+async fn a_client_tools_input_is_held_to_the_providers_schema() {
+    let g = Glovebox::start();
+    let mut provider = open_provider(&g, &g.token).await.unwrap();
+    let schema = json!({
+        "type": "object",
+        "properties": {"url": {"type": "string"}, "tab": {"type": "integer", "minimum": 0}},
+        "required": ["url"],
+        "additionalProperties": false
+    });
+    provider
+        .send(json!({"type": "hello", "client": "test-extension",
+                     "tools": [{"name": "open_tab", "description": "opens", "input_schema": schema}]}))
+        .await;
+    assert_eq!(provider.next().await["type"], "hello_ok");
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    for (id, bad, says) in [
+        ("b1", json!({"tab": 1}), "\"url\" is a required property"),
+        ("b2", json!({"url": "x", "tab": -1}), "input/tab"),
+        (
+            "b3",
+            json!({"url": "x", "script": "evil()"}),
+            "Additional properties",
+        ),
+    ] {
+        let r = agent.invoke(id, "client__open_tab", bad).await;
+        let e = expect_error(&r, "invalid_params");
+        assert!(e["message"].as_str().unwrap().contains(says), "{id}: {e}");
+    }
+    // nothing was asked or sent: the next thing the provider sees is the good call
+    let (ask, _) = tokio::join!(approver.next_ask(), async {
+        agent
+            .send(
+                json!({"type": "invoke", "call_id": "g1", "tool": "client__open_tab",
+                         "params": {"url": "https://example.com", "tab": 2}}),
+            )
+            .await;
+    });
+    assert_eq!(ask["call_id"], "g1", "{ask}");
+    approver.answer(&ask, "once").await;
+    let invoke = provider.next().await;
+    assert_eq!(
+        invoke["input"],
+        json!({"url": "https://example.com", "tab": 2})
+    );
+    provider
+        .send(
+            json!({"type": "result", "call_id": invoke["call_id"], "ok": true, "output": "opened"}),
+        )
+        .await;
+    assert_eq!(expect_ok(&agent.result_for("g1").await), json!("opened"));
+}
+
 /// Client tool call `n`: the agent asks, the approver allows it once, the provider makes it
 /// (the first call the provider is asked to make since the last) and the agent gets its result.
 async fn approved_click(
