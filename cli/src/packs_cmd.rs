@@ -267,6 +267,16 @@ pub async fn packs(
     }
 }
 
+/// What the account's pack host lists now (it starts packs not started yet, briefly).
+pub async fn list(state: &StateDir, account: &str) -> anyhow::Result<pb::ListPacksResponse> {
+    let mut client = packs_client(state, account)?;
+    Ok(client
+        .list(pb::ListPacksRequest {})
+        .await
+        .map_err(unreachable)?
+        .into_inner())
+}
+
 /// `glovebox packs add|remove`: edits the account's own mcp.json (validated the way the pack
 /// host reads it); the gate sees the change and the pack host follows it, nothing to restart.
 fn edit_user_file(

@@ -46,13 +46,17 @@ pub async fn explain(
     account: String,
     args: ExplainArgs,
 ) -> anyhow::Result<ExitCode> {
+    let mut pack = None;
     let (subject, cwd) = match (equivalent_call(&args), args.tool) {
         (Some((tool, params)), _) => {
             let plan = plan(state, &account, tool, &params).await?;
             let (planned, cwd) = explained_subject(&plan)?;
             (Subject::Planned(planned), cwd)
         }
-        (None, Some(name)) => (Subject::Tool(name), String::new()),
+        (None, Some(name)) => {
+            pack = pack_facts(state, &account, &name).await;
+            (Subject::Tool(name), String::new())
+        }
         (None, None) => {
             anyhow::bail!("name a subject: --read, --write, --delete, --exec or --tool")
         }
@@ -62,12 +66,42 @@ pub async fn explain(
             account,
             subject: Some(subject),
             cwd,
+            pack,
         })
         .await
         .map_err(super::gate_error)?
         .into_inner();
     print_explained(&r);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A pack tool's facts as its pack host lists them now (its server's read-only hint, the file
+/// that configured it), so the tool is explained as its call would be decided; `None` for any
+/// other tool, or when the pack host cannot say (then it is explained as a plain tool name, and
+/// that is said).
+async fn pack_facts(state: &StateDir, account: &str, name: &str) -> Option<pb::PackFacts> {
+    if !name.contains("__") || name.starts_with("client__") {
+        return None;
+    }
+    let listed = match crate::packs_cmd::list(state, account).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            eprintln!(
+                "(the pack host cannot say what {name} is: {e}; explained as a plain tool name)"
+            );
+            return None;
+        }
+    };
+    match listed.tools.iter().find(|t| t.name == name) {
+        Some(t) => Some(pb::PackFacts {
+            read_only: t.read_only,
+            origin: t.origin.clone(),
+        }),
+        None => {
+            eprintln!("(no pack lists {name} now; explained as a plain tool name)");
+            None
+        }
+    }
 }
 
 /// The call a real agent would make to touch the subject named, whose plan explain judges; `None`

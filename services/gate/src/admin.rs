@@ -210,7 +210,7 @@ impl GateState {
                 "name a subject: a planned read, write, delete or exec, or a tool",
             )
         })?;
-        let (subject, v) = explained(&policy, subject, &req.cwd, &workdir, now)?;
+        let (subject, v) = explained(&policy, subject, req.pack.as_ref(), &req.cwd, &workdir, now)?;
         let mut warnings = policy.warnings().to_vec();
         if let Some(e) = current.error {
             warnings.insert(
@@ -234,13 +234,14 @@ impl GateState {
 fn explained(
     policy: &Policy,
     subject: Subject,
+    pack: Option<&pb::PackFacts>,
     cwd: &str,
     workdir: &str,
     now: Option<i64>,
 ) -> Result<(String, Verdict), Status> {
     let planned = match subject {
         Subject::Tool(name) => {
-            let v = policy.decide_tool_at(&name, now);
+            let v = crate::judge::decide_tool(policy, &name, pack, now);
             return Ok((name, v));
         }
         Subject::Planned(planned) => planned,
@@ -356,7 +357,7 @@ mod tests {
             ),
         ];
         for (subject, cwd, shown, decision) in cases {
-            let (got, v) = explained(&p, subject, cwd, "/w", Some(0)).unwrap();
+            let (got, v) = explained(&p, subject, None, cwd, "/w", Some(0)).unwrap();
             assert_eq!((got.as_str(), v.decision), (shown, decision), "{shown}");
         }
         for (subject, cwd) in [
@@ -366,7 +367,7 @@ mod tests {
             (planned(D::Job, "1"), ""),
             (planned(D::Unspecified, "/w/a.txt"), ""),
         ] {
-            let e = explained(&p, subject, cwd, "/w", Some(0)).unwrap_err();
+            let e = explained(&p, subject, None, cwd, "/w", Some(0)).unwrap_err();
             assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
         }
     }

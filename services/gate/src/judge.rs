@@ -167,21 +167,28 @@ fn judge_subject(
             ),
             None,
         ),
-        Ok(pb::Domain::Tool) if subject.path == tool => match pack {
-            Some(facts) => (
-                read_only_default(
-                    policy.decide_pack_tool_at(&subject.path, facts.read_only, at),
-                    facts,
-                ),
-                Some(Section::Tools),
-            ),
-            None => (
-                policy.decide_tool_at(&subject.path, at),
-                Some(Section::Tools),
-            ),
-        },
+        Ok(pb::Domain::Tool) if subject.path == tool => (
+            decide_tool(policy, &subject.path, pack, at),
+            Some(Section::Tools),
+        ),
         _ => return None,
     })
+}
+
+/// The verdict on calling tool `name`: with `pack` facts, as a pack tool (the caps on packs,
+/// then [`read_only_default`]); without, as any tool. A call and `policy explain` alike.
+pub(crate) fn decide_tool(
+    policy: &Policy,
+    name: &str,
+    pack: Option<&PackFacts>,
+    at: Option<i64>,
+) -> Verdict {
+    match pack {
+        Some(facts) => {
+            read_only_default(policy.decide_pack_tool_at(name, facts.read_only, at), facts)
+        }
+        None => policy.decide_tool_at(name, at),
+    }
 }
 
 /// With no rule for a pack tool (the default ask), a tool whose server marks it read-only, of a

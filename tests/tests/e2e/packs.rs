@@ -494,6 +494,47 @@ async fn network_none_is_refused_by_the_kernel_and_the_default_connects() {
     assert!(offline.contains("ermission denied"), "{offline}");
 }
 
+/// `policy explain --tool` answers for a pack tool exactly as its call is decided: a read-only
+/// tool of the account's own pack is allowed by default, a writing one asks — and so the calls go.
+#[tokio::test]
+async fn policy_explain_answers_for_pack_tools_as_their_calls_are_decided() {
+    let g = start(&[("fake", "good", json!({}))]);
+    until_listed(&g, "the fake pack", |n| {
+        n.contains(&"fake__echo".to_owned())
+    })
+    .await;
+    let explain = |tool: &str| {
+        let (code, out, err) =
+            g.run_cli(&["policy", "explain", "--account", &g.account, "--tool", tool]);
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    let echo = explain("fake__echo");
+    assert!(
+        echo.contains("verdict: allow") && echo.contains("pack:read-only"),
+        "{echo}"
+    );
+    let write = explain("fake__write_note");
+    assert!(write.contains("verdict: ask"), "{write}");
+    // the calls agree
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let echoed = agent
+        .invoke("e", "fake__echo", json!({"text": "no ask"}))
+        .await;
+    expect_ok(&echoed);
+    let (ask, _) = agent
+        .invoke_asked(
+            &mut approver,
+            "w",
+            "fake__write_note",
+            json!({"path": "n.txt"}),
+            "deny",
+        )
+        .await;
+    assert_eq!(ask["tool"], "fake__write_note");
+}
+
 #[tokio::test]
 async fn env_references_read_only_the_names_the_account_allows_and_never_from_a_project() {
     let bin = sibling_bin("glovebox-fake-pack");

@@ -271,8 +271,12 @@ async fn explain(at: &Caller<'_>, domain: &str, subject: &str, cwd: Option<&str>
             "domain must be read, write, delete, exec or tool",
         )
     })?;
+    let mut pack = None;
     let (subject, cwd) = match equivalent_call(domain, subject, cwd) {
-        None => (Subject::Tool(subject.to_owned()), String::new()),
+        None => {
+            pack = crate::packs::facts_of(at.app, at.account, subject).await;
+            (Subject::Tool(subject.to_owned()), String::new())
+        }
         Some((tool, params)) => {
             let mut executor = at.app.backends.executor(at.account).ok_or_else(|| {
                 WireError::new(ErrorCode::Unavailable, "the account's executor is unknown")
@@ -314,6 +318,7 @@ async fn explain(at: &Caller<'_>, domain: &str, subject: &str, cwd: Option<&str>
             account: at.account.to_owned(),
             subject: Some(subject),
             cwd,
+            pack,
         }))
         .await
         .map_err(from_status)?
