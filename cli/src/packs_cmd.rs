@@ -136,6 +136,11 @@ pub async fn pack_host(
         xdg_cache.as_deref(),
         &crate::scratch::make(crate::scratch::Kind::Packs, &args.account)?,
     );
+    // glovebox's state directory is the first protected one: the pack home is this instance's.
+    let places = match args.protected.first() {
+        Some(state) => places.of_state(&args.account, state),
+        None => places,
+    };
     let listener = glovebox_proto::transport::bind_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
     let config = glovebox_packs::PacksConfig {

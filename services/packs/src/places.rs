@@ -47,6 +47,24 @@ impl Places {
         }
     }
 
+    /// The same places, with a pack home of this glovebox's own (`<account>-<8 hex digits of
+    /// its state directory>`): two glovebox instances with an account of the same id never share
+    /// a pack home or logs. A pack home of the old shared form (`<account>`) is taken over once
+    /// by the first instance that finds it.
+    pub fn of_state(mut self, account: &str, state_dir: &Path) -> Places {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(state_dir.as_os_str().as_encoded_bytes());
+        let own = self
+            .pack_home
+            .with_file_name(format!("{account}-{}", &hex::encode(digest)[..8]));
+        if self.pack_home.is_dir() && !own.exists() {
+            let _ = std::fs::rename(&self.pack_home, &own);
+        }
+        self.logs = own.join("logs");
+        self.pack_home = own;
+        self
+    }
+
     /// The temporary directory of pack `name`.
     pub fn pack_tmp(&self, name: &str) -> PathBuf {
         self.tmp.join(name)
@@ -121,6 +139,25 @@ mod tests {
             Path::new("/t"),
         );
         assert_eq!(r.xdg_cache, Path::new("/h/.cache"));
+    }
+
+    #[test]
+    fn each_state_directory_has_its_own_pack_home_and_takes_over_the_old_one_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let old = home.join(".local/share/glovebox/pack-home/a");
+        std::fs::create_dir_all(old.join("kept")).unwrap();
+        let first = Places::new("a", home, None, Path::new("/t")).of_state("a", Path::new("/s1"));
+        let second = Places::new("a", home, None, Path::new("/t")).of_state("a", Path::new("/s2"));
+        assert_ne!(first.pack_home, second.pack_home);
+        assert!(first.pack_home.join("kept").is_dir(), "the old home moved to the first");
+        assert!(!old.exists());
+        assert!(first.log("p").starts_with(&first.pack_home));
+        let name = first.pack_home.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(name.starts_with("a-") && name.len() == 10, "{name}");
+        // the same state directory finds the same home again
+        let again = Places::new("a", home, None, Path::new("/t")).of_state("a", Path::new("/s1"));
+        assert_eq!(again.pack_home, first.pack_home);
     }
 
     #[test]
