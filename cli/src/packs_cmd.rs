@@ -363,9 +363,25 @@ fn edit_user_file(
 /// What `glovebox packs list` prints.
 pub fn render_list(listed: &pb::ListPacksResponse) -> String {
     let mut out = String::new();
-    if listed.tools.is_empty() && listed.errors.is_empty() {
+    if listed.tools.is_empty() && listed.errors.is_empty() && listed.packs.is_empty() {
         out.push_str("no packs are configured\n");
     }
+    // Each pack and its state first (starting, ready, failed and why, disabled, untrusted)...
+    for p in &listed.packs {
+        let tools = listed.tools.iter().filter(|t| t.pack == p.name).count();
+        let state = match (p.state.as_str(), p.message.is_empty()) {
+            ("ready", _) => format!("ready, {tools} tools"),
+            (state, true) => state.to_owned(),
+            (state, false) => format!("{state}: {}", p.message),
+        };
+        let trust = if p.trust.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", p.trust)
+        };
+        out.push_str(&format!("pack {} ({}{trust}): {state}\n", p.name, p.origin));
+    }
+    // ...then the tools, and what went wrong that no pack's state says.
     for t in &listed.tools {
         let hint = if t.read_only {
             "read-only"
@@ -374,7 +390,13 @@ pub fn render_list(listed: &pb::ListPacksResponse) -> String {
         };
         out.push_str(&format!("{}  ({}, {hint}, {})\n", t.name, t.origin, t.pack));
     }
-    for e in &listed.errors {
+    let said = |e: &pb::PackError| {
+        listed
+            .packs
+            .iter()
+            .any(|p| p.name == e.pack && p.origin == e.origin && p.message == e.message)
+    };
+    for e in listed.errors.iter().filter(|e| !said(e)) {
         let pack = if e.pack.is_empty() {
             "-"
         } else {
@@ -553,6 +575,52 @@ mod tests {
         assert_eq!(
             render_list(&pb::ListPacksResponse::default()),
             "no packs are configured\n"
+        );
+    }
+
+    #[test]
+    fn each_packs_state_is_said_and_its_error_not_twice() {
+        let status = |name: &str, state: &str, message: &str| pb::PackStatus {
+            name: name.into(),
+            origin: "user".into(),
+            state: state.into(),
+            message: message.into(),
+            trust: String::new(),
+        };
+        let listed = pb::ListPacksResponse {
+            tools: vec![pb::PackTool {
+                name: "e__echo".into(),
+                pack: "e".into(),
+                tool: "echo".into(),
+                origin: "user".into(),
+                ..Default::default()
+            }],
+            errors: vec![
+                pb::PackError {
+                    pack: "slow".into(),
+                    origin: "user".into(),
+                    message: "still starting after 3 s".into(),
+                },
+                pb::PackError {
+                    pack: String::new(),
+                    origin: "user".into(),
+                    message: "mcp.json: line 3: expected a string".into(),
+                },
+            ],
+            untrusted: vec![],
+            packs: vec![
+                status("e", "ready", ""),
+                status("slow", "starting", "still starting after 3 s"),
+                status("gone", "failed", "spawn gone: not found"),
+            ],
+        };
+        assert_eq!(
+            render_list(&listed),
+            "pack e (user): ready, 1 tools\n\
+             pack slow (user): starting: still starting after 3 s\n\
+             pack gone (user): failed: spawn gone: not found\n\
+             e__echo  (user, may change things, e)\n\
+             error: - (user): mcp.json: line 3: expected a string\n"
         );
     }
 }

@@ -161,6 +161,17 @@ pub struct PackToolSpec {
     pub origin: String,
 }
 
+/// A pack and its state now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackStateSpec {
+    pub pack: String,
+    pub origin: String,
+    pub state: String,
+    /// Why it is not ready (untrusted text), or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
 /// A pack that offers no tools now, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PackErrorSpec {
@@ -345,6 +356,10 @@ pub enum ServerFrame {
     Packs {
         tools: Vec<PackToolSpec>,
         errors: Vec<PackErrorSpec>,
+        /// Each pack and its state: `ready`, `starting`, `failed` (with why), `disabled`,
+        /// `untrusted`.
+        #[serde(default)]
+        packs: Vec<PackStateSpec>,
     },
 }
 

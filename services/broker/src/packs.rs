@@ -18,8 +18,8 @@ use glovebox_proto::v1::{
     Plan, PlanPathsRequest, ResolveTrustRequest, TrustSubject,
 };
 use glovebox_proto::ws::{
-    AskDisplay, AskSubject, Decision, PackErrorSpec, PackToolSpec, ServerFrame, ToolAnnotations,
-    ToolSpec, WireError,
+    AskDisplay, AskSubject, Decision, PackErrorSpec, PackStateSpec, PackToolSpec, ServerFrame,
+    ToolAnnotations, ToolSpec, WireError,
 };
 
 use crate::app::App;
@@ -346,6 +346,7 @@ pub async fn packs_frame(app: &App, account: &str) -> ServerFrame {
                 origin: String::new(),
                 message: "the account's tools are switched off (or the gate is unavailable)".into(),
             }],
+            packs: Vec::new(),
         };
     }
     match listing(app, account).await {
@@ -356,6 +357,7 @@ pub async fn packs_frame(app: &App, account: &str) -> ServerFrame {
                 origin: String::new(),
                 message: why,
             }],
+            packs: Vec::new(),
         },
         Ok(listed) => {
             let mut errors: Vec<PackErrorSpec> = listed
@@ -386,7 +388,21 @@ pub async fn packs_frame(app: &App, account: &str) -> ServerFrame {
                     }),
                 }
             }
-            ServerFrame::Packs { tools, errors }
+            let packs = listed
+                .packs
+                .iter()
+                .map(|p| PackStateSpec {
+                    pack: p.name.clone(),
+                    origin: p.origin.clone(),
+                    state: p.state.clone(),
+                    message: p.message.clone(),
+                })
+                .collect();
+            ServerFrame::Packs {
+                tools,
+                errors,
+                packs,
+            }
         }
     }
 }

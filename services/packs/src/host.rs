@@ -44,7 +44,7 @@ struct Resolved {
 
 /// The states a listing gives a pack (`PackStatus.state`).
 pub mod state {
-    pub const RUNNING: &str = "running";
+    pub const READY: &str = "ready";
     pub const STARTING: &str = "starting";
     pub const FAILED: &str = "failed";
     pub const DISABLED: &str = "disabled";
@@ -437,7 +437,7 @@ impl Host {
             response.packs.push(pack_status(
                 &def.name,
                 origin,
-                state::RUNNING,
+                state::READY,
                 String::new(),
                 trust_of(def),
             ));

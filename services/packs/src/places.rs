@@ -150,10 +150,19 @@ mod tests {
         let first = Places::new("a", home, None, Path::new("/t")).of_state("a", Path::new("/s1"));
         let second = Places::new("a", home, None, Path::new("/t")).of_state("a", Path::new("/s2"));
         assert_ne!(first.pack_home, second.pack_home);
-        assert!(first.pack_home.join("kept").is_dir(), "the old home moved to the first");
+        assert!(
+            first.pack_home.join("kept").is_dir(),
+            "the old home moved to the first"
+        );
         assert!(!old.exists());
         assert!(first.log("p").starts_with(&first.pack_home));
-        let name = first.pack_home.file_name().unwrap().to_str().unwrap().to_owned();
+        let name = first
+            .pack_home
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
         assert!(name.starts_with("a-") && name.len() == 10, "{name}");
         // the same state directory finds the same home again
         let again = Places::new("a", home, None, Path::new("/t")).of_state("a", Path::new("/s1"));

@@ -81,7 +81,7 @@ async fn the_console_lists_packs_with_their_tools_and_a_failing_servers_error_as
     page.wait_for(
         "the working pack running with its tools",
         &format!(
-            "{} === 'running' && {}.includes('good__echo') && {}.includes('good__write_note')",
+            "{} === 'ready' && {}.includes('good__echo') && {}.includes('good__write_note')",
             cell("user", "good", STATE),
             cell("user", "good", TOOLS),
             cell("user", "good", TOOLS)
@@ -182,7 +182,7 @@ async fn a_project_pack_waits_for_trust_given_in_the_console_and_then_runs() {
     page.wait_for(
         "the trusted project pack running",
         &format!(
-            "{} === 'running' && {}.includes('proj__echo') && {}.startsWith('trusted until')",
+            "{} === 'ready' && {}.includes('proj__echo') && {}.startsWith('trusted until')",
             cell("project", "proj", STATE),
             cell("project", "proj", TOOLS),
             cell("project", "proj", TRUST)
@@ -265,7 +265,7 @@ async fn a_refused_project_pack_is_asked_about_again_from_the_console() {
     page.wait_for(
         "the trusted project pack running",
         &format!(
-            "{} === 'running' && {}.startsWith('trusted until')",
+            "{} === 'ready' && {}.startsWith('trusted until')",
             cell("project", "proj", STATE),
             cell("project", "proj", TRUST)
         ),

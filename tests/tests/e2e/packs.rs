@@ -494,6 +494,54 @@ async fn network_none_is_refused_by_the_kernel_and_the_default_connects() {
     assert!(offline.contains("ermission denied"), "{offline}");
 }
 
+/// Every listing says each pack's state: ready (with its tools), failed and why — over the
+/// WebSocket's `packs_list` and in `glovebox packs list` alike, never a failure posing as a tool
+/// list or a starting pack posing as an error.
+#[tokio::test]
+async fn each_packs_state_is_listed_on_every_surface() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(
+            json!({"mcpServers": {
+                "good": {"command": sibling_bin("glovebox-fake-pack"), "args": ["good"]},
+                "gone": {"command": "/nonexistent/server"},
+            }})
+            .to_string(),
+        ),
+        ..Options::default()
+    });
+    until_listed(&g, "the good pack", |n| {
+        n.contains(&"good__echo".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let list = packs_list(&mut agent).await;
+    let state = |name: &str| {
+        list["packs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pack"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} has no state: {list}"))
+    };
+    assert_eq!(state("good")["state"], "ready", "{list}");
+    let gone = state("gone");
+    assert_eq!(gone["state"], "failed", "{list}");
+    assert!(
+        gone["message"].as_str().unwrap().contains("not found"),
+        "{gone}"
+    );
+    let (code, out, err) = g.run_cli(&["packs", "list", "--account", "test"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("pack good (user): ready, "), "{out}");
+    assert!(out.contains("pack gone (user): failed: "), "{out}");
+    assert!(
+        !out.contains("error: gone"),
+        "said once, as its state: {out}"
+    );
+}
+
 /// `policy explain --tool` answers for a pack tool exactly as its call is decided: a read-only
 /// tool of the account's own pack is allowed by default, a writing one asks — and so the calls go.
 #[tokio::test]
