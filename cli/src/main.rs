@@ -245,6 +245,13 @@ enum Command {
         /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
         #[arg(long, value_name = "DIR", global = true)]
         state_dir: Option<PathBuf>,
+        /// System mode: manage the secrets of an account you own, over the system service's
+        /// approve socket as yourself (no token: the kernel tells glovebox who you are).
+        #[arg(long, global = true)]
+        system: bool,
+        /// System mode: the runtime directory (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", global = true, requires = "system")]
+        runtime_dir: Option<PathBuf>,
         #[command(subcommand)]
         command: packs_cmd::SecretCommand,
     },
@@ -1080,9 +1087,18 @@ async fn dispatch(
             account,
             command,
         } => packs_cmd::packs(&env.state_dir(&StateArgs { state_dir }), account, command).await,
-        Command::Secret { state_dir, command } => {
-            packs_cmd::secret(&env.state_dir(&StateArgs { state_dir }), command).await
+        Command::Secret {
+            system: true,
+            runtime_dir,
+            command,
+            ..
+        } => {
+            let layout = env.system_runtime(runtime_dir);
+            packs_cmd::secret_system(&layout.approve_socket(), command).await
         }
+        Command::Secret {
+            state_dir, command, ..
+        } => packs_cmd::secret(&env.state_dir(&StateArgs { state_dir }), command).await,
         Command::Broker {
             state,
             layout,

@@ -413,21 +413,105 @@ pub enum SecretCommand {
     /// Store a secret for the account's packs (`${secret:NAME}` in mcp.json); the value is read
     /// from the terminal (not echoed) or from stdin. Packs that use it restart.
     Set {
+        /// The account (default: the only one, or with --system the one you own).
         #[arg(long)]
-        account: String,
+        account: Option<String>,
         name: String,
     },
     /// The names of the account's secrets (never their values).
     List {
         #[arg(long)]
-        account: String,
+        account: Option<String>,
     },
     /// Remove a secret. Packs that use it restart (and then wait for it).
     Remove {
         #[arg(long)]
-        account: String,
+        account: Option<String>,
         name: String,
     },
+}
+
+impl SecretCommand {
+    fn account(&self) -> Option<&str> {
+        match self {
+            SecretCommand::Set { account, .. }
+            | SecretCommand::List { account }
+            | SecretCommand::Remove { account, .. } => account.as_deref(),
+        }
+    }
+}
+
+/// `glovebox secret ... --system`: the account's owner manages its secrets over the system
+/// service's approve socket, as themselves (the kernel says who; the gate audits it as the
+/// account's approver). Values are read as in user mode and never printed.
+pub async fn secret_system(socket: &Path, command: SecretCommand) -> anyhow::Result<ExitCode> {
+    use glovebox_proto::ws::manage::{SecretValue, Secrets};
+    use glovebox_proto::ws::{ClientFrame, ManageOp, ServerFrame};
+    let op = match &command {
+        SecretCommand::Set { name, .. } => ManageOp::SetSecret {
+            secret: name.clone(),
+            value: SecretValue(read_value(name)?),
+        },
+        SecretCommand::List { .. } => ManageOp::Secrets {},
+        SecretCommand::Remove { name, .. } => ManageOp::RemoveSecret {
+            secret: name.clone(),
+        },
+    };
+    let (mut socket, hello) = crate::client::connect_system(socket, command.account()).await?;
+    let ServerFrame::HelloOk { account, .. } = hello else {
+        anyhow::bail!("unexpected answer to hello");
+    };
+    let request_id = "secret-1".to_owned();
+    crate::client::send_frame(
+        &mut socket,
+        &ClientFrame::Manage {
+            request_id: request_id.clone(),
+            op,
+        },
+    )
+    .await?;
+    let result = loop {
+        match crate::client::next_frame(&mut socket).await? {
+            ServerFrame::ManageResult {
+                request_id: id,
+                ok,
+                result,
+                error,
+            } if id == request_id => {
+                if !ok {
+                    let why = error.map(|e| e.message).unwrap_or_default();
+                    anyhow::bail!("the broker refused: {why}");
+                }
+                break result.unwrap_or_default();
+            }
+            _ => continue,
+        }
+    };
+    let secrets: Secrets = serde_json::from_value(result)?;
+    match command {
+        SecretCommand::List { .. } => {
+            for name in &secrets.names {
+                println!("{name}");
+            }
+        }
+        SecretCommand::Set { ref name, .. } | SecretCommand::Remove { ref name, .. } => {
+            let changed = secrets.changed == Some(true);
+            let what = match (&command, changed) {
+                (SecretCommand::Set { .. }, true) => "stored",
+                (SecretCommand::Set { .. }, false) => "unchanged",
+                (_, true) => "removed",
+                (_, false) => "was not there",
+            };
+            println!("secret {name} of account {account} {what}");
+            if !secrets.restarted.is_empty() {
+                println!(
+                    "restarted {} (they start with it on their next use)",
+                    secrets.restarted.join(", ")
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Largest secret read from stdin or the terminal.
@@ -470,7 +554,7 @@ pub async fn secret(state_dir: &Path, command: SecretCommand) -> anyhow::Result<
     let status = |s: tonic::Status| anyhow::anyhow!("{}", s.message());
     match command {
         SecretCommand::Set { account, name } => {
-            let account = crate::policy_cmd::account(&state, Some(account))?;
+            let account = crate::policy_cmd::account(&state, account)?;
             anyhow::ensure!(
                 glovebox_config::mcp_json::is_secret_name(&name),
                 "secret names are 1 to 64 of [A-Za-z0-9._-]"
@@ -492,7 +576,7 @@ pub async fn secret(state_dir: &Path, command: SecretCommand) -> anyhow::Result<
             restart_users(&state, &account, &name).await;
         }
         SecretCommand::List { account } => {
-            let account = crate::policy_cmd::account(&state, Some(account))?;
+            let account = crate::policy_cmd::account(&state, account)?;
             let r = gate
                 .list_secrets(pb::ListSecretsRequest { account })
                 .await
@@ -503,7 +587,7 @@ pub async fn secret(state_dir: &Path, command: SecretCommand) -> anyhow::Result<
             }
         }
         SecretCommand::Remove { account, name } => {
-            let account = crate::policy_cmd::account(&state, Some(account))?;
+            let account = crate::policy_cmd::account(&state, account)?;
             let r = gate
                 .remove_secret(pb::RemoveSecretRequest {
                     account: account.clone(),

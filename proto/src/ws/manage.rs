@@ -84,6 +84,46 @@ pub enum ManageOp {
     PacksAskAgain {},
     /// The client-tool providers connected for the account now ([`Providers`]).
     Providers {},
+    /// The names of the account's pack secrets ([`Secrets`]); values are never returned.
+    Secrets {},
+    /// Stores a pack secret of the account (packs that use it restart) and lists the names.
+    SetSecret { secret: String, value: SecretValue },
+    /// Removes a pack secret of the account (packs that use it restart) and lists the names.
+    RemoveSecret { secret: String },
+}
+
+/// A secret's value on its way in: serialized as the plain string, never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretValue(pub String);
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretValue(<redacted>)")
+    }
+}
+
+/// Largest pack secret value, in bytes (as the gate stores).
+pub const MAX_SECRET_VALUE_BYTES: usize = 16 * 1024;
+
+/// The answer to `secrets`, `set_secret` and `remove_secret`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Secrets {
+    pub names: Vec<String>,
+    /// Whether the operation changed anything (absent for `secrets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
+    /// Packs restarted to take the change (they start with it on their next use).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarted: Vec<String>,
+}
+
+/// Whether `name` can name a pack secret: 1 to 64 of `[A-Za-z0-9._-]`.
+fn is_secret_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 impl ManageOp {
@@ -105,6 +145,9 @@ impl ManageOp {
             ManageOp::Packs {} => "packs",
             ManageOp::PacksAskAgain {} => "packs_ask_again",
             ManageOp::Providers {} => "providers",
+            ManageOp::Secrets {} => "secrets",
+            ManageOp::SetSecret { .. } => "set_secret",
+            ManageOp::RemoveSecret { .. } => "remove_secret",
         }
     }
 
@@ -143,6 +186,16 @@ impl ManageOp {
                     "{field} is longer than {MAX_MANAGE_TEXT_BYTES} bytes"
                 ));
             }
+        }
+        if let ManageOp::SetSecret { secret, .. } | ManageOp::RemoveSecret { secret } = self
+            && !is_secret_name(secret)
+        {
+            return Err("secret names are 1 to 64 of [A-Za-z0-9._-]".to_owned());
+        }
+        if let ManageOp::SetSecret { value, .. } = self
+            && (value.0.is_empty() || value.0.len() > MAX_SECRET_VALUE_BYTES)
+        {
+            return Err(format!("a secret is 1 to {MAX_SECRET_VALUE_BYTES} bytes"));
         }
         if let ManageOp::RecentCalls { limit: Some(n) } = self
             && !(1..=MAX_RECENT_CALLS).contains(n)

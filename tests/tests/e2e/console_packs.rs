@@ -284,3 +284,96 @@ async fn a_refused_project_pack_is_asked_about_again_from_the_console() {
         "{details:?}"
     );
 }
+
+/// The Packs panel's secrets: the account's approver sets a secret a pack waits for (the pack
+/// then starts), sees names only (the value is cleared from the page at once and never comes
+/// back), deletes it; each change audited as the approver's.
+#[tokio::test]
+async fn the_approver_sets_and_deletes_a_packs_secret_in_the_console_and_never_sees_it_again() {
+    const VALUE: &str = "console-secret-9d41e7";
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(
+            json!({"mcpServers": {"needy": {
+                "command": sibling_bin("glovebox-fake-pack"), "args": ["good"],
+                "env": {"API_TOKEN": "${secret:API_TOKEN}"}
+            }}})
+            .to_string(),
+        ),
+        ..Options::default()
+    });
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    open_packs(&mut page).await;
+    page.wait_for(
+        "the pack waiting for its secret, and no secret stored",
+        &format!(
+            "{}.includes('API_TOKEN') && document.getElementById('secrets').textContent.includes('No secret')",
+            cell("user", "needy", MESSAGE)
+        ),
+    )
+    .await;
+    page.eval(&format!(
+        "document.getElementById('secret-name').value = 'API_TOKEN'; \
+         document.getElementById('secret-value').value = {}; \
+         document.getElementById('secret-set').click()",
+        json!(VALUE)
+    ))
+    .await;
+    page.wait_for(
+        "the secret listed by name",
+        "!!document.querySelector('#secrets li[data-secret=\"API_TOKEN\"]')",
+    )
+    .await;
+    assert_eq!(
+        page.eval("document.getElementById('secret-value').value")
+            .await,
+        json!(""),
+        "the value is cleared at once"
+    );
+    // The pack starts with it.
+    page.click("#packs-refresh").await;
+    page.wait_for(
+        "the pack ready",
+        &format!("{} === 'ready'", cell("user", "needy", STATE)),
+    )
+    .await;
+    let html = page.eval("document.documentElement.outerHTML").await;
+    assert!(
+        !html.to_string().contains(VALUE),
+        "the value is never on the page"
+    );
+    // Deleted: gone from the list.
+    page.click("#secrets li[data-secret=\"API_TOKEN\"] button")
+        .await;
+    page.wait_for(
+        "no secret stored again",
+        "document.getElementById('secrets').textContent.includes('No secret')",
+    )
+    .await;
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT outcome, detail FROM events WHERE kind = 'secret' ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (
+                "set".to_owned(),
+                "pack secret API_TOKEN (by the account's approver)".to_owned()
+            ),
+            (
+                "removed".to_owned(),
+                "pack secret API_TOKEN (by the account's approver)".to_owned()
+            )
+        ]
+    );
+    let all: Vec<String> =
+        sqlx::query_scalar("SELECT COALESCE(detail, '') || COALESCE(reason, '') FROM events")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(all.iter().all(|r| !r.contains(VALUE)), "never in the audit");
+}

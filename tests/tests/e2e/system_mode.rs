@@ -963,5 +963,6 @@ async fn a_managed_policy_file_others_may_write_fails_the_managed_layer_closed()
 
 mod accounts;
 mod console;
+mod secrets;
 mod starvation;
 mod status;

@@ -13,7 +13,7 @@ use glovebox_proto::tools::explain::{ExplainDomain, equivalent_call, explained_s
 use glovebox_proto::v1::{self as pb, explain_request::Subject};
 use glovebox_proto::ws::manage::{
     CallEvent, CallEvents, CallRow, Calls, Changed, Explained, Overview, Provider, Providers, Rule,
-    Rules,
+    Rules, Secrets,
 };
 use glovebox_proto::ws::{ManageOp, ServerFrame, WireError};
 use serde::Serialize;
@@ -111,6 +111,36 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
             job_call(at, "exec_kill", json!({ "job_id": job_id })).await
         }
         ManageOp::Packs {} => value(crate::packs::manage_view(at.app, at.account).await),
+        ManageOp::Secrets {} => secrets(at, None, Vec::new()).await,
+        ManageOp::SetSecret { secret, value } => {
+            let set = pb::SetSecretRequest {
+                account: at.account.to_owned(),
+                name: secret.clone(),
+                value: value.0,
+            };
+            let mut gate = at.app.backends.account_admin.clone();
+            match gate.set_secret(request(set)).await {
+                Ok(r) => {
+                    let restarted = restart_users(at, &secret).await;
+                    secrets(at, Some(r.into_inner().changed), restarted).await
+                }
+                Err(status) => Err(from_status(status)),
+            }
+        }
+        ManageOp::RemoveSecret { secret } => {
+            let remove = pb::RemoveSecretRequest {
+                account: at.account.to_owned(),
+                name: secret.clone(),
+            };
+            let mut gate = at.app.backends.account_admin.clone();
+            match gate.remove_secret(request(remove)).await {
+                Ok(r) => {
+                    let restarted = restart_users(at, &secret).await;
+                    secrets(at, Some(r.into_inner().changed), restarted).await
+                }
+                Err(status) => Err(from_status(status)),
+            }
+        }
         ManageOp::PacksAskAgain {} => {
             let forget = pb::AskAgainAboutPacksRequest {
                 account: at.account.to_owned(),
@@ -260,6 +290,40 @@ async fn list_rules(at: &Caller<'_>) -> Outcome {
             })
             .collect(),
     })
+}
+
+/// The names of the account's pack secrets (never their values), with what a change did.
+async fn secrets(at: &Caller<'_>, changed: Option<bool>, restarted: Vec<String>) -> Outcome {
+    let list = pb::ListSecretsRequest {
+        account: at.account.to_owned(),
+    };
+    let mut gate = at.app.backends.account_admin.clone();
+    let names = gate
+        .list_secrets(request(list))
+        .await
+        .map_err(from_status)?
+        .into_inner()
+        .names;
+    value(Secrets {
+        names,
+        changed,
+        restarted,
+    })
+}
+
+/// Restarts the account's packs that use `secret` (best effort: a pack host that is down has
+/// nothing running); their names.
+async fn restart_users(at: &Caller<'_>, secret: &str) -> Vec<String> {
+    let Some(mut packs) = at.app.backends.packs(at.account) else {
+        return Vec::new();
+    };
+    let reload = pb::ReloadPacksRequest {
+        secret: secret.to_owned(),
+    };
+    match packs.reload(request(reload)).await {
+        Ok(r) => r.into_inner().restarted,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Explains a subject the way `glovebox policy explain` does: planned by the account's executor

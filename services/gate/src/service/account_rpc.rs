@@ -14,6 +14,9 @@ use glovebox_proto::v1::{
 };
 
 /// The `AccountAdmin` service, on the gate's main socket, for the broker.
+/// Who changes secrets through the broker, as the audit says it.
+const APPROVER: &str = "the account's approver";
+
 #[derive(Clone)]
 pub struct AccountAdminService {
     state: Arc<GateState>,
@@ -144,6 +147,36 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         Ok(Response::new(
             self.state.explain(request.into_inner()).await?,
         ))
+    }
+
+    async fn set_secret(
+        &self,
+        request: Request<pb::SetSecretRequest>,
+    ) -> Result<Response<pb::SecretChangeResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let r = request.into_inner();
+        self.known(&r.account)?;
+        Ok(Response::new(self.state.set_secret(r, APPROVER).await?))
+    }
+
+    async fn remove_secret(
+        &self,
+        request: Request<pb::RemoveSecretRequest>,
+    ) -> Result<Response<pb::SecretChangeResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let r = request.into_inner();
+        self.known(&r.account)?;
+        Ok(Response::new(self.state.remove_secret(r, APPROVER).await?))
+    }
+
+    async fn list_secrets(
+        &self,
+        request: Request<pb::ListSecretsRequest>,
+    ) -> Result<Response<pb::ListSecretsResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let r = request.into_inner();
+        self.known(&r.account)?;
+        Ok(Response::new(self.state.list_secrets(r)?))
     }
 
     async fn ask_again_about_packs(

@@ -122,9 +122,12 @@ impl GateState {
         })
     }
 
+    /// Stores a pack secret; `by` says who, for the audit (`the administrator`, `the account's
+    /// approver`).
     pub(crate) async fn set_secret(
         &self,
         request: SetSecretRequest,
+        by: &str,
     ) -> Result<SecretChangeResponse, Status> {
         self.known_account(&request.account)?;
         let changed = tokio::task::block_in_place(|| {
@@ -133,7 +136,7 @@ impl GateState {
                 .set(&request.account, &request.name, &request.value)
         })
         .map_err(secret_status)?;
-        self.audit_secret(&request.account, &request.name, "set")
+        self.audit_secret(&request.account, &request.name, "set", by)
             .await;
         Ok(SecretChangeResponse { changed })
     }
@@ -141,6 +144,7 @@ impl GateState {
     pub(crate) async fn remove_secret(
         &self,
         request: RemoveSecretRequest,
+        by: &str,
     ) -> Result<SecretChangeResponse, Status> {
         self.known_account(&request.account)?;
         let changed = tokio::task::block_in_place(|| {
@@ -148,7 +152,7 @@ impl GateState {
         })
         .map_err(secret_status)?;
         if changed {
-            self.audit_secret(&request.account, &request.name, "removed")
+            self.audit_secret(&request.account, &request.name, "removed", by)
                 .await;
         }
         Ok(SecretChangeResponse { changed })
@@ -167,13 +171,13 @@ impl GateState {
         Ok(ListSecretsResponse { names })
     }
 
-    async fn audit_secret(&self, account: &str, name: &str, outcome: &str) {
+    async fn audit_secret(&self, account: &str, name: &str, outcome: &str, by: &str) {
         self.audit(AuditEvent {
             account: account.to_owned(),
             source: "gate".into(),
             kind: "secret".into(),
             outcome: outcome.into(),
-            detail: format!("pack secret {name} (by the administrator)"),
+            detail: format!("pack secret {name} (by {by})"),
             ..Default::default()
         })
         .await;

@@ -425,6 +425,7 @@
     if (activePanel === "account") { refreshOverview(); refreshJobs(); }
     if (activePanel === "packs") {
       refreshProviders();
+      refreshSecrets();
       // Listing starts packs: only when the panel is opened or on request, not on every idle.
       if (!(why && why.idle)) refreshPacks(0);
     }
@@ -796,6 +797,40 @@
     }
   }
   $("packs-refresh").addEventListener("click", () => refreshPacks(0));
+
+  // Pack secrets: names only, ever; a value goes in once and is cleared from the page at once.
+  function renderSecrets(names) {
+    const ul = $("secrets");
+    clear(ul);
+    for (const name of names) {
+      ul.append(el("li", { class: "secret", "data-secret": name }, el("code", { text: name }), " ",
+        el("button", { type: "button", class: "deny", text: "Delete", "aria-label": `Delete secret ${name}`,
+          onclick: () => changeSecret({ name: "remove_secret", secret: name }, `Secret ${name} deleted`) })));
+    }
+    if (!names.length) ul.append(el("li", { class: "quiet", text: "No secret is stored." }));
+  }
+  async function refreshSecrets() {
+    try { renderSecrets((await manage({ name: "secrets" })).names); } catch { /* shown on the next try */ }
+  }
+  async function changeSecret(op, said) {
+    try {
+      const r = await manage(op);
+      renderSecrets(r.names);
+      const restarted = (r.restarted || []).length ? `; restarted ${r.restarted.join(", ")}` : "";
+      toast(`${r.changed ? said : "Nothing changed"}${restarted}.`);
+      if (restarted) refreshPacks(0);
+    } catch (e) {
+      toast(`The secret was not changed: ${e.message}`);
+    }
+  }
+  $("secret-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const secret = $("secret-name").value.trim();
+    const value = $("secret-value").value;
+    $("secret-value").value = "";
+    if (!secret || !value) return;
+    changeSecret({ name: "set_secret", secret, value }, `Secret ${secret} stored`);
+  });
 
   let lastProviders = null;
   function renderProviders(list) {
