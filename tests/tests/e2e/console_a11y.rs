@@ -91,7 +91,7 @@ async fn every_main_screen_passes_axe_and_tab_reaches_every_control_in_order() {
 
     let packs_ready = "(() => { const rows = [...document.querySelectorAll('#packs tbody tr')]; \
          const state = (p) => rows.find((r) => r.dataset.pack === p)?.cells[2].textContent; \
-         return state('user:good') === 'running' && state('user:loud') === 'failed'; })()";
+         return state('user:good') === 'ready' && state('user:loud') === 'failed'; })()";
     open(&mut page, "packs", packs_ready).await;
     check_screen(&mut page, "packs").await;
 
