@@ -2,11 +2,12 @@
 
 Usage: driver.py http URL TOKEN
        driver.py stdio GLOVEBOX_BIN STATE_DIR     (launches `glovebox mcp` as a stdio server)
+       driver.py direct COMMAND_JSON CWD          (launches a server itself, no glovebox between)
 
 Reads one JSON command a line from stdin and prints one JSON line for each (calls run
 concurrently and print when they finish):
   {"op": "list"}                                  -> {"op": "list", "names": [...], "tools": {...}}
-  {"op": "call", "id": ID, "tool": T, "args": {}} -> {"op": "call", "id": ID, "is_error", "text", "structured", "types"}
+  {"op": "call", "id": ID, "tool": T, "args": {}} -> {"op": "call", "id": ID, "is_error", "text", "structured", "types", "content"}
   {"op": "wait_change"}                           -> {"op": "changed"} once tools/list_changed arrives
   {"op": "instructions"}                          -> {"op": "instructions", "text": ...}
   {"op": "quit"}                                  ends the session (and so the process)
@@ -37,6 +38,14 @@ async def http_streams(url, token):
     async with http:
         async with streamable_http_client(url, http_client=http) as streams:
             yield streams[0], streams[1]
+
+
+@contextlib.asynccontextmanager
+async def direct_streams(command_json, cwd):
+    command = json.loads(command_json)
+    params = StdioServerParameters(command=command[0], args=command[1:], cwd=cwd)
+    async with stdio_client(params) as streams:
+        yield streams[0], streams[1]
 
 
 @contextlib.asynccontextmanager
@@ -83,8 +92,9 @@ def call_line(call_id, result):
         structured = getattr(result, "structured_content", None)
     text = "".join(getattr(c, "text", "") for c in result.content)
     kinds = [getattr(c, "type", None) for c in result.content]
+    content = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
     return {"op": "call", "id": call_id, "is_error": bool(is_error), "text": text, "structured": structured,
-            "types": kinds}
+            "types": kinds, "content": content}
 
 
 async def lines():
@@ -105,7 +115,7 @@ async def main(mode, a, b):
         if isinstance(root, types.ToolListChangedNotification):
             changed.set()
 
-    streams = http_streams(a, b) if mode == "http" else stdio_streams(a, b)
+    streams = {"http": http_streams, "stdio": stdio_streams, "direct": direct_streams}[mode](a, b)
     async with streams as (read, write):
         async with ClientSession(read, write, message_handler=on_message) as session:
             init = await session.initialize()

@@ -7,7 +7,7 @@
 //! `npm ci --prefix tests`; `.ci/run` does both. A missing one fails the test saying which.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -75,14 +75,6 @@ impl McpClient {
     /// Starts `sdk`'s driver against `g` over `transport`, as the account whose agent `token`
     /// it is (the stdio bridge reads the default account's token from the state dir).
     pub fn start(g: &Glovebox, sdk: Sdk, transport: Transport, token: &str) -> McpClient {
-        let mcp = tests_dir().join("mcp");
-        let (program, script) = match sdk {
-            Sdk::Python => ("python3", mcp.join("driver.py")),
-            Sdk::TypeScript => {
-                node_modules();
-                ("node", mcp.join("driver.mjs"))
-            }
-        };
         let (mode, a, b) = match transport {
             Transport::Http => ("http", mcp_url(g), token.to_owned()),
             Transport::Stdio => (
@@ -92,13 +84,34 @@ impl McpClient {
             ),
         };
         let label = format!("{sdk:?} SDK over {transport:?}");
+        McpClient::spawn(sdk, [mode, &a, &b], &g.root(), label)
+    }
+
+    /// The Python SDK's driver talking to a server it starts itself (`command`, run in `cwd`),
+    /// with no glovebox between: what a pack's results are compared with.
+    pub fn direct(command: &[String], cwd: &Path, logs: &Path) -> McpClient {
+        let json = serde_json::to_string(command).unwrap();
+        let cwd = cwd.display().to_string();
+        let label = format!("{} directly", command[0]);
+        McpClient::spawn(Sdk::Python, ["direct", &json, &cwd], logs, label)
+    }
+
+    fn spawn(sdk: Sdk, args: [&str; 3], logs: &Path, label: String) -> McpClient {
+        let mcp = tests_dir().join("mcp");
+        let (program, script) = match sdk {
+            Sdk::Python => ("python3", mcp.join("driver.py")),
+            Sdk::TypeScript => {
+                node_modules();
+                ("node", mcp.join("driver.mjs"))
+            }
+        };
         static STARTED: AtomicU64 = AtomicU64::new(0);
         let n = STARTED.fetch_add(1, Ordering::Relaxed);
-        let stderr_file = g.root().join(format!("mcp-client-{n}.log"));
+        let stderr_file = logs.join(format!("mcp-client-{n}.log"));
         let stderr = std::fs::File::create(&stderr_file).unwrap();
         let mut child = tokio::process::Command::new(program)
             .arg(&script)
-            .args([mode, &a, &b])
+            .args(args)
             .current_dir(tests_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -551,3 +551,138 @@ async fn a_refused_path_is_named_with_the_line_to_add_and_read_grants_it() {
     })
     .await;
 }
+
+/// The matrix: unmodified servers from the registries (server-everything and server-filesystem
+/// from npm) and the fake pack, each tool called directly by the Python SDK and through glovebox
+/// (`/mcp` and `glovebox mcp`): the same content blocks, `isError` and `structuredContent`.
+/// Prints the matrix (server × tool × front door → identical or how it differs).
+#[tokio::test]
+async fn packs_answer_as_their_servers_do_when_called_directly() {
+    use glovebox_e2e::mcp_clients::{McpClient, Sdk, Transport, node_modules};
+    let fs_server = node_modules().join(".bin/mcp-server-filesystem");
+    let fake = glovebox_e2e::sibling_bin("glovebox-fake-pack");
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(json!({"mcpServers": {}}).to_string()),
+        ..Options::default()
+    });
+    std::fs::write(g.workdir.join("notes.txt"), "first line\nsecond line\n").unwrap();
+    std::fs::create_dir_all(g.workdir.join("sub")).unwrap();
+    std::fs::write(g.workdir.join("sub/a.md"), "# a\n").unwrap();
+    let workdir = g.workdir.display().to_string();
+    let servers: Vec<(&str, Vec<String>)> = vec![
+        (
+            "everything",
+            vec![server_everything().display().to_string(), "stdio".into()],
+        ),
+        ("fs", vec![fs_server.display().to_string(), workdir.clone()]),
+        ("fake", vec![fake.display().to_string(), "good".into()]),
+    ];
+    let defs: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|(name, cmd)| {
+            (
+                (*name).to_owned(),
+                json!({"command": cmd[0], "args": cmd[1..]}),
+            )
+        })
+        .collect();
+    std::fs::write(
+        g.state.join("accounts/test/mcp.json"),
+        json!({ "mcpServers": defs }).to_string(),
+    )
+    .unwrap();
+    let notes = g.workdir.join("notes.txt").display().to_string();
+    let cases: Vec<(&str, &str, Value)> = vec![
+        ("everything", "echo", json!({"message": "hi there"})),
+        ("everything", "get-sum", json!({"a": 2, "b": 5})),
+        ("everything", "get-sum", json!({"a": "two", "b": 5})),
+        ("everything", "get-tiny-image", json!({})),
+        (
+            "everything",
+            "get-annotated-message",
+            json!({"messageType": "error", "includeImage": true}),
+        ),
+        ("everything", "get-resource-links", json!({"count": 2})),
+        (
+            "everything",
+            "get-resource-reference",
+            json!({"resourceType": "Text", "resourceId": 1}),
+        ),
+        (
+            "everything",
+            "get-structured-content",
+            json!({"location": "New York"}),
+        ),
+        ("fs", "read_text_file", json!({"path": notes})),
+        ("fs", "read_text_file", json!({"path": notes, "head": 1})),
+        ("fs", "list_directory", json!({"path": workdir})),
+        (
+            "fs",
+            "read_text_file",
+            json!({"path": format!("{workdir}/missing.txt")}),
+        ),
+        ("fake", "picture", json!({})),
+        ("fake", "fail", json!({})),
+        ("fake", "echo", json!({"text": "through"})),
+    ];
+    until_listed(&g, "every server's tools", |n| {
+        ["everything__echo", "fs__read_text_file", "fake__picture"]
+            .iter()
+            .all(|t| n.contains(&(*t).to_owned()))
+    })
+    .await;
+    let compared = |v: &Value| json!([v["is_error"], v["content"], v["structured"]]);
+    let mut matrix = Vec::new();
+    let mut differ = Vec::new();
+    let (mut errors, mut kinds) = (0, std::collections::BTreeSet::new());
+    for (server, cmd) in &servers {
+        let mut direct = McpClient::direct(cmd, &g.workdir, &g.root());
+        let mut through: Vec<(Transport, McpClient)> = [Transport::Http, Transport::Stdio]
+            .into_iter()
+            .map(|t| (t, McpClient::start(&g, Sdk::Python, t, &g.token)))
+            .collect();
+        for (i, (_, tool, args)) in cases.iter().enumerate().filter(|(_, c)| c.0 == *server) {
+            let id = format!("c{i}");
+            let want = direct.call(&id, tool, args.clone()).await;
+            assert!(want.get("exception").is_none(), "{server} {tool}: {want}");
+            errors += usize::from(want["is_error"] == true);
+            kinds.extend(
+                want["types"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k.as_str().map(str::to_owned)),
+            );
+            for (transport, client) in &mut through {
+                let got = client
+                    .call(&id, &format!("{server}__{tool}"), args.clone())
+                    .await;
+                let same = compared(&got) == compared(&want);
+                matrix.push(format!(
+                    "{server:<10} {tool:<24} {transport:<6?} {}",
+                    if same { "identical" } else { "DIFFERS" }
+                ));
+                if !same {
+                    differ.push(format!(
+                        "{server} {tool} {transport:?}:\n  direct  {}\n  through {}",
+                        compared(&want),
+                        compared(&got)
+                    ));
+                }
+            }
+        }
+        direct.quit().await;
+        for (_, client) in through {
+            client.quit().await;
+        }
+    }
+    println!("{}", matrix.join("\n"));
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert_eq!(matrix.len(), cases.len() * 2);
+    // The matrix covers server errors and every kind of block the servers give.
+    assert!(errors >= 3, "{errors} error results");
+    for kind in ["text", "image", "resource_link", "resource"] {
+        assert!(kinds.contains(kind), "no {kind} block: {kinds:?}");
+    }
+}
