@@ -497,7 +497,15 @@ pub async fn pack_call(
         content_tag: Vec::new(),
         pack: Some(facts),
     };
-    let preview = Preview::Text(call_preview(pack, tool, &params));
+    let mut preview = call_preview(pack, tool, &params);
+    // What looks like a path but is not judged as one is said in the ask.
+    for unjudged in &planned.unjudged {
+        preview.text.push_str(&format!(
+            "note: {unjudged}, which looks like a path but is not judged as one (a pack lists such \
+             arguments in its path_args)\n"
+        ));
+    }
+    let preview = Preview::Text(preview);
     let ticket = authorize(app, origin, &call, &plan, cancelled.clone(), preview).await?;
     let mut invoke = tonic::Request::new(PackInvokeRequest {
         call: Some(call),

@@ -23,7 +23,6 @@ use tokio::sync::watch;
 use crate::gate_link::{Trust, UserFile};
 use crate::launch::Launcher;
 use crate::pack::Pack;
-use crate::paths::path_arguments;
 
 /// How long a listing waits for the gate to first say what the account's `mcp.json` holds.
 const FIRST_CONFIG_WAIT: Duration = Duration::from_secs(3);
@@ -499,7 +498,7 @@ impl Host {
         pack: &str,
         tool: &str,
         params: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<(Found, Vec<PathArgument>), glovebox_proto::v1::ToolError> {
+    ) -> Result<(Found, Vec<PathArgument>, Vec<String>), glovebox_proto::v1::ToolError> {
         let found = self.find(pack, tool).await?;
         let def = &found.pack.def;
         let rules = crate::paths::PathRules {
@@ -508,19 +507,26 @@ impl Host {
             exempt: &def.not_paths,
             roots: &self.launcher.config.roots,
         };
-        let paths = path_arguments(&rules, params, found.facts.read_only)
-            .map_err(|why| tool_error(ErrorCode::InvalidParams, why))?;
-        Ok((found, paths))
+        let (paths, unjudged) =
+            crate::paths::judged_and_unjudged(&rules, params, found.facts.read_only)
+                .map_err(|why| tool_error(ErrorCode::InvalidParams, why))?;
+        Ok((found, paths, unjudged))
     }
 
-    /// The answer to a Plan: facts, path arguments, base directory and time limit.
-    pub fn plan_response(found: &Found, paths: Vec<PathArgument>) -> PackPlanResponse {
+    /// The answer to a Plan: facts, path arguments, base directory, time limit, and the strings
+    /// that look like paths but are not judged as such.
+    pub fn plan_response(
+        found: &Found,
+        paths: Vec<PathArgument>,
+        unjudged: Vec<String>,
+    ) -> PackPlanResponse {
         PackPlanResponse {
             facts: Some(found.facts.clone()),
             paths,
             base: found.pack.def.cwd.display().to_string(),
             timeout_ms: found.pack.def.timeout_s * 1000,
             error: None,
+            unjudged,
         }
     }
 

@@ -125,6 +125,39 @@ pub fn path_arguments(
     params: &serde_json::Map<String, serde_json::Value>,
     read_only: bool,
 ) -> Result<Vec<PathArgument>, String> {
+    Ok(judged_and_unjudged(rules, params, read_only)?.0)
+}
+
+/// Most unjudged path-like strings named in one ask.
+const MAX_UNJUDGED: usize = 5;
+
+/// Whether a string that is not judged as a path looks like one all the same: relative with a
+/// directory (`notes/x.txt`, `./a`, `../b`, `~/c`), or absolute (outside the roots, where it is
+/// not judged either). One word, no URL, not too long.
+pub fn looks_like_path(value: &str) -> bool {
+    let one_word = !value.is_empty()
+        && value.len() <= 512
+        && !value.chars().any(|c| c.is_whitespace() || c.is_control())
+        && !value.contains("://");
+    one_word
+        && (value.starts_with('/')
+            || value.starts_with("./")
+            || value.starts_with("../")
+            || value.starts_with("~/")
+            || (value.contains('/')
+                && value
+                    .split('/')
+                    .all(|part| !part.is_empty() && part.len() <= 255)))
+}
+
+/// [`path_arguments`], and the strings in other arguments that look like paths
+/// ([`looks_like_path`]), as `at holds value` (at most [`MAX_UNJUDGED`]): an ask says those were
+/// not judged as paths.
+pub fn judged_and_unjudged(
+    rules: &PathRules<'_>,
+    params: &serde_json::Map<String, serde_json::Value>,
+    read_only: bool,
+) -> Result<(Vec<PathArgument>, Vec<String>), String> {
     let domain = if read_only {
         Domain::Read
     } else {
@@ -134,6 +167,7 @@ pub fn path_arguments(
         rules,
         domain,
         out: Vec::new(),
+        unjudged: Vec::new(),
         seen: 0,
     };
     let mut keys: Vec<&String> = params.keys().collect();
@@ -141,7 +175,7 @@ pub fn path_arguments(
     for key in keys {
         walk.value(key, key, &params[key], 0)?;
     }
-    let out = walk.out;
+    let (out, unjudged) = (walk.out, walk.unjudged);
     if out.len() > MAX_PATH_ARGUMENTS {
         return Err(format!(
             "the call names more than {MAX_PATH_ARGUMENTS} paths; split it"
@@ -150,13 +184,15 @@ pub fn path_arguments(
     if let Some(empty) = out.iter().find(|a| a.path.is_empty()) {
         return Err(format!("argument {} is an empty path", empty.name));
     }
-    Ok(out)
+    Ok((out, unjudged))
 }
 
 struct Walk<'r, 'a> {
     rules: &'r PathRules<'a>,
     domain: Domain,
     out: Vec<PathArgument>,
+    /// Strings in other arguments that look like paths: `at holds value`.
+    unjudged: Vec<String>,
     seen: usize,
 }
 
@@ -192,6 +228,10 @@ impl Walk<'_, '_> {
             Value::String(s) => {
                 if let Some(path) = self.rules.stray_path(s) {
                     self.push(at, 0, false, path);
+                } else if looks_like_path(s) && self.unjudged.len() < MAX_UNJUDGED {
+                    let mut shown = s.clone();
+                    glovebox_proto::display::truncate_at_char(&mut shown, 120);
+                    self.unjudged.push(format!("{at} holds {shown}"));
                 }
             }
             Value::Array(items) => {
@@ -241,6 +281,33 @@ mod tests {
             .into_iter()
             .map(|a| (a.name, a.path))
             .collect()
+    }
+
+    #[test]
+    fn strings_that_look_like_paths_in_other_arguments_are_named_not_judged() {
+        let roots = [PathBuf::from("/w")];
+        let r = rules(NONE, NONE, &roots);
+        let params = json!({
+            "content": "notes/secret.txt",
+            "query": "what is in ./config",
+            "url": "https://example.com/a/b",
+            "other": "/etc/passwd",
+            "inside": "/w/a.txt",
+            "path": "b.txt",
+            "n": 3
+        });
+        let (judged, unjudged) =
+            judged_and_unjudged(&r, params.as_object().unwrap(), false).unwrap();
+        let judged: Vec<&str> = judged.iter().map(|a| a.path.as_str()).collect();
+        assert_eq!(judged, ["/w/a.txt", "b.txt"]);
+        assert_eq!(
+            unjudged,
+            ["content holds notes/secret.txt", "other holds /etc/passwd"]
+        );
+        for no in ["hello", "a b/c", "https://x/y", "", "2024/12"] {
+            let want = no == "2024/12";
+            assert_eq!(looks_like_path(no), want, "{no:?}");
+        }
     }
 
     #[test]

@@ -179,7 +179,7 @@ impl PacksService {
                 "the parameters differ from the ones the gate judged",
             ));
         }
-        let (found, paths) = self.host.plan(&pack, &tool, &params).await?;
+        let (found, paths, _) = self.host.plan(&pack, &tool, &params).await?;
         if body.pack.as_ref() != Some(&found.facts) {
             return Err(tool_error(
                 ErrorCode::Changed,
@@ -273,7 +273,7 @@ impl pb::packs_server::Packs for PacksService {
             Ok((pack, tool, params)) => self.host.plan(&pack, &tool, &params).await,
         };
         Ok(Response::new(match planned {
-            Ok((found, paths)) => Host::plan_response(&found, paths),
+            Ok((found, paths, unjudged)) => Host::plan_response(&found, paths, unjudged),
             Err(e) => PackPlanResponse {
                 error: Some(e),
                 ..Default::default()

@@ -542,6 +542,33 @@ async fn each_packs_state_is_listed_on_every_surface() {
     );
 }
 
+/// A string in an argument not judged as a path that looks like one is named in the ask, so the
+/// approver knows the gate did not judge it.
+#[tokio::test]
+async fn an_ask_names_what_looks_like_a_path_but_is_not_judged_as_one() {
+    let g = start(&[("fake", "good", json!({}))]);
+    until_listed(&g, "the fake pack", |n| {
+        n.contains(&"fake__write_note".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let (ask, _) = agent
+        .invoke_asked(
+            &mut approver,
+            "w",
+            "fake__write_note",
+            json!({"path": "n.txt", "body": "../elsewhere/secret.txt"}),
+            "deny",
+        )
+        .await;
+    let preview = ask["preview"].as_str().unwrap();
+    assert!(
+        preview.contains("note: body holds ../elsewhere/secret.txt, which looks like a path but is not judged as one"),
+        "{preview}"
+    );
+}
+
 /// `policy explain --tool` answers for a pack tool exactly as its call is decided: a read-only
 /// tool of the account's own pack is allowed by default, a writing one asks — and so the calls go.
 #[tokio::test]
