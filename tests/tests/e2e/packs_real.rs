@@ -686,3 +686,28 @@ async fn packs_answer_as_their_servers_do_when_called_directly() {
         assert!(kinds.contains(kind), "no {kind} block: {kinds:?}");
     }
 }
+
+/// `npx -y` as users write it in every MCP client's config: npm under the system, its cache under
+/// the user's home, the package's `node` found through `#!/usr/bin/env node`.
+#[tokio::test]
+async fn an_npx_pack_runs_from_the_users_npm_cache() {
+    let g = start_with_packs(json!({"everything": {
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-everything@2026.8.31", "stdio"],
+        "timeout": 60
+    }}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let mut agent = g.connect("agent").await;
+    loop {
+        let list = packs_list(&mut agent).await;
+        if names(&list).contains(&"everything__echo".to_owned()) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let echoed = agent
+        .invoke("e", "everything__echo", json!({"message": "via npx"}))
+        .await;
+    assert_eq!(text_of(&echoed), "Echo: via npx");
+}
