@@ -1,5 +1,5 @@
 //! The environment a pack server starts with, and nothing else of the pack host's: `HOME` (the
-//! account's pack home), `PATH` (the owner's login shell's), `TMPDIR`, the shared caches, the
+//! pack's own directory in the account's pack home), `PATH` (the owner's login shell's), `TMPDIR`, the shared caches, the
 //! locale and user names, then the pack's own `env`, whose references are resolved here at spawn
 //! time (`${secret:NAME}` from the values the gate handed over, `${env:NAME}` from the host's
 //! environment, only the names the account's `pack_env` allows and only in the account's own
@@ -66,7 +66,7 @@ pub fn pack_env(
             env.insert((*name).to_owned(), v.clone());
         }
     }
-    let home = places.pack_home.display().to_string();
+    let home = places.pack_data(&def.name).display().to_string();
     env.insert("HOME".into(), home);
     env.insert("PATH".into(), login_path.to_owned());
     env.insert(
@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(get("LANG"), Some("C.UTF-8"));
         assert_eq!(
             get("HOME"),
-            Some("/home/a/.local/share/glovebox/pack-home/a")
+            Some("/home/a/.local/share/glovebox/pack-home/a/packs/p")
         );
         assert_eq!(get("PATH"), Some("/usr/bin:/bin"));
         assert_eq!(get("TMPDIR"), Some("/tmp/gp/p"));

@@ -272,6 +272,10 @@ impl Launcher {
                 .mode(0o700)
                 .create(dir)?;
         }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(p.pack_data(&def.name))?;
         let tmp = p.pack_tmp(&def.name);
         match std::fs::DirBuilder::new().mode(0o700).create(&tmp) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
@@ -313,7 +317,7 @@ impl Launcher {
         let p = &config.places;
         let mut full: Vec<PathBuf> = config.roots.clone();
         full.extend([
-            p.pack_home.clone(),
+            p.pack_data(&def.name),
             p.npm_cache.clone(),
             p.xdg_cache.clone(),
             p.pack_tmp(&def.name),

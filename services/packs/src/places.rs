@@ -65,6 +65,12 @@ impl Places {
         self
     }
 
+    /// The `HOME` and data directory of pack `name`: `<pack home>/packs/<name>`, its own (no pack
+    /// reaches another's, nor the stderr logs beside them).
+    pub fn pack_data(&self, name: &str) -> PathBuf {
+        self.pack_home.join("packs").join(name)
+    }
+
     /// The temporary directory of pack `name`.
     pub fn pack_tmp(&self, name: &str) -> PathBuf {
         self.tmp.join(name)
@@ -130,6 +136,11 @@ mod tests {
         assert_eq!(p.xdg_cache, Path::new("/home/a/.cache"));
         assert_eq!(p.pack_tmp("github"), Path::new("/tmp/gp/github"));
         assert!(p.log("github").starts_with(&p.pack_home));
+        // a pack's own home holds neither the logs nor another pack's home
+        let github = p.pack_data("github");
+        assert!(github.starts_with(&p.pack_home));
+        assert!(!p.log("github").starts_with(&github));
+        assert!(!p.pack_data("gitlab").starts_with(&github));
         let q = Places::new("a", Path::new("/h"), Some(Path::new("/c")), Path::new("/t"));
         assert_eq!(q.xdg_cache, Path::new("/c"));
         let r = Places::new(

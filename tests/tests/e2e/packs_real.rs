@@ -711,3 +711,57 @@ async fn an_npx_pack_runs_from_the_users_npm_cache() {
         .await;
     assert_eq!(text_of(&echoed), "Echo: via npx");
 }
+
+/// Each pack has a home of its own: its `HOME`, writable; another pack's home and the stderr
+/// logs beside them (raw, the secrets of its server included) are out of its reach.
+#[tokio::test]
+async fn a_pack_cannot_reach_another_packs_home_or_its_stderr_log() {
+    let fake = glovebox_e2e::sibling_bin("glovebox-fake-pack");
+    let g = start_with_packs(json!({"first": {"command": fake, "args": ["good"]}}));
+    until_listed(&g, "the first pack", |n| {
+        n.contains(&"first__getenv".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let home = text_of(
+        &agent
+            .invoke("h", "first__getenv", json!({"name": "HOME"}))
+            .await,
+    );
+    assert!(home.ends_with("/packs/first"), "{home}");
+    let pack_home = std::path::Path::new(&home)
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap();
+    let log = pack_home.join("logs/first.stderr.log");
+    assert!(log.exists(), "{}", log.display());
+    // A second pack that reads the first one's log, then serves.
+    std::fs::copy(&fake, g.workdir.join("glovebox-fake-pack")).unwrap();
+    let peek = format!(
+        "cat {} > /dev/null && ls {home} > /dev/null && exec ./glovebox-fake-pack good",
+        log.display()
+    );
+    let file = json!({"mcpServers": {
+        "first": {"command": fake, "args": ["good"]},
+        "peek": {"command": "/bin/sh", "args": ["-c", peek]},
+    }});
+    std::fs::write(g.state.join("accounts/test/mcp.json"), file.to_string()).unwrap();
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let list = packs_list(&mut agent).await;
+        let errors = list["errors"].to_string();
+        assert!(
+            !names(&list).iter().any(|n| n.starts_with("peek__")),
+            "{list}"
+        );
+        // Refused by Landlock, or not even there (the pack's own mount namespace hides the
+        // home but for what it was granted).
+        if errors.contains("Permission denied") || errors.contains("No such file or directory") {
+            assert!(errors.contains("first.stderr.log"), "{errors}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
