@@ -8,6 +8,7 @@ Reads one JSON command a line from stdin and prints one JSON line for each (call
 concurrently and print when they finish):
   {"op": "list"}                                  -> {"op": "list", "names": [...], "tools": {...}}
   {"op": "call", "id": ID, "tool": T, "args": {}} -> {"op": "call", "id": ID, "is_error", "text", "structured", "types", "content"}
+      ("progress": true asks for the server's progress: the answer then has "progress": [[done, total, message], ...])
   {"op": "wait_change"}                           -> {"op": "changed"} once tools/list_changed arrives
   {"op": "instructions"}                          -> {"op": "instructions", "text": ...}
   {"op": "quit"}                                  ends the session (and so the process)
@@ -123,9 +124,19 @@ async def main(mode, a, b):
             calls = []
 
             async def call(command):
+                progress = []
+
+                async def on_progress(done, total, message):
+                    progress.append([done, total, message])
+
+                callback = on_progress if command.get("progress") else None
                 try:
-                    result = await session.call_tool(command["tool"], command.get("args", {}))
-                    emit(call_line(command["id"], result))
+                    result = await session.call_tool(command["tool"], command.get("args", {}),
+                                                     progress_callback=callback)
+                    line = call_line(command["id"], result)
+                    if callback is not None:
+                        line["progress"] = progress
+                    emit(line)
                 except Exception as e:  # the test reads the failure
                     emit({"op": "call", "id": command["id"], "exception": str(e)})
 

@@ -151,6 +151,9 @@ impl McpHandler {
     }
 }
 
+/// Progress notifications queued for one MCP call at most (more are dropped until it catches up).
+const PROGRESS_QUEUE: usize = 32;
+
 /// What an MCP client is told about glovebox at initialization (`/mcp` and `glovebox mcp`).
 pub const INSTRUCTIONS: &str = "File and command tools on the user's machine. Every call passes \
     the user's permission gate; a denied call returns an error that says why. exec_run returns a \
@@ -469,15 +472,38 @@ impl ServerHandler for McpHandler {
             Some(_) => crate::asks::new_ordered_id("stdio"),
             None => new_id("mcp-call"),
         };
-        let answer = run_call(
+        let call = run_call(
             &self.app,
             &origin,
             &call_id,
             &request.name,
             params,
             cancelled,
-        )
-        .await;
+        );
+        // A client that gave a progress token gets the progress of a pack's server, in order.
+        let answer = match context.meta.get_progress_token() {
+            None => call.await,
+            Some(token) => {
+                let (to, mut progressed) =
+                    tokio::sync::mpsc::channel::<glovebox_proto::v1::PackProgress>(PROGRESS_QUEUE);
+                let peer = context.peer.clone();
+                let relay = tokio::spawn(async move {
+                    while let Some(p) = progressed.recv().await {
+                        let mut note =
+                            rmcp::model::ProgressNotificationParam::new(token.clone(), p.progress);
+                        note.total = p.total;
+                        note.message = (!p.message.is_empty()).then_some(p.message);
+                        if peer.notify_progress(note).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                let answer = crate::pipeline::PROGRESS.scope(to, call).await;
+                // What the server said before its answer reaches the client before it.
+                let _ = relay.await;
+                answer
+            }
+        };
         forward.abort();
         if let Some(recorded) = in_flight {
             recorded.answered();

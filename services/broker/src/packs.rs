@@ -518,8 +518,16 @@ pub async fn pack_call(
             std::future::pending::<()>().await;
         }
     };
+    // With a client that asked for progress, the call streams it; otherwise one answer.
+    let progress = crate::pipeline::PROGRESS.try_with(Clone::clone).ok();
+    let invoking = async move {
+        match progress {
+            None => packs.invoke(invoke).await,
+            Some(to) => invoke_with_progress(&mut packs, invoke, &to).await,
+        }
+    };
     let invoked = tokio::select! {
-        r = packs.invoke(invoke) => r,
+        r = invoking => r,
         _ = withdrawn => {
             return Err(WireError::new(
                 ErrorCode::Cancelled,
@@ -544,6 +552,29 @@ pub async fn pack_call(
             "the pack host returned a malformed result",
         )
     })
+}
+
+/// A pack call made with `InvokeStream`: each progress of the server's goes to `to` as it comes
+/// (dropped when `to` is full: a slow client loses progress, not the call), then its end.
+async fn invoke_with_progress(
+    packs: &mut glovebox_proto::v1::packs_client::PacksClient<glovebox_proto::transport::Link>,
+    invoke: tonic::Request<PackInvokeRequest>,
+    to: &tokio::sync::mpsc::Sender<pb::PackProgress>,
+) -> Result<tonic::Response<pb::PackInvokeResponse>, tonic::Status> {
+    use pb::pack_invoke_event::Event;
+    let mut events = packs.invoke_stream(invoke).await?.into_inner();
+    while let Some(event) = events.message().await? {
+        match event.event {
+            Some(Event::Progress(p)) => {
+                let _ = to.try_send(p);
+            }
+            Some(Event::Done(done)) => return Ok(tonic::Response::new(done)),
+            None => {}
+        }
+    }
+    Err(tonic::Status::unavailable(
+        "the call's stream ended without its end",
+    ))
 }
 
 #[cfg(test)]

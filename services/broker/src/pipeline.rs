@@ -110,6 +110,12 @@ impl CallIds {
     }
 }
 
+tokio::task_local! {
+    /// Where the progress of the call run in this scope goes, when its client asked for it (an
+    /// MCP `progressToken`): a pack call then streams its server's progress here.
+    pub static PROGRESS: tokio::sync::mpsc::Sender<pb::PackProgress>;
+}
+
 /// Runs one call and returns its answer.
 /// Its span names the account, the connection and the call (the log lines of the call carry them).
 #[tracing::instrument(

@@ -19,6 +19,7 @@ use crate::PacksConfig;
 use crate::environment::{HostEnv, describe_missing, login_path, pack_env, pack_headers};
 use crate::gate_link::GateLink;
 use crate::places::{find_command, install_grant};
+use crate::progress::ProgressRelay;
 use crate::stderr::{Tail, spawn_copy};
 
 /// How long a pack has to start: spawn, initialize and list its tools.
@@ -32,12 +33,19 @@ pub const MAX_TOOLS: usize = 512;
 async fn initialize<T, E, A>(
     transport: T,
     explain: &(dyn Fn(String) -> String + Sync),
-) -> Result<(RunningService<RoleClient, ()>, Arc<Vec<rmcp::model::Tool>>), String>
+) -> Result<
+    (
+        RunningService<RoleClient, ProgressRelay>,
+        Arc<Vec<rmcp::model::Tool>>,
+    ),
+    String,
+>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let service = match tokio::time::timeout(START_TIMEOUT, ().serve(transport)).await {
+    let relay = ProgressRelay::default();
+    let service = match tokio::time::timeout(START_TIMEOUT, relay.serve(transport)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             // Give the stderr copy a moment to catch the server's last words.
@@ -105,7 +113,8 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 
 /// A started pack server.
 pub struct Started {
-    pub service: RunningService<RoleClient, ()>,
+    /// The session; its client side relays the server's progress ([`ProgressRelay`]).
+    pub service: RunningService<RoleClient, ProgressRelay>,
     pub tools: Arc<Vec<rmcp::model::Tool>>,
     /// The shim's pid (its process group and Landlock domain hold the server); `None` for an
     /// HTTP pack.

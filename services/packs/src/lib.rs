@@ -19,6 +19,7 @@ pub mod launch;
 pub mod pack;
 pub mod paths;
 pub mod places;
+pub mod progress;
 pub mod service;
 pub mod stderr;
 pub mod toolchain;

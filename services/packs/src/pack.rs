@@ -18,6 +18,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::ServiceError;
 
 use crate::launch::{Launcher, Started};
+use crate::progress::ProgressRelay;
 
 /// The longest a failing pack waits before it is started again.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -51,6 +52,31 @@ struct Failure {
     message: String,
     at: Instant,
     failures: u32,
+}
+
+/// Sends `notifications/cancelled` for request `id` when dropped while still set: the request
+/// was abandoned (timed out, withdrawn) before its answer.
+struct CancelOnDrop {
+    peer: rmcp::Peer<rmcp::RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let params = rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the call was withdrawn or timed out".to_owned()),
+                );
+                let _ = peer.notify_cancelled(params).await;
+            });
+        }
+    }
 }
 
 /// Why a call did not return a result.
@@ -89,10 +115,23 @@ impl Pack {
         &self,
         launcher: &Launcher,
     ) -> Result<(rmcp::Peer<rmcp::RoleClient>, Arc<Vec<Tool>>), String> {
+        let (peer, tools, _) = self.ensure_with_relay(launcher).await?;
+        Ok((peer, tools))
+    }
+
+    /// [`Pack::ensure`], with the session's progress relay.
+    async fn ensure_with_relay(
+        &self,
+        launcher: &Launcher,
+    ) -> Result<(rmcp::Peer<rmcp::RoleClient>, Arc<Vec<Tool>>, ProgressRelay), String> {
         let mut state = self.state.lock().await;
         if let State::Running { started, failures } = &*state {
             if !started.service.is_transport_closed() && !started.service.is_closed() {
-                return Ok((started.service.peer().clone(), started.tools.clone()));
+                return Ok((
+                    started.service.peer().clone(),
+                    started.tools.clone(),
+                    started.service.service().clone(),
+                ));
             }
             let failures = if started.started.elapsed() > STABLE_AFTER {
                 1
@@ -129,7 +168,11 @@ impl Pack {
         };
         match launcher.start(&self.def).await {
             Ok(started) => {
-                let ok = (started.service.peer().clone(), started.tools.clone());
+                let ok = (
+                    started.service.peer().clone(),
+                    started.tools.clone(),
+                    started.service.service().clone(),
+                );
                 *state = State::Running { started, failures };
                 Ok(ok)
             }
@@ -153,22 +196,44 @@ impl Pack {
         }
     }
 
-    /// Calls `tool` with `arguments`, within `limit`.
+    /// Calls `tool` with `arguments`, within `limit`; the server's progress notifications for
+    /// the call go to `progress`, if given.
     pub async fn call(
         &self,
         launcher: &Launcher,
         tool: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
         limit: Duration,
+        progress: Option<tokio::sync::mpsc::Sender<glovebox_proto::v1::PackProgress>>,
     ) -> Result<CallToolResult, CallError> {
         let _slot = self.calls.try_acquire().map_err(|_| CallError::Busy)?;
-        let (peer, _) = self
-            .ensure(launcher)
+        let (peer, _, relay) = self
+            .ensure_with_relay(launcher)
             .await
             .map_err(CallError::Unavailable)?;
         let shim = self.shim_pid().await;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        match tokio::time::timeout(limit, peer.call_tool(params)).await {
+        let answered = async {
+            let request =
+                rmcp::model::ClientRequest::CallToolRequest(rmcp::model::Request::new(params));
+            let handle = peer
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await?;
+            // Followed until the answer, a timeout or a withdrawal drops this.
+            let _following = progress.map(|to| relay.following(handle.progress_token.clone(), to));
+            // A call given up (a timeout, a withdrawal) is cancelled at the server.
+            let mut abandoned = CancelOnDrop {
+                peer: peer.clone(),
+                id: Some(handle.id.clone()),
+            };
+            let answer = handle.await_response().await;
+            abandoned.id = None;
+            match answer? {
+                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(ServiceError::UnexpectedResponse),
+            }
+        };
+        match tokio::time::timeout(limit, answered).await {
             Err(_) => {
                 if !answers_ping(&peer).await {
                     tracing::warn!(pack = %self.def.name, "pack server hung: no answer to ping after a call timed out");

@@ -294,12 +294,61 @@ impl pb::packs_server::Packs for PacksService {
         // handler is dropped, `withdrawn` fires, and the task tells the server and still audits.
         let (keep, withdrawn) = tokio::sync::oneshot::channel::<()>();
         let service = self.clone();
-        let task = tokio::spawn(async move { service.run(call, ticket, withdrawn).await });
+        let task = tokio::spawn(async move { service.run(call, ticket, withdrawn, None).await });
         let response = task
             .await
             .map_err(|_| Status::internal("the call failed unexpectedly"))?;
         drop(keep);
         Ok(Response::new(response))
+    }
+
+    type InvokeStreamStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<pb::PackInvokeEvent, Status>> + Send>,
+    >;
+
+    /// [`Invoke`](Self::invoke), with the server's progress for the call as it comes: the call
+    /// runs on its own task as there; the broker dropping the stream withdraws it.
+    async fn invoke_stream(
+        &self,
+        request: Request<PackInvokeRequest>,
+    ) -> Result<Response<Self::InvokeStreamStream>, Status> {
+        use pb::pack_invoke_event::Event;
+        caller(&request, &[BROKER])?;
+        let PackInvokeRequest { call, ticket } = request.into_inner();
+        let call = required(call, "call")?;
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let (progress, mut progressed) = tokio::sync::mpsc::channel(crate::progress::MAX_QUEUED);
+        let (keep, withdrawn) = tokio::sync::oneshot::channel::<()>();
+        let service = self.clone();
+        let task =
+            tokio::spawn(async move { service.run(call, ticket, withdrawn, Some(progress)).await });
+        let (out, events) = tokio::sync::mpsc::channel(crate::progress::MAX_QUEUED);
+        tokio::spawn(async move {
+            // Progress until the call is done (its every sender dropped with it), then its end.
+            while let Some(p) = progressed.recv().await {
+                if out
+                    .send(Ok(pb::PackInvokeEvent {
+                        event: Some(Event::Progress(p)),
+                    }))
+                    .await
+                    .is_err()
+                {
+                    // The broker went away: `keep` goes, and the call is withdrawn.
+                    return;
+                }
+            }
+            let done = match task.await {
+                Ok(response) => Ok(pb::PackInvokeEvent {
+                    event: Some(Event::Done(response)),
+                }),
+                Err(_) => Err(Status::internal("the call failed unexpectedly")),
+            };
+            let _ = out.send(done).await;
+            drop(keep);
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(events),
+        )))
     }
 
     async fn reload(
@@ -320,6 +369,7 @@ impl PacksService {
         call: ToolCall,
         ticket: Option<pb::Ticket>,
         withdrawn: tokio::sync::oneshot::Receiver<()>,
+        progress: Option<tokio::sync::mpsc::Sender<pb::PackProgress>>,
     ) -> PackInvokeResponse {
         let started = Instant::now();
         let mut event = AuditEvent {
@@ -346,10 +396,13 @@ impl PacksService {
                     arguments_detail(&params, &found.tool.input_schema)
                 );
                 let limit = Duration::from_secs(found.pack.def.timeout_s);
-                let call_tool =
-                    found
-                        .pack
-                        .call(&self.host.launcher, &found.tool.name, params, limit);
+                let call_tool = found.pack.call(
+                    &self.host.launcher,
+                    &found.tool.name,
+                    params,
+                    limit,
+                    progress,
+                );
                 tokio::select! {
                     outcome = call_tool => {
                         if let Ok(r) = &outcome && r.is_error == Some(true) {

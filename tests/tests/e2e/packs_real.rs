@@ -765,3 +765,56 @@ async fn a_pack_cannot_reach_another_packs_home_or_its_stderr_log() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// A pack server's progress reaches the MCP client that asked for it (a `progressToken`), in
+/// order and before the answer, through `/mcp` and `glovebox mcp` alike — as the server gives it
+/// to the same client called directly.
+#[tokio::test]
+async fn a_packs_progress_reaches_the_client_that_asked_for_it() {
+    use glovebox_e2e::mcp_clients::{McpClient, Sdk, Transport};
+    let g = start_with_packs(json!({"everything": {
+        "command": server_everything(), "args": ["stdio"]
+    }}));
+    until_listed(&g, "the everything pack", |n| {
+        n.contains(&"everything__trigger-long-running-operation".to_owned())
+    })
+    .await;
+    let args = json!({"duration": 1, "steps": 4});
+    let mut direct = McpClient::direct(
+        &[server_everything().display().to_string(), "stdio".into()],
+        &g.workdir,
+        &g.root(),
+    );
+    direct
+        .send(
+            json!({"op": "call", "id": "d", "tool": "trigger-long-running-operation",
+                     "args": args, "progress": true}),
+        )
+        .await;
+    let want = direct.result("d").await;
+    assert_eq!(want["progress"].as_array().unwrap().len(), 4, "{want}");
+    for transport in [Transport::Http, Transport::Stdio] {
+        let mut client = McpClient::start(&g, Sdk::Python, transport, &g.token);
+        client
+            .send(json!({"op": "call", "id": "p",
+                         "tool": "everything__trigger-long-running-operation",
+                         "args": args, "progress": true}))
+            .await;
+        let got = client.result("p").await;
+        assert_eq!(got["is_error"], false, "{transport:?}: {got}");
+        assert_eq!(got["progress"], want["progress"], "{transport:?}: {got}");
+        assert_eq!(got["content"], want["content"], "{transport:?}");
+        // Without a token: no progress, the same answer.
+        let plain = client
+            .call(
+                "q",
+                "everything__trigger-long-running-operation",
+                args.clone(),
+            )
+            .await;
+        assert!(plain.get("progress").is_none(), "{plain}");
+        assert_eq!(plain["content"], want["content"]);
+        client.quit().await;
+    }
+    direct.quit().await;
+}
