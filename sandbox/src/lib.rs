@@ -171,8 +171,12 @@ pub struct Applied {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("apply the landlock ruleset: {0}")]
-pub struct SandboxError(#[from] landlock::RulesetError);
+pub enum SandboxError {
+    #[error("apply the landlock ruleset: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+    #[error("open / for a landlock rule: {0}")]
+    Root(#[from] landlock::PathFdError),
+}
 
 fn rules(
     paths: &[PathBuf],
@@ -238,11 +242,20 @@ pub fn apply(plan: &SandboxPlan) -> Result<Applied, SandboxError> {
 /// A ruleset of scopes only, created now and applied later with `restrict_self` (in a job's
 /// shell, just before it starts): it nests a domain inside the job's, so the job cannot signal
 /// the shim that contains it. Fails unless the kernel enforces the scopes.
+///
+/// It also handles `Refer` and grants it on `/`: a domain that does not handle `Refer` denies
+/// every rename or link across directories (`EXDEV`, Landlock's rule for rulesets from before
+/// `Refer` existed), which broke tools that move files between directories they may write
+/// (uv's cache, `git`, build tools). The outer domain still grants `Refer` only where it grants
+/// writing.
 pub fn scopes_only() -> Result<RulesetCreated, SandboxError> {
+    let root = PathFd::new("/")?;
     Ok(Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::Refer)?
         .scope(Scope::Signal | Scope::AbstractUnixSocket)?
-        .create()?)
+        .create()?
+        .add_rule(PathBeneath::new(root, AccessFs::Refer))?)
 }
 
 #[cfg(test)]
@@ -309,6 +322,62 @@ mod tests {
         assert!(!plan.network && !plan.device_ioctls);
         assert!(!plan.devices.contains(&PathBuf::from("/dev")));
         assert!(SandboxPlan::for_pack(&[], &[], true).network);
+    }
+
+    /// Tools move files between directories of the places they may write (uv's cache, cargo's
+    /// target, git's objects): a rename across directories inside one full grant works.
+    #[test]
+    fn a_file_moves_between_directories_of_a_full_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("cache/archive")).unwrap();
+        std::fs::write(root.join("cache/f"), "x").unwrap();
+        std::fs::create_dir_all(root.join("cache/.tmp/pkg")).unwrap();
+        let full = vec![root.clone()];
+        let moved = std::thread::spawn(move || {
+            let applied = apply(&SandboxPlan::for_pack(&full, &[], true)).unwrap();
+            (
+                applied,
+                std::fs::rename(root.join("cache/f"), root.join("cache/archive/f")),
+                std::fs::rename(root.join("cache/.tmp"), root.join("cache/archive/pkg")),
+            )
+        })
+        .join()
+        .unwrap();
+        assert!(moved.1.is_ok(), "{:?}: {:?}", moved.0, moved.1);
+        assert!(moved.2.is_ok(), "{:?}: {:?}", moved.0, moved.2);
+    }
+
+    /// The same inside the inner domain every job and pack runs in (`scopes_only`), which once
+    /// refused every rename across directories.
+    #[test]
+    fn a_file_moves_between_directories_inside_the_inner_domain_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("cache/archive")).unwrap();
+        std::fs::write(root.join("cache/f"), "x").unwrap();
+        std::fs::write(root.join("outside"), "x").unwrap();
+        let full = vec![root.join("cache")];
+        let moved = std::thread::spawn(move || {
+            let applied = apply(&SandboxPlan::for_pack(&full, &[], true)).unwrap();
+            if !applied.scoped {
+                return None;
+            }
+            scopes_only().unwrap().restrict_self().unwrap();
+            Some((
+                std::fs::rename(root.join("cache/f"), root.join("cache/archive/f")),
+                // still refused where the outer domain does not grant writing
+                std::fs::rename(root.join("outside"), root.join("cache/archive/o")),
+            ))
+        })
+        .join()
+        .unwrap();
+        let Some((inside, outside)) = moved else {
+            eprintln!("landlock scopes not available on this kernel; nothing to check");
+            return;
+        };
+        assert!(inside.is_ok(), "{inside:?}");
+        assert!(outside.is_err(), "{outside:?}");
     }
 
     #[test]

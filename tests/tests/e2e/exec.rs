@@ -472,3 +472,22 @@ async fn a_job_starts_with_no_signal_blocked_and_sigterm_ends_it() {
     assert!(out.contains("SigBlk:\t0000000000000000"), "{out}");
     assert!(!out.contains("survived"), "{out} {status}");
 }
+
+/// A job renames files between directories of its workdir (as git, uv and build tools do): its
+/// sandbox's inner domain once refused every such rename with EXDEV.
+#[tokio::test]
+async fn a_job_moves_files_between_directories_of_its_workdir() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (status, stdout, stderr) = agent
+        .run_job(
+            &mut approver,
+            "mkdir -p a/x b && touch a/f && perl -e 'rename(\"a/f\", \"b/f\") or die \"file: $!\"; \
+             rename(\"a/x\", \"b/x\") or die \"dir: $!\"; print \"renamed\\n\"'",
+        )
+        .await;
+    assert_eq!(status["exit_code"], 0, "{status} {stderr}");
+    assert_eq!(stdout.trim(), "renamed", "{stderr}");
+    assert!(g.workdir.join("b/f").exists() && g.workdir.join("b/x").is_dir());
+}

@@ -818,3 +818,47 @@ async fn a_packs_progress_reaches_the_client_that_asked_for_it() {
     }
     direct.quit().await;
 }
+
+/// `uvx` as Python users run servers: through pyenv's shim (uv installed on a pyenv interpreter,
+/// as here), uv's cache under the home, a server fetched from PyPI. (uv moves what it downloads
+/// between directories of its cache: the sandbox once refused that with EXDEV.)
+#[tokio::test]
+async fn a_uvx_pack_runs_a_server_from_pypi() {
+    // Where this user's shell finds it (a pyenv shim here): the pack's PATH is the login
+    // shell's of glovebox's own user, which in a test is not this shell's.
+    let found = std::process::Command::new("sh")
+        .args(["-c", "command -v uvx"])
+        .output()
+        .unwrap();
+    let uvx = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+    if uvx.is_empty() {
+        eprintln!("skipped: uvx is not installed (pip install uv, as .ci/run does)");
+        return;
+    }
+    // Behind a proxy with its own certificate authority (as this machine's registries are), a
+    // user tells uv the system's bundle, as here.
+    let mut def = json!({
+        "command": uvx,
+        "args": ["--from", "mcp-server-time==2026.10.19", "mcp-server-time"],
+        "timeout": 60
+    });
+    if let Ok(bundle) = std::env::var("SSL_CERT_FILE") {
+        def["env"] = json!({"SSL_CERT_FILE": bundle});
+    }
+    let g = start_with_packs(json!({ "time": def }));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut agent = g.connect("agent").await;
+    loop {
+        let list = packs_list(&mut agent).await;
+        if names(&list).contains(&"time__get_current_time".to_owned()) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let now = agent
+        .invoke("t", "time__get_current_time", json!({"timezone": "UTC"}))
+        .await;
+    let text = text_of(&now);
+    assert!(text.contains("\"timezone\": \"UTC\""), "{text}");
+}
