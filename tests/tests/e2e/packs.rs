@@ -416,15 +416,26 @@ fn packs_cli(g: &Glovebox, args: &[&str]) -> (i32, String, String) {
 
 /// Waits until the account's pack tool names satisfy `check`.
 pub(crate) async fn until_listed(g: &Glovebox, what: &str, check: impl Fn(&[String]) -> bool) {
-    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    until_listed_within(g, what, glovebox_e2e::WAIT, check).await
+}
+
+/// [`until_listed`], waiting up to `wait` (a server fetched from a registry first).
+pub(crate) async fn until_listed_within(
+    g: &Glovebox,
+    what: &str,
+    wait: std::time::Duration,
+    check: impl Fn(&[String]) -> bool,
+) {
+    let deadline = std::time::Instant::now() + wait;
     loop {
         let mut agent = g.connect("agent").await;
-        if check(&names(&packs_list(&mut agent).await)) {
+        let list = packs_list(&mut agent).await;
+        if check(&names(&list)) {
             return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
+            "timed out waiting for {what}: {list}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use glovebox_e2e::{Glovebox, Options, expect_error, expect_ok};
 use serde_json::{Value, json};
 
-use crate::packs::{names, packs_list, text_of, until_listed};
+use crate::packs::{names, packs_list, text_of, until_listed, until_listed_within};
 
 fn start_with_packs(servers: Value) -> Glovebox {
     Glovebox::start_with(Options {
@@ -696,16 +696,12 @@ async fn an_npx_pack_runs_from_the_users_npm_cache() {
         "args": ["-y", "@modelcontextprotocol/server-everything@2026.8.31", "stdio"],
         "timeout": 60
     }}));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let fetched = std::time::Duration::from_secs(90);
+    until_listed_within(&g, "the npx pack", fetched, |n| {
+        n.contains(&"everything__echo".to_owned())
+    })
+    .await;
     let mut agent = g.connect("agent").await;
-    loop {
-        let list = packs_list(&mut agent).await;
-        if names(&list).contains(&"everything__echo".to_owned()) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{list}");
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
     let echoed = agent
         .invoke("e", "everything__echo", json!({"message": "via npx"}))
         .await;
@@ -846,16 +842,12 @@ async fn a_uvx_pack_runs_a_server_from_pypi() {
         def["env"] = json!({"SSL_CERT_FILE": bundle});
     }
     let g = start_with_packs(json!({ "time": def }));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let fetched = std::time::Duration::from_secs(120);
+    until_listed_within(&g, "the uvx pack", fetched, |n| {
+        n.contains(&"time__get_current_time".to_owned())
+    })
+    .await;
     let mut agent = g.connect("agent").await;
-    loop {
-        let list = packs_list(&mut agent).await;
-        if names(&list).contains(&"time__get_current_time".to_owned()) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{list}");
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
     let now = agent
         .invoke("t", "time__get_current_time", json!({"timezone": "UTC"}))
         .await;
