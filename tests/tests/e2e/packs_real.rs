@@ -832,14 +832,15 @@ async fn a_uvx_pack_runs_a_server_from_pypi() {
         return;
     }
     // Behind a proxy with its own certificate authority (as this machine's registries are), a
-    // user tells uv the system's bundle, as here.
+    // user tells uv to trust the system's certificates, as here.
     let mut def = json!({
         "command": uvx,
         "args": ["--from", "mcp-server-time==2026.10.19", "mcp-server-time"],
+        "env": {"UV_NATIVE_TLS": "1"},
         "timeout": 60
     });
     if let Ok(bundle) = std::env::var("SSL_CERT_FILE") {
-        def["env"] = json!({"SSL_CERT_FILE": bundle});
+        def["env"]["SSL_CERT_FILE"] = json!(bundle);
     }
     let g = start_with_packs(json!({ "time": def }));
     let fetched = std::time::Duration::from_secs(120);
