@@ -63,6 +63,21 @@ pub fn split_name(name: &str) -> Option<(&str, &str)> {
         .then_some((pack, tool))
 }
 
+/// The facts of pack tool `name` in a listing of its pack host (its server's read-only hint, the
+/// file that configured it): what deciding or explaining a call of it needs. `None` for a
+/// built-in or client tool, or a pack tool not listed.
+pub fn facts_of(listed: &crate::v1::ListPacksResponse, name: &str) -> Option<crate::v1::PackFacts> {
+    split_name(name)?;
+    listed
+        .tools
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| crate::v1::PackFacts {
+            read_only: t.read_only,
+            origin: t.origin.clone(),
+        })
+}
+
 /// The digest a pack tool's ticket carries (as its `content_tag`): SHA-256 of the call's
 /// parameters exactly as the gate judged them, so the pack host calls the tool with nothing else.
 pub fn params_digest(params_json: &str) -> Vec<u8> {
@@ -245,6 +260,24 @@ pub fn sanitize_description(description: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pack_tools_facts_come_from_the_listing_and_no_other_tool_has_any() {
+        let listed = crate::v1::ListPacksResponse {
+            tools: vec![crate::v1::PackTool {
+                name: "fs__read".into(),
+                read_only: true,
+                origin: "user".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let facts = facts_of(&listed, "fs__read").unwrap();
+        assert!(facts.read_only && facts.origin == "user");
+        for other in ["fs__write", "file_read", "client__read", "__read", "fs__"] {
+            assert_eq!(facts_of(&listed, other), None, "{other}");
+        }
+    }
 
     #[test]
     fn output_schemas_meta_and_titles_pass_only_within_bounds() {

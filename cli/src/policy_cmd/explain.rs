@@ -80,9 +80,7 @@ pub async fn explain(
 /// other tool, or when the pack host cannot say (then it is explained as a plain tool name, and
 /// that is said).
 async fn pack_facts(state: &StateDir, account: &str, name: &str) -> Option<pb::PackFacts> {
-    if !name.contains("__") || name.starts_with("client__") {
-        return None;
-    }
+    glovebox_proto::packs::split_name(name)?;
     let listed = match crate::packs_cmd::list(state, account).await {
         Ok(listed) => listed,
         Err(e) => {
@@ -92,16 +90,11 @@ async fn pack_facts(state: &StateDir, account: &str, name: &str) -> Option<pb::P
             return None;
         }
     };
-    match listed.tools.iter().find(|t| t.name == name) {
-        Some(t) => Some(pb::PackFacts {
-            read_only: t.read_only,
-            origin: t.origin.clone(),
-        }),
-        None => {
-            eprintln!("(no pack lists {name} now; explained as a plain tool name)");
-            None
-        }
+    let facts = glovebox_proto::packs::facts_of(&listed, name);
+    if facts.is_none() {
+        eprintln!("(no pack lists {name} now; explained as a plain tool name)");
     }
+    facts
 }
 
 /// The call a real agent would make to touch the subject named, whose plan explain judges; `None`

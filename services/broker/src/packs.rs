@@ -239,25 +239,15 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
     app.trust_asks.done(&account, &subject, recorded);
 }
 
-/// The account's packs as its pack host lists them (starting them), queueing a trust ask for
-/// each project pack waiting for one. `Err` when the pack host cannot be reached.
 /// A pack tool's facts as its pack host lists them now (`None` for another tool, or one not
 /// listed): what explaining it needs to answer as its call would be decided.
 pub async fn facts_of(app: &App, account: &str, name: &str) -> Option<pb::PackFacts> {
-    if !name.contains("__") || name.starts_with("client__") {
-        return None;
-    }
-    let listed = listing(app, account).await.ok()?;
-    listed
-        .tools
-        .iter()
-        .find(|t| t.name == name)
-        .map(|t| pb::PackFacts {
-            read_only: t.read_only,
-            origin: t.origin.clone(),
-        })
+    glovebox_proto::packs::split_name(name)?;
+    glovebox_proto::packs::facts_of(&listing(app, account).await.ok()?, name)
 }
 
+/// The account's packs as its pack host lists them (starting them), queueing a trust ask for
+/// each project pack waiting for one. `Err` when the pack host cannot be reached.
 pub async fn listing(app: &App, account: &str) -> Result<ListPacksResponse, String> {
     let mut packs = app
         .backends
