@@ -66,6 +66,20 @@ pub fn plant_attack_binary(dir: &Path) -> PathBuf {
     dest
 }
 
+/// Runs the glovebox binary with `args` (stdin empty): its exit code, stdout and stderr.
+pub fn run_glovebox(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(glovebox_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// One attempt the attack binary reported.
 #[derive(Debug, Clone)]
 pub struct Attempt {
@@ -286,18 +300,10 @@ impl Glovebox {
 
     /// Runs `glovebox ARGS...` against this state dir and returns (exit code, stdout, stderr).
     pub fn run_cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(glovebox_bin())
-            .args(args)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let state = self.state.display().to_string();
+        let mut all = args.to_vec();
+        all.extend(["--state-dir", &state]);
+        run_glovebox(&all)
     }
 
     /// Pids of this instance's child services whose command line contains `service`.

@@ -328,16 +328,7 @@ async fn a_verifier_with_only_the_public_key_proves_the_shipped_rows() {
         if pinned {
             args.extend(["--public-key", public.trim()]);
         }
-        let out = std::process::Command::new(glovebox_e2e::glovebox_bin())
-            .args(&args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        glovebox_e2e::run_glovebox(&args)
     };
     let (code, out, err) = verify_central(false);
     assert_eq!(code, 0, "{out}{err}");

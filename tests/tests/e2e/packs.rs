@@ -399,19 +399,10 @@ async fn calls_beyond_a_packs_concurrency_limit_are_refused_as_busy() {
 
 /// `glovebox packs --state-dir <state> ARGS...` (the state dir before a trailing `-- command`).
 fn packs_cli(g: &Glovebox, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(glovebox_e2e::glovebox_bin())
-        .arg("packs")
-        .arg("--state-dir")
-        .arg(&g.state)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let state = g.state.display().to_string();
+    let mut all = vec!["packs", "--state-dir", &state];
+    all.extend(args);
+    glovebox_e2e::run_glovebox(&all)
 }
 
 /// Waits until the account's pack tool names satisfy `check`.
