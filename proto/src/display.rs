@@ -311,17 +311,14 @@ impl Render {
     fn mixed_scripts(&mut self, chars: &[char]) -> Vec<Option<String>> {
         let mut foreign = vec![None; chars.len()];
         let mut named = 0;
-        for word in scripts::mixed_words(chars) {
+        // In a preview, a word of another script is content (a translated text, a formula).
+        let (mixed, look_alikes) = scripts::suspect_words(chars, self.kind != Kind::Preview);
+        for word in mixed {
             for &(i, script) in &word.foreign {
                 foreign[i] = Some(script.to_ascii_uppercase());
             }
             self.name_word(&mut named, word.warning(chars));
         }
-        // In a preview, a word of another script is content (a translated text, a formula).
-        let look_alikes = match self.kind {
-            Kind::Path | Kind::Command => scripts::ascii_look_alikes(chars),
-            Kind::Preview => Vec::new(),
-        };
         for word in look_alikes {
             for (i, what) in &word.letters {
                 foreign[*i] = Some(what.clone());

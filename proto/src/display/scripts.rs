@@ -6,7 +6,7 @@
 //! Korean (UTS #39's "highly restrictive" level) — unless the word passes for ASCII: a word of
 //! one script whose every letter is confusable with an ASCII one (`аррӏе`, all Cyrillic, reads
 //! `apple` by UTS #39's skeleton), and fullwidth or mathematical letters (`ｅｃｈｏ`, `𝐞𝐜𝐡𝐨`),
-//! are found by [`ascii_look_alikes`].
+//! are found too ([`suspect_words`]).
 
 use unicode_security::confusable_detection::skeleton;
 use unicode_security::mixed_script::AugmentedScriptSet;
@@ -54,10 +54,9 @@ impl MixedWord {
 }
 
 /// Every word of `chars` that mixes scripts.
-pub(super) fn mixed_words(chars: &[char]) -> Vec<MixedWord> {
-    words(chars)
-        .filter_map(|(start, end)| mixed_word(chars, start, end))
-        .collect()
+#[cfg(test)]
+fn mixed_words(chars: &[char]) -> Vec<MixedWord> {
+    suspect_words(chars, false).0
 }
 
 /// A word of non-ASCII letters that passes for an ASCII word.
@@ -95,14 +94,19 @@ impl LookAlike {
     }
 }
 
-/// Every word of `chars` that does not mix scripts but reads as ASCII though it is not: its
-/// letters are fullwidth or mathematical forms of ASCII, or all confusable with ASCII by UTS
-/// #39's skeleton.
-pub(super) fn ascii_look_alikes(chars: &[char]) -> Vec<LookAlike> {
-    words(chars)
-        .filter(|&(start, end)| mixed_word(chars, start, end).is_none())
-        .filter_map(|(start, end)| look_alike(chars, start, end))
-        .collect()
+/// Every word of `chars` that mixes scripts, and (with `look_alikes`) every other one that reads
+/// as ASCII though it is not: its letters are fullwidth or mathematical forms of ASCII, or all
+/// confusable with ASCII by UTS #39's skeleton. One pass over the words.
+pub(super) fn suspect_words(chars: &[char], look_alikes: bool) -> (Vec<MixedWord>, Vec<LookAlike>) {
+    let (mut mixed, mut alike) = (Vec::new(), Vec::new());
+    for (start, end) in words(chars) {
+        match mixed_word(chars, start, end) {
+            Some(word) => mixed.push(word),
+            None if look_alikes => alike.extend(look_alike(chars, start, end)),
+            None => {}
+        }
+    }
+    (mixed, alike)
 }
 
 fn look_alike(chars: &[char], start: usize, end: usize) -> Option<LookAlike> {
