@@ -194,7 +194,18 @@ impl Provider<'_> {
         client: Option<String>,
     ) {
         let (app, account, connection_id) = (self.app, self.account, self.connection_id);
-        let (accepted, rejected) = accept_tools(tools);
+        let (offered, mut rejected) = accept_tools(tools);
+        // A schema that cannot check input would refuse every call: refused here, once.
+        let mut accepted = Vec::new();
+        for tool in offered {
+            match crate::input_check::usable_schema(&tool.input_schema) {
+                Ok(()) => accepted.push(tool),
+                Err(reason) => rejected.push(glovebox_proto::client_tools::Rejected {
+                    name: tool.name,
+                    reason,
+                }),
+            }
+        }
         let names = accepted.iter().map(|t| t.name.clone()).collect();
         app.registry.set_tools(account, self.key, accepted);
         app.tool_changes.changed(account);

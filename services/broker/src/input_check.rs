@@ -5,6 +5,13 @@
 /// Schema errors named in one refusal at most.
 const MAX_NAMED: usize = 3;
 
+/// Whether `schema` can check input at all (a tool whose schema cannot is not registered).
+pub fn usable_schema(schema: &serde_json::Value) -> Result<(), String> {
+    jsonschema::validator_for(schema)
+        .map(|_| ())
+        .map_err(|e| format!("its input_schema cannot check input: {e}"))
+}
+
 /// Whether `input` fits `schema`; `Err` says where it does not (or that the schema cannot be
 /// used: then nothing is sent either).
 pub fn check_input(schema: &serde_json::Value, input: &serde_json::Value) -> Result<(), String> {

@@ -41,6 +41,17 @@ struct Provider {
     send: mpsc::Sender<String>,
 }
 
+/// The provider a call of `tool` goes to: the most recently registered one of `account` that
+/// offers it.
+fn provider_of<'a>(inner: &'a Inner, account: &str, tool: &str) -> Option<&'a Provider> {
+    inner
+        .providers
+        .get(account)?
+        .iter()
+        .filter(|p| p.tools.iter().any(|t| t.name == tool))
+        .max_by_key(|p| p.seq)
+}
+
 struct Pending {
     /// The agent's call id, for logs.
     call_id: String,
@@ -178,10 +189,10 @@ impl Registry {
 
     /// The input schema of `tool` as the provider a call would go to registered it.
     pub fn input_schema(&self, account: &str, tool: &str) -> Option<serde_json::Value> {
-        self.tools(account)
-            .into_iter()
-            .find(|t| t.name == tool)
-            .map(|t| t.input_schema)
+        let inner = self.lock();
+        let provider = provider_of(&inner, account, tool)?;
+        let spec = provider.tools.iter().find(|t| t.name == tool)?;
+        Some(spec.input_schema.clone())
     }
 
     /// Sends the call to the most recent provider of `account` offering `tool` and waits for its
@@ -197,14 +208,7 @@ impl Registry {
         let (reply, wait) = oneshot::channel();
         let (id, send, connection) = {
             let mut inner = self.lock();
-            let provider = inner
-                .providers
-                .get(account)
-                .and_then(|l| {
-                    l.iter()
-                        .filter(|p| p.tools.iter().any(|t| t.name == tool))
-                        .max_by_key(|p| p.seq)
-                })
+            let provider = provider_of(&inner, account, tool)
                 .map(|p| (p.key, p.send.clone(), p.connection_id.clone()));
             let Some((key, send, connection)) = provider else {
                 return Err(RegistryError::NoClient);

@@ -163,9 +163,15 @@ async fn a_client_tools_input_is_held_to_the_providers_schema() {
     });
     provider
         .send(json!({"type": "hello", "client": "test-extension",
-                     "tools": [{"name": "open_tab", "description": "opens", "input_schema": schema}]}))
+                     "tools": [{"name": "open_tab", "description": "opens", "input_schema": schema},
+                               {"name": "remote", "description": "fetches its schema",
+                                "input_schema": {"$ref": "https://example.com/s.json"}}]}))
         .await;
-    assert_eq!(provider.next().await["type"], "hello_ok");
+    let ok = provider.next().await;
+    assert_eq!(ok["type"], "hello_ok");
+    // A schema that cannot check anything is refused at registration, not at every call.
+    assert_eq!(ok["accepted"], json!(["open_tab"]), "{ok}");
+    assert_eq!(ok["rejected"][0]["name"], "remote", "{ok}");
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;
     for (id, bad, says) in [
