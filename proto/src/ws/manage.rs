@@ -381,6 +381,34 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_is_checked_on_its_way_in_and_never_shown() {
+        let set = |secret: &str, value: &str| {
+            op(json!({"name": "set_secret", "secret": secret, "value": value}))
+                .unwrap()
+                .check()
+        };
+        assert_eq!(set("API_TOKEN", "v"), Ok(()));
+        for bad in ["", "../x", "a b", "a/b", &"x".repeat(65)] {
+            assert!(
+                set(bad, "v").unwrap_err().contains("secret names"),
+                "{bad:?}"
+            );
+        }
+        assert!(set("T", "").unwrap_err().contains("1 to"));
+        let huge = "x".repeat(MAX_SECRET_VALUE_BYTES + 1);
+        assert!(set("T", &huge).unwrap_err().contains("1 to"));
+        let removed = op(json!({"name": "remove_secret", "secret": "../etc"})).unwrap();
+        assert!(removed.check().is_err());
+        // No account can be named, and the value never shows in a log line.
+        assert!(
+            op(json!({"name": "set_secret", "secret": "T", "value": "v", "account": "b"})).is_err()
+        );
+        let parsed =
+            op(json!({"name": "set_secret", "secret": "T", "value": "hunter2-value"})).unwrap();
+        assert!(!format!("{parsed:?}").contains("hunter2-value"));
+    }
+
+    #[test]
     fn operations_parse_by_name_with_their_fields_only() {
         assert_eq!(
             op(json!({"name": "list_rules"})),
