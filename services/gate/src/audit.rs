@@ -1408,9 +1408,16 @@ mod tests {
         assert_eq!((r.rows, r.covered, r.checkpoints), (21, 20, 6));
         // the key is the audit key's: another audit key's public half refuses every checkpoint
         let other = signed::public_key_hex(&AuditKey::from_bytes(&[4u8; 32]).unwrap());
-        std::fs::write(f.head.with_file_name("audit.pub"), other).unwrap();
+        let public = f.head.with_file_name("audit.pub");
+        std::fs::write(&public, &other).unwrap();
         let r = check_signed(&f).await;
         assert_eq!(r.problem, Some(signed::SignedProblem::Forged { id: 1 }));
+        // A key swapped into the state directory is put right by the gate's next start.
+        drop(AuditStore::open(&f).await.unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&public).unwrap().trim(),
+            signed::public_key_hex(&f.key)
+        );
     }
 
     #[tokio::test]
