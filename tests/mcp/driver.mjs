@@ -2,6 +2,7 @@
 //
 // Usage: node driver.mjs http URL TOKEN
 //        node driver.mjs stdio GLOVEBOX_BIN STATE_DIR   (launches `glovebox mcp` as a stdio server)
+//        node driver.mjs direct COMMAND_JSON CWD        (launches a server itself, no glovebox between)
 //
 // The same commands as driver.py, one JSON line each on stdin, one JSON line each on stdout:
 //   {"op":"list"}, {"op":"call","id","tool","args"}, {"op":"cancel","id"} (aborts that call: the
@@ -19,12 +20,19 @@ import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/typ
 const [mode, a, b] = process.argv.slice(2);
 const emit = (value) => process.stdout.write(JSON.stringify(value) + "\n");
 
-const transport =
-  mode === "http"
-    ? new StreamableHTTPClientTransport(new URL(a), {
-        requestInit: { headers: { Authorization: `Bearer ${b}` } },
-      })
-    : new StdioClientTransport({ command: a, args: ["mcp", "--state-dir", b], stderr: "inherit" });
+function startTransport() {
+  if (mode === "http") {
+    return new StreamableHTTPClientTransport(new URL(a), {
+      requestInit: { headers: { Authorization: `Bearer ${b}` } },
+    });
+  }
+  if (mode === "direct") {
+    const [command, ...args] = JSON.parse(a);
+    return new StdioClientTransport({ command, args, cwd: b, stderr: "inherit" });
+  }
+  return new StdioClientTransport({ command: a, args: ["mcp", "--state-dir", b], stderr: "inherit" });
+}
+const transport = startTransport();
 
 const client = new Client({ name: "glovebox-e2e", version: "1.0.0" });
 let changed = 0;
@@ -38,9 +46,19 @@ await client.connect(transport);
 const calls = new Map();
 const running = [];
 
+// As driver.py prints a call: the content blocks as the SDK parsed them, and their kinds.
 function callLine(id, result) {
-  const text = (result.content ?? []).map((c) => c.text ?? "").join("");
-  return { op: "call", id, is_error: Boolean(result.isError), text, structured: result.structuredContent ?? null };
+  const content = result.content ?? [];
+  const text = content.map((c) => c.text ?? "").join("");
+  return {
+    op: "call",
+    id,
+    is_error: Boolean(result.isError),
+    text,
+    structured: result.structuredContent ?? null,
+    types: content.map((c) => c.type ?? null),
+    content,
+  };
 }
 
 for await (const line of createInterface({ input: process.stdin })) {

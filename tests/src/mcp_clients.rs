@@ -87,13 +87,13 @@ impl McpClient {
         McpClient::spawn(sdk, [mode, &a, &b], &g.root(), label)
     }
 
-    /// The Python SDK's driver talking to a server it starts itself (`command`, run in `cwd`),
-    /// with no glovebox between: what a pack's results are compared with.
-    pub fn direct(command: &[String], cwd: &Path, logs: &Path) -> McpClient {
+    /// `sdk`'s driver talking to a server it starts itself (`command`, run in `cwd`), with no
+    /// glovebox between: what a pack's results are compared with.
+    pub fn direct(sdk: Sdk, command: &[String], cwd: &Path, logs: &Path) -> McpClient {
         let json = serde_json::to_string(command).unwrap();
         let cwd = cwd.display().to_string();
-        let label = format!("{} directly", command[0]);
-        McpClient::spawn(Sdk::Python, ["direct", &json, &cwd], logs, label)
+        let label = format!("{} directly with the {sdk:?} SDK", command[0]);
+        McpClient::spawn(sdk, ["direct", &json, &cwd], logs, label)
     }
 
     fn spawn(sdk: Sdk, args: [&str; 3], logs: &Path, label: String) -> McpClient {

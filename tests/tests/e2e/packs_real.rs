@@ -553,9 +553,11 @@ async fn a_refused_path_is_named_with_the_line_to_add_and_read_grants_it() {
 }
 
 /// The matrix: unmodified servers from the registries (server-everything and server-filesystem
-/// from npm) and the fake pack, each tool called directly by the Python SDK and through glovebox
-/// (`/mcp` and `glovebox mcp`): the same content blocks, `isError` and `structuredContent`.
-/// Prints the matrix (server × tool × front door → identical or how it differs).
+/// from npm) and the fake pack, each tool called directly and through glovebox by both official
+/// SDKs — the Python SDK through `/mcp` and `glovebox mcp`, the TypeScript SDK through
+/// `glovebox mcp` — each compared with the same SDK calling the server itself: the same content
+/// blocks, `isError` and `structuredContent`. Prints the matrix (server × tool × SDK and front
+/// door → identical or how it differs).
 #[tokio::test]
 async fn packs_answer_as_their_servers_do_when_called_directly() {
     use glovebox_e2e::mcp_clients::{McpClient, Sdk, Transport, node_modules};
@@ -636,11 +638,18 @@ async fn packs_answer_as_their_servers_do_when_called_directly() {
     let mut matrix = Vec::new();
     let mut differ = Vec::new();
     let (mut errors, mut kinds) = (0, std::collections::BTreeSet::new());
-    for (server, cmd) in &servers {
-        let mut direct = McpClient::direct(cmd, &g.workdir, &g.root());
-        let mut through: Vec<(Transport, McpClient)> = [Transport::Http, Transport::Stdio]
-            .into_iter()
-            .map(|t| (t, McpClient::start(&g, Sdk::Python, t, &g.token)))
+    let front_doors = [
+        (Sdk::Python, vec![Transport::Http, Transport::Stdio]),
+        (Sdk::TypeScript, vec![Transport::Stdio]),
+    ];
+    for ((server, cmd), (sdk, transports)) in servers
+        .iter()
+        .flat_map(|s| front_doors.iter().map(move |f| (s, f)))
+    {
+        let mut direct = McpClient::direct(*sdk, cmd, &g.workdir, &g.root());
+        let mut through: Vec<(Transport, McpClient)> = transports
+            .iter()
+            .map(|t| (*t, McpClient::start(&g, *sdk, *t, &g.token)))
             .collect();
         for (i, (_, tool, args)) in cases.iter().enumerate().filter(|(_, c)| c.0 == *server) {
             let id = format!("c{i}");
@@ -659,13 +668,14 @@ async fn packs_answer_as_their_servers_do_when_called_directly() {
                     .call(&id, &format!("{server}__{tool}"), args.clone())
                     .await;
                 let same = compared(&got) == compared(&want);
+                let door = format!("{sdk:?}/{transport:?}");
                 matrix.push(format!(
-                    "{server:<10} {tool:<24} {transport:<6?} {}",
+                    "{server:<10} {tool:<24} {door:<17} {}",
                     if same { "identical" } else { "DIFFERS" }
                 ));
                 if !same {
                     differ.push(format!(
-                        "{server} {tool} {transport:?}:\n  direct  {}\n  through {}",
+                        "{server} {tool} {door}:\n  direct  {}\n  through {}",
                         compared(&want),
                         compared(&got)
                     ));
@@ -679,7 +689,7 @@ async fn packs_answer_as_their_servers_do_when_called_directly() {
     }
     println!("{}", matrix.join("\n"));
     assert!(differ.is_empty(), "{}", differ.join("\n"));
-    assert_eq!(matrix.len(), cases.len() * 2);
+    assert_eq!(matrix.len(), cases.len() * 3);
     // The matrix covers server errors and every kind of block the servers give.
     assert!(errors >= 3, "{errors} error results");
     for kind in ["text", "image", "resource_link", "resource"] {
@@ -777,6 +787,7 @@ async fn a_packs_progress_reaches_the_client_that_asked_for_it() {
     .await;
     let args = json!({"duration": 1, "steps": 4});
     let mut direct = McpClient::direct(
+        Sdk::Python,
         &[server_everything().display().to_string(), "stdio".into()],
         &g.workdir,
         &g.root(),
