@@ -210,6 +210,45 @@ pub async fn connect_with_hello(
     }
 }
 
+/// One `manage` operation over the system service's approve socket, as this user for the account
+/// they own (`account` when they own several): the account's id and the operation's result, or
+/// the broker's refusal as an error.
+pub async fn manage_system(
+    socket: &Path,
+    account: Option<&str>,
+    op: glovebox_proto::ws::ManageOp,
+) -> anyhow::Result<(String, serde_json::Value)> {
+    let (mut socket, hello) = connect_system(socket, account).await?;
+    let ServerFrame::HelloOk { account, .. } = hello else {
+        anyhow::bail!("unexpected answer to hello");
+    };
+    let request_id = format!("{}-1", op.name());
+    send_frame(
+        &mut socket,
+        &ClientFrame::Manage {
+            request_id: request_id.clone(),
+            op,
+        },
+    )
+    .await?;
+    loop {
+        if let ServerFrame::ManageResult {
+            request_id: id,
+            ok,
+            result,
+            error,
+        } = next_frame(&mut socket).await?
+            && id == request_id
+        {
+            if !ok {
+                let why = error.map(|e| e.message).unwrap_or_default();
+                anyhow::bail!("the broker refused: {why}");
+            }
+            return Ok((account, result.unwrap_or_default()));
+        }
+    }
+}
+
 /// A stream to the broker: its Unix socket if `target` has one that answers, else a TCP
 /// connection to `uri`'s host and port (plain `ws://` only).
 async fn open_stream(

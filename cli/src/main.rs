@@ -219,9 +219,17 @@ enum Command {
         /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
         #[arg(long, value_name = "DIR", global = true)]
         state_dir: Option<PathBuf>,
-        /// Account whose packs to show (default: the only account).
+        /// Account whose packs to show (default: the only account, or with --system the one you
+        /// own).
         #[arg(long, global = true)]
         account: Option<String>,
+        /// System mode: list, add and remove the packs of an account you own, over the system
+        /// service's approve socket as yourself (no token: the kernel tells glovebox who you are).
+        #[arg(long, global = true)]
+        system: bool,
+        /// System mode: the runtime directory (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", global = true, requires = "system")]
+        runtime_dir: Option<PathBuf>,
         #[command(subcommand)]
         command: packs_cmd::PacksCommand,
     },
@@ -1083,9 +1091,20 @@ async fn dispatch(
         }
         Command::PackHost(args) => packs_cmd::pack_host(&env, args, handover).await,
         Command::Packs {
+            system: true,
+            runtime_dir,
+            account,
+            command,
+            ..
+        } => {
+            let layout = env.system_runtime(runtime_dir);
+            packs_cmd::packs_system(&layout.approve_socket(), account, command).await
+        }
+        Command::Packs {
             state_dir,
             account,
             command,
+            ..
         } => packs_cmd::packs(&env.state_dir(&StateArgs { state_dir }), account, command).await,
         Command::Secret {
             system: true,

@@ -43,6 +43,10 @@ pub struct PackHostArgs {
     /// `${env:NAME}` (repeatable; none by default).
     #[arg(long = "pack-env", value_name = "NAME")]
     pub pack_env: Vec<String>,
+    /// The directory of this account's pack homes and logs, made for it (system mode); default
+    /// `<HOME>/.local/share/glovebox/pack-home/<account>-<state digest>`.
+    #[arg(long, value_name = "DIR")]
+    pub pack_home: Option<PathBuf>,
 }
 
 /// What `glovebox pack-shim` is told by the pack host.
@@ -137,9 +141,10 @@ pub async fn pack_host(
         &crate::scratch::make(crate::scratch::Kind::Packs, &args.account)?,
     );
     // glovebox's state directory is the first protected one: the pack home is this instance's.
-    let places = match args.protected.first() {
-        Some(state) => places.of_state(&args.account, state),
-        None => places,
+    let places = match (&args.pack_home, args.protected.first()) {
+        (Some(dir), _) => places.in_pack_home(dir),
+        (None, Some(state)) => places.of_state(&args.account, state),
+        (None, None) => places,
     };
     let listener = glovebox_proto::transport::bind_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
@@ -296,54 +301,17 @@ fn edit_user_file(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
     };
-    let (out, said) = match command {
-        PacksCommand::Add {
-            name,
-            env,
-            network,
-            timeout,
-            url,
-            headers,
-            command,
-        } => {
-            let mut def = match url {
-                Some(url) => {
-                    let mut sent = serde_json::Map::new();
-                    for header in headers {
-                        let (k, v) = header.split_once(':').with_context(|| {
-                            format!("--header {header:?}: expected `Name: value`")
-                        })?;
-                        sent.insert(k.trim().to_owned(), v.trim().into());
-                    }
-                    serde_json::json!({"url": url, "headers": sent})
-                }
-                None => {
-                    let (program, args) =
-                        command.split_first().context("a pack needs a command")?;
-                    let mut vars = serde_json::Map::new();
-                    for pair in env {
-                        let (k, v) = pair
-                            .split_once('=')
-                            .with_context(|| format!("--env {pair:?}: expected NAME=VALUE"))?;
-                        vars.insert(k.to_owned(), v.into());
-                    }
-                    serde_json::json!({"command": program, "args": args, "env": vars})
-                }
-            };
-            if let Some(n) = network {
-                def["network"] = n.into();
-            }
-            if let Some(t) = timeout {
-                def["timeout"] = t.into();
-            }
-            let out = mcp_json::with_pack(&text, &name, def)
+    let (out, said) = match &command {
+        PacksCommand::Add { name, .. } => {
+            let def = definition_of(&command)?;
+            let out = mcp_json::with_pack(&text, name, serde_json::Value::Object(def))
                 .map_err(|why| anyhow::anyhow!("pack {name:?} not added: {why}"))?;
             (
                 out,
                 format!("added pack {name} to account {account}; it starts on its next use"),
             )
         }
-        PacksCommand::Remove { name } => match mcp_json::without_pack(&text, &name)
+        PacksCommand::Remove { name } => match mcp_json::without_pack(&text, name)
             .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?
         {
             Some(out) => (out, format!("removed pack {name} from account {account}")),
@@ -358,6 +326,124 @@ fn edit_user_file(
         .with_context(|| format!("write {}", path.display()))?;
     println!("{said}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `mcpServers` entry `glovebox packs add` writes (an empty map for other commands).
+fn definition_of(
+    command: &PacksCommand,
+) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    let PacksCommand::Add {
+        env,
+        network,
+        timeout,
+        url,
+        headers,
+        command,
+        ..
+    } = command
+    else {
+        return Ok(serde_json::Map::new());
+    };
+    let mut def = serde_json::Map::new();
+    match url {
+        Some(url) => {
+            let mut sent = serde_json::Map::new();
+            for header in headers {
+                let (k, v) = header
+                    .split_once(':')
+                    .with_context(|| format!("--header {header:?}: expected `Name: value`"))?;
+                sent.insert(k.trim().to_owned(), v.trim().into());
+            }
+            def.insert("url".into(), url.clone().into());
+            def.insert("headers".into(), sent.into());
+        }
+        None => {
+            let (program, args) = command.split_first().context("a pack needs a command")?;
+            let mut vars = serde_json::Map::new();
+            for pair in env {
+                let (k, v) = pair
+                    .split_once('=')
+                    .with_context(|| format!("--env {pair:?}: expected NAME=VALUE"))?;
+                vars.insert(k.to_owned(), v.into());
+            }
+            def.insert("command".into(), program.clone().into());
+            def.insert("args".into(), args.to_vec().into());
+            def.insert("env".into(), vars.into());
+        }
+    }
+    if let Some(n) = network {
+        def.insert("network".into(), n.clone().into());
+    }
+    if let Some(t) = timeout {
+        def.insert("timeout".into(), (*t).into());
+    }
+    Ok(def)
+}
+
+/// `glovebox packs ... --system`: the account's owner lists, adds and removes its packs over the
+/// system service's approve socket, as themselves; the gate, which keeps the account's
+/// `mcp.json`, checks and audits each change.
+pub async fn packs_system(
+    socket: &Path,
+    account: Option<String>,
+    command: PacksCommand,
+) -> anyhow::Result<ExitCode> {
+    use glovebox_proto::ws::ManageOp;
+    use glovebox_proto::ws::manage::{Changed, Packs};
+    let op = match &command {
+        PacksCommand::List => ManageOp::Packs {},
+        PacksCommand::Add { name, .. } => ManageOp::SetPack {
+            pack: name.clone(),
+            definition: definition_of(&command)?,
+        },
+        PacksCommand::Remove { name } => ManageOp::RemovePack { pack: name.clone() },
+        PacksCommand::Reload => anyhow::bail!(
+            "the system service follows each account's mcp.json itself; `packs list --system` \
+             shows its packs now"
+        ),
+    };
+    let (_, result) = crate::client::manage_system(socket, account.as_deref(), op).await?;
+    if let PacksCommand::List = command {
+        let packs: Packs = serde_json::from_value(result)?;
+        print!("{}", render_rows(&packs));
+    } else {
+        let changed: Changed = serde_json::from_value(result)?;
+        println!("{}", changed.summary);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `glovebox packs list --system` prints: each pack, its state and tools or why not.
+pub fn render_rows(packs: &glovebox_proto::ws::manage::Packs) -> String {
+    let mut out = String::new();
+    if !packs.enabled {
+        out.push_str("the account's tools are off: no pack is listed\n");
+    }
+    for p in &packs.packs {
+        let origin = if p.origin == "project" {
+            "project"
+        } else {
+            "account"
+        };
+        out.push_str(&format!("{} ({origin}): {}", p.name, p.state));
+        if !p.trust.is_empty() {
+            out.push_str(&format!(", trust {}", p.trust));
+        }
+        if !p.tools.is_empty() {
+            out.push_str(&format!(": {}", p.tools.join(" ")));
+        }
+        if !p.message.is_empty() {
+            out.push_str(&format!(" — {}", p.message));
+        }
+        out.push('\n');
+    }
+    for e in &packs.errors {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    if packs.packs.is_empty() && packs.errors.is_empty() && packs.enabled {
+        out.push_str("no pack is configured\n");
+    }
+    out
 }
 
 /// What `glovebox packs list` prints.
@@ -445,8 +531,8 @@ impl SecretCommand {
 /// service's approve socket, as themselves (the kernel says who; the gate audits it as the
 /// account's approver). Values are read as in user mode and never printed.
 pub async fn secret_system(socket: &Path, command: SecretCommand) -> anyhow::Result<ExitCode> {
+    use glovebox_proto::ws::ManageOp;
     use glovebox_proto::ws::manage::{SecretValue, Secrets};
-    use glovebox_proto::ws::{ClientFrame, ManageOp, ServerFrame};
     let op = match &command {
         SecretCommand::Set { name, .. } => ManageOp::SetSecret {
             secret: name.clone(),
@@ -457,36 +543,7 @@ pub async fn secret_system(socket: &Path, command: SecretCommand) -> anyhow::Res
             secret: name.clone(),
         },
     };
-    let (mut socket, hello) = crate::client::connect_system(socket, command.account()).await?;
-    let ServerFrame::HelloOk { account, .. } = hello else {
-        anyhow::bail!("unexpected answer to hello");
-    };
-    let request_id = "secret-1".to_owned();
-    crate::client::send_frame(
-        &mut socket,
-        &ClientFrame::Manage {
-            request_id: request_id.clone(),
-            op,
-        },
-    )
-    .await?;
-    let result = loop {
-        match crate::client::next_frame(&mut socket).await? {
-            ServerFrame::ManageResult {
-                request_id: id,
-                ok,
-                result,
-                error,
-            } if id == request_id => {
-                if !ok {
-                    let why = error.map(|e| e.message).unwrap_or_default();
-                    anyhow::bail!("the broker refused: {why}");
-                }
-                break result.unwrap_or_default();
-            }
-            _ => continue,
-        }
-    };
+    let (account, result) = crate::client::manage_system(socket, command.account(), op).await?;
     let secrets: Secrets = serde_json::from_value(result)?;
     match command {
         SecretCommand::List { .. } => {

@@ -145,6 +145,13 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         let identities = system::check_accounts(&config, &state.config_file(), &mode.users)?;
         system::prepare_state(&state, &config, &mode.users)?;
         system::prepare_sockets(&state, &config, &identities, &mode.users)?;
+        let homes: Vec<(&str, &identity::Identity)> = config
+            .accounts
+            .iter()
+            .map(|a| a.id.as_str())
+            .zip(&identities)
+            .collect();
+        system::prepare_pack_homes(&state, &homes)?;
     }
     // Taken before the accounts are read: a change made during the start is applied after it.
     let started_stamp = glovebox_config::file_stamp(&state.added_accounts_file());
@@ -420,7 +427,8 @@ fn account_specs(
     let executor = executor_spec(state, a, identity, trash, protected, handover);
     let packs_key = hex::encode(master.packs_key(&a.id).as_bytes());
     let handover = system_handover(keys.for_packs(&a.id, packs_key));
-    let packs = packs_spec::packs_spec(state, a, identity, protected, handover);
+    let pack_home = system_mode.map(|_| state.pack_home_dir(&a.id));
+    let packs = packs_spec::packs_spec(state, a, identity, protected, pack_home, handover);
     [executor, packs]
 }
 

@@ -19,6 +19,8 @@
 //! | `<runtime>/audit/` (`audit.sock` 0666) | gate:root | 0755 | everyone reaches it; the gate admits the `run_as` uids |
 //! | `<runtime>/exec-<id>/` (`executor.sock`, `packs.sock` 0666) | run_as:broker | 0750 | the broker (and root) |
 //! | `<runtime>/broker/` (`approve.sock` 0666) | broker:root | 0755 | everyone; the broker admits the accounts' owners by uid |
+//! | `<state>-packs/` | root:root | 0755 | |
+//! | `<state>-packs/<id>/` | run_as:run_as | 0700 | the account's pack host: its packs' homes and logs (kept across starts) |
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -375,6 +377,39 @@ pub fn prepare_sockets(
         remove_fresh(&dir)?;
         std::fs::create_dir(&dir).with_context(|| format!("create {}", dir.display()))?;
         set_owner_mode(&dir, owner, mode)?;
+    }
+    Ok(())
+}
+
+/// Makes `<state>-packs` root's (0755) and each account's pack home in it its `run_as` user's
+/// (0700), creating what is missing and keeping what is there: the packs' data lives on across
+/// starts. Root never enters an account's pack home (its user owns what is inside).
+pub fn prepare_pack_homes(
+    state: &StateDir,
+    accounts: &[(&str, &crate::identity::Identity)],
+) -> anyhow::Result<()> {
+    let homes = state.pack_homes_dir();
+    match std::fs::symlink_metadata(&homes) {
+        Ok(meta) => anyhow::ensure!(
+            meta.is_dir() && meta.uid() == 0,
+            "{} is not a directory of root's (a symlink is refused); remove it",
+            homes.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir(&homes).with_context(|| format!("create {}", homes.display()))?
+        }
+        Err(e) => return Err(e).with_context(|| format!("{}", homes.display())),
+    }
+    set_owner_mode(&homes, (0, 0), 0o755)?;
+    for (account, identity) in accounts {
+        let home = state.pack_home_dir(account);
+        match std::fs::create_dir(&home) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("create {}", home.display())),
+        }
+        // Only root writes `<state>-packs`, so nobody can swap this entry; a link is refused.
+        set_owner_mode(&home, (identity.uid, identity.gid), 0o700)?;
     }
     Ok(())
 }

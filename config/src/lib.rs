@@ -163,6 +163,17 @@ impl StateDir {
     pub fn account_dir(&self, account: &str) -> PathBuf {
         self.root.join("accounts").join(account)
     }
+    /// System mode: the pack homes, beside the state directory (`/var/lib/glovebox-packs`): the
+    /// accounts' `run_as` users reach none of the state, and need not have a home of their own.
+    pub fn pack_homes_dir(&self) -> PathBuf {
+        let mut name = self.root.file_name().unwrap_or_default().to_owned();
+        name.push("-packs");
+        self.root.with_file_name(name)
+    }
+    /// System mode: the pack home of one account (its `run_as` user's, 0700).
+    pub fn pack_home_dir(&self, account: &str) -> PathBuf {
+        self.pack_homes_dir().join(account)
+    }
     pub fn permissions_file(&self, account: &str) -> PathBuf {
         self.account_dir(account).join("permissions.yaml")
     }

@@ -272,7 +272,8 @@ impl Added<'_> {
     fn prepare_run_dir(&self, a: &Account, identity: &identity::Identity) -> anyhow::Result<()> {
         match self.system_mode {
             Some(mode) => {
-                crate::system::prepare_account_sockets(self.state, &a.id, identity, &mode.users)
+                crate::system::prepare_account_sockets(self.state, &a.id, identity, &mode.users)?;
+                crate::system::prepare_pack_homes(self.state, &[(a.id.as_str(), identity)])
             }
             None => identity::prepare_run_dir(self.state, &a.id, identity),
         }

@@ -1,6 +1,8 @@
 //! The child spec of an account's pack host: `glovebox pack-host`, as the account's executor
 //! identity (its `run_as` user, with that user's `HOME`), with its socket beside the executor's
-//! and its keys (the account's pack ticket key, its socket's peers, its audit key) on stdin.
+//! and its keys (the account's pack ticket key, its socket's peers, its audit key) on stdin. In
+//! system mode its packs' homes are in the directory `up` made for it (`--pack-home`), since the
+//! `run_as` user may have no home of its own.
 
 use glovebox_config::StateDir;
 
@@ -13,18 +15,23 @@ pub(super) fn packs_spec(
     a: &glovebox_config::Account,
     identity: &Identity,
     protected: &str,
+    pack_home: Option<std::path::PathBuf>,
     handover: String,
 ) -> Spec {
+    let mut extra: Vec<String> = a
+        .pack_env
+        .iter()
+        .flat_map(|name| ["--pack-env".to_owned(), name.clone()])
+        .collect();
+    if let Some(home) = pack_home {
+        extra.extend(["--pack-home".to_owned(), home.display().to_string()]);
+    }
     super::account_service_spec(
         super::AccountService {
             name: "packs",
             command: "pack-host",
             socket: &state.packs_socket(&a.id),
-            extra: a
-                .pack_env
-                .iter()
-                .flat_map(|name| ["--pack-env".to_owned(), name.clone()])
-                .collect(),
+            extra,
         },
         state,
         a,
@@ -61,7 +68,7 @@ mod tests {
             home: "/home/alice".into(),
             drops: true,
         };
-        let spec = packs_spec(&state, &account, &alice, "/s", "keys\n".into());
+        let spec = packs_spec(&state, &account, &alice, "/s", None, "keys\n".into());
         assert_eq!(spec.name, "packs[a]");
         assert_eq!(spec.run_as, Some((1001, 1001)));
         assert_eq!(spec.stdin_line.as_deref(), Some("keys\n"));
@@ -89,7 +96,22 @@ mod tests {
             drops: false,
             ..alice
         };
-        let spec = packs_spec(&state, &account, &me, "/s", "k".into());
+        let spec = packs_spec(&state, &account, &me, "/s", None, "k".into());
         assert_eq!((spec.run_as, spec.env.len()), (None, 0));
+        assert!(!spec.args.iter().any(|a| a == "--pack-home"));
+        // System mode: the pack homes `up` made beside the state.
+        let spec = packs_spec(
+            &state,
+            &account,
+            &me,
+            "/s",
+            Some(state.pack_home_dir("a")),
+            "k".into(),
+        );
+        assert!(
+            spec.args.join(" ").ends_with("--pack-home /s-packs/a"),
+            "{:?}",
+            spec.args
+        );
     }
 }

@@ -90,7 +90,20 @@ pub enum ManageOp {
     SetSecret { secret: String, value: SecretValue },
     /// Removes a pack secret of the account (packs that use it restart) and lists the names.
     RemoveSecret { secret: String },
+    /// Adds (or replaces) a pack in the account's own `mcp.json`, checked as the pack host reads
+    /// it; it starts on its next use ([`Changed`]).
+    SetPack {
+        pack: String,
+        /// The pack's entry as `mcp.json` writes it: `command`, `args`, `env`, `network`, … or
+        /// `url` and `headers`.
+        definition: serde_json::Map<String, serde_json::Value>,
+    },
+    /// Removes a pack from the account's own `mcp.json`; its server stops ([`Changed`]).
+    RemovePack { pack: String },
 }
+
+/// Largest pack definition a `set_pack` may carry, in bytes of JSON.
+pub const MAX_PACK_DEFINITION_BYTES: usize = 16 * 1024;
 
 /// A secret's value on its way in: serialized as the plain string, never shown by `Debug`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +161,8 @@ impl ManageOp {
             ManageOp::Secrets {} => "secrets",
             ManageOp::SetSecret { .. } => "set_secret",
             ManageOp::RemoveSecret { .. } => "remove_secret",
+            ManageOp::SetPack { .. } => "set_pack",
+            ManageOp::RemovePack { .. } => "remove_pack",
         }
     }
 
@@ -172,6 +187,9 @@ impl ManageOp {
                 t
             }
             ManageOp::CallDetail { call_id } => vec![("call_id", call_id.as_str())],
+            ManageOp::SetPack { pack, .. } | ManageOp::RemovePack { pack } => {
+                vec![("pack", pack.as_str())]
+            }
             ManageOp::JobTail { job_id } | ManageOp::JobKill { job_id } => {
                 vec![("job_id", job_id.as_str())]
             }
@@ -196,6 +214,14 @@ impl ManageOp {
             && (value.0.is_empty() || value.0.len() > MAX_SECRET_VALUE_BYTES)
         {
             return Err(format!("a secret is 1 to {MAX_SECRET_VALUE_BYTES} bytes"));
+        }
+        if let ManageOp::SetPack { definition, .. } = self
+            && serde_json::to_string(definition)
+                .map_or(true, |d| d.len() > MAX_PACK_DEFINITION_BYTES)
+        {
+            return Err(format!(
+                "a pack definition is at most {MAX_PACK_DEFINITION_BYTES} bytes"
+            ));
         }
         if let ManageOp::RecentCalls { limit: Some(n) } = self
             && !(1..=MAX_RECENT_CALLS).contains(n)
@@ -406,6 +432,25 @@ mod tests {
         let parsed =
             op(json!({"name": "set_secret", "secret": "T", "value": "hunter2-value"})).unwrap();
         assert!(!format!("{parsed:?}").contains("hunter2-value"));
+    }
+
+    #[test]
+    fn a_pack_definition_is_an_object_of_bounded_size() {
+        let set = |definition: serde_json::Value| {
+            op(json!({"name": "set_pack", "pack": "fs", "definition": definition}))
+        };
+        assert_eq!(
+            set(json!({"command": "x", "args": ["y"]})).unwrap().check(),
+            Ok(())
+        );
+        for not_an_object in [json!("x"), json!(["x"]), json!(null)] {
+            assert!(set(not_an_object).is_err());
+        }
+        let huge = json!({"command": "x", "args": ["y".repeat(MAX_PACK_DEFINITION_BYTES)]});
+        assert!(set(huge).unwrap().check().unwrap_err().contains("at most"));
+        let unnamed = op(json!({"name": "remove_pack", "pack": ""})).unwrap();
+        assert!(unnamed.check().unwrap_err().contains("pack is empty"));
+        assert!(op(json!({"name": "remove_pack", "pack": "fs", "account": "b"})).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@ pub mod secrets;
 pub mod trust;
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 use glovebox_config::StateDir;
 use glovebox_config::mcp_json::MAX_FILE_BYTES;
@@ -19,7 +19,21 @@ pub struct PackState {
     /// Each account's `mcp.json`, followed; an account removed at run time drops its sender, so
     /// its pack host's stream ends.
     configs: RwLock<HashMap<String, watch::Sender<PackConfig>>>,
+    /// Held while an account's `mcp.json` is read, changed and written back, so that two edits
+    /// never lose one.
+    edits: Mutex<()>,
     state: StateDir,
+}
+
+/// Why an account's `mcp.json` was not changed.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    /// The change is not valid, or the file as it is cannot be edited (said to the editor).
+    #[error("{0}")]
+    Refused(String),
+    /// The file could not be written.
+    #[error("could not write {path}: {why}")]
+    Write { path: String, why: String },
 }
 
 /// An account's `mcp.json` as the pack host is told it.
@@ -65,8 +79,60 @@ impl PackState {
             trust: trust::TrustStore::new(state.clone()),
             secrets,
             configs: RwLock::new(configs),
+            edits: Mutex::new(()),
             state,
         }
+    }
+
+    /// Changes `account`'s own `mcp.json` with `edit` (given its text, empty if there is none;
+    /// `None` for no change) and tells the account's followers at once. A file that cannot be
+    /// read whole is never overwritten. Whether the file changed. Blocking.
+    pub fn edit(
+        &self,
+        account: &str,
+        edit: impl FnOnce(&str) -> Result<Option<String>, String>,
+    ) -> Result<bool, EditError> {
+        let _one_at_a_time = self.edits.lock().unwrap_or_else(|p| p.into_inner());
+        let now = read_config(&self.state, account);
+        if !now.error.is_empty() {
+            return Err(EditError::Refused(format!(
+                "{} cannot be read ({}); fix or remove it first",
+                now.path, now.error
+            )));
+        }
+        let Some(out) = edit(&now.text).map_err(EditError::Refused)? else {
+            return Ok(false);
+        };
+        if out == now.text {
+            return Ok(false);
+        }
+        if out.len() > MAX_FILE_BYTES {
+            return Err(EditError::Refused(format!(
+                "the account's mcp.json would be larger than {MAX_FILE_BYTES} bytes"
+            )));
+        }
+        let path = self.state.mcp_json_file(account);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                glovebox_config::write_private_file(&path, out.as_bytes())
+                    .map_err(|e| e.to_string())
+            });
+        written.map_err(|why| EditError::Write {
+            path: path.display().to_string(),
+            why,
+        })?;
+        if let Some(tx) = self
+            .configs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(account)
+        {
+            tx.send_replace(read_config(&self.state, account));
+        }
+        Ok(true)
     }
 
     /// The accounts' secret values as they become known, for masking what others read.
@@ -151,5 +217,43 @@ mod tests {
         packs.set_accounts(&["b".to_owned(), "c".to_owned()]);
         assert!(!b.has_changed().unwrap());
         assert!(packs.follow("c").is_some());
+    }
+
+    #[test]
+    fn an_edit_is_written_told_at_once_and_never_overwrites_a_file_it_cannot_read() {
+        use glovebox_config::mcp_json;
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        let packs = PackState::new(state.clone(), ["a".to_owned()]);
+        let mut rx = packs.follow("a").unwrap();
+        rx.borrow_and_update();
+        let def = serde_json::json!({"command": "/bin/true"});
+        let add = |text: &str| mcp_json::with_pack(text, "t", def.clone()).map(Some);
+        // The account's directory is made when it is missing; followers hear of it at once.
+        assert!(packs.edit("a", add).unwrap());
+        assert!(rx.has_changed().unwrap());
+        assert!(rx.borrow_and_update().text.contains("/bin/true"));
+        assert!(
+            !packs.edit("a", add).unwrap(),
+            "the same pack again is no change"
+        );
+        assert!(!rx.has_changed().unwrap());
+        // An invalid change is refused with its reason, and the file is left as it was.
+        let before = std::fs::read_to_string(state.mcp_json_file("a")).unwrap();
+        let bad = |text: &str| mcp_json::with_pack(text, "a__b", def.clone()).map(Some);
+        let refused = packs.edit("a", bad).unwrap_err().to_string();
+        assert!(refused.contains("pack name"), "{refused}");
+        assert_eq!(
+            std::fs::read_to_string(state.mcp_json_file("a")).unwrap(),
+            before
+        );
+        // A file too large to read whole is not replaced by an edit of its first part.
+        std::fs::write(state.mcp_json_file("a"), vec![b' '; MAX_FILE_BYTES + 1]).unwrap();
+        let refused = packs.edit("a", add).unwrap_err().to_string();
+        assert!(refused.contains("fix or remove it first"), "{refused}");
+        assert_eq!(
+            std::fs::metadata(state.mcp_json_file("a")).unwrap().len(),
+            MAX_FILE_BYTES as u64 + 1
+        );
     }
 }

@@ -65,6 +65,19 @@ impl Places {
         self
     }
 
+    /// The same places with the pack home `dir`, made for this account (system mode). A user
+    /// without a home directory of its own (a service identity) keeps its tools' caches there.
+    pub fn in_pack_home(mut self, dir: &Path) -> Places {
+        if !self.user_home.is_dir() {
+            self.user_home = dir.to_owned();
+            self.npm_cache = dir.join(".npm");
+            self.xdg_cache = dir.join(".cache");
+        }
+        self.logs = dir.join("logs");
+        self.pack_home = dir.to_owned();
+        self
+    }
+
     /// The `HOME` and data directory of pack `name`: `<pack home>/packs/<name>`, its own (no pack
     /// reaches another's, nor the stderr logs beside them).
     pub fn pack_data(&self, name: &str) -> PathBuf {
@@ -150,6 +163,22 @@ mod tests {
             Path::new("/t"),
         );
         assert_eq!(r.xdg_cache, Path::new("/h/.cache"));
+    }
+
+    #[test]
+    fn a_pack_home_made_for_the_account_holds_the_caches_of_a_user_without_a_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = dir.path().join("packs-a");
+        let homeless = Places::new("a", &dir.path().join("nonexistent"), None, Path::new("/t"))
+            .in_pack_home(&made);
+        assert_eq!(homeless.pack_home, made);
+        assert_eq!(homeless.user_home, made);
+        assert!(homeless.npm_cache.starts_with(&made) && homeless.xdg_cache.starts_with(&made));
+        assert!(homeless.log("p").starts_with(&made) && homeless.pack_data("p").starts_with(&made));
+        // A user with a home keeps sharing its caches.
+        let housed = Places::new("a", dir.path(), None, Path::new("/t")).in_pack_home(&made);
+        assert_eq!(housed.npm_cache, dir.path().join(".npm"));
+        assert_eq!(housed.pack_home, made);
     }
 
     #[test]

@@ -377,3 +377,91 @@ async fn the_approver_sets_and_deletes_a_packs_secret_in_the_console_and_never_s
             .unwrap();
     assert!(all.iter().all(|r| !r.contains(VALUE)), "never in the audit");
 }
+
+/// The approver adds a pack in the console (checked as glovebox reads it: a literal credential
+/// is refused with the reason), sees it run with its tools, and removes it; both changes are in
+/// the audit as the approver's, and the account's mcp.json holds what was added.
+#[tokio::test]
+async fn the_approver_adds_and_removes_a_pack_in_the_console() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(json!({"mcpServers": {}}).to_string()),
+        ..Options::default()
+    });
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    open_packs(&mut page).await;
+    let fake = sibling_bin("glovebox-fake-pack").display().to_string();
+    let fill = |name: &str, env: &str| {
+        format!(
+            "document.getElementById('pack-name').value = {}; \
+             document.getElementById('pack-command').value = {}; \
+             document.getElementById('pack-env').value = {}; \
+             document.getElementById('pack-network').value = 'none'; \
+             document.getElementById('pack-add').click()",
+            json!(name),
+            json!(format!("{fake}\ngood\n")),
+            json!(env)
+        )
+    };
+    page.eval(&fill(
+        "leaky",
+        "API_KEY=ghp_0123456789abcdef0123456789abcdef0123",
+    ))
+    .await;
+    page.wait_for(
+        "the refusal, with its reason",
+        "document.getElementById('toast').textContent.includes('looks like a credential')",
+    )
+    .await;
+    page.eval(&fill("added", "MODE=quiet")).await;
+    page.wait_for(
+        "the added pack running with its tools",
+        &format!(
+            "{} === 'ready' && {}.includes('added__echo')",
+            cell("user", "added", STATE),
+            cell("user", "added", TOOLS)
+        ),
+    )
+    .await;
+    let file = std::fs::read_to_string(g.state.join("accounts/test/mcp.json")).unwrap();
+    let file: Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(
+        file["mcpServers"],
+        json!({"added": {"command": fake, "args": ["good"], "env": {"MODE": "quiet"},
+                        "network": "none"}})
+    );
+    assert_eq!(
+        page.eval("document.getElementById('pack-name').value")
+            .await,
+        json!(""),
+        "the form is cleared once the pack is added"
+    );
+    page.click("button[aria-label=\"Remove pack added\"]").await;
+    page.wait_for(
+        "no pack configured again",
+        "document.getElementById('packs').textContent.includes('No pack is configured')",
+    )
+    .await;
+    let pool = g.audit_pool().await;
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT outcome, detail FROM events WHERE kind = 'pack' ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (
+                "added".to_owned(),
+                format!(
+                    "pack added: {fake} good, network none, env MODE (by the account's approver)"
+                )
+            ),
+            (
+                "removed".to_owned(),
+                "pack added (by the account's approver)".to_owned()
+            )
+        ]
+    );
+}

@@ -963,6 +963,7 @@ async fn a_managed_policy_file_others_may_write_fails_the_managed_layer_closed()
 
 mod accounts;
 mod console;
+mod packs;
 mod secrets;
 mod starvation;
 mod status;

@@ -6,7 +6,8 @@
 //! audit are the gate's (`AccountAdmin`), a subject to explain is planned by the account's executor
 //! as a real call would be, and jobs are seen and stopped with the account's own `exec_stat`,
 //! `exec_tail` and `exec_kill` calls, judged and audited like an agent's. Packs are listed by the
-//! account's pack host (`packs/rows.rs`), with the same trust asks as any listing.
+//! account's pack host (`packs/rows.rs`), with the same trust asks as any listing; the account's
+//! own packs and secrets are changed by the gate, which keeps them.
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::explain::{ExplainDomain, equivalent_call, explained_subject};
@@ -140,6 +141,23 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
                 }
                 Err(status) => Err(from_status(status)),
             }
+        }
+        ManageOp::SetPack { pack, definition } => {
+            let set = pb::SetPackRequest {
+                account: at.account.to_owned(),
+                name: pack,
+                definition: serde_json::Value::Object(definition).to_string(),
+            };
+            let mut gate = at.app.backends.account_admin.clone();
+            changed(gate.set_pack(request(set)).await)
+        }
+        ManageOp::RemovePack { pack } => {
+            let remove = pb::RemovePackRequest {
+                account: at.account.to_owned(),
+                name: pack,
+            };
+            let mut gate = at.app.backends.account_admin.clone();
+            changed(gate.remove_pack(request(remove)).await)
         }
         ManageOp::PacksAskAgain {} => {
             let forget = pb::AskAgainAboutPacksRequest {

@@ -179,6 +179,26 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         Ok(Response::new(self.state.list_secrets(r)?))
     }
 
+    async fn set_pack(
+        &self,
+        request: Request<pb::SetPackRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let r = request.into_inner();
+        self.known(&r.account)?;
+        Ok(Response::new(self.state.set_pack(r, APPROVER).await?))
+    }
+
+    async fn remove_pack(
+        &self,
+        request: Request<pb::RemovePackRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[BROKER])?;
+        let r = request.into_inner();
+        self.known(&r.account)?;
+        Ok(Response::new(self.state.remove_pack(r, APPROVER).await?))
+    }
+
     async fn ask_again_about_packs(
         &self,
         request: Request<AskAgainAboutPacksRequest>,

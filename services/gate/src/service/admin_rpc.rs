@@ -121,6 +121,28 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         Ok(Response::new(self.0.list_secrets(request.into_inner())?))
     }
 
+    async fn set_pack(
+        &self,
+        request: Request<pb::SetPackRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(
+            self.0.set_pack(request.into_inner(), ADMINISTRATOR).await?,
+        ))
+    }
+
+    async fn remove_pack(
+        &self,
+        request: Request<pb::RemovePackRequest>,
+    ) -> Result<Response<PolicyChangeResponse>, Status> {
+        caller(&request, &[ADMIN])?;
+        Ok(Response::new(
+            self.0
+                .remove_pack(request.into_inner(), ADMINISTRATOR)
+                .await?,
+        ))
+    }
+
     async fn add_account(
         &self,
         request: Request<pb::AddAccountRequest>,

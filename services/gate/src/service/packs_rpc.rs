@@ -1,19 +1,24 @@
 //! MCP tool packs at the gate: the `PackSupport` service for pack hosts (on the audit socket; the
 //! account is the peer's, `packs:<account>`, never the request's), and what the broker and
-//! administrators ask of it — recording a trust answer (`Gate.ResolveTrust`) and managing secrets
-//! (`GateAdmin.SetSecret|RemoveSecret|ListSecrets`). Every change is audited; a secret only by
-//! its name.
+//! administrators ask of it — recording a trust answer (`Gate.ResolveTrust`), managing secrets
+//! (`GateAdmin.SetSecret|RemoveSecret|ListSecrets`) and the account's own packs
+//! (`SetPack|RemovePack`, its `mcp.json`). Every change is audited; a secret only by its name, a
+//! pack by its command or address, never its environment's values.
 
 use std::pin::Pin;
 
 use glovebox_proto::v1::{
     ListSecretsRequest, ListSecretsResponse, PackConfig, PackConfigRequest, PackSecretsRequest,
-    PackSecretsResponse, PackTrustAnswer, PackTrustQuery, RemoveSecretRequest, ResolveTrustRequest,
-    ResolveTrustResponse, SecretChangeResponse, SetSecretRequest, TrustSubject,
+    PackSecretsResponse, PackTrustAnswer, PackTrustQuery, RemovePackRequest, RemoveSecretRequest,
+    ResolveTrustRequest, ResolveTrustResponse, SecretChangeResponse, SetPackRequest,
+    SetSecretRequest, TrustSubject,
 };
 use tokio_stream::Stream;
 
 use super::*;
+use glovebox_proto::ws::manage::MAX_PACK_DEFINITION_BYTES;
+
+use crate::packs::EditError;
 use crate::packs::secrets::SecretError;
 use crate::packs::trust::Trust;
 
@@ -56,6 +61,61 @@ fn trust_text(s: &TrustSubject) -> String {
             .collect::<Vec<_>>()
             .join(",")
     )
+}
+
+/// How the audit shows a pack definition: its command line (secrets masked) or address, its
+/// network, and the names of its environment and grants, never their values.
+fn pack_text(name: &str, def: &serde_json::Value) -> String {
+    let field = |k: &str| def.get(k).and_then(serde_json::Value::as_str);
+    let list = |k: &str| -> Vec<String> {
+        def.get(k)
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    let what = match (field("url"), field("command")) {
+        (Some(url), _) => crate::redact::mask_command(url),
+        (None, command) => {
+            let mut line = vec![command.unwrap_or_default().to_owned()];
+            line.extend(list("args"));
+            crate::redact::mask_command(&line.join(" "))
+        }
+    };
+    let mut said = format!("pack {name}: {what}");
+    if let Some(n) = field("network") {
+        said.push_str(&format!(", network {n}"));
+    }
+    let names = |k: &str| -> Vec<String> {
+        def.get(k)
+            .and_then(serde_json::Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    for (key, shown) in [("env", "env"), ("headers", "headers")] {
+        let keys = names(key);
+        if !keys.is_empty() {
+            said.push_str(&format!(", {shown} {}", keys.join(",")));
+        }
+    }
+    for grant in ["read", "write"] {
+        let places = list(grant);
+        if !places.is_empty() {
+            said.push_str(&format!(", {grant} {}", places.join(",")));
+        }
+    }
+    said
+}
+
+fn edit_status(e: EditError) -> Status {
+    match e {
+        EditError::Refused(why) => Status::invalid_argument(why),
+        EditError::Write { path, why } => {
+            tracing::error!(%path, error = %why, "write an account's mcp.json");
+            Status::internal("could not write the account's mcp.json")
+        }
+    }
 }
 
 fn secret_status(e: SecretError) -> Status {
@@ -171,6 +231,94 @@ impl GateState {
         Ok(ListSecretsResponse { names })
     }
 
+    /// Adds or replaces a pack in the account's own `mcp.json`, checked as the pack host reads
+    /// it; `by` says who, for the audit.
+    pub(crate) async fn set_pack(
+        &self,
+        request: SetPackRequest,
+        by: &str,
+    ) -> Result<PolicyChangeResponse, Status> {
+        use glovebox_config::mcp_json;
+        self.known_account(&request.account)?;
+        if request.definition.len() > MAX_PACK_DEFINITION_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "a pack definition is at most {MAX_PACK_DEFINITION_BYTES} bytes"
+            )));
+        }
+        let def: serde_json::Value = serde_json::from_str(&request.definition)
+            .map_err(|e| Status::invalid_argument(format!("the definition is not JSON: {e}")))?;
+        if !def.is_object() {
+            return Err(Status::invalid_argument(
+                "a pack definition is a JSON object (`command` and `args`, or `url`)",
+            ));
+        }
+        let (account, name) = (&request.account, &request.name);
+        let audited = pack_text(name, &def);
+        let mut replaced = false;
+        let changed = tokio::task::block_in_place(|| {
+            self.packs.edit(account, |text| {
+                replaced = mcp_json::without_pack(text, name)?.is_some();
+                mcp_json::with_pack(text, name, def)
+                    .map(Some)
+                    .map_err(|why| format!("pack {name:?} not set: {why}"))
+            })
+        })
+        .map_err(edit_status)?;
+        if !changed {
+            return Ok(PolicyChangeResponse {
+                changed,
+                summary: format!("pack {name} of account {account} is already so"),
+            });
+        }
+        let outcome = if replaced { "replaced" } else { "added" };
+        self.audit_pack(account, &audited, outcome, by).await;
+        Ok(PolicyChangeResponse {
+            changed,
+            summary: format!(
+                "{outcome} pack {name} of account {account}; it starts on its next use"
+            ),
+        })
+    }
+
+    /// Removes a pack from the account's own `mcp.json`; its server stops.
+    pub(crate) async fn remove_pack(
+        &self,
+        request: RemovePackRequest,
+        by: &str,
+    ) -> Result<PolicyChangeResponse, Status> {
+        use glovebox_config::mcp_json;
+        self.known_account(&request.account)?;
+        let (account, name) = (&request.account, &request.name);
+        let changed = tokio::task::block_in_place(|| {
+            self.packs
+                .edit(account, |text| mcp_json::without_pack(text, name))
+        })
+        .map_err(edit_status)?;
+        if !changed {
+            return Err(Status::not_found(format!(
+                "account {account} has no pack {name:?} of its own"
+            )));
+        }
+        self.audit_pack(account, &format!("pack {name}"), "removed", by)
+            .await;
+        Ok(PolicyChangeResponse {
+            changed,
+            summary: format!("removed pack {name} from account {account}"),
+        })
+    }
+
+    async fn audit_pack(&self, account: &str, what: &str, outcome: &str, by: &str) {
+        self.audit(AuditEvent {
+            account: account.to_owned(),
+            source: "gate".into(),
+            kind: "pack".into(),
+            outcome: outcome.into(),
+            detail: format!("{what} (by {by})"),
+            ..Default::default()
+        })
+        .await;
+    }
+
     async fn audit_secret(&self, account: &str, name: &str, outcome: &str, by: &str) {
         self.audit(AuditEvent {
             account: account.to_owned(),
@@ -280,5 +428,32 @@ mod tests {
         assert!(t.starts_with("pack p: curl -H"), "{t}");
         assert!(!t.contains("abcdef0123456789abcdef"), "{t}");
         assert!(t.ends_with("env TOKEN,MODE)"), "{t}");
+    }
+
+    #[test]
+    fn a_pack_change_is_audited_by_its_command_and_names_never_values() {
+        let def = serde_json::json!({
+            "command": "npx",
+            "args": ["-y", "server", "--token", "ghp_abcdef0123456789abcdef0123456789"],
+            "env": {"API_TOKEN": "${secret:T}", "MODE": "fast-and-loose"},
+            "network": "none",
+            "read": ["/opt/models"],
+        });
+        let t = pack_text("p", &def);
+        assert!(t.starts_with("pack p: npx -y server --token"), "{t}");
+        assert!(!t.contains("abcdef0123456789abcdef"), "{t}");
+        assert!(
+            !t.contains("fast-and-loose") && !t.contains("secret:T"),
+            "{t}"
+        );
+        assert!(
+            t.ends_with(", network none, env API_TOKEN,MODE, read /opt/models"),
+            "{t}"
+        );
+        let http = serde_json::json!({"url": "https://u:pw-9f8e7d6c@mcp.example/x",
+            "headers": {"Authorization": "Bearer ${secret:T}"}});
+        let t = pack_text("h", &http);
+        assert!(!t.contains("pw-9f8e7d6c"), "{t}");
+        assert!(t.ends_with(", headers Authorization"), "{t}");
     }
 }

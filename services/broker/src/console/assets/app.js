@@ -756,7 +756,7 @@
     try { r = await manage({ name: op }); } catch (e) {
       lastPacks = null;
       clear(body);
-      body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet", text: `Packs cannot be listed: ${e.message}` })));
+      body.append(el("tr", {}, el("td", { colspan: "7", class: "quiet", text: `Packs cannot be listed: ${e.message}` })));
       return;
     }
     const errors = $("packs-errors");
@@ -782,10 +782,13 @@
               ? el("button", { type: "button", class: "ask-again", "aria-label": `Ask again about ${p.name}`,
                   onclick: () => refreshPacks(0, "packs_ask_again") }, "Ask again")
               : null),
-          el("td", { "data-label": "Why not running", class: "pack-message" }, p.message ? el("code", { text: p.message }) : "")));
+          el("td", { "data-label": "Why not running", class: "pack-message" }, p.message ? el("code", { text: p.message }) : ""),
+          el("td", { "data-label": "Change" }, p.origin === "project" ? "" :
+            el("button", { type: "button", class: "deny", text: "Remove", "aria-label": `Remove pack ${p.name}`,
+              onclick: () => changePack({ name: "remove_pack", pack: p.name }) }))));
       }
       if (!r.packs.length) {
-        body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet",
+        body.append(el("tr", {}, el("td", { colspan: "7", class: "quiet",
           text: r.enabled ? "No pack is configured." : "No pack is listed while the account's tools are off." })));
       }
     }
@@ -797,6 +800,44 @@
     }
   }
   $("packs-refresh").addEventListener("click", () => refreshPacks(0));
+
+  // The account's own packs: added, replaced and removed by the gate, which checks each
+  // definition as the pack host reads it and says why one is refused.
+  async function changePack(op) {
+    try {
+      const r = await manage(op);
+      toast(r.summary);
+      if (op.name === "set_pack") $("pack-form").reset();
+      refreshPacks(0);
+    } catch (e) {
+      toast(`The pack was not ${op.name === "set_pack" ? "added" : "removed"}: ${e.message}`);
+    }
+  }
+  $("pack-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const lines = (id) => $(id).value.split("\n").map((l) => l.trim()).filter(Boolean);
+    const pack = $("pack-name").value.trim();
+    const command = lines("pack-command");
+    const url = $("pack-url").value.trim();
+    if (!pack) return;
+    if (Boolean(url) === Boolean(command.length)) {
+      toast("Give the pack's command, or the address of its server (not both).");
+      return;
+    }
+    const definition = url ? { url } : { command: command[0], args: command.slice(1) };
+    const env = {};
+    for (const line of lines("pack-env")) {
+      const at = line.indexOf("=");
+      if (at < 1) {
+        toast(`Environment line ${JSON.stringify(line)} is not NAME=VALUE.`);
+        return;
+      }
+      env[line.slice(0, at)] = line.slice(at + 1);
+    }
+    if (Object.keys(env).length) definition.env = env;
+    if ($("pack-network").value) definition.network = $("pack-network").value;
+    changePack({ name: "set_pack", pack, definition });
+  });
 
   // Pack secrets: names only, ever; a value goes in once and is cleared from the page at once.
   function renderSecrets(names) {
