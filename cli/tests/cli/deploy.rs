@@ -714,7 +714,7 @@ fn the_maintainer_scripts_make_users_and_remove_them_and_the_state_only_on_purge
     assert_eq!(
         ran,
         [
-            format!("rm -rf {STATE_DIR} /run/glovebox"),
+            format!("rm -rf {STATE_DIR} {STATE_DIR}-packs /run/glovebox"),
             format!("userdel {GATE_USER}"),
             format!("userdel {BROKER_USER}"),
             format!("groupdel {AUDIT_GROUP}"),
