@@ -332,6 +332,10 @@ impl Launcher {
             p.pack_tmp(&def.name),
         ]);
         let homes = [p.user_home.clone()];
+        // An install is never granted if it holds the state or the pack homes (this account's
+        // and those beside it).
+        let mut protected = config.protected.clone();
+        protected.extend(p.pack_home.parent().map(std::path::Path::to_owned));
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
@@ -340,7 +344,7 @@ impl Launcher {
         // what the pack's entry adds.
         let mut read: Vec<PathBuf> = crate::toolchain::command_chain(found, path, &def.cwd)
             .iter()
-            .map(|file| install_grant(file, &config.protected, &homes))
+            .map(|file| install_grant(file, &protected, &homes))
             .collect();
         read.extend(crate::toolchain::home_toolchains(&p.user_home));
         read.extend(self.granted(def, &def.read));

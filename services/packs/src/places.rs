@@ -98,7 +98,9 @@ impl Places {
 /// What a pack's server may read and execute besides system directories, given where its
 /// command was found (`found`, absolute): the installation the command belongs to (the parent of
 /// a `bin`-like directory, else the command's directory), unless that would reach `/`, a home
-/// directory, or anything `protected` (glovebox's state): then the command file alone.
+/// directory or its `.local` (a catch-all like `/usr/local`: `~/.local/bin/x` is no install of
+/// `~/.local/share`, where keyrings and the packs' own homes are), or anything `protected`
+/// (glovebox's state, the pack homes): then the command file alone.
 pub fn install_grant(found: &Path, protected: &[PathBuf], homes: &[PathBuf]) -> PathBuf {
     let Some(dir) = found.parent() else {
         return found.to_owned();
@@ -111,6 +113,7 @@ pub fn install_grant(found: &Path, protected: &[PathBuf], homes: &[PathBuf]) -> 
     if prefix.components().all(|c| matches!(c, Component::RootDir))
         || protected.iter().any(reaches)
         || homes.iter().any(reaches)
+        || homes.iter().any(|h| reaches(&h.join(".local")))
     {
         return found.to_owned();
     }
@@ -224,6 +227,7 @@ mod tests {
             ("/home/a/bin/tool",                               "/home/a/bin/tool"),
             ("/home/a/.local/bin/tool",                        "/home/a/.local/bin/tool"),
             ("/home/a/tools/x",                                "/home/a/tools"),
+            ("/home/a/.local/share/pipx/venvs/t/bin/t",        "/home/a/.local/share/pipx/venvs/t"),
         ];
         for (found, grant) in cases {
             assert_eq!(
@@ -232,6 +236,18 @@ mod tests {
                 "{found}"
             );
         }
+        // With glovebox's state elsewhere, `~/.local` (`share/keyrings`, the pack homes) is still
+        // never granted for a command in `~/.local/bin`.
+        assert_eq!(
+            install_grant(Path::new("/home/a/.local/bin/tool"), &[], &homes),
+            Path::new("/home/a/.local/bin/tool")
+        );
+        // Nor is anything holding a protected place.
+        let pack_homes = [PathBuf::from("/srv/tools/glovebox-packs")];
+        assert_eq!(
+            install_grant(Path::new("/srv/tools/server"), &pack_homes, &homes),
+            Path::new("/srv/tools/server")
+        );
     }
 
     #[test]

@@ -866,3 +866,143 @@ async fn a_uvx_pack_runs_a_server_from_pypi() {
     let text = text_of(&now);
     assert!(text.contains("\"timezone\": \"UTC\""), "{text}");
 }
+
+/// The home of glovebox's own user in these tests (its `HOME`), where users' tools install.
+fn home_of(g: &Glovebox) -> PathBuf {
+    g.workdir.parent().unwrap().join("home")
+}
+
+/// Writes the account's own `mcp.json` with `servers`, once glovebox runs.
+fn set_packs(g: &Glovebox, servers: Value) {
+    std::fs::write(
+        g.state.join("accounts/test/mcp.json"),
+        json!({ "mcpServers": servers }).to_string(),
+    )
+    .unwrap();
+}
+
+/// `pipx install` as Python users install servers: a venv of its own under the home
+/// (`~/.local/share/pipx/venvs`), made from the pyenv interpreter pipx runs on, the command a
+/// link in `~/.local/bin` to the venv's script, whose shebang names the venv's `python`, itself a
+/// link to the interpreter. The launch follows all of it.
+#[tokio::test]
+async fn a_pipx_installed_server_under_the_home_runs_as_a_pack() {
+    let g = start_with_packs(json!({}));
+    let home = home_of(&g);
+    let local = home.join(".local");
+    let installed = std::process::Command::new("pipx")
+        .args(["install", "mcp-server-time==2026.10.19"])
+        .env("HOME", &home)
+        .env("PIPX_HOME", local.join("share/pipx"))
+        .env("PIPX_BIN_DIR", local.join("bin"))
+        .env("PIPX_MAN_DIR", local.join("share/man"))
+        .output()
+        .expect("pipx is missing: pip install -r tests/mcp/requirements.txt");
+    assert!(
+        installed.status.success(),
+        "pipx install: {}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let command = local.join("bin/mcp-server-time");
+    assert!(
+        std::fs::symlink_metadata(&command)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "pipx links the command into ~/.local/bin"
+    );
+    set_packs(&g, json!({"time": {"command": command, "network": "none"}}));
+    until_listed(&g, "the pipx pack", |n| {
+        n.contains(&"time__get_current_time".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let now = agent
+        .invoke("t", "time__get_current_time", json!({"timezone": "UTC"}))
+        .await;
+    let text = text_of(&now);
+    assert!(text.contains("\"timezone\": \"UTC\""), "{text}");
+}
+
+/// `cargo install` as Rust users install servers: the binary in `~/.cargo/bin` under the home
+/// (built here offline from `tests/packs/cargo-hello`, a server with no dependencies).
+#[tokio::test]
+async fn a_cargo_installed_server_under_the_home_runs_as_a_pack() {
+    let g = start_with_packs(json!({}));
+    let home = home_of(&g);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/cargo-hello");
+    let installed = std::process::Command::new(cargo)
+        .args(["install", "--quiet", "--offline", "--path"])
+        .arg(&crate_dir)
+        .arg("--root")
+        .arg(home.join(".cargo"))
+        .env(
+            "CARGO_TARGET_DIR",
+            g.workdir.parent().unwrap().join("cargo-target"),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "cargo install: {}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let command = home.join(".cargo/bin/glovebox-cargo-hello");
+    set_packs(
+        &g,
+        json!({"hello": {"command": command, "network": "none"}}),
+    );
+    until_listed(&g, "the cargo-installed pack", |n| {
+        n.contains(&"hello__hello".to_owned())
+    })
+    .await;
+    let mut agent = g.connect("agent").await;
+    let said = agent.invoke("h", "hello__hello", json!({})).await;
+    assert_eq!(text_of(&said), "hello from a cargo-installed server");
+}
+
+/// A server in `~/.local/bin` (where `pip install --user` puts scripts) gets that file, not all
+/// of `~/.local`: the keyrings in `~/.local/share` stay out of its reach. (A command's install is
+/// the parent of its `bin`; for `~/.local/bin` that was `~/.local` while glovebox's state lived
+/// elsewhere.)
+#[tokio::test]
+async fn a_server_in_the_homes_local_bin_cannot_read_the_rest_of_local() {
+    let g = start_with_packs(json!({}));
+    let home = home_of(&g);
+    let keyrings = home.join(".local/share/keyrings");
+    std::fs::create_dir_all(&keyrings).unwrap();
+    std::fs::write(keyrings.join("login.keyring"), "keyring-secret").unwrap();
+    let bin = home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = glovebox_e2e::sibling_bin("glovebox-fake-pack");
+    let script = bin.join("peek-server");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat {} > /dev/null || exit 7\nexec {} good\n",
+            keyrings.join("login.keyring").display(),
+            fake.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    set_packs(&g, json!({"peek": {"command": script}}));
+    let mut agent = g.connect("agent").await;
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    loop {
+        let list = packs_list(&mut agent).await;
+        assert!(
+            !names(&list).iter().any(|n| n.starts_with("peek__")),
+            "the server read the keyring: {list}"
+        );
+        let errors = list["errors"].to_string();
+        if errors.contains("Permission denied") || errors.contains("No such file or directory") {
+            assert!(errors.contains("login.keyring"), "{errors}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
