@@ -87,8 +87,15 @@ fn pack_error(pack: &str, origin: Origin, message: String) -> PackError {
     }
 }
 
-/// What the approver is asked to trust, and what "always" is stored by.
-pub fn trust_subject(def: &PackDef, workdir: &Path) -> TrustSubject {
+/// What the approver is asked to trust, and what "always" is stored by: the pack's `read` and
+/// `write` entries with where their links lead (a link retargeted is a new question).
+pub fn trust_subject(def: &PackDef, workdir: &Path, user_home: &Path) -> TrustSubject {
+    let shown = |entries: &[String]| -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| crate::places::shown_grant(e, user_home))
+            .collect()
+    };
     TrustSubject {
         workdir: workdir.display().to_string(),
         pack: def.name.clone(),
@@ -98,8 +105,8 @@ pub fn trust_subject(def: &PackDef, workdir: &Path) -> TrustSubject {
         cwd: def.cwd.display().to_string(),
         network: def.network.as_str().to_owned(),
         url: def.url.clone().unwrap_or_default(),
-        read: def.read.clone(),
-        write: def.write.clone(),
+        read: shown(&def.read),
+        write: shown(&def.write),
     }
 }
 
@@ -220,7 +227,8 @@ impl Host {
         let mut trust_of = BTreeMap::new();
         let mut forget = forget_refusals;
         for def in &project.packs {
-            let subject = trust_subject(def, self.workdir());
+            let subject =
+                trust_subject(def, self.workdir(), &self.launcher.config.places.user_home);
             let trust = self.launcher.gate.trust(subject.clone(), forget).await;
             forget = false;
             let kept_out = |state: &str, message: String, trust: &str| {

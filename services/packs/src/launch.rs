@@ -292,23 +292,30 @@ impl Launcher {
         }
     }
 
-    /// A pack's `read` or `write` entries as paths (`~/…` in the user's home), less any that
-    /// would reach glovebox's state (left out, and logged).
+    /// A pack's `read` or `write` entries as the paths they lead to (`~/…` in the user's home,
+    /// links followed), less any that would reach glovebox's state or the pack homes (left out,
+    /// and logged).
     fn granted(&self, def: &PackDef, entries: &[String]) -> Vec<PathBuf> {
         let config = &self.config;
+        let p = &config.places;
+        // Compared where links lead, as Landlock grants: a link in the project named
+        // `innocent` that leads into the state is the state.
+        let protected: Vec<PathBuf> = config
+            .protected
+            .iter()
+            .cloned()
+            .chain(p.pack_home.parent().map(std::path::Path::to_owned))
+            .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+            .collect();
         entries
             .iter()
-            .map(|e| match e.strip_prefix("~/") {
-                Some(rest) => config.places.user_home.join(rest),
-                None => PathBuf::from(e),
-            })
+            .map(|e| crate::places::grant_target(e, &p.user_home))
             .filter(|g| {
-                let reaches = config
-                    .protected
+                let reaches = protected
                     .iter()
                     .any(|p| p.starts_with(g) || g.starts_with(p));
                 if reaches {
-                    tracing::warn!(account = %config.account, pack = %def.name, path = %g.display(), "a pack's read or write entry reaches glovebox's state: left out");
+                    tracing::warn!(account = %config.account, pack = %def.name, path = %g.display(), "a pack's read or write entry reaches glovebox's state or the pack homes: left out");
                 }
                 !reaches
             })

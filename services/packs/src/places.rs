@@ -120,6 +120,31 @@ pub fn install_grant(found: &Path, protected: &[PathBuf], homes: &[PathBuf]) -> 
     prefix.to_owned()
 }
 
+/// Where a pack's `read` or `write` entry leads: `~/…` is under the user's home, then every link
+/// is followed (what Landlock would grant); an entry that does not exist is taken as written.
+pub fn grant_target(entry: &str, user_home: &Path) -> PathBuf {
+    let written = match entry.strip_prefix("~/") {
+        Some(rest) => user_home.join(rest),
+        None => PathBuf::from(entry),
+    };
+    std::fs::canonicalize(&written).unwrap_or(written)
+}
+
+/// A `read` or `write` entry as an approver is shown it: as written, and where it leads when
+/// that is elsewhere (a link in the project to `~/.ssh` is not what its name says).
+pub fn shown_grant(entry: &str, user_home: &Path) -> String {
+    let written = match entry.strip_prefix("~/") {
+        Some(rest) => user_home.join(rest),
+        None => PathBuf::from(entry),
+    };
+    let target = grant_target(entry, user_home);
+    if target == written {
+        entry.to_owned()
+    } else {
+        format!("{entry} (a link to {})", target.display())
+    }
+}
+
 /// Finds `command` as `execvp` would: a name with a `/` is taken as it is (relative to `cwd`),
 /// any other is looked up in `path` (the `PATH` the pack gets).
 pub fn find_command(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
@@ -248,6 +273,28 @@ mod tests {
             install_grant(Path::new("/srv/tools/server"), &pack_homes, &homes),
             Path::new("/srv/tools/server")
         );
+    }
+
+    #[test]
+    fn a_grant_is_where_its_links_lead_and_is_shown_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.join("w")).unwrap();
+        std::os::unix::fs::symlink(home.join(".ssh"), home.join("w/innocent")).unwrap();
+        let innocent = home.join("w/innocent").display().to_string();
+        assert_eq!(grant_target(&innocent, &home), home.join(".ssh"));
+        assert_eq!(
+            shown_grant(&innocent, &home),
+            format!("{innocent} (a link to {})", home.join(".ssh").display())
+        );
+        assert_eq!(grant_target("~/.ssh", &home), home.join(".ssh"));
+        assert_eq!(shown_grant("~/.ssh", &home), "~/.ssh");
+        assert_eq!(
+            grant_target("/no/such/dir", &home),
+            Path::new("/no/such/dir")
+        );
+        assert_eq!(shown_grant("/no/such/dir", &home), "/no/such/dir");
     }
 
     #[test]
