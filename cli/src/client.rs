@@ -322,10 +322,18 @@ pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<E
         tool: tool.to_owned(),
         params,
         tables: false,
+        // A pack's long call says how far it got, on stderr, while stdout waits for the result.
+        progress: true,
     };
     send_frame(&mut socket, &invoke).await?;
     loop {
         match next_frame(&mut socket).await? {
+            ServerFrame::Progress {
+                call_id: id,
+                progress,
+                total,
+                message,
+            } if id == call_id => eprintln!("{}", progress_line(progress, total, message)),
             ServerFrame::Result {
                 call_id: id,
                 ok,
@@ -351,6 +359,20 @@ pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<E
             _ => continue,
         }
     }
+}
+
+/// A progress report as `glovebox call` prints it: `progress 3/10: message`, the server's message
+/// (untrusted) with control characters shown escaped and cut to a line.
+fn progress_line(progress: f64, total: Option<f64>, message: Option<String>) -> String {
+    let mut line = match total {
+        Some(t) => format!("progress {progress}/{t}"),
+        None => format!("progress {progress}"),
+    };
+    if let Some(m) = message {
+        let shown: String = m.chars().take(200).flat_map(char::escape_debug).collect();
+        line.push_str(&format!(": {shown}"));
+    }
+    line
 }
 
 /// The ask on screen.
@@ -728,6 +750,18 @@ fn parse_reply(raw: &[u8]) -> anyhow::Result<(u16, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_is_printed_on_one_line_with_the_servers_words_escaped() {
+        assert_eq!(progress_line(3.0, Some(10.0), None), "progress 3/10");
+        assert_eq!(progress_line(0.5, None, None), "progress 0.5");
+        assert_eq!(
+            progress_line(1.0, Some(2.0), Some("half\n\u{1b}[2Jdone".into())),
+            "progress 1/2: half\\n\\u{1b}[2Jdone"
+        );
+        let long = progress_line(1.0, None, Some("x".repeat(1000)));
+        assert_eq!(long.len(), "progress 1: ".len() + 200);
+    }
 
     #[test]
     fn replies_are_read_by_status_and_body() {

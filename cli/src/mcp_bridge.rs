@@ -308,6 +308,7 @@ impl ServerHandler for Bridge {
             params: serde_json::Value::Object(request.arguments.unwrap_or_default()),
             // Shown as MCP shows them: made as tables where they are made.
             tables: true,
+            progress: false,
         };
         if self
             .shared

@@ -68,6 +68,10 @@ pub enum ClientFrame {
         /// downstream reads and rewrites the rows; other tools' results are as they are.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         tables: bool,
+        /// Send the call's progress as `progress` frames before its `result` (a pack's server
+        /// reports progress; built-in tools send none).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        progress: bool,
     },
     Answer {
         ask_id: String,
@@ -101,6 +105,9 @@ pub enum ClientFrame {
         tool: String,
         #[serde(default = "empty_object")]
         args: serde_json::Value,
+        /// As `invoke`'s.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        progress: bool,
     },
     /// Asks for the account's pack tools and the packs that failed (answered by `packs`).
     PacksList {},
@@ -340,6 +347,17 @@ pub enum ServerFrame {
     /// A one-time login link to the web console: `path` on the broker's own address, usable
     /// once, within `expires_in_ms`.
     ConsoleLogin { path: String, expires_in_ms: u64 },
+    /// A call's progress, as its pack's server reported it, for a call invoked with `progress`:
+    /// in order, each before the call's `result` (some may be dropped for a client that reads
+    /// slowly; the result never is).
+    Progress {
+        call_id: String,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// The answer to a `manage` frame.
     ManageResult {
         request_id: String,
@@ -681,6 +699,7 @@ mod tests {
                 tool: "file_read".into(),
                 params: json!({"path":"a"}),
                 tables: false,
+                progress: false,
             }),
         );
         check(
@@ -690,6 +709,7 @@ mod tests {
                 tool: "file_list".into(),
                 params: json!({}),
                 tables: false,
+                progress: false,
             }),
         );
         // Anything but a boolean is refused, not read as "no".
@@ -708,6 +728,7 @@ mod tests {
                 tool: "file_list".into(),
                 params: json!({}),
                 tables: true,
+                progress: false,
             }),
         );
         check(
@@ -732,12 +753,14 @@ mod tests {
                 tool: "file_read".into(),
                 params: json!({"path": "a", "n": [1, 2]}),
                 tables: false,
+                progress: false,
             },
             ClientFrame::Invoke {
                 call_id: "c".into(),
                 tool: "file_list".into(),
                 params: json!({}),
                 tables: true,
+                progress: false,
             },
             ClientFrame::Answer {
                 ask_id: "ask-1".into(),
@@ -767,6 +790,7 @@ mod tests {
                 pack: "github".into(),
                 tool: "get_file".into(),
                 args: json!({"path": "a"}),
+                progress: true,
             },
             ClientFrame::PacksList {},
         ];
@@ -801,7 +825,22 @@ mod tests {
                 pack: "e".into(),
                 tool: "echo".into(),
                 args: json!({}),
+                progress: false,
             }),
+        );
+        check(
+            r#"{"type":"pack_invoke","call_id":"p1","pack":"e","tool":"echo","progress":true}"#,
+            Ok(ClientFrame::PackInvoke {
+                call_id: "p1".into(),
+                pack: "e".into(),
+                tool: "echo".into(),
+                args: json!({}),
+                progress: true,
+            }),
+        );
+        check(
+            r#"{"type":"invoke","call_id":"p1","tool":"echo","progress":"yes"}"#,
+            Err("expected a boolean"),
         );
         check(r#"{"type":"packs_list"}"#, Ok(ClientFrame::PacksList {}));
         check(

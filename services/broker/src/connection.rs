@@ -305,15 +305,20 @@ impl Connection {
                 tool,
                 params,
                 tables,
-            } => self.start_call(call_id, tool, params, tables).await,
+                progress,
+            } => {
+                self.start_call(call_id, tool, params, tables, progress)
+                    .await
+            }
             ClientFrame::PackInvoke {
                 call_id,
                 pack,
                 tool,
                 args,
+                progress,
             } => {
                 let name = format!("{pack}{}{tool}", glovebox_proto::packs::SEPARATOR);
-                self.start_call(call_id, name, args, false).await
+                self.start_call(call_id, name, args, false, progress).await
             }
             ClientFrame::PacksList {} => {
                 let frame = if self.profile == Profile::Desktop {
@@ -473,13 +478,15 @@ impl Connection {
         self.outbox.send(reply).await;
     }
 
-    /// Starts a call on its own task, unless its id is already in flight or too many are.
+    /// Starts a call on its own task, unless its id is already in flight or too many are; with
+    /// `progress`, its pack's progress goes out as `progress` frames before its result.
     async fn start_call(
         &self,
         call_id: String,
         tool: String,
         params: serde_json::Value,
         tables: bool,
+        progress: bool,
     ) {
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let refused = {
@@ -517,8 +524,24 @@ impl Connection {
             self.in_flight.clone(),
         );
         tokio::spawn(async move {
-            let result =
-                crate::pipeline::run_call(&app, &origin, &call_id, &tool, params, cancelled).await;
+            let call = crate::pipeline::run_call(&app, &origin, &call_id, &tool, params, cancelled);
+            let result = if progress {
+                let (outbox, call_id) = (outbox.clone(), call_id.clone());
+                crate::pipeline::with_progress(call, move |mut progressed| async move {
+                    while let Some(p) = progressed.recv().await {
+                        let frame = ServerFrame::Progress {
+                            call_id: call_id.clone(),
+                            progress: p.progress,
+                            total: p.total,
+                            message: (!p.message.is_empty()).then_some(p.message),
+                        };
+                        outbox.send(text(&frame)).await;
+                    }
+                })
+                .await
+            } else {
+                call.await
+            };
             lock(&in_flight).remove(&call_id);
             outbox.send(Message::Text(result.into_json().into())).await;
         });

@@ -151,9 +151,6 @@ impl McpHandler {
     }
 }
 
-/// Progress notifications queued for one MCP call at most (more are dropped until it catches up).
-const PROGRESS_QUEUE: usize = 32;
-
 /// What an MCP client is told about glovebox at initialization (`/mcp` and `glovebox mcp`).
 pub const INSTRUCTIONS: &str = "File and command tools on the user's machine. Every call passes \
     the user's permission gate; a denied call returns an error that says why. exec_run returns a \
@@ -484,10 +481,8 @@ impl ServerHandler for McpHandler {
         let answer = match context.meta.get_progress_token() {
             None => call.await,
             Some(token) => {
-                let (to, mut progressed) =
-                    tokio::sync::mpsc::channel::<glovebox_proto::v1::PackProgress>(PROGRESS_QUEUE);
                 let peer = context.peer.clone();
-                let relay = tokio::spawn(async move {
+                crate::pipeline::with_progress(call, move |mut progressed| async move {
                     while let Some(p) = progressed.recv().await {
                         let mut note =
                             rmcp::model::ProgressNotificationParam::new(token.clone(), p.progress);
@@ -497,11 +492,8 @@ impl ServerHandler for McpHandler {
                             return;
                         }
                     }
-                });
-                let answer = crate::pipeline::PROGRESS.scope(to, call).await;
-                // What the server said before its answer reaches the client before it.
-                let _ = relay.await;
-                answer
+                })
+                .await
             }
         };
         forward.abort();

@@ -116,6 +116,26 @@ tokio::task_local! {
     pub static PROGRESS: tokio::sync::mpsc::Sender<pb::PackProgress>;
 }
 
+/// Progress reports queued for one call at most (more are dropped until its client catches up).
+const PROGRESS_QUEUE: usize = 32;
+
+/// Runs `call` with the progress of its pack's server going to `relay` (spawned with the
+/// receiving end; it should return when the client is gone), and returns the call's answer once
+/// `relay` has passed on every report made before it: a client sees progress, then the answer.
+pub async fn with_progress<T, R>(
+    call: impl Future<Output = T>,
+    relay: impl FnOnce(tokio::sync::mpsc::Receiver<pb::PackProgress>) -> R,
+) -> T
+where
+    R: Future<Output = ()> + Send + 'static,
+{
+    let (to, progressed) = tokio::sync::mpsc::channel(PROGRESS_QUEUE);
+    let relay = tokio::spawn(relay(progressed));
+    let answer = PROGRESS.scope(to, call).await;
+    let _ = relay.await;
+    answer
+}
+
 /// Runs one call and returns its answer.
 /// Its span names the account, the connection and the call (the log lines of the call carry them).
 #[tracing::instrument(

@@ -824,6 +824,38 @@ async fn a_packs_progress_reaches_the_client_that_asked_for_it() {
         client.quit().await;
     }
     direct.quit().await;
+    // The WebSocket API: `progress` frames, in order and before the result, only when asked.
+    let mut agent = g.connect("agent").await;
+    for (call_id, asked) in [("w1", true), ("w2", false)] {
+        agent
+            .send(
+                json!({"type": "pack_invoke", "call_id": call_id, "pack": "everything",
+                         "tool": "trigger-long-running-operation", "args": args,
+                         "progress": asked}),
+            )
+            .await;
+        let mut progress = Vec::new();
+        let result = loop {
+            let frame = agent.next().await;
+            match frame["type"].as_str() {
+                Some("progress") => {
+                    assert_eq!(frame["call_id"], call_id, "{frame}");
+                    progress.push(json!([frame["progress"], frame["total"], frame["message"]]));
+                }
+                Some("result") if frame["call_id"] == call_id => break frame,
+                _ => {}
+            }
+        };
+        assert_eq!(result["ok"], true, "{result}");
+        if asked {
+            assert_eq!(json!(progress), want["progress"], "over the WebSocket");
+        } else {
+            assert!(
+                progress.is_empty(),
+                "progress nobody asked for: {progress:?}"
+            );
+        }
+    }
 }
 
 /// `uvx` as Python users run servers: through pyenv's shim (uv installed on a pyenv interpreter,
