@@ -1,15 +1,17 @@
 // A client-tools provider the way loomcycle's ClientToolHost speaks (protocol v1, the `ws`
 // package, the bearer token in the subprotocol list), for the end-to-end tests.
 //
-// Usage: node provider.mjs URL TOKEN
+// Usage: node provider.mjs URL TOKEN [protocol-pongs-only]
 // Registers: `empty` (input_schema {}), `props` (properties without a type), `stringly` (a
 // schema of a string, which glovebox refuses), `echo` (answers with the input's `text` as a JSON
 // string value), `fail` (answers ok: false) and `slow` (answers after `ms` milliseconds). Prints every
-// frame it receives as one JSON line; answers pings.
+// frame it receives as one JSON line; answers `ping` frames, unless `protocol-pongs-only` (as
+// loomcycle's unmodified host: only `ws` itself answers, with the WebSocket protocol's pongs).
 
 import WebSocket from "ws";
 
-const [url, token] = process.argv.slice(2);
+const [url, token, mode] = process.argv.slice(2);
+const answersPings = mode !== "protocol-pongs-only";
 const socket = new WebSocket(url, ["loomcycle.client-tools.v1", `bearer.${token}`]);
 const emit = (value) => process.stdout.write(JSON.stringify(value) + "\n");
 const send = (frame) => socket.send(JSON.stringify(frame));
@@ -34,7 +36,7 @@ socket.on("message", (data) => {
   const frame = JSON.parse(data.toString());
   emit(frame);
   if (frame.type === "ping") {
-    send({ type: "pong" });
+    if (answersPings) send({ type: "pong" });
   } else if (frame.type === "invoke") {
     const answer = (result) => send({ type: "result", call_id: frame.call_id, ...result });
     if (frame.tool === "echo") answer({ ok: true, output: frame.input.text ?? "" });

@@ -265,11 +265,22 @@ pub struct NodeProvider {
 
 impl NodeProvider {
     pub fn start(g: &Glovebox, token: &str) -> NodeProvider {
+        NodeProvider::start_with(g, token, true)
+    }
+
+    /// A provider that answers the broker's `ping` frames or, without `answers_pings`, only the
+    /// WebSocket protocol's pings (as `ws` does by itself: loomcycle's unmodified host).
+    pub fn start_with(g: &Glovebox, token: &str, answers_pings: bool) -> NodeProvider {
         let url = g.url.replace("/v1/ws", "/v1/client-tools");
         node_modules();
+        let mode = if answers_pings {
+            "answers-pings"
+        } else {
+            "protocol-pongs-only"
+        };
         let mut child = tokio::process::Command::new("node")
             .arg(tests_dir().join("mcp/provider.mjs"))
-            .args([&url, token])
+            .args([url.as_str(), token, mode])
             .current_dir(tests_dir())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -281,6 +292,19 @@ impl NodeProvider {
             _child: child,
             lines,
         }
+    }
+
+    /// Every frame the provider received in the next `window`, in order (pings included).
+    pub async fn frames_within(&mut self, window: std::time::Duration) -> Vec<Value> {
+        let until = tokio::time::Instant::now() + window;
+        let mut frames = Vec::new();
+        while let Ok(line) = tokio::time::timeout_at(until, self.lines.next_line()).await {
+            match line.unwrap() {
+                Some(line) => frames.push(serde_json::from_str(&line).unwrap()),
+                None => break,
+            }
+        }
+        frames
     }
 
     /// The next frame of `kind` the provider received.

@@ -665,3 +665,41 @@ async fn a_provider_answering_only_protocol_pings_is_not_dropped() {
     let tools = agent.hello_ok["tools"].to_string();
     assert!(!tools.contains("freeze"), "{tools}");
 }
+
+/// loomcycle's unmodified host (the Node `ws` package, which answers the protocol's pings by
+/// itself, and no `ping` frame of glovebox's): idle for three idle timeouts and many ping
+/// intervals, it is never dropped, and its tools still answer.
+#[tokio::test]
+async fn a_ws_host_answering_only_protocol_pings_stays_through_long_idle() {
+    use glovebox_e2e::mcp_clients::NodeProvider;
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        limits: vec!["websocket_idle_secs: 2".into()],
+        ..Default::default()
+    });
+    let mut provider = NodeProvider::start_with(&g, &g.token, false);
+    provider.next("hello_ok").await;
+    let idle = provider
+        .frames_within(std::time::Duration::from_secs(6))
+        .await;
+    assert!(
+        !idle.iter().any(|f| f["type"] == "closed"),
+        "dropped while idle: {idle:?}"
+    );
+    let pings = idle.iter().filter(|f| f["type"] == "ping").count();
+    assert!(
+        pings >= 6,
+        "it was pinged and never answered: {pings} pings"
+    );
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let (_, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "e",
+            "client__echo",
+            json!({"text": "still here"}),
+            "once",
+        )
+        .await;
+    assert_eq!(expect_ok(&result), "still here", "{result}");
+}
