@@ -48,6 +48,9 @@ pub enum Tool {
     FileHeadTail,
     FileDelete,
     FileMove,
+    FileInfo,
+    FileRoots,
+    FileMkdir,
     ExecRun,
     ExecStatus,
     ExecTail,
@@ -56,7 +59,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Tool; 15] = [
+    pub const ALL: [Tool; 18] = [
         Tool::FileRead,
         Tool::FileList,
         Tool::FileWrite,
@@ -67,6 +70,9 @@ impl Tool {
         Tool::FileHeadTail,
         Tool::FileDelete,
         Tool::FileMove,
+        Tool::FileInfo,
+        Tool::FileRoots,
+        Tool::FileMkdir,
         Tool::ExecRun,
         Tool::ExecStatus,
         Tool::ExecTail,
@@ -272,6 +278,28 @@ pub struct FileMoveParams {
     pub destination: String,
 }
 
+/// Parameters of `file_info`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileInfoParams {
+    /// File or directory to describe (symbolic links are followed; the result's path is where
+    /// they led).
+    pub path: String,
+}
+
+/// Parameters of `file_roots` (none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileRootsParams {}
+
+/// Parameters of `file_mkdir`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileMkdirParams {
+    /// Directory to create, with any missing parents; one that exists already is left as it is.
+    pub path: String,
+}
+
 /// Validated parameters of one call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolParams {
@@ -285,6 +313,9 @@ pub enum ToolParams {
     FileHeadTail(FileHeadTailParams),
     FileDelete(FileDeleteParams),
     FileMove(FileMoveParams),
+    FileInfo(FileInfoParams),
+    FileRoots(FileRootsParams),
+    FileMkdir(FileMkdirParams),
     ExecRun(ExecRunParams),
     ExecStatus(JobParams),
     ExecTail(ExecTailParams),
@@ -355,6 +386,9 @@ impl ToolParams {
                 )
             }
             ToolParams::FileDelete(p) => check_path(&p.path),
+            ToolParams::FileInfo(p) => check_path(&p.path),
+            ToolParams::FileMkdir(p) => check_path(&p.path),
+            ToolParams::FileRoots(_) => Ok(()),
             ToolParams::FileMove(p) => {
                 check_path(&p.source)?;
                 check_path(&p.destination)
@@ -603,14 +637,16 @@ mod tests {
     }
 
     #[test]
-    fn every_tool_either_only_looks_or_may_change_things() {
+    fn every_tool_only_looks_only_adds_or_may_change_things() {
         for tool in Tool::ALL {
-            assert_ne!(
-                tool.is_read_only(),
-                tool.is_destructive(),
+            let only_adds = tool == Tool::FileMkdir;
+            assert_eq!(
+                tool.is_read_only() || only_adds,
+                !tool.is_destructive(),
                 "{}",
                 tool.name()
             );
+            assert!(!(tool.is_read_only() && only_adds), "{}", tool.name());
         }
     }
 

@@ -11,8 +11,9 @@ use serde::de::DeserializeOwned;
 
 use super::{
     ExecRunParams, ExecStatParams, ExecTailParams, FileCountParams, FileDeleteParams,
-    FileEditParams, FileFindParams, FileGrepParams, FileHeadTailParams, FileListParams,
-    FileMoveParams, FileReadParams, FileWriteParams, JobParams, Tool, ToolParams,
+    FileEditParams, FileFindParams, FileGrepParams, FileHeadTailParams, FileInfoParams,
+    FileListParams, FileMkdirParams, FileMoveParams, FileReadParams, FileRootsParams,
+    FileWriteParams, JobParams, Tool, ToolParams,
 };
 use crate::v1::Domain;
 
@@ -32,6 +33,11 @@ const LOOKS: Hints = Hints {
 const CHANGES: Hints = Hints {
     read_only: false,
     destructive: true,
+};
+/// Adds without changing or removing anything that exists.
+const ADDS: Hints = Hints {
+    read_only: false,
+    destructive: false,
 };
 
 /// One built-in tool.
@@ -196,7 +202,7 @@ const JOB: &[(&str, &str)] = &[("job_id", "string"), ("state", "string")];
 
 /// Every built-in tool, in the order clients see them.
 #[rustfmt::skip]
-pub static ENTRIES: [Entry; 15] = [
+pub static ENTRIES: [Entry; 18] = [
     entry!(FileRead, "file_read", FileReadParams, LOOKS, [Read], walks: false,
         "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir. Its result also has path, bytes, lines and total_lines.",
         output: &[("content", "string"), ("truncated", "boolean")],
@@ -234,6 +240,16 @@ pub static ENTRIES: [Entry; 15] = [
     entry!(FileMove, "file_move", FileMoveParams, CHANGES, [Delete, Read, Write], walks: false,
         "Move or rename a file or directory; never replaces an existing one.",
         output: &[("source", "string"), ("destination", "string")]),
+    entry!(FileInfo, "file_info", FileInfoParams, LOOKS, [Read], walks: false,
+        "Describe a file or directory without reading it: type, size, permissions, owner, links, and modification, access and change times (links are followed; path is where they led).",
+        output: &[("path", "string"), ("type", "string"), ("size", "integer"), ("mode", "string"), ("modified", "string")]),
+    // What the account may work in: its own facts, no path judged.
+    entry!(FileRoots, "file_roots", FileRootsParams, LOOKS, [Account], walks: false,
+        "List the directories this account may work in (its roots) and its working directory; paths outside every root are refused.",
+        output: &[("workdir", "string"), ("roots", "array")]),
+    entry!(FileMkdir, "file_mkdir", FileMkdirParams, ADDS, [Write], walks: false,
+        "Create a directory and any missing parents (like mkdir -p); one that exists already is left as it is.",
+        output: &[("path", "string"), ("created", "boolean")]),
     // The exact command, then the directory it runs in (read).
     entry!(ExecRun, "exec_run", ExecRunParams, CHANGES, [Exec, Read], walks: false,
         "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail.",
@@ -373,7 +389,7 @@ mod tests {
                 assert!(
                     e.domains
                         .iter()
-                        .all(|d| matches!(d, Domain::Read | Domain::Job)),
+                        .all(|d| matches!(d, Domain::Read | Domain::Job | Domain::Account)),
                     "{}",
                     e.name
                 );
@@ -421,7 +437,7 @@ mod tests {
         for e in &ENTRIES {
             walk(e.name, "", &(e.schema)().to_value());
         }
-        let tail = (ENTRIES[12].schema)().to_value();
+        let tail = (entry(Tool::ExecTail).schema)().to_value();
         assert_eq!(tail["properties"]["stream"]["enum"][0], "stdout");
         let read = (ENTRIES[0].schema)().to_value();
         assert_eq!(read["properties"]["offset"]["type"], "integer");

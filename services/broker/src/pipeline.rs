@@ -839,6 +839,7 @@ fn ask_subjects(plan: &Plan) -> Vec<AskSubject> {
                 Ok(pb::Domain::Exec) => "exec",
                 Ok(pb::Domain::Job) => "job",
                 Ok(pb::Domain::Tool) => "tool",
+                Ok(pb::Domain::Account) => "account",
                 _ => "unknown",
             }
             .to_owned(),

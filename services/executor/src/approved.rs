@@ -154,6 +154,17 @@ pub fn open_planned_read(
     path: &str,
     ticket: &TicketBody,
 ) -> Result<(String, OwnedFd, Stat, FileState), OpError> {
+    open_planned(ctx, path, ticket, OFlags::RDONLY)
+}
+
+/// [`open_planned_read`] opening with `flags` (`O_PATH` to look at an object without opening
+/// what it is: a device, a socket).
+pub fn open_planned(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+    flags: OFlags,
+) -> Result<(String, OwnedFd, Stat, FileState), OpError> {
     let r = resolve(path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Read, &r.path)?;
     r.followable(path)?;
@@ -164,7 +175,7 @@ pub fn open_planned_read(
             format!("{path}: not found"),
         ));
     }
-    let fd = fsio::open_no_links(&s.path, OFlags::RDONLY)?;
+    let fd = fsio::open_no_links(&s.path, flags)?;
     let stat = fsio::fstat(&fd, path)?;
     fsio::check_identity(&stat, &expected, path)?;
     Ok((s.path.clone(), fd, stat, expected))

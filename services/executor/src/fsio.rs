@@ -219,6 +219,53 @@ pub fn split_parent(path: &str) -> Result<(&str, &str), OpError> {
     }
 }
 
+/// Opens the directory at the canonical path `path`, first creating it and any missing parents
+/// (0755): it walks up to the nearest existing directory, then makes each missing one beneath the
+/// last, opened without following links, so nothing is made through a link planted on the way.
+/// `shown` is the path as the client gave it, for errors.
+pub fn make_dirs(path: &str, shown: &str) -> Result<OwnedFd, OpError> {
+    let mut missing = Vec::new();
+    let mut base = Path::new(path);
+    loop {
+        match base.to_str().map(stat_path) {
+            Some(Ok(_)) => break,
+            Some(Err(e)) if e.code == ErrorCode::NotFound => {}
+            Some(Err(e)) => return Err(e),
+            None => {
+                return Err(OpError::new(
+                    ErrorCode::InvalidParams,
+                    "path is not valid UTF-8",
+                ));
+            }
+        }
+        let (Some(up), Some(dir_name)) = (base.parent(), base.file_name().and_then(|n| n.to_str()))
+        else {
+            return Err(OpError::new(
+                ErrorCode::NotFound,
+                "no part of the path exists",
+            ));
+        };
+        missing.push(dir_name.to_owned());
+        base = up;
+    }
+    let base = base.to_str().unwrap_or("/");
+    let mut dir = open_no_links(base, OFlags::RDONLY | OFlags::DIRECTORY)?;
+    for component in missing.iter().rev() {
+        match rustix::fs::mkdirat(&dir, component.as_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(OpError::errno(e, shown)),
+        }
+        dir = open_beneath(
+            &dir,
+            component,
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .map_err(|e| OpError::errno(e, shown))?;
+    }
+    Ok(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

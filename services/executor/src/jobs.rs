@@ -179,6 +179,11 @@ impl JobTable {
         }
     }
 
+    /// The account's roots, as jobs are confined to them.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.config.roots
+    }
+
     fn find(&self, job_id: &str) -> Result<Arc<Job>, OpError> {
         lock(&self.jobs)
             .iter()

@@ -12,9 +12,12 @@ pub mod exec;
 pub mod find;
 pub mod grep;
 pub mod head_tail;
+pub mod info;
 pub mod list;
+pub mod mkdir;
 pub mod moves;
 pub mod read;
+pub mod roots;
 pub mod write;
 
 use glovebox_proto::tools::ToolParams;
@@ -41,6 +44,9 @@ pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
         ToolParams::FileHeadTail(p) => read_plan(ctx, &p.path),
         ToolParams::FileDelete(p) => delete::plan(ctx, p),
         ToolParams::FileMove(p) => moves::plan(ctx, p),
+        ToolParams::FileInfo(p) => read_plan(ctx, &p.path),
+        ToolParams::FileRoots(_) => Ok(roots::plan()),
+        ToolParams::FileMkdir(p) => mkdir::plan(ctx, p),
     }
 }
 
@@ -72,7 +78,10 @@ fn preview_or_failure(
         ToolParams::FileDelete(p) => delete::preview(ctx, p, plan),
         ToolParams::FileMove(p) => moves::preview(ctx, p, plan),
         ToolParams::ExecRun(p) => Ok(exec::preview_run(p, plan)),
+        ToolParams::FileMkdir(_) => mkdir::preview(plan),
         ToolParams::FileRead(_)
+        | ToolParams::FileInfo(_)
+        | ToolParams::FileRoots(_)
         | ToolParams::FileList(_)
         | ToolParams::FileGrep(_)
         | ToolParams::FileFind(_)
@@ -107,6 +116,9 @@ pub fn execute(
         ToolParams::FileHeadTail(p) => head_tail::execute(ctx, p, ticket),
         ToolParams::FileDelete(p) => delete::execute(ctx, p, ticket),
         ToolParams::FileMove(p) => moves::execute(ctx, p, ticket),
+        ToolParams::FileInfo(p) => info::execute(ctx, p, ticket),
+        ToolParams::FileRoots(_) => roots::execute(ctx, ticket),
+        ToolParams::FileMkdir(p) => mkdir::execute(ctx, p, ticket),
     }
 }
 
@@ -206,9 +218,13 @@ mod tests {
         std::fs::create_dir_all(f.work.join("d")).unwrap();
         let sample = |tool: Tool| -> serde_json::Value {
             match tool {
-                Tool::FileRead | Tool::FileCount | Tool::FileHeadTail | Tool::FileDelete => {
-                    serde_json::json!({"path": "a.txt"})
-                }
+                Tool::FileRead
+                | Tool::FileCount
+                | Tool::FileHeadTail
+                | Tool::FileDelete
+                | Tool::FileInfo => serde_json::json!({"path": "a.txt"}),
+                Tool::FileMkdir => serde_json::json!({"path": "new/dir"}),
+                Tool::FileRoots => serde_json::json!({}),
                 Tool::FileList => serde_json::json!({"path": "d"}),
                 Tool::FileWrite => serde_json::json!({"path": "b.txt", "content": "b"}),
                 Tool::FileEdit => {
@@ -303,6 +319,12 @@ mod tests {
             ),
             ("file_count", json!({"path": "nothere/x"}), NotFound),
             ("file_head_tail", json!({"path": "dangling"}), InvalidParams),
+            ("file_info", json!({"path": "nothere/x"}), NotFound),
+            ("file_info", json!({"path": "dangling"}), InvalidParams),
+            ("file_info", json!({"path": "linked"}), Denied),
+            ("file_mkdir", json!({"path": "a.txt"}), InvalidParams),
+            ("file_mkdir", json!({"path": "dangling"}), InvalidParams),
+            ("file_mkdir", json!({"path": "a.txt/x"}), InvalidParams),
             (
                 "file_write",
                 json!({"path": "dir", "content": "x"}),

@@ -167,6 +167,14 @@ fn judge_subject(
             ),
             None,
         ),
+        Ok(pb::Domain::Account) if subject.path == "roots" => (
+            Verdict::new(
+                Decision::Allow,
+                "account",
+                "an account may know its own roots",
+            ),
+            None,
+        ),
         Ok(pb::Domain::Tool) if subject.path == tool => (
             decide_tool(policy, &subject.path, pack, at),
             Some(Section::Tools),

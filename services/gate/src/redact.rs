@@ -23,6 +23,7 @@ pub(crate) fn subjects_text(subjects: &[pb::Subject], ran: bool) -> String {
             Ok(pb::Domain::Exec) => format!("exec {}", command_length(&s.path)),
             Ok(pb::Domain::Job) => format!("job {}", s.path),
             Ok(pb::Domain::Tool) => format!("tool {}", s.path),
+            Ok(pb::Domain::Account) => format!("account {}", s.path),
             _ => "?".to_owned(),
         })
         .collect::<Vec<_>>()

@@ -630,3 +630,142 @@ async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
         assert!(r.ticket.is_none());
     }
 }
+
+/// `file_info` is a read of its path: it describes what a read may see, and a refused path —
+/// on the floor, through a link into it, outside every root — is refused the same way whether
+/// anything is there or not.
+#[tokio::test]
+async fn info_describes_what_a_read_may_see_and_reveals_nothing_else() {
+    let g = Glovebox::start();
+    let w = &g.workdir;
+    std::fs::write(w.join("a.txt"), "hello").unwrap();
+    std::fs::create_dir_all(w.join(".ssh")).unwrap();
+    std::fs::write(w.join(".ssh/id_rsa"), "KEY").unwrap();
+    let home = g.root().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "KEY").unwrap();
+    symlink(home.join(".ssh"), w.join("keys")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let a = expect_ok(
+        &agent
+            .invoke("a", "file_info", json!({"path": "a.txt"}))
+            .await,
+    );
+    assert_eq!(
+        (&a["type"], &a["size"], &a["path"]),
+        (&json!("file"), &json!(5), &json!(w.join("a.txt")))
+    );
+    let d = expect_ok(&agent.invoke("d", "file_info", json!({"path": "."})).await);
+    assert_eq!(d["type"], "directory", "{d}");
+    // The floor, there or not, and through a link: the same refusal.
+    let mut refusals = Vec::new();
+    for (id, path) in [
+        ("f1", ".ssh/id_rsa"),
+        ("f2", ".ssh/nothing-here"),
+        ("f3", "keys/id_ed25519"),
+        ("f4", "keys/nothing-here"),
+    ] {
+        let e = expect_error(
+            &agent.invoke(id, "file_info", json!({"path": path})).await,
+            "denied",
+        );
+        assert_eq!(e["rule"], "floor:.ssh", "{path}: {e}");
+        refusals.push(e["deny_reason"].clone());
+    }
+    assert_eq!(refusals[0], refusals[1], "existence shows");
+    assert_eq!(refusals[2], refusals[3], "existence shows through a link");
+    // Outside every root: refused, naming the roots (no approver is asked).
+    std::fs::write(g.root().join("outside.txt"), "o").unwrap();
+    let e = expect_error(
+        &agent
+            .invoke("o", "file_info", json!({"path": "../outside.txt"}))
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "roots", "{e}");
+}
+
+/// `file_roots` tells an agent where it may work, without asking anyone, and is audited.
+#[tokio::test]
+async fn roots_names_the_workdir_and_every_root_without_asking() {
+    let g = Glovebox::with_extra_roots(&["elsewhere"]);
+    std::fs::create_dir_all(g.root().join("elsewhere")).unwrap();
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(&agent.invoke("r", "file_roots", json!({})).await);
+    assert_eq!(r["workdir"], json!(g.workdir), "{r}");
+    let roots: Vec<&str> = r["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let elsewhere = std::fs::canonicalize(g.root().join("elsewhere")).unwrap();
+    assert!(roots.contains(&g.workdir.to_str().unwrap()), "{r}");
+    assert!(roots.contains(&elsewhere.to_str().unwrap()), "{r}");
+    // Nothing to name: any field is refused.
+    expect_error(
+        &agent.invoke("x", "file_roots", json!({"path": "/"})).await,
+        "invalid_params",
+    );
+    let pool = g.audit_pool().await;
+    let outcome: String = sqlx::query_scalar(
+        "SELECT verdict FROM events WHERE kind = 'decide' AND client_call_id = 'r'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(outcome, "allow");
+}
+
+/// `file_mkdir` is a write of its path: asked, made with its parents; the floor, a link out of
+/// the roots and a file in the way are refused.
+#[tokio::test]
+async fn mkdir_asks_as_a_write_makes_parents_and_refuses_the_floor() {
+    let g = Glovebox::start();
+    let w = &g.workdir;
+    let outside = g.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    symlink(&outside, w.join("out")).unwrap();
+    std::fs::write(w.join("file"), "x").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "m",
+            "file_mkdir",
+            json!({"path": "a/b/c"}),
+            "once",
+        )
+        .await;
+    assert_eq!(ask["subjects"][0]["domain"], "write", "{ask}");
+    assert!(
+        ask["preview"]
+            .as_str()
+            .unwrap()
+            .contains("create the directory"),
+        "{ask}"
+    );
+    let r = expect_ok(&result);
+    assert_eq!(r["created"], true, "{r}");
+    assert!(w.join("a/b/c").is_dir());
+    denied_by_the_floor(&mut agent, "f", "file_mkdir", json!({"path": ".ssh/x"})).await;
+    let e = expect_error(
+        &agent
+            .invoke("o", "file_mkdir", json!({"path": "out/made"}))
+            .await,
+        "denied",
+    );
+    assert_eq!(e["rule"], "roots", "judged where the link leads: {e}");
+    assert!(!outside.join("made").exists());
+    let (_, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "in-the-way",
+            "file_mkdir",
+            json!({"path": "file"}),
+            "once",
+        )
+        .await;
+    expect_error(&result, "invalid_params");
+}

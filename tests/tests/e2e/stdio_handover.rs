@@ -36,7 +36,7 @@ async fn the_broker_serves_a_handed_over_session_even_with_the_bridge_stopped() 
     let list = bridge.answer("list");
     assert_eq!(
         list["result"]["tools"].as_array().unwrap().len(),
-        15,
+        glovebox_proto::tools::Tool::ALL.len(),
         "{list}"
     );
     bridge.signal(nix::sys::signal::Signal::SIGCONT);
@@ -68,7 +68,7 @@ async fn a_handed_over_session_acts_for_its_tokens_account_alone() {
     for b in [&alice, &bob] {
         b.assert_said("the broker serves this session");
     }
-    assert_eq!(list(&mut alice), 15);
+    assert_eq!(list(&mut alice), glovebox_proto::tools::Tool::ALL.len());
     // Bob's tools are switched off: his session, on the same broker, neither lists nor calls.
     assert_eq!(list(&mut bob), 0);
     bob.call("read", "file_list", json!({"path": "."}));
@@ -150,7 +150,7 @@ async fn a_call_in_flight_when_the_broker_stops_is_answered_and_the_session_goes
             .as_array()
             .unwrap()
             .len();
-        assert_eq!(tools, 15, "{signal}");
+        assert_eq!(tools, glovebox_proto::tools::Tool::ALL.len(), "{signal}");
     }
     assert!(
         !g.workdir.join("new.txt").exists(),

@@ -2,8 +2,6 @@
 //! same directory, then rename) keeping its mode. A replacement happens only while the file still
 //! matches the fingerprint the approver saw (device, inode, size, mtime, SHA-256).
 
-use std::path::Path;
-
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::FileWriteParams;
 use glovebox_proto::v1::{Domain, Plan, TicketBody};
@@ -89,47 +87,7 @@ pub fn execute(
 
 fn create(canonical: &str, shown: &str, content: &[u8]) -> Result<(), OpError> {
     let (parent, name) = fsio::split_parent(canonical)?;
-    // Walk up to the nearest existing directory, then create the missing ones one by one,
-    // each opened beneath the last without following links.
-    let mut missing = Vec::new();
-    let mut base = Path::new(parent);
-    loop {
-        match base.to_str().map(fsio::stat_path) {
-            Some(Ok(_)) => break,
-            Some(Err(e)) if e.code == ErrorCode::NotFound => {}
-            Some(Err(e)) => return Err(e),
-            None => {
-                return Err(OpError::new(
-                    ErrorCode::InvalidParams,
-                    "path is not valid UTF-8",
-                ));
-            }
-        }
-        let (Some(up), Some(dir_name)) = (base.parent(), base.file_name().and_then(|n| n.to_str()))
-        else {
-            return Err(OpError::new(
-                ErrorCode::NotFound,
-                "no part of the path exists",
-            ));
-        };
-        missing.push(dir_name.to_owned());
-        base = up;
-    }
-    let base = base.to_str().unwrap_or("/");
-    let mut dir = fsio::open_no_links(base, OFlags::RDONLY | OFlags::DIRECTORY)?;
-    for component in missing.iter().rev() {
-        match rustix::fs::mkdirat(&dir, component.as_str(), Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(e) => return Err(OpError::errno(e, shown)),
-        }
-        dir = fsio::open_beneath(
-            &dir,
-            component,
-            OFlags::RDONLY | OFlags::DIRECTORY,
-            Mode::empty(),
-        )
-        .map_err(|e| OpError::errno(e, shown))?;
-    }
+    let dir = fsio::make_dirs(parent, shown)?;
     let fd = match fsio::open_beneath(
         &dir,
         name,
