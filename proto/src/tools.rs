@@ -168,12 +168,37 @@ pub struct FileWriteParams {
     pub content: String,
 }
 
-/// Parameters of `file_edit`.
+/// Most edits one `file_edit` may carry.
+pub const MAX_EDITS: usize = 100;
+
+/// Parameters of `file_edit`: one replacement (`old_string`, `new_string`), or several (`edits`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileEditParams {
     /// Existing text file to edit.
     pub path: String,
+    /// The exact text to replace (not empty); or give `edits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_string: Option<String>,
+    /// The text to put in its place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_string: Option<String>,
+    /// Replace every occurrence instead of requiring exactly one.
+    #[serde(default)]
+    pub replace_all: bool,
+    /// Several replacements, applied in order, each to the text the ones before it made (at most
+    /// 100): all apply or nothing is written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edits: Vec<FileEditChange>,
+    /// Return the diff without writing anything.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// One replacement of a `file_edit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileEditChange {
     /// The exact text to replace (not empty).
     pub old_string: String,
     /// The text to put in its place.
@@ -181,6 +206,20 @@ pub struct FileEditParams {
     /// Replace every occurrence instead of requiring exactly one.
     #[serde(default)]
     pub replace_all: bool,
+}
+
+impl FileEditParams {
+    /// The replacements, in order: the one of `old_string` and `new_string`, or `edits`.
+    pub fn changes(&self) -> Vec<FileEditChange> {
+        match (&self.old_string, &self.new_string) {
+            (Some(old), Some(new)) => vec![FileEditChange {
+                old_string: old.clone(),
+                new_string: new.clone(),
+                replace_all: self.replace_all,
+            }],
+            _ => self.edits.clone(),
+        }
+    }
 }
 
 /// Parameters of `file_grep`.
@@ -352,11 +391,37 @@ impl ToolParams {
             }
             ToolParams::FileEdit(p) => {
                 check_path(&p.path)?;
-                if p.old_string.is_empty() {
-                    return Err("old_string must not be empty".to_owned());
+                match (&p.old_string, &p.new_string, p.edits.is_empty()) {
+                    (Some(_), Some(_), true) => {}
+                    (None, None, false) if !p.replace_all => {}
+                    (None, None, false) => {
+                        return Err("with edits, replace_all goes in each edit".to_owned());
+                    }
+                    (None, None, true) => {
+                        return Err("give old_string and new_string, or edits".to_owned());
+                    }
+                    (Some(_), Some(_), false) => {
+                        return Err("give old_string and new_string, or edits, not both".to_owned());
+                    }
+                    _ => return Err("old_string and new_string go together".to_owned()),
                 }
-                check_size("old_string", &p.old_string, MAX_WRITE_BYTES)?;
-                check_size("new_string", &p.new_string, MAX_WRITE_BYTES)
+                if p.edits.len() > MAX_EDITS {
+                    return Err(format!("at most {MAX_EDITS} edits"));
+                }
+                let mut total = 0;
+                for (i, c) in p.changes().iter().enumerate() {
+                    if c.old_string.is_empty() {
+                        return Err(format!("edit {}: old_string must not be empty", i + 1));
+                    }
+                    total += c.old_string.len() + c.new_string.len();
+                }
+                if total > 2 * MAX_WRITE_BYTES {
+                    return Err(format!(
+                        "the edits are {total} bytes, more than the {} allowed",
+                        2 * MAX_WRITE_BYTES
+                    ));
+                }
+                Ok(())
             }
             ToolParams::FileGrep(p) => {
                 check_path(&p.path)?;
@@ -586,6 +651,32 @@ mod tests {
                 Tool::FileEdit,
                 json!({"path": "a", "old_string": "", "new_string": "x"}),
             ),
+            (Tool::FileEdit, json!({"path": "a"})),
+            (Tool::FileEdit, json!({"path": "a", "old_string": "x"})),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "old_string": "x", "new_string": "y",
+                       "edits": [{"old_string": "a", "new_string": "b"}]}),
+            ),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "edits": [{"old_string": "", "new_string": "b"}]}),
+            ),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "replace_all": true,
+                       "edits": [{"old_string": "a", "new_string": "b"}]}),
+            ),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "edits": vec![json!({"old_string": "a", "new_string": "b"}); MAX_EDITS + 1]}),
+            ),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "edits": [
+                    {"old_string": "a".repeat(MAX_WRITE_BYTES), "new_string": "b".repeat(MAX_WRITE_BYTES)},
+                    {"old_string": "c", "new_string": "d"}]}),
+            ),
             (Tool::FileGrep, json!({"pattern": ""})),
             (Tool::FileGrep, json!({"pattern": "x", "max_results": 1001})),
             (
@@ -613,6 +704,12 @@ mod tests {
             (
                 Tool::FileEdit,
                 json!({"path": "a", "old_string": "x", "new_string": "", "replace_all": true}),
+            ),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "dry_run": true, "edits": [
+                    {"old_string": "x", "new_string": "y"},
+                    {"old_string": "y", "new_string": "z", "replace_all": true}]}),
             ),
             (
                 Tool::FileGrep,

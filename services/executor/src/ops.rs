@@ -194,16 +194,31 @@ pub fn audit_detail(params: &ToolParams) -> String {
             )
         }
         ToolParams::FileFind(p) => format!("name globs: {}", p.names.len()),
-        ToolParams::FileEdit(p) => format!(
-            "replace {} bytes with {} bytes{}",
-            p.old_string.len(),
-            p.new_string.len(),
-            if p.replace_all {
-                ", every occurrence"
-            } else {
-                ""
+        ToolParams::FileEdit(p) => {
+            let changes = p.changes();
+            let mut said = match changes.as_slice() {
+                [one] => format!(
+                    "replace {} bytes with {} bytes{}",
+                    one.old_string.len(),
+                    one.new_string.len(),
+                    if one.replace_all {
+                        ", every occurrence"
+                    } else {
+                        ""
+                    }
+                ),
+                many => format!(
+                    "{} edits, replacing {} bytes with {} bytes",
+                    many.len(),
+                    many.iter().map(|c| c.old_string.len()).sum::<usize>(),
+                    many.iter().map(|c| c.new_string.len()).sum::<usize>()
+                ),
+            };
+            if p.dry_run {
+                said.push_str("; dry run");
             }
-        ),
+            said
+        }
         _ => String::new(),
     }
 }

@@ -769,3 +769,84 @@ async fn mkdir_asks_as_a_write_makes_parents_and_refuses_the_floor() {
         .await;
     expect_error(&result, "invalid_params");
 }
+
+/// Several edits in one call: the approver sees the whole diff, all apply or none; a dry run is
+/// asked and bound like an edit (its diff shows the file), says so, and writes nothing.
+#[tokio::test]
+async fn several_edits_apply_together_and_a_dry_run_writes_nothing() {
+    let g = Glovebox::start();
+    let file = g.workdir.join("a.txt");
+    std::fs::write(&file, "one\ntwo\nthree\n").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let edits = json!([
+        {"old_string": "one", "new_string": "1"},
+        {"old_string": "three", "new_string": "3"}
+    ]);
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "dry",
+            "file_edit",
+            json!({"path": "a.txt", "edits": edits, "dry_run": true}),
+            "once",
+        )
+        .await;
+    let preview = ask["preview"].as_str().unwrap();
+    assert!(
+        preview.starts_with("dry run: nothing is written\n"),
+        "{ask}"
+    );
+    assert!(
+        preview.contains("-one\n+1\n") && preview.contains("-three\n+3\n"),
+        "{ask}"
+    );
+    let r = expect_ok(&result);
+    assert_eq!(
+        (&r["dry_run"], &r["replacements"]),
+        (&json!(true), &json!(2))
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\ntwo\nthree\n");
+    // The same edits for real.
+    let (_, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "real",
+            "file_edit",
+            json!({"path": "a.txt", "edits": edits}),
+            "once",
+        )
+        .await;
+    assert_eq!(expect_ok(&result)["dry_run"], false);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "1\ntwo\n3\n");
+    // One edit that does not apply: the approver is told, and nothing is written.
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "half",
+            "file_edit",
+            json!({"path": "a.txt", "edits": [
+                {"old_string": "two", "new_string": "2"},
+                {"old_string": "four", "new_string": "4"}]}),
+            "once",
+        )
+        .await;
+    assert!(
+        ask["preview"]
+            .as_str()
+            .unwrap()
+            .contains("edit 2: old_string does not occur"),
+        "{ask}"
+    );
+    expect_error(&result, "invalid_params");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "1\ntwo\n3\n");
+    // The floor holds for a dry run too.
+    denied_by_the_floor(
+        &mut agent,
+        "f",
+        "file_edit",
+        json!({"path": ".ssh/config", "dry_run": true,
+               "edits": [{"old_string": "a", "new_string": "b"}]}),
+    )
+    .await;
+}

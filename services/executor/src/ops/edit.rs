@@ -1,6 +1,8 @@
 //! `file_edit`: replace an exact string in an existing text file (exactly one occurrence, or every
-//! one with `replace_all`) and return the diff. The file is bound to the fingerprint the approver
-//! saw, like `file_write`, and replaced through the same atomic path.
+//! one with `replace_all`), or several in order (`edits`: all apply or nothing is written), and
+//! return the diff. The file is bound to the fingerprint the approver saw, like `file_write`, and
+//! replaced through the same atomic path; a `dry_run` is judged and bound the same way (its diff
+//! shows the file) and writes nothing.
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileEditParams, MAX_WRITE_BYTES};
@@ -15,38 +17,50 @@ use crate::fsio;
 use crate::replace::{planned_content, replace_with};
 use crate::resolve::resolve;
 
-/// Applies the edit to `old`; returns the new text and the number of replacements.
+/// Applies the edits to `old` in order; returns the new text and the number of replacements.
 pub fn apply(old: &[u8], p: &FileEditParams) -> Result<(String, usize), OpError> {
-    let text = std::str::from_utf8(old)
-        .map_err(|_| OpError::new(ErrorCode::Binary, format!("{} is not UTF-8 text", p.path)))?;
-    let count = text.matches(p.old_string.as_str()).count();
-    if count == 0 {
-        return Err(OpError::new(
-            ErrorCode::InvalidParams,
-            format!("old_string does not occur in {}", p.path),
-        ));
+    let mut text = std::str::from_utf8(old)
+        .map_err(|_| OpError::new(ErrorCode::Binary, format!("{} is not UTF-8 text", p.path)))?
+        .to_owned();
+    let changes = p.changes();
+    let mut replacements = 0;
+    for (i, c) in changes.iter().enumerate() {
+        // Only a list of edits names which one failed.
+        let which = if p.edits.is_empty() {
+            String::new()
+        } else {
+            format!("edit {}: ", i + 1)
+        };
+        let count = text.matches(c.old_string.as_str()).count();
+        if count == 0 {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!("{which}old_string does not occur in {}", p.path),
+            ));
+        }
+        if count > 1 && !c.replace_all {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!(
+                    "{which}old_string occurs {count} times in {}; make it unique or set replace_all",
+                    p.path
+                ),
+            ));
+        }
+        text = if c.replace_all {
+            text.replace(c.old_string.as_str(), &c.new_string)
+        } else {
+            text.replacen(c.old_string.as_str(), &c.new_string, 1)
+        };
+        if text.len() > MAX_WRITE_BYTES {
+            return Err(OpError::new(
+                ErrorCode::TooLarge,
+                format!("the edited file would be more than {MAX_WRITE_BYTES} bytes"),
+            ));
+        }
+        replacements += count;
     }
-    if count > 1 && !p.replace_all {
-        return Err(OpError::new(
-            ErrorCode::InvalidParams,
-            format!(
-                "old_string occurs {count} times in {}; make it unique or set replace_all",
-                p.path
-            ),
-        ));
-    }
-    let new = if p.replace_all {
-        text.replace(p.old_string.as_str(), &p.new_string)
-    } else {
-        text.replacen(p.old_string.as_str(), &p.new_string, 1)
-    };
-    if new.len() > MAX_WRITE_BYTES {
-        return Err(OpError::new(
-            ErrorCode::TooLarge,
-            format!("the edited file would be more than {MAX_WRITE_BYTES} bytes"),
-        ));
-    }
-    Ok((new, count))
+    Ok((text, replacements))
 }
 
 /// Fingerprints the file like `file_write`. Whether it exists, what it is and whether the edit
@@ -91,7 +105,11 @@ pub fn preview(
     }
     let old = planned_content(ctx, &s.path, &p.path, &planned)?;
     let (new, _) = apply(&old, p)?;
-    Ok(render_diff(&s.path, &old, new.as_bytes(), true))
+    let (diff, cut) = render_diff(&s.path, &old, new.as_bytes(), true);
+    if p.dry_run {
+        return Ok((format!("dry run: nothing is written\n{diff}"), cut));
+    }
+    Ok((diff, cut))
 }
 
 pub fn execute(
@@ -110,14 +128,22 @@ pub fn execute(
         ));
     }
     let mut replacements = 0;
-    let (old, new) = replace_with(ctx, &s.path, &p.path, &expected, |old| {
+    let mut edited = |old: &[u8]| {
         let (new, count) = apply(old, p)?;
         if ctx.key.tag(new.as_bytes()) != ticket.content_tag {
             return Err(OpError::changed(&p.path));
         }
         replacements = count;
         Ok(new.into_bytes())
-    })?;
+    };
+    let (old, new) = if p.dry_run {
+        // Read as planned (same file, same content), changed in memory only.
+        let old = planned_content(ctx, &s.path, &p.path, &expected)?;
+        let new = edited(&old)?;
+        (old, new)
+    } else {
+        replace_with(ctx, &s.path, &p.path, &expected, edited)?
+    };
     let (diff, diff_truncated) = render_diff(&s.path, &old, &new, true);
     Ok(Done::new(
         &json!({
@@ -126,8 +152,9 @@ pub fn execute(
             "bytes": new.len(),
             "diff": diff,
             "diff_truncated": diff_truncated,
+            "dry_run": p.dry_run,
         }),
-        new.len() as u64,
+        if p.dry_run { 0 } else { new.len() as u64 },
     ))
 }
 
@@ -139,10 +166,87 @@ mod tests {
     fn params(path: &str, old: &str, new: &str, all: bool) -> FileEditParams {
         FileEditParams {
             path: path.into(),
-            old_string: old.into(),
-            new_string: new.into(),
+            old_string: Some(old.into()),
+            new_string: Some(new.into()),
             replace_all: all,
+            edits: Vec::new(),
+            dry_run: false,
         }
+    }
+
+    fn several(path: &str, edits: &[(&str, &str, bool)], dry_run: bool) -> FileEditParams {
+        FileEditParams {
+            path: path.into(),
+            old_string: None,
+            new_string: None,
+            replace_all: false,
+            edits: edits
+                .iter()
+                .map(|(old, new, all)| glovebox_proto::tools::FileEditChange {
+                    old_string: (*old).into(),
+                    new_string: (*new).into(),
+                    replace_all: *all,
+                })
+                .collect(),
+            dry_run,
+        }
+    }
+
+    #[test]
+    fn several_edits_apply_in_order_or_not_at_all() {
+        let p = several("f", &[("a", "b", false), ("b", "c", true)], false);
+        assert_eq!(apply(b"ab", &p).unwrap(), ("cc".to_owned(), 3));
+        let p = several("f", &[("a", "b", false), ("zzz", "y", false)], false);
+        let e = apply(b"a", &p).unwrap_err();
+        assert!(e.message.starts_with("edit 2: "), "{}", e.message);
+        let f = Fixture::new();
+        std::fs::write(f.work.join("a.txt"), "one two\n").unwrap();
+        let p = several("a.txt", &[("one", "1", false), ("nope", "x", false)], false);
+        let planned = plan(&f.ctx(), &p).unwrap();
+        assert!(execute(&f.ctx(), &p, &ticket_for(&planned)).is_err());
+        assert_eq!(
+            std::fs::read_to_string(f.work.join("a.txt")).unwrap(),
+            "one two\n",
+            "the first edit is not written alone"
+        );
+    }
+
+    #[test]
+    fn a_dry_run_returns_the_diff_and_writes_nothing() {
+        let f = Fixture::new();
+        std::fs::write(f.work.join("a.txt"), "one\ntwo\n").unwrap();
+        let before = std::fs::metadata(f.work.join("a.txt")).unwrap();
+        let p = several("a.txt", &[("one", "1", false), ("two", "2", false)], true);
+        let planned = plan(&f.ctx(), &p).unwrap();
+        let (preview, _) = preview(&f.ctx(), &p, &planned).unwrap();
+        assert!(
+            preview.starts_with("dry run: nothing is written\n"),
+            "{preview}"
+        );
+        let r = execute(&f.ctx(), &p, &ticket_for(&planned))
+            .unwrap()
+            .value();
+        assert_eq!(r["dry_run"], true);
+        assert_eq!(r["replacements"], 2);
+        assert!(r["diff"].as_str().unwrap().contains("+1\n+2\n"), "{r}");
+        assert_eq!(
+            std::fs::read_to_string(f.work.join("a.txt")).unwrap(),
+            "one\ntwo\n"
+        );
+        let after = std::fs::metadata(f.work.join("a.txt")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (before.ino(), before.mtime_nsec()),
+            (after.ino(), after.mtime_nsec())
+        );
+        // Bound like a real edit: a file changed since it was planned is refused.
+        std::fs::write(f.work.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        assert_eq!(
+            execute(&f.ctx(), &p, &ticket_for(&planned))
+                .unwrap_err()
+                .code,
+            ErrorCode::Changed
+        );
     }
 
     #[test]
