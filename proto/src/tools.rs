@@ -32,6 +32,10 @@ pub const MAX_SEARCH_MILLIS: u64 = 10_000;
 pub const MAX_PATTERN_BYTES: usize = 4096;
 /// Most globs one search may carry.
 pub const MAX_GLOBS: usize = 64;
+/// Most paths one `file_read_many` may name.
+pub const MAX_READ_MANY_PATHS: usize = 100;
+/// Most bytes of content one `file_read_many` returns, all files together.
+pub const MAX_READ_MANY_BYTES: u64 = 4 * 1024 * 1024;
 /// Most lines `file_head_tail` returns.
 pub const MAX_HEAD_TAIL_LINES: u32 = 10_000;
 
@@ -51,6 +55,7 @@ pub enum Tool {
     FileInfo,
     FileRoots,
     FileMkdir,
+    FileReadMany,
     ExecRun,
     ExecStatus,
     ExecTail,
@@ -59,7 +64,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Tool; 18] = [
+    pub const ALL: [Tool; 19] = [
         Tool::FileRead,
         Tool::FileList,
         Tool::FileWrite,
@@ -73,6 +78,7 @@ impl Tool {
         Tool::FileInfo,
         Tool::FileRoots,
         Tool::FileMkdir,
+        Tool::FileReadMany,
         Tool::ExecRun,
         Tool::ExecStatus,
         Tool::ExecTail,
@@ -339,6 +345,14 @@ pub struct FileMkdirParams {
     pub path: String,
 }
 
+/// Parameters of `file_read_many`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileReadManyParams {
+    /// Text files to read (1 to 100); relative paths resolve against the account's workdir.
+    pub paths: Vec<String>,
+}
+
 /// Validated parameters of one call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolParams {
@@ -355,6 +369,7 @@ pub enum ToolParams {
     FileInfo(FileInfoParams),
     FileRoots(FileRootsParams),
     FileMkdir(FileMkdirParams),
+    FileReadMany(FileReadManyParams),
     ExecRun(ExecRunParams),
     ExecStatus(JobParams),
     ExecTail(ExecTailParams),
@@ -454,6 +469,12 @@ impl ToolParams {
             ToolParams::FileInfo(p) => check_path(&p.path),
             ToolParams::FileMkdir(p) => check_path(&p.path),
             ToolParams::FileRoots(_) => Ok(()),
+            ToolParams::FileReadMany(p) => {
+                if p.paths.is_empty() || p.paths.len() > MAX_READ_MANY_PATHS {
+                    return Err(format!("paths must name 1 to {MAX_READ_MANY_PATHS} files"));
+                }
+                p.paths.iter().try_for_each(|path| check_path(path))
+            }
             ToolParams::FileMove(p) => {
                 check_path(&p.source)?;
                 check_path(&p.destination)

@@ -806,10 +806,11 @@ impl Client {
         }
     }
 
-    /// The next message of any kind (pings skipped).
+    /// The next message of any kind (pings skipped), within `WAIT` however many pings come.
     pub async fn next_message(&mut self) -> Message {
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let msg = tokio::time::timeout(WAIT, self.socket.next())
+            let msg = tokio::time::timeout_at(deadline, self.socket.next())
                 .await
                 .expect("timed out waiting for a frame")
                 .expect("connection ended")

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use super::{
     ExecRunParams, ExecStatParams, ExecTailParams, FileCountParams, FileDeleteParams,
     FileEditParams, FileFindParams, FileGrepParams, FileHeadTailParams, FileInfoParams,
-    FileListParams, FileMkdirParams, FileMoveParams, FileReadParams, FileRootsParams,
-    FileWriteParams, JobParams, Tool, ToolParams,
+    FileListParams, FileMkdirParams, FileMoveParams, FileReadManyParams, FileReadParams,
+    FileRootsParams, FileWriteParams, JobParams, Tool, ToolParams,
 };
 use crate::v1::Domain;
 
@@ -202,7 +202,7 @@ const JOB: &[(&str, &str)] = &[("job_id", "string"), ("state", "string")];
 
 /// Every built-in tool, in the order clients see them.
 #[rustfmt::skip]
-pub static ENTRIES: [Entry; 18] = [
+pub static ENTRIES: [Entry; 19] = [
     entry!(FileRead, "file_read", FileReadParams, LOOKS, [Read], walks: false,
         "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir. Its result also has path, bytes, lines and total_lines.",
         output: &[("content", "string"), ("truncated", "boolean")],
@@ -250,6 +250,10 @@ pub static ENTRIES: [Entry; 18] = [
     entry!(FileMkdir, "file_mkdir", FileMkdirParams, ADDS, [Write], walks: false,
         "Create a directory and any missing parents (like mkdir -p); one that exists already is left as it is.",
         output: &[("path", "string"), ("created", "boolean")]),
+    // One read per path ([`plan_shape`]: as many as it names).
+    entry!(FileReadMany, "file_read_many", FileReadManyParams, LOOKS, [Read], walks: false,
+        "Read several UTF-8 text files (up to 100, each up to 1 MiB, 4 MiB in all) in one call; each path is judged as a read, and one refused refuses the call. Each file comes back with its content, or with why it could not be read (not found, binary, too large).",
+        output: &[("files", "array")]),
     // The exact command, then the directory it runs in (read).
     entry!(ExecRun, "exec_run", ExecRunParams, CHANGES, [Exec, Read], walks: false,
         "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail.",
@@ -336,6 +340,8 @@ pub enum PlanShape {
     /// A pack tool: its name in the tools domain, then any number of read or write subjects (its
     /// path arguments).
     ToolThenPaths,
+    /// One to this many reads (`file_read_many`).
+    Reads(usize),
 }
 
 impl PlanShape {
@@ -343,6 +349,9 @@ impl PlanShape {
     pub fn fits(self, domains: &[Domain]) -> bool {
         match self {
             PlanShape::Exactly(want) => domains == want,
+            PlanShape::Reads(most) => {
+                (1..=most).contains(&domains.len()) && domains.iter().all(|d| *d == Domain::Read)
+            }
             PlanShape::ToolThenPaths => match domains.split_first() {
                 Some((Domain::Tool, rest)) => rest
                     .iter()
@@ -363,12 +372,26 @@ pub fn plan_shape(name: &str) -> Option<PlanShape> {
     if crate::packs::split_name(name).is_some() {
         return Some(PlanShape::ToolThenPaths);
     }
-    Tool::from_name(name).map(|t| PlanShape::Exactly(t.entry().domains))
+    match Tool::from_name(name)? {
+        Tool::FileReadMany => Some(PlanShape::Reads(crate::tools::MAX_READ_MANY_PATHS)),
+        t => Some(PlanShape::Exactly(t.entry().domains)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_many_plan_is_one_to_the_most_reads_and_nothing_else() {
+        let shape = plan_shape("file_read_many").unwrap();
+        assert!(shape.fits(&[Domain::Read]));
+        assert!(shape.fits(&vec![Domain::Read; crate::tools::MAX_READ_MANY_PATHS]));
+        assert!(!shape.fits(&vec![Domain::Read; crate::tools::MAX_READ_MANY_PATHS + 1]));
+        assert!(!shape.fits(&[]));
+        assert!(!shape.fits(&[Domain::Read, Domain::Write]));
+        assert!(!shape.fits(&[Domain::Account]));
+    }
 
     #[test]
     fn the_table_is_in_tool_order_and_names_are_wire_safe_and_unique() {

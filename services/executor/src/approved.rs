@@ -13,7 +13,7 @@ use rustix::fs::{FileType, OFlags, Stat};
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::fsio;
-use crate::resolve::resolve;
+use crate::resolve::{Resolved, resolve};
 
 /// A subject for `path` in `domain` with the given state.
 pub fn subject(domain: Domain, path: String, state: FileState) -> Subject {
@@ -167,18 +167,31 @@ pub fn open_planned(
 ) -> Result<(String, OwnedFd, Stat, FileState), OpError> {
     let r = resolve(path, ctx.workdir)?;
     let s = bound_subject(ticket, Domain::Read, &r.path)?;
-    r.followable(path)?;
+    let (fd, stat, expected) = open_subject(&r, s, path, flags)?;
+    Ok((s.path.clone(), fd, stat, expected))
+}
+
+/// Opens what `s`, a ticket's subject that `r` (the path `shown`, resolved now) was bound to,
+/// names: refused if the path cannot be followed, nothing was there when planned, or the object
+/// is not the one planned. Returns it with its status and the planned state.
+pub fn open_subject(
+    r: &Resolved,
+    s: &Subject,
+    shown: &str,
+    flags: OFlags,
+) -> Result<(OwnedFd, Stat, FileState), OpError> {
+    r.followable(shown)?;
     let expected = s.state.clone().unwrap_or_default();
     if !expected.exists {
         return Err(OpError::new(
             ErrorCode::NotFound,
-            format!("{path}: not found"),
+            format!("{shown}: not found"),
         ));
     }
     let fd = fsio::open_no_links(&s.path, flags)?;
-    let stat = fsio::fstat(&fd, path)?;
-    fsio::check_identity(&stat, &expected, path)?;
-    Ok((s.path.clone(), fd, stat, expected))
+    let stat = fsio::fstat(&fd, shown)?;
+    fsio::check_identity(&stat, &expected, shown)?;
+    Ok((fd, stat, expected))
 }
 
 /// [`open_approved_read`] for the ops that read one file's content (`file_read`, `file_count`,
@@ -189,15 +202,21 @@ pub fn open_approved_file(
     ticket: &TicketBody,
 ) -> Result<(String, OwnedFd, Stat), OpError> {
     let (canonical, fd, stat, planned) = open_planned_read(ctx, path, ticket)?;
+    check_one_file(&stat, &planned, path)?;
+    Ok((canonical, fd, stat))
+}
+
+/// Refuses, for a read of content, anything but a regular file that has (and had when planned)
+/// one name.
+pub fn check_one_file(stat: &Stat, planned: &FileState, shown: &str) -> Result<(), OpError> {
     let wrong_type =
-        |what: &str| OpError::new(ErrorCode::InvalidParams, format!("{path} is {what}"));
-    match fsio::file_type(&stat) {
+        |what: &str| OpError::new(ErrorCode::InvalidParams, format!("{shown} is {what}"));
+    match fsio::file_type(stat) {
         FileType::RegularFile => {}
         FileType::Directory => return Err(wrong_type("a directory; use file_list")),
         _ => return Err(wrong_type("not a regular file")),
     }
-    fsio::refuse_other_names(&stat, planned.links, path)?;
-    Ok((canonical, fd, stat))
+    fsio::refuse_other_names(stat, planned.links, shown)
 }
 
 #[cfg(test)]

@@ -266,6 +266,18 @@ pub fn make_dirs(path: &str, shown: &str) -> Result<OwnedFd, OpError> {
     Ok(dir)
 }
 
+/// The content of a file as text: refused (`binary`) if it holds a NUL byte or is not UTF-8.
+pub fn utf8_text(bytes: Vec<u8>, shown: &str) -> Result<String, OpError> {
+    if bytes.contains(&0) {
+        return Err(OpError::new(
+            ErrorCode::Binary,
+            format!("{shown} is a binary file"),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| OpError::new(ErrorCode::Binary, format!("{shown} is not UTF-8 text")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ pub mod list;
 pub mod mkdir;
 pub mod moves;
 pub mod read;
+pub mod read_many;
 pub mod roots;
 pub mod write;
 
@@ -47,6 +48,7 @@ pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
         ToolParams::FileInfo(p) => read_plan(ctx, &p.path),
         ToolParams::FileRoots(_) => Ok(roots::plan()),
         ToolParams::FileMkdir(p) => mkdir::plan(ctx, p),
+        ToolParams::FileReadMany(p) => read_many::plan(ctx, p),
     }
 }
 
@@ -82,6 +84,7 @@ fn preview_or_failure(
         ToolParams::FileRead(_)
         | ToolParams::FileInfo(_)
         | ToolParams::FileRoots(_)
+        | ToolParams::FileReadMany(_)
         | ToolParams::FileList(_)
         | ToolParams::FileGrep(_)
         | ToolParams::FileFind(_)
@@ -119,6 +122,7 @@ pub fn execute(
         ToolParams::FileInfo(p) => info::execute(ctx, p, ticket),
         ToolParams::FileRoots(_) => roots::execute(ctx, ticket),
         ToolParams::FileMkdir(p) => mkdir::execute(ctx, p, ticket),
+        ToolParams::FileReadMany(p) => read_many::execute(ctx, p, ticket),
     }
 }
 
@@ -194,6 +198,7 @@ pub fn audit_detail(params: &ToolParams) -> String {
             )
         }
         ToolParams::FileFind(p) => format!("name globs: {}", p.names.len()),
+        ToolParams::FileReadMany(p) => format!("{} paths", p.paths.len()),
         ToolParams::FileEdit(p) => {
             let changes = p.changes();
             let mut said = match changes.as_slice() {
@@ -240,6 +245,7 @@ mod tests {
                 | Tool::FileInfo => serde_json::json!({"path": "a.txt"}),
                 Tool::FileMkdir => serde_json::json!({"path": "new/dir"}),
                 Tool::FileRoots => serde_json::json!({}),
+                Tool::FileReadMany => serde_json::json!({"paths": ["a.txt"]}),
                 Tool::FileList => serde_json::json!({"path": "d"}),
                 Tool::FileWrite => serde_json::json!({"path": "b.txt", "content": "b"}),
                 Tool::FileEdit => {

@@ -52,6 +52,7 @@ async fn hello_ok_lists_tools_and_context() {
             "file_info",
             "file_roots",
             "file_mkdir",
+            "file_read_many",
             "exec_run",
             "exec_status",
             "exec_tail",

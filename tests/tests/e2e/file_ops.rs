@@ -850,3 +850,59 @@ async fn several_edits_apply_together_and_a_dry_run_writes_nothing() {
     )
     .await;
 }
+
+/// `file_read_many` judges every path: one on the floor refuses the call (nothing of the others
+/// is read), one outside the workdir asks, and once allowed each file comes back with its content
+/// or why not; more than 100 paths are refused before anything runs.
+#[tokio::test]
+async fn read_many_judges_every_path_and_answers_each_file() {
+    let g = Glovebox::with_extra_roots(&["outside"]);
+    let w = &g.workdir;
+    std::fs::write(w.join("a.txt"), "alpha").unwrap();
+    std::fs::write(w.join("b.txt"), "beta").unwrap();
+    std::fs::create_dir_all(w.join(".ssh")).unwrap();
+    std::fs::write(w.join(".ssh/id_rsa"), "KEY").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(
+        &agent
+            .invoke(
+                "m",
+                "file_read_many",
+                json!({"paths": ["a.txt", "missing.txt", "b.txt"]}),
+            )
+            .await,
+    );
+    let files = r["files"].as_array().unwrap();
+    assert_eq!(files[0]["content"], "alpha");
+    assert_eq!(files[1]["error"]["code"], "not_found");
+    assert_eq!(files[2]["content"], "beta");
+    denied_by_the_floor(
+        &mut agent,
+        "f",
+        "file_read_many",
+        json!({"paths": ["a.txt", ".ssh/id_rsa"]}),
+    )
+    .await;
+    // A path in another root asks, naming every subject.
+    std::fs::create_dir_all(g.root().join("outside")).unwrap();
+    std::fs::write(g.root().join("outside/notes.txt"), "n").unwrap();
+    let (ask, result) = agent
+        .invoke_asked(
+            &mut approver,
+            "o",
+            "file_read_many",
+            json!({"paths": ["a.txt", "../outside/notes.txt"]}),
+            "deny",
+        )
+        .await;
+    assert_eq!(ask["subjects"].as_array().unwrap().len(), 2, "{ask}");
+    expect_error(&result, "denied");
+    let many: Vec<String> = (0..101).map(|i| format!("f{i}")).collect();
+    expect_error(
+        &agent
+            .invoke("x", "file_read_many", json!({ "paths": many }))
+            .await,
+        "invalid_params",
+    );
+}

@@ -40,7 +40,7 @@ pub fn execute(
             e
         }
     })?;
-    let text = text_of(bytes, &p.path)?;
+    let text = fsio::utf8_text(bytes, &p.path)?;
     let n = text.len() as u64;
     let lines = text.lines().count();
     Ok(Done::new(
@@ -50,17 +50,6 @@ pub fn execute(
         }),
         n,
     ))
-}
-
-fn text_of(bytes: Vec<u8>, shown: &str) -> Result<String, OpError> {
-    if bytes.contains(&0) {
-        return Err(OpError::new(
-            ErrorCode::Binary,
-            format!("{shown} is a binary file"),
-        ));
-    }
-    String::from_utf8(bytes)
-        .map_err(|_| OpError::new(ErrorCode::Binary, format!("{shown} is not UTF-8 text")))
 }
 
 /// Lines `offset..offset+limit` (counting from 1), cut at `MAX_READ_BYTES`. The rest of the file
@@ -118,7 +107,7 @@ fn read_range(path: String, fd: std::os::fd::OwnedFd, p: &FileReadParams) -> Res
     total += rest.lines;
     // Anything left is at least one line.
     cut |= rest.lines > 0;
-    let text = text_of(out, &p.path)?;
+    let text = fsio::utf8_text(out, &p.path)?;
     let n = text.len() as u64;
     Ok(Done::new(
         &json!({

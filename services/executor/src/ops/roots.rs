@@ -58,7 +58,10 @@ mod tests {
         assert_eq!(r["workdir"], f.work.to_string_lossy().as_ref());
         let roots = r["roots"].as_array().unwrap();
         assert!(!roots.is_empty(), "{r}");
-        let other = crate::ops::exec::plan_stat();
+        let other = Plan {
+            subjects: vec![subject(Domain::Job, "*".into(), FileState::default())],
+            ..Plan::default()
+        };
         assert_eq!(
             execute(&f.ctx(), &ticket_for(&other)).unwrap_err().code,
             ErrorCode::Changed
