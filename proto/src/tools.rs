@@ -36,6 +36,12 @@ pub const MAX_GLOBS: usize = 64;
 pub const MAX_READ_MANY_PATHS: usize = 100;
 /// Most bytes of content one `file_read_many` returns, all files together.
 pub const MAX_READ_MANY_BYTES: u64 = 4 * 1024 * 1024;
+/// Largest image or audio file `file_read_media` returns, in bytes.
+pub const MAX_MEDIA_BYTES: u64 = 5 * 1024 * 1024;
+/// Deepest `file_tree`.
+pub const MAX_TREE_DEPTH: u32 = 10;
+/// Most entries `file_tree` returns.
+pub const MAX_TREE_ENTRIES: u32 = 10_000;
 /// Most lines `file_head_tail` returns.
 pub const MAX_HEAD_TAIL_LINES: u32 = 10_000;
 
@@ -56,6 +62,8 @@ pub enum Tool {
     FileRoots,
     FileMkdir,
     FileReadMany,
+    FileReadMedia,
+    FileTree,
     ExecRun,
     ExecStatus,
     ExecTail,
@@ -64,7 +72,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Tool; 19] = [
+    pub const ALL: [Tool; 21] = [
         Tool::FileRead,
         Tool::FileList,
         Tool::FileWrite,
@@ -79,6 +87,8 @@ impl Tool {
         Tool::FileRoots,
         Tool::FileMkdir,
         Tool::FileReadMany,
+        Tool::FileReadMedia,
+        Tool::FileTree,
         Tool::ExecRun,
         Tool::ExecStatus,
         Tool::ExecTail,
@@ -353,6 +363,42 @@ pub struct FileReadManyParams {
     pub paths: Vec<String>,
 }
 
+/// Parameters of `file_read_media`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileReadMediaParams {
+    /// Image (PNG, JPEG, GIF, WebP) or audio file (WAV, MP3, OGG, FLAC) to read, up to 5 MiB; its
+    /// type is read from its bytes, never from its name.
+    pub path: String,
+}
+
+/// Parameters of `file_tree`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileTreeParams {
+    /// Directory at the top of the tree; defaults to the account's workdir.
+    #[serde(default = "workdir")]
+    pub path: String,
+    /// How many levels to show (default 3, at most 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// Globs of names to leave out, with everything below them (`node_modules`, `*.pyc`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Also show hidden files and directories.
+    #[serde(default)]
+    pub hidden: bool,
+    /// Do not honour `.gitignore` and `.ignore` files.
+    #[serde(default)]
+    pub no_ignore: bool,
+    /// Most entries to return (default 1000, at most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_entries: Option<u32>,
+    /// Time cap in milliseconds (default and most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
 /// Validated parameters of one call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolParams {
@@ -370,6 +416,8 @@ pub enum ToolParams {
     FileRoots(FileRootsParams),
     FileMkdir(FileMkdirParams),
     FileReadMany(FileReadManyParams),
+    FileReadMedia(FileReadMediaParams),
+    FileTree(FileTreeParams),
     ExecRun(ExecRunParams),
     ExecStatus(JobParams),
     ExecTail(ExecTailParams),
@@ -467,6 +515,19 @@ impl ToolParams {
             }
             ToolParams::FileDelete(p) => check_path(&p.path),
             ToolParams::FileInfo(p) => check_path(&p.path),
+            ToolParams::FileReadMedia(p) => check_path(&p.path),
+            ToolParams::FileTree(p) => {
+                check_path(&p.path)?;
+                check_range("depth", p.depth.map(u64::from), 1, MAX_TREE_DEPTH.into())?;
+                check_range(
+                    "max_entries",
+                    p.max_entries.map(u64::from),
+                    1,
+                    MAX_TREE_ENTRIES.into(),
+                )?;
+                check_globs(&p.exclude)?;
+                check_range("timeout_ms", p.timeout_ms, 1, MAX_SEARCH_MILLIS)
+            }
             ToolParams::FileMkdir(p) => check_path(&p.path),
             ToolParams::FileRoots(_) => Ok(()),
             ToolParams::FileReadMany(p) => {

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use super::{
     ExecRunParams, ExecStatParams, ExecTailParams, FileCountParams, FileDeleteParams,
     FileEditParams, FileFindParams, FileGrepParams, FileHeadTailParams, FileInfoParams,
-    FileListParams, FileMkdirParams, FileMoveParams, FileReadManyParams, FileReadParams,
-    FileRootsParams, FileWriteParams, JobParams, Tool, ToolParams,
+    FileListParams, FileMkdirParams, FileMoveParams, FileReadManyParams, FileReadMediaParams,
+    FileReadParams, FileRootsParams, FileTreeParams, FileWriteParams, JobParams, Tool, ToolParams,
 };
 use crate::v1::Domain;
 
@@ -202,7 +202,7 @@ const JOB: &[(&str, &str)] = &[("job_id", "string"), ("state", "string")];
 
 /// Every built-in tool, in the order clients see them.
 #[rustfmt::skip]
-pub static ENTRIES: [Entry; 19] = [
+pub static ENTRIES: [Entry; 21] = [
     entry!(FileRead, "file_read", FileReadParams, LOOKS, [Read], walks: false,
         "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir. Its result also has path, bytes, lines and total_lines.",
         output: &[("content", "string"), ("truncated", "boolean")],
@@ -254,6 +254,13 @@ pub static ENTRIES: [Entry; 19] = [
     entry!(FileReadMany, "file_read_many", FileReadManyParams, LOOKS, [Read], walks: false,
         "Read several UTF-8 text files (up to 100, each up to 1 MiB, 4 MiB in all) in one call; each path is judged as a read, and one refused refuses the call. Each file comes back with its content, or with why it could not be read (not found, binary, too large).",
         output: &[("files", "array")]),
+    entry!(FileReadMedia, "file_read_media", FileReadMediaParams, LOOKS, [Read], walks: false,
+        "Read an image (PNG, JPEG, GIF, WebP) or audio file (WAV, MP3, OGG, FLAC) of up to 5 MiB, its type read from its bytes: MCP clients get it as an image or audio block; the WebSocket result has it base64 in data.",
+        output: &[("path", "string"), ("kind", "string"), ("mime_type", "string"), ("bytes", "integer")]),
+    entry!(FileTree, "file_tree", FileTreeParams, LOOKS, [Read], walks: true,
+        "A directory's tree as nested entries (name, type, children), to a depth of 10 (default 3), leaving out names matching exclude globs and what .gitignore ignores; at most 10000 entries (truncated says it was cut). Links are counted, never followed. Its result also has path, count, hidden and links.",
+        output: &[("tree", "array"), ("truncated", "boolean"), ("timed_out", "boolean")],
+        undeclared: &[("path", "string"), ("count", "integer")]),
     // The exact command, then the directory it runs in (read).
     entry!(ExecRun, "exec_run", ExecRunParams, CHANGES, [Exec, Read], walks: false,
         "Start a shell command (/bin/sh -c) and return a job_id at once; the user may be asked to approve the exact command. Poll with exec_status and exec_tail.",

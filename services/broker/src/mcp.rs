@@ -288,7 +288,30 @@ pub fn is_pack_error(tool: &str, value: &serde_json::Value) -> bool {
 
 /// A successful result of `tool`, `result` its JSON text, as an MCP tool result.
 fn success(tool: &str, result: &str) -> CallToolResult {
-    read_as(mcp_form::present_text(Tool::from_name(tool), result))
+    media_result(tool, result)
+        .unwrap_or_else(|| read_as(mcp_form::present_text(Tool::from_name(tool), result)))
+}
+
+/// A `file_read_media` result as MCP clients show media: an image or audio block with its MIME
+/// type, then the rest (path, kind, type, size) as text and as structured content.
+fn media_result(tool: &str, result: &str) -> Option<CallToolResult> {
+    if Tool::from_name(tool) != Some(Tool::FileReadMedia) {
+        return None;
+    }
+    let mut value: serde_json::Value = serde_json::from_str(result).ok()?;
+    let data = match value.as_object_mut()?.remove("data")? {
+        serde_json::Value::String(data) => data,
+        _ => return None,
+    };
+    let mime = value.get("mime_type")?.as_str()?.to_owned();
+    let block = match value.get("kind")?.as_str()? {
+        "image" => ContentBlock::image(data, mime),
+        "audio" => ContentBlock::audio(data, mime),
+        _ => return None,
+    };
+    let mut out = CallToolResult::success(vec![block, ContentBlock::text(value.to_string())]);
+    out.structured_content = Some(value);
+    Some(out)
 }
 
 /// A result read for showing as a successful MCP tool result, or the error of one unreadable.

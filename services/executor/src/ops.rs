@@ -18,7 +18,9 @@ pub mod mkdir;
 pub mod moves;
 pub mod read;
 pub mod read_many;
+pub mod read_media;
 pub mod roots;
+pub mod tree;
 pub mod write;
 
 use glovebox_proto::tools::ToolParams;
@@ -49,6 +51,8 @@ pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
         ToolParams::FileRoots(_) => Ok(roots::plan()),
         ToolParams::FileMkdir(p) => mkdir::plan(ctx, p),
         ToolParams::FileReadMany(p) => read_many::plan(ctx, p),
+        ToolParams::FileReadMedia(p) => read_plan(ctx, &p.path),
+        ToolParams::FileTree(p) => read_plan(ctx, &p.path),
     }
 }
 
@@ -85,6 +89,8 @@ fn preview_or_failure(
         | ToolParams::FileInfo(_)
         | ToolParams::FileRoots(_)
         | ToolParams::FileReadMany(_)
+        | ToolParams::FileReadMedia(_)
+        | ToolParams::FileTree(_)
         | ToolParams::FileList(_)
         | ToolParams::FileGrep(_)
         | ToolParams::FileFind(_)
@@ -123,6 +129,8 @@ pub fn execute(
         ToolParams::FileRoots(_) => roots::execute(ctx, ticket),
         ToolParams::FileMkdir(p) => mkdir::execute(ctx, p, ticket),
         ToolParams::FileReadMany(p) => read_many::execute(ctx, p, ticket),
+        ToolParams::FileReadMedia(p) => read_media::execute(ctx, p, ticket),
+        ToolParams::FileTree(p) => tree::execute(ctx, p, ticket),
     }
 }
 
@@ -242,11 +250,12 @@ mod tests {
                 | Tool::FileCount
                 | Tool::FileHeadTail
                 | Tool::FileDelete
-                | Tool::FileInfo => serde_json::json!({"path": "a.txt"}),
+                | Tool::FileInfo
+                | Tool::FileReadMedia => serde_json::json!({"path": "a.txt"}),
                 Tool::FileMkdir => serde_json::json!({"path": "new/dir"}),
                 Tool::FileRoots => serde_json::json!({}),
                 Tool::FileReadMany => serde_json::json!({"paths": ["a.txt"]}),
-                Tool::FileList => serde_json::json!({"path": "d"}),
+                Tool::FileList | Tool::FileTree => serde_json::json!({"path": "d"}),
                 Tool::FileWrite => serde_json::json!({"path": "b.txt", "content": "b"}),
                 Tool::FileEdit => {
                     serde_json::json!({"path": "a.txt", "old_string": "a", "new_string": "b"})

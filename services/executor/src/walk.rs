@@ -35,6 +35,8 @@ pub struct WalkOptions<'a> {
     pub no_ignore: bool,
     /// ripgrep-style globs on paths below the root; `!` excludes.
     pub globs: &'a [String],
+    /// How deep below the root to go (`None`: all the way).
+    pub max_depth: Option<usize>,
 }
 
 /// What a walk saw and left out.
@@ -114,6 +116,7 @@ fn builder(
         .git_global(!options.no_ignore)
         .git_exclude(!options.no_ignore)
         .parents(!options.no_ignore)
+        .max_depth(options.max_depth)
         .threads(threads());
     if !options.no_ignore {
         // The walker reads ignore files itself, by path. Only plain files are let through: a

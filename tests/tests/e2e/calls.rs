@@ -53,6 +53,8 @@ async fn hello_ok_lists_tools_and_context() {
             "file_roots",
             "file_mkdir",
             "file_read_many",
+            "file_read_media",
+            "file_tree",
             "exec_run",
             "exec_status",
             "exec_tail",

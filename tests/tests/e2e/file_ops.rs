@@ -906,3 +906,57 @@ async fn read_many_judges_every_path_and_answers_each_file() {
         "invalid_params",
     );
 }
+
+/// `file_tree` shows a tree as a listing would: the floor hidden, links not followed, excluded
+/// names left out with all below them; a big tree is cut at its cap and says so.
+#[tokio::test]
+async fn tree_hides_what_a_listing_hides_and_a_big_tree_is_cut() {
+    let g = Glovebox::start();
+    let w = &g.workdir;
+    for dir in ["src/net", "node_modules/left-pad", ".ssh", "many"] {
+        std::fs::create_dir_all(w.join(dir)).unwrap();
+    }
+    std::fs::write(w.join("src/net/tcp.rs"), "").unwrap();
+    std::fs::write(w.join("node_modules/left-pad/index.js"), "").unwrap();
+    std::fs::write(w.join(".ssh/id_rsa"), "KEY").unwrap();
+    std::fs::write(w.join(".env"), "S=1").unwrap();
+    let home = g.root().join("home");
+    std::fs::create_dir_all(home.join("docs")).unwrap();
+    symlink(&home, w.join("home-link")).unwrap();
+    for i in 0..3000 {
+        std::fs::write(w.join(format!("many/f{i:04}")), "").unwrap();
+    }
+    let mut agent = g.connect("agent").await;
+    let r = expect_ok(
+        &agent
+            .invoke(
+                "t",
+                "file_tree",
+                json!({"hidden": true, "exclude": ["node_modules", "many"]}),
+            )
+            .await,
+    );
+    let text = r["tree"].to_string();
+    assert!(text.contains("tcp.rs"), "{text}");
+    for absent in [
+        "left-pad",
+        "id_rsa",
+        ".ssh",
+        ".env",
+        "home-link",
+        "docs",
+        "f0001",
+    ] {
+        assert!(!text.contains(absent), "{absent} shown: {text}");
+    }
+    assert_eq!(r["truncated"], false, "{r}");
+    assert_eq!(r["links"], 1, "{r}");
+    let big = expect_ok(
+        &agent
+            .invoke("b", "file_tree", json!({"path": "many"}))
+            .await,
+    );
+    assert_eq!(big["truncated"], true, "{}", big["count"]);
+    assert_eq!(big["count"], 1000);
+    denied_by_the_floor(&mut agent, "f", "file_tree", json!({"path": ".ssh"})).await;
+}

@@ -581,3 +581,60 @@ async fn the_stdio_bridge_answers_over_pipes_and_sockets_and_leaves_them_blockin
         );
     }
 }
+
+/// A 1×1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+
+/// `file_read_media` reaches every MCP client as a real image block (its bytes and the type read
+/// from them, whatever the name says), and a file named like a picture that is not one is an
+/// error; on the floor it is refused like any read.
+#[tokio::test]
+async fn a_media_read_is_an_image_block_for_every_client_and_the_name_decides_nothing() {
+    use base64::Engine;
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("pixel.png"), PNG).unwrap();
+    std::fs::write(g.workdir.join("really-a-png.jpg"), PNG).unwrap();
+    std::fs::write(g.workdir.join("fake.png"), "text in disguise").unwrap();
+    std::fs::create_dir_all(g.workdir.join(".ssh")).unwrap();
+    std::fs::write(g.workdir.join(".ssh/face.png"), PNG).unwrap();
+    let want = base64::engine::general_purpose::STANDARD.encode(PNG);
+    for (sdk, transport) in CLIENTS {
+        let mut c = McpClient::start(&g, sdk, transport, &g.token);
+        let label = c.label.clone();
+        let r = c
+            .call("m", "file_read_media", json!({"path": "pixel.png"}))
+            .await;
+        assert_eq!(r["is_error"], false, "{label}: {r}");
+        assert_eq!(r["types"][0], "image", "{label}: {r}");
+        assert_eq!(r["content"][0]["data"], want, "{label}");
+        assert_eq!(r["content"][0]["mimeType"], "image/png", "{label}");
+        assert_eq!(r["structured"]["bytes"], PNG.len(), "{label}: {r}");
+        let jpg = c
+            .call("j", "file_read_media", json!({"path": "really-a-png.jpg"}))
+            .await;
+        assert_eq!(jpg["content"][0]["mimeType"], "image/png", "{label}: {jpg}");
+        let fake = c
+            .call("f", "file_read_media", json!({"path": "fake.png"}))
+            .await;
+        assert_eq!(fake["is_error"], true, "{label}: {fake}");
+        assert!(
+            fake["text"].as_str().unwrap().contains("no type it knows"),
+            "{label}: {fake}"
+        );
+        let floor = c
+            .call("s", "file_read_media", json!({"path": ".ssh/face.png"}))
+            .await;
+        assert_eq!(floor["is_error"], true, "{label}: {floor}");
+        assert!(
+            floor["text"].as_str().unwrap().contains("floor:.ssh"),
+            "{label}: {floor}"
+        );
+        c.quit().await;
+    }
+}

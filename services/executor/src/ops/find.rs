@@ -105,6 +105,7 @@ fn find(
         hidden: p.hidden,
         no_ignore: p.no_ignore,
         globs: &[],
+        max_depth: None,
     };
     let found_ref = &found;
     walk(ctx, root, &options, deadline, stats, || {

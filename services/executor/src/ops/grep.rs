@@ -261,6 +261,7 @@ fn search_tree(
         hidden: p.hidden,
         no_ignore: p.no_ignore,
         globs: &p.globs,
+        max_depth: None,
     };
     walk(ctx, root, &options, shared.deadline, shared.stats, || {
         let mut searcher = searcher();
