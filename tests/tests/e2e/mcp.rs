@@ -638,3 +638,73 @@ async fn a_media_read_is_an_image_block_for_every_client_and_the_name_decides_no
         c.quit().await;
     }
 }
+
+/// The tools agents expect from other servers, called by both SDKs over both transports: each
+/// result passes the SDK's check against the tool's outputSchema and says what it should.
+#[tokio::test]
+async fn the_newer_file_tools_answer_every_client_within_their_output_schemas() {
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "one\ntwo\n").unwrap();
+    std::fs::create_dir_all(g.workdir.join("src")).unwrap();
+    std::fs::write(g.workdir.join("src/lib.rs"), "").unwrap();
+    let mut approver = g.connect("approver").await;
+    for (i, (sdk, transport)) in CLIENTS.into_iter().enumerate() {
+        let mut c = McpClient::start(&g, sdk, transport, &g.token);
+        let label = c.label.clone();
+        let ok = |r: &Value, what: &str| {
+            assert!(r.get("exception").is_none(), "{label} {what}: {r}");
+            assert_eq!(r["is_error"], false, "{label} {what}: {r}");
+        };
+        let info = c.call("i", "file_info", json!({"path": "a.txt"})).await;
+        ok(&info, "file_info");
+        assert_eq!(info["structured"]["size"], 8, "{label}: {info}");
+        let roots = c.call("r", "file_roots", json!({})).await;
+        ok(&roots, "file_roots");
+        assert_eq!(roots["structured"]["workdir"], json!(g.workdir), "{label}");
+        let many = c
+            .call(
+                "m",
+                "file_read_many",
+                json!({"paths": ["a.txt", "src/lib.rs"]}),
+            )
+            .await;
+        ok(&many, "file_read_many");
+        assert_eq!(
+            many["structured"]["files"][0]["content"], "one\ntwo\n",
+            "{label}"
+        );
+        let tree = c.call("t", "file_tree", json!({})).await;
+        ok(&tree, "file_tree");
+        assert!(
+            tree["text"].as_str().unwrap().contains("lib.rs"),
+            "{label}: {tree}"
+        );
+        // The ones that change something ask.
+        c.start_call(
+            "d",
+            "file_edit",
+            json!({"path": "a.txt", "dry_run": true,
+                   "edits": [{"old_string": "two", "new_string": "2"}]}),
+        )
+        .await;
+        let ask = approver.next_ask().await;
+        approver.answer(&ask, "once").await;
+        let dry = c.result("d").await;
+        ok(&dry, "file_edit dry run");
+        assert_eq!(dry["structured"]["dry_run"], true, "{label}: {dry}");
+        let dir = format!("made-{i}/sub");
+        c.start_call("k", "file_mkdir", json!({ "path": dir }))
+            .await;
+        let ask = approver.next_ask().await;
+        approver.answer(&ask, "once").await;
+        let made = c.result("k").await;
+        ok(&made, "file_mkdir");
+        assert_eq!(made["structured"]["created"], true, "{label}: {made}");
+        c.quit().await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(g.workdir.join("a.txt")).unwrap(),
+        "one\ntwo\n",
+        "dry runs wrote nothing"
+    );
+}
