@@ -148,6 +148,23 @@ pub fn open_approved_read(
     open_planned_read(ctx, path, ticket).map(|(canonical, fd, stat, _)| (canonical, fd, stat))
 }
 
+/// [`open_approved_read`] of the directory at the top of a walk (`file_find`, `file_tree`):
+/// anything else is refused. Returns (canonical path, stat).
+pub fn open_approved_dir(
+    ctx: &OpContext<'_>,
+    path: &str,
+    ticket: &TicketBody,
+) -> Result<(String, Stat), OpError> {
+    let (root, _fd, stat) = open_approved_read(ctx, path, ticket)?;
+    if fsio::file_type(&stat) != FileType::Directory {
+        return Err(OpError::new(
+            ErrorCode::InvalidParams,
+            format!("{path} is not a directory"),
+        ));
+    }
+    Ok((root, stat))
+}
+
 /// [`open_approved_read`], also returning the state the plan observed.
 pub fn open_planned_read(
     ctx: &OpContext<'_>,

@@ -19,6 +19,13 @@ use crate::error::OpError;
 pub struct Deadline(Instant);
 
 impl Deadline {
+    /// The deadline of a walk whose call asked for `timeout_ms` (at most, and by default,
+    /// `MAX_SEARCH_MILLIS`).
+    pub fn of_call(timeout_ms: Option<u64>) -> Deadline {
+        let most = glovebox_proto::tools::MAX_SEARCH_MILLIS;
+        Deadline::after(Duration::from_millis(timeout_ms.unwrap_or(most).min(most)))
+    }
+
     pub fn after(d: Duration) -> Deadline {
         Deadline(Instant::now() + d)
     }

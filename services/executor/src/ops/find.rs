@@ -3,20 +3,17 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use glovebox_proto::ErrorCode;
+use glovebox_proto::tools::FileFindParams;
 use glovebox_proto::tools::mcp_form::{CellValue, TableWriter};
-use glovebox_proto::tools::{FileFindParams, MAX_SEARCH_MILLIS};
 use glovebox_proto::v1::TicketBody;
-use rustix::fs::FileType;
 use serde_json::json;
 
-use crate::approved::open_approved_read;
+use crate::approved::open_approved_dir;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
-use crate::fsio;
 use crate::walk::{
     Deadline, WalkOptions, WalkStats, check_root_unchanged, parent_has_no_links, walk,
 };
@@ -43,18 +40,8 @@ pub fn execute(
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
     let set = names(&p.names)?;
-    let millis = p
-        .timeout_ms
-        .unwrap_or(MAX_SEARCH_MILLIS)
-        .min(MAX_SEARCH_MILLIS);
-    let deadline = Deadline::after(Duration::from_millis(millis));
-    let (root, _fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
-    if fsio::file_type(&stat) != FileType::Directory {
-        return Err(OpError::new(
-            ErrorCode::InvalidParams,
-            format!("{} is not a directory", p.path),
-        ));
-    }
+    let deadline = Deadline::of_call(p.timeout_ms);
+    let (root, stat) = open_approved_dir(ctx, &p.path, ticket)?;
     let max = p.max_results.unwrap_or(DEFAULT_RESULTS) as usize;
     let stats = WalkStats::default();
     let found = find(ctx, p, &set, &root, deadline, &stats, max)?;

@@ -6,11 +6,10 @@
 use std::io::Read;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::mcp_form::{CellValue, TableWriter};
-use glovebox_proto::tools::{FileGrepParams, MAX_READ_BYTES, MAX_SEARCH_MILLIS};
+use glovebox_proto::tools::{FileGrepParams, MAX_READ_BYTES};
 use glovebox_proto::v1::TicketBody;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
@@ -205,11 +204,7 @@ pub fn execute(
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
     let matcher = matcher(p)?;
-    let millis = p
-        .timeout_ms
-        .unwrap_or(MAX_SEARCH_MILLIS)
-        .min(MAX_SEARCH_MILLIS);
-    let deadline = Deadline::after(Duration::from_millis(millis));
+    let deadline = Deadline::of_call(p.timeout_ms);
     let (root, fd, stat, planned) = open_planned_read(ctx, &p.path, ticket)?;
     let stats = WalkStats::default();
     let shared = Shared {
@@ -348,6 +343,7 @@ mod tests {
     use crate::testing::{Fixture, shown_alike_as_tables, ticket_for};
     use glovebox_proto::tools::Tool;
     use std::os::unix::fs::symlink;
+    use std::time::Duration;
 
     fn params(pattern: &str) -> FileGrepParams {
         FileGrepParams {

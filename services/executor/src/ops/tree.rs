@@ -5,18 +5,14 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use glovebox_proto::ErrorCode;
-use glovebox_proto::tools::{FileTreeParams, MAX_SEARCH_MILLIS};
+use glovebox_proto::tools::FileTreeParams;
 use glovebox_proto::v1::TicketBody;
-use rustix::fs::FileType;
 use serde_json::{Map, Value, json};
 
-use crate::approved::open_approved_read;
+use crate::approved::open_approved_dir;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
-use crate::fsio;
 use crate::walk::{
     Deadline, WalkOptions, WalkStats, check_root_unchanged, parent_has_no_links, walk,
 };
@@ -31,18 +27,8 @@ pub fn execute(
     p: &FileTreeParams,
     ticket: &TicketBody,
 ) -> Result<Done, OpError> {
-    let millis = p
-        .timeout_ms
-        .unwrap_or(MAX_SEARCH_MILLIS)
-        .min(MAX_SEARCH_MILLIS);
-    let deadline = Deadline::after(Duration::from_millis(millis));
-    let (root, _fd, stat) = open_approved_read(ctx, &p.path, ticket)?;
-    if fsio::file_type(&stat) != FileType::Directory {
-        return Err(OpError::new(
-            ErrorCode::InvalidParams,
-            format!("{} is not a directory", p.path),
-        ));
-    }
+    let deadline = Deadline::of_call(p.timeout_ms);
+    let (root, stat) = open_approved_dir(ctx, &p.path, ticket)?;
     let max = p.max_entries.unwrap_or(DEFAULT_ENTRIES) as usize;
     // Excluded names, as ripgrep's overrides spell them: a name glob matches at any depth.
     let globs: Vec<String> = p.exclude.iter().map(|g| format!("!{g}")).collect();
