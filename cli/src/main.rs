@@ -348,6 +348,9 @@ enum Command {
         /// Where to report a cap the job reached.
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
+        /// An interactive job's input: a FIFO the executor holds open for writing.
+        #[arg(long, value_name = "FIFO")]
+        stdin_fifo: Option<PathBuf>,
         /// The command line, run by /bin/sh -c.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -668,6 +671,7 @@ fn main() -> ExitCode {
         tmp,
         walls,
         report,
+        stdin_fifo,
         command,
     } = cli.command
     {
@@ -677,6 +681,7 @@ fn main() -> ExitCode {
             command: command.join(" "),
             walls: walls.into_walls(),
             report,
+            stdin_fifo,
         });
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }

@@ -12,7 +12,7 @@ pub mod mcp_form;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use exec::{ExecRunParams, ExecStatParams, ExecTailParams, JobParams, Stream};
+pub use exec::{ExecInputParams, ExecRunParams, ExecStatParams, ExecTailParams, JobParams, Stream};
 
 /// Longest path a client may name, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -69,10 +69,11 @@ pub enum Tool {
     ExecTail,
     ExecKill,
     ExecStat,
+    ExecInput,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 21] = [
+    pub const ALL: [Tool; 22] = [
         Tool::FileRead,
         Tool::FileList,
         Tool::FileWrite,
@@ -94,6 +95,7 @@ impl Tool {
         Tool::ExecTail,
         Tool::ExecKill,
         Tool::ExecStat,
+        Tool::ExecInput,
     ];
 
     /// Everything glovebox knows about this tool, from the one catalog.
@@ -423,6 +425,7 @@ pub enum ToolParams {
     ExecTail(ExecTailParams),
     ExecKill(JobParams),
     ExecStat(ExecStatParams),
+    ExecInput(ExecInputParams),
 }
 
 impl ToolParams {
@@ -565,6 +568,16 @@ impl ToolParams {
                 }
             }
             ToolParams::ExecStat(_) => Ok(()),
+            ToolParams::ExecInput(p) => {
+                exec::check_job_id(&p.job_id)?;
+                if p.input.is_empty() && !p.close {
+                    return Err("give input, or close the job's input".to_owned());
+                }
+                if p.input.contains('\0') {
+                    return Err("input must not contain NUL bytes".to_owned());
+                }
+                check_size("input", &p.input, exec::MAX_INPUT_BYTES)
+            }
         }
     }
 }

@@ -42,12 +42,14 @@ const REAP_LIMIT: Duration = Duration::from_secs(5);
 const PARENT_POLL: Duration = Duration::from_millis(100);
 
 /// What the contained program's standard input is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     /// Nothing (a job).
     Null,
     /// The shim's own (a pack server speaks MCP on it).
     Inherit,
+    /// A FIFO its parent holds open for writing (an interactive job's input, `exec_input`).
+    Fifo(std::path::PathBuf),
 }
 
 /// How the shim notices that its parent is gone.
@@ -107,6 +109,19 @@ pub fn run(config: ShimConfig) -> i32 {
             .open(path)
             .ok()
     });
+    // An interactive job's input is opened where its parent made it, before the job's own
+    // namespaces and domain hide that place.
+    let input = match &config.input {
+        Input::Null => Stdio::null(),
+        Input::Inherit => Stdio::inherit(),
+        Input::Fifo(path) => match open_fifo(path) {
+            Ok(file) => Stdio::from(file),
+            Err(e) => {
+                eprintln!("glovebox: the job's input {}: {e}", path.display());
+                return EXIT_SPAWN_FAILED;
+            }
+        },
+    };
     let (scoped, inner, in_force) = match confine(&config) {
         Ok(confined) => confined,
         Err(code) => return code,
@@ -118,7 +133,7 @@ pub fn run(config: ShimConfig) -> i32 {
         return EXIT_SANDBOX_FAILED;
     }
     let parent = nix::unistd::getppid();
-    let shell = match spawn_program(&config, inner, &in_force) {
+    let shell = match spawn_program(&config, input, inner, &in_force) {
         Ok(pid) => pid,
         Err(code) => return code,
     };
@@ -341,18 +356,34 @@ fn watched_signals() -> SigSet {
     watched
 }
 
+/// Opens the FIFO at `path` for reading, refusing a link or anything but a FIFO. Opened without
+/// waiting for a writer (a parent that already closed its end gives the program an end of input
+/// at once), then made blocking for the program.
+fn open_fifo(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::OFlags;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Fifo {
+        return Err(std::io::Error::other("not a FIFO"));
+    }
+    rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
+    Ok(std::fs::File::from(fd))
+}
+
 /// Step 4: starts the program, in the `inner` domain if there is one. Returns its pid, or the
 /// exit code of a shim that could not start it.
 fn spawn_program(
     config: &ShimConfig,
+    input: Stdio,
     inner: Option<RulesetCreated>,
     in_force: &Option<InForce>,
 ) -> Result<Pid, i32> {
     let mut command = Command::new(&config.program);
-    command.args(&config.args).stdin(match config.input {
-        Input::Null => Stdio::null(),
-        Input::Inherit => Stdio::inherit(),
-    });
+    command.args(&config.args).stdin(input);
     if let Some(cwd) = &config.cwd {
         command.current_dir(cwd);
     }

@@ -10,10 +10,11 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::{
-    ExecRunParams, ExecStatParams, ExecTailParams, FileCountParams, FileDeleteParams,
-    FileEditParams, FileFindParams, FileGrepParams, FileHeadTailParams, FileInfoParams,
-    FileListParams, FileMkdirParams, FileMoveParams, FileReadManyParams, FileReadMediaParams,
-    FileReadParams, FileRootsParams, FileTreeParams, FileWriteParams, JobParams, Tool, ToolParams,
+    ExecInputParams, ExecRunParams, ExecStatParams, ExecTailParams, FileCountParams,
+    FileDeleteParams, FileEditParams, FileFindParams, FileGrepParams, FileHeadTailParams,
+    FileInfoParams, FileListParams, FileMkdirParams, FileMoveParams, FileReadManyParams,
+    FileReadMediaParams, FileReadParams, FileRootsParams, FileTreeParams, FileWriteParams,
+    JobParams, Tool, ToolParams,
 };
 use crate::v1::Domain;
 
@@ -202,7 +203,7 @@ const JOB: &[(&str, &str)] = &[("job_id", "string"), ("state", "string")];
 
 /// Every built-in tool, in the order clients see them.
 #[rustfmt::skip]
-pub static ENTRIES: [Entry; 21] = [
+pub static ENTRIES: [Entry; 22] = [
     entry!(FileRead, "file_read", FileReadParams, LOOKS, [Read], walks: false,
         "Read a UTF-8 text file (up to 1 MiB), or a range of lines (offset, limit) of a bigger one. Relative paths resolve against the account's workdir. Its result also has path, bytes, lines and total_lines.",
         output: &[("content", "string"), ("truncated", "boolean")],
@@ -277,6 +278,11 @@ pub static ENTRIES: [Entry; 21] = [
     entry!(ExecStat, "exec_stat", ExecStatParams, LOOKS, [Job], walks: false,
         "List the account's jobs with their state.",
         output: &[("jobs", "array")]),
+    // The job; to a shell or an interpreter, each line then as a command with the job's working
+    // directory ([`plan_shape`]).
+    entry!(ExecInput, "exec_input", ExecInputParams, CHANGES, [Job], walks: false,
+        "Write text to the standard input of a job started with interactive (a REPL, a prompt), and optionally close it; read what it answers with exec_tail and since. To a shell or an interpreter each line is a command the user may be asked to approve; to anything else it goes under the job's approval.",
+        output: &[("job_id", "string"), ("written", "integer"), ("closed", "boolean")]),
 ];
 
 /// The entry of a built-in tool.
@@ -349,6 +355,9 @@ pub enum PlanShape {
     ToolThenPaths,
     /// One to this many reads (`file_read_many`).
     Reads(usize),
+    /// A job, then up to this many commands each with its working directory (a read):
+    /// `exec_input`'s lines to a shell or an interpreter.
+    JobThenCommands(usize),
 }
 
 impl PlanShape {
@@ -356,6 +365,15 @@ impl PlanShape {
     pub fn fits(self, domains: &[Domain]) -> bool {
         match self {
             PlanShape::Exactly(want) => domains == want,
+            PlanShape::JobThenCommands(most) => match domains.split_first() {
+                Some((Domain::Job, rest)) => {
+                    rest.len() <= 2 * most
+                        && rest
+                            .chunks(2)
+                            .all(|pair| pair == [Domain::Exec, Domain::Read])
+                }
+                _ => false,
+            },
             PlanShape::Reads(most) => {
                 (1..=most).contains(&domains.len()) && domains.iter().all(|d| *d == Domain::Read)
             }
@@ -381,6 +399,9 @@ pub fn plan_shape(name: &str) -> Option<PlanShape> {
     }
     match Tool::from_name(name)? {
         Tool::FileReadMany => Some(PlanShape::Reads(crate::tools::MAX_READ_MANY_PATHS)),
+        Tool::ExecInput => Some(PlanShape::JobThenCommands(
+            crate::tools::exec::MAX_INPUT_LINES,
+        )),
         t => Some(PlanShape::Exactly(t.entry().domains)),
     }
 }

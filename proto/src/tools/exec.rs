@@ -25,6 +25,29 @@ pub struct ExecRunParams {
     /// Seconds before the job is killed (default 300, at most 3600).
     #[serde(default)]
     pub timeout_s: Option<u64>,
+    /// Keep the job's standard input open for `exec_input` (otherwise it reads nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+}
+
+/// Largest input one `exec_input` sends, in bytes.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+/// Most lines one `exec_input` to a shell or an interpreter may send (each one is judged).
+pub const MAX_INPUT_LINES: usize = 100;
+
+/// Parameters of `exec_input`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecInputParams {
+    /// A job started with `interactive`.
+    pub job_id: String,
+    /// Text to write to the job's standard input (include the final newline a prompt waits
+    /// for); up to 64 KiB.
+    #[serde(default)]
+    pub input: String,
+    /// Close the job's standard input afterwards (end of input).
+    #[serde(default)]
+    pub close: bool,
 }
 
 /// Parameters of `exec_status` and `exec_kill`.

@@ -10,7 +10,7 @@ pub mod shim;
 pub mod tree;
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -70,6 +70,11 @@ struct Job {
     tmp: PathBuf,
     /// The executor's end of the shim's stdin: dropping it tells the shim to end the job.
     lifeline: Mutex<Option<ChildStdin>>,
+    /// An interactive job's input: the executor's end of its FIFO (`None` once closed, and for
+    /// a job that reads nothing).
+    input: Mutex<Option<std::os::fd::OwnedFd>>,
+    /// Whether it was started interactive.
+    interactive: bool,
     started: Instant,
     started_at_ms: u64,
     deadline: Instant,
@@ -197,13 +202,15 @@ impl JobTable {
             })
     }
 
-    /// Starts `command` in `cwd` (canonical, already checked). Returns the job's summary.
+    /// Starts `command` in `cwd` (canonical, already checked), with an input the executor
+    /// writes to if `interactive`. Returns the job's summary.
     pub fn start(
         &self,
         command: &str,
         cwd: &str,
         timeout: Duration,
         network_cap: Option<glovebox_sandbox::isolate::Network>,
+        interactive: bool,
     ) -> Result<Value, OpError> {
         let mut jobs = lock(&self.jobs);
         if running_in(&jobs) >= MAX_RUNNING {
@@ -231,6 +238,16 @@ impl JobTable {
         cmd.args(walls.to_args());
         let report = self.config.scratch.join(format!("{id}.limit"));
         cmd.arg("--report").arg(&report);
+        let input = if interactive {
+            let fifo = tmp.join(INPUT_FIFO);
+            let writer = make_input(&fifo).inspect_err(|_| {
+                let _ = std::fs::remove_dir_all(&tmp);
+            })?;
+            cmd.arg("--stdin-fifo").arg(&fifo);
+            Some(writer)
+        } else {
+            None
+        };
         cmd.arg("--")
             .arg(command)
             .current_dir(cwd)
@@ -274,6 +291,8 @@ impl JobTable {
             pid,
             tmp,
             lifeline: Mutex::new(lifeline),
+            input: Mutex::new(input),
+            interactive,
             started: now,
             started_at_ms: glovebox_ticket::now_ms().unwrap_or(0),
             deadline: now + timeout,
@@ -288,6 +307,64 @@ impl JobTable {
         jobs.push(job);
         prune(&mut jobs);
         Ok(summary)
+    }
+
+    /// What an input to job `job_id` is judged by: its command, its working directory, and
+    /// whether it takes input at all.
+    pub fn facts(&self, job_id: &str) -> Result<(String, String, bool), OpError> {
+        let job = self.find(job_id)?;
+        Ok((job.command.clone(), job.cwd.clone(), job.interactive))
+    }
+
+    /// Writes `input` to an interactive job's input, then closes it if `close`. Never waits: a
+    /// job that is not reading (its pipe full) is refused as busy, with what was written said.
+    pub fn input(&self, job_id: &str, input: &[u8], close: bool) -> Result<Value, OpError> {
+        let job = self.find(job_id)?;
+        if !job.interactive {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!("job {job_id} was not started interactive; it reads no input"),
+            ));
+        }
+        let mut held = lock(&job.input);
+        let Some(fd) = held.as_ref() else {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!("job {job_id}'s input is closed"),
+            ));
+        };
+        if job.state().0 != JobState::Running {
+            return Err(OpError::new(
+                ErrorCode::InvalidParams,
+                format!("job {job_id} is not running"),
+            ));
+        }
+        let mut written = 0;
+        while written < input.len() {
+            match rustix::io::write(fd, &input[written..]) {
+                Ok(n) => written += n,
+                Err(rustix::io::Errno::AGAIN) => {
+                    return Err(OpError::new(
+                        ErrorCode::Busy,
+                        format!(
+                            "job {job_id} is not reading its input: {written} of {} bytes written",
+                            input.len()
+                        ),
+                    ));
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(OpError::errno(e, "the job's input")),
+            }
+        }
+        if close {
+            *held = None;
+        }
+        Ok(json!({
+            "job_id": job.id,
+            "state": job.state().0.name(),
+            "written": written,
+            "closed": held.is_none(),
+        }))
     }
 
     pub fn status(&self, job_id: &str) -> Result<Value, OpError> {
@@ -481,6 +558,30 @@ fn pump(mut source: impl Read + Send + 'static, ring: Arc<Mutex<Ring>>) {
     });
 }
 
+/// The name of an interactive job's input FIFO in its temporary directory.
+const INPUT_FIFO: &str = ".glovebox-input";
+
+/// Makes the FIFO at `path` (0600) and opens it for writing without waiting for a reader
+/// (`O_RDWR`, which a FIFO allows on Linux), non-blocking: what the executor writes an
+/// interactive job's input to.
+fn make_input(path: &Path) -> Result<std::os::fd::OwnedFd, OpError> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        Mode::from_raw_mode(0o600),
+        0,
+    )
+    .map_err(|e| OpError::errno(e, "the job's input"))?;
+    rustix::fs::open(
+        path,
+        OFlags::RDWR | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| OpError::errno(e, "the job's input"))
+}
+
 fn running_in(jobs: &[Arc<Job>]) -> usize {
     jobs.iter()
         .filter(|j| j.state().0 == JobState::Running)
@@ -540,6 +641,7 @@ mod tests {
                 dir.path().to_str().unwrap(),
                 Duration::from_secs(10),
                 None,
+                false,
             )
             .unwrap();
         let file = dir.path().join("env.txt");

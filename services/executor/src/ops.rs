@@ -40,6 +40,7 @@ pub fn plan(ctx: &OpContext<'_>, params: &ToolParams) -> Result<Plan, OpError> {
         ToolParams::ExecStatus(p) | ToolParams::ExecKill(p) => Ok(exec::plan_job(&p.job_id)),
         ToolParams::ExecTail(p) => Ok(exec::plan_job(&p.job_id)),
         ToolParams::ExecStat(_) => Ok(exec::plan_stat()),
+        ToolParams::ExecInput(p) => exec::plan_input(ctx, p),
         ToolParams::FileEdit(p) => edit::plan(ctx, p),
         ToolParams::FileGrep(p) => read_plan(ctx, &p.path),
         ToolParams::FileFind(p) => read_plan(ctx, &p.path),
@@ -84,6 +85,7 @@ fn preview_or_failure(
         ToolParams::FileDelete(p) => delete::preview(ctx, p, plan),
         ToolParams::FileMove(p) => moves::preview(ctx, p, plan),
         ToolParams::ExecRun(p) => Ok(exec::preview_run(p, plan)),
+        ToolParams::ExecInput(p) => Ok(exec::preview_input(p, plan)),
         ToolParams::FileMkdir(_) => mkdir::preview(plan),
         ToolParams::FileRead(_)
         | ToolParams::FileInfo(_)
@@ -118,6 +120,7 @@ pub fn execute(
         ToolParams::ExecTail(p) => exec::execute_tail(ctx, p, ticket),
         ToolParams::ExecKill(p) => exec::execute_kill(ctx, p, ticket),
         ToolParams::ExecStat(_) => exec::execute_stat(ctx, ticket),
+        ToolParams::ExecInput(p) => exec::execute_input(ctx, p, ticket),
         ToolParams::FileEdit(p) => edit::execute(ctx, p, ticket),
         ToolParams::FileGrep(p) => grep::execute(ctx, p, ticket),
         ToolParams::FileFind(p) => find::execute(ctx, p, ticket),
@@ -207,6 +210,11 @@ pub fn audit_detail(params: &ToolParams) -> String {
         }
         ToolParams::FileFind(p) => format!("name globs: {}", p.names.len()),
         ToolParams::FileReadMany(p) => format!("{} paths", p.paths.len()),
+        ToolParams::ExecInput(p) => format!(
+            "{} bytes of input{}",
+            p.input.len(),
+            if p.close { ", then closed" } else { "" }
+        ),
         ToolParams::FileEdit(p) => {
             let changes = p.changes();
             let mut said = match changes.as_slice() {
@@ -268,6 +276,9 @@ mod tests {
                     serde_json::json!({"job_id": "job-0123456789abcdef"})
                 }
                 Tool::ExecStat => serde_json::json!({}),
+                Tool::ExecInput => {
+                    serde_json::json!({"job_id": "job-0123456789abcdef", "input": "y\n"})
+                }
             }
         };
         for tool in Tool::ALL {

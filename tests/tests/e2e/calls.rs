@@ -59,7 +59,8 @@ async fn hello_ok_lists_tools_and_context() {
             "exec_status",
             "exec_tail",
             "exec_kill",
-            "exec_stat"
+            "exec_stat",
+            "exec_input"
         ]
     );
     assert_eq!(h["tools"][0]["input_schema"]["type"], "object");

@@ -491,3 +491,168 @@ async fn a_job_moves_files_between_directories_of_its_workdir() {
     assert_eq!(stdout.trim(), "renamed", "{stderr}");
     assert!(g.workdir.join("b/f").exists() && g.workdir.join("b/x").is_dir());
 }
+
+/// What a job printed on stdout so far, once it holds `wanted` (within `WAIT`).
+async fn stdout_holding(agent: &mut Client, job: &str, wanted: &str) -> String {
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    for i in 0.. {
+        let tail = expect_ok(
+            &agent
+                .invoke(
+                    &format!("tail-{i}"),
+                    "exec_tail",
+                    json!({"job_id": job, "since": 0}),
+                )
+                .await,
+        );
+        let out = tail["stdout"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if out.contains(wanted) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {wanted:?} in {tail}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    unreachable!()
+}
+
+/// A Python REPL answered line by line: the job was approved as `python3`, so each line sent to
+/// it is a command the approver sees and may refuse; a refused line never reaches it. Closing its
+/// input ends it.
+#[tokio::test]
+async fn input_to_an_interpreter_is_asked_line_by_line() {
+    let g = Glovebox::start();
+    let mut approver = g.connect("approver").await;
+    let mut agent = g.connect("agent").await;
+    let (ask, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "r",
+            "exec_run",
+            json!({"command": "python3 -i -q", "interactive": true}),
+            "once",
+        )
+        .await;
+    assert!(
+        ask["preview"].as_str().unwrap().contains("interactive"),
+        "the approver is told the job takes input: {ask}"
+    );
+    let job = expect_ok(&r)["job_id"].as_str().unwrap().to_owned();
+    let (ask, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "i1",
+            "exec_input",
+            json!({"job_id": job, "input": "print(6 * 7)\n"}),
+            "once",
+        )
+        .await;
+    let subjects = ask["subjects"].as_array().unwrap();
+    assert_eq!(subjects[1]["domain"], "exec", "{ask}");
+    assert_eq!(subjects[1]["path"], "print(6 * 7)", "{ask}");
+    assert_eq!(expect_ok(&r)["written"], 13);
+    stdout_holding(&mut agent, &job, "42").await;
+    // Refused: the line is not written.
+    let (_, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "i2",
+            "exec_input",
+            json!({"job_id": job, "input": "open('refused-marker', 'w').write('x')\n"}),
+            "deny",
+        )
+        .await;
+    expect_error(&r, "denied");
+    let (_, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "i3",
+            "exec_input",
+            json!({"job_id": job, "input": "print('still', 'here')\n", "close": true}),
+            "once",
+        )
+        .await;
+    assert_eq!(expect_ok(&r)["closed"], true);
+    stdout_holding(&mut agent, &job, "still here").await;
+    let status = agent.wait_job(&job).await;
+    assert_eq!(
+        status["state"], "exited",
+        "closing its input ended it: {status}"
+    );
+    assert!(
+        !g.workdir.join("refused-marker").exists(),
+        "a refused line ran"
+    );
+    // The input is audited by its size, never its text.
+    let pool = g.audit_pool().await;
+    let details: Vec<String> = sqlx::query_scalar(
+        "SELECT detail FROM events WHERE kind = 'execute' AND tool = 'exec_input' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(details.iter().all(|d| !d.contains("print")), "{details:?}");
+    assert!(
+        details.iter().any(|d| d == "13 bytes of input"),
+        "{details:?}"
+    );
+}
+
+/// Input to a program that is no interpreter goes under the job's approval, with no ask; a job
+/// not started interactive takes none, and a closed input takes no more.
+#[tokio::test]
+async fn input_to_other_programs_goes_under_the_jobs_approval() {
+    let (g, mut agent, job) = started_job(json!({"command": "cat", "interactive": true})).await;
+    // No approver is asked (none answers: an ask would fail the call).
+    let r = agent
+        .invoke(
+            "i",
+            "exec_input",
+            json!({"job_id": job, "input": "hello\n"}),
+        )
+        .await;
+    assert_eq!(expect_ok(&r)["written"], 6);
+    stdout_holding(&mut agent, &job, "hello").await;
+    let r = agent
+        .invoke("c", "exec_input", json!({"job_id": job, "close": true}))
+        .await;
+    assert_eq!(expect_ok(&r)["closed"], true);
+    assert_eq!(agent.wait_job(&job).await["exit_code"], 0);
+    expect_error(
+        &agent
+            .invoke(
+                "again",
+                "exec_input",
+                json!({"job_id": job, "input": "x\n"}),
+            )
+            .await,
+        "invalid_params",
+    );
+    let mut approver = g.connect("approver").await;
+    let plain = run(
+        &mut agent,
+        &mut approver,
+        "p",
+        json!({"command": "sleep 5"}),
+    )
+    .await;
+    let e = expect_error(
+        &agent
+            .invoke("n", "exec_input", json!({"job_id": plain, "input": "x\n"}))
+            .await,
+        "invalid_params",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("not started interactive"),
+        "{e}"
+    );
+    agent.kill_running_job(&plain, "sleep").await;
+}

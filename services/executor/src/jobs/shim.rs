@@ -1,7 +1,8 @@
 //! The job shim (`glovebox job-shim`): `glovebox_sandbox::shim` containing one job's shell in
 //! the account's walls (`Walls`: namespaces or seccomp, its network) and the job's Landlock
 //! domain (`SandboxPlan::for_job`: the roots and the job's own temporary directory), with no
-//! input, and the executor's end of the shim's stdin as its lifeline.
+//! input (or, for an interactive job, the FIFO the executor writes its input to), and the
+//! executor's end of the shim's stdin as its lifeline.
 
 use std::path::PathBuf;
 
@@ -24,6 +25,8 @@ pub struct ShimConfig {
     pub walls: Walls,
     /// Where the shim reports a cap the job reached.
     pub report: Option<PathBuf>,
+    /// An interactive job's input (`None`: it reads nothing).
+    pub stdin_fifo: Option<PathBuf>,
 }
 
 /// Runs the shim; returns the exit code the process ends with.
@@ -36,7 +39,7 @@ pub fn run(config: ShimConfig) -> i32 {
         program: PathBuf::from(super::SHELL),
         args: vec!["-c".to_owned(), config.command],
         cwd: None,
-        input: Input::Null,
+        input: config.stdin_fifo.map_or(Input::Null, Input::Fifo),
         lifeline: Lifeline::Stdin,
     })
 }
