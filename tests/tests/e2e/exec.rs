@@ -656,3 +656,48 @@ async fn input_to_other_programs_goes_under_the_jobs_approval() {
     );
     agent.kill_running_job(&plain, "sleep").await;
 }
+
+/// A shell answered line by line: each line asked as the command it is; another account's agent
+/// cannot write to the job at all.
+#[tokio::test]
+async fn input_to_a_shell_is_asked_and_no_other_account_reaches_the_job() {
+    let g = Glovebox::start_with(Options {
+        accounts: vec![("alice".into(), true), ("bob".into(), true)],
+        ..Options::default()
+    });
+    let mut approver = g.connect_as("alice", "approver").await;
+    let mut agent = g.connect_as("alice", "agent").await;
+    let job = run(
+        &mut agent,
+        &mut approver,
+        "r",
+        json!({"command": "sh", "interactive": true}),
+    )
+    .await;
+    let (ask, r) = agent
+        .invoke_asked(
+            &mut approver,
+            "i",
+            "exec_input",
+            json!({"job_id": job, "input": "echo one; echo two\nexit 3\n"}),
+            "once",
+        )
+        .await;
+    let commands: Vec<&str> = ask["subjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["domain"] == "exec")
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands, ["echo one; echo two", "exit 3"], "{ask}");
+    expect_ok(&r);
+    assert_eq!(agent.wait_job(&job).await["exit_code"], 3);
+    stdout_holding(&mut agent, &job, "one\ntwo\n").await;
+    let mut bob = g.connect_as("bob", "agent").await;
+    expect_error(
+        &bob.invoke("x", "exec_input", json!({"job_id": job, "input": "id\n"}))
+            .await,
+        "not_found",
+    );
+}
