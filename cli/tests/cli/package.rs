@@ -345,6 +345,11 @@ fn install_check_remove_purge(deb: &Path) {
     assert!(package_status().starts_with("ii"), "{}", package_status());
     let (ok, version) = run("/usr/bin/glovebox", &["--version"]);
     assert!(ok && version.starts_with("glovebox "), "{version}");
+    // The license the manifest names, as the repository holds it.
+    assert_eq!(
+        std::fs::read_to_string("/usr/share/doc/glovebox/LICENSE").unwrap(),
+        std::fs::read_to_string(repo().join("LICENSE")).unwrap()
+    );
 
     // The files, root's, with their modes; the directories tmpfiles.d made.
     for (path, mode) in [
@@ -358,6 +363,7 @@ fn install_check_remove_purge(deb: &Path) {
         ("/etc/glovebox/policy.d/00-baseline.yaml", 0o644),
         ("/usr/share/man/man1/glovebox.1.gz", 0o644),
         ("/usr/share/bash-completion/completions/glovebox", 0o644),
+        ("/usr/share/doc/glovebox/LICENSE", 0o644),
         (STATE_DIR, 0o755),
         (RUNTIME_DIR, 0o755),
     ] {
