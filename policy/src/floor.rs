@@ -25,7 +25,14 @@ const EXACT: &[&str] = &[
     ".git-credentials",
     ".vault-token",
     ".password-store",
+    ".pypirc",
+    // Firefox-family profiles (and Thunderbird's mail and passwords).
     ".mozilla",
+    ".librewolf",
+    ".waterfox",
+    ".floorp",
+    ".zen",
+    ".thunderbird",
     "keychains",
 ];
 
@@ -35,14 +42,36 @@ const PREFIXES: &[&str] = &[".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"
 /// Segment name suffixes denied outright.
 const SUFFIXES: &[&str] = &[".pem", ".key", ".pfx", ".p12", ".kdbx"];
 
-/// Consecutive segment pairs denied outright (credential files and browser profiles).
+/// Consecutive segment pairs denied outright (credential files, browser profiles, password
+/// stores).
 const PAIRS: &[(&str, &str)] = &[
     (".docker", "config.json"),
+    (".cargo", "credentials"),
+    (".cargo", "credentials.toml"),
+    // Chromium-family profiles: cookies, saved passwords, tokens.
     (".config", "google-chrome"),
+    (".config", "google-chrome-beta"),
+    (".config", "google-chrome-unstable"),
     (".config", "chromium"),
     (".config", "bravesoftware"),
+    (".config", "microsoft-edge"),
+    (".config", "microsoft-edge-beta"),
+    (".config", "microsoft-edge-dev"),
+    (".config", "vivaldi"),
+    (".config", "vivaldi-snapshot"),
+    (".config", "opera"),
+    (".config", "opera-beta"),
+    (".config", "opera-developer"),
+    (".config", "yandex-browser"),
+    // Password managers' local vaults.
+    (".config", "bitwarden"),
+    (".config", "1password"),
+    (".config", "keepassxc"),
     (".config", "gcloud"),
     ("share", "keyrings"),
+    ("share", "kwalletd"),
+    ("share", "gopass"),
+    (".gnome2", "keyrings"),
 ];
 
 /// Every floor entry as shown to people (`.ssh`, `.env*`, `*.pem`, `.docker/config.json`, ...).
@@ -327,6 +356,35 @@ mod tests {
                 Some(".config/google-chrome"),
             ),
             ("/home/u/.npmrc", Some(".npmrc")),
+            (
+                "/home/u/.config/microsoft-edge/Default/Login Data",
+                Some(".config/microsoft-edge"),
+            ),
+            ("/home/u/.config/vivaldi/Default", Some(".config/vivaldi")),
+            ("/home/u/.config/opera/Cookies", Some(".config/opera")),
+            (
+                "/home/u/.config/google-chrome-beta/Default",
+                Some(".config/google-chrome-beta"),
+            ),
+            (
+                "/home/u/.config/Bitwarden/data.json",
+                Some(".config/bitwarden"),
+            ),
+            ("/home/u/.librewolf/x.default/key4.db", Some(".librewolf")),
+            ("/home/u/.thunderbird/p/logins.json", Some(".thunderbird")),
+            (
+                "/home/u/.local/share/kwalletd/kdewallet.kwl",
+                Some("share/kwalletd"),
+            ),
+            (
+                "/home/u/.cargo/credentials.toml",
+                Some(".cargo/credentials.toml"),
+            ),
+            ("/home/u/.pypirc", Some(".pypirc")),
+            // near misses stay clear
+            ("/home/u/.config/opera-notes/x", None),
+            ("/home/u/.cargo/bin/cargo-deb", None),
+            ("/w/src/vivaldi.rs", None),
             ("/home/u/.git-credentials", Some(".git-credentials")),
             ("/var/lib/glovebox", Some("glovebox state")),
             ("/var/lib/glovebox/audit.db", Some("glovebox state")),
