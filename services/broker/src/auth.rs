@@ -218,13 +218,35 @@ pub fn credential_of(credentials: &Credentials, headers: &HeaderMap) -> Option<A
     credentials.table().authenticate(token)
 }
 
+/// What a client without a valid token is told it needs (RFC 6750's `WWW-Authenticate`): a
+/// bearer token, in glovebox's realm. It names no `resource_metadata`, so an MCP client is not
+/// invited to discover an OAuth server, which glovebox does not run.
+pub const BEARER_CHALLENGE: &str = "Bearer realm=\"glovebox\", error=\"invalid_token\", error_description=\"send the account's agent token as Authorization: Bearer <token>\"";
+
+/// What the body of a 401 says: which token, and where a person finds it. It says nothing about
+/// which accounts exist.
+pub const UNAUTHORIZED_BODY: &str = "missing or invalid bearer token: send the account's agent \
+token as `Authorization: Bearer <token>`. Print it with `glovebox token show` (system mode: \
+`glovebox token show --system`, as the account's owner). glovebox does not use OAuth.\n";
+
 /// The answer to a request without a valid token: it says nothing about which accounts exist.
 pub fn unauthorized() -> axum::response::Response {
     use axum::response::IntoResponse;
     (
         axum::http::StatusCode::UNAUTHORIZED,
-        [("www-authenticate", "Bearer")],
-        "missing or invalid bearer token\n",
+        [("www-authenticate", BEARER_CHALLENGE)],
+        UNAUTHORIZED_BODY,
+    )
+        .into_response()
+}
+
+/// The answer to OAuth discovery (`/.well-known/oauth-*`): there is nothing to discover.
+pub fn no_oauth() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::NOT_FOUND,
+        "glovebox does not use OAuth: send the account's agent token as \
+         `Authorization: Bearer <token>` (`glovebox token show`).\n",
     )
         .into_response()
 }

@@ -134,6 +134,10 @@ pub fn router(app: Arc<app::App>) -> Router {
         .route(mcp::handover::PATH, get(mcp::handover::upgrade))
         .route("/healthz", get(health::health))
         .route("/metrics", get(metrics::metrics))
+        .route(
+            "/.well-known/{*discovery}",
+            get(|| async { auth::no_oauth() }),
+        )
         .with_state(app.clone())
         .merge(mcp)
         .merge(console)

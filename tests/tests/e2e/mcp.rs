@@ -425,10 +425,49 @@ async fn the_inspector_cli_lists_and_calls_with_a_bearer_header() {
         "{out}"
     );
 
-    // without the header: refused with a Bearer challenge, not an OAuth dance
-    let (code, out, err) = inspector(&g, "", &["--method", "tools/list"]).await;
-    assert_ne!(code, 0, "{out}");
-    assert!(err.contains("bearer"), "{err}");
+    // without the header, or with a wrong token: refused with a Bearer challenge, not an OAuth
+    // dance
+    for token in ["", "not-a-token"] {
+        let (code, out, err) = inspector(&g, token, &["--method", "tools/list"]).await;
+        assert_ne!(code, 0, "{out}");
+        assert!(err.contains("bearer"), "{token:?}: {err}");
+        assert!(
+            !err.contains("TTY"),
+            "{token:?}: the client went into OAuth: {err}"
+        );
+    }
+    // What a client and a person are told, and that there is no OAuth to discover.
+    let (status, headers, body) = glovebox_e2e::http_request(
+        &g.url,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", "Bearer wrong"),
+            ("content-type", "application/json"),
+        ],
+        "{}",
+    )
+    .await;
+    assert_eq!(status, 401);
+    let challenge = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("www-authenticate"))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(
+        challenge.starts_with("Bearer realm=\"glovebox\""),
+        "{challenge}"
+    );
+    assert!(!challenge.contains("resource_metadata"), "{challenge}");
+    assert!(body.contains("glovebox token show"), "{body}");
+    for discovery in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-authorization-server",
+    ] {
+        let (status, _, body) = glovebox_e2e::http_request(&g.url, "GET", discovery, &[], "").await;
+        assert_eq!(status, 404, "{discovery}");
+        assert!(body.contains("does not use OAuth"), "{discovery}: {body}");
+    }
 }
 
 #[tokio::test]
