@@ -425,8 +425,21 @@ impl JobTable {
                 std::thread::sleep(Duration::from_millis(20));
             }
             end(&job);
+            // Said only once the reaper collected it (KILL cannot be ignored; a process stuck in
+            // the kernel can still outlast this).
+            let deadline = Instant::now() + REAP_WAIT;
+            while job.state().1.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
-        Ok(job.summary())
+        let mut summary = job.summary();
+        let gone = job.state().1.is_some();
+        summary["gone"] = gone.into();
+        if !gone {
+            summary["message"] =
+                "the job was killed and has not ended yet; exec_status says when it has".into();
+        }
+        Ok(summary)
     }
 
     /// Records an exit the reaper collected; a job that ended takes its descendants with it.
@@ -527,6 +540,9 @@ const SHIM_GRACE: Duration = Duration::from_secs(3);
 
 /// Ends a job now: the shim kills every process of the job and exits (USR1, and its lifeline
 /// closed); a shim that does not exit in time is killed, and the job's marked processes with it.
+/// How long `kill` waits, after the last signal, for the reaper to collect the job.
+const REAP_WAIT: Duration = Duration::from_secs(2);
+
 fn end(job: &Job) {
     job.launcher.signal(job.pid, rustix::process::Signal::USR1);
     *lock(&job.lifeline) = None;

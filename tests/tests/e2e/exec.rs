@@ -153,6 +153,12 @@ async fn killing_a_job_leaves_no_process_behind() {
             .await,
     );
     assert_eq!(killed["state"], "killed");
+    assert_eq!(
+        killed["gone"], true,
+        "the kill is said once the job is gone: {killed}"
+    );
+    let shim: i32 = killed["pid"].as_i64().unwrap() as i32;
+    assert!(!alive(shim), "the job's own process outlived the answer");
     eventually("every descendant to be gone", || {
         pids.iter().all(|p| !alive(*p))
     })
