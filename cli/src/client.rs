@@ -165,6 +165,18 @@ fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
 }
 
 /// Connects and says hello; returns the socket and the `hello_ok` frame.
+/// The broker refused the credential: trying again with it will not help.
+#[derive(Debug)]
+pub struct CredentialRefused(pub String);
+
+impl std::fmt::Display for CredentialRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CredentialRefused {}
+
 pub async fn connect_with_hello(
     target: &Target,
     role: Role,
@@ -189,11 +201,13 @@ pub async fn connect_with_hello(
     .await
     {
         Ok(connected) => connected,
-        Err(Error::Http(response)) if response.status() == 401 => anyhow::bail!(
-            "the broker refused the {} token in {} (it may have been rotated: `glovebox token rotate`)",
-            target.role.as_str(),
-            target.token_file.display()
-        ),
+        Err(Error::Http(response)) if response.status() == 401 => {
+            return Err(anyhow::Error::new(CredentialRefused(format!(
+                "the broker refused the {} token in {} (it may have been rotated: `glovebox token rotate`)",
+                target.role.as_str(),
+                target.token_file.display()
+            ))));
+        }
         Err(Error::Io(e)) => {
             let why = format!(
                 "cannot reach glovebox at {} ({e}): is `glovebox up` running?",

@@ -121,6 +121,15 @@ struct Bridge {
 pub async fn serve(
     target: impl Fn() -> anyhow::Result<Target> + Send + 'static,
 ) -> anyhow::Result<ExitCode> {
+    // What retrying cannot mend is said at once, and the bridge exits: an account that has no
+    // token here (unknown), or a token the broker refuses. A broker not running yet is waited
+    // for, as ever.
+    let first = target()?;
+    if let Err(e) = connect_with_hello(&first, Role::Agent).await
+        && let Some(refused) = e.downcast_ref::<crate::client::CredentialRefused>()
+    {
+        anyhow::bail!("{refused}");
+    }
     // The broker serves the session on our stdio itself when it can (`handover`).
     let target = if stdio::can_hand_over() {
         let (handed, target) =

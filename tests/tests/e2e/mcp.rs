@@ -747,3 +747,27 @@ async fn the_newer_file_tools_answer_every_client_within_their_output_schemas() 
         "dry runs wrote nothing"
     );
 }
+
+/// `glovebox mcp` with an account it has no token for, or a token the broker refuses, exits at
+/// once saying so, rather than serving an empty tool list and "not reachable" forever.
+#[tokio::test]
+async fn the_bridge_fails_fast_on_an_unknown_account_or_a_refused_token() {
+    let g = Glovebox::start();
+    let state = g.state.display().to_string();
+    let started = std::time::Instant::now();
+    let (code, _, err) =
+        glovebox_e2e::run_glovebox(&["mcp", "--state-dir", &state, "--account", "nobody"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("nobody"), "{err}");
+    // A token the broker does not know (as after a rotation elsewhere).
+    let token_file = g.state.join(format!("accounts/{}/token", g.account));
+    std::fs::write(&token_file, "0".repeat(64)).unwrap();
+    let (code, _, err) = glovebox_e2e::run_glovebox(&["mcp", "--state-dir", &state]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("refused"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "failing took {:?}",
+        started.elapsed()
+    );
+}
