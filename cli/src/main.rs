@@ -378,8 +378,9 @@ enum TokenCommand {
     Rotate {
         #[command(flatten)]
         state: StateArgs,
+        /// The account (default: the only one; with --system it must be named).
         #[arg(long)]
-        account: String,
+        account: Option<String>,
         /// Which credential: `agent` (tools, MCP, client-tool providers) or `approver` (asks).
         #[arg(long, value_enum)]
         role: RoleArg,
@@ -988,6 +989,13 @@ async fn dispatch(
                 },
         } => {
             let state = env.state_for(state, system, runtime_dir);
+            let account = match (account, system) {
+                (Some(id), _) => id,
+                (None, true) => anyhow::bail!(
+                    "name the account whose token to rotate: glovebox token rotate --system --account ID"
+                ),
+                (None, false) => policy_cmd::account(&state, None)?,
+            };
             account_cmd::token_rotate(&state, &account, matches!(role, RoleArg::Approver)).await
         }
         Command::Doctor {
