@@ -382,6 +382,12 @@ impl Policy {
         self.decide_tool_at(name, now)
     }
 
+    /// Whether a managed cap takes `needed` away (`read-only` takes writes, deletes, commands
+    /// and network choices too).
+    pub fn capped(&self, needed: Capability) -> bool {
+        self.cap_verdict(Some(needed)).is_some()
+    }
+
     fn cap_verdict(&self, needed: Option<Capability>) -> Option<Verdict> {
         let needed = needed?;
         let (cap, file) = self.caps.iter().find(|(c, _)| {

@@ -26,23 +26,27 @@ pub async fn account_info(app: &App, account: &str) -> Option<AccountInfoRespons
 
 /// The built-in tools, the account's client tools and its pack tools (with their hints), as a
 /// connection of `profile` sees them, given what the gate said of the account: none when its
-/// tools are off or the gate could not be asked (every call would be refused anyway), only
-/// client tools for a `web` connection.
+/// tools are off or the gate could not be asked (every call would be refused anyway), none a
+/// managed cap forbids outright, only client tools for a `web` connection.
 pub async fn tools_for(
     app: &App,
     account: &str,
     profile: Profile,
     info: Option<&AccountInfoResponse>,
 ) -> Vec<ToolSpec> {
-    if !info.is_some_and(|i| i.enabled) {
+    let Some(info) = info.filter(|i| i.enabled) else {
         return Vec::new();
-    }
-    let packs = if profile == Profile::Desktop {
+    };
+    let packs = if profile == Profile::Desktop && !info.packs_capped {
         crate::packs::tool_specs(app, account).await
     } else {
         Vec::new()
     };
-    let builtin = Tool::ALL.iter().map(|t| ToolInfo::builtin(*t));
+    // What a managed cap forbids outright is not offered (its calls would all be refused).
+    let builtin = Tool::ALL
+        .iter()
+        .filter(|t| !info.capped_tools.iter().any(|c| c == t.name()))
+        .map(|t| ToolInfo::builtin(*t));
     let client = app
         .registry
         .tools(account)

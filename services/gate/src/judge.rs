@@ -257,6 +257,28 @@ fn without_host_dir(why: &str) -> String {
     }
 }
 
+/// The built-in tools whose every call a managed cap of `policy` refuses, by name: what the
+/// front doors leave out of their listings. A tool is capped when a cap takes away what its plan
+/// always holds (a write, a delete, a command), or, for `exec_input`, commands.
+pub fn capped_tools(policy: &Policy) -> Vec<String> {
+    use glovebox_policy::permissions::Capability;
+    use glovebox_proto::tools::Tool;
+    let takes = |domain: &pb::Domain| match domain {
+        pb::Domain::Write => policy.capped(Capability::ReadOnly),
+        pb::Domain::Delete => policy.capped(Capability::NoDelete),
+        pb::Domain::Exec => policy.capped(Capability::NoExec),
+        _ => false,
+    };
+    Tool::ALL
+        .iter()
+        .filter(|t| match t {
+            Tool::ExecInput => policy.capped(Capability::NoExec),
+            _ => t.entry().domains.iter().any(takes),
+        })
+        .map(|t| t.name().to_owned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +300,38 @@ mod tests {
             })
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn a_cap_hides_exactly_the_built_in_tools_it_forbids_every_call_of() {
+        let capped = |caps: &str| {
+            let p = Policy::compile_layers(&Inputs {
+                workdir: WORK.into(),
+                protected: vec!["/state".into()],
+                roots: Vec::new(),
+                managed: vec![Source::new("corp.yaml", RawPolicy::parse(caps).unwrap(), 0)],
+                account: Source::new("account.yaml", RawPolicy::parse("{}").unwrap(), 0),
+                project: None,
+            })
+            .unwrap();
+            capped_tools(&p)
+        };
+        assert_eq!(capped("{}"), Vec::<String>::new());
+        assert_eq!(capped("cap: [no-exec]"), ["exec_run", "exec_input"]);
+        assert_eq!(capped("cap: [no-delete]"), ["file_delete", "file_move"]);
+        assert_eq!(
+            capped("cap: [read-only]"),
+            [
+                "file_write",
+                "file_edit",
+                "file_delete",
+                "file_move",
+                "file_mkdir",
+                "exec_run",
+                "exec_input"
+            ]
+        );
+        assert_eq!(capped("cap: [no-packs]"), Vec::<String>::new());
     }
 
     fn pack_plan(subjects: &[(D, &str)], read_only: bool, origin: &str) -> Plan {

@@ -968,3 +968,84 @@ async fn an_edit_applies_to_the_very_next_call_even_while_a_job_floods_the_watch
     }
     agent.kill_running_job(&job, "the flood").await;
 }
+
+/// The names every front door lists for a new agent connection of `g` (its `hello_ok`).
+async fn listed(g: &Glovebox) -> Vec<String> {
+    let agent = g.connect("agent").await;
+    agent.hello_ok["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A managed cap hides the tools it forbids outright from every listing (`hello_ok`, MCP
+/// `tools/list`), and their calls are still refused: `no-exec` takes the commands, `read-only`
+/// every tool that writes, deletes or runs.
+#[tokio::test]
+async fn managed_caps_hide_the_tools_they_forbid() {
+    use glovebox_e2e::mcp_clients::{McpClient, Sdk, Transport};
+    let g = Glovebox::start();
+    let managed = g.state.join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    assert!(listed(&g).await.contains(&"exec_run".to_owned()));
+    std::fs::write(managed.join("corp.yaml"), "cap: [no-exec]\n").unwrap();
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let names = loop {
+        let names = listed(&g).await;
+        if !names.contains(&"exec_run".to_owned()) {
+            break names;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never hidden: {names:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(!names.contains(&"exec_input".to_owned()), "{names:?}");
+    for kept in ["file_read", "file_write", "exec_status", "exec_stat"] {
+        assert!(names.contains(&kept.to_owned()), "{kept}: {names:?}");
+    }
+    let mut mcp = McpClient::start(&g, Sdk::Python, Transport::Http, &g.token);
+    let mcp_names = mcp.names().await;
+    assert!(!mcp_names.contains(&"exec_run".to_owned()), "{mcp_names:?}");
+    mcp.quit().await;
+    // Hidden is not the defence: a call made anyway is refused by the cap.
+    let mut agent = g.connect("agent").await;
+    let e = expect_error(
+        &agent
+            .invoke("x", "exec_run", json!({"command": "true"}))
+            .await,
+        "denied",
+    );
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("no-exec"),
+        "{e}"
+    );
+    std::fs::write(managed.join("corp.yaml"), "cap: [read-only]\n").unwrap();
+    let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
+    let names = loop {
+        let names = listed(&g).await;
+        if !names.contains(&"file_write".to_owned()) {
+            break names;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never hidden: {names:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    for gone in [
+        "file_edit",
+        "file_delete",
+        "file_move",
+        "file_mkdir",
+        "exec_run",
+    ] {
+        assert!(!names.contains(&gone.to_owned()), "{gone}: {names:?}");
+    }
+    for kept in ["file_read", "file_info", "file_tree", "exec_tail"] {
+        assert!(names.contains(&kept.to_owned()), "{kept}: {names:?}");
+    }
+}

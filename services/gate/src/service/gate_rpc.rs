@@ -308,6 +308,15 @@ impl pb::gate_server::Gate for GateService {
                 .map(|p| p.warnings().to_vec())
                 .unwrap_or_default(),
             enabled: self.0.enablement.is_enabled(&account),
+            capped_tools: current
+                .policy
+                .as_ref()
+                .map(|p| crate::judge::capped_tools(p))
+                .unwrap_or_default(),
+            packs_capped: current
+                .policy
+                .as_ref()
+                .is_some_and(|p| p.capped(glovebox_policy::permissions::Capability::NoPacks)),
         }))
     }
 
