@@ -223,6 +223,54 @@ fn step(
     }
 }
 
+/// The entries below the canonical directory `root` whose names `keep` accepts, each with its
+/// kind (`dir`, `file` or `other`), in path order: at most `max` (then `stats.full` is set), each
+/// under a parent that is still no link (others are counted as links). What `file_find` and
+/// `file_tree` return.
+pub fn collect(
+    ctx: &OpContext<'_>,
+    root: &str,
+    options: &WalkOptions<'_>,
+    deadline: Deadline,
+    stats: &WalkStats,
+    max: usize,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<Vec<(String, &'static str)>, OpError> {
+    let found: std::sync::Mutex<Vec<(String, &'static str)>> = std::sync::Mutex::new(Vec::new());
+    let found_ref = &found;
+    walk(ctx, root, options, deadline, stats, || {
+        move |visit| {
+            let Some(name) = visit.entry.file_name().to_str() else {
+                return true;
+            };
+            if !keep(name) {
+                return true;
+            }
+            if !parent_has_no_links(visit.path) {
+                WalkStats::count(&stats.links);
+                return true;
+            }
+            let kind = match visit.entry.file_type() {
+                Some(t) if t.is_dir() => "dir",
+                Some(t) if t.is_file() => "file",
+                _ => "other",
+            };
+            let Ok(mut found) = found_ref.lock() else {
+                return false;
+            };
+            if found.len() >= max {
+                stats.full.store(true, Ordering::Relaxed);
+                return false;
+            }
+            found.push((visit.path.to_owned(), kind));
+            true
+        }
+    })?;
+    let mut found = found.into_inner().unwrap_or_default();
+    found.sort_unstable();
+    Ok(found)
+}
+
 /// Whether the ignore files the walker would read in `dir` are absent or plain files with one
 /// name (never a link that could point at a floor entry).
 pub fn ignore_files_are_plain(dir: &Path) -> bool {

@@ -1,7 +1,6 @@
 //! `file_find`: entries whose names match globs, in a tree walked like `file_grep` walks it
 //! (floor entries hidden, links reported but never followed), with a result cap and a time cap.
 
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -14,9 +13,7 @@ use serde_json::json;
 use crate::approved::open_approved_dir;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
-use crate::walk::{
-    Deadline, WalkOptions, WalkStats, check_root_unchanged, parent_has_no_links, walk,
-};
+use crate::walk::{Deadline, WalkOptions, WalkStats, check_root_unchanged, collect};
 
 /// Paths returned when the call does not say.
 pub const DEFAULT_RESULTS: u32 = 200;
@@ -77,7 +74,7 @@ pub fn execute(
 }
 
 /// The entries below the canonical directory `root` whose names match `set`, with their kind,
-/// in path order: at most `max`, each under a parent that is still no link.
+/// in path order: at most `max`.
 fn find(
     ctx: &OpContext<'_>,
     p: &FileFindParams,
@@ -87,45 +84,15 @@ fn find(
     stats: &WalkStats,
     max: usize,
 ) -> Result<Vec<(String, &'static str)>, OpError> {
-    let found: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
     let options = WalkOptions {
         hidden: p.hidden,
         no_ignore: p.no_ignore,
         globs: &[],
         max_depth: None,
     };
-    let found_ref = &found;
-    walk(ctx, root, &options, deadline, stats, || {
-        move |visit| {
-            let Some(name) = visit.entry.file_name().to_str() else {
-                return true;
-            };
-            if !set.is_match(name) {
-                return true;
-            }
-            if !parent_has_no_links(visit.path) {
-                WalkStats::count(&stats.links);
-                return true;
-            }
-            let kind = match visit.entry.file_type() {
-                Some(t) if t.is_dir() => "dir",
-                Some(t) if t.is_file() => "file",
-                _ => "other",
-            };
-            let Ok(mut found) = found_ref.lock() else {
-                return false;
-            };
-            if found.len() >= max {
-                stats.full.store(true, Ordering::Relaxed);
-                return false;
-            }
-            found.push((visit.path.to_owned(), kind));
-            true
-        }
-    })?;
-    let mut found = found.into_inner().unwrap_or_default();
-    found.sort_unstable();
-    Ok(found)
+    collect(ctx, root, &options, deadline, stats, max, &|name| {
+        set.is_match(name)
+    })
 }
 
 #[cfg(test)]

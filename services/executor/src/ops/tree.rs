@@ -3,7 +3,6 @@
 //! where plain), to a bounded depth, leaving out names matching the call's exclude globs with
 //! everything below them; at most `max_entries`, and `truncated` when it was cut.
 
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
 use glovebox_proto::tools::FileTreeParams;
@@ -13,9 +12,7 @@ use serde_json::{Map, Value, json};
 use crate::approved::open_approved_dir;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
-use crate::walk::{
-    Deadline, WalkOptions, WalkStats, check_root_unchanged, parent_has_no_links, walk,
-};
+use crate::walk::{Deadline, WalkOptions, WalkStats, check_root_unchanged, collect};
 
 /// Levels shown when the call does not say.
 pub const DEFAULT_DEPTH: u32 = 3;
@@ -39,45 +36,20 @@ pub fn execute(
         max_depth: Some(p.depth.unwrap_or(DEFAULT_DEPTH) as usize),
     };
     let stats = WalkStats::default();
-    let found: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
-    let found_ref = &found;
-    let stats_ref = &stats;
     let below = format!("{}/", root.trim_end_matches('/'));
-    let below_ref = &below;
-    walk(ctx, &root, &options, deadline, &stats, || {
-        move |visit| {
-            if !parent_has_no_links(visit.path) {
-                WalkStats::count(&stats_ref.links);
-                return true;
-            }
-            let Some(relative) = visit.path.strip_prefix(below_ref.as_str()) else {
-                return true;
-            };
-            let kind = match visit.entry.file_type() {
-                Some(t) if t.is_dir() => "dir",
-                Some(t) if t.is_file() => "file",
-                _ => "other",
-            };
-            let Ok(mut found) = found_ref.lock() else {
-                return false;
-            };
-            if found.len() >= max {
-                stats_ref.full.store(true, Ordering::Relaxed);
-                return false;
-            }
-            found.push((relative.to_owned(), kind));
-            true
-        }
-    })?;
+    let found: Vec<(String, &'static str)> =
+        collect(ctx, &root, &options, deadline, &stats, max, &|_| true)?
+            .into_iter()
+            .filter_map(|(path, kind)| Some((path.strip_prefix(&below)?.to_owned(), kind)))
+            .collect();
     check_root_unchanged(&root, &stat)?;
-    let found = found.into_inner().unwrap_or_default();
     let timed_out = stats.timed_out.load(Ordering::Relaxed) || deadline.passed();
     let full = stats.full.load(Ordering::Relaxed);
     Ok(Done::new(
         &json!({
             "path": root,
-            "tree": nest(found.clone()),
             "count": found.len(),
+            "tree": nest(found),
             "truncated": full || timed_out,
             "timed_out": timed_out,
             "hidden": WalkStats::get(&stats.hidden),
