@@ -961,6 +961,39 @@ async fn a_managed_policy_file_others_may_write_fails_the_managed_layer_closed()
     );
 }
 
+/// `glovebox COMMAND --system --runtime-dir <s's> REST` (`args` is COMMAND and REST; the options
+/// go before REST, which may end in `--` and a command line) run as `user` (`HOME=/`), `stdin`
+/// its input: (exit code, stdout, stderr).
+fn glovebox_as(s: &System, user: &TestUser, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let (command, rest) = args.split_first().expect("a command");
+    let mut child = Command::new(glovebox_bin())
+        .arg(command)
+        .args(["--system", "--runtime-dir"])
+        .arg(&s.runtime)
+        .args(rest)
+        .uid(user.uid)
+        .gid(user.gid)
+        .env("HOME", "/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 mod accounts;
 mod console;
 mod packs;

@@ -7,21 +7,10 @@ use super::*;
 
 /// `glovebox packs ARGS --system` run by `user`.
 fn packs_as(s: &System, user: &TestUser, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(glovebox_bin())
-        .arg("packs")
-        .args(["--system", "--runtime-dir"])
-        .arg(&s.runtime)
-        .args(args)
-        .uid(user.uid)
-        .gid(user.gid)
-        .env("HOME", "/")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args: Vec<&str> = std::iter::once("packs")
+        .chain(args.iter().copied())
+        .collect();
+    glovebox_as(s, user, &args, "")
 }
 
 #[tokio::test]

@@ -6,32 +6,10 @@ use super::*;
 
 /// `glovebox secret ARGS --system` run by `user` with `stdin` as its input.
 fn secret_as(s: &System, user: &TestUser, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(glovebox_bin())
-        .arg("secret")
-        .args(args)
-        .args(["--system", "--runtime-dir"])
-        .arg(&s.runtime)
-        .uid(user.uid)
-        .gid(user.gid)
-        .env("HOME", "/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args: Vec<&str> = std::iter::once("secret")
+        .chain(args.iter().copied())
+        .collect();
+    glovebox_as(s, user, &args, stdin)
 }
 
 #[tokio::test]
