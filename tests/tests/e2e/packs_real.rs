@@ -486,14 +486,13 @@ async fn a_venv_on_an_interpreter_under_a_home_directory_runs_as_a_pack() {
     .unwrap();
     std::fs::write(g.workdir.join("a.txt"), "a note").unwrap();
     g.set_secret("test", "API_TOKEN", "not-used-here");
-    until_listed(&g, "the venv's notes pack", |n| {
-        n.contains(&"notes__read_note".to_owned())
-    })
+    let note = listed_then_called(
+        &g,
+        glovebox_e2e::WAIT,
+        "notes__read_note",
+        json!({"path": "a.txt"}),
+    )
     .await;
-    let mut agent = g.connect("agent").await;
-    let note = agent
-        .invoke("r1", "notes__read_note", json!({"path": "a.txt"}))
-        .await;
     assert_eq!(text_of(&note), "a note");
 }
 
@@ -707,14 +706,13 @@ async fn an_npx_pack_runs_from_the_users_npm_cache() {
         "timeout": 60
     }}));
     let fetched = std::time::Duration::from_secs(90);
-    until_listed_within(&g, "the npx pack", fetched, |n| {
-        n.contains(&"everything__echo".to_owned())
-    })
+    let echoed = listed_then_called(
+        &g,
+        fetched,
+        "everything__echo",
+        json!({"message": "via npx"}),
+    )
     .await;
-    let mut agent = g.connect("agent").await;
-    let echoed = agent
-        .invoke("e", "everything__echo", json!({"message": "via npx"}))
-        .await;
     assert_eq!(text_of(&echoed), "Echo: via npx");
 }
 
@@ -770,6 +768,17 @@ async fn a_pack_cannot_reach_another_packs_home_or_its_stderr_log() {
         assert!(std::time::Instant::now() < deadline, "{list}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+    // Nor can the account's own jobs, which run whatever an agent was allowed to start.
+    let mut approver = g.connect("approver").await;
+    let (status, out, err) = agent
+        .run_job(&mut approver, &format!("cat {} ; ls {home}", log.display()))
+        .await;
+    assert_ne!(status["exit_code"], 0, "{status}");
+    assert!(out.is_empty(), "a job read a pack's home or log: {out}");
+    assert!(
+        err.contains("Permission denied") || err.contains("No such file"),
+        "{err}"
+    );
 }
 
 /// A pack server's progress reaches the MCP client that asked for it (a `progressToken`), in
@@ -887,16 +896,27 @@ async fn a_uvx_pack_runs_a_server_from_pypi() {
     }
     let g = start_with_packs(json!({ "time": def }));
     let fetched = std::time::Duration::from_secs(120);
-    until_listed_within(&g, "the uvx pack", fetched, |n| {
-        n.contains(&"time__get_current_time".to_owned())
-    })
+    let now = listed_then_called(
+        &g,
+        fetched,
+        "time__get_current_time",
+        json!({"timezone": "UTC"}),
+    )
     .await;
-    let mut agent = g.connect("agent").await;
-    let now = agent
-        .invoke("t", "time__get_current_time", json!({"timezone": "UTC"}))
-        .await;
     let text = text_of(&now);
     assert!(text.contains("\"timezone\": \"UTC\""), "{text}");
+}
+
+/// Waits (up to `wait`) until `tool` is listed, then calls it once as the agent: its result.
+async fn listed_then_called(
+    g: &Glovebox,
+    wait: std::time::Duration,
+    tool: &str,
+    args: Value,
+) -> Value {
+    until_listed_within(g, tool, wait, |n| n.iter().any(|t| t == tool)).await;
+    let mut agent = g.connect("agent").await;
+    agent.invoke("call", tool, args).await
 }
 
 /// The home of glovebox's own user in these tests (its `HOME`), where users' tools install.
@@ -944,14 +964,13 @@ async fn a_pipx_installed_server_under_the_home_runs_as_a_pack() {
         "pipx links the command into ~/.local/bin"
     );
     set_packs(&g, json!({"time": {"command": command, "network": "none"}}));
-    until_listed(&g, "the pipx pack", |n| {
-        n.contains(&"time__get_current_time".to_owned())
-    })
+    let now = listed_then_called(
+        &g,
+        glovebox_e2e::WAIT,
+        "time__get_current_time",
+        json!({"timezone": "UTC"}),
+    )
     .await;
-    let mut agent = g.connect("agent").await;
-    let now = agent
-        .invoke("t", "time__get_current_time", json!({"timezone": "UTC"}))
-        .await;
     let text = text_of(&now);
     assert!(text.contains("\"timezone\": \"UTC\""), "{text}");
 }
@@ -985,12 +1004,7 @@ async fn a_cargo_installed_server_under_the_home_runs_as_a_pack() {
         &g,
         json!({"hello": {"command": command, "network": "none"}}),
     );
-    until_listed(&g, "the cargo-installed pack", |n| {
-        n.contains(&"hello__hello".to_owned())
-    })
-    .await;
-    let mut agent = g.connect("agent").await;
-    let said = agent.invoke("h", "hello__hello", json!({})).await;
+    let said = listed_then_called(&g, glovebox_e2e::WAIT, "hello__hello", json!({})).await;
     assert_eq!(text_of(&said), "hello from a cargo-installed server");
 }
 
