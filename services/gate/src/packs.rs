@@ -124,13 +124,19 @@ impl PackState {
             path: path.display().to_string(),
             why,
         })?;
+        // Followers get what was written (the file is not read back).
         if let Some(tx) = self
             .configs
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(account)
         {
-            tx.send_replace(read_config(&self.state, account));
+            tx.send_replace(PackConfig {
+                exists: true,
+                text: out,
+                error: String::new(),
+                ..now
+            });
         }
         Ok(true)
     }
