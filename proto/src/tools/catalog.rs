@@ -47,9 +47,12 @@ pub struct Entry {
     pub name: &'static str,
     pub description: &'static str,
     pub hints: Hints,
-    /// The domains of the subjects of this tool's plan, in order: a plan that does not have
-    /// exactly these is denied by the gate.
+    /// The domains of the subjects of this tool's plan, in order (the first of each kind, for a
+    /// tool whose plan repeats them).
     pub domains: &'static [Domain],
+    /// What a plan of this tool must hold, or the gate denies it: exactly `domains`, or for a
+    /// tool of several paths or lines, as many as it names.
+    pub shape: PlanShape,
     /// Whether the tool walks a tree (listings and searches), so its ticket carries the
     /// account's read denies for the walk to hide.
     pub walks: bool,
@@ -183,12 +186,16 @@ macro_rules! entry {
         entry!($tool, $name, $params, $hints, [$($domain),*], walks: $walks, $description, output: $output, undeclared: &[])
     };
     ($tool:ident, $name:literal, $params:ty, $hints:expr, [$($domain:ident),*], walks: $walks:literal, $description:literal, output: $output:expr, undeclared: $undeclared:expr) => {
+        entry!($tool, $name, $params, $hints, [$($domain),*], walks: $walks, $description, output: $output, undeclared: $undeclared, shape: PlanShape::Exactly(&[$(Domain::$domain),*]))
+    };
+    ($tool:ident, $name:literal, $params:ty, $hints:expr, [$($domain:ident),*], walks: $walks:literal, $description:literal, output: $output:expr, undeclared: $undeclared:expr, shape: $shape:expr) => {
         Entry {
             tool: Tool::$tool,
             name: $name,
             description: $description,
             hints: $hints,
             domains: &[$(Domain::$domain),*],
+            shape: $shape,
             walks: $walks,
             schema: schema::<$params>,
             parse: |v| parse::<$params>(v).map(ToolParams::$tool),
@@ -254,7 +261,8 @@ pub static ENTRIES: [Entry; 22] = [
     // One read per path ([`plan_shape`]: as many as it names).
     entry!(FileReadMany, "file_read_many", FileReadManyParams, LOOKS, [Read], walks: false,
         "Read several UTF-8 text files (up to 100, each up to 1 MiB, 4 MiB in all) in one call; each path is judged as a read, and one refused refuses the call. Each file comes back with its content, or with why it could not be read (not found, binary, too large).",
-        output: &[("files", "array")]),
+        output: &[("files", "array")], undeclared: &[],
+        shape: PlanShape::Reads(crate::tools::MAX_READ_MANY_PATHS)),
     entry!(FileReadMedia, "file_read_media", FileReadMediaParams, LOOKS, [Read], walks: false,
         "Read an image (PNG, JPEG, GIF, WebP) or audio file (WAV, MP3, OGG, FLAC) of up to 5 MiB, its type read from its bytes: MCP clients get it as an image or audio block; the WebSocket result has it base64 in data.",
         output: &[("path", "string"), ("kind", "string"), ("mime_type", "string"), ("bytes", "integer")]),
@@ -282,7 +290,8 @@ pub static ENTRIES: [Entry; 22] = [
     // directory ([`plan_shape`]).
     entry!(ExecInput, "exec_input", ExecInputParams, CHANGES, [Job], walks: false,
         "Write text to the standard input of a job started with interactive (a REPL, a prompt), and optionally close it; read what it answers with exec_tail and since. To a shell or an interpreter each line is a command the user may be asked to approve; to anything else it goes under the job's approval.",
-        output: &[("job_id", "string"), ("written", "integer"), ("closed", "boolean")]),
+        output: &[("job_id", "string"), ("written", "integer"), ("closed", "boolean")], undeclared: &[],
+        shape: PlanShape::JobThenCommands(crate::tools::exec::MAX_INPUT_LINES)),
 ];
 
 /// The entry of a built-in tool.
@@ -397,18 +406,20 @@ pub fn plan_shape(name: &str) -> Option<PlanShape> {
     if crate::packs::split_name(name).is_some() {
         return Some(PlanShape::ToolThenPaths);
     }
-    match Tool::from_name(name)? {
-        Tool::FileReadMany => Some(PlanShape::Reads(crate::tools::MAX_READ_MANY_PATHS)),
-        Tool::ExecInput => Some(PlanShape::JobThenCommands(
-            crate::tools::exec::MAX_INPUT_LINES,
-        )),
-        t => Some(PlanShape::Exactly(t.entry().domains)),
-    }
+    Tool::from_name(name).map(|t| t.entry().shape)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_entrys_shape_admits_its_own_domains() {
+        for e in &ENTRIES {
+            assert!(e.shape.fits(e.domains), "{}", e.name);
+            assert_eq!(plan_shape(e.name), Some(e.shape), "{}", e.name);
+        }
+    }
 
     #[test]
     fn a_read_many_plan_is_one_to_the_most_reads_and_nothing_else() {
