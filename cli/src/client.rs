@@ -43,24 +43,7 @@ pub fn target(
         state.root().display()
     );
     // The accounts of glovebox.yaml and those added while it runs.
-    let config = state.load_merged_config()?;
-    let account = match account {
-        Some(a) => a,
-        None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
-        None => {
-            let me = crate::init::default_account_name();
-            anyhow::ensure!(
-                config.account(&me).is_some(),
-                "several accounts are configured: choose one with --account"
-            );
-            me
-        }
-    };
-    anyhow::ensure!(
-        config.account(&account).is_some(),
-        "no account {account:?} in {}",
-        state.config_file().display()
-    );
+    let account = crate::account_cmd::choose_in(&state, account)?;
     let token_file = match role {
         Role::Agent => state.token_file(&account),
         Role::Approver => state.approver_token_file(&account),

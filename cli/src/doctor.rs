@@ -90,6 +90,71 @@ fn absent(name: &str) -> Who {
     Who::new(u32::MAX, name)
 }
 
+/// Every account the service runs: `config`'s and those added at run time (`accounts.yaml`, in
+/// the state), as the supervisor merges them; and what to say of them.
+fn every_account(
+    config: &Config,
+    state: &StateDir,
+    system: bool,
+) -> (Vec<glovebox_config::Account>, Finding) {
+    let mut merged = config.clone();
+    let added = match state.load_added_accounts() {
+        Ok((_, added)) => added,
+        Err(e) => {
+            let fix = if system {
+                "run `glovebox doctor --system` as root; if the file is damaged, restore it from a \
+                 backup (the gate is its only writer)"
+            } else {
+                "check the state directory's permissions; if the file is damaged, restore it from \
+                 a backup (the gate is its only writer)"
+            };
+            return (
+                config.accounts.clone(),
+                Finding::fail("accounts", e.to_string(), fix),
+            );
+        }
+    };
+    let added_ids: Vec<String> = added.iter().map(|a| a.id.clone()).collect();
+    if let Err(e) =
+        glovebox_config::added_accounts::merge(&mut merged, added, &state.added_accounts_file())
+    {
+        return (
+            config.accounts.clone(),
+            Finding::fail(
+                "accounts",
+                e.to_string(),
+                "remove the account from glovebox.yaml or from the running service \
+                 (`glovebox account remove ID`), not both",
+            ),
+        );
+    }
+    let finding = if merged.accounts.is_empty() {
+        Finding::warn(
+            "accounts",
+            "no accounts yet",
+            if system {
+                "glovebox account add ID --workdir DIR --run-as USER --owner USER --system"
+            } else {
+                "glovebox account add ID --workdir DIR"
+            },
+        )
+    } else {
+        let named: Vec<String> = merged
+            .accounts
+            .iter()
+            .map(|a| {
+                if added_ids.contains(&a.id) {
+                    format!("{} (added)", a.id)
+                } else {
+                    a.id.clone()
+                }
+            })
+            .collect();
+        Finding::ok("accounts", named.join(", "))
+    };
+    (merged.accounts, finding)
+}
+
 async fn checks(options: &Options) -> Vec<Finding> {
     let mut out = Vec::new();
     // Kernel.
@@ -153,10 +218,15 @@ async fn checks(options: &Options) -> Vec<Finding> {
             None
         }
     };
-    let accounts = config
-        .as_ref()
-        .map(|c| c.accounts.clone())
-        .unwrap_or_default();
+    let state = StateDir::new(&options.state_dir);
+    let accounts = match &config {
+        Some(config) => {
+            let (found, finding) = every_account(config, &state, options.system);
+            out.push(finding);
+            found
+        }
+        None => Vec::new(),
+    };
 
     // Identities.
     let (sys_uid_max, sys_gid_max) =
@@ -179,7 +249,6 @@ async fn checks(options: &Options) -> Vec<Finding> {
             "run glovebox as your own user, or set run_as for each account",
         ));
     }
-    let state = StateDir::new(&options.state_dir);
     // The state's owner: the gate's user in system mode; in user mode whoever owns the state
     // directory (or you, before it exists).
     let owner = if options.system {
@@ -214,6 +283,7 @@ async fn checks(options: &Options) -> Vec<Finding> {
         account_facts.push(AccountFacts {
             id: a.id.clone(),
             runs_as,
+            has_agent_token: !a.token_hashes.is_empty(),
         });
     }
 

@@ -71,20 +71,9 @@ pub struct RevokeArgs {
     index: Option<u32>,
 }
 
-/// The account to manage: the one named, or the only one configured.
+/// The account to manage (see `account_cmd::choose`).
 pub(crate) fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> {
-    let config = state.load_config()?;
-    let id = match account {
-        Some(a) => a,
-        None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
-        None => anyhow::bail!("several accounts are configured: choose one with --account"),
-    };
-    anyhow::ensure!(
-        config.account(&id).is_some(),
-        "no account {id:?} in {}",
-        state.config_file().display()
-    );
-    Ok(id)
+    crate::account_cmd::choose_in(state, account)
 }
 
 /// A client of the gate's admin socket, proving the administrator's key (derived from the state

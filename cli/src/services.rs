@@ -618,19 +618,7 @@ pub async fn set_enabled(
         account.context("--system needs --account")?
     } else {
         // glovebox.yaml's accounts and those added at run time (accounts.yaml), switched alike.
-        let config = state.load_merged_config()?;
-        let account = match account {
-            Some(a) => a,
-            None if config.accounts.len() == 1 => config.accounts[0].id.clone(),
-            None => anyhow::bail!("several accounts are configured: choose one with --account"),
-        };
-        anyhow::ensure!(
-            config.account(&account).is_some(),
-            "no account {account:?} in {} or {}",
-            state.config_file().display(),
-            state.added_accounts_file().display()
-        );
-        account
+        crate::account_cmd::choose_in(state, account)?
     };
     let account = account.as_str();
     let keys = crate::control_keys(state)?;

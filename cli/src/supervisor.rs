@@ -1030,6 +1030,12 @@ fn system_banner(
             a.workdir.display()
         );
     }
+    if config.accounts.is_empty() {
+        println!(
+            "  accounts:  no accounts yet: add one with `glovebox account add ID --workdir DIR \
+             --run-as USER --owner USER --system` (as root)"
+        );
+    }
     for (name, status) in sandboxes {
         println!("  sandbox:   {name} {status}");
     }
@@ -1059,6 +1065,9 @@ fn banner(
         let roots: Vec<String> = a.roots.iter().map(|r| r.display().to_string()).collect();
         println!("  roots:     {}", roots.join(", "));
     }
+    if config.accounts.is_empty() {
+        println!("  accounts:  {}", crate::account_cmd::NO_ACCOUNTS_YET);
+    }
     for (name, status) in sandboxes {
         println!("  sandbox:   {name} {status}");
     }
@@ -1071,7 +1080,7 @@ fn banner(
         .iter()
         .filter_map(|a| a.run_as.as_deref())
         .collect();
-    if separated.len() == config.accounts.len() {
+    if !separated.is_empty() && separated.len() == config.accounts.len() {
         println!(
             "  identities: each executor runs as its account's run_as user ({})",
             separated.join(", ")

@@ -311,6 +311,8 @@ impl StateDir {
 pub struct RawConfig {
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// None is a valid start: system mode adds accounts at run time (`glovebox account add`).
+    #[serde(default)]
     pub accounts: Vec<RawAccount>,
     /// The front door's limits (see [`limits`]); absent: the broker's defaults.
     #[serde(default, skip_serializing_if = "limits::RawLimits::is_empty")]
@@ -439,12 +441,6 @@ impl Config {
                 ),
             )
         })?;
-        if raw.accounts.is_empty() {
-            return Err(invalid(
-                None,
-                "accounts: expected at least one account".into(),
-            ));
-        }
         let mut accounts: Vec<Account> = Vec::new();
         for (i, a) in raw.accounts.iter().enumerate() {
             let account = validate_account(&format!("accounts[{i}]"), a)
@@ -684,11 +680,24 @@ pub fn tighten_state(state: &StateDir) -> Result<Vec<PathBuf>, ConfigError> {
 
 /// Creates a directory (and parents) readable only by its owner.
 pub fn create_private_dir(path: &Path) -> Result<(), ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    // The directories this makes, outermost first.
+    let missing: Vec<&Path> = path
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+        .collect();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(path)
-        .map_err(|e| ConfigError::io(path, e))
+        .map_err(|e| ConfigError::io(path, e))?;
+    // Each new directory exactly 0700: under a setgid parent (the system state dir, 2710) the
+    // kernel would otherwise pass the setgid bit on.
+    for dir in missing.into_iter().rev() {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| ConfigError::io(dir, e))?;
+    }
+    Ok(())
 }
 
 /// Writes a file readable only by its owner, atomically (temporary file, then rename), and
@@ -758,6 +767,18 @@ mod tests {
     }
 
     #[test]
+    fn a_config_may_start_with_no_accounts() {
+        for text in [
+            "accounts: []\n",
+            "listen: 127.0.0.1:7420\n",
+            "# nothing yet\n{}\n",
+        ] {
+            let c = parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert!(c.accounts.is_empty(), "{text:?}");
+        }
+    }
+
+    #[test]
     fn errors_name_file_line_and_expectation() {
         let cases = [
             (
@@ -772,7 +793,6 @@ mod tests {
                 "accounts:\n  - id: a\n    workdir: /w\n  # bob\n  - id: b\n    workdir: relative\n",
                 "line 5: accounts[1].workdir: expected an absolute path",
             ),
-            ("accounts: []\n", "at least one account"),
             ("accounts: [{id: ../x, workdir: /w}]\n", "accounts[0].id"),
             (
                 "accounts: [{id: a, workdir: w}]\n",
@@ -871,6 +891,16 @@ mod tests {
             std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o700
         );
+        // Under a setgid directory (the system state dir), new directories are still 0700.
+        let setgid = dir.path().join("setgid");
+        std::fs::create_dir(&setgid).unwrap();
+        std::fs::set_permissions(&setgid, std::fs::Permissions::from_mode(0o2710)).unwrap();
+        let inner = setgid.join("accounts/a");
+        create_private_dir(&inner).unwrap();
+        for d in [setgid.join("accounts"), inner] {
+            let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o700, "{}", d.display());
+        }
         let (a, b) = (new_token().unwrap(), new_token().unwrap());
         assert_ne!(a, b);
         assert_eq!(a.len(), 64);

@@ -258,6 +258,9 @@ pub struct AccountFacts {
     pub id: String,
     /// The executor's user (the state's owner when the account has no `run_as`).
     pub runs_as: Who,
+    /// Whether the account's entry holds an agent token's hash: then the token file may be
+    /// gone (handed to whoever uses it) and the account still works.
+    pub has_agent_token: bool,
 }
 
 /// What the file checks need to know.
@@ -402,7 +405,16 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
         plan.push((PathBuf::from(path), audit(optional, 0)));
     }
     let accounts_dir = state.root().join("accounts");
-    plan.push((accounts_dir, Rule::private(Kind::Dir, owner, made)));
+    let first_account = (Level::Ok, "made when the first account is added");
+    let accounts_missing = if layout.accounts.is_empty() {
+        first_account
+    } else {
+        made
+    };
+    plan.push((
+        accounts_dir,
+        Rule::private(Kind::Dir, owner, accounts_missing),
+    ));
     for account in &layout.accounts {
         let id = &account.id;
         // In system mode an agent token may be handed to the account's user.
@@ -412,8 +424,20 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
             Vec::new()
         };
         plan.push((state.account_dir(id), Rule::private(Kind::Dir, owner, made)));
+        let rotate = format!(
+            "no agent token yet: glovebox token rotate --account {id}{}",
+            if layout.system { " --system" } else { "" }
+        );
+        let token_missing = if account.has_agent_token {
+            (
+                Level::Ok,
+                "its hash is in the account's entry: the token was handed out",
+            )
+        } else {
+            (Level::Warn, rotate.as_str())
+        };
         for (path, missing) in [
-            (state.token_file(id), made),
+            (state.token_file(id), token_missing),
             (state.approver_token_file(id), optional),
         ] {
             plan.push((
@@ -650,6 +674,7 @@ mod tests {
             accounts: vec![AccountFacts {
                 id: "a".to_owned(),
                 runs_as: Who::new(1001, "bob"),
+                has_agent_token: true,
             }],
         }
     }
@@ -667,6 +692,7 @@ mod tests {
             accounts: vec![AccountFacts {
                 id: "a".to_owned(),
                 runs_as: if drops { Who::new(1001, "bob") } else { alice },
+                has_agent_token: true,
             }],
         }
     }

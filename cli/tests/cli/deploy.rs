@@ -33,6 +33,10 @@ fn uncommented(text: &str) -> String {
 }
 
 fn looks_like_yaml(rest: &str) -> bool {
+    // A list item that is a path (`- /home/alice/src/project`).
+    if rest.trim_start().starts_with("- /") {
+        return true;
+    }
     let key = rest.trim_start().trim_start_matches("- ");
     key.split_once(':').is_some_and(|(k, v)| {
         !k.is_empty()
@@ -51,16 +55,18 @@ fn the_example_config_parses_with_the_real_loader() {
     let text = read(EXAMPLE_CONFIG);
     let config = glovebox_config::Config::parse(&text, Path::new(EXAMPLE_CONFIG)).unwrap();
     assert!(config.listen.ip().is_loopback());
-    assert_eq!(config.accounts.len(), 1);
-    let alice = &config.accounts[0];
-    assert_eq!(alice.id, "alice");
-    assert_eq!(alice.roots.len(), 2);
-    assert!(alice.run_as.is_none());
-    // The commented-out second account is valid as well.
-    let full = uncommented(&text);
+    // As shipped it has no account: the package's service starts with none.
+    assert!(config.accounts.is_empty());
+    // The commented-out accounts are valid system-mode accounts.
+    let full = uncommented(&text).replace("\naccounts: []\n", "\naccounts:\n");
     let config = glovebox_config::Config::parse(&full, Path::new(EXAMPLE_CONFIG))
         .unwrap_or_else(|e| panic!("{e}\n{full}"));
-    assert_eq!(config.accounts.len(), 2, "{full}");
+    let ids: Vec<&str> = config.accounts.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, ["alice", "ci-bot"], "{full}");
+    assert_eq!(config.accounts[0].roots.len(), 2);
+    for a in &config.accounts {
+        assert!(a.run_as.is_some() && a.owner.is_some(), "{}", a.id);
+    }
     assert_eq!(config.accounts[1].run_as.as_deref(), Some("ci-bot"));
     assert_eq!(config.accounts[1].owner.as_deref(), Some("alice"));
 }

@@ -224,8 +224,13 @@ impl System {
     }
 
     fn up_command(&self) -> Command {
+        self.system_command("up")
+    }
+
+    /// `glovebox COMMAND --system` on this service's config, state, runtime and policy paths.
+    fn system_command(&self, command: &str) -> Command {
         let mut c = Command::new(glovebox_bin());
-        c.arg("up")
+        c.arg(command)
             .arg("--system")
             .arg("--config")
             .arg(&self.config)
@@ -257,6 +262,21 @@ impl System {
             c.uid(u.uid).gid(u.gid);
         }
         c.env("HOME", "/").stdin(Stdio::null()).output().unwrap()
+    }
+
+    /// `glovebox doctor --system` on this service's paths, as root: its report, once it has
+    /// checked that no line is a FAIL and it exits 0.
+    fn doctor_passes(&self) -> String {
+        let doctor = self.system_command("doctor").output().unwrap();
+        let report = String::from_utf8_lossy(&doctor.stdout).into_owned();
+        let failed: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(failed.is_empty(), "doctor:\n{report}");
+        assert!(doctor.status.success(), "doctor:\n{report}");
+        assert!(
+            report.contains("OK services: health ok"),
+            "doctor:\n{report}"
+        );
+        report
     }
 
     fn stderr_file(&self) -> PathBuf {
@@ -518,24 +538,8 @@ async fn each_service_runs_as_its_own_user_with_no_privilege_left() {
     );
     assert_eq!(mode_of(&s.runtime.join("broker/approve.sock")).2, 0o666);
     // `glovebox doctor --system` finds this layout in order: nothing fails.
-    let doctor = Command::new(glovebox_bin())
-        .arg("doctor")
-        .arg("--system")
-        .arg("--config")
-        .arg(&s.config)
-        .arg("--state-dir")
-        .arg(&s.state)
-        .arg("--runtime-dir")
-        .arg(&s.runtime)
-        .arg("--policy-dir")
-        .arg(&s.policy_dir)
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&doctor.stdout);
-    let failed: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
-    assert!(failed.is_empty(), "doctor:\n{report}");
-    assert!(doctor.status.success(), "doctor:\n{report}");
-    assert!(report.contains("OK"), "doctor:\n{report}");
+    let report = s.doctor_passes();
+    assert!(report.contains("OK accounts: a\n"), "doctor:\n{report}");
     // And they work: the agent calls through the broker, gate and executor.
     std::fs::write(a.workdir.join("hello.txt"), "hi").unwrap();
     let mut agent = s.agent("a").await;

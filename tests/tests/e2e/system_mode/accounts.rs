@@ -110,6 +110,52 @@ fn own_token(s: &System, a: &Added) -> String {
 }
 
 #[tokio::test]
+async fn a_service_with_no_accounts_starts_and_doctor_passes_it_before_and_after_one_is_added() {
+    if !is_root() {
+        return;
+    }
+    // As the package ships it: no account in glovebox.yaml.
+    let s = System::start(Setup::default());
+    let report = s.doctor_passes();
+    assert!(
+        report.contains("WARN accounts: no accounts yet\n    fix: glovebox account add ID"),
+        "doctor:\n{report}"
+    );
+    let a = add(&s, "late");
+    // Once the supervisor runs its executor, doctor knows the account and its sockets.
+    let exec_dir = s.runtime.join("exec-late");
+    let deadline = Instant::now() + WAIT;
+    while !exec_dir.join("executor.sock").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no executor for the added account"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = s.doctor_passes();
+    assert!(
+        report.contains("OK accounts: late (added)\n"),
+        "doctor:\n{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "OK dir {}: 0750 {}",
+            exec_dir.display(),
+            a.run_as.name
+        )),
+        "doctor:\n{report}"
+    );
+    assert!(report.contains(" OK, 0 WARN, 0 FAIL"), "doctor:\n{report}");
+    // And the account works.
+    let token = own_token(&s, &a);
+    let mut agent = Client::connect(&s.url, Auth::Header(&token), "agent").await;
+    let r = agent
+        .invoke("r1", "file_read", json!({"path": "hello.txt"}))
+        .await;
+    assert_eq!(expect_ok(&r)["content"], "late", "{r}");
+}
+
+#[tokio::test]
 async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     if !is_root() {
         return;
