@@ -53,6 +53,7 @@ pub enum AccountCommand {
     /// Add an account: its executor and pack host start at once, as --run-as; its agent token is
     /// written to <state>/accounts/ID/token (0600). Its tools are off unless --enabled.
     Add {
+        /// Its id: 1-64 of [A-Za-z0-9_.-], not starting with '.' or '-'.
         id: String,
         /// The directory its agents work in (must exist).
         #[arg(long, value_name = "DIR")]
@@ -70,20 +71,60 @@ pub enum AccountCommand {
         #[arg(long)]
         enabled: bool,
     },
-    /// Every account: glovebox.yaml's (changed only by an edit and a restart) and those added.
-    List,
+    /// Every account: where it comes from (glovebox.yaml, added, or glovebox.yaml's changed at
+    /// run time), its workdir, users and switch.
+    List {
+        /// One JSON object per account, one per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// One account.
-    Show { id: String },
-    /// Move an added account to another workdir (its executor and pack host restart there).
-    SetWorkdir { id: String, workdir: PathBuf },
-    /// Let an added account's executor and jobs touch one more directory.
-    AddRoot { id: String, root: PathBuf },
-    /// Take a directory from an added account's roots (one that holds its workdir stays).
-    RemoveRoot { id: String, root: PathBuf },
+    Show {
+        /// The account's id.
+        id: String,
+        /// As one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move an account to another workdir (its executor and pack host restart there). An account
+    /// of glovebox.yaml is taken over into accounts.yaml by its first change at run time, until
+    /// its entry in glovebox.yaml is edited.
+    SetWorkdir {
+        /// The account's id.
+        id: String,
+        /// Its new workdir (an existing directory).
+        workdir: PathBuf,
+    },
+    /// Let an account's executor and jobs touch one more directory (not a home directory, not
+    /// one holding glovebox's state).
+    AddRoot {
+        /// The account's id.
+        id: String,
+        /// The directory.
+        root: PathBuf,
+    },
+    /// Take a directory from an account's roots (one that holds its workdir stays).
+    RemoveRoot {
+        /// The account's id.
+        id: String,
+        /// One of its roots.
+        root: PathBuf,
+    },
+    /// Give an account's asks to another approver: the OS user whose `glovebox approve
+    /// --system` answers them (its executor and pack host restart).
+    SetOwner {
+        /// The account's id.
+        id: String,
+        /// The new owner's user name (not root, not the account's run_as user).
+        owner: String,
+    },
     /// Remove an account added with `account add`: its tokens are refused at once, its
     /// connections close and its executor and pack host stop. Its directory in the state is
     /// kept under removed/ for review, never reused.
-    Remove { id: String },
+    Remove {
+        /// The account's id.
+        id: String,
+    },
 }
 
 /// Runs an account command against the gate of `state`.
@@ -126,17 +167,25 @@ pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<Ex
                 outln!("  its tools are off: `glovebox enable --account {id}` switches them on");
             }
         }
-        AccountCommand::List => {
+        AccountCommand::List { json: as_json } => {
             let r = list(&mut gate).await?;
             for a in &r.accounts {
-                outln!("{}", line(a));
+                if as_json {
+                    outln!("{}", json(a));
+                } else {
+                    outln!("{}", line(a));
+                }
             }
         }
-        AccountCommand::Show { id } => {
+        AccountCommand::Show { id, json: as_json } => {
             let r = list(&mut gate).await?;
             let Some(a) = r.accounts.iter().find(|a| a.id == id) else {
                 anyhow::bail!("no account {id:?}");
             };
+            if as_json {
+                outln!("{}", json(a));
+                return Ok(ExitCode::SUCCESS);
+            }
             outln!("id:       {}", a.id);
             outln!("workdir:  {}", a.workdir);
             outln!("roots:    {}", a.roots.join(", "));
@@ -169,6 +218,14 @@ pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<Ex
             let request = pb::UpdateAccountRequest {
                 id: id.clone(),
                 remove_roots: vec![absolute(root)],
+                ..Default::default()
+            };
+            update(state, &mut gate, request).await?;
+        }
+        AccountCommand::SetOwner { id, owner } => {
+            let request = pb::UpdateAccountRequest {
+                id: id.clone(),
+                owner,
                 ..Default::default()
             };
             update(state, &mut gate, request).await?;
@@ -256,8 +313,8 @@ async fn wait_applied(
 }
 
 /// `glovebox token rotate`: a `glovebox.yaml` account's token is rewritten here in user mode
-/// (its hash is in that file, which the broker follows); an added account's by the gate, the
-/// only writer of `accounts.yaml` (in system mode too). While glovebox runs, waits until the
+/// (its hash is in that file, which the broker follows); any other by the gate, the only writer
+/// of `accounts.yaml` (in system mode, a `glovebox.yaml` account is taken over into it). While glovebox runs, waits until the
 /// broker takes the new token, so the next command can use it.
 pub async fn token_rotate(state: &StateDir, id: &str, approver: bool) -> anyhow::Result<ExitCode> {
     let role = if approver {
@@ -265,8 +322,9 @@ pub async fn token_rotate(state: &StateDir, id: &str, approver: bool) -> anyhow:
     } else {
         Role::Agent
     };
+    // A glovebox.yaml account not taken over at run time: its entry in effect is in that file.
     let in_config = state.system_paths().is_none()
-        && state.load_raw_config()?.accounts.iter().any(|a| a.id == id);
+        && state.account_source(id)? == Some(glovebox_config::added_accounts::Source::File);
     let file = if in_config {
         crate::init::rotate_token(state, id, approver)?
     } else {
@@ -366,9 +424,35 @@ fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
 fn from(a: &pb::AccountEntry) -> &'static str {
     if a.added {
         "added at run time (accounts.yaml)"
+    } else if a.taken_over {
+        "glovebox.yaml, changed at run time (accounts.yaml)"
     } else {
         "glovebox.yaml"
     }
+}
+
+/// The one-word kind of [`from`], for lines and JSON.
+fn kind(a: &pb::AccountEntry) -> &'static str {
+    if a.added {
+        "added"
+    } else if a.taken_over {
+        "changed"
+    } else {
+        "config"
+    }
+}
+
+/// An account as JSON (`--json`).
+fn json(a: &pb::AccountEntry) -> serde_json::Value {
+    serde_json::json!({
+        "id": a.id,
+        "workdir": a.workdir,
+        "roots": a.roots,
+        "run_as": (!a.run_as.is_empty()).then_some(&a.run_as),
+        "owner": (!a.owner.is_empty()).then_some(&a.owner),
+        "enabled": a.enabled,
+        "from": kind(a),
+    })
 }
 
 /// One line of `account list`.
@@ -380,7 +464,7 @@ fn line(a: &pb::AccountEntry) -> String {
         or_default(&a.run_as, "-"),
         or_default(&a.owner, "-"),
         if a.enabled { "enabled" } else { "disabled" },
-        if a.added { "added" } else { "config" },
+        kind(a),
     )
 }
 

@@ -94,12 +94,14 @@ fn absent(name: &str) -> Who {
 /// the state), as the supervisor merges them; and what to say of them.
 fn every_account(
     config: &Config,
+    entries: &[glovebox_config::RawAccount],
     state: &StateDir,
     system: bool,
 ) -> (Vec<glovebox_config::Account>, Finding) {
+    use glovebox_config::added_accounts::{Source, source};
     let mut merged = config.clone();
-    let added = match state.load_added_accounts() {
-        Ok((_, added)) => added,
+    let (raw, added) = match state.load_added_accounts() {
+        Ok(loaded) => loaded,
         Err(e) => {
             let fix = if system {
                 "run `glovebox doctor --system` as root; if the file is damaged, restore it from a \
@@ -114,10 +116,13 @@ fn every_account(
             );
         }
     };
-    let added_ids: Vec<String> = added.iter().map(|a| a.id.clone()).collect();
-    if let Err(e) =
-        glovebox_config::added_accounts::merge(&mut merged, added, &state.added_accounts_file())
-    {
+    if let Err(e) = glovebox_config::added_accounts::merge(
+        &mut merged,
+        entries,
+        &raw,
+        added,
+        &state.added_accounts_file(),
+    ) {
         return (
             config.accounts.clone(),
             Finding::fail(
@@ -142,12 +147,10 @@ fn every_account(
         let named: Vec<String> = merged
             .accounts
             .iter()
-            .map(|a| {
-                if added_ids.contains(&a.id) {
-                    format!("{} (added)", a.id)
-                } else {
-                    a.id.clone()
-                }
+            .map(|a| match source(entries, &raw, &a.id) {
+                Some(Source::Added) => format!("{} (added)", a.id),
+                Some(Source::TakenOver) => format!("{} (changed at run time)", a.id),
+                _ => a.id.clone(),
             })
             .collect();
         Finding::ok("accounts", named.join(", "))
@@ -179,13 +182,13 @@ async fn checks(options: &Options) -> Vec<Finding> {
     let me = nix::unistd::Uid::effective().as_raw();
     let config_shown = options.config.display().to_string();
     let config = match std::fs::read_to_string(&options.config) {
-        Ok(text) => match Config::parse(&text, &options.config) {
-            Ok(config) => {
+        Ok(text) => match Config::parse_with_entries(&text, &options.config) {
+            Ok((config, entries)) => {
                 out.push(Finding::ok(
                     "config",
                     format!("{config_shown}: {} account(s)", config.accounts.len()),
                 ));
-                Some(config)
+                Some((config, entries))
             }
             Err(e) => {
                 out.push(Finding::fail(
@@ -220,8 +223,8 @@ async fn checks(options: &Options) -> Vec<Finding> {
     };
     let state = StateDir::new(&options.state_dir);
     let accounts = match &config {
-        Some(config) => {
-            let (found, finding) = every_account(config, &state, options.system);
+        Some((config, entries)) => {
+            let (found, finding) = every_account(config, entries, &state, options.system);
             out.push(finding);
             found
         }

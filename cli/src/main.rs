@@ -21,7 +21,6 @@ mod identity;
 mod init;
 mod mcp_bridge;
 mod packs_cmd;
-mod placement;
 mod policy_cmd;
 mod scratch;
 mod services;

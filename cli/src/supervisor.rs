@@ -221,7 +221,7 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         keys: &keys,
         master: &master,
         stamp: started_stamp,
-        running: accounts::added_of(&state, &config),
+        running: config.accounts.clone(),
     };
     children
         .supervise(&mut running, &mut exits, &mut added, signal.as_mut())
@@ -374,8 +374,9 @@ fn child_specs(
             system_mode,
         ));
     }
-    // The broker is handed glovebox.yaml's accounts, then (next line) those added at run time.
-    let added = accounts::added_of(state, config);
+    // The broker is handed glovebox.yaml's accounts, then (next line) those whose entry is in
+    // accounts.yaml (added, or taken over).
+    let added = accounts::from_store(state, &config.accounts);
     let base: Vec<&str> = account_ids
         .iter()
         .copied()
@@ -795,7 +796,7 @@ fn check_placement(
                     .with_context(|| format!("root {} of account {:?}", r.display(), a.id))?,
             );
         }
-        places.push(crate::placement::AccountPlaces {
+        places.push(glovebox_gate::placement::AccountPlaces {
             id: a.id.clone(),
             roots,
             trash: canonical(trash),
@@ -807,11 +808,11 @@ fn check_placement(
         .collect();
     extra.extend(home.map(canonical));
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let homes: Vec<PathBuf> = crate::placement::homes(&passwd, &extra)
+    let homes: Vec<PathBuf> = glovebox_gate::placement::homes(&passwd, &extra)
         .iter()
         .map(|h| canonical(h))
         .collect();
-    crate::placement::check(&state_dir, &places, &homes).map_err(|e| anyhow::anyhow!(e))
+    glovebox_gate::placement::check(&state_dir, &places, &homes).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// The `host:port` of a `ws://host:port/...` URL.

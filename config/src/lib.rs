@@ -303,6 +303,13 @@ impl StateDir {
         let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::io(&path, e))?;
         Config::parse(&text, &path)
     }
+
+    /// `glovebox.yaml` validated, and its accounts as written (one read of the file).
+    pub fn load_config_and_entries(&self) -> Result<(Config, Vec<RawAccount>), ConfigError> {
+        let path = self.config_file();
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::io(&path, e))?;
+        Config::parse_with_entries(&text, &path)
+    }
 }
 
 /// `glovebox.yaml` as written.
@@ -423,6 +430,20 @@ pub struct Config {
 }
 
 impl Config {
+    /// [`Config::parse`], and the file's accounts as written.
+    pub fn parse_with_entries(
+        text: &str,
+        path: &Path,
+    ) -> Result<(Config, Vec<RawAccount>), ConfigError> {
+        let config = Config::parse(text, path)?;
+        let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_owned(),
+            line: e.location().map(|l| l.line()),
+            message: e.to_string(),
+        })?;
+        Ok((config, raw.accounts))
+    }
+
     /// Parses and validates the text of `glovebox.yaml` read from `path`.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let invalid = |line: Option<usize>, message: String| ConfigError::Invalid {

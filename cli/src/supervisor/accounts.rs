@@ -1,9 +1,12 @@
-//! Accounts added at run time, on the supervisor's side. The gate writes
-//! `<state>/accounts.yaml` (`glovebox account add|remove`, on its admin socket); the supervisor
-//! follows the file ([`FOLLOW_PERIOD`]) and, for each change, in this order:
+//! Accounts changed at run time, on the supervisor's side. The gate writes
+//! `<state>/accounts.yaml` (`glovebox account add|remove|set-workdir|...`, on its admin socket:
+//! accounts added, and accounts of `glovebox.yaml` taken over by a change); the supervisor
+//! follows the file ([`FOLLOW_PERIOD`]), compares every account in effect with those whose
+//! services run, and for each change, in this order:
 //!
-//! 1. tells the broker which added accounts remain (a removed account's tokens are refused at once
-//!    and its connections close);
+//! 1. tells the broker which accounts of `accounts.yaml` remain, with their credentials and
+//!    owners (a removed account's tokens are refused at once and its connections close; a
+//!    taken-over account's entry replaces what the broker read of it in `glovebox.yaml`);
 //! 2. checks a new account as `up` does (its identity, workdir, roots, socket directory);
 //! 3. tells the running gate who may call its audit socket (the keys of every account's executor
 //!    and pack host, over its stdin) and checks that it took them ([`gate`]); the gate itself
@@ -52,7 +55,7 @@ fn started_with(a: &Account) -> impl PartialEq + '_ {
     (&a.workdir, &a.roots, &a.run_as, &a.owner, &a.job_env)
 }
 
-/// Compares the added accounts running now with those the file names.
+/// Compares the accounts running now with those the files name.
 pub fn plan(running: &[Account], wanted: &[Account]) -> Plan {
     let now: BTreeMap<&str, &Account> = running.iter().map(|a| (a.id.as_str(), a)).collect();
     let next: BTreeMap<&str, &Account> = wanted.iter().map(|a| (a.id.as_str(), a)).collect();
@@ -91,7 +94,7 @@ pub(super) struct Added<'a> {
     pub master: &'a glovebox_ticket::MasterKey,
     /// The file's stamp when last applied.
     pub stamp: Option<FileStamp>,
-    /// The added accounts whose services run.
+    /// The accounts whose services run (glovebox.yaml's and those added), as last applied.
     pub running: Vec<Account>,
 }
 
@@ -120,16 +123,26 @@ pub(super) fn broker_update(
     )
 }
 
-/// The accounts of `merged` that `glovebox.yaml` does not hold.
-pub(super) fn added_of(state: &StateDir, merged: &glovebox_config::Config) -> Vec<Account> {
-    let base: Vec<String> = state
-        .load_config()
-        .map(|c| c.accounts.into_iter().map(|a| a.id).collect())
+/// The accounts of `accounts` whose entry in effect is in `accounts.yaml` (added at run time,
+/// or taken over from `glovebox.yaml`): those the broker learns of from the supervisor, not from
+/// the file it reads itself.
+pub(super) fn from_store(state: &StateDir, accounts: &[Account]) -> Vec<Account> {
+    use glovebox_config::added_accounts::{Source, source};
+    let file = state
+        .load_config_and_entries()
+        .map(|(_, file)| file)
         .unwrap_or_default();
-    merged
-        .accounts
+    let Ok((raw, _)) = state.load_added_accounts() else {
+        return Vec::new();
+    };
+    accounts
         .iter()
-        .filter(|a| !base.contains(&a.id))
+        .filter(|a| {
+            matches!(
+                source(&file, &raw, &a.id),
+                Some(Source::Added | Source::TakenOver)
+            )
+        })
         .cloned()
         .collect()
 }
@@ -156,7 +169,8 @@ impl Added<'_> {
                 return;
             }
         };
-        let wanted = added_of(self.state, &merged);
+        // Every account: one of glovebox.yaml changed at run time restarts like an added one.
+        let wanted = merged.accounts.clone();
         let p = plan(&self.running, &wanted);
         if !p.tell_broker {
             return;
@@ -344,7 +358,11 @@ impl Added<'_> {
     /// Tells the running broker of the added accounts, and makes it what a restarted broker is
     /// told after its handover.
     async fn tell_broker(&self, running: &mut [Running]) {
-        let update = broker_update(self.state, self.keys, &self.running);
+        let update = broker_update(
+            self.state,
+            self.keys,
+            &from_store(self.state, &self.running),
+        );
         let Some(broker) = running.iter_mut().find(|r| r.spec.name == "broker") else {
             return;
         };

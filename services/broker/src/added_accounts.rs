@@ -43,10 +43,11 @@ pub fn token_table(update: &AccountsUpdate) -> TokenTable {
 /// Applies one update: the backends first, so a credential is never accepted before its
 /// account's executor can be reached.
 pub fn apply(app: &App, update: &AccountsUpdate) {
+    let ids: Vec<String> = update.accounts.iter().map(|a| a.id.clone()).collect();
     if let Err(e) = app.backends.set_added(update) {
         // Fail closed: without a backend, its credentials are not accepted either.
         tracing::error!(error = %e, "an accounts update lacks a key; its accounts are refused");
-        app.credentials.set_added(TokenTable::default());
+        app.credentials.set_added(TokenTable::default(), ids);
         return;
     }
     *app.added_owners.write().unwrap_or_else(|p| p.into_inner()) = update
@@ -54,8 +55,7 @@ pub fn apply(app: &App, update: &AccountsUpdate) {
         .iter()
         .filter_map(|a| Some((a.id.clone(), a.owner_uid?)))
         .collect();
-    app.credentials.set_added(token_table(update));
-    let ids: Vec<&str> = update.accounts.iter().map(|a| a.id.as_str()).collect();
+    app.credentials.set_added(token_table(update), ids.clone());
     tracing::info!(accounts = ?ids, "accounts added at run time");
 }
 

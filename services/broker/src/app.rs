@@ -85,14 +85,20 @@ impl App {
     /// System mode: every account with an owner and its owner's uid, those added since the start
     /// included (empty in user mode).
     pub fn owners(&self) -> crate::approve_socket::Owners {
-        let mut all = self.started_owners.0.clone();
-        all.extend(
-            self.added_owners
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .cloned(),
-        );
+        let added = self
+            .added_owners
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        // An account of glovebox.yaml given another owner at run time has only the new one.
+        let mut all: Vec<(String, u32)> = self
+            .started_owners
+            .0
+            .iter()
+            .filter(|(id, _)| !added.iter().any(|(a, _)| a == id))
+            .cloned()
+            .collect();
+        all.extend(added);
         crate::approve_socket::Owners(all)
     }
 

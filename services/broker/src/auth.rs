@@ -115,13 +115,21 @@ pub struct Credentials {
     file: Option<PathBuf>,
     stamp: Mutex<Option<glovebox_config::FileStamp>>,
     /// The file's table and the added accounts' table, which the published table joins.
-    parts: Mutex<(TokenTable, TokenTable)>,
+    /// And the accounts the update names (whose file entries it replaces).
+    parts: Mutex<(TokenTable, TokenTable, Vec<String>)>,
     table: watch::Sender<Arc<TokenTable>>,
 }
 
 impl TokenTable {
-    fn joined(file: &TokenTable, added: &TokenTable) -> TokenTable {
-        let mut entries = file.entries.clone();
+    /// The file's credentials and the added ones; an account the update names (added, or a
+    /// `glovebox.yaml` account taken over at run time) has only the update's.
+    fn joined(file: &TokenTable, added: &TokenTable, added_ids: &[String]) -> TokenTable {
+        let mut entries: Vec<_> = file
+            .entries
+            .iter()
+            .filter(|(_, account, _)| !added_ids.contains(account))
+            .cloned()
+            .collect();
         entries.extend(added.entries.iter().cloned());
         TokenTable { entries }
     }
@@ -134,17 +142,19 @@ impl Credentials {
         Credentials {
             file,
             stamp: Mutex::new(stamp),
-            parts: Mutex::new((initial.clone(), TokenTable::default())),
+            parts: Mutex::new((initial.clone(), TokenTable::default(), Vec::new())),
             table: watch::Sender::new(Arc::new(initial)),
         }
     }
 
     /// Replaces the credentials of the accounts added at run time. A credential no longer in
     /// `added` stops authenticating at once, and connections that used it are told to close.
-    pub fn set_added(&self, added: TokenTable) {
+    /// `ids` are the accounts the update names: their credentials in the file no longer count.
+    pub fn set_added(&self, added: TokenTable, ids: Vec<String>) {
         let mut parts = crate::sync::lock(&self.parts);
         parts.1 = added;
-        self.publish(TokenTable::joined(&parts.0, &parts.1));
+        parts.2 = ids;
+        self.publish(TokenTable::joined(&parts.0, &parts.1, &parts.2));
     }
 
     fn publish(&self, table: TokenTable) {
@@ -186,7 +196,7 @@ impl Credentials {
             Some(config) => {
                 let mut parts = crate::sync::lock(&self.parts);
                 parts.0 = TokenTable::from_config(&config);
-                self.publish(TokenTable::joined(&parts.0, &parts.1));
+                self.publish(TokenTable::joined(&parts.0, &parts.1, &parts.2));
             }
             None => {
                 tracing::warn!(file = %file.display(), "could not re-read credentials; keeping the last known")
@@ -392,17 +402,46 @@ mod tests {
             )])
         };
         assert!(creds.table().authenticate("new-token").is_none());
-        creds.set_added(added("new-token"));
+        creds.set_added(added("new-token"), vec!["new".into()]);
         let who = creds.table().authenticate("new-token").unwrap();
         assert_eq!(who.account, "new");
         assert!(creds.table().authenticate("alice-token").is_some());
         let gone = revoked(creds.subscribe(), who);
-        creds.set_added(TokenTable::default());
+        creds.set_added(TokenTable::default(), Vec::new());
         tokio::time::timeout(Duration::from_secs(1), gone)
             .await
             .unwrap();
         assert!(creds.table().authenticate("new-token").is_none());
         assert!(creds.table().authenticate("bob-token").is_some());
+    }
+
+    #[tokio::test]
+    async fn an_account_the_update_names_has_only_the_updates_credentials() {
+        // alice of glovebox.yaml, taken over at run time with a new agent token.
+        let creds = Credentials::new(None, table());
+        let alice = creds.table().authenticate("alice-token").unwrap();
+        let gone = revoked(creds.subscribe(), alice);
+        let update = TokenTable::new(vec![(
+            Sha256::digest(b"alice-rotated").into(),
+            "alice".into(),
+            Role::Agent,
+        )]);
+        creds.set_added(update, vec!["alice".into()]);
+        tokio::time::timeout(Duration::from_secs(1), gone)
+            .await
+            .unwrap();
+        let table = creds.table();
+        assert!(table.authenticate("alice-token").is_none());
+        assert!(table.authenticate("alice-approver").is_none());
+        assert_eq!(
+            table.authenticate("alice-rotated").unwrap().account,
+            "alice"
+        );
+        assert!(table.authenticate("bob-token").is_some());
+        // The update no longer names it (the file's entry was edited since): the file's again.
+        creds.set_added(TokenTable::default(), Vec::new());
+        assert!(creds.table().authenticate("alice-token").is_some());
+        assert!(creds.table().authenticate("alice-rotated").is_none());
     }
 
     #[test]

@@ -120,19 +120,8 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
         ("run_as", &request.run_as, &facts.run_as),
         ("owner", &request.owner, &facts.owner),
     ] {
-        if name.is_empty() {
-            continue;
-        }
-        let Some(user) = user else {
-            return no(format!("{field} user {name:?} does not exist"));
-        };
-        if user.uid == 0 || user.gid == 0 {
-            return no(format!("{field} {name:?} must not be root"));
-        }
-        if facts.service_uids.contains(&user.uid) {
-            return no(format!(
-                "{field} {name:?} is one of glovebox's own service users; name a person's or an agent's user"
-            ));
+        if !name.is_empty() {
+            check_user(field, name, user.as_ref(), &facts.service_uids)?;
         }
     }
     // The owner approves what the agent asks; an agent running as its own approver could answer
@@ -174,6 +163,39 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
     })
 }
 
+/// Refuses `name` (`run_as` or `owner`, per `field`) if it is no user, root, or one of glovebox's
+/// own service users.
+pub fn check_user(
+    field: &str,
+    name: &str,
+    user: Option<&UserFacts>,
+    service_uids: &[u32],
+) -> Result<(), Refused> {
+    let Some(user) = user else {
+        return Err(Refused(format!("{field} user {name:?} does not exist")));
+    };
+    if user.uid == 0 || user.gid == 0 {
+        return Err(Refused(format!("{field} {name:?} must not be root")));
+    }
+    if service_uids.contains(&user.uid) {
+        return Err(Refused(format!(
+            "{field} {name:?} is one of glovebox's own service users; name a person's or an agent's user"
+        )));
+    }
+    Ok(())
+}
+
+/// The uids of glovebox's own service users on this machine.
+fn service_uids() -> Vec<u32> {
+    [
+        glovebox_config::system::GATE_USER,
+        glovebox_config::system::BROKER_USER,
+    ]
+    .iter()
+    .filter_map(|n| lookup(n).map(|u| u.uid))
+    .collect()
+}
+
 /// Why a workdir the gate cannot search is refused: the project's policy there would be out of
 /// its reach, and every call of the account denied for it.
 pub(crate) fn unsearchable(workdir: &str) -> String {
@@ -182,6 +204,18 @@ pub(crate) fn unsearchable(workdir: &str) -> String {
          .glovebox/permissions.yaml there); give glovebox's gate user search permission on it \
          (o+x, or a group it is in)"
     )
+}
+
+/// Refuses roots the supervisor would refuse to start the account with (a home directory, the
+/// secret floor, the state on either side): said before anything is written, not after.
+pub(crate) fn placed(state: &StateDir, entry: &RawAccount) -> Result<(), Refused> {
+    let roots = if entry.roots.is_empty() {
+        std::slice::from_ref(&entry.workdir)
+    } else {
+        &entry.roots[..]
+    };
+    crate::placement::check_roots_here(state.root(), &entry.id, roots, entry.run_as.as_deref())
+        .map_err(Refused)
 }
 
 /// Whether this process may search directory `path` (`access(X_OK)`, as the gate's user).
@@ -230,6 +264,43 @@ fn removed_dir(state: &StateDir, id: &str) -> std::path::PathBuf {
 }
 
 impl GateState {
+    /// Refuses `owner` as the new owner of `entry`: no such user, root, a service user, or (in
+    /// system mode) the account's own agent user.
+    pub(crate) fn check_new_owner(&self, entry: &RawAccount, owner: &str) -> Result<(), Refused> {
+        let facts = lookup(owner);
+        check_user("owner", owner, facts.as_ref(), &service_uids())?;
+        if self.state_dir.system_paths().is_some()
+            && let (Some(run_as), Some(owner_facts)) = (&entry.run_as, &facts)
+            && let Some(run_as_facts) = lookup(run_as)
+            && let Some(why) = glovebox_config::system::own_approver_refusal(
+                run_as,
+                run_as_facts.uid,
+                owner,
+                owner_facts.uid,
+            )
+        {
+            return Err(Refused(why));
+        }
+        Ok(())
+    }
+
+    /// Puts `next` into `raw` as the account's entry in effect (see `RawAddedAccounts::put`).
+    /// Taking over an account of `glovebox.yaml` keeps its tools' switch as it is now (once
+    /// `raw` is written, `Enablement::taken_over` drops a system-mode switch the entry now
+    /// holds). Returns whether it took over.
+    pub(crate) fn put_entry(
+        &self,
+        raw: &mut glovebox_config::added_accounts::RawAddedAccounts,
+        file: &[RawAccount],
+        mut next: RawAccount,
+    ) -> bool {
+        use glovebox_config::added_accounts::{Source, source};
+        if source(file, raw, &next.id) == Some(Source::File) {
+            next.enabled = self.enablement.is_enabled(&next.id);
+        }
+        raw.put(file, next)
+    }
+
     pub(crate) async fn audit_account(
         &self,
         account: &str,
@@ -259,13 +330,7 @@ impl GateState {
         let state = &self.state_dir;
         let config = state.load_config().map_err(internal)?;
         let (mut raw, added) = state.load_added_accounts().map_err(internal)?;
-        let service_uids = [
-            glovebox_config::system::GATE_USER,
-            glovebox_config::system::BROKER_USER,
-        ]
-        .iter()
-        .filter_map(|n| lookup(n).map(|u| u.uid))
-        .collect();
+        let service_uids = service_uids();
         let facts = Facts {
             system: state.system_paths().is_some(),
             own_uid: rustix::process::geteuid().as_raw(),
@@ -286,7 +351,11 @@ impl GateState {
             "add: workdir {:?}, run_as {:?}, owner {:?}",
             request.workdir, request.run_as, request.owner
         );
-        let mut entry = match check_add(&request, &facts) {
+        let decided = check_add(&request, &facts).and_then(|entry| {
+            placed(state, &entry)?;
+            Ok(entry)
+        });
+        let mut entry = match decided {
             Ok(entry) => entry,
             Err(why) => {
                 let id = if is_valid_account_id(&request.id) {
@@ -373,23 +442,31 @@ impl GateState {
         Ok(())
     }
 
-    /// `ListAccounts`: every account, glovebox.yaml's first.
+    /// `ListAccounts`: every account as in effect (glovebox.yaml's first, in its order), with
+    /// where it comes from and whether its tools are on now.
     pub(crate) fn list_accounts(&self) -> Result<pb::ListAccountsResponse, Status> {
+        use glovebox_config::added_accounts::{Source, source};
         let state = &self.state_dir;
-        let config = state.load_config().map_err(internal)?;
-        let (_, added) = state.load_added_accounts().map_err(internal)?;
-        let entry = |a: &glovebox_config::Account, added: bool| pb::AccountEntry {
-            id: a.id.clone(),
-            workdir: a.workdir.display().to_string(),
-            roots: a.roots.iter().map(|r| r.display().to_string()).collect(),
-            run_as: a.run_as.clone().unwrap_or_default(),
-            owner: a.owner.clone().unwrap_or_default(),
-            enabled: a.enabled,
-            added,
-        };
-        let mut accounts: Vec<pb::AccountEntry> =
-            config.accounts.iter().map(|a| entry(a, false)).collect();
-        accounts.extend(added.iter().map(|a| entry(a, true)));
+        let (_, file) = state.load_config_and_entries().map_err(internal)?;
+        let (raw, _) = state.load_added_accounts().map_err(internal)?;
+        let merged = state.load_merged_config().map_err(internal)?;
+        let accounts = merged
+            .accounts
+            .iter()
+            .map(|a| {
+                let from = source(&file, &raw, &a.id);
+                pb::AccountEntry {
+                    id: a.id.clone(),
+                    workdir: a.workdir.display().to_string(),
+                    roots: a.roots.iter().map(|r| r.display().to_string()).collect(),
+                    run_as: a.run_as.clone().unwrap_or_default(),
+                    owner: a.owner.clone().unwrap_or_default(),
+                    enabled: self.enablement.is_enabled(&a.id),
+                    added: from == Some(Source::Added),
+                    taken_over: from == Some(Source::TakenOver),
+                }
+            })
+            .collect();
         Ok(pb::ListAccountsResponse { accounts })
     }
 }

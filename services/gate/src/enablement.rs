@@ -221,10 +221,27 @@ impl Enablement {
         self.lock().take(from_files, &self.state);
     }
 
-    /// Switches `account`'s tools on or off: in `glovebox.yaml`, or in system mode (whose
-    /// `glovebox.yaml` is root's) in the gate's `switches.yaml`. Returns whether it changed.
-    pub fn set(&self, account: &str, enabled: bool) -> Result<bool, ConfigError> {
+    /// An account of `glovebox.yaml` was taken over into `accounts.yaml`, whose entry holds its
+    /// switch from now on: its switch in `switches.yaml`, if any, goes.
+    pub fn taken_over(&self, account: &str) -> Result<(), ConfigError> {
         let mut current = self.lock();
+        if let Some(switches) = current.switches.as_mut()
+            && switches.accounts.remove(account).is_some()
+        {
+            save_switches(&self.state, switches)?;
+        }
+        Ok(())
+    }
+
+    /// Switches `account`'s tools on or off: in `glovebox.yaml`, or in system mode (whose
+    /// `glovebox.yaml` is root's) in the gate's `switches.yaml`; for an account whose entry in
+    /// effect is in `accounts.yaml` (added, or taken over), there. Returns whether it changed.
+    pub fn set(&self, account: &str, enabled: bool) -> Result<bool, ConfigError> {
+        use glovebox_config::added_accounts::Source;
+        let mut current = self.lock();
+        if self.state.account_source(account)? != Some(Source::File) {
+            return self.set_added(&mut current, account, enabled);
+        }
         let mut raw = self.state.load_raw_config()?;
         let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
             return self.set_added(&mut current, account, enabled);

@@ -12,6 +12,7 @@ pub mod deliveries;
 pub mod enablement;
 pub mod judge;
 pub mod packs;
+pub mod placement;
 pub mod policies;
 pub mod redact;
 pub mod service;

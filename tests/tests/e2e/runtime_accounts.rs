@@ -387,9 +387,17 @@ async fn an_added_account_moves_and_gains_and_loses_roots_at_run_time() {
     ]);
     assert_ne!(code, 0);
     assert!(err.contains("not a directory"), "{err}");
-    let (code, _, err) = g.run_cli(&["account", "set-workdir", &g.account, &arg(&two)]);
+    // A home directory as a root: refused by the gate, before anything is written.
+    let home = g.root().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let before = std::fs::read(g.state.join("accounts.yaml")).unwrap();
+    let (code, _, err) = g.run_cli(&["account", "add-root", "mover", &arg(&home)]);
     assert_ne!(code, 0);
-    assert!(err.contains("cannot be changed at run time"), "{err}");
+    assert!(err.contains("holds the home directory"), "{err}");
+    assert_eq!(
+        std::fs::read(g.state.join("accounts.yaml")).unwrap(),
+        before
+    );
     let outcomes: Vec<String> = account_rows(&g, "mover")
         .await
         .into_iter()
@@ -398,8 +406,78 @@ async fn an_added_account_moves_and_gains_and_loses_roots_at_run_time() {
     assert_eq!(
         outcomes,
         [
-            "added", "changed", "changed", "changed", "refused", "refused"
+            "added", "changed", "changed", "changed", "refused", "refused", "refused"
         ]
+    );
+}
+
+#[tokio::test]
+async fn an_account_of_glovebox_yaml_is_changed_at_run_time_like_an_added_one() {
+    let g = Glovebox::start();
+    let two = workdir(&g, "work-two");
+    std::fs::write(g.workdir.join("where.txt"), "one").unwrap();
+    std::fs::write(two.join("where.txt"), "two").unwrap();
+    let arg = |p: &PathBuf| p.to_str().unwrap().to_owned();
+    let mut agent = g.connect("agent").await;
+    let mut approver = g.connect("approver").await;
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "one");
+    // Its first change takes it over into accounts.yaml; the agent's connection stays.
+    let (code, out, err) = g.run_cli(&["account", "set-workdir", &g.account, &arg(&two)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "two");
+    let (code, out, err) = g.run_cli(&["account", "show", &g.account, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["from"], "changed", "{shown}");
+    assert_eq!(shown["workdir"], arg(&two), "{shown}");
+    assert_eq!(shown["enabled"], true, "{shown}");
+    let added = std::fs::read_to_string(g.state.join("accounts.yaml")).unwrap();
+    assert!(added.contains("taken_over:"), "{added}");
+    // glovebox.yaml itself is as it was.
+    let config = std::fs::read_to_string(g.state.join("glovebox.yaml")).unwrap();
+    assert!(!config.contains(&arg(&two)), "{config}");
+    // Its token now rotates through the gate: the old one is refused at once, the new one works.
+    let (code, out, err) = g.run_cli(&[
+        "token",
+        "rotate",
+        "--role",
+        "agent",
+        "--account",
+        &g.account,
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        closes(&mut agent).await,
+        "the old token's connection stayed open"
+    );
+    let token = token_in(&g.state, &g.account);
+    assert_ne!(token, g.token);
+    let mut agent = connect_when_accepted(&g, &token).await;
+    let read = read_with(&mut agent, &mut approver, "where.txt").await;
+    assert_eq!(expect_ok(&read)["content"], "two");
+    // Switched off and on: in its entry in accounts.yaml, not in glovebox.yaml.
+    let (code, _, err) = g.run_cli(&["disable", "--account", &g.account]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = g.run_cli(&["account", "show", &g.account, "--json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["enabled"],
+        false
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.state.join("glovebox.yaml")).unwrap(),
+        config
+    );
+    let outcomes: Vec<String> = account_rows(&g, &g.account)
+        .await
+        .into_iter()
+        .map(|(o, d)| format!("{o}: {d}"))
+        .collect();
+    assert!(
+        outcomes[0].starts_with("changed: ")
+            && outcomes[0].ends_with("(taken over from glovebox.yaml)"),
+        "{outcomes:?}"
     );
 }
 

@@ -9,7 +9,7 @@ use glovebox_config::is_valid_account_id;
 use glovebox_proto::v1 as pb;
 use tonic::Status;
 
-use super::{CHANGES, check_remove, internal};
+use super::{CHANGES, internal};
 use crate::service::GateState;
 
 /// Longest token file read.
@@ -90,54 +90,45 @@ impl GateState {
         } else {
             "agent"
         };
-        let config_ids: Vec<String> = state
-            .load_config()
-            .map_err(internal)?
-            .accounts
-            .into_iter()
-            .map(|a| a.id)
-            .collect();
+        let (_, file) = state.load_config_and_entries().map_err(internal)?;
         let (mut raw, _) = state.load_added_accounts().map_err(internal)?;
-        let added_ids: Vec<String> = raw.accounts.iter().map(|a| a.id.clone()).collect();
-        if let Err(why) = check_remove(id, &config_ids, &added_ids) {
-            let why = if config_ids.iter().any(|c| c == id) {
-                format!(
-                    "account {id:?} is in glovebox.yaml: its token hashes are that file's \
-                     (`glovebox token rotate` rewrites it in user mode; in system mode edit \
-                     the file and restart glovebox)"
-                )
-            } else {
-                why.0
-            };
+        let Some(mut entry) = raw.entry_in_effect(&file, id) else {
+            let why = format!("no account {id:?}");
             let shown = if is_valid_account_id(id) { id } else { "" };
             self.audit_account(shown, "refused", uid, format!("rotate {role} token: {why}"))
                 .await;
             return Err(Status::failed_precondition(why));
-        }
+        };
         let token = glovebox_config::new_token().map_err(internal)?;
         let hashes = vec![hex::encode(glovebox_config::token_hash(&token))];
-        let (file, entry) = match raw.accounts.iter_mut().find(|a| a.id == id) {
-            Some(entry) if request.approver => (state.approver_token_file(id), entry),
-            Some(entry) => (state.token_file(id), entry),
-            None => return Err(Status::not_found(format!("no account {id:?}"))),
-        };
-        if request.approver {
+        let file_path = if request.approver {
             entry.approver_token_sha256 = hashes;
+            state.approver_token_file(id)
         } else {
             entry.token_sha256 = hashes;
-        }
+            state.token_file(id)
+        };
+        let took = self.put_entry(&mut raw, &file, entry);
         glovebox_config::create_private_dir(&state.account_dir(id)).map_err(internal)?;
-        glovebox_config::write_private_file(&file, format!("{token}\n").as_bytes())
+        glovebox_config::write_private_file(&file_path, format!("{token}\n").as_bytes())
             .map_err(internal)?;
         if let Err(e) = state.save_added_accounts(&raw) {
             self.audit_account(id, "refused", uid, format!("rotate {role} token: {e}"))
                 .await;
             return Err(Status::failed_precondition(e.to_string()));
         }
-        self.audit_account(id, "token_rotated", uid, format!("rotate {role} token"))
-            .await;
+        if took {
+            self.enablement.taken_over(id).map_err(internal)?;
+        }
+        self.reload_accounts(Some(id)).await;
+        let detail = if took {
+            format!("rotate {role} token (taken over from glovebox.yaml)")
+        } else {
+            format!("rotate {role} token")
+        };
+        self.audit_account(id, "token_rotated", uid, detail).await;
         Ok(pb::RotateTokenResponse {
-            token_file: file.display().to_string(),
+            token_file: file_path.display().to_string(),
         })
     }
 }

@@ -1,7 +1,9 @@
-//! `UpdateAccount`: an added account moved to another workdir, or a root added or removed
-//! (`glovebox account set-workdir|add-root|remove-root`). [`apply`] is the decision, pure and
-//! table-tested; the gate applies the result to itself at once (`live`), and the supervisor
-//! restarts the account's executor and pack host with it.
+//! `UpdateAccount`: an account moved to another workdir, a root added or removed, or another
+//! owner (`glovebox account set-workdir|add-root|remove-root|set-owner`). Any account: one of
+//! `glovebox.yaml` is taken over into `accounts.yaml` by its first such change (see
+//! `glovebox_config::added_accounts`). [`apply`] is the decision, pure and table-tested; the gate
+//! applies the result to itself at once (`live`), and the supervisor restarts the account's
+//! executor and pack host with it.
 
 use std::path::Path;
 
@@ -9,7 +11,7 @@ use glovebox_config::RawAccount;
 use glovebox_proto::v1 as pb;
 use tonic::Status;
 
-use super::{CHANGES, Refused, check_remove, internal};
+use super::{CHANGES, Refused, internal};
 use crate::service::GateState;
 
 /// Most roots an account may have.
@@ -68,6 +70,9 @@ pub fn apply(
             return no(format!("{root:?} is not one of the account's roots"));
         }
     }
+    if !request.owner.is_empty() {
+        next.owner = Some(request.owner.clone());
+    }
     if next.roots.len() > MAX_ROOTS {
         return no(format!("at most {MAX_ROOTS} roots"));
     }
@@ -88,7 +93,7 @@ pub fn apply(
 }
 
 impl GateState {
-    /// `UpdateAccount`: checks the change of an added account and writes it (audited).
+    /// `UpdateAccount`: checks the change of an account and writes it (audited).
     pub(crate) async fn update_account(
         &self,
         request: pb::UpdateAccountRequest,
@@ -96,10 +101,8 @@ impl GateState {
     ) -> Result<pb::UpdateAccountResponse, Status> {
         let _one = CHANGES.lock().await;
         let state = &self.state_dir;
-        let config = state.load_config().map_err(internal)?;
+        let (_, file) = state.load_config_and_entries().map_err(internal)?;
         let (mut raw, _) = state.load_added_accounts().map_err(internal)?;
-        let config_ids: Vec<String> = config.accounts.iter().map(|a| a.id.clone()).collect();
-        let added_ids: Vec<String> = raw.accounts.iter().map(|a| a.id.clone()).collect();
         let id = request.id.clone();
         let shown = if glovebox_config::is_valid_account_id(&id) {
             id.as_str()
@@ -107,33 +110,25 @@ impl GateState {
             ""
         };
         let summary = format!(
-            "update: workdir {:?}, add roots {:?}, remove roots {:?}",
-            request.workdir, request.add_roots, request.remove_roots
+            "update: workdir {:?}, add roots {:?}, remove roots {:?}, owner {:?}",
+            request.workdir, request.add_roots, request.remove_roots, request.owner
         );
-        let decided = check_remove(&id, &config_ids, &added_ids)
-            .map_err(|why| {
-                if config_ids.contains(&id) {
-                    Refused(format!(
-                        "account {id:?} is in glovebox.yaml: it cannot be changed at run time; \
-                         edit the file and restart glovebox"
-                    ))
-                } else {
-                    why
-                }
-            })
-            .and_then(|()| {
-                let entry = raw
-                    .accounts
-                    .iter()
-                    .find(|a| a.id == id)
-                    .ok_or_else(|| Refused(format!("no account {id:?}")))?;
+        let decided = raw
+            .entry_in_effect(&file, &id)
+            .ok_or_else(|| Refused(format!("no account {id:?}")))
+            .and_then(|entry| {
                 if !request.workdir.is_empty()
                     && Path::new(&request.workdir).is_dir()
                     && !super::searchable(&request.workdir)
                 {
                     return Err(Refused(super::unsearchable(&request.workdir)));
                 }
-                apply(entry, &request, |p| Path::new(p).is_dir())
+                if !request.owner.is_empty() {
+                    self.check_new_owner(&entry, &request.owner)?;
+                }
+                let next = apply(&entry, &request, |p| Path::new(p).is_dir())?;
+                super::placed(state, &next)?;
+                Ok(next)
             });
         let next = match decided {
             Ok(next) => next,
@@ -148,13 +143,19 @@ impl GateState {
         } else {
             next.roots.clone()
         };
-        if let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == id) {
-            *entry = next;
-        }
+        let took = self.put_entry(&mut raw, &file, next);
+        let summary = if took {
+            format!("{summary} (taken over from glovebox.yaml)")
+        } else {
+            summary
+        };
         if let Err(e) = state.save_added_accounts(&raw) {
             self.audit_account(shown, "refused", uid, format!("{summary}: {e}"))
                 .await;
             return Err(Status::failed_precondition(e.to_string()));
+        }
+        if took {
+            self.enablement.taken_over(&id).map_err(internal)?;
         }
         self.audit_account(&id, "changed", uid, summary).await;
         self.reload_accounts(Some(&id)).await;
@@ -188,6 +189,7 @@ mod tests {
             workdir: workdir.into(),
             add_roots: add.iter().map(|r| (*r).to_owned()).collect(),
             remove_roots: remove.iter().map(|r| (*r).to_owned()).collect(),
+            ..Default::default()
         }
     }
 

@@ -155,6 +155,84 @@ async fn a_service_with_no_accounts_starts_and_doctor_passes_it_before_and_after
     assert_eq!(expect_ok(&r)["content"], "late", "{r}");
 }
 
+/// Whether `user` owns `account` as the running broker sees it: `secret list` over the approve
+/// socket works only for the account's owner.
+fn owns(s: &System, user: &TestUser, account: &str) -> bool {
+    super::glovebox_as(s, user, &["secret", "list", "--account", account], "").0 == 0
+}
+
+#[tokio::test]
+async fn an_account_of_glovebox_yaml_gets_another_owner_and_workdir_at_run_time() {
+    if !is_root() {
+        return;
+    }
+    let s = System::start(Setup {
+        accounts: &["a"],
+        ..Default::default()
+    });
+    let a = s.account("a");
+    assert!(owns(&s, &a.owner, "a"));
+    let next = TestUser::new("o");
+    assert!(!owns(&s, &next, "a"));
+    // Its own agent user, root, or nobody: refused, and nothing written.
+    for (owner, why) in [
+        (a.run_as.name.as_str(), "are the same user"),
+        ("root", "must not be root"),
+        ("no-such-user-here", "does not exist"),
+    ] {
+        let out = as_root(&s, &["account", "set-owner", "a", owner]);
+        assert!(!out.status.success(), "{owner}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{owner}: {err}");
+    }
+    assert!(!s.state.join("accounts.yaml").exists());
+    // Another person: the account is taken over into accounts.yaml, and the broker follows.
+    let out = as_root(&s, &["account", "set-owner", "a", &next.name]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + WAIT;
+    while !owns(&s, &next, "a") {
+        assert!(
+            Instant::now() < deadline,
+            "the new owner never owned the account"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!owns(&s, &a.owner, "a"), "the old owner still owns it");
+    // And it moves, as an added account does; its agent's token still works there.
+    let two = s.root.join("work-a-two");
+    std::fs::create_dir(&two).unwrap();
+    std::fs::write(two.join("hello.txt"), "moved").unwrap();
+    std::os::unix::fs::chown(&two, Some(a.run_as.uid), Some(a.run_as.gid)).unwrap();
+    std::fs::set_permissions(&two, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = as_root(&s, &["account", "set-workdir", "a", two.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut agent = s.agent("a").await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = agent
+            .invoke("r", "file_read", json!({"path": "hello.txt"}))
+            .await;
+        if r["result"]["content"] == "moved" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let report = s.doctor_passes();
+    assert!(
+        report.contains("OK accounts: a (changed at run time)\n"),
+        "doctor:\n{report}"
+    );
+}
+
 #[tokio::test]
 async fn owners_of_accounts_added_at_run_time_read_only_their_own_tokens() {
     if !is_root() {

@@ -1,5 +1,6 @@
 //! Where the state directory and the accounts' roots may lie, checked by `up` before anything
-//! starts. A job may change everything under its account's roots (Landlock grants them whole),
+//! starts and by the gate before it takes an account change (`glovebox account add|add-root|
+//! set-workdir`), so an account the gate accepts is one the supervisor will start. A job may change everything under its account's roots (Landlock grants them whole),
 //! so glovebox's own state must never be under any account's roots, trash or the directories it
 //! may write; and a root must not hand an agent a whole home directory (with its `.ssh`, shell
 //! startup files and browser profiles), the whole machine, or a secret on the floor. Pure: the
@@ -18,43 +19,7 @@ pub struct AccountPlaces {
 /// Why `up` refuses to start.
 pub fn check(state: &Path, accounts: &[AccountPlaces], homes: &[PathBuf]) -> Result<(), String> {
     for a in accounts {
-        for root in &a.roots {
-            let shown = root.display();
-            if root == Path::new("/") {
-                return Err(format!(
-                    "account {:?}: a root of / would give its agents the whole machine; list the project directories it needs in roots",
-                    a.id
-                ));
-            }
-            if let Some(home) = homes.iter().find(|h| h.starts_with(root)) {
-                return Err(format!(
-                    "account {:?}: root {shown} holds the home directory {} (with its .ssh, shell startup files and browser profiles); use a project directory inside it instead (run `glovebox up` there, or set roots)",
-                    a.id,
-                    home.display()
-                ));
-            }
-            let text = root.to_string_lossy();
-            if let Some(hit) = glovebox_policy::floor::check(&text, &[]) {
-                return Err(format!(
-                    "account {:?}: root {shown} is on the secret floor ({}); agents may never have it",
-                    a.id, hit.entry
-                ));
-            }
-            if state.starts_with(root) {
-                return Err(format!(
-                    "the state directory {} lies inside root {shown} of account {:?}: its jobs could read and change glovebox's keys, tokens, policy and audit; choose a state directory outside every root (--state-dir)",
-                    state.display(),
-                    a.id
-                ));
-            }
-            if root.starts_with(state) {
-                return Err(format!(
-                    "account {:?}: root {shown} lies inside the state directory {}",
-                    a.id,
-                    state.display()
-                ));
-            }
-        }
+        check_roots(state, &a.id, &a.roots, homes)?;
         if state.starts_with(&a.trash) {
             return Err(format!(
                 "the state directory {} lies inside the trash {} of account {:?}, which its executor may change",
@@ -65,6 +30,80 @@ pub fn check(state: &Path, accounts: &[AccountPlaces], homes: &[PathBuf]) -> Res
         }
     }
     Ok(())
+}
+
+/// Why account `id` may not have `roots` (canonical): the whole machine, a home directory, the
+/// secret floor, or the state directory on either side of one.
+pub fn check_roots(
+    state: &Path,
+    id: &str,
+    roots: &[PathBuf],
+    homes: &[PathBuf],
+) -> Result<(), String> {
+    for root in roots {
+        let shown = root.display();
+        if root == Path::new("/") {
+            return Err(format!(
+                "account {:?}: a root of / would give its agents the whole machine; list the project directories it needs in roots",
+                id
+            ));
+        }
+        if let Some(home) = homes.iter().find(|h| h.starts_with(root)) {
+            return Err(format!(
+                "account {:?}: root {shown} holds the home directory {} (with its .ssh, shell startup files and browser profiles); use a project directory inside it instead (run `glovebox up` there, or set roots)",
+                id,
+                home.display()
+            ));
+        }
+        let text = root.to_string_lossy();
+        if let Some(hit) = glovebox_policy::floor::check(&text, &[]) {
+            return Err(format!(
+                "account {:?}: root {shown} is on the secret floor ({}); agents may never have it",
+                id, hit.entry
+            ));
+        }
+        if state.starts_with(root) {
+            return Err(format!(
+                "the state directory {} lies inside root {shown} of account {:?}: its jobs could read and change glovebox's keys, tokens, policy and audit; choose a state directory outside every root (--state-dir)",
+                state.display(),
+                id
+            ));
+        }
+        if root.starts_with(state) {
+            return Err(format!(
+                "account {:?}: root {shown} lies inside the state directory {}",
+                id,
+                state.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`check_roots`] on this machine, for the gate: `roots` as requested (made canonical here; one
+/// that cannot be is left to the directory checks), the homes of `/etc/passwd`, `run_as`'s and
+/// this process's `$HOME`.
+pub fn check_roots_here(
+    state: &Path,
+    id: &str,
+    roots: &[String],
+    run_as: Option<&str>,
+) -> Result<(), String> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    let roots: Vec<PathBuf> = roots.iter().map(|r| canonical(Path::new(r))).collect();
+    let mut extra: Vec<PathBuf> = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    if let Some(user) = run_as.and_then(|n| nix::unistd::User::from_name(n).ok().flatten()) {
+        extra.push(user.dir);
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let homes: Vec<PathBuf> = homes(&passwd, &extra)
+        .iter()
+        .map(|h| canonical(h))
+        .collect();
+    check_roots(&canonical(state), id, &roots, &homes)
 }
 
 /// The home directories of the machine's people: root's, those of users with a uid from 1000
