@@ -38,19 +38,25 @@ pub struct Options {
     pub policy_dir: PathBuf,
 }
 
-/// Runs every check and prints the findings.
-pub async fn doctor(options: &Options) -> anyhow::Result<ExitCode> {
+/// Runs every check and prints the findings (`json`: one object per line).
+pub async fn doctor(options: &Options, json: bool) -> anyhow::Result<ExitCode> {
     let findings = checks(options).await;
-    for f in &findings {
-        outln!("{f}");
-    }
     let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
     let failed = count(Level::Fail);
-    outln!(
-        "{} OK, {} WARN, {failed} FAIL",
-        count(Level::Ok),
-        count(Level::Warn)
-    );
+    if json {
+        for f in &findings {
+            outln!("{}", f.to_json());
+        }
+    } else {
+        for f in &findings {
+            outln!("{f}");
+        }
+        outln!(
+            "{} OK, {} WARN, {failed} FAIL",
+            count(Level::Ok),
+            count(Level::Warn)
+        );
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

@@ -136,6 +136,9 @@ enum Command {
         /// System mode: the runtime directory (default: /run/glovebox).
         #[arg(long, value_name = "DIR", requires = "system")]
         runtime_dir: Option<PathBuf>,
+        /// One JSON object: running, pid, services, URLs, accounts, healthy, problems, health.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop the running `glovebox up` (as Ctrl-C in its terminal would) and wait until it has.
     Stop {
@@ -283,6 +286,9 @@ enum Command {
         /// state dir's managed/).
         #[arg(long, value_name = "DIR")]
         policy_dir: Option<PathBuf>,
+        /// One JSON object per check (level, check, finding, fix), one per line.
+        #[arg(long)]
+        json: bool,
     },
     /// Credentials of an account.
     Token {
@@ -898,9 +904,10 @@ async fn dispatch(
         Command::Status {
             system: true,
             runtime_dir,
+            json,
             ..
-        } => status::status_system(&env.system_runtime(runtime_dir)).await,
-        Command::Status { state, .. } => status::status(&env.state_dir(&state)).await,
+        } => status::status_system(&env.system_runtime(runtime_dir), json).await,
+        Command::Status { state, json, .. } => status::status(&env.state_dir(&state), json).await,
         Command::Stop { state } => status::stop(&env.state_dir(&state)).await,
         Command::Tools { client, json } => {
             status::tools(env.target(client, Role::Agent), json).await
@@ -1003,6 +1010,7 @@ async fn dispatch(
             config,
             runtime_dir,
             policy_dir,
+            json,
         } => {
             use glovebox_config::system;
             let state_dir = match state_dir {
@@ -1024,7 +1032,7 @@ async fn dispatch(
                 policy_dir: pick(policy_dir, system::POLICY_DIR, state_dir.join("managed")),
                 state_dir,
             };
-            doctor::doctor(&options).await
+            doctor::doctor(&options, json).await
         }
         Command::Completions { shell } => docs::completions(Cli::command(), shell),
         Command::Man => docs::man(Cli::command()),
@@ -1167,4 +1175,35 @@ fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
         builder.worker_threads(1);
     }
     builder.enable_all().build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument of every public command says what it is for in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in command.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} <{id}>"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if !sub.is_hide_set() {
+                    walk(sub, &format!("{path} {}", sub.get_name()), missing);
+                }
+            }
+        }
+        let mut command = Cli::command();
+        command.build();
+        let mut missing = Vec::new();
+        walk(&command, "glovebox", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
 }

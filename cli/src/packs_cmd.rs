@@ -176,7 +176,11 @@ pub async fn pack_host(
 #[derive(clap::Subcommand, Debug)]
 pub enum PacksCommand {
     /// The account's pack tools and the packs that failed (starting packs not started yet).
-    List,
+    List {
+        /// As one JSON object: the packs with their state, their tools, and the errors.
+        #[arg(long)]
+        json: bool,
+    },
     /// Read the account's mcp.json files again, ask again about refused project packs, and
     /// restart every pack on its next use.
     Reload,
@@ -207,7 +211,10 @@ pub enum PacksCommand {
         command: Vec<String>,
     },
     /// Remove a pack from the account's own mcp.json; its server stops.
-    Remove { name: String },
+    Remove {
+        /// The pack's name, as mcp.json names it.
+        name: String,
+    },
 }
 
 /// The account's pack host, as the administrator.
@@ -246,13 +253,17 @@ pub async fn packs(
     let mut client = packs_client(&state, &account)?;
     match command {
         PacksCommand::Add { .. } | PacksCommand::Remove { .. } => Ok(ExitCode::SUCCESS),
-        PacksCommand::List => {
+        PacksCommand::List { json } => {
             let listed = client
                 .list(pb::ListPacksRequest {})
                 .await
                 .map_err(unreachable)?
                 .into_inner();
-            print!("{}", render_list(&listed));
+            if json {
+                println!("{}", list_json(&listed));
+            } else {
+                print!("{}", render_list(&listed));
+            }
             Ok(ExitCode::SUCCESS)
         }
         PacksCommand::Reload => {
@@ -320,7 +331,7 @@ fn edit_user_file(
                 path.display()
             ),
         },
-        PacksCommand::List | PacksCommand::Reload => return Ok(ExitCode::SUCCESS),
+        PacksCommand::List { .. } | PacksCommand::Reload => return Ok(ExitCode::SUCCESS),
     };
     glovebox_config::write_private_file(&path, out.as_bytes())
         .with_context(|| format!("write {}", path.display()))?;
@@ -391,7 +402,7 @@ pub async fn packs_system(
     use glovebox_proto::ws::ManageOp;
     use glovebox_proto::ws::manage::{Changed, Packs};
     let op = match &command {
-        PacksCommand::List => ManageOp::Packs {},
+        PacksCommand::List { .. } => ManageOp::Packs {},
         PacksCommand::Add { name, .. } => ManageOp::SetPack {
             pack: name.clone(),
             definition: definition_of(&command)?,
@@ -403,9 +414,13 @@ pub async fn packs_system(
         ),
     };
     let (_, result) = crate::client::manage_system(socket, account.as_deref(), op).await?;
-    if let PacksCommand::List = command {
+    if let PacksCommand::List { json } = command {
         let packs: Packs = serde_json::from_value(result)?;
-        print!("{}", render_rows(&packs));
+        if json {
+            println!("{}", serde_json::to_string(&packs)?);
+        } else {
+            print!("{}", render_rows(&packs));
+        }
     } else {
         let changed: Changed = serde_json::from_value(result)?;
         println!("{}", changed.summary);
@@ -447,6 +462,36 @@ pub fn render_rows(packs: &glovebox_proto::ws::manage::Packs) -> String {
 }
 
 /// What `glovebox packs list` prints.
+/// `packs list --json`: the packs, their tools and the errors, as the pack host lists them.
+pub fn list_json(listed: &pb::ListPacksResponse) -> serde_json::Value {
+    let packs: Vec<serde_json::Value> = listed
+        .packs
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "name": p.name, "origin": p.origin, "state": p.state,
+                "message": p.message, "trust": p.trust,
+            })
+        })
+        .collect();
+    let tools: Vec<serde_json::Value> = listed
+        .tools
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": t.name, "pack": t.pack, "tool": t.tool, "origin": t.origin,
+                "read_only": t.read_only, "description": t.description,
+            })
+        })
+        .collect();
+    let errors: Vec<serde_json::Value> = listed
+        .errors
+        .iter()
+        .map(|e| serde_json::json!({"pack": e.pack, "origin": e.origin, "message": e.message}))
+        .collect();
+    serde_json::json!({"packs": packs, "tools": tools, "errors": errors})
+}
+
 pub fn render_list(listed: &pb::ListPacksResponse) -> String {
     let mut out = String::new();
     if listed.tools.is_empty() && listed.errors.is_empty() && listed.packs.is_empty() {
@@ -493,6 +538,17 @@ pub fn render_list(listed: &pb::ListPacksResponse) -> String {
     out
 }
 
+/// The names of an account's secrets: one a line, or (`json`) one JSON array.
+fn print_names(names: &[String], json: bool) {
+    if json {
+        println!("{}", serde_json::json!(names));
+    } else {
+        for name in names {
+            println!("{name}");
+        }
+    }
+}
+
 /// `glovebox secret ...`.
 #[derive(clap::Subcommand, Debug)]
 pub enum SecretCommand {
@@ -502,17 +558,24 @@ pub enum SecretCommand {
         /// The account (default: the only one, or with --system the one you own).
         #[arg(long)]
         account: Option<String>,
+        /// The secret's name, as mcp.json names it in `${secret:NAME}`.
         name: String,
     },
     /// The names of the account's secrets (never their values).
     List {
+        /// The account (default: the only one, or with --system the one you own).
         #[arg(long)]
         account: Option<String>,
+        /// As one JSON array of names.
+        #[arg(long)]
+        json: bool,
     },
     /// Remove a secret. Packs that use it restart (and then wait for it).
     Remove {
+        /// The account (default: the only one, or with --system the one you own).
         #[arg(long)]
         account: Option<String>,
+        /// The secret's name.
         name: String,
     },
 }
@@ -521,7 +584,7 @@ impl SecretCommand {
     fn account(&self) -> Option<&str> {
         match self {
             SecretCommand::Set { account, .. }
-            | SecretCommand::List { account }
+            | SecretCommand::List { account, .. }
             | SecretCommand::Remove { account, .. } => account.as_deref(),
         }
     }
@@ -546,11 +609,7 @@ pub async fn secret_system(socket: &Path, command: SecretCommand) -> anyhow::Res
     let (account, result) = crate::client::manage_system(socket, command.account(), op).await?;
     let secrets: Secrets = serde_json::from_value(result)?;
     match command {
-        SecretCommand::List { .. } => {
-            for name in &secrets.names {
-                println!("{name}");
-            }
-        }
+        SecretCommand::List { json, .. } => print_names(&secrets.names, json),
         SecretCommand::Set { ref name, .. } | SecretCommand::Remove { ref name, .. } => {
             let changed = secrets.changed == Some(true);
             let what = match (&command, changed) {
@@ -632,16 +691,14 @@ pub async fn secret(state_dir: &Path, command: SecretCommand) -> anyhow::Result<
             );
             restart_users(&state, &account, &name).await;
         }
-        SecretCommand::List { account } => {
+        SecretCommand::List { account, json } => {
             let account = crate::policy_cmd::account(&state, account)?;
             let r = gate
                 .list_secrets(pb::ListSecretsRequest { account })
                 .await
                 .map_err(status)?
                 .into_inner();
-            for name in r.names {
-                println!("{name}");
-            }
+            print_names(&r.names, json);
         }
         SecretCommand::Remove { account, name } => {
             let account = crate::policy_cmd::account(&state, account)?;

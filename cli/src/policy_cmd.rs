@@ -20,7 +20,11 @@ pub use explain::ExplainArgs;
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
     /// List every rule by layer: the floor and managed rules are read-only.
-    List,
+    List {
+        /// As one JSON object: the switches, caps, every rule with its layer, and warnings.
+        #[arg(long)]
+        json: bool,
+    },
     /// Add a rule to the account's own file, e.g. `add paths.read allow './docs/**'`.
     Add(AddArgs),
     /// Remove one rule of the account's own file, named by its pattern or its index.
@@ -30,9 +34,13 @@ pub enum PolicyCommand {
     /// Explain which layer and rule decide a subject, and why.
     Explain(ExplainArgs),
     /// Confine the account to its workdir (outside it, what would ask is denied).
-    Confine { state: Switch },
+    Confine {
+        /// on: confined; off: what is outside the workdir asks as anything else.
+        state: Switch,
+    },
     /// Turn the sandbox on or off. Off allows everything, the secret floor too.
     Sandbox {
+        /// on | off (off needs --confirm).
         state: Switch,
         /// Required to turn the sandbox off.
         #[arg(long)]
@@ -52,6 +60,8 @@ pub struct AddArgs {
     section: String,
     /// allow | deny
     kind: String,
+    /// A glob for paths (relative ones resolve against the workdir), a regex for commands, a
+    /// tool name (or `pack__*`) for tools.
     pattern: String,
     /// Match exactly this path or command (escape every glob or regex character).
     #[arg(long)]
@@ -63,10 +73,13 @@ pub struct AddArgs {
 
 #[derive(Args, Debug)]
 pub struct RevokeArgs {
+    /// paths.read | paths.write | commands | delete | tools
     section: String,
+    /// allow | deny
     kind: String,
     /// The rule's pattern as listed.
     pattern: Option<String>,
+    /// The rule's index as `policy list` shows it (`section.kind[N]`), instead of its pattern.
     #[arg(long, conflicts_with = "pattern")]
     index: Option<u32>,
 }
@@ -133,7 +146,7 @@ pub async fn run(
     let account = account(&state, account_arg)?;
     let mut gate = client(&state)?;
     match command {
-        PolicyCommand::List => list(&mut gate, account).await,
+        PolicyCommand::List { json } => list(&mut gate, account, json).await,
         PolicyCommand::Add(args) => add(&mut gate, account, args).await,
         PolicyCommand::Revoke(args) => revoke(&mut gate, account, args).await,
         PolicyCommand::Reset => changed(gate.reset_rules(pb::ResetRulesRequest { account }).await),
@@ -145,7 +158,11 @@ pub async fn run(
     }
 }
 
-async fn list(gate: &mut GateAdminClient<Channel>, account: String) -> anyhow::Result<ExitCode> {
+async fn list(
+    gate: &mut GateAdminClient<Channel>,
+    account: String,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let r = gate
         .list_rules(pb::ListRulesRequest {
             account: account.clone(),
@@ -153,8 +170,37 @@ async fn list(gate: &mut GateAdminClient<Channel>, account: String) -> anyhow::R
         .await
         .map_err(gate_error)?
         .into_inner();
-    print_list(&account, &r);
+    if json {
+        crate::outln!("{}", list_json(&account, &r));
+    } else {
+        print_list(&account, &r);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `policy list --json`.
+fn list_json(account: &str, r: &pb::ListRulesResponse) -> serde_json::Value {
+    let rules: Vec<serde_json::Value> = r
+        .rules
+        .iter()
+        .map(|x| {
+            serde_json::json!({
+                "layer": x.layer, "section": x.section, "kind": x.kind, "index": x.index,
+                "pattern": x.pattern, "expires": (!x.expires.is_empty()).then_some(&x.expires),
+                "expired": x.expired, "file": x.file,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "account": account,
+        "workdir": r.workdir,
+        "sandbox": r.sandbox_enabled,
+        "confined": r.confined,
+        "caps": r.caps,
+        "error": (!r.error.is_empty()).then_some(&r.error),
+        "rules": rules,
+        "warnings": r.warnings,
+    })
 }
 
 async fn add(

@@ -194,7 +194,7 @@ const MAX_HEALTH_REPLY_BYTES: u64 = 256 * 1024;
 /// listens, and the accounts this user owns with their executors — asked on the approve socket,
 /// where the broker knows the user by uid (nothing of the root-owned state is read). Exits 0 when
 /// the service runs and is healthy, 1 otherwise.
-pub async fn status_system(runtime: &StateDir) -> anyhow::Result<ExitCode> {
+pub async fn status_system(runtime: &StateDir, json: bool) -> anyhow::Result<ExitCode> {
     let socket = runtime.approve_socket();
     let (code, body) = match crate::client::approve_socket_get(
         &socket,
@@ -205,18 +205,39 @@ pub async fn status_system(runtime: &StateDir) -> anyhow::Result<ExitCode> {
     {
         Ok(answer) => answer,
         Err(e) => {
-            outln!("glovebox is not running as a system service: {e:#}");
+            let why = format!("glovebox is not running as a system service: {e:#}");
+            if json {
+                outln!("{}", serde_json::json!({"running": false, "why": why}));
+            } else {
+                outln!("{why}");
+            }
             return Ok(ExitCode::from(1));
         }
     };
     let body: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let url = std::fs::read_to_string(runtime.broker_url_file())
+        .map(|u| u.trim().to_owned())
+        .unwrap_or_default();
+    let healthy = code == 200;
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "running": true,
+                "runtime_dir": runtime.run_dir(),
+                "url": url,
+                "mcp": mcp_url(&url),
+                "healthy": healthy,
+                "problems": problems(&body),
+                "health": body,
+            })
+        );
+        return Ok(exit_code(healthy));
+    }
     outln!(
         "glovebox is running as a system service (runtime dir {})",
         runtime.run_dir().display()
     );
-    let url = std::fs::read_to_string(runtime.broker_url_file())
-        .map(|u| u.trim().to_owned())
-        .unwrap_or_default();
     if !url.is_empty() {
         outln!("  WebSocket: {url}");
         outln!("  MCP:       {}", mcp_url(&url));
@@ -243,47 +264,152 @@ pub async fn status_system(runtime: &StateDir) -> anyhow::Result<ExitCode> {
             outln!("  account:   {account} (yours): its executor does not answer");
         }
     }
-    let healthy = code == 200;
-    if healthy {
-        outln!("  health:    ok");
-    } else {
-        outln!("  health:    not ok (HTTP {code})");
-    }
+    health_line(Ok((code, body.clone())));
     Ok(closing(healthy, &body))
 }
 
+/// What is wrong, in words, by the broker's `/healthz` body (the parts this credential sees).
+pub fn problems(health: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if health["gate"] == "unreachable" {
+        out.push("the gate does not answer".to_owned());
+    }
+    if health["audit"]["healthy"] == false {
+        out.push(format!(
+            "the audit is failing ({} failed writes): calls are refused until it recovers",
+            health["audit"]["failures"]
+        ));
+    }
+    if let Some(executors) = health["executors"].as_object() {
+        for (account, e) in executors {
+            if e["reachable"] == false {
+                out.push(format!("account {account}: its executor does not answer"));
+            } else if let Some(sandbox) = e["sandbox"].as_str()
+                && sandbox.starts_with("landlock=not_available")
+            {
+                out.push(format!("account {account}: no sandbox ({sandbox})"));
+            }
+        }
+    }
+    for e in policy_errors_of(health) {
+        out.push(format!("policy: {e}"));
+    }
+    out
+}
+
+/// Prints the health line: ok, or what is wrong.
+fn health_line(health: Result<(u16, serde_json::Value), String>) {
+    match health {
+        Ok((200, _)) => outln!("  health:    ok"),
+        Ok((code, body)) => {
+            // Policy errors follow as warnings of their own.
+            let problems: Vec<String> = problems(&body)
+                .into_iter()
+                .filter(|p| !p.starts_with("policy: "))
+                .collect();
+            if problems.is_empty() {
+                outln!("  health:    not ok (HTTP {code}; `glovebox doctor` may say more)");
+            } else {
+                outln!("  health:    not ok (HTTP {code}):");
+                for p in problems {
+                    outln!("    - {p}");
+                }
+            }
+        }
+        Err(e) => outln!("  health:    the broker did not answer ({e})"),
+    }
+}
+
+fn exit_code(healthy: bool) -> ExitCode {
+    if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 /// `glovebox status`. Exits 0 when glovebox runs and is healthy, 1 otherwise.
-pub async fn status(state_dir: &Path) -> anyhow::Result<ExitCode> {
+pub async fn status(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
+    let not_running = |why: String| {
+        if json {
+            outln!("{}", serde_json::json!({"running": false, "why": why}));
+        } else {
+            outln!("{why}");
+        }
+        Ok(ExitCode::from(1))
+    };
     if !state.config_file().exists() {
-        outln!(
+        return not_running(format!(
             "glovebox is not set up in {}: run `glovebox up` to start it",
             state.root().display()
-        );
-        return Ok(ExitCode::from(1));
+        ));
     }
-    let config = state.load_config()?;
+    // glovebox.yaml's accounts and those of accounts.yaml, as in effect.
+    let config = state.load_merged_config()?;
     let Some(up) = running_pid(&state) else {
-        outln!(
+        return not_running(format!(
             "glovebox is not running (state dir {}): run `glovebox up`",
             state.root().display()
-        );
-        return Ok(ExitCode::from(1));
+        ));
     };
+    let url = std::fs::read_to_string(state.broker_url_file())
+        .map(|u| u.trim().to_owned())
+        .unwrap_or_default();
+    let health = health(&url, &state).await;
+    let body = health.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
+    let healthy = matches!(health, Ok((200, _)));
+    let services = services(up);
+    if json {
+        let accounts: Vec<serde_json::Value> = config
+            .accounts
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "id": a.id,
+                    "workdir": a.workdir,
+                    "tools": a.enabled,
+                    "executor": body["executors"][&a.id],
+                })
+            })
+            .collect();
+        let services: Vec<serde_json::Value> = services
+            .iter()
+            .map(|(name, pid)| serde_json::json!({"name": name, "pid": pid}))
+            .collect();
+        let mut problems = problems(&body);
+        if let Err(e) = &health {
+            problems.push(format!("the broker did not answer ({e})"));
+        }
+        outln!(
+            "{}",
+            serde_json::json!({
+                "running": true,
+                "pid": up,
+                "state_dir": state.root(),
+                "services": services,
+                "url": url,
+                "mcp": mcp_url(&url),
+                "accounts": accounts,
+                "healthy": healthy,
+                "problems": problems,
+                "health": body,
+            })
+        );
+        return Ok(exit_code(healthy));
+    }
     outln!(
         "glovebox is running (pid {up}, state dir {})",
         state.root().display()
     );
-    for (name, pid) in services(up) {
+    for (name, pid) in services {
         outln!("  {name:<20} pid {pid}");
     }
-    let url = std::fs::read_to_string(state.broker_url_file())
-        .map(|u| u.trim().to_owned())
-        .unwrap_or_default();
     outln!("  WebSocket: {url}");
     outln!("  MCP:       {}", mcp_url(&url));
-    let health = health(&url, &state).await;
-    let body = health.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
+    if config.accounts.is_empty() {
+        outln!("  accounts:  {}", crate::account_cmd::NO_ACCOUNTS_YET);
+    }
     for a in &config.accounts {
         let on = if a.enabled { "on" } else { "off" };
         outln!(
@@ -300,20 +426,7 @@ pub async fn status(state_dir: &Path) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let healthy = match &health {
-        Ok((200, _)) => {
-            outln!("  health:    ok");
-            true
-        }
-        Ok((code, body)) => {
-            outln!("  health:    not ok (HTTP {code}): {body}");
-            false
-        }
-        Err(e) => {
-            outln!("  health:    the broker did not answer ({e})");
-            false
-        }
-    };
+    health_line(health);
     Ok(closing(healthy, &body))
 }
 
@@ -322,11 +435,7 @@ fn closing(healthy: bool, health: &serde_json::Value) -> ExitCode {
     for e in policy_errors_of(health) {
         outln!("  WARNING: policy: {e}");
     }
-    if healthy {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    exit_code(healthy)
 }
 
 /// The MCP endpoint beside a broker's WebSocket URL.
@@ -426,6 +535,35 @@ fn first_sentence(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unhealthy_answer_is_said_in_words() {
+        let body = serde_json::json!({
+            "ok": false,
+            "gate": "reachable",
+            "audit": {"healthy": false, "failures": 3},
+            "executors": {
+                "a": {"reachable": false},
+                "b": {"reachable": true, "sandbox": "landlock=not_available"},
+                "c": {"reachable": true, "sandbox": "landlock=v7"},
+            },
+            "policy_errors": ["a: line 3: unknown field"],
+        });
+        assert_eq!(
+            problems(&body),
+            [
+                "the audit is failing (3 failed writes): calls are refused until it recovers",
+                "account a: its executor does not answer",
+                "account b: no sandbox (landlock=not_available)",
+                "policy: a: line 3: unknown field",
+            ]
+        );
+        assert_eq!(
+            problems(&serde_json::json!({"gate": "unreachable"})),
+            ["the gate does not answer"]
+        );
+        assert!(problems(&serde_json::json!({"ok": true})).is_empty());
+    }
 
     #[test]
     fn descriptions_are_cut_at_their_first_sentence() {

@@ -32,6 +32,16 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// As `glovebox doctor --json` prints it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "level": self.level.as_str(),
+            "check": self.check,
+            "finding": self.finding,
+            "fix": self.fix,
+        })
+    }
+
     pub fn ok(check: impl Into<String>, finding: impl Into<String>) -> Finding {
         Finding {
             level: Level::Ok,

@@ -25,19 +25,27 @@ use serde_json::Value;
         .args(["read", "write", "delete", "exec", "tool"])
 ))]
 pub struct ExplainArgs {
+    /// A path an agent would read (relative: to the workdir).
     #[arg(long, value_name = "PATH")]
     read: Option<String>,
+    /// A path an agent would write.
     #[arg(long, value_name = "PATH")]
     write: Option<String>,
+    /// A path an agent would delete.
     #[arg(long, value_name = "PATH")]
     delete: Option<String>,
+    /// A command line an agent would run (each command in it is judged).
     #[arg(long, value_name = "COMMAND")]
     exec: Option<String>,
+    /// A tool's name (a built-in, a client tool, or a pack's `pack__tool`).
     #[arg(long, value_name = "NAME")]
     tool: Option<String>,
     /// Working directory of --exec (default: the account's workdir).
     #[arg(long, value_name = "DIR", requires = "exec")]
     cwd: Option<String>,
+    /// As one JSON object: verdict, subject, layer, rule, why, warnings.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn explain(
@@ -71,7 +79,17 @@ pub async fn explain(
         .await
         .map_err(super::gate_error)?
         .into_inner();
-    print_explained(&r);
+    if args.json {
+        crate::outln!(
+            "{}",
+            serde_json::json!({
+                "verdict": verdict_of(&r), "subject": r.subject, "layer": r.layer,
+                "rule": r.rule, "why": r.reason, "warnings": r.warnings,
+            })
+        );
+    } else {
+        print_explained(&r);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -159,13 +177,16 @@ fn explained_subject(plan: &pb::Plan) -> anyhow::Result<(pb::Subject, String)> {
     glovebox_proto::tools::explain::explained_subject(plan).map_err(|e| anyhow::anyhow!(e))
 }
 
-fn print_explained(r: &pb::ExplainResponse) {
-    let verdict = match pb::Verdict::try_from(r.verdict) {
+fn verdict_of(r: &pb::ExplainResponse) -> &'static str {
+    match pb::Verdict::try_from(r.verdict) {
         Ok(pb::Verdict::Allow) => "allow",
         Ok(pb::Verdict::Ask) => "ask",
         _ => "deny",
-    };
-    crate::outln!("verdict: {verdict}");
+    }
+}
+
+fn print_explained(r: &pb::ExplainResponse) {
+    crate::outln!("verdict: {}", verdict_of(r));
     crate::outln!("subject: {}", r.subject);
     crate::outln!("layer:   {}", r.layer);
     crate::outln!("rule:    {}", r.rule);

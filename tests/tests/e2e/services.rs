@@ -233,6 +233,18 @@ async fn status_tools_and_stop_report_on_and_end_a_running_glovebox() {
         "{out}"
     );
 
+    let (code, out, err) = g.run_cli(&["status", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&status["running"], &status["pid"], &status["healthy"]),
+        (&json!(true), &json!(up), &json!(true)),
+        "{status}"
+    );
+    assert_eq!(status["url"], g.url.as_str(), "{status}");
+    assert_eq!(status["accounts"][0]["id"], g.account.as_str(), "{status}");
+    assert_eq!(status["problems"], json!([]), "{status}");
+
     let (code, out, err) = g.run_cli(&["tools"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.lines().any(|l| l.starts_with("file_read ")), "{out}");
@@ -248,6 +260,10 @@ async fn status_tools_and_stop_report_on_and_end_a_running_glovebox() {
     let (code, out, _) = g.run_cli(&["status"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("not running"), "{out}");
+    let (code, out, _) = g.run_cli(&["status", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["running"], false, "{status}");
 }
 
 /// Ctrl-C in a terminal signals the whole foreground process group: the services must not stop
