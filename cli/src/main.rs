@@ -167,7 +167,10 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Answer the account's asks in this terminal: y (once), a (always), n (deny).
+    /// Answer the account's asks in this terminal: y (once), a (always), n (deny), ? (details).
+    ///
+    /// One key each, no Enter (a line each when stdin is not a terminal). Ctrl-C denies the ask on
+    /// screen and exits 130; a closed stdin is an error (exit 2).
     Approve {
         #[command(flatten)]
         client: ClientArgs,
