@@ -2,6 +2,7 @@
 //! account whose credential they read (the agent token for `call`, the approver token for
 //! `approve`).
 
+mod terminal;
 mod typeahead;
 
 use std::io::Write;
@@ -15,7 +16,7 @@ use glovebox_config::StateDir;
 use glovebox_proto::ws::{ClientFrame, Decision, Role, ServerFrame};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use typeahead::{Input, Verdict};
+use typeahead::{Input, Mode, Verdict};
 
 /// Where to connect and as whom.
 pub struct Target {
@@ -382,6 +383,8 @@ struct Shown {
     preview_cut: bool,
     /// The allowing answer given once, waiting to be typed again.
     confirming: Option<Decision>,
+    /// The ask as it was shown (header, warning, tool, subjects, preview), shown again on `?`.
+    details: String,
 }
 
 impl Shown {
@@ -404,16 +407,69 @@ enum Event {
     Frame(ServerFrame),
     Input(Option<Input>),
     Tick,
-    Stop,
+    /// A signal to stop: `approve` denies the ask on screen and exits with this code.
+    Stop(Stopped),
 }
 
-/// `glovebox approve`: shows each ask of the account and sends the approver's answer. An answer
-/// applies only to the ask on screen, and only if it was typed after that ask appeared (see
-/// `typeahead`).
+/// Why `approve` was told to stop, by a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// Ctrl-C (SIGINT).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+    /// The terminal went away (SIGHUP).
+    HangUp,
+}
+
+impl Stopped {
+    /// The exit code, as a shell reports a command a signal ended: 128 + the signal's number.
+    fn exit_code(self) -> u8 {
+        match self {
+            Stopped::Interrupt => 130,
+            Stopped::Terminate => 143,
+            Stopped::HangUp => 129,
+        }
+    }
+
+    /// What the denial of the ask on screen is put down to.
+    fn reason(self) -> &'static str {
+        match self {
+            Stopped::Interrupt => "Ctrl-C",
+            Stopped::Terminate => "approve was stopped",
+            Stopped::HangUp => "the terminal went away",
+        }
+    }
+}
+
+/// The exit code of `glovebox approve` when the broker goes away.
+const BROKER_GONE: u8 = 1;
+
+/// `glovebox approve`: shows each ask of the account and sends the approver's answer, a single
+/// key on a terminal (a line from a pipe). An answer applies only to the ask on screen, and only
+/// if it was typed a second after that ask appeared (see `typeahead`). Ctrl-C denies the ask on
+/// screen and exits 130; a stdin that ends is an error (the ask on screen is denied first), and
+/// one already closed fails before connecting.
 pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
+    ensure_stdin_open()?;
     let (socket, hello) = connect_with_hello(target, Role::Approver).await?;
     show_audit_checkpoint(&hello);
     approve_on(socket).await
+}
+
+/// Fails if stdin cannot bring an answer (`/dev/null`, a file, a pipe already closed): better at
+/// once than at the first ask.
+fn ensure_stdin_open() -> anyhow::Result<()> {
+    if terminal::stdin_is_closed() {
+        anyhow::bail!(terminal::STDIN_CLOSED);
+    }
+    Ok(())
+}
+
+/// Puts the terminal back in the mode it had before `approve` read single keys from it (for an
+/// exit that does not unwind).
+pub fn restore_terminal() {
+    terminal::restore();
 }
 
 /// Prints the audit's newest signed checkpoint the broker gave an approver: a person outside the
@@ -432,6 +488,7 @@ fn show_audit_checkpoint(hello: &ServerFrame) {
 /// tells the broker who is connecting: this user is the approver of the account they own
 /// (`account` chooses when they own several). No token is read.
 pub async fn approve_system(socket: &Path, account: Option<&str>) -> anyhow::Result<ExitCode> {
+    ensure_stdin_open()?;
     let (socket, hello) = connect_system(socket, account).await?;
     let ServerFrame::HelloOk { account, .. } = &hello else {
         anyhow::bail!("unexpected answer to hello: {hello:?}");
@@ -486,118 +543,273 @@ pub async fn connect_system(
     }
 }
 
-async fn approve_on<S: Stream>(mut socket: Ws<S>) -> anyhow::Result<ExitCode> {
-    let mut input = typeahead::spawn_stdin_reader().context("read stdin")?;
-    // Listening from before the first prompt, so a Ctrl-C at any point ends `approve` at once.
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    eprintln!("waiting for asks (Ctrl-C to stop)");
-    let mut shown: Option<Shown> = None;
-    let mut stdin_open = true;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        let event = tokio::select! {
-            _ = interrupt.recv() => Event::Stop,
-            frame = next_frame(&mut socket) => match frame {
-                Ok(frame) => Event::Frame(frame),
-                Err(e) => {
-                    eprintln!(
-                        "\nthe broker went away ({}): glovebox stopped or restarted; no more asks",
-                        crate::out::error_chain(&e)
-                    );
-                    return Ok(ExitCode::from(1));
+async fn approve_on<S: Stream>(socket: Ws<S>) -> anyhow::Result<ExitCode> {
+    // Listening before the terminal changes mode, so a signal at any point ends `approve` through
+    // the code that puts the mode back.
+    let stops = Stops::listen()?;
+    // Restored when dropped: on return, on error, and while a panic unwinds.
+    let key_mode = terminal::KeyMode::enable().context("switch the terminal to single keys")?;
+    let mode = match key_mode {
+        Some(_) => Mode::Keys,
+        None => Mode::Lines,
+    };
+    let input = typeahead::spawn_stdin_reader(mode).context("read stdin")?;
+    let mut approver = Approver {
+        socket,
+        mode,
+        shown: None,
+    };
+    let result = approver.run(input, stops).await;
+    drop(key_mode);
+    result
+}
+
+/// The signals that stop `approve`.
+struct Stops {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hang_up: tokio::signal::unix::Signal,
+}
+
+impl Stops {
+    fn listen() -> std::io::Result<Stops> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Stops {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hang_up: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Stopped {
+        tokio::select! {
+            _ = self.interrupt.recv() => Stopped::Interrupt,
+            _ = self.terminate.recv() => Stopped::Terminate,
+            _ = self.hang_up.recv() => Stopped::HangUp,
+        }
+    }
+}
+
+/// `approve`'s connection and screen.
+struct Approver<S: Stream> {
+    socket: Ws<S>,
+    mode: Mode,
+    shown: Option<Shown>,
+}
+
+impl<S: Stream> Approver<S> {
+    async fn run(
+        &mut self,
+        mut input: tokio::sync::mpsc::UnboundedReceiver<Input>,
+        mut stops: Stops,
+    ) -> anyhow::Result<ExitCode> {
+        eprintln!("{}", waiting_line(self.mode));
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            let event = tokio::select! {
+                stopped = stops.recv() => Event::Stop(stopped),
+                frame = next_frame(&mut self.socket) => match frame {
+                    Ok(frame) => Event::Frame(frame),
+                    Err(e) => {
+                        eprintln!(
+                            "\nthe broker went away ({}): glovebox stopped or restarted; no more asks",
+                            crate::out::error_chain(&e)
+                        );
+                        return Ok(ExitCode::from(BROKER_GONE));
+                    }
+                },
+                typed = input.recv() => Event::Input(typed),
+                _ = tick.tick() => Event::Tick,
+            };
+            match event {
+                Event::Stop(stopped) => return self.stop(stopped).await,
+                Event::Frame(frame) => self.on_frame(frame)?,
+                Event::Input(Some(Input::Typed(entries))) => {
+                    if let Some(stopped) = self.on_typed(entries).await? {
+                        return self.stop(stopped).await;
+                    }
                 }
-            },
-            line = input.recv(), if stdin_open => Event::Input(line),
-            _ = tick.tick() => Event::Tick,
-        };
-        match event {
-            Event::Stop => return Ok(ExitCode::SUCCESS),
-            Event::Frame(ask @ ServerFrame::Ask { .. }) => {
-                if let Some(previous) = shown.take() {
+                Event::Input(Some(Input::End) | None) => {
+                    // No answer can come any more: deny rather than leave the agent waiting.
+                    self.answer(Decision::Deny, Some("stdin is closed")).await?;
+                    self.close().await;
+                    anyhow::bail!(terminal::STDIN_CLOSED);
+                }
+                Event::Tick => {
+                    if let Some(ask) = &self.shown {
+                        if Instant::now() >= ask.deadline {
+                            crate::outln!("\n(timed out: denied)");
+                            self.shown = None;
+                        } else {
+                            prompt(ask)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_frame(&mut self, frame: ServerFrame) -> anyhow::Result<()> {
+        match frame {
+            ask @ ServerFrame::Ask { .. } => {
+                if let Some(previous) = self.shown.take() {
                     crate::outln!("\n(ask {} is no longer shown)", previous.short_id());
                 }
                 let ask = show(ask)?;
                 // Anything typed but not yet read predates this ask.
                 typeahead::discard_unread_terminal_input();
-                shown = Some(Shown {
+                self.shown = Some(Shown {
                     at: Instant::now(),
                     ..ask
                 });
-                if !stdin_open {
-                    // No answer can come: deny rather than leave the agent waiting.
-                    answer(&mut socket, &mut shown, Decision::Deny).await?;
-                }
             }
-            Event::Frame(ServerFrame::AskClosed { ask_id, reason }) => {
-                if shown.as_ref().is_some_and(|s| s.ask_id == ask_id) {
-                    crate::outln!("\n(ask closed: {reason})");
-                    shown = None;
-                }
+            ServerFrame::AskClosed { ask_id, reason }
+                if self.shown.as_ref().is_some_and(|s| s.ask_id == ask_id) =>
+            {
+                crate::outln!("\n(ask closed: {reason})");
+                self.shown = None;
             }
-            Event::Frame(ServerFrame::Error { code, message }) => {
-                eprintln!("broker: {code}: {message}");
-            }
-            Event::Frame(_) => {}
-            Event::Input(Some(Input::Line(line))) => {
-                match typeahead::judge(&line, shown.as_ref().map(|s| s.at)) {
-                    Verdict::Answer(decision) => {
-                        if let Some(ask) = shown.as_mut().filter(|s| {
-                            s.preview_cut
-                                && decision != Decision::Deny
-                                && s.confirming != Some(decision)
-                        }) {
-                            // A cut preview: the same answer again, read after this is shown.
-                            ask.confirming = Some(decision);
-                            ask.at = Instant::now();
-                            crate::outln!(
-                                "\nask {}'s preview was cut: not all of what it allows is shown \
-                                 above. Type {} again to allow it anyway, n to deny.",
-                                ask.short_id(),
-                                if decision == Decision::Always {
-                                    "a"
-                                } else {
-                                    "y"
-                                }
-                            );
-                            prompt(ask)?;
-                            continue;
-                        }
-                        answer(&mut socket, &mut shown, decision).await?;
+            ServerFrame::Error { code, message } => eprintln!("broker: {code}: {message}"),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Acts on what one read of stdin brought, in order; at most one notice (an ignored entry,
+    /// a reminder of the choices) is printed for it. `Some` if it asked to stop (Ctrl-C read as
+    /// a key).
+    async fn on_typed(
+        &mut self,
+        entries: Vec<typeahead::Entry>,
+    ) -> anyhow::Result<Option<Stopped>> {
+        let mut noticed = false;
+        for entry in entries {
+            let verdict = typeahead::judge(&entry, self.shown.as_ref().map(|s| s.at));
+            let notice = match verdict {
+                Verdict::Answer(decision) => {
+                    if self.mode == Mode::Keys {
+                        // The key pressed, where a line's answer would be echoed.
+                        print!("{}", entry.text.trim());
                     }
-                    Verdict::Stale => {
-                        crate::outln!("\n(ignored what was typed before this ask was shown)");
-                        if let Some(ask) = &shown {
-                            prompt(ask)?;
-                        }
-                    }
-                    Verdict::NoAsk => crate::outln!("(ignored: no ask is shown)"),
-                    Verdict::Unknown => {
-                        // An empty line is no answer; a word that is not one says what is.
-                        if !line.text.trim().is_empty() {
-                            crate::outln!(
-                                "\n(not an answer: type y to allow once, a to always allow, n to deny)"
-                            );
-                        }
-                        if let Some(ask) = &shown {
-                            prompt(ask)?;
-                        }
-                    }
+                    self.decide(decision).await?;
+                    continue;
                 }
-            }
-            Event::Input(Some(Input::End) | None) => {
-                stdin_open = false;
-                answer(&mut socket, &mut shown, Decision::Deny).await?;
-            }
-            Event::Tick => {
-                if let Some(ask) = &shown {
-                    if Instant::now() >= ask.deadline {
-                        crate::outln!("\n(timed out: denied)");
-                        shown = None;
-                    } else {
+                Verdict::Details => {
+                    if let Some(ask) = &self.shown {
+                        crate::outln!("\n{}\nask id: {}", ask.details, ask.ask_id);
                         prompt(ask)?;
                     }
+                    continue;
+                }
+                Verdict::Interrupt => return Ok(Some(Stopped::Interrupt)),
+                Verdict::Nothing => {
+                    // An empty line: the question again.
+                    if self.mode == Mode::Lines
+                        && let Some(ask) = &self.shown
+                    {
+                        prompt(ask)?;
+                    }
+                    continue;
+                }
+                Verdict::Stale => {
+                    "\n(ignored what was typed before this ask was shown, or within a second of it)"
+                }
+                Verdict::NoAsk => "(ignored: no ask is shown)",
+                Verdict::Unknown => match self.mode {
+                    Mode::Keys => {
+                        "\n(not an answer: press y to allow once, a to always allow, n to deny, \
+                         ? for the details; Ctrl-C denies and stops)"
+                    }
+                    Mode::Lines => {
+                        "\n(not an answer: type y to allow once, a to always allow, n to deny, \
+                         ? for the details)"
+                    }
+                },
+            };
+            if !std::mem::replace(&mut noticed, true) {
+                crate::outln!("{notice}");
+                if let Some(ask) = &self.shown {
+                    prompt(ask)?;
                 }
             }
+        }
+        Ok(None)
+    }
+
+    /// An answer the approver gave to the ask on screen: sent, unless its preview was cut and
+    /// it allows: then the same answer is asked for again, read after the question is shown.
+    async fn decide(&mut self, decision: Decision) -> anyhow::Result<()> {
+        if let Some(ask) = self.shown.as_mut().filter(|s| {
+            s.preview_cut && decision != Decision::Deny && s.confirming != Some(decision)
+        }) {
+            ask.confirming = Some(decision);
+            ask.at = Instant::now();
+            let again = if decision == Decision::Always {
+                "a"
+            } else {
+                "y"
+            };
+            crate::outln!(
+                "\nask {}'s preview was cut: not all of what it allows is shown above. {} {again} \
+                 again to allow it anyway, n to deny.",
+                ask.short_id(),
+                match self.mode {
+                    Mode::Keys => "Press",
+                    Mode::Lines => "Type",
+                }
+            );
+            prompt(ask)?;
+            return Ok(());
+        }
+        self.answer(decision, None).await
+    }
+
+    /// Told to stop: denies the ask on screen (saying so) and ends with the signal's exit code.
+    async fn stop(&mut self, stopped: Stopped) -> anyhow::Result<ExitCode> {
+        self.answer(Decision::Deny, Some(stopped.reason())).await?;
+        self.close().await;
+        Ok(ExitCode::from(stopped.exit_code()))
+    }
+
+    /// Answers the ask on screen (if any), which then leaves the screen; `why` says what the
+    /// answer is put down to when the approver did not choose it.
+    async fn answer(&mut self, decision: Decision, why: Option<&str>) -> anyhow::Result<()> {
+        let Some(ask) = self.shown.take() else {
+            return Ok(());
+        };
+        let frame = ClientFrame::Answer {
+            ask_id: ask.ask_id.clone(),
+            decision,
+            confirm_cut: ask.confirming == Some(decision),
+        };
+        send_frame(&mut self.socket, &frame).await?;
+        let word = match decision {
+            Decision::Once => "once",
+            Decision::Always => "always",
+            Decision::Deny => "deny",
+        };
+        match why {
+            None => crate::outln!("\nask {}: answered {word}", ask.short_id()),
+            Some(why) => crate::outln!("\nask {}: answered {word} ({why})", ask.short_id()),
+        }
+        Ok(())
+    }
+
+    /// Ends the connection politely, not waiting long for the broker.
+    async fn close(&mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.socket.close(None)).await;
+    }
+}
+
+/// What `approve` says when it starts waiting.
+fn waiting_line(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Keys => {
+            "waiting for asks (keys: y allow once, a always allow, n deny, ? details; Ctrl-C denies \
+             the ask on screen and stops)"
+        }
+        Mode::Lines => {
+            "waiting for asks (lines: y, a, n or ?; Ctrl-C denies the ask on screen and stops)"
         }
     }
 }
@@ -619,20 +831,21 @@ fn show(frame: ServerFrame) -> anyhow::Result<Shown> {
     else {
         anyhow::bail!("not an ask: {frame:?}");
     };
-    crate::outln!(
-        "\n── ask {} ── account {account} ── connection {connection_id} ── call {call_id}",
+    let mut details = format!(
+        "── ask {} ── account {account} ── connection {connection_id} ── call {call_id}",
         short_ask_id(&ask_id)
     );
     if let Some(warning) = &warning {
-        crate::outln!("WARNING: {warning}");
+        details.push_str(&format!("\nWARNING: {warning}"));
     }
-    crate::outln!("tool: {}", display.tool);
+    details.push_str(&format!("\ntool: {}", display.tool));
     for s in &display.subjects {
-        crate::outln!("  {} {}", s.domain, s.path);
+        details.push_str(&format!("\n  {} {}", s.domain, s.path));
     }
     if !display.preview.is_empty() {
-        crate::outln!("{}", display.preview);
+        details.push_str(&format!("\n{}", display.preview));
     }
+    crate::outln!("\n{details}");
     let now = Instant::now();
     let ask = Shown {
         ask_id,
@@ -642,6 +855,7 @@ fn show(frame: ServerFrame) -> anyhow::Result<Shown> {
             .unwrap_or(now),
         preview_cut,
         confirming: None,
+        details,
     };
     prompt(&ask)?;
     Ok(ask)
@@ -660,33 +874,11 @@ fn prompt(ask: &Shown) -> anyhow::Result<()> {
             print!("\rask {id}, cut preview: [a] always, [n] deny ({left:>2}s left): ")
         }
         Some(_) => print!("\rask {id}, cut preview: [y] once, [n] deny ({left:>2}s left): "),
-        None => print!("\rask {id}: allow? [y] once, [a] always, [n] deny ({left:>2}s left): "),
+        None => print!(
+            "\rask {id}: allow? [y] once, [a] always, [n] deny, [?] details ({left:>2}s left): "
+        ),
     }
     std::io::stdout().flush()?;
-    Ok(())
-}
-
-/// Answers the ask on screen (if any), which then leaves the screen.
-async fn answer<S: Stream>(
-    socket: &mut Ws<S>,
-    shown: &mut Option<Shown>,
-    decision: Decision,
-) -> anyhow::Result<()> {
-    let Some(ask) = shown.take() else {
-        return Ok(());
-    };
-    let frame = ClientFrame::Answer {
-        ask_id: ask.ask_id.clone(),
-        decision,
-        confirm_cut: ask.confirming == Some(decision),
-    };
-    send_frame(socket, &frame).await?;
-    let word = match decision {
-        Decision::Once => "once",
-        Decision::Always => "always",
-        Decision::Deny => "deny",
-    };
-    crate::outln!("ask {}: answered {word}", ask.short_id());
     Ok(())
 }
 

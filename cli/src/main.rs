@@ -107,9 +107,10 @@ enum Command {
         /// Broker address (loopback only; port 0 picks a free port).
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
-        /// Seconds an approver has to answer an ask.
-        #[arg(long, default_value_t = 25)]
-        ask_timeout_secs: u64,
+        /// Seconds an approver has to answer an ask, 1 to 3600 (default: `limits.ask_timeout_secs`
+        /// of glovebox.yaml, else 25).
+        #[arg(long, value_name = "SECS")]
+        ask_timeout_secs: Option<u64>,
         /// System mode (as root, what the system unit runs): the gate, the broker and each
         /// account's executor under their own OS users; config, managed policy, state and
         /// sockets in /etc/glovebox, /var/lib/glovebox and /run/glovebox.
@@ -168,7 +169,10 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Answer the account's asks in this terminal: y (once), a (always), n (deny).
+    /// Answer the account's asks in this terminal: y (once), a (always), n (deny), ? (details).
+    ///
+    /// One key each, no Enter (a line each when stdin is not a terminal). Ctrl-C denies the ask on
+    /// screen and exits 130; a closed stdin is an error (exit 2).
     Approve {
         #[command(flatten)]
         client: ClientArgs,
@@ -369,8 +373,9 @@ enum Command {
         layout: LayoutArgs,
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
-        #[arg(long, default_value_t = 25)]
-        ask_timeout_secs: u64,
+        /// Overrides glovebox.yaml's `limits.ask_timeout_secs`.
+        #[arg(long)]
+        ask_timeout_secs: Option<u64>,
         #[arg(long)]
         exit_on_stdin_eof: bool,
     },

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 /// Writes one line to stdout; a closed pipe ends the process at once with success (the reader
-/// has what it wanted), never with a panic.
+/// has what it wanted), never with a panic, and with the terminal's mode restored.
 pub fn line(args: std::fmt::Arguments<'_>) {
     let mut stdout = std::io::stdout().lock();
     let written = stdout
@@ -14,6 +14,9 @@ pub fn line(args: std::fmt::Arguments<'_>) {
     if let Err(e) = written
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
+        // Nothing unwinds past this: the terminal `approve` switched to single keys is put back
+        // here.
+        crate::client::restore_terminal();
         std::process::exit(0);
     }
 }

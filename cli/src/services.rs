@@ -389,7 +389,7 @@ pub async fn broker(
     env: &Env,
     state: StateDir,
     listen: Option<SocketAddr>,
-    ask_timeout_secs: u64,
+    ask_timeout_secs: Option<u64>,
     exit_on_stdin_eof: bool,
     handover: Handover,
 ) -> anyhow::Result<ExitCode> {
@@ -399,12 +399,17 @@ pub async fn broker(
         addr.ip().is_loopback(),
         "refusing to listen on {addr}: the broker has no TLS yet, so it serves loopback addresses only"
     );
-    anyhow::ensure!(
-        (1..=3600).contains(&ask_timeout_secs),
-        "--ask-timeout-secs must be between 1 and 3600"
-    );
+    // The ask timeout: glovebox.yaml's `limits.ask_timeout_secs` (or the default), unless
+    // `--ask-timeout-secs` was given.
     let mut broker_config = glovebox_broker::BrokerConfig::from_state(&state, &config);
-    broker_config.ask_timeout = Duration::from_secs(ask_timeout_secs);
+    if let Some(secs) = ask_timeout_secs {
+        use glovebox_config::limits::MAX_ASK_TIMEOUT_SECS;
+        anyhow::ensure!(
+            (1..=MAX_ASK_TIMEOUT_SECS).contains(&secs),
+            "--ask-timeout-secs must be between 1 and {MAX_ASK_TIMEOUT_SECS}"
+        );
+        broker_config.ask_timeout = Duration::from_secs(secs);
+    }
     broker_config.shell = env.shell.clone();
     broker_config.timezone = env.timezone.clone();
     broker_config.handover = handover;

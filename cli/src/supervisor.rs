@@ -45,7 +45,8 @@ pub struct UpOptions {
     /// `--workdir`, if given: on a later start it must match the user's account's workdir.
     pub workdir_option: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
-    pub ask_timeout_secs: u64,
+    /// `--ask-timeout-secs`, if given: it wins over glovebox.yaml's `limits.ask_timeout_secs`.
+    pub ask_timeout_secs: Option<u64>,
     /// The trash of the user running `up`, for accounts without `run_as`.
     pub trash_dir: PathBuf,
     /// The home directory of the user running `up` (`$HOME`).
@@ -628,9 +629,10 @@ fn broker_spec(state: &StateDir, keys: &ControlKeys, account_ids: &[&str], o: &U
         "--state-dir".into(),
         state.root().display().to_string(),
         "--exit-on-stdin-eof".into(),
-        "--ask-timeout-secs".into(),
-        o.ask_timeout_secs.to_string(),
     ];
+    if let Some(secs) = o.ask_timeout_secs {
+        args.extend(["--ask-timeout-secs".into(), secs.to_string()]);
+    }
     if let Some(listen) = o.listen {
         args.extend(["--listen".into(), listen.to_string()]);
     }
@@ -1144,7 +1146,7 @@ mod tests {
             workdir: "/w".into(),
             workdir_option: None,
             listen: Some("127.0.0.1:7420".parse().unwrap()),
-            ask_timeout_secs: 9,
+            ask_timeout_secs: Some(9),
             trash_dir: "/t".into(),
             home: None,
             otel_env: Vec::new(),
@@ -1184,6 +1186,13 @@ mod tests {
                 "127.0.0.1:7420"
             ]
         );
+        // Without --ask-timeout-secs, the broker takes glovebox.yaml's (or its default).
+        let from_config = UpOptions {
+            ask_timeout_secs: None,
+            ..options
+        };
+        let broker = broker_spec(&state, &keys, &["a", "b"], &from_config);
+        assert!(!broker.args.iter().any(|a| a == "--ask-timeout-secs"));
         let account = glovebox_config::Account {
             id: "a".into(),
             workdir: "/w".into(),

@@ -769,6 +769,22 @@ mod tests {
     }
 
     #[test]
+    fn the_ask_timeout_is_a_limit_and_out_of_range_is_named() {
+        let base = "accounts:\n  - id: alice\n    workdir: /home/alice\n";
+        let c = parse(&format!("{base}limits:\n  ask_timeout_secs: 90\n")).unwrap();
+        assert_eq!(
+            c.limits.ask_timeout,
+            Some(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(parse(base).unwrap().limits.ask_timeout, None, "the default");
+        let e = parse(&format!("{base}limits:\n  ask_timeout_secs: 0\n")).unwrap_err();
+        assert!(
+            e.contains("limits.ask_timeout_secs: expected 1 to 3600 seconds, got 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn valid_config() {
         let hash = hex::encode(token_hash("t"));
         let c = parse(&format!(

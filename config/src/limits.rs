@@ -12,6 +12,7 @@
 //!   header_timeout_secs: 10         # a request's headers, and an idle HTTP keep-alive connection
 //!   hello_timeout_secs: 10          # a WebSocket's hello frame
 //!   websocket_idle_secs: 300        # a WebSocket that sends nothing, not even a pong
+//!   ask_timeout_secs: 25            # an ask nobody answers this long is denied (1 to 3600)
 //! ```
 
 use std::time::Duration;
@@ -22,6 +23,9 @@ use serde::{Deserialize, Serialize};
 pub const MAX_COUNT_LIMIT: u64 = 1_000_000;
 /// Longest any timeout may be set to.
 pub const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// Longest an ask may wait for its approver (`ask_timeout_secs`, and `glovebox up
+/// --ask-timeout-secs`): an agent's call waits that long.
+pub const MAX_ASK_TIMEOUT_SECS: u64 = 3_600;
 
 /// `limits:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +47,8 @@ pub struct RawLimits {
     pub hello_timeout_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub websocket_idle_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_timeout_secs: Option<u64>,
 }
 
 impl RawLimits {
@@ -63,6 +69,9 @@ pub struct Limits {
     pub header_timeout: Option<Duration>,
     pub hello_timeout: Option<Duration>,
     pub websocket_idle: Option<Duration>,
+    /// How long an ask waits for its approver before it is denied (`glovebox up
+    /// --ask-timeout-secs` wins over it).
+    pub ask_timeout: Option<Duration>,
 }
 
 impl Limits {
@@ -98,7 +107,19 @@ impl Limits {
             header_timeout: secs("header_timeout_secs", raw.header_timeout_secs)?,
             hello_timeout: secs("hello_timeout_secs", raw.hello_timeout_secs)?,
             websocket_idle: secs("websocket_idle_secs", raw.websocket_idle_secs)?,
+            ask_timeout: ask_timeout(raw.ask_timeout_secs)?,
         })
+    }
+}
+
+/// `ask_timeout_secs`, checked: 1 to [`MAX_ASK_TIMEOUT_SECS`].
+fn ask_timeout(secs: Option<u64>) -> Result<Option<Duration>, String> {
+    match secs {
+        None => Ok(None),
+        Some(n) if (1..=MAX_ASK_TIMEOUT_SECS).contains(&n) => Ok(Some(Duration::from_secs(n))),
+        Some(n) => Err(format!(
+            "limits.ask_timeout_secs: expected 1 to {MAX_ASK_TIMEOUT_SECS} seconds, got {n}"
+        )),
     }
 }
 
@@ -136,5 +157,33 @@ mod tests {
             assert_eq!(Limits::validate(&raw).unwrap_err(), message);
         }
         assert!(RawLimits::default().is_empty() && !raw.is_empty());
+    }
+
+    #[test]
+    fn the_ask_timeout_is_one_second_to_an_hour() {
+        for (secs, want) in [
+            (None, Ok(None)),
+            (Some(1), Ok(Some(Duration::from_secs(1)))),
+            (Some(25), Ok(Some(Duration::from_secs(25)))),
+            (Some(3600), Ok(Some(Duration::from_secs(3600)))),
+            (
+                Some(0),
+                Err("limits.ask_timeout_secs: expected 1 to 3600 seconds, got 0".to_owned()),
+            ),
+            (
+                Some(3601),
+                Err("limits.ask_timeout_secs: expected 1 to 3600 seconds, got 3601".to_owned()),
+            ),
+        ] {
+            let raw = RawLimits {
+                ask_timeout_secs: secs,
+                ..RawLimits::default()
+            };
+            assert_eq!(
+                Limits::validate(&raw).map(|l| l.ask_timeout),
+                want,
+                "{secs:?}"
+            );
+        }
     }
 }

@@ -1,9 +1,10 @@
-//! A command driven like a person at a terminal: its stdin a pipe to type lines into, its stdout
-//! and stderr read as lines (for `glovebox approve`). Killed on drop, with what it printed shown
-//! when a test fails.
+//! A command driven like a person at a terminal (for `glovebox approve`): either in a real
+//! pseudo-terminal, its controlling terminal, where keys are typed without Enter and Ctrl-C is
+//! the byte a terminal sends; or with its stdin a pipe to type lines into (a script). What it
+//! prints is read as lines. Killed on drop, with what it printed shown when a test fails.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,11 @@ use crate::WAIT;
 
 pub struct Interactive {
     child: Child,
-    stdin: ChildStdin,
+    /// Where typing goes: the pipe on the command's stdin, or the terminal's master side.
+    /// `None` when its stdin is `/dev/null` or was closed.
+    input: Option<Box<dyn Write + Send>>,
+    /// The terminal's slave side, when the command runs in one: its mode is read there.
+    terminal: Option<std::fs::File>,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
 }
@@ -25,25 +30,72 @@ impl Interactive {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (tx, lines) = mpsc::channel();
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
+        let input = child.stdin.take().unwrap();
+        Interactive::reading(child, Some(Box::new(input)))
+    }
+
+    /// Starts `command` with its stdin `/dev/null` and its output piped.
+    pub fn start_without_stdin(mut command: Command) -> Interactive {
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Interactive::reading(child, None)
+    }
+
+    /// Starts `command` in a new session whose controlling terminal is a new pseudo-terminal,
+    /// which is its stdin, stdout and stderr: what a person's shell gives it.
+    pub fn start_in_terminal(mut command: Command) -> Interactive {
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let slave = std::fs::File::from(pty.slave);
+        let terminal = slave.try_clone().unwrap();
+        command
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
+        // In the child, between fork and exec: a session of its own, with its stdin (the
+        // terminal) as the controlling terminal, so the terminal's Ctrl-C signals it.
+        #[allow(unsafe_code)]
+        // SAFETY: used only in the child, between fork and exec, where descriptor 0 is the
+        // terminal set up above.
+        let stdin = unsafe { std::os::fd::BorrowedFd::borrow_raw(0) };
+        #[allow(unsafe_code)]
+        // SAFETY: the closure makes two async-signal-safe system calls (setsid, the TIOCSCTTY
+        // ioctl) and allocates nothing.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                rustix::process::setsid()?;
+                rustix::process::ioctl_tiocsctty(stdin)?;
+                Ok(())
             });
         }
-        let stdin = child.stdin.take().unwrap();
+        let child = command.spawn().unwrap();
+        // The parent's other copies of the terminal's slave side close with `command`.
+        drop(command);
+        let master = std::fs::File::from(pty.master);
+        let input = master.try_clone().unwrap();
+        let (tx, lines) = mpsc::channel();
+        read_lines(Box::new(master), tx);
         Interactive {
             child,
-            stdin,
+            input: Some(Box::new(input)),
+            terminal: Some(terminal),
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads the piped stdout and stderr of `child` as lines.
+    fn reading(mut child: Child, input: Option<Box<dyn Write + Send>>) -> Interactive {
+        let (tx, lines) = mpsc::channel();
+        read_lines(Box::new(child.stdout.take().unwrap()), tx.clone());
+        read_lines(Box::new(child.stderr.take().unwrap()), tx);
+        Interactive {
+            child,
+            input,
+            terminal: None,
             lines,
             seen: Vec::new(),
         }
@@ -78,6 +130,11 @@ impl Interactive {
         })
     }
 
+    /// Everything printed so far, as lines (what `expect` and `wait_for` have read).
+    pub fn seen(&self) -> &[String] {
+        &self.seen
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -87,9 +144,43 @@ impl Interactive {
         self.child.wait().unwrap()
     }
 
+    /// Types `line` and Enter.
     pub fn type_line(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
+        self.type_keys(&format!("{line}\n"));
+    }
+
+    /// Types `keys` as they are, without Enter (on a terminal each is a key press).
+    pub fn type_keys(&mut self, keys: &str) {
+        let input = self
+            .input
+            .as_mut()
+            .expect("the command has no stdin to type into");
+        input.write_all(keys.as_bytes()).unwrap();
+        input.flush().unwrap();
+    }
+
+    /// Closes the command's stdin (a pipe): it reads end-of-file.
+    pub fn close_stdin(&mut self) {
+        assert!(
+            self.terminal.is_none(),
+            "a terminal's master side stays open"
+        );
+        self.input = None;
+    }
+
+    /// The local modes of the command's terminal now (echo, canonical input, signals…).
+    pub fn terminal_modes(&self) -> nix::sys::termios::LocalFlags {
+        let terminal = self
+            .terminal
+            .as_ref()
+            .expect("the command runs in no terminal");
+        nix::sys::termios::tcgetattr(terminal).unwrap().local_flags
+    }
+
+    /// Presses Ctrl-C: the byte a terminal sends for it, which the terminal turns into SIGINT
+    /// for the command (when it runs in one, see [`Interactive::start_in_terminal`]).
+    pub fn ctrl_c(&mut self) {
+        self.type_keys("\x03");
     }
 
     /// The command's exit code once it has exited, within [`WAIT`]; `None` if it is still
@@ -104,6 +195,42 @@ impl Interactive {
         }
         None
     }
+
+    /// Waits for the command to exit and for the rest of what it printed (stdout and stderr, in
+    /// no particular order between them), within [`WAIT`]; returns its exit code (`None`: still
+    /// running, or killed by a signal). What it printed is then in [`Interactive::seen`]. A
+    /// terminal's mode can no longer be read after this (its slave side is let go, so that its
+    /// output ends).
+    pub fn finish(&mut self) -> Option<i32> {
+        let code = self.exit_code();
+        self.terminal = None;
+        let deadline = Instant::now() + WAIT;
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.seen.push(line);
+        }
+        code
+    }
+
+    /// Whether a line printed so far contains `needle`.
+    pub fn printed(&self, needle: &str) -> bool {
+        self.seen.iter().any(|l| l.contains(needle))
+    }
+}
+
+/// Sends each line `stream` brings to `tx` (a terminal's `\r\n` as a line's end), until it
+/// ends (a terminal's master side fails once the command and its children have closed it).
+fn read_lines(stream: Box<dyn std::io::Read + Send>, tx: mpsc::Sender<String>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line.trim_end_matches('\r').to_owned()).is_err() {
+                break;
+            }
+        }
+    });
 }
 
 impl Drop for Interactive {

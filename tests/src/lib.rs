@@ -142,9 +142,11 @@ pub struct Glovebox {
 }
 
 /// Options for starting glovebox.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
-    pub ask_timeout_secs: u64,
+    /// `glovebox up --ask-timeout-secs`; without it, glovebox.yaml's `limits.ask_timeout_secs`
+    /// or the default (25 s).
+    pub ask_timeout_secs: Option<u64>,
     /// Extra environment variables for `glovebox up` (and so for its services).
     pub env: Vec<(String, String)>,
     /// Run the account's executor as this OS user (the state is written before `up` starts, and
@@ -173,26 +175,6 @@ pub struct Options {
     pub mcp_json: Option<String>,
     /// Written as the `audit:` section of `glovebox.yaml`, like `limits`.
     pub audit: Vec<String>,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            ask_timeout_secs: 25,
-            env: Vec::new(),
-            run_as: None,
-            accounts: Vec::new(),
-            job_env: Vec::new(),
-            pack_env: Vec::new(),
-            sandbox: Default::default(),
-            extra_roots: Vec::new(),
-            open_files_limit: None,
-            limits: Vec::new(),
-            client_tools: Vec::new(),
-            mcp_json: None,
-            audit: Vec::new(),
-        }
-    }
 }
 
 impl Glovebox {
@@ -666,9 +648,11 @@ fn spawn_up(
         }
         None => Command::new(glovebox_bin()),
     };
+    command.args(["up", "--listen", "127.0.0.1:0"]);
+    if let Some(secs) = options.ask_timeout_secs {
+        command.arg("--ask-timeout-secs").arg(secs.to_string());
+    }
     let mut child = command
-        .args(["up", "--listen", "127.0.0.1:0", "--ask-timeout-secs"])
-        .arg(options.ask_timeout_secs.to_string())
         .arg("--state-dir")
         .arg(state)
         .arg("--workdir")

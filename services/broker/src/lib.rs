@@ -95,7 +95,7 @@ impl BrokerConfig {
                 .iter()
                 .map(|a| (a.id.clone(), state.packs_socket(&a.id)))
                 .collect(),
-            ask_timeout: DEFAULT_ASK_TIMEOUT,
+            ask_timeout: config.limits.ask_timeout.unwrap_or(DEFAULT_ASK_TIMEOUT),
             shell: "/bin/sh".to_owned(),
             timezone: "UTC".to_owned(),
             config_file: Some(state.config_file()),

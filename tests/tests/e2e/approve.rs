@@ -1,6 +1,9 @@
-//! `glovebox approve` end to end: the real command, its stdin a pipe, answering the asks of a
-//! running glovebox. An answer counts only for the ask on screen when it was typed: a line typed
-//! while no ask was shown (after one was withdrawn, say) never answers the next ask.
+//! `glovebox approve` end to end: the real command answering the asks of a running glovebox, in a
+//! terminal (a pseudo-terminal: single keys, no Enter; Ctrl-C the byte a terminal sends) or with
+//! its stdin a pipe (lines, as a script types them). An answer counts only for the ask on screen
+//! when it was typed: a key pressed while no ask was shown (after one was withdrawn, say) never
+//! answers the next ask. Ctrl-C denies the ask on screen and exits 130; a stdin that is or
+//! becomes closed is an error.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,17 +12,33 @@ use std::time::{Duration, Instant};
 
 use glovebox_e2e::interactive::Interactive;
 use glovebox_e2e::{Client, Glovebox, expect_error, expect_ok, glovebox_bin};
+use nix::sys::termios::LocalFlags;
 use serde_json::json;
 
-/// `approve` waits this long before trusting a line typed after an ask appeared
+/// `approve` waits this long before trusting a key pressed after an ask appeared
 /// (`MIN_READING_TIME` in cli/src/client/typeahead.rs), with a wide margin.
 const READING_TIME: Duration = Duration::from_millis(1500);
 
-/// A running `glovebox approve` for `g`, once it says it waits for asks.
-fn start_approve(g: &Glovebox) -> Interactive {
+/// What `approve` says when its stdin is closed (`STDIN_CLOSED` in cli/src/client/terminal.rs).
+const STDIN_CLOSED: &str = "stdin is closed: glovebox approve needs a terminal";
+
+/// `glovebox approve` for `g`, not yet started.
+fn approve_command(g: &Glovebox) -> Command {
     let mut command = Command::new(glovebox_bin());
     command.arg("approve").arg("--state-dir").arg(&g.state);
-    let mut approve = Interactive::start(command);
+    command
+}
+
+/// A running `glovebox approve` for `g` in a terminal, once it says it waits for asks.
+fn start_approve(g: &Glovebox) -> Interactive {
+    let mut approve = Interactive::start_in_terminal(approve_command(g));
+    approve.expect("waiting for asks");
+    approve
+}
+
+/// The same with its stdin a pipe: lines, as a script types them.
+fn start_approve_with_a_pipe(g: &Glovebox) -> Interactive {
+    let mut approve = Interactive::start(approve_command(g));
     approve.expect("waiting for asks");
     approve
 }
@@ -34,7 +53,7 @@ async fn invoke_write(agent: &mut Client, call_id: &str, path: &str) {
 }
 
 #[tokio::test]
-async fn a_line_typed_while_no_ask_was_shown_never_answers_the_next_ask() {
+async fn a_key_pressed_while_no_ask_was_shown_never_answers_the_next_ask() {
     let g = Glovebox::start();
     let mut approve = start_approve(&g);
     let mut agent = g.connect("agent").await;
@@ -49,20 +68,21 @@ async fn a_line_typed_while_no_ask_was_shown_never_answers_the_next_ask() {
     approve.expect("(ask closed: withdrawn)");
 
     // the approver's "y", meant for ask 1, arrives after it is gone
-    approve.type_line("y");
+    approve.type_keys("y");
     approve.expect("(ignored: no ask is shown)");
 
     // ask 2 is shown: the stale "y" must not answer it; a "n" typed after it was shown does
     invoke_write(&mut agent, "two", "two.txt").await;
     approve.expect("── call two");
     std::thread::sleep(READING_TIME);
-    approve.type_line("n");
+    approve.type_keys("n");
     let answered = approve.expect("answered");
     assert!(answered.ends_with("answered deny"), "{answered}");
     expect_error(&agent.result_for("two").await, "denied");
     assert!(!g.workdir.join("two.txt").exists());
 
-    // and a "y" typed after ask 3 was shown answers it
+    // and a "y" typed after ask 3 was shown answers it (the Enter after it is no answer, and
+    // nothing is said about it)
     invoke_write(&mut agent, "three", "three.txt").await;
     approve.expect("── call three");
     std::thread::sleep(READING_TIME);
@@ -74,7 +94,7 @@ async fn a_line_typed_while_no_ask_was_shown_never_answers_the_next_ask() {
 }
 
 #[tokio::test]
-async fn an_answer_typed_within_a_second_of_the_ask_is_ignored_and_answers_name_their_ask() {
+async fn a_key_pressed_within_a_second_of_the_ask_is_ignored_and_answers_name_their_ask() {
     let g = Glovebox::start();
     let mut approve = start_approve(&g);
     let mut agent = g.connect("agent").await;
@@ -88,13 +108,13 @@ async fn an_answer_typed_within_a_second_of_the_ask_is_ignored_and_answers_name_
         .unwrap()
         .to_owned();
     assert_eq!(short.len(), 4, "{header}");
-    // typed 0.6 s after the ask appeared: too soon to have been read
+    // pressed 0.6 s after the ask appeared: too soon to have been read
     std::thread::sleep(Duration::from_millis(600));
-    approve.type_line("y");
+    approve.type_keys("y");
     approve.expect("ignored what was typed before this ask was shown");
     assert!(!g.workdir.join("one.txt").exists());
     std::thread::sleep(READING_TIME);
-    approve.type_line("y");
+    approve.type_keys("y");
     let answered = approve.expect("answered");
     assert!(
         answered.ends_with(&format!("ask {short}: answered once")),
@@ -119,14 +139,14 @@ async fn allowing_an_ask_whose_preview_was_cut_needs_the_answer_twice() {
     approve.expect("── call big");
     approve.expect("the preview was cut at its limit");
     std::thread::sleep(READING_TIME);
-    approve.type_line("y");
+    approve.type_keys("y");
     approve.expect("preview was cut: not all of what it allows is shown");
     assert!(!g.workdir.join("big.txt").exists(), "one y does not allow");
-    // the confirmation is judged like an answer: typed too soon, it is ignored
-    approve.type_line("y");
+    // the confirmation is judged like an answer: pressed too soon, it is ignored
+    approve.type_keys("y");
     approve.expect("ignored what was typed before this ask was shown");
     std::thread::sleep(READING_TIME);
-    approve.type_line("y");
+    approve.type_keys("y");
     let answered = approve.expect("answered");
     assert!(answered.ends_with("answered once"), "{answered}");
     expect_ok(&agent.result_for("big").await);
@@ -175,9 +195,7 @@ async fn the_broker_refuses_to_allow_a_cut_preview_without_the_confirmation() {
 #[tokio::test]
 async fn approve_shows_the_audits_newest_signed_checkpoint() {
     let g = Glovebox::start();
-    let mut command = Command::new(glovebox_bin());
-    command.arg("approve").arg("--state-dir").arg(&g.state);
-    let mut approve = Interactive::start(command);
+    let mut approve = Interactive::start_in_terminal(approve_command(&g));
     let line = approve.expect("audit: newest signed checkpoint");
     // the start checkpoint: what the gate wrote, as the audit has it
     let pool = g.audit_pool().await;
@@ -196,9 +214,9 @@ async fn approve_shows_the_audits_newest_signed_checkpoint() {
 }
 
 #[tokio::test]
-async fn a_word_other_than_an_answer_explains_the_choices_and_an_empty_line_is_no_answer() {
+async fn from_a_pipe_approve_reads_lines_and_a_word_other_than_an_answer_explains_the_choices() {
     let g = Glovebox::start();
-    let mut approve = start_approve(&g);
+    let mut approve = start_approve_with_a_pipe(&g);
     let mut agent = g.connect("agent").await;
     invoke_write(&mut agent, "one", "one.txt").await;
     approve.expect("── call one");
@@ -206,6 +224,10 @@ async fn a_word_other_than_an_answer_explains_the_choices_and_an_empty_line_is_n
     approve.type_line("maybe");
     let explained = approve.expect("not an answer");
     assert!(explained.contains("y to allow once") && explained.contains("n to deny"));
+    // "maybe" holds an "a", but a line is judged whole: nothing was answered
+    assert!(!g.workdir.join("one.txt").exists());
+    approve.type_line("?");
+    approve.expect("ask id: ask-");
     approve.type_line("");
     approve.type_line("n");
     let answered = approve.expect("answered");
@@ -214,9 +236,9 @@ async fn a_word_other_than_an_answer_explains_the_choices_and_an_empty_line_is_n
 }
 
 #[tokio::test]
-async fn ctrl_c_ends_approve_at_once_even_at_a_prompt() {
+async fn a_sigint_denies_the_ask_on_screen_and_ends_approve_at_once_with_130() {
     let g = Glovebox::start();
-    let mut approve = start_approve(&g);
+    let mut approve = start_approve_with_a_pipe(&g);
     let mut agent = g.connect("agent").await;
     invoke_write(&mut agent, "one", "one.txt").await;
     approve.expect("── call one");
@@ -224,12 +246,21 @@ async fn ctrl_c_ends_approve_at_once_even_at_a_prompt() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let started = Instant::now();
     let status = approve.wait();
-    assert!(status.success(), "{status:?}");
+    assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
         started.elapsed()
     );
+    let e = expect_error(&agent.result_for("one").await, "denied");
+    assert!(
+        e["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("approver denied"),
+        "{e}"
+    );
+    assert!(!g.workdir.join("one.txt").exists());
 }
 
 #[tokio::test]
@@ -240,4 +271,167 @@ async fn approve_says_so_and_ends_when_glovebox_stops() {
     approve.expect("the broker went away");
     let status = approve.wait();
     assert_eq!(status.code(), Some(1), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_single_key_answers_without_enter() {
+    let g = Glovebox::start();
+    let mut approve = start_approve(&g);
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    approve.expect("── call one");
+    std::thread::sleep(READING_TIME);
+    approve.type_keys("y");
+    let answered = approve.expect("answered");
+    assert!(answered.ends_with("answered once"), "{answered}");
+    expect_ok(&agent.result_for("one").await);
+    assert!(g.workdir.join("one.txt").exists());
+
+    invoke_write(&mut agent, "two", "two.txt").await;
+    approve.expect("── call two");
+    std::thread::sleep(READING_TIME);
+    approve.type_keys("n");
+    let answered = approve.expect("answered");
+    assert!(answered.ends_with("answered deny"), "{answered}");
+    expect_error(&agent.result_for("two").await, "denied");
+    assert!(!g.workdir.join("two.txt").exists());
+}
+
+#[tokio::test]
+async fn question_mark_shows_the_ask_again_with_its_full_id_and_answers_nothing() {
+    let g = Glovebox::start();
+    let mut approve = start_approve(&g);
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    let header = approve.expect("── call one");
+    approve.expect("tool: file_write");
+    let subject = approve.expect("one.txt");
+    // asking for the details is never too soon
+    approve.type_keys("?");
+    let again = approve.expect("── call one");
+    assert_eq!(again, header);
+    approve.expect("tool: file_write");
+    assert_eq!(approve.expect("one.txt"), subject);
+    let id = approve.expect("ask id: ");
+    let id = id.split("ask id: ").nth(1).unwrap().trim();
+    let short = header
+        .split("── ask ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    assert!(
+        id.starts_with(&format!("ask-{short}")) && id.len() > "ask-".len() + short.len(),
+        "{id} vs {short}"
+    );
+    // still unanswered: the agent waits, and the next key answers
+    std::thread::sleep(READING_TIME);
+    assert!(!g.workdir.join("one.txt").exists());
+    approve.type_keys("?");
+    approve.expect("ask id: ");
+    approve.type_keys("n");
+    let answered = approve.expect("answered");
+    assert!(answered.ends_with("answered deny"), "{answered}");
+    expect_error(&agent.result_for("one").await, "denied");
+}
+
+#[tokio::test]
+async fn a_key_that_is_no_answer_reminds_of_the_choices() {
+    let g = Glovebox::start();
+    let mut approve = start_approve(&g);
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    approve.expect("── call one");
+    std::thread::sleep(READING_TIME);
+    approve.type_keys("x");
+    let reminder = approve.expect("not an answer");
+    for choice in [
+        "y to allow once",
+        "a to always allow",
+        "n to deny",
+        "? for the details",
+    ] {
+        assert!(reminder.contains(choice), "{reminder}");
+    }
+    assert!(!g.workdir.join("one.txt").exists());
+    approve.type_keys("y");
+    approve.expect("answered once");
+    expect_ok(&agent.result_for("one").await);
+}
+
+#[tokio::test]
+async fn ctrl_c_denies_the_ask_on_screen_says_so_exits_130_and_restores_the_terminal() {
+    let g = Glovebox::start();
+    let mut approve = start_approve(&g);
+    // single keys: no lines, no echo; Ctrl-C still the terminal's
+    let modes = approve.terminal_modes();
+    assert!(
+        !modes.intersects(LocalFlags::ICANON | LocalFlags::ECHO),
+        "{modes:?}"
+    );
+    assert!(modes.contains(LocalFlags::ISIG), "{modes:?}");
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    approve.expect("── call one");
+    approve.ctrl_c();
+    let said = approve.expect("answered deny");
+    assert!(said.ends_with("answered deny (Ctrl-C)"), "{said}");
+    assert_eq!(approve.exit_code(), Some(130));
+    let e = expect_error(&agent.result_for("one").await, "denied");
+    assert!(
+        e["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("approver denied"),
+        "{e}"
+    );
+    assert!(!g.workdir.join("one.txt").exists());
+    let modes = approve.terminal_modes();
+    assert!(
+        modes.contains(LocalFlags::ICANON | LocalFlags::ECHO),
+        "the terminal's mode is back: {modes:?}"
+    );
+}
+
+#[tokio::test]
+async fn ctrl_c_with_no_ask_on_screen_exits_130() {
+    let g = Glovebox::start();
+    let mut approve = start_approve(&g);
+    approve.ctrl_c();
+    assert_eq!(approve.finish(), Some(130));
+    assert!(!approve.printed("answered"), "{:?}", approve.seen());
+}
+
+#[tokio::test]
+async fn approve_with_stdin_from_dev_null_fails_at_once() {
+    let g = Glovebox::start();
+    let mut approve = Interactive::start_without_stdin(approve_command(&g));
+    assert_eq!(approve.finish(), Some(2));
+    assert!(approve.printed(STDIN_CLOSED), "{:?}", approve.seen());
+    // before connecting: no checkpoint shown, no waiting
+    assert!(
+        !approve.printed("waiting for asks") && !approve.printed("checkpoint"),
+        "{:?}",
+        approve.seen()
+    );
+}
+
+#[tokio::test]
+async fn a_stdin_that_closes_denies_the_ask_on_screen_and_fails() {
+    let g = Glovebox::start();
+    let mut approve = start_approve_with_a_pipe(&g);
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    approve.expect("── call one");
+    approve.close_stdin();
+    // the denial on stdout, the error on stderr
+    assert_eq!(approve.finish(), Some(2));
+    assert!(
+        approve.printed("answered deny (stdin is closed)") && approve.printed(STDIN_CLOSED),
+        "{:?}",
+        approve.seen()
+    );
+    expect_error(&agent.result_for("one").await, "denied");
+    assert!(!g.workdir.join("one.txt").exists());
 }

@@ -280,10 +280,32 @@ async fn no_approver_means_denied_at_once() {
     assert!(!g.workdir.join("a.txt").exists());
 }
 
+/// The ask timeout an approver is told: glovebox.yaml's `limits.ask_timeout_secs` when `up` is
+/// not given `--ask-timeout-secs`, which wins over it; 25 s when neither is set.
+#[tokio::test]
+async fn the_ask_timeout_is_set_in_glovebox_yaml_and_up_overrides_it() {
+    for (limit, flag, want_ms) in [
+        (None, None, 25_000),
+        (Some("ask_timeout_secs: 7"), None, 7_000),
+        (Some("ask_timeout_secs: 7"), Some(3), 3_000),
+    ] {
+        let g = Glovebox::start_with(glovebox_e2e::Options {
+            ask_timeout_secs: flag,
+            limits: limit.into_iter().map(str::to_owned).collect(),
+            ..Default::default()
+        });
+        let mut approver = g.connect("approver").await;
+        let mut agent = g.connect("agent").await;
+        agent.send(json!({"type": "invoke", "call_id": "t", "tool": "file_write", "params": {"path": "a.txt", "content": "x"}})).await;
+        let ask = approver.next_ask().await;
+        assert_eq!(ask["expires_in_ms"], want_ms, "{limit:?} {flag:?}");
+    }
+}
+
 #[tokio::test]
 async fn an_unanswered_ask_times_out_as_denied() {
     let g = Glovebox::start_with(glovebox_e2e::Options {
-        ask_timeout_secs: 1,
+        ask_timeout_secs: Some(1),
         ..Default::default()
     });
     let mut approver = g.connect("approver").await;

@@ -139,7 +139,7 @@ fn with_project_pack() -> (Glovebox, Browser) {
         accounts: vec![("test".into(), true)],
         // The trust ask is raised when the console signs in and answered a few page steps
         // later: on a loaded machine those can outlast the default 25 s.
-        ask_timeout_secs: 90,
+        ask_timeout_secs: Some(90),
         ..Options::default()
     });
     let dir = g.workdir.join(".glovebox");

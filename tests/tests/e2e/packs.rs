@@ -938,7 +938,7 @@ async fn a_project_pack_refused_or_not_answered_in_time_never_starts() {
         let g = Glovebox::start_with(Options {
             accounts: vec![("test".into(), true)],
             mcp_json: Some(json!({"mcpServers": {}}).to_string()),
-            ask_timeout_secs: 1,
+            ask_timeout_secs: Some(1),
             ..Options::default()
         });
         let mut approver = g.connect("approver").await;
