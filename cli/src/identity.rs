@@ -55,6 +55,20 @@ pub fn resolve(account: &Account) -> anyhow::Result<Identity> {
 /// Creates the account's run directory owned by its executor's user (0700), and lets other users
 /// traverse (not list) the state and run directories so they can reach it.
 pub fn prepare_run_dir(state: &StateDir, account: &str, identity: &Identity) -> anyhow::Result<()> {
+    if identity.drops
+        && let Some(blocked) = unreachable_above(state.root(), identity)
+    {
+        anyhow::bail!(
+            "account {account:?}: its executor runs as {}, who cannot pass through {} to reach \
+             its socket under {}; put the state where {} may pass (--state-dir), or let it: \
+             chmod o+x {}",
+            identity.name,
+            blocked.display(),
+            state.run_dir().display(),
+            identity.name,
+            blocked.display()
+        );
+    }
     let dir = state.executor_run_dir(account);
     glovebox_config::create_private_dir(&dir)?;
     if identity.drops {
@@ -67,6 +81,55 @@ pub fn prepare_run_dir(state: &StateDir, account: &str, identity: &Identity) -> 
         }
     }
     Ok(())
+}
+
+/// One directory on the way to the state: its mode, owner and group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passage {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Whether a user (`uid`, in `groups`) may search (pass through) a directory.
+pub fn may_pass(dir: Passage, uid: u32, groups: &[u32]) -> bool {
+    if uid == 0 {
+        return true;
+    }
+    if dir.uid == uid {
+        return dir.mode & 0o100 != 0;
+    }
+    if groups.contains(&dir.gid) {
+        return dir.mode & 0o010 != 0;
+    }
+    dir.mode & 0o001 != 0
+}
+
+/// The first directory above `state` (outermost first) that `identity` may not pass through: its
+/// executor could not reach its socket under the state, though the state itself is opened to it.
+fn unreachable_above(state: &Path, identity: &Identity) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(identity.uid)).ok()??;
+    let name = std::ffi::CString::new(user.name).ok()?;
+    let groups: Vec<u32> =
+        nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(identity.gid))
+            .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+            .unwrap_or_else(|_| vec![identity.gid]);
+    let mut above: Vec<&Path> = state.ancestors().skip(1).collect();
+    above.reverse();
+    above
+        .into_iter()
+        .find(|dir| {
+            std::fs::metadata(dir).is_ok_and(|m| {
+                let passage = Passage {
+                    mode: m.mode(),
+                    uid: m.uid(),
+                    gid: m.gid(),
+                };
+                !may_pass(passage, identity.uid, &groups)
+            })
+        })
+        .map(Path::to_path_buf)
 }
 
 fn set_mode(path: &Path, mode: u32) -> anyhow::Result<()> {
@@ -219,6 +282,25 @@ mod tests {
     const SWITCHED: &str = "Name:\tglovebox\nUid:\t998\t998\t998\t998\nGid:\t997\t997\t997\t997\n\
         Groups:\t997 \nNoNewPrivs:\t1\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n\
         CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n";
+
+    #[test]
+    fn a_directory_is_passed_by_its_owner_group_or_others_as_its_mode_says() {
+        let dir = |mode, uid, gid| Passage { mode, uid, gid };
+        // (directory, user, groups, may pass)
+        let cases = [
+            (dir(0o700, 0, 0), 1001, vec![1001], false),
+            (dir(0o711, 0, 0), 1001, vec![1001], true),
+            (dir(0o750, 0, 50), 1001, vec![1001, 50], true),
+            (dir(0o750, 0, 50), 1001, vec![1001], false),
+            (dir(0o705, 1001, 0), 1001, vec![1001], true),
+            // The owner's bits rule the owner, even when others may pass.
+            (dir(0o001, 1001, 0), 1001, vec![1001], false),
+            (dir(0o700, 5, 5), 0, vec![0], true),
+        ];
+        for (d, uid, groups, want) in cases {
+            assert_eq!(may_pass(d, uid, &groups), want, "{d:?} {uid} {groups:?}");
+        }
+    }
 
     #[test]
     fn a_switched_status_passes_and_each_leftover_privilege_is_named() {

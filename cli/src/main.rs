@@ -13,6 +13,7 @@ mod out;
 mod account_cmd;
 mod allocator;
 mod audit_cmd;
+mod background;
 mod client;
 mod console_cmd;
 mod docs;
@@ -125,6 +126,37 @@ enum Command {
         /// System mode: the managed policy directory (default: /etc/glovebox/policy.d).
         #[arg(long, value_name = "DIR", requires = "system")]
         policy_dir: Option<PathBuf>,
+        /// Run in the background: return once glovebox is up, its output appended to
+        /// <state>/glovebox.log (`glovebox logs`); `glovebox stop` stops it.
+        #[arg(long, conflicts_with = "system")]
+        detach: bool,
+        /// Set by `--detach` on the `up` it starts: leave the terminal's session first.
+        #[arg(long, hide = true)]
+        in_background: bool,
+    },
+    /// Stop the running glovebox and start it again: through systemd when a unit runs it,
+    /// else in the background (`up --detach`) on the same state directory.
+    Restart {
+        #[command(flatten)]
+        state: StateArgs,
+        /// The system unit (`systemctl restart glovebox`).
+        #[arg(long, conflicts_with = "state_dir")]
+        system: bool,
+    },
+    /// Print glovebox's log: the unit's journal when systemd runs it, else the log of
+    /// `up --detach` (<state>/glovebox.log).
+    Logs {
+        #[command(flatten)]
+        state: StateArgs,
+        /// The system unit's journal.
+        #[arg(long, conflicts_with = "state_dir")]
+        system: bool,
+        /// Keep printing what is added, until Ctrl-C.
+        #[arg(short, long)]
+        follow: bool,
+        /// How many lines from the end to print first.
+        #[arg(short = 'n', long, value_name = "N", default_value_t = background::DEFAULT_LINES)]
+        lines: usize,
     },
     /// Say whether glovebox runs: its processes, URLs, accounts, sandboxes and health.
     Status {
@@ -871,7 +903,29 @@ async fn dispatch(
             config,
             runtime_dir,
             policy_dir,
+            detach,
+            in_background,
         } => {
+            if in_background {
+                background::leave_the_terminal()?;
+            }
+            if detach {
+                let state = glovebox_config::StateDir::new(env.state_dir(&state));
+                let mut args = vec!["--state-dir".to_owned(), state.root().display().to_string()];
+                if let Some(w) = workdir {
+                    args.extend([
+                        "--workdir".to_owned(),
+                        env.absolute(w).display().to_string(),
+                    ]);
+                }
+                if let Some(l) = listen {
+                    args.extend(["--listen".to_owned(), l.to_string()]);
+                }
+                if let Some(s) = ask_timeout_secs {
+                    args.extend(["--ask-timeout-secs".to_owned(), s.to_string()]);
+                }
+                return background::detach(&state, &args);
+            }
             let workdir_option = workdir.map(|w| env.absolute(w));
             let system = system.then(|| {
                 use glovebox_config::system as d;
@@ -914,6 +968,25 @@ async fn dispatch(
         } => status::status_system(&env.system_runtime(runtime_dir), json).await,
         Command::Status { state, json, .. } => status::status(&env.state_dir(&state), json).await,
         Command::Stop { state } => status::stop(&env.state_dir(&state)).await,
+        Command::Restart { state, system } => {
+            let dir = match system {
+                true => PathBuf::from(glovebox_config::system::STATE_DIR),
+                false => env.state_dir(&state),
+            };
+            background::restart(&glovebox_config::StateDir::new(dir), system).await
+        }
+        Command::Logs {
+            state,
+            system,
+            follow,
+            lines,
+        } => {
+            let dir = match system {
+                true => PathBuf::from(glovebox_config::system::STATE_DIR),
+                false => env.state_dir(&state),
+            };
+            background::logs(&glovebox_config::StateDir::new(dir), system, follow, lines).await
+        }
         Command::Tools { client, json } => {
             status::tools(env.target(client, Role::Agent), json).await
         }

@@ -211,3 +211,83 @@ async fn another_local_user_cannot_read_the_audit_or_any_state_file() {
         }
     }
 }
+
+#[test]
+fn run_as_with_the_state_under_a_directory_it_cannot_pass_is_refused_with_the_fix() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: switching users needs root");
+        return;
+    }
+    // Root's and 0700: the run_as user cannot pass it to reach its socket.
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (state, work) = (root.join("state"), root.join("work"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(
+        state.join("glovebox.yaml"),
+        format!(
+            "listen: 127.0.0.1:0\naccounts:\n  - id: a\n    workdir: {}\n    run_as: {USER}\n",
+            work.display()
+        ),
+    )
+    .unwrap();
+    let err_file = root.join("stderr");
+    let mut refused = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["up", "--state-dir"])
+        .arg(&state)
+        .env("HOME", root.join("home"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_file).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = refused.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = refused.kill();
+            let _ = refused.wait();
+            panic!(
+                "up started: {}",
+                std::fs::read_to_string(&err_file).unwrap()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(&err_file).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "runs as {USER}, who cannot pass through {}",
+            root.display()
+        )) && err.contains(&format!("chmod o+x {}", root.display())),
+        "{err}"
+    );
+    // Let it pass, as the message says: it starts.
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let mut up = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["up", "--state-dir"])
+        .arg(&state)
+        .env("HOME", root.join("home"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(up.stdout.take().unwrap()).lines();
+    while !banner.contains("glovebox is up") {
+        match lines.next() {
+            Some(Ok(line)) => banner.push_str(&line),
+            _ => break,
+        }
+    }
+    let _ = up.kill();
+    let _ = up.wait();
+    assert!(banner.contains("glovebox is up"), "{banner}");
+}

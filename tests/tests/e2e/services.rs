@@ -1319,3 +1319,134 @@ async fn an_audit_database_deleted_or_replaced_while_running_is_noticed_at_once(
         }
     }
 }
+
+/// `glovebox ARGS` with the environment `Glovebox` gives `up` (its own HOME), in `root`.
+fn glovebox_in(root: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(args)
+        .env("HOME", root.join("home"))
+        .env("GLOVEBOX_LOG", "info")
+        .env_remove("XDG_DATA_HOME")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (state, work) = (root.join("state"), root.join("work"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    let s = state.to_str().unwrap();
+    let up = glovebox_in(
+        &root,
+        &[
+            "up",
+            "--detach",
+            "--state-dir",
+            s,
+            "--workdir",
+            work.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let said = String::from_utf8_lossy(&up.stdout).into_owned();
+    assert!(
+        up.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    assert!(
+        said.contains("glovebox is up") && said.contains("running in the background (pid "),
+        "{said}"
+    );
+    // It runs on without this command, in a session of its own, and says so in status.
+    let status = glovebox_in(&root, &["status", "--state-dir", s, "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["running"], true, "{status}");
+    let pid = status["pid"].as_i64().unwrap() as i32;
+    let sid = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).unwrap();
+    assert_eq!(
+        sid.as_raw(),
+        pid,
+        "up --detach is not the leader of its own session"
+    );
+    let log = state.join("glovebox.log");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    // logs: the banner; -n 1: one line.
+    let logs = glovebox_in(&root, &["logs", "--state-dir", s]);
+    assert!(logs.status.success());
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("glovebox is up"));
+    let one = glovebox_in(&root, &["logs", "--state-dir", s, "-n", "1"]);
+    assert_eq!(String::from_utf8_lossy(&one.stdout).lines().count(), 1);
+    // logs -f prints what comes next: here, the stop and the start of restart.
+    let follow = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["logs", "-f", "-n", "0", "--state-dir", s])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let restart = glovebox_in(&root, &["restart", "--state-dir", s]);
+    let said = String::from_utf8_lossy(&restart.stdout).into_owned();
+    assert!(
+        restart.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&restart.stderr)
+    );
+    assert!(
+        said.contains("glovebox stopped") && said.contains("glovebox is up"),
+        "{said}"
+    );
+    let status = glovebox_in(&root, &["status", "--state-dir", s, "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["healthy"], true, "{status}");
+    assert_ne!(status["pid"].as_i64().unwrap() as i32, pid, "{status}");
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(follow.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let followed = follow.wait_with_output().unwrap();
+    assert!(followed.status.success());
+    let followed = String::from_utf8_lossy(&followed.stdout);
+    assert!(
+        followed.contains("glovebox: stopping") && followed.contains("glovebox is up"),
+        "{followed}"
+    );
+    // A second detached up on the same state is refused at once.
+    let again = glovebox_in(&root, &["up", "--detach", "--state-dir", s]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already runs"));
+    let stop = glovebox_in(&root, &["stop", "--state-dir", s]);
+    assert!(stop.status.success());
+}
+
+#[tokio::test]
+async fn up_detach_that_cannot_start_says_why_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    let state = root.join("state");
+    let up = glovebox_in(
+        &root,
+        &[
+            "up",
+            "--detach",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--workdir",
+            root.join("missing").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(up.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&up.stderr);
+    assert!(
+        err.contains("did not start") && err.contains("missing"),
+        "{err}"
+    );
+}
