@@ -4,7 +4,8 @@
 //!
 //! A change is a provider registering or leaving (`client_tools`), an approver switching the
 //! account's tools (`connection`), or the gate's answer about the account changing (an
-//! administrator's `glovebox enable|disable`, the gate going away or coming back), or the
+//! administrator's `glovebox enable|disable`, a managed cap added or lifted in the policy
+//! files, the gate going away or coming back), or the
 //! account's pack tools changing (a pack added, removed or reconfigured in `mcp.json`, or one
 //! that was still starting now offering its tools), which [`watch_gate`] polls for accounts that
 //! someone is listening about. What the list now is, is
@@ -55,15 +56,16 @@ impl ToolChanges {
     }
 }
 
-/// What the gate last said of an account's tools: on, off, or nothing (unreachable).
-type Seen = Option<bool>;
+/// What the gate last said of an account's tools: on or off, and what managed caps and denies
+/// take out of its listings (nothing: unreachable).
+type Seen = Option<(bool, Vec<String>, bool)>;
 
 /// The names of an account's pack tools at the last look.
 type PackNames = std::collections::BTreeSet<String>;
 
 /// Whether going from `before` to `now` changes what clients are offered (the first look at an
 /// account changes nothing: its listeners were given the list it had then).
-pub fn differs(before: Option<Seen>, now: Seen) -> bool {
+pub fn differs(before: Option<&Seen>, now: &Seen) -> bool {
     before.is_some_and(|b| b != now)
 }
 
@@ -83,13 +85,15 @@ pub async fn watch_gate(app: Weak<App>) {
         for account in listened {
             let now = crate::tool_list::account_info(&app, &account)
                 .await
-                .map(|i| i.enabled);
-            if differs(seen.insert(account.clone(), now), now) {
-                tracing::debug!(%account, enabled = ?now, "the account's tools changed at the gate");
+                .map(|i| (i.enabled, i.capped_tools, i.packs_capped));
+            let enabled = now.as_ref().is_some_and(|(on, _, _)| *on);
+            let before = seen.insert(account.clone(), now.clone());
+            if differs(before.as_ref(), &now) {
+                tracing::debug!(%account, enabled, "the account's tools changed at the gate");
                 app.tool_changes.changed(&account);
                 continue;
             }
-            if now != Some(true) {
+            if !enabled {
                 continue;
             }
             let names: PackNames = crate::packs::tool_specs(&app, &account)
@@ -117,18 +121,29 @@ mod tests {
 
     #[test]
     fn what_counts_as_a_change_at_the_gate() {
+        let on =
+            |capped: &[&str]| Some((true, capped.iter().map(|c| c.to_string()).collect(), false));
+        let off = Some((false, Vec::new(), false));
         let cases = [
-            (None, Some(true), false),
+            (None, on(&[]), false),
             (None, None, false),
-            (Some(Some(true)), Some(true), false),
-            (Some(Some(true)), Some(false), true),
-            (Some(Some(false)), Some(true), true),
-            (Some(Some(true)), None, true),
-            (Some(None), Some(true), true),
+            (Some(on(&[])), on(&[]), false),
+            (Some(on(&[])), off.clone(), true),
+            (Some(off.clone()), on(&[]), true),
+            (Some(on(&[])), None, true),
+            (Some(None), on(&[]), true),
             (Some(None), None, false),
+            // A managed cap added, or lifted.
+            (Some(on(&[])), on(&["exec_run"]), true),
+            (Some(on(&["exec_run"])), on(&[]), true),
+            (Some(on(&[])), Some((true, Vec::new(), true)), true),
         ];
         for (before, now, want) in cases {
-            assert_eq!(differs(before, now), want, "{before:?} -> {now:?}");
+            assert_eq!(
+                differs(before.as_ref(), &now),
+                want,
+                "{before:?} -> {now:?}"
+            );
         }
     }
 

@@ -990,7 +990,29 @@ async fn managed_caps_hide_the_tools_they_forbid() {
     let managed = g.state.join("managed");
     std::fs::create_dir_all(&managed).unwrap();
     assert!(listed(&g).await.contains(&"exec_run".to_owned()));
+    // An agent connected before the cap is told its new list, without reconnecting.
+    let mut early = g.connect("agent").await;
     std::fs::write(managed.join("corp.yaml"), "cap: [no-exec]\n").unwrap();
+    let changed = tokio::time::timeout(std::time::Duration::from_secs(15), async {
+        loop {
+            let frame = early.next().await;
+            if frame["type"] == "tools_changed" {
+                break frame;
+            }
+        }
+    })
+    .await
+    .expect("no tools_changed after the cap was added");
+    let told: Vec<&str> = changed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        !told.contains(&"exec_run") && told.contains(&"file_read"),
+        "{told:?}"
+    );
     let deadline = std::time::Instant::now() + glovebox_e2e::WAIT;
     let names = loop {
         let names = listed(&g).await;
