@@ -364,6 +364,27 @@ impl Policy {
         ask("tool")
     }
 
+    /// Whether a managed rule denies calling tool `name` at `now`, whatever else applies: the
+    /// front doors leave such a tool out of their listings.
+    pub fn managed_denies_tool(&self, name: &str, now: Option<i64>) -> bool {
+        self.deny_in(&[Layer::Managed], &[Section::Tools], name, now, "the tool")
+            .is_some()
+    }
+
+    /// The managed layer's `tools` deny rules, by name: what a change of those listings follows.
+    pub fn managed_tool_denies(&self) -> Vec<String> {
+        self.layers
+            .iter()
+            .filter(|l| l.layer == Layer::Managed)
+            .filter_map(|l| l.list(Section::Tools, Kind::Deny))
+            .flat_map(|list| {
+                list.rules
+                    .iter()
+                    .map(|r| format!("{} ({})", r.name(), r.file))
+            })
+            .collect()
+    }
+
     /// Judges a pack tool's name at `now`: like [`Policy::decide_tool_at`], after the managed
     /// caps — `no-packs` denies every pack tool, `read-only` every one its server does not mark
     /// read-only (`read_only`).

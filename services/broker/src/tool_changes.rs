@@ -58,7 +58,7 @@ impl ToolChanges {
 
 /// What the gate last said of an account's tools: on or off, and what managed caps and denies
 /// take out of its listings (nothing: unreachable).
-type Seen = Option<(bool, Vec<String>, bool)>;
+type Seen = Option<(bool, Vec<String>, bool, Vec<String>)>;
 
 /// The names of an account's pack tools at the last look.
 type PackNames = std::collections::BTreeSet<String>;
@@ -85,8 +85,15 @@ pub async fn watch_gate(app: Weak<App>) {
         for account in listened {
             let now = crate::tool_list::account_info(&app, &account)
                 .await
-                .map(|i| (i.enabled, i.capped_tools, i.packs_capped));
-            let enabled = now.as_ref().is_some_and(|(on, _, _)| *on);
+                .map(|i| {
+                    (
+                        i.enabled,
+                        i.capped_tools,
+                        i.packs_capped,
+                        i.managed_tool_denies,
+                    )
+                });
+            let enabled = now.as_ref().is_some_and(|(on, ..)| *on);
             let before = seen.insert(account.clone(), now.clone());
             if differs(before.as_ref(), &now) {
                 tracing::debug!(%account, enabled, "the account's tools changed at the gate");
@@ -121,9 +128,15 @@ mod tests {
 
     #[test]
     fn what_counts_as_a_change_at_the_gate() {
-        let on =
-            |capped: &[&str]| Some((true, capped.iter().map(|c| c.to_string()).collect(), false));
-        let off = Some((false, Vec::new(), false));
+        let on = |capped: &[&str]| {
+            Some((
+                true,
+                capped.iter().map(|c| c.to_string()).collect(),
+                false,
+                Vec::new(),
+            ))
+        };
+        let off = Some((false, Vec::new(), false, Vec::new()));
         let cases = [
             (None, on(&[]), false),
             (None, None, false),
@@ -136,7 +149,22 @@ mod tests {
             // A managed cap added, or lifted.
             (Some(on(&[])), on(&["exec_run"]), true),
             (Some(on(&["exec_run"])), on(&[]), true),
-            (Some(on(&[])), Some((true, Vec::new(), true)), true),
+            (
+                Some(on(&[])),
+                Some((true, Vec::new(), true, Vec::new())),
+                true,
+            ),
+            // A managed tools deny added.
+            (
+                Some(on(&[])),
+                Some((
+                    true,
+                    Vec::new(),
+                    false,
+                    vec!["tools.deny[0]: pack__*".into()],
+                )),
+                true,
+            ),
         ];
         for (before, now, want) in cases {
             assert_eq!(

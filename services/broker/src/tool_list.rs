@@ -13,10 +13,20 @@ use crate::profiles::Profile;
 
 /// What the gate says about `account` (`None` while the gate cannot be reached).
 pub async fn account_info(app: &App, account: &str) -> Option<AccountInfoResponse> {
+    account_info_with(app, account, Vec::new()).await
+}
+
+/// [`account_info`], and which of `tools` (client and pack tool names) a managed rule denies.
+async fn account_info_with(
+    app: &App,
+    account: &str,
+    tools: Vec<String>,
+) -> Option<AccountInfoResponse> {
     let mut gate = app.backends.gate.clone();
     gate.account_info(crate::backends::request(
         glovebox_proto::v1::AccountInfoRequest {
             account: account.to_owned(),
+            tools,
         },
     ))
     .await
@@ -27,7 +37,8 @@ pub async fn account_info(app: &App, account: &str) -> Option<AccountInfoRespons
 /// The built-in tools, the account's client tools and its pack tools (with their hints), as a
 /// connection of `profile` sees them, given what the gate said of the account: none when its
 /// tools are off or the gate could not be asked (every call would be refused anyway), none a
-/// managed cap forbids outright, only client tools for a `web` connection.
+/// managed cap or a managed `tools` deny forbids outright (the gate says which), only client
+/// tools for a `web` connection.
 pub async fn tools_for(
     app: &App,
     account: &str,
@@ -52,7 +63,8 @@ pub async fn tools_for(
         .tools(account)
         .into_iter()
         .map(|t| ToolInfo::client(&t.name, &t.description, t.input_schema));
-    builtin
+    let builtin_names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+    let listed: Vec<ToolSpec> = builtin
         .chain(client)
         .map(|t| ToolSpec {
             name: t.name,
@@ -65,5 +77,23 @@ pub async fn tools_for(
         })
         .chain(packs)
         .filter(|t| profile.allows(&t.name))
+        .collect();
+    // Client and pack tools are judged by name: the managed layer's denies hide them. Without
+    // the gate's word on them, they are not listed (their calls would wait on the gate too).
+    let named: Vec<String> = listed
+        .iter()
+        .filter(|t| !builtin_names.contains(&t.name.as_str()))
+        .map(|t| t.name.clone())
+        .collect();
+    if named.is_empty() || info.managed_tool_denies.is_empty() {
+        return listed;
+    }
+    let denied = match account_info_with(app, account, named).await {
+        Some(answer) => answer.denied_tools,
+        None => return Vec::new(),
+    };
+    listed
+        .into_iter()
+        .filter(|t| !denied.contains(&t.name))
         .collect()
 }

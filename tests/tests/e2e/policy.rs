@@ -52,6 +52,7 @@ async fn account_info(g: &Glovebox) -> pb::AccountInfoResponse {
     gate(g)
         .account_info(pb::AccountInfoRequest {
             account: g.account.clone(),
+            tools: Vec::new(),
         })
         .await
         .unwrap()
@@ -1069,5 +1070,79 @@ async fn managed_caps_hide_the_tools_they_forbid() {
     }
     for kept in ["file_read", "file_info", "file_tree", "exec_tail"] {
         assert!(names.contains(&kept.to_owned()), "{kept}: {names:?}");
+    }
+}
+
+/// A managed `tools` deny hides the pack tools it names from every listing, at once for the
+/// agents already connected, and their calls are still refused; the pack's other tools stay.
+#[tokio::test]
+async fn a_managed_tools_deny_hides_the_pack_tools_it_names() {
+    let bin = glovebox_e2e::sibling_bin("glovebox-fake-pack");
+    let g = Glovebox::start_with(glovebox_e2e::Options {
+        accounts: vec![("test".into(), true)],
+        mcp_json: Some(
+            json!({"mcpServers": {"fake": {"command": bin, "args": ["good"]}}}).to_string(),
+        ),
+        ..Default::default()
+    });
+    let deadline = Instant::now() + WAIT;
+    while !listed(&g).await.contains(&"fake__echo".to_owned()) {
+        assert!(Instant::now() < deadline, "the pack's tools never came");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut early = g.connect("agent").await;
+    let managed = g.state.join("managed");
+    std::fs::create_dir_all(&managed).unwrap();
+    std::fs::write(
+        managed.join("corp.yaml"),
+        "tools:\n  deny: ['fake__write_*', fake__echo]\n",
+    )
+    .unwrap();
+    let changed = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let frame = early.next().await;
+            if frame["type"] == "tools_changed" {
+                break frame;
+            }
+        }
+    })
+    .await
+    .expect("no tools_changed after the managed deny");
+    let told: Vec<&str> = changed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for gone in ["fake__echo", "fake__write_note"] {
+        assert!(!told.contains(&gone), "{gone}: {told:?}");
+    }
+    for kept in ["fake__pid", "file_read"] {
+        assert!(told.contains(&kept), "{kept}: {told:?}");
+    }
+    let names = listed(&g).await;
+    assert!(!names.contains(&"fake__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"fake__pid".to_owned()), "{names:?}");
+    // Hidden is not the defence: the call is refused by the managed rule.
+    let e = expect_error(
+        &early
+            .invoke("x", "fake__echo", json!({"text": "hi"}))
+            .await,
+        "denied",
+    );
+    assert!(
+        e["deny_reason"].as_str().unwrap().contains("managed"),
+        "{e}"
+    );
+    // The gate answers about a bounded number of names.
+    for tools in [vec!["x".to_owned(); 4097], vec!["x".repeat(257)]] {
+        let refused = gate(&g)
+            .account_info(pb::AccountInfoRequest {
+                account: g.account.clone(),
+                tools,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
     }
 }

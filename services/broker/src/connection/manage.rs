@@ -229,6 +229,7 @@ async fn overview(at: &Caller<'_>) -> Outcome {
         .gate
         .clone()
         .account_info(request(pb::AccountInfoRequest {
+            tools: Vec::new(),
             account: at.account.to_owned(),
         }))
         .await

@@ -4,6 +4,10 @@ use super::*;
 use glovebox_proto::transport::messages::{AnswerStream, MAX_IN_FLIGHT, answer_each, call_status};
 use tracing::Instrument;
 
+/// Most tool names one `AccountInfo` may ask about, and the longest.
+const MAX_LISTED_TOOLS: usize = 4096;
+const MAX_TOOL_NAME_BYTES: usize = 256;
+
 impl GateState {
     /// Judges a planned call, audits the verdict and signs a ticket for an allow: the broker's
     /// `Gate.Decide`, and an executor's `ExecutorGate.Decide` once its voucher is checked.
@@ -286,7 +290,12 @@ impl pb::gate_server::Gate for GateService {
         request: Request<AccountInfoRequest>,
     ) -> Result<Response<AccountInfoResponse>, Status> {
         caller(&request, &[BROKER])?;
-        let account = request.into_inner().account;
+        let AccountInfoRequest { account, tools } = request.into_inner();
+        if tools.len() > MAX_LISTED_TOOLS || tools.iter().any(|t| t.len() > MAX_TOOL_NAME_BYTES) {
+            return Err(Status::invalid_argument(format!(
+                "at most {MAX_LISTED_TOOLS} tool names of at most {MAX_TOOL_NAME_BYTES} bytes"
+            )));
+        }
         let current = self
             .0
             .policies
@@ -317,6 +326,21 @@ impl pb::gate_server::Gate for GateService {
                 .policy
                 .as_ref()
                 .is_some_and(|p| p.capped(glovebox_policy::permissions::Capability::NoPacks)),
+            denied_tools: match current.policy.as_ref() {
+                Some(p) => {
+                    let now = Some(crate::policies::now_unix());
+                    tools
+                        .into_iter()
+                        .filter(|t| p.managed_denies_tool(t, now))
+                        .collect()
+                }
+                None => Vec::new(),
+            },
+            managed_tool_denies: current
+                .policy
+                .as_ref()
+                .map(|p| p.managed_tool_denies())
+                .unwrap_or_default(),
         }))
     }
 
