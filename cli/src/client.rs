@@ -669,6 +669,18 @@ impl<S: Stream> Approver<S> {
                 crate::outln!("\n(ask closed: {reason})");
                 self.shown = None;
             }
+            ServerFrame::AuditHealth {
+                healthy, message, ..
+            } => {
+                if healthy {
+                    crate::outln!("\n(audit: {message})");
+                } else {
+                    crate::outln!("\nWARNING: audit: {message}");
+                }
+                if let Some(ask) = &self.shown {
+                    prompt(ask)?;
+                }
+            }
             ServerFrame::Error { code, message } => eprintln!("broker: {code}: {message}"),
             _ => {}
         }

@@ -344,6 +344,13 @@ pub enum ServerFrame {
     /// An ask ended without an answer from this connection (`timeout`, `withdrawn`, `closed`, or
     /// `answered` by another approver of the account): approvers can stop showing it.
     AskClosed { ask_id: String, reason: String },
+    /// The audit went from writable to failing (`healthy: false`: every call is refused until it
+    /// is written again) or back (approver connections only, on each change).
+    AuditHealth {
+        healthy: bool,
+        failures: u64,
+        message: String,
+    },
     /// A one-time login link to the web console: `path` on the broker's own address, usable
     /// once, within `expires_in_ms`.
     ConsoleLogin { path: String, expires_in_ms: u64 },

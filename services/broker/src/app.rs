@@ -30,6 +30,8 @@ pub struct App {
     /// Who holds the client sockets (see `admission`).
     pub admission: Arc<Admission>,
     pub health: health::Probes,
+    /// Whether the audit can be written, as last polled (see `audit_health`).
+    pub audit_health: crate::audit_health::Latest,
     /// System mode: each account of `glovebox.yaml` and its owner's uid, as the broker started.
     pub started_owners: crate::approve_socket::Owners,
     /// System mode: each account added at run time and its owner's uid (the approve socket's
@@ -76,6 +78,7 @@ impl App {
             next_conn: AtomicU64::new(1),
             admission: Admission::new(pools),
             health: health::Probes::default(),
+            audit_health: tokio::sync::watch::Sender::new(None),
             started_owners: Default::default(),
             added_owners: Default::default(),
             config,

@@ -192,6 +192,12 @@ pub async fn serve(
             outbox,
         ))
     });
+    let audit_health = (connection.role == Role::Approver).then(|| {
+        tokio::spawn(tell_audit_health(
+            connection.app.audit_health.subscribe(),
+            connection.outbox.clone(),
+        ))
+    });
     loop {
         match session.next_text().await {
             Ok(text) => connection.on_text(text.as_str()).await,
@@ -206,9 +212,30 @@ pub async fn serve(
     if let Some(task) = tools_changed {
         task.abort();
     }
+    if let Some(task) = audit_health {
+        task.abort();
+    }
     connection.close();
     drop(connection);
     session.finish().await;
+}
+
+/// Tells an approver connection each change of the audit's health, an unhealthy audit at once.
+async fn tell_audit_health(
+    mut health: tokio::sync::watch::Receiver<Option<crate::audit_health::AuditState>>,
+    outbox: Outbox<Message>,
+) {
+    let mut healthy = true;
+    loop {
+        let now = *health.borrow_and_update();
+        if let Some(frame) = crate::audit_health::told(healthy, now) {
+            healthy = !healthy;
+            outbox.send(text(&frame)).await;
+        }
+        if health.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// What an agent connection was last told about its tools.

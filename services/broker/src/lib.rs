@@ -13,6 +13,7 @@ pub mod answer;
 pub mod app;
 pub mod approve_socket;
 pub mod asks;
+pub mod audit_health;
 pub mod auth;
 pub mod backends;
 pub mod call_slots;
@@ -199,6 +200,7 @@ pub async fn run_with_sockets(
     }
     packs::spawn(app.clone());
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
+    tokio::spawn(audit_health::watch(Arc::downgrade(&app)));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -893,3 +893,46 @@ async fn a_job_is_listed_tailed_and_killed_from_the_console() {
     let status = agent.wait_job(&job).await;
     assert_ne!(status["state"], "running", "{status}");
 }
+
+#[tokio::test]
+async fn a_failing_audit_is_shown_in_a_banner_until_it_recovers() {
+    let g = Glovebox::start();
+    let browser = Browser::launch();
+    let mut page = signed_in(&g, &browser).await;
+    assert!(!page.visible("#audit-banner").await);
+    std::fs::write(g.workdir.join("a.txt"), "x").unwrap();
+    let mut agent = g.connect("agent").await;
+    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER full_disk BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+    )
+    .execute(&rw)
+    .await
+    .unwrap();
+    let r = agent
+        .invoke("lost", "file_read", json!({"path": "a.txt"}))
+        .await;
+    assert_eq!(r["ok"], false, "{r}");
+    page.wait_for(
+        "the audit banner",
+        "!document.getElementById('audit-banner').hidden && \
+         document.getElementById('audit-banner').textContent.includes('every call is refused')",
+    )
+    .await;
+    sqlx::query("DROP TRIGGER full_disk")
+        .execute(&rw)
+        .await
+        .unwrap();
+    expect_ok(
+        &agent
+            .invoke("after", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    page.wait_for(
+        "the audit banner to go",
+        "document.getElementById('audit-banner').hidden",
+    )
+    .await;
+}

@@ -1125,9 +1125,7 @@ async fn a_managed_tools_deny_hides_the_pack_tools_it_names() {
     assert!(names.contains(&"fake__pid".to_owned()), "{names:?}");
     // Hidden is not the defence: the call is refused by the managed rule.
     let e = expect_error(
-        &early
-            .invoke("x", "fake__echo", json!({"text": "hi"}))
-            .await,
+        &early.invoke("x", "fake__echo", json!({"text": "hi"})).await,
         "denied",
     );
     assert!(

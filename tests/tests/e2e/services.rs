@@ -1450,3 +1450,79 @@ async fn up_detach_that_cannot_start_says_why_and_fails() {
         "{err}"
     );
 }
+
+/// The next `audit_health` frame saying `healthy` on an approver's connection (within 10 s).
+async fn audit_health_frame(
+    approver: &mut glovebox_e2e::Client,
+    healthy: bool,
+) -> serde_json::Value {
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let frame = approver.next().await;
+            if frame["type"] == "audit_health" && frame["healthy"] == healthy {
+                break frame;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no audit_health {healthy}"))
+}
+
+/// An audit that cannot be written is said at once to the account's approvers (a frame on their
+/// connection, a warning in `glovebox approve`), and so is its recovery.
+#[tokio::test]
+async fn approvers_are_told_when_the_audit_fails_and_when_it_recovers() {
+    use glovebox_e2e::interactive::Interactive;
+    let g = Glovebox::start();
+    std::fs::write(g.workdir.join("a.txt"), "four").unwrap();
+    let mut approver = g.connect("approver").await;
+    let mut approve = {
+        let mut command = std::process::Command::new(glovebox_e2e::glovebox_bin());
+        command.arg("approve").arg("--state-dir").arg(&g.state);
+        Interactive::start_in_terminal(command)
+    };
+    approve.expect("waiting for asks");
+    let mut agent = g.connect("agent").await;
+    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER full_disk BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+    )
+    .execute(&rw)
+    .await
+    .unwrap();
+    expect_error(
+        &agent
+            .invoke("lost", "file_read", json!({"path": "a.txt"}))
+            .await,
+        "unavailable",
+    );
+    let failing = audit_health_frame(&mut approver, false).await;
+    assert!(
+        failing["message"]
+            .as_str()
+            .unwrap()
+            .contains("every call is refused"),
+        "{failing}"
+    );
+    approve.expect("WARNING: audit: the audit cannot be written");
+    sqlx::query("DROP TRIGGER full_disk")
+        .execute(&rw)
+        .await
+        .unwrap();
+    expect_ok(
+        &agent
+            .invoke("after", "file_read", json!({"path": "a.txt"}))
+            .await,
+    );
+    let recovered = audit_health_frame(&mut approver, true).await;
+    assert!(
+        recovered["message"]
+            .as_str()
+            .unwrap()
+            .contains("written again"),
+        "{recovered}"
+    );
+    approve.expect("(audit: the audit is written again");
+}

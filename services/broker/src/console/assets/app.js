@@ -117,6 +117,11 @@
         setActive(f.active);
         if (!f.active) refreshPanel({ idle: true });
         break;
+      case "audit_health":
+        $("audit-banner").textContent = f.healthy ? "" : `The audit is failing: ${f.message}`;
+        show($("audit-banner"), !f.healthy);
+        if (f.healthy) toast("The audit is written again: calls run again.");
+        break;
       case "enabled":
         overview.enabled = f.enabled;
         renderOverview();
