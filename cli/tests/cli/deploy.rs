@@ -540,40 +540,58 @@ fn tmpfiles_makes_the_default_directories_root_0755() {
     use glovebox_config::system::{RUNTIME_DIR, STATE_DIR};
     let text = read(TMPFILES);
     let dirs: Vec<Vec<String>> = entries(&text);
-    let want: Vec<Vec<String>> = [STATE_DIR, RUNTIME_DIR]
-        .iter()
-        .map(|p| {
-            ["d", p, "0755", "root", "root", "-"]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect()
-        })
-        .collect();
+    // The state directory's mode and owners only when tmpfiles makes it: an upgrade must not
+    // take it back from the gate.
+    let want: Vec<Vec<String>> = [
+        [STATE_DIR, ":0755", ":root", ":root"],
+        [RUNTIME_DIR, "0755", "root", "root"],
+    ]
+    .iter()
+    .map(|[p, mode, user, group]| {
+        ["d", p, mode, user, group, "-"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    })
+    .collect();
     assert_eq!(dirs, want, "{TMPFILES}");
     if !is_root() {
         eprintln!("not root: systemd-tmpfiles --root is not run");
         return;
     }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let root = tempfile::tempdir().unwrap();
-    let mut child = Command::new("systemd-tmpfiles")
-        .arg(format!("--root={}", root.path().display()))
-        .args(["--create", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("systemd-tmpfiles (the systemd package) checks deploy/tmpfiles.d");
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let create = || {
+        let mut child = Command::new("systemd-tmpfiles")
+            .arg(format!("--root={}", root.path().display()))
+            .args(["--create", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("systemd-tmpfiles (the systemd package) checks deploy/tmpfiles.d");
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    create();
+    let state = root.path().join(&STATE_DIR[1..]);
     for dir in [STATE_DIR, RUNTIME_DIR] {
-        use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(root.path().join(&dir[1..])).unwrap();
         assert_eq!((meta.mode() & 0o7777, meta.uid()), (0o755, 0), "{dir}");
     }
+    // As the supervisor leaves it; an upgrade's --create leaves it so.
+    std::os::unix::fs::chown(&state, Some(4242), Some(4243)).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o2710)).unwrap();
+    create();
+    let meta = std::fs::metadata(&state).unwrap();
+    assert_eq!(
+        (meta.mode() & 0o7777, meta.uid(), meta.gid()),
+        (0o2710, 4242, 4243)
+    );
 }
 
 /// Runs maintainer script `name` with `args`, the system commands it may call replaced by ones
@@ -695,15 +713,18 @@ fn the_maintainer_scripts_make_users_and_remove_them_and_the_state_only_on_purge
     let useradd = |u: &str| {
         format!("useradd --system --user-group --no-create-home --home-dir / --shell {nologin} {u}")
     };
-    assert_eq!(
-        ran,
-        [
-            format!("groupadd --system {AUDIT_GROUP}"),
-            useradd(GATE_USER),
-            useradd(BROKER_USER),
-            "install -d -m 0755 -o root -g root /var/lib/glovebox /run/glovebox".to_owned(),
-        ]
-    );
+    // Only the directories that are missing (here, on this machine) are made.
+    let mut want = vec![
+        format!("groupadd --system {AUDIT_GROUP}"),
+        useradd(GATE_USER),
+        useradd(BROKER_USER),
+    ];
+    for dir in ["/var/lib/glovebox", "/run/glovebox"] {
+        if !Path::new(dir).is_dir() {
+            want.push(format!("install -d -m 0755 -o root -g root {dir}"));
+        }
+    }
+    assert_eq!(ran, want);
     // prerm stops nothing it does not run; postrm keeps users and state on remove and upgrade ...
     for args in [["remove"], ["upgrade"]] {
         assert!(

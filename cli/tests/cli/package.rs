@@ -216,9 +216,10 @@ const TEST_USERS: [&str; 2] = ["gbpkg-run", "gbpkg-own"];
 
 /// The service as the unit starts it (`up --system`, on a free port): it starts with the
 /// config as shipped (no account), says so, and `doctor --system` passes it; an account added
-/// at run time runs, and doctor passes that too. Only FAILs of kernel checks that user-mode
+/// at run time runs, and doctor passes that too, and again after the package is upgraded
+/// (installed again) under it. Only FAILs of kernel checks that user-mode
 /// doctor shares on this machine are allowed.
-fn started_with_no_account_then_one_added(kernel_fails: &[String]) {
+fn started_with_no_account_then_one_added(deb: &str, kernel_fails: &[String]) {
     use std::io::BufRead;
     let mut up = Command::new("/usr/bin/glovebox")
         .args(["up", "--system", "--listen", "127.0.0.1:0"])
@@ -312,6 +313,31 @@ fn started_with_no_account_then_one_added(kernel_fails: &[String]) {
     }
     let all = passes("with an account added");
     assert!(all.contains("OK accounts: pk (added)"), "{all}");
+    // An upgrade (the same package again) while it runs leaves its state as glovebox set it:
+    // the gate still writes there (a change of the account), and doctor still passes.
+    let before = mode_and_owner(STATE_DIR);
+    let (ok, out) = run("dpkg", &["-i", deb]);
+    assert!(ok, "dpkg -i (upgrade): {out}");
+    assert_eq!(
+        mode_and_owner(STATE_DIR),
+        before,
+        "the upgrade changed {STATE_DIR}"
+    );
+    assert!(Path::new(STATE_DIR).join("accounts.yaml").exists());
+    let (ok, out) = run(
+        "/usr/bin/glovebox",
+        &["account", "set-owner", "pk", "root", "--system"],
+    );
+    assert!(!ok && out.contains("must not be root"), "{out}");
+    let root = "/var/lib/gbpkg-root";
+    std::fs::create_dir_all(root).unwrap();
+    let (ok, out) = run(
+        "/usr/bin/glovebox",
+        &["account", "add-root", "pk", root, "--system"],
+    );
+    assert!(ok, "a change after the upgrade: {out}");
+    passes("after an upgrade");
+    let _ = std::fs::remove_dir_all(root);
     let (ok, out) = run(
         "/usr/bin/glovebox",
         &["account", "remove", "pk", "--system"],
@@ -547,7 +573,7 @@ fn install_check_remove_purge(deb: &Path) {
         all.contains("FAIL services: glovebox is not running"),
         "{all}"
     );
-    started_with_no_account_then_one_added(&kernel_fails);
+    started_with_no_account_then_one_added(deb, &kernel_fails);
 
     // A key under the state dir, as the supervisor will make them: remove keeps it.
     std::fs::write(Path::new(STATE_DIR).join("marker"), "state").unwrap();
