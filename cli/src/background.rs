@@ -166,8 +166,20 @@ pub fn detach(state: &StateDir, args: &[String]) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The arguments a running `up` was started with (its command line after `up`, without
+/// `--in-background`), to start it again as it was.
+pub fn up_arguments(command_line: &[String]) -> Vec<String> {
+    command_line
+        .iter()
+        .skip_while(|a| a.as_str() != "up")
+        .skip(1)
+        .filter(|a| a.as_str() != IN_BACKGROUND)
+        .cloned()
+        .collect()
+}
+
 /// `glovebox restart`: a unit's through systemd; otherwise stops the running `up` (if any) and
-/// starts it detached, on the same state directory.
+/// starts it detached, with the arguments it ran with (on the same state directory).
 pub async fn restart(state: &StateDir, system: bool) -> anyhow::Result<ExitCode> {
     let runner = runner(state);
     if system || matches!(runner, Runner::Unit(_)) {
@@ -190,13 +202,19 @@ pub async fn restart(state: &StateDir, system: bool) -> anyhow::Result<ExitCode>
             ExitCode::from(1)
         });
     }
-    if let Runner::Process(_) = runner {
+    let mut args = vec!["--state-dir".to_owned(), state.root().display().to_string()];
+    if let Runner::Process(pid) = runner {
+        let ran_with = up_arguments(&crate::status::command_line(pid));
+        if ran_with.iter().any(|a| a == "--state-dir") {
+            args = ran_with;
+        } else {
+            args.extend(ran_with);
+        }
         let stopped = crate::status::stop(state.root()).await?;
         if stopped != ExitCode::SUCCESS {
             return Ok(stopped);
         }
     }
-    let args = vec!["--state-dir".to_owned(), state.root().display().to_string()];
     detach(state, &args)
 }
 
@@ -359,6 +377,19 @@ mod tests {
             log_source(&Runner::Process(7), None, false),
             LogSource::Terminal
         );
+    }
+
+    #[test]
+    fn restart_starts_up_with_the_arguments_it_ran_with() {
+        let line = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            up_arguments(&line(
+                "/usr/bin/glovebox up --in-background --state-dir /s --listen 127.0.0.1:0"
+            )),
+            line("--state-dir /s --listen 127.0.0.1:0")
+        );
+        assert!(up_arguments(&line("/usr/bin/glovebox up")).is_empty());
+        assert!(up_arguments(&line("/usr/bin/glovebox gate --state-dir /s")).is_empty());
     }
 
     #[test]

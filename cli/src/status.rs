@@ -47,7 +47,7 @@ fn exited(pid: i32) -> bool {
     }
 }
 
-fn command_line(pid: i32) -> Vec<String> {
+pub(crate) fn command_line(pid: i32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .unwrap_or_default()
         .split(|b| *b == 0)

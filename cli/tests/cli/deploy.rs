@@ -750,3 +750,124 @@ fn the_maintainer_scripts_make_users_and_remove_them_and_the_state_only_on_purge
         ]
     );
 }
+
+/// `NOTICE`: the third-party crates compiled into the `glovebox` binary (its normal
+/// dependencies, for this machine's target, without proc-macros, which run only while building),
+/// each with its version, license and source, as `cargo metadata` reads `Cargo.lock`.
+fn notice_text() -> String {
+    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--locked",
+            "--offline",
+            "--filter-platform",
+            &target,
+        ])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages: std::collections::HashMap<&str, &serde_json::Value> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p))
+        .collect();
+    let nodes: std::collections::HashMap<&str, &serde_json::Value> = meta["resolve"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap(), n))
+        .collect();
+    let is_proc_macro = |p: &serde_json::Value| {
+        p["targets"].as_array().unwrap().iter().all(|t| {
+            t["kind"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == "proc-macro")
+        })
+    };
+    let root = packages
+        .values()
+        .find(|p| p["name"] == "glovebox" && p["source"].is_null())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![root];
+    while let Some(id) = todo.pop() {
+        for dep in nodes[id]["deps"].as_array().unwrap() {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null());
+            let dep_id = dep["pkg"].as_str().unwrap();
+            if normal && !is_proc_macro(packages[dep_id]) && seen.insert(dep_id) {
+                todo.push(dep_id);
+            }
+        }
+    }
+    let mut lines: Vec<String> = seen
+        .iter()
+        .map(|id| packages[id])
+        .filter(|p| !p["source"].is_null())
+        .map(|p| {
+            format!(
+                "{} {}: {}{}",
+                p["name"].as_str().unwrap(),
+                p["version"].as_str().unwrap(),
+                p["license"].as_str().unwrap_or("see its license file"),
+                p["repository"]
+                    .as_str()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    lines.sort();
+    lines.dedup();
+    format!(
+        "glovebox\nCopyright the glovebox developers. Licensed under the Apache License, Version 2.0 \
+         (LICENSE).\n\nThe glovebox binary includes the following third-party Rust crates, each \
+         under the license named (their license texts ship with their sources on crates.io):\n\n{}\n",
+        lines.join("\n")
+    )
+}
+
+/// NOTICE is current with Cargo.lock (`GLOVEBOX_WRITE_NOTICE=1 cargo test -p glovebox --test
+/// cli notice` rewrites it), and the package ships it beside LICENSE.
+#[test]
+fn the_notice_names_every_crate_the_binary_includes() {
+    let want = notice_text();
+    if std::env::var_os("GLOVEBOX_WRITE_NOTICE").is_some() {
+        std::fs::write(repo().join("NOTICE"), &want).unwrap();
+    }
+    let have = read("NOTICE");
+    assert!(
+        have == want,
+        "NOTICE is not current with Cargo.lock: GLOVEBOX_WRITE_NOTICE=1 cargo test -p glovebox \
+         --test cli notice"
+    );
+    for crate_line in ["tokio ", "tonic ", "serde ", "landlock "] {
+        assert!(
+            have.lines().any(|l| l.starts_with(crate_line)),
+            "{crate_line}"
+        );
+    }
+    let manifest = read("cli/Cargo.toml");
+    assert!(
+        manifest.contains(r#"["../NOTICE", "usr/share/doc/glovebox/NOTICE", "644"]"#),
+        "the package does not ship NOTICE"
+    );
+}

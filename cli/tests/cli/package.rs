@@ -221,14 +221,24 @@ const TEST_USERS: [&str; 2] = ["gbpkg-run", "gbpkg-own"];
 /// doctor shares on this machine are allowed.
 fn started_with_no_account_then_one_added(deb: &str, kernel_fails: &[String]) {
     use std::io::BufRead;
-    let mut up = Command::new("/usr/bin/glovebox")
-        .args(["up", "--system", "--listen", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = up.stdout.take().unwrap();
+    /// The service, stopped however the test ends (a failed assertion must not leave it running).
+    struct Service(std::process::Child);
+    impl Drop for Service {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut up = Service(
+        Command::new("/usr/bin/glovebox")
+            .args(["up", "--system", "--listen", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = up.0.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout)
@@ -246,7 +256,6 @@ fn started_with_no_account_then_one_added(deb: &str, kernel_fails: &[String]) {
         match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(line) => banner.push(line),
             Err(_) => {
-                let _ = up.kill();
                 panic!(
                     "up --system did not say it has no accounts:\n{}",
                     banner.join("\n")
@@ -344,11 +353,11 @@ fn started_with_no_account_then_one_added(deb: &str, kernel_fails: &[String]) {
     );
     assert!(ok, "account remove: {out}");
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(up.id() as i32),
+        nix::unistd::Pid::from_raw(up.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = up.wait().unwrap();
+    let status = up.0.wait().unwrap();
     assert!(status.success(), "up --system stopped with {status}");
     for user in TEST_USERS {
         let _ = run("userdel", &[user]);
@@ -509,6 +518,7 @@ fn install_check_remove_purge(deb: &Path) {
         ("/usr/share/man/man1/glovebox.1.gz", 0o644),
         ("/usr/share/bash-completion/completions/glovebox", 0o644),
         ("/usr/share/doc/glovebox/LICENSE", 0o644),
+        ("/usr/share/doc/glovebox/NOTICE", 0o644),
         (STATE_DIR, 0o755),
         (RUNTIME_DIR, 0o755),
     ] {

@@ -1340,6 +1340,14 @@ async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again()
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(root.join("home")).unwrap();
     let s = state.to_str().unwrap();
+    /// Whatever runs on the state is stopped however the test ends.
+    struct StopAtEnd(std::path::PathBuf);
+    impl Drop for StopAtEnd {
+        fn drop(&mut self) {
+            let _ = glovebox_e2e::run_glovebox(&["stop", "--state-dir", self.0.to_str().unwrap()]);
+        }
+    }
+    let _stop = StopAtEnd(state.clone());
     let up = glovebox_in(
         &root,
         &[
@@ -1390,6 +1398,8 @@ async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again()
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // It has taken the log's end before anything more is written.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
     let restart = glovebox_in(&root, &["restart", "--state-dir", s]);
     let said = String::from_utf8_lossy(&restart.stdout).into_owned();
     assert!(
@@ -1401,6 +1411,8 @@ async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again()
         said.contains("glovebox stopped") && said.contains("glovebox is up"),
         "{said}"
     );
+    // Started again as it ran: on the port it was given (0: a free one), not the config's.
+    assert!(!said.contains(":7420/"), "{said}");
     let status = glovebox_in(&root, &["status", "--state-dir", s, "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["healthy"], true, "{status}");
