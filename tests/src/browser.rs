@@ -3,7 +3,7 @@
 //! browser-automation crate is needed. Clicks and key presses are dispatched as input events, so
 //! the page sees them as a person's (trusted events), not as script calls.
 //!
-//! Chromium must be installed (Debian's `chromium`; `.ci/run` installs it): a test that needs it
+//! Chromium must be installed (Debian's `chromium`; `tests/run` installs it): a test that needs it
 //! fails when it is missing, it never skips.
 
 use std::collections::VecDeque;
@@ -49,7 +49,7 @@ pub fn chromium_bin() -> PathBuf {
     }
     panic!(
         "Chromium is not installed: the console tests need a real browser \
-         (`apt-get install -y chromium`, as .ci/run does)"
+         (`apt-get install -y chromium`, as tests/run does)"
     );
 }
 

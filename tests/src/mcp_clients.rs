@@ -4,7 +4,7 @@
 //! loomcycle-style client-tools provider in Node (`tests/mcp/provider.mjs`, the `ws` package).
 //!
 //! The Python SDK comes from `pip install -r tests/mcp/requirements.txt`, the Node packages from
-//! `npm ci --prefix tests`; `.ci/run` does both. A missing one fails the test saying which.
+//! `npm ci --prefix tests`; `tests/run` does both. A missing one fails the test saying which.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

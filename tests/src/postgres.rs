@@ -36,7 +36,7 @@ pub fn bin_dir() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .find(|p| p.join("initdb").exists())
-        .expect("PostgreSQL's initdb (apt-get install postgresql; .ci/run installs it)")
+        .expect("PostgreSQL's initdb (apt-get install postgresql; tests/run installs it)")
 }
 
 impl Postgres {

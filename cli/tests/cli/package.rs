@@ -174,7 +174,7 @@ fn build_deb(out: &Path) -> PathBuf {
     );
     assert!(
         !said.contains("no such command"),
-        "cargo-deb is needed: cargo install cargo-deb --locked (.ci/run does)\n{said}"
+        "cargo-deb is needed: cargo install cargo-deb --locked (tests/run does)\n{said}"
     );
     assert!(built.status.success(), "{said}");
     deb

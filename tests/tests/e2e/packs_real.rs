@@ -880,7 +880,7 @@ async fn a_uvx_pack_runs_a_server_from_pypi() {
         .unwrap();
     let uvx = String::from_utf8_lossy(&found.stdout).trim().to_owned();
     if uvx.is_empty() {
-        eprintln!("skipped: uvx is not installed (pip install uv, as .ci/run does)");
+        eprintln!("skipped: uvx is not installed (pip install uv, as tests/run does)");
         return;
     }
     // Behind a proxy with its own certificate authority (as this machine's registries are), a
