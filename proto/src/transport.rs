@@ -85,6 +85,29 @@ pub fn peer_of<T>(request: &tonic::Request<T>) -> Option<&str> {
     request.extensions().get::<Peer>().map(|p| p.0.as_str())
 }
 
+/// The authenticated peer of `request` if it is one of `allowed`: each service method serves
+/// only the principals that need it, whatever socket the request reached. The one check every
+/// glovebox service makes of its callers.
+pub fn require_peer<'a, T>(
+    request: &'a tonic::Request<T>,
+    allowed: &[&str],
+) -> Result<&'a str, tonic::Status> {
+    match peer_of(request) {
+        Some(peer) if allowed.contains(&peer) => Ok(peer),
+        Some(peer) => Err(tonic::Status::permission_denied(format!(
+            "{peer} may not call this method"
+        ))),
+        None => Err(tonic::Status::unauthenticated(
+            "the connection was not authenticated",
+        )),
+    }
+}
+
+/// A field a request must have, or `invalid_argument` naming it.
+pub fn required<T>(value: Option<T>, what: &str) -> Result<T, tonic::Status> {
+    value.ok_or_else(|| tonic::Status::invalid_argument(format!("missing {what}")))
+}
+
 /// The kernel's uid of the peer of the connection a request arrived on.
 pub fn peer_uid_of<T>(request: &tonic::Request<T>) -> Option<u32> {
     request.extensions().get::<Peer>().map(|p| p.1)
@@ -506,6 +529,31 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_method_serves_only_the_peers_it_names() {
+        let request = |peer: Option<&str>| {
+            let mut r = tonic::Request::new(());
+            if let Some(p) = peer {
+                r.extensions_mut().insert(Peer(p.to_owned(), 1000));
+            }
+            r
+        };
+        assert_eq!(
+            require_peer(&request(Some("broker")), &["broker"]).unwrap(),
+            "broker"
+        );
+        let denied = require_peer(&request(Some("executor:a")), &["broker"]).unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert!(denied.message().contains("executor:a"), "{denied}");
+        let anonymous = require_peer(&request(None), &["broker"]).unwrap_err();
+        assert_eq!(anonymous.code(), tonic::Code::Unauthenticated);
+        assert_eq!(required(Some(3), "x").unwrap(), 3);
+        assert_eq!(
+            required::<u8>(None, "call").unwrap_err().message(),
+            "missing call"
+        );
+    }
     use std::path::PathBuf;
     use tokio_stream::StreamExt;
 

@@ -23,6 +23,7 @@ use glovebox_proto::tools::{Tool, ToolParams};
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::transport::messages::{Answer as _, AnswerStream, answer_each};
+use glovebox_proto::transport::{require_peer, required};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ExecuteRequest, ExecuteResponse, PlanPathsRequest, PlanRequest,
     PlanResponse, PreviewRequest, PreviewResponse, ToolCall, audit_client::AuditClient,
@@ -468,24 +469,6 @@ fn is_quick(params: &ToolParams) -> bool {
     }
 }
 
-/// Checks that `request` came from one of the `allowed` peers: the broker drives calls; an
-/// administrator (`glovebox policy explain`) may only ask for a plan.
-fn caller<T>(request: &Request<T>, allowed: &[&str]) -> Result<(), Status> {
-    match glovebox_proto::transport::peer_of(request) {
-        Some(peer) if allowed.contains(&peer) => Ok(()),
-        Some(peer) => Err(Status::permission_denied(format!(
-            "{peer} may not call this method"
-        ))),
-        None => Err(Status::unauthenticated(
-            "the connection was not authenticated",
-        )),
-    }
-}
-
-fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
-    value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
-}
-
 /// The time tickets are checked at; a clock before 1970 fails closed (every ticket expired).
 fn now_ms() -> u64 {
     glovebox_ticket::now_ms().unwrap_or(u64::MAX)
@@ -674,7 +657,7 @@ impl ExecutorService {
 impl pb::executor_server::Executor for ExecutorService {
     #[tracing::instrument(skip_all, fields(call_id))]
     async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
-        caller(&request, &[BROKER, ADMIN])?;
+        require_peer(&request, &[BROKER, ADMIN])?;
         let call = required(request.into_inner().call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         Ok(Response::new(match self.plan_call(&call).await {
@@ -696,7 +679,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<PlanPathsRequest>,
     ) -> Result<Response<PlanResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let PlanPathsRequest { call, paths, base } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -731,7 +714,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<PreviewRequest>,
     ) -> Result<Response<PreviewResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let PreviewRequest { call, plan } = request.into_inner();
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -761,7 +744,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let ExecuteRequest {
             call,
             ticket,
@@ -780,7 +763,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::RunRequest>,
     ) -> Result<Response<pb::RunResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         self.run_call(request.into_inner()).await.map(Response::new)
     }
 
@@ -790,7 +773,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<tonic::Streaming<pb::RunCall>>,
     ) -> Result<Response<Self::RunsStream>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let service = self.clone();
         Ok(Response::new(answer_each(
             request.into_inner(),
@@ -807,7 +790,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::ExecutorStatusRequest>,
     ) -> Result<Response<pb::ExecutorStatusResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         Ok(Response::new(pb::ExecutorStatusResponse {
             sandbox: self.config.sandbox.clone(),
             uid: rustix::process::geteuid().as_raw(),

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use glovebox_policy::Decision;
 use glovebox_policy::permissions::Section;
+use glovebox_proto::transport::{require_peer, required};
 use glovebox_proto::v1::{
     self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
     AuditEvent, DecideRequest, DecideResponse, ExplainRequest, ExplainResponse, HealthRequest,
@@ -190,21 +191,6 @@ fn event(source: &str, kind: &str, call: &ToolCall) -> AuditEvent {
     }
 }
 
-/// The authenticated peer of `request` if it is one of `allowed`; the gate's methods each serve
-/// only the principals that need them (the broker decides calls; the supervisor only reports
-/// service events), whatever socket they reached.
-fn caller<'a, T>(request: &'a Request<T>, allowed: &[&str]) -> Result<&'a str, Status> {
-    match glovebox_proto::transport::peer_of(request) {
-        Some(peer) if allowed.contains(&peer) => Ok(peer),
-        Some(peer) => Err(Status::permission_denied(format!(
-            "{peer} may not call this method"
-        ))),
-        None => Err(Status::unauthenticated(
-            "the connection was not authenticated",
-        )),
-    }
-}
-
 /// The authenticated peer of `request` on the audit socket, refused if it is an account's
 /// executor or pack host whose account is no longer served.
 fn served_peer<T>(state: &GateState, request: &Request<T>) -> Result<String, Status> {
@@ -263,10 +249,6 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
         crate::redact::subjects_text(&event.subjects, matches!(source, "executor" | "packs"));
     event.subjects.clear();
     Ok(())
-}
-
-fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
-    value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
 }
 
 #[cfg(test)]

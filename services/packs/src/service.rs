@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
+use glovebox_proto::transport::{require_peer, required};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ListPacksRequest, ListPacksResponse, PackInvokeRequest,
     PackInvokeResponse, PackPlanRequest, PackPlanResponse, ReloadPacksRequest, ReloadPacksResponse,
@@ -41,22 +42,6 @@ impl PacksService {
             spent: Arc::new(SpentTickets::new(glovebox_ticket::spent::MAX_SPENT)),
         }
     }
-}
-
-fn caller<T>(request: &Request<T>, allowed: &[&str]) -> Result<(), Status> {
-    match glovebox_proto::transport::peer_of(request) {
-        Some(peer) if allowed.contains(&peer) => Ok(()),
-        Some(peer) => Err(Status::permission_denied(format!(
-            "{peer} may not call this method"
-        ))),
-        None => Err(Status::unauthenticated(
-            "the connection was not authenticated",
-        )),
-    }
-}
-
-fn required<T>(value: Option<T>, what: &str) -> Result<T, Status> {
-    value.ok_or_else(|| Status::invalid_argument(format!("missing {what}")))
 }
 
 /// A call's pack, tool and parameters, or why it names none.
@@ -256,7 +241,7 @@ impl pb::packs_server::Packs for PacksService {
         &self,
         request: Request<ListPacksRequest>,
     ) -> Result<Response<ListPacksResponse>, Status> {
-        caller(&request, &[BROKER, ADMIN])?;
+        require_peer(&request, &[BROKER, ADMIN])?;
         Ok(Response::new(self.host.list().await))
     }
 
@@ -265,7 +250,7 @@ impl pb::packs_server::Packs for PacksService {
         &self,
         request: Request<PackPlanRequest>,
     ) -> Result<Response<PackPlanResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let call = required(request.into_inner().call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let planned = match parse_call(&call, self.account()) {
@@ -286,7 +271,7 @@ impl pb::packs_server::Packs for PacksService {
         &self,
         request: Request<PackInvokeRequest>,
     ) -> Result<Response<PackInvokeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let PackInvokeRequest { call, ticket } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -313,7 +298,7 @@ impl pb::packs_server::Packs for PacksService {
         request: Request<PackInvokeRequest>,
     ) -> Result<Response<Self::InvokeStreamStream>, Status> {
         use pb::pack_invoke_event::Event;
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let PackInvokeRequest { call, ticket } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -355,7 +340,7 @@ impl pb::packs_server::Packs for PacksService {
         &self,
         request: Request<ReloadPacksRequest>,
     ) -> Result<Response<ReloadPacksResponse>, Status> {
-        caller(&request, &[BROKER, ADMIN])?;
+        require_peer(&request, &[BROKER, ADMIN])?;
         let secret = request.into_inner().secret;
         let restarted = self.host.reload(&secret).await;
         tracing::info!(account = %self.account(), ?restarted, "packs reloaded");

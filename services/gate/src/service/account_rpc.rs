@@ -80,7 +80,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<ListRulesRequest>,
     ) -> Result<Response<ListRulesResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = self.state.list_rules(&request.into_inner().account).await?;
         Ok(Response::new(r))
     }
@@ -89,7 +89,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<AddRuleRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         let account = r.account.clone();
@@ -101,7 +101,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<RevokeRuleRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         let account = r.account.clone();
@@ -113,7 +113,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<SetConfinementRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         let change = self
@@ -128,7 +128,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<SetSandboxRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         let change = self
@@ -143,7 +143,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<ExplainRequest>,
     ) -> Result<Response<ExplainResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         Ok(Response::new(
             self.state.explain(request.into_inner()).await?,
         ))
@@ -153,7 +153,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<pb::SetSecretRequest>,
     ) -> Result<Response<pb::SecretChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         Ok(Response::new(self.state.set_secret(r, APPROVER).await?))
@@ -163,7 +163,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<pb::RemoveSecretRequest>,
     ) -> Result<Response<pb::SecretChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         Ok(Response::new(self.state.remove_secret(r, APPROVER).await?))
@@ -173,7 +173,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<pb::ListSecretsRequest>,
     ) -> Result<Response<pb::ListSecretsResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         Ok(Response::new(self.state.list_secrets(r)?))
@@ -183,7 +183,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<pb::SetPackRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         Ok(Response::new(self.state.set_pack(r, APPROVER).await?))
@@ -193,7 +193,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<pb::RemovePackRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         Ok(Response::new(self.state.remove_pack(r, APPROVER).await?))
@@ -203,7 +203,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<AskAgainAboutPacksRequest>,
     ) -> Result<Response<AskAgainAboutPacksResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let account = request.into_inner().account;
         self.known(&account)?;
         let forgotten = self.state.packs.trust.forget_refusals(&account);
@@ -229,7 +229,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<RecentCallsRequest>,
     ) -> Result<Response<RecentCallsResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         let calls = self
@@ -248,7 +248,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         &self,
         request: Request<CallEventsRequest>,
     ) -> Result<Response<CallEventsResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         self.known(&r.account)?;
         let events = self

@@ -16,7 +16,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<ListRulesRequest>,
     ) -> Result<Response<ListRulesResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let r = self.0.list_rules(&request.into_inner().account).await?;
         Ok(Response::new(r))
     }
@@ -25,7 +25,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<AddRuleRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(self.0.add_rule(request.into_inner()).await?))
     }
 
@@ -33,7 +33,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<RevokeRuleRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(
             self.0.revoke_rule(request.into_inner()).await?,
         ))
@@ -43,7 +43,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<ResetRulesRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let account = request.into_inner().account;
         Ok(Response::new(self.0.reset_rules(&account).await?))
     }
@@ -52,7 +52,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<SetConfinementRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let r = request.into_inner();
         let resp = self
             .0
@@ -65,7 +65,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<SetSandboxRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let r = request.into_inner();
         let resp = self.0.set_sandbox(&r.account, r.enabled, r.confirm).await?;
         Ok(Response::new(resp))
@@ -75,7 +75,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::SetEnabledRequest>,
     ) -> Result<Response<pb::SetEnabledResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let r = request.into_inner();
         self.0.set_enabled(&r.account, r.enabled, "admin").await?;
         Ok(Response::new(pb::SetEnabledResponse { enabled: r.enabled }))
@@ -85,7 +85,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<ExplainRequest>,
     ) -> Result<Response<ExplainResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(self.0.explain(request.into_inner()).await?))
     }
 
@@ -93,7 +93,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::SetSecretRequest>,
     ) -> Result<Response<pb::SecretChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(
             self.0
                 .set_secret(request.into_inner(), ADMINISTRATOR)
@@ -105,7 +105,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::RemoveSecretRequest>,
     ) -> Result<Response<pb::SecretChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(
             self.0
                 .remove_secret(request.into_inner(), ADMINISTRATOR)
@@ -117,7 +117,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::ListSecretsRequest>,
     ) -> Result<Response<pb::ListSecretsResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(self.0.list_secrets(request.into_inner())?))
     }
 
@@ -125,7 +125,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::SetPackRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(
             self.0.set_pack(request.into_inner(), ADMINISTRATOR).await?,
         ))
@@ -135,7 +135,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::RemovePackRequest>,
     ) -> Result<Response<PolicyChangeResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(
             self.0
                 .remove_pack(request.into_inner(), ADMINISTRATOR)
@@ -147,7 +147,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::AddAccountRequest>,
     ) -> Result<Response<pb::AddAccountResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let uid = actor_uid(&request)?;
         Ok(Response::new(
             self.0.add_account(request.into_inner(), uid).await?,
@@ -158,7 +158,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::RemoveAccountRequest>,
     ) -> Result<Response<pb::RemoveAccountResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let uid = actor_uid(&request)?;
         self.0.remove_account(&request.into_inner().id, uid).await?;
         Ok(Response::new(pb::RemoveAccountResponse {}))
@@ -168,7 +168,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::UpdateAccountRequest>,
     ) -> Result<Response<pb::UpdateAccountResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let uid = actor_uid(&request)?;
         Ok(Response::new(
             self.0.update_account(request.into_inner(), uid).await?,
@@ -179,7 +179,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::RotateTokenRequest>,
     ) -> Result<Response<pb::RotateTokenResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         let uid = actor_uid(&request)?;
         Ok(Response::new(
             self.0.rotate_token(request.into_inner(), uid).await?,
@@ -190,7 +190,7 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
         &self,
         request: Request<pb::ListAccountsRequest>,
     ) -> Result<Response<pb::ListAccountsResponse>, Status> {
-        caller(&request, &[ADMIN])?;
+        require_peer(&request, &[ADMIN])?;
         Ok(Response::new(self.0.list_accounts()?))
     }
 }

@@ -135,7 +135,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<DecideRequest>,
     ) -> Result<Response<DecideResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         self.0
             .decide_asked(request.into_inner())
             .await
@@ -148,7 +148,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<tonic::Streaming<pb::DecideCall>>,
     ) -> Result<Response<Self::DecisionsStream>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let state = Arc::clone(&self.0);
         Ok(Response::new(answer_each(
             request.into_inner(),
@@ -169,7 +169,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<tonic::Streaming<pb::DeliveriesRequest>>,
     ) -> Result<Response<Self::DeliveriesStream>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let mut incoming = request.into_inner();
         let (serial, handed) = self.0.deliveries.open();
         let (state, mut stopping) = (Arc::clone(&self.0), self.1.clone());
@@ -188,7 +188,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<ResolveRequest>,
     ) -> Result<Response<ResolveResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let ResolveRequest { call, plan, answer } = request.into_inner();
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
@@ -258,7 +258,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<pb::SetEnabledRequest>,
     ) -> Result<Response<pb::SetEnabledResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let pb::SetEnabledRequest {
             account,
             enabled,
@@ -279,7 +279,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<pb::ResolveTrustRequest>,
     ) -> Result<Response<pb::ResolveTrustResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         Ok(Response::new(
             self.0.resolve_trust(request.into_inner()).await?,
         ))
@@ -289,7 +289,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<AccountInfoRequest>,
     ) -> Result<Response<AccountInfoResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let AccountInfoRequest { account, tools } = request.into_inner();
         if tools.len() > MAX_LISTED_TOOLS || tools.iter().any(|t| t.len() > MAX_TOOL_NAME_BYTES) {
             return Err(Status::invalid_argument(format!(
@@ -348,7 +348,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<HealthRequest>,
     ) -> Result<Response<HealthResponse>, Status> {
-        caller(&request, &[BROKER, SUPERVISOR])?;
+        require_peer(&request, &[BROKER, SUPERVISOR])?;
         let h = self.0.audit.health();
         Ok(Response::new(HealthResponse {
             audit_healthy: h.healthy,
@@ -363,7 +363,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<pb::AgentTokenRequest>,
     ) -> Result<Response<pb::AgentTokenResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         let r = request.into_inner();
         let token = self.0.agent_token(&r.account, r.uid).await?;
         Ok(Response::new(pb::AgentTokenResponse { token }))
@@ -373,7 +373,7 @@ impl pb::gate_server::Gate for GateService {
         &self,
         request: Request<glovebox_proto::v1::MetricsRequest>,
     ) -> Result<Response<glovebox_proto::v1::MetricsResponse>, Status> {
-        caller(&request, &[BROKER])?;
+        require_peer(&request, &[BROKER])?;
         Ok(Response::new(glovebox_proto::v1::MetricsResponse {
             text: glovebox_telemetry::metrics::render(),
         }))
