@@ -7,6 +7,7 @@ pub mod client_tools;
 pub mod display;
 pub mod error;
 pub mod packs;
+pub mod stdio;
 pub mod tools;
 pub mod transport;
 pub mod ws;

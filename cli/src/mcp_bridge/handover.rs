@@ -1,5 +1,6 @@
 //! `glovebox mcp` handing its stdin and stdout to the broker (the broker's side is
-//! `glovebox_broker::mcp::handover`, which describes the exchange). Once handed over, the bridge
+//! `glovebox_broker::mcp::handover`, which describes the exchange; its wire format is
+//! `glovebox_proto::stdio`). Once handed over, the bridge
 //! only waits: the broker serves the MCP session on the client's own pipes, and every call skips
 //! the bridge process.
 //!
@@ -19,8 +20,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use anyhow::Context;
-use glovebox_broker::mcp::handover::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
-use glovebox_broker::mcp::in_flight;
+use glovebox_proto::stdio::in_flight;
+use glovebox_proto::stdio::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
 use serde_json::value::RawValue;
 
 use super::away::Waited;

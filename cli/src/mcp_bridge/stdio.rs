@@ -10,7 +10,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use glovebox_broker::mcp::fds::{self, Kind, Reader, Writer, kind};
+use glovebox_proto::stdio::fds::{self, Kind, Reader, Writer, kind};
 use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl, fstat};
 
 /// stdin and stdout, each driven the fastest way it allows, and a guard that puts their modes

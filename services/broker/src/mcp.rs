@@ -11,9 +11,8 @@
 //! client tool; a call not yet run is not run). Built-in tools declare an `outputSchema` and
 //! return `structuredContent`.
 
-pub mod fds;
 pub mod handover;
-pub mod in_flight;
+pub use glovebox_proto::stdio::{fds, in_flight};
 mod sessions;
 
 pub use sessions::{Reservation, SessionOwners};

@@ -26,8 +26,6 @@ use std::time::Duration;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use rmcp::ServiceExt;
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::UnixStream;
 
@@ -35,42 +33,10 @@ use super::McpHandler;
 use super::in_flight::{self, InFlight};
 use crate::app::App;
 
-/// The path of the handover.
-pub const PATH: &str = "/v1/stdio";
-/// The `Upgrade` protocol the bridge asks for.
-pub const PROTOCOL: &str = "glovebox-stdio";
+pub use glovebox_proto::stdio::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
+
 /// How long the broker waits for the descriptors after the upgrade.
 const HANDOVER_WAIT: Duration = Duration::from_secs(10);
-/// The longest [`Handover`] line, and the longest line the broker tells the bridge.
-pub const MAX_LINE: usize = 64 * 1024;
-
-/// What the bridge sends with its descriptors, on one line.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Handover {
-    /// The client's initialization, as [`Told::Initialized`] gave it, when the session is
-    /// handed over again; `None` for a new session, which begins with the client's `initialize`.
-    pub resume: Option<Box<RawValue>>,
-}
-
-/// What the broker tells the bridge, one JSON line each.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Told {
-    /// Send the descriptors.
-    Ready,
-    /// The client's initialization (rmcp's `InitializeRequestParams`).
-    Initialized(Box<RawValue>),
-    /// The client closed its side: the session is over.
-    Ended,
-}
-
-impl Told {
-    fn line(&self) -> Vec<u8> {
-        let mut line = serde_json::to_vec(self).unwrap_or_default();
-        line.push(b'\n');
-        line
-    }
-}
 
 /// What a request on the connection knows about it: set by the front door on connections of
 /// its Unix socket, the only ones that can carry descriptors.
