@@ -23,6 +23,19 @@ const MAX_LOG_BYTES: u64 = 16 * 1024 * 1024;
 /// Lines `logs` prints from the end by default.
 pub const DEFAULT_LINES: usize = 50;
 
+/// `<state>/glovebox.log.pid`: the pid of the `up` that `up --detach` started last.
+fn detached_pid_file(state: &StateDir) -> PathBuf {
+    state.root().join("glovebox.log.pid")
+}
+
+fn detached_pid(state: &StateDir) -> Option<i32> {
+    std::fs::read_to_string(detached_pid_file(state))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The hidden flag of the `up` that `up --detach` starts.
 pub const IN_BACKGROUND: &str = "--in-background";
 
@@ -127,6 +140,7 @@ pub fn detach(state: &StateDir, args: &[String]) -> anyhow::Result<ExitCode> {
         .spawn()
         .context("start glovebox up")?;
     let pid = child.id() as i32;
+    glovebox_config::write_private_file(&detached_pid_file(state), format!("{pid}\n").as_bytes())?;
     let deadline = Instant::now() + START_WAIT;
     loop {
         let said = read_from(&log, start)?;
@@ -225,9 +239,16 @@ pub async fn logs(
     follow: bool,
     lines: usize,
 ) -> anyhow::Result<ExitCode> {
+    let runner = runner(state);
     let file = log_file(state);
-    let file = file.exists().then_some(file);
-    match log_source(&runner(state), file, system) {
+    // A foreground `up` never writes the file: it is the running one's only if `up --detach`
+    // started that process.
+    let current = match &runner {
+        Runner::Process(pid) => detached_pid(state) == Some(*pid),
+        _ => file.exists(),
+    };
+    let file = current.then_some(file);
+    match log_source(&runner, file, system) {
         LogSource::Journal { unit, user } => {
             let mut journal = Command::new("journalctl");
             if user {

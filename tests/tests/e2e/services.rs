@@ -1436,6 +1436,36 @@ async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again()
     assert!(String::from_utf8_lossy(&again.stderr).contains("already runs"));
     let stop = glovebox_in(&root, &["stop", "--state-dir", s]);
     assert!(stop.status.success());
+    // Started again in a terminal (the foreground), its log is that terminal: `logs` says so
+    // rather than showing the detached run's old file.
+    let mut foreground = std::process::Command::new(glovebox_e2e::glovebox_bin())
+        .args(["up", "--state-dir", s, "--listen", "127.0.0.1:0"])
+        .env("HOME", root.join("home"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::BufRead;
+        let out = foreground.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(out).lines();
+        while let Some(Ok(line)) = lines.next() {
+            if line.contains("glovebox is up") {
+                break;
+            }
+        }
+        std::mem::forget(lines);
+    }
+    let logs = glovebox_in(&root, &["logs", "--state-dir", s]);
+    let _ = glovebox_in(&root, &["stop", "--state-dir", s]);
+    let _ = foreground.wait();
+    assert_eq!(logs.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&logs.stderr).contains("prints its log to the terminal"),
+        "{}",
+        String::from_utf8_lossy(&logs.stderr)
+    );
 }
 
 #[tokio::test]
