@@ -633,7 +633,13 @@ async fn packs_answer_as_their_servers_do_when_called_directly() {
             .all(|t| n.contains(&(*t).to_owned()))
     })
     .await;
-    let compared = |v: &Value| json!([v["is_error"], v["content"], v["structured"]]);
+    // Some results carry the time of day (server-everything's resources say when they were
+    // made): two calls a second apart differ only there, which is no difference of glovebox's.
+    let clock = regex::Regex::new(r"\b\d{1,2}:\d{2}:\d{2}(\s?[AP]M)?").unwrap();
+    let compared = |v: &Value| {
+        let text = json!([v["is_error"], v["content"], v["structured"]]).to_string();
+        Value::String(clock.replace_all(&text, "<time of day>").into_owned())
+    };
     let mut matrix = Vec::new();
     let mut differ = Vec::new();
     let (mut errors, mut kinds) = (0, std::collections::BTreeSet::new());
