@@ -140,7 +140,8 @@ pub(crate) enum Command {
         /// System mode: the runtime directory (default: /run/glovebox).
         #[arg(long, value_name = "DIR", requires = "system")]
         runtime_dir: Option<PathBuf>,
-        /// One JSON object: running, pid, services, URLs, accounts, healthy, problems, health.
+        /// One JSON object: running, pid, services, URLs, accounts, healthy, problems,
+        /// policy_errors, health.
         #[arg(long)]
         json: bool,
     },

@@ -93,6 +93,8 @@ pub enum LogSource {
     File(PathBuf),
     /// Nowhere glovebox keeps: it prints to the terminal that started it.
     Terminal,
+    /// Nothing runs, and no detached run left a log.
+    None,
 }
 
 /// Where the log of `runner` is: a unit's journal; else the log file when there is one; else
@@ -108,7 +110,7 @@ pub fn log_source(runner: &Runner, file: Option<PathBuf>, system: bool) -> LogSo
             user: true,
         },
         (_, Some(file)) => LogSource::File(file),
-        (Runner::Nobody, None) => LogSource::File(PathBuf::new()),
+        (Runner::Nobody, None) => LogSource::None,
         (Runner::Process(_), None) => LogSource::Terminal,
     }
 }
@@ -270,7 +272,7 @@ pub async fn logs(
                  with `glovebox up --detach` (or the user unit) to keep a log"
             )
         }
-        LogSource::File(path) if path.as_os_str().is_empty() => {
+        LogSource::None => {
             anyhow::bail!("no log yet: glovebox has not run detached here (`glovebox up --detach`)")
         }
         LogSource::File(path) => {
@@ -398,6 +400,7 @@ mod tests {
             log_source(&Runner::Process(7), None, false),
             LogSource::Terminal
         );
+        assert_eq!(log_source(&Runner::Nobody, None, false), LogSource::None);
     }
 
     #[test]

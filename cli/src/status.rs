@@ -229,6 +229,7 @@ pub async fn status_system(runtime: &StateDir, json: bool) -> anyhow::Result<Exi
                 "mcp": mcp_url(&url),
                 "healthy": healthy,
                 "problems": problems(&body),
+                "policy_errors": policy_errors_of(&body),
                 "health": body,
             })
         );
@@ -268,7 +269,8 @@ pub async fn status_system(runtime: &StateDir, json: bool) -> anyhow::Result<Exi
     Ok(closing(healthy, &body))
 }
 
-/// What is wrong, in words, by the broker's `/healthz` body (the parts this credential sees).
+/// What is wrong, in words, by the broker's `/healthz` body (the parts this credential sees);
+/// the policy files that failed to load are said apart ([`policy_errors_of`]).
 pub fn problems(health: &serde_json::Value) -> Vec<String> {
     let mut out = Vec::new();
     if health["gate"] == "unreachable" {
@@ -291,9 +293,6 @@ pub fn problems(health: &serde_json::Value) -> Vec<String> {
             }
         }
     }
-    for e in policy_errors_of(health) {
-        out.push(format!("policy: {e}"));
-    }
     out
 }
 
@@ -302,11 +301,7 @@ fn health_line(health: Result<(u16, serde_json::Value), String>) {
     match health {
         Ok((200, _)) => outln!("  health:    ok"),
         Ok((code, body)) => {
-            // Policy errors follow as warnings of their own.
-            let problems: Vec<String> = problems(&body)
-                .into_iter()
-                .filter(|p| !p.starts_with("policy: "))
-                .collect();
+            let problems = problems(&body);
             if problems.is_empty() {
                 outln!("  health:    not ok (HTTP {code}; `glovebox doctor` may say more)");
             } else {
@@ -393,6 +388,7 @@ pub async fn status(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 "accounts": accounts,
                 "healthy": healthy,
                 "problems": problems,
+                "policy_errors": policy_errors_of(&body),
                 "health": body,
             })
         );
@@ -555,9 +551,9 @@ mod tests {
                 "the audit is failing (3 failed writes): calls are refused until it recovers",
                 "account a: its executor does not answer",
                 "account b: no sandbox (landlock=not_available)",
-                "policy: a: line 3: unknown field",
             ]
         );
+        assert_eq!(policy_errors_of(&body), ["a: line 3: unknown field"]);
         assert_eq!(
             problems(&serde_json::json!({"gate": "unreachable"})),
             ["the gate does not answer"]

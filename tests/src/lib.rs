@@ -476,6 +476,21 @@ impl Glovebox {
         sqlx::SqlitePool::connect(&url).await.unwrap()
     }
 
+    /// Makes every write to the audit fail, as a full disk would, until [`FullAudit::lift`]: a
+    /// trigger that aborts each insert.
+    pub async fn fail_audit_writes(&self) -> FullAudit {
+        let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", self.audit_db().display()))
+            .await
+            .unwrap();
+        sqlx::query(
+            "CREATE TRIGGER full_disk BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+        )
+        .execute(&rw)
+        .await
+        .unwrap();
+        FullAudit(rw)
+    }
+
     /// Appends `n` broker `result` rows (call ids `bulk-<i>`) over the gate socket, 64 in
     /// flight, as the broker writes them; returns once all are committed.
     pub async fn append_rows(&self, n: usize) {
@@ -1029,4 +1044,17 @@ pub fn expect_error(result: &Value, code: &str) -> Value {
 pub fn expect_ok(result: &Value) -> Value {
     assert_eq!(result["ok"], true, "{result}");
     result["result"].clone()
+}
+
+/// An audit whose writes fail ([`Glovebox::fail_audit_writes`]).
+pub struct FullAudit(sqlx::SqlitePool);
+
+impl FullAudit {
+    /// Lets writes succeed again.
+    pub async fn lift(self) {
+        sqlx::query("DROP TRIGGER full_disk")
+            .execute(&self.0)
+            .await
+            .unwrap();
+    }
 }

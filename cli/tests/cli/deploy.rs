@@ -500,20 +500,7 @@ fn sysusers_makes_the_users_and_group_the_code_names() {
     // What systemd-sysusers makes of it, in an empty root: system ids, no login shell.
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir(root.path().join("etc")).unwrap();
-    let mut child = Command::new("systemd-sysusers")
-        .arg(format!("--root={}", root.path().display()))
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("systemd-sysusers (the systemd package) checks deploy/sysusers.d");
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    systemd_tool("systemd-sysusers", root.path(), &[], &text);
     let passwd = std::fs::read_to_string(root.path().join("etc/passwd")).unwrap();
     for user in [GATE_USER, BROKER_USER] {
         let fields: Vec<&str> = passwd
@@ -532,6 +519,26 @@ fn sysusers_makes_the_users_and_group_the_code_names() {
             .lines()
             .any(|l| l.starts_with(&format!("{AUDIT_GROUP}:"))),
         "{group}"
+    );
+}
+
+/// Runs `tool` (systemd-sysusers, systemd-tmpfiles) on `config` (read from stdin) in the
+/// empty root `root`, with `args`; fails the test if it fails.
+fn systemd_tool(tool: &str, root: &Path, args: &[&str], config: &str) {
+    let mut child = Command::new(tool)
+        .arg(format!("--root={}", root.display()))
+        .args(args)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{tool} (the systemd package) checks deploy/: {e}"));
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), config.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{tool}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -561,22 +568,7 @@ fn tmpfiles_makes_the_default_directories_root_0755() {
     }
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let root = tempfile::tempdir().unwrap();
-    let create = || {
-        let mut child = Command::new("systemd-tmpfiles")
-            .arg(format!("--root={}", root.path().display()))
-            .args(["--create", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("systemd-tmpfiles (the systemd package) checks deploy/tmpfiles.d");
-        std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let create = || systemd_tool("systemd-tmpfiles", root.path(), &["--create"], &text);
     create();
     let state = root.path().join(&STATE_DIR[1..]);
     for dir in [STATE_DIR, RUNTIME_DIR] {

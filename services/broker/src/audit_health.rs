@@ -47,14 +47,19 @@ pub fn told(before: bool, now: Option<AuditState>) -> Option<ServerFrame> {
     })
 }
 
-/// Polls the gate every [`POLL`] and publishes each change. Runs until the broker's state is
-/// gone.
+/// Polls the gate every [`POLL`] while an approver listens, and publishes each change; with
+/// nobody listening it asks nothing and forgets what it knew (a connection never starts from a
+/// stale word). Runs until the broker's state is gone.
 pub async fn watch(app: Weak<App>) {
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let Some(app) = app.upgrade() else { return };
+        if app.audit_health.receiver_count() == 0 {
+            app.audit_health.send_replace(None);
+            continue;
+        }
         let mut gate = app.backends.gate.clone();
         let answer = gate
             .health(crate::backends::request(

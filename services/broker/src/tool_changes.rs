@@ -56,9 +56,10 @@ impl ToolChanges {
     }
 }
 
-/// What the gate last said of an account's tools: on or off, and what managed caps and denies
-/// take out of its listings (nothing: unreachable).
-type Seen = Option<(bool, Vec<String>, bool, Vec<String>)>;
+/// What the gate last said of an account (nothing: unreachable): whether its tools are on, and
+/// what managed caps and denies take out of its listings. Any change sends the front doors to
+/// list again; each tells its clients only if their list differs.
+type Seen = Option<glovebox_proto::v1::AccountInfoResponse>;
 
 /// The names of an account's pack tools at the last look.
 type PackNames = std::collections::BTreeSet<String>;
@@ -83,17 +84,8 @@ pub async fn watch_gate(app: Weak<App>) {
         seen.retain(|a, _| listened.contains(a));
         packs.retain(|a, _| listened.contains(a));
         for account in listened {
-            let now = crate::tool_list::account_info(&app, &account)
-                .await
-                .map(|i| {
-                    (
-                        i.enabled,
-                        i.capped_tools,
-                        i.packs_capped,
-                        i.managed_tool_denies,
-                    )
-                });
-            let enabled = now.as_ref().is_some_and(|(on, ..)| *on);
+            let now = crate::tool_list::account_info(&app, &account).await;
+            let enabled = now.as_ref().is_some_and(|i| i.enabled);
             let before = seen.insert(account.clone(), now.clone());
             if differs(before.as_ref(), &now) {
                 tracing::debug!(%account, enabled, "the account's tools changed at the gate");
@@ -128,15 +120,25 @@ mod tests {
 
     #[test]
     fn what_counts_as_a_change_at_the_gate() {
+        use glovebox_proto::v1::AccountInfoResponse as Info;
         let on = |capped: &[&str]| {
-            Some((
-                true,
-                capped.iter().map(|c| c.to_string()).collect(),
-                false,
-                Vec::new(),
-            ))
+            Some(Info {
+                enabled: true,
+                capped_tools: capped.iter().map(|c| c.to_string()).collect(),
+                ..Default::default()
+            })
         };
-        let off = Some((false, Vec::new(), false, Vec::new()));
+        let off = Some(Info::default());
+        let no_packs = Some(Info {
+            enabled: true,
+            packs_capped: true,
+            ..Default::default()
+        });
+        let tools_denied = Some(Info {
+            enabled: true,
+            managed_tool_denies: vec!["tools.deny[0]: pack__*".into()],
+            ..Default::default()
+        });
         let cases = [
             (None, on(&[]), false),
             (None, None, false),
@@ -149,22 +151,9 @@ mod tests {
             // A managed cap added, or lifted.
             (Some(on(&[])), on(&["exec_run"]), true),
             (Some(on(&["exec_run"])), on(&[]), true),
-            (
-                Some(on(&[])),
-                Some((true, Vec::new(), true, Vec::new())),
-                true,
-            ),
+            (Some(on(&[])), no_packs, true),
             // A managed tools deny added.
-            (
-                Some(on(&[])),
-                Some((
-                    true,
-                    Vec::new(),
-                    false,
-                    vec!["tools.deny[0]: pack__*".into()],
-                )),
-                true,
-            ),
+            (Some(on(&[])), tools_denied, true),
         ];
         for (before, now, want) in cases {
             assert_eq!(

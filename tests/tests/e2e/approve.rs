@@ -52,6 +52,14 @@ async fn invoke_write(agent: &mut Client, call_id: &str, path: &str) {
         .await;
 }
 
+/// An agent whose write of `one.txt` (call `one`) asks, once `approve` shows the ask.
+async fn ask_write_of_one(g: &Glovebox, approve: &mut Interactive) -> Client {
+    let mut agent = g.connect("agent").await;
+    invoke_write(&mut agent, "one", "one.txt").await;
+    approve.expect("── call one");
+    agent
+}
+
 #[tokio::test]
 async fn a_key_pressed_while_no_ask_was_shown_never_answers_the_next_ask() {
     let g = Glovebox::start();
@@ -217,9 +225,7 @@ async fn approve_shows_the_audits_newest_signed_checkpoint() {
 async fn from_a_pipe_approve_reads_lines_and_a_word_other_than_an_answer_explains_the_choices() {
     let g = Glovebox::start();
     let mut approve = start_approve_with_a_pipe(&g);
-    let mut agent = g.connect("agent").await;
-    invoke_write(&mut agent, "one", "one.txt").await;
-    approve.expect("── call one");
+    let mut agent = ask_write_of_one(&g, &mut approve).await;
     std::thread::sleep(READING_TIME);
     approve.type_line("maybe");
     let explained = approve.expect("not an answer");
@@ -239,9 +245,7 @@ async fn from_a_pipe_approve_reads_lines_and_a_word_other_than_an_answer_explain
 async fn a_sigint_denies_the_ask_on_screen_and_ends_approve_at_once_with_130() {
     let g = Glovebox::start();
     let mut approve = start_approve_with_a_pipe(&g);
-    let mut agent = g.connect("agent").await;
-    invoke_write(&mut agent, "one", "one.txt").await;
-    approve.expect("── call one");
+    let mut agent = ask_write_of_one(&g, &mut approve).await;
     let pid = nix::unistd::Pid::from_raw(approve.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let started = Instant::now();
@@ -277,9 +281,7 @@ async fn approve_says_so_and_ends_when_glovebox_stops() {
 async fn a_single_key_answers_without_enter() {
     let g = Glovebox::start();
     let mut approve = start_approve(&g);
-    let mut agent = g.connect("agent").await;
-    invoke_write(&mut agent, "one", "one.txt").await;
-    approve.expect("── call one");
+    let mut agent = ask_write_of_one(&g, &mut approve).await;
     std::thread::sleep(READING_TIME);
     approve.type_keys("y");
     let answered = approve.expect("answered");
@@ -340,9 +342,7 @@ async fn question_mark_shows_the_ask_again_with_its_full_id_and_answers_nothing(
 async fn a_key_that_is_no_answer_reminds_of_the_choices() {
     let g = Glovebox::start();
     let mut approve = start_approve(&g);
-    let mut agent = g.connect("agent").await;
-    invoke_write(&mut agent, "one", "one.txt").await;
-    approve.expect("── call one");
+    let mut agent = ask_write_of_one(&g, &mut approve).await;
     std::thread::sleep(READING_TIME);
     approve.type_keys("x");
     let reminder = approve.expect("not an answer");
@@ -371,9 +371,7 @@ async fn ctrl_c_denies_the_ask_on_screen_says_so_exits_130_and_restores_the_term
         "{modes:?}"
     );
     assert!(modes.contains(LocalFlags::ISIG), "{modes:?}");
-    let mut agent = g.connect("agent").await;
-    invoke_write(&mut agent, "one", "one.txt").await;
-    approve.expect("── call one");
+    let mut agent = ask_write_of_one(&g, &mut approve).await;
     approve.ctrl_c();
     let said = approve.expect("answered deny");
     assert!(said.ends_with("answered deny (Ctrl-C)"), "{said}");
@@ -421,9 +419,7 @@ async fn approve_with_stdin_from_dev_null_fails_at_once() {
 async fn a_stdin_that_closes_denies_the_ask_on_screen_and_fails() {
     let g = Glovebox::start();
     let mut approve = start_approve_with_a_pipe(&g);
-    let mut agent = g.connect("agent").await;
-    invoke_write(&mut agent, "one", "one.txt").await;
-    approve.expect("── call one");
+    let mut agent = ask_write_of_one(&g, &mut approve).await;
     approve.close_stdin();
     // the denial on stdout, the error on stderr
     assert_eq!(approve.finish(), Some(2));

@@ -902,15 +902,7 @@ async fn a_failing_audit_is_shown_in_a_banner_until_it_recovers() {
     assert!(!page.visible("#audit-banner").await);
     std::fs::write(g.workdir.join("a.txt"), "x").unwrap();
     let mut agent = g.connect("agent").await;
-    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
-        .await
-        .unwrap();
-    sqlx::query(
-        "CREATE TRIGGER full_disk BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
-    )
-    .execute(&rw)
-    .await
-    .unwrap();
+    let full = g.fail_audit_writes().await;
     let r = agent
         .invoke("lost", "file_read", json!({"path": "a.txt"}))
         .await;
@@ -921,10 +913,7 @@ async fn a_failing_audit_is_shown_in_a_banner_until_it_recovers() {
          document.getElementById('audit-banner').textContent.includes('every call is refused')",
     )
     .await;
-    sqlx::query("DROP TRIGGER full_disk")
-        .execute(&rw)
-        .await
-        .unwrap();
+    full.lift().await;
     expect_ok(
         &agent
             .invoke("after", "file_read", json!({"path": "a.txt"}))

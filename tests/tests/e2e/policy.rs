@@ -981,6 +981,26 @@ async fn listed(g: &Glovebox) -> Vec<String> {
         .collect()
 }
 
+/// The names of the next `tools_changed` an agent is told (within 15 s) after `what`.
+async fn told_tools(agent: &mut glovebox_e2e::Client, what: &str) -> Vec<String> {
+    let changed = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let frame = agent.next().await;
+            if frame["type"] == "tools_changed" {
+                break frame;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no tools_changed after {what}"));
+    changed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// A managed cap hides the tools it forbids outright from every listing (`hello_ok`, MCP
 /// `tools/list`), and their calls are still refused: `no-exec` takes the commands, `read-only`
 /// every tool that writes, deletes or runs.
@@ -994,22 +1014,8 @@ async fn managed_caps_hide_the_tools_they_forbid() {
     // An agent connected before the cap is told its new list, without reconnecting.
     let mut early = g.connect("agent").await;
     std::fs::write(managed.join("corp.yaml"), "cap: [no-exec]\n").unwrap();
-    let changed = tokio::time::timeout(std::time::Duration::from_secs(15), async {
-        loop {
-            let frame = early.next().await;
-            if frame["type"] == "tools_changed" {
-                break frame;
-            }
-        }
-    })
-    .await
-    .expect("no tools_changed after the cap was added");
-    let told: Vec<&str> = changed["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let told = told_tools(&mut early, "a cap was added").await;
+    let told: Vec<&str> = told.iter().map(String::as_str).collect();
     assert!(
         !told.contains(&"exec_run") && told.contains(&"file_read"),
         "{told:?}"
@@ -1098,22 +1104,8 @@ async fn a_managed_tools_deny_hides_the_pack_tools_it_names() {
         "tools:\n  deny: ['fake__write_*', fake__echo]\n",
     )
     .unwrap();
-    let changed = tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            let frame = early.next().await;
-            if frame["type"] == "tools_changed" {
-                break frame;
-            }
-        }
-    })
-    .await
-    .expect("no tools_changed after the managed deny");
-    let told: Vec<&str> = changed["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let told = told_tools(&mut early, "a managed deny").await;
+    let told: Vec<&str> = told.iter().map(String::as_str).collect();
     for gone in ["fake__echo", "fake__write_note"] {
         assert!(!told.contains(&gone), "{gone}: {told:?}");
     }

@@ -704,7 +704,12 @@ async fn a_job_cannot_read_the_state_directory_even_under_tmp() {
     // The harness keeps the state directory under /tmp, next to the workdirs.
     assert!(g.state.starts_with("/tmp"), "{}", g.state.display());
     let attack = plant_attack_binary(&g.workdir);
+    // What `up --detach` keeps there too: its log and its pid.
+    std::fs::write(g.state.join("glovebox.log"), "glovebox is up\n").unwrap();
+    std::fs::write(g.state.join("glovebox.log.pid"), "1\n").unwrap();
     let files = [
+        "glovebox.log",
+        "glovebox.log.pid",
         "glovebox.yaml",
         "control.key",
         "ticket.key",
@@ -731,6 +736,9 @@ async fn a_job_cannot_read_the_state_directory_even_under_tmp() {
                 || t.detail.contains("No such file or directory"),
             "{t:?}"
         );
+        if t.target.contains("glovebox.log") {
+            assert!(t.detail.contains("Permission denied"), "{t:?}");
+        }
     }
 }
 

@@ -492,15 +492,7 @@ async fn a_call_whose_rows_cannot_be_written_is_not_reported_done() {
             .invoke("before", "file_read", json!({"path": "a.txt"}))
             .await,
     );
-    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
-        .await
-        .unwrap();
-    sqlx::query(
-        "CREATE TRIGGER full_disk BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
-    )
-    .execute(&rw)
-    .await
-    .unwrap();
+    let full = g.fail_audit_writes().await;
     let read = agent
         .invoke("lost", "file_read", json!({"path": "a.txt"}))
         .await;
@@ -512,10 +504,7 @@ async fn a_call_whose_rows_cannot_be_written_is_not_reported_done() {
             .contains("could not be written to the audit"),
         "{read}"
     );
-    sqlx::query("DROP TRIGGER full_disk")
-        .execute(&rw)
-        .await
-        .unwrap();
+    full.lift().await;
     expect_ok(
         &agent
             .invoke("after", "file_read", json!({"path": "a.txt"}))
@@ -1332,6 +1321,12 @@ fn glovebox_in(root: &std::path::Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `glovebox status --json` of the state dir `state`.
+fn status_json(root: &std::path::Path, state: &str) -> serde_json::Value {
+    let out = glovebox_in(root, &["status", "--state-dir", state, "--json"]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[tokio::test]
 async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -1372,8 +1367,7 @@ async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again()
         "{said}"
     );
     // It runs on without this command, in a session of its own, and says so in status.
-    let status = glovebox_in(&root, &["status", "--state-dir", s, "--json"]);
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = status_json(&root, s);
     assert_eq!(status["running"], true, "{status}");
     let pid = status["pid"].as_i64().unwrap() as i32;
     let sid = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).unwrap();
@@ -1413,8 +1407,7 @@ async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again()
     );
     // Started again as it ran: on the port it was given (0: a free one), not the config's.
     assert!(!said.contains(":7420/"), "{said}");
-    let status = glovebox_in(&root, &["status", "--state-dir", s, "--json"]);
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = status_json(&root, s);
     assert_eq!(status["healthy"], true, "{status}");
     assert_ne!(status["pid"].as_i64().unwrap() as i32, pid, "{status}");
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
@@ -1525,15 +1518,7 @@ async fn approvers_are_told_when_the_audit_fails_and_when_it_recovers() {
     };
     approve.expect("waiting for asks");
     let mut agent = g.connect("agent").await;
-    let rw = sqlx::SqlitePool::connect(&format!("sqlite://{}", g.audit_db().display()))
-        .await
-        .unwrap();
-    sqlx::query(
-        "CREATE TRIGGER full_disk BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk full'); END",
-    )
-    .execute(&rw)
-    .await
-    .unwrap();
+    let full = g.fail_audit_writes().await;
     expect_error(
         &agent
             .invoke("lost", "file_read", json!({"path": "a.txt"}))
@@ -1549,10 +1534,7 @@ async fn approvers_are_told_when_the_audit_fails_and_when_it_recovers() {
         "{failing}"
     );
     approve.expect("WARNING: audit: the audit cannot be written");
-    sqlx::query("DROP TRIGGER full_disk")
-        .execute(&rw)
-        .await
-        .unwrap();
+    full.lift().await;
     expect_ok(
         &agent
             .invoke("after", "file_read", json!({"path": "a.txt"}))
