@@ -308,7 +308,10 @@ async fn question_mark_shows_the_ask_again_with_its_full_id_and_answers_nothing(
     let header = approve.expect("── call one");
     approve.expect("tool: file_write");
     let subject = approve.expect("one.txt");
-    // asking for the details is never too soon
+    // Asking for the details is never too soon, once approve has taken the ask in: what was
+    // typed while it was still printing the ask is dropped as typed ahead (hence the pause, which
+    // a loaded machine needs).
+    std::thread::sleep(Duration::from_millis(300));
     approve.type_keys("?");
     let again = approve.expect("── call one");
     assert_eq!(again, header);
