@@ -455,16 +455,16 @@ pub async fn connect_authenticated(
 }
 
 /// A client channel between glovebox's processes ([`link::Channel`]): requests carry the trace
-/// context of the call they are part of (see `glovebox_telemetry::propagation`).
-pub type Link = glovebox_telemetry::propagation::Traced<link::Channel>;
+/// context of the call they are part of (see `glovebox_trace::propagation`).
+pub type Link = glovebox_trace::propagation::Traced<link::Channel>;
 /// The tower layer every glovebox gRPC server carries: a server span per traced request.
-pub use glovebox_telemetry::propagation::ServerLayer;
+pub use glovebox_trace::propagation::ServerLayer;
 
 /// A channel to the control socket at `path`, as `peer` with `key`. It connects on first use and
 /// reconnects after failures (running the handshake each time), so callers see `Unavailable`
 /// while the service is down, or is not the service it claims to be, instead of hanging.
 pub fn authenticated_channel(path: &Path, peer: &str, key: SocketKey) -> Link {
-    glovebox_telemetry::propagation::Traced::new(link::Channel::new(
+    glovebox_trace::propagation::Traced::new(link::Channel::new(
         path.to_owned(),
         peer.to_owned(),
         key,

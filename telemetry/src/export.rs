@@ -6,10 +6,13 @@
 //! (an `OTEL_EXPORTER_OTLP_HEADERS` credential is for that collector only) and gives each export
 //! at most [`EXPORT_TIMEOUT`].
 
+use std::time::Duration;
+
 use glovebox_config::telemetry::{Protocol, Telemetry};
 use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig, WithHttpConfig};
 
-use crate::install::EXPORT_TIMEOUT;
+/// How long one export may take before it is given up.
+pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where a signal goes: the endpoint itself over gRPC, `<endpoint><path>` over HTTP.
 pub fn signal_endpoint(endpoint: &str, protocol: Protocol, path: &str) -> String {

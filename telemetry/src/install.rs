@@ -5,7 +5,7 @@
 //!
 //! Export never holds up a call: finished spans go to a bounded queue ([`MAX_QUEUED_SPANS`];
 //! when it is full, spans are dropped) that a background thread sends in batches, each export
-//! given at most [`EXPORT_TIMEOUT`].
+//! given at most [`EXPORT_TIMEOUT`](crate::export::EXPORT_TIMEOUT).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -32,8 +32,6 @@ pub const MAX_QUEUED_SPANS: usize = 2048;
 pub const MAX_EXPORT_BATCH: usize = 512;
 /// How often the queue is sent.
 pub const EXPORT_DELAY: Duration = Duration::from_millis(500);
-/// How long one export may take before it is given up.
-pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a stopping service waits to send what is queued.
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 

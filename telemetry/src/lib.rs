@@ -1,18 +1,12 @@
-//! glovebox's traces: the OpenTelemetry layer each service installs when telemetry is on
-//! ([`install`]), the W3C trace context carried in gRPC metadata between glovebox's processes
-//! ([`propagation`]), and the spans a call makes ([`spans`]).
-//!
-//! Only spans of this crate's target ([`TARGET`]) are exported, and only with the attributes
-//! [`spans`] and [`propagation`] give them: rpc.* names and glovebox.account, glovebox.tool,
-//! glovebox.verdict, glovebox.approval, glovebox.outcome. No log event, no other span's fields,
-//! never a parameter, a file's content, a command or a token.
+//! glovebox's telemetry exporter: the OpenTelemetry layer each service installs when telemetry is
+//! on ([`install`]), the OTLP exporters it sends spans and metrics with ([`export`]), the
+//! instruments ([`metrics`]) and their Prometheus text ([`prometheus`]). The trace context between
+//! processes and the spans a call makes are `glovebox-trace`'s (re-exported here), which the wire
+//! contracts use without this crate's exporter.
 
 pub mod export;
 pub mod install;
 pub mod metrics;
 pub mod prometheus;
-pub mod propagation;
-pub mod spans;
 
-/// The tracing target of every exported span; nothing else reaches the OpenTelemetry layer.
-pub const TARGET: &str = "glovebox_telemetry";
+pub use glovebox_trace::{TARGET, propagation, spans};
