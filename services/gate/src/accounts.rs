@@ -21,10 +21,6 @@ pub mod live;
 pub mod token;
 pub mod update;
 
-/// One account change at a time: each reads `accounts.yaml`, checks and writes it (a tools
-/// switch of an added account too: `GateState::set_enabled`).
-pub(crate) static CHANGES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// What the OS says of a user a request names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserFacts {
@@ -326,7 +322,7 @@ impl GateState {
         request: pb::AddAccountRequest,
         uid: u32,
     ) -> Result<pb::AddAccountResponse, Status> {
-        let _one = CHANGES.lock().await;
+        let _one = self.account_changes.lock().await;
         let state = &self.state_dir;
         let config = state.load_config().map_err(internal)?;
         let (mut raw, added) = state.load_added_accounts().map_err(internal)?;
@@ -409,7 +405,7 @@ impl GateState {
     /// `RemoveAccount`: drops the entry first (the supervisor stops the account's services and
     /// the broker refuses its tokens), then moves the account's directory aside.
     pub(crate) async fn remove_account(&self, id: &str, uid: u32) -> Result<(), Status> {
-        let _one = CHANGES.lock().await;
+        let _one = self.account_changes.lock().await;
         let state = &self.state_dir;
         let config = state.load_config().map_err(internal)?;
         let (mut raw, _) = state.load_added_accounts().map_err(internal)?;

@@ -161,7 +161,7 @@ impl GateConfig {
 async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError> {
     let mut audit_uids = transport::default_allowed_uids();
     audit_uids.extend(&config.audit_peer_uids);
-    let audit_access = accounts::live::AuditAccess {
+    let audit_access = service::AuditAccess {
         keys: config.handover.served_on(socket::AUDIT),
         uids: audit_uids.into(),
     };
@@ -198,6 +198,7 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
                 .map(|key| glovebox_ticket::voucher::VoucherKey::of_broker(&key)),
         ),
         deliveries: Default::default(),
+        account_changes: Default::default(),
         state_dir: config.state.clone(),
     });
     audit

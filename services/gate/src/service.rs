@@ -55,11 +55,21 @@ pub struct GateState {
     pub packs: crate::packs::PackState,
     /// Who may call the audit socket now (each account's executor and pack host), as the
     /// supervisor last said.
-    pub audit_access: crate::accounts::live::AuditAccess,
+    pub audit_access: AuditAccess,
     /// The broker's vouchers, for `ExecutorGate.Decide`.
     pub vouchers: Vouchers,
     /// Where the answers of reads made ahead go to the broker (`Gate.Deliveries`).
     pub deliveries: crate::deliveries::Outlet,
+    /// One account change at a time: each reads `accounts.yaml`, checks and writes it (a tools
+    /// switch of an added account too: [`GateState::set_enabled`]).
+    pub account_changes: tokio::sync::Mutex<()>,
+}
+
+/// Who may call the gate's audit socket now; the listener and the calls share it.
+#[derive(Clone, Default)]
+pub struct AuditAccess {
+    pub keys: glovebox_proto::transport::ServerKeys,
+    pub uids: glovebox_proto::transport::AllowedUids,
 }
 
 /// The `Gate` service; the receiver becomes true when the gate stops (each `Decisions` stream
@@ -130,7 +140,7 @@ impl GateState {
             return Err(Status::not_found("unknown account"));
         }
         // An added account's switch rewrites `accounts.yaml`: not while an account change does.
-        let one = crate::accounts::CHANGES.lock().await;
+        let one = self.account_changes.lock().await;
         let written = tokio::task::block_in_place(|| self.enablement.set(account, enabled));
         drop(one);
         if let Err(e) = written {
@@ -309,6 +319,7 @@ mod tests {
                 audit_access: Default::default(),
                 vouchers: Vouchers::new(Some(broker_vouchers())),
                 deliveries: Default::default(),
+                account_changes: Default::default(),
                 state_dir: state,
             }),
             tokio::sync::watch::channel(false).1,

@@ -18,7 +18,6 @@ use std::path::PathBuf;
 
 use glovebox_config::{Account, ConfigError, StateDir};
 use glovebox_proto::transport::handover::AuditPeers;
-use glovebox_proto::transport::{AllowedUids, ServerKeys};
 use glovebox_proto::v1 as pb;
 
 use crate::policies::AccountPaths;
@@ -27,13 +26,6 @@ use crate::service::GateState;
 /// One reload at a time: each reads the files and applies what it read, so a reload that read
 /// an older file never lands after one that read a newer (a removed account never comes back).
 static RELOAD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Who may call the gate's audit socket now; the listener and the calls share it.
-#[derive(Clone, Default)]
-pub struct AuditAccess {
-    pub keys: ServerKeys,
-    pub uids: AllowedUids,
-}
 
 /// What changed between two account tables.
 #[derive(Debug, Default, PartialEq, Eq)]

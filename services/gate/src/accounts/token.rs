@@ -9,7 +9,7 @@ use glovebox_config::is_valid_account_id;
 use glovebox_proto::v1 as pb;
 use tonic::Status;
 
-use super::{CHANGES, internal};
+use super::internal;
 use crate::service::GateState;
 
 /// Longest token file read.
@@ -82,7 +82,7 @@ impl GateState {
         request: pb::RotateTokenRequest,
         uid: u32,
     ) -> Result<pb::RotateTokenResponse, Status> {
-        let _one = CHANGES.lock().await;
+        let _one = self.account_changes.lock().await;
         let state = &self.state_dir;
         let id = request.id.as_str();
         let role = if request.approver {

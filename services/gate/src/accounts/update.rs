@@ -11,7 +11,7 @@ use glovebox_config::RawAccount;
 use glovebox_proto::v1 as pb;
 use tonic::Status;
 
-use super::{CHANGES, Refused, internal};
+use super::{Refused, internal};
 use crate::service::GateState;
 
 /// Most roots an account may have.
@@ -99,7 +99,7 @@ impl GateState {
         request: pb::UpdateAccountRequest,
         uid: u32,
     ) -> Result<pb::UpdateAccountResponse, Status> {
-        let _one = CHANGES.lock().await;
+        let _one = self.account_changes.lock().await;
         let state = &self.state_dir;
         let (_, file) = state.load_config_and_entries().map_err(internal)?;
         let (mut raw, _) = state.load_added_accounts().map_err(internal)?;

@@ -310,6 +310,7 @@ mod tests {
             audit_access: Default::default(),
             vouchers: Default::default(),
             deliveries: Default::default(),
+            account_changes: Default::default(),
             state_dir: state,
         });
         let service = AccountAdminService::new(gate);
