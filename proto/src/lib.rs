@@ -18,4 +18,16 @@ pub use error::ErrorCode;
 #[allow(clippy::all, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 pub mod v1 {
     tonic::include_proto!("glovebox.v1");
+
+    impl Subject {
+        /// What a call touches: `path` (or a command, a job id) in `domain`, as observed in
+        /// `state`.
+        pub fn new(domain: Domain, path: String, state: FileState) -> Subject {
+            Subject {
+                domain: domain as i32,
+                path,
+                state: Some(state),
+            }
+        }
+    }
 }

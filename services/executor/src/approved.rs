@@ -15,22 +15,17 @@ use crate::error::OpError;
 use crate::fsio;
 use crate::resolve::{Resolved, resolve};
 
-/// A subject for `path` in `domain` with the given state.
-pub fn subject(domain: Domain, path: String, state: FileState) -> Subject {
-    Subject {
-        domain: domain as i32,
-        path,
-        state: Some(state),
-    }
-}
-
 /// The plan of a call that only reads `path`: one read subject, resolved, identity only. Whether
 /// the file exists and what it is are reported after the gate decided, so a denied path cannot be
 /// probed for existence.
 pub fn read_plan(ctx: &OpContext<'_>, path: &str) -> Result<Plan, OpError> {
     let r = resolve(path, ctx.workdir)?;
     Ok(Plan {
-        subjects: vec![subject(Domain::Read, r.path.clone(), fsio::observed(&r))],
+        subjects: vec![Subject::new(
+            Domain::Read,
+            r.path.clone(),
+            fsio::observed(&r),
+        )],
         content_tag: Vec::new(),
         pack: None,
     })
@@ -287,8 +282,8 @@ mod tests {
         let b = f.path("b");
         let mut ticket = ticket_for(&Plan::default());
         ticket.subjects = vec![
-            subject(Domain::Delete, a.clone(), FileState::default()),
-            subject(Domain::Write, b.clone(), FileState::default()),
+            Subject::new(Domain::Delete, a.clone(), FileState::default()),
+            Subject::new(Domain::Write, b.clone(), FileState::default()),
         ];
         assert!(bound_subjects(&ticket, &[(Domain::Delete, &a), (Domain::Write, &b)]).is_ok());
         for wanted in [

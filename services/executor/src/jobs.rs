@@ -520,7 +520,7 @@ fn limit_row(job: &Job, hit: glovebox_sandbox::caps::Hit) -> glovebox_proto::v1:
         outcome: "limit".into(),
         reason: hit.message(),
         detail: format!("{} {}", job.id, hit.line()),
-        subjects: vec![crate::approved::subject(
+        subjects: vec![glovebox_proto::v1::Subject::new(
             glovebox_proto::v1::Domain::Exec,
             job.command.clone(),
             glovebox_proto::v1::FileState::default(),

@@ -3,11 +3,11 @@
 //! hard-linked file anywhere inside it, is refused.
 
 use glovebox_proto::tools::FileDeleteParams;
-use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, Plan, Subject, TicketBody};
 use rustix::fs::FileType;
 use serde_json::json;
 
-use crate::approved::{bound_subject, planned_subject, subject};
+use crate::approved::{bound_subject, planned_subject};
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
@@ -17,7 +17,11 @@ use crate::resolve::resolve_entry;
 pub fn plan(ctx: &OpContext<'_>, p: &FileDeleteParams) -> Result<Plan, OpError> {
     let r = resolve_entry(&p.path, ctx.workdir)?;
     Ok(Plan {
-        subjects: vec![subject(Domain::Delete, r.path.clone(), fsio::observed(&r))],
+        subjects: vec![Subject::new(
+            Domain::Delete,
+            r.path.clone(),
+            fsio::observed(&r),
+        )],
         content_tag: Vec::new(),
         pack: None,
     })

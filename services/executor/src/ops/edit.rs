@@ -6,10 +6,10 @@
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::{FileEditParams, MAX_WRITE_BYTES};
-use glovebox_proto::v1::{Domain, FileState, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, FileState, Plan, Subject, TicketBody};
 use serde_json::json;
 
-use crate::approved::{bound_subject, planned_subject, subject};
+use crate::approved::{bound_subject, planned_subject};
 use crate::context::{Done, OpContext};
 use crate::diff::render_diff;
 use crate::error::OpError;
@@ -84,7 +84,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileEditParams) -> Result<Plan, OpError> {
         None => (FileState::default(), Vec::new()),
     };
     Ok(Plan {
-        subjects: vec![subject(Domain::Write, r.path, state)],
+        subjects: vec![Subject::new(Domain::Write, r.path, state)],
         content_tag,
         pack: None,
     })

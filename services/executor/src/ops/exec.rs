@@ -11,11 +11,11 @@ use std::time::Duration;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::exec::{DEFAULT_TAIL_LINES, DEFAULT_TIMEOUT_S};
 use glovebox_proto::tools::{ExecInputParams, ExecRunParams, ExecTailParams, JobParams};
-use glovebox_proto::v1::{Domain, FileState, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, FileState, Plan, Subject, TicketBody};
 use rustix::fs::FileType;
 use serde_json::Value;
 
-use crate::approved::{bound_subjects, subject};
+use crate::approved::bound_subjects;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
@@ -29,8 +29,8 @@ pub fn plan_run(ctx: &OpContext<'_>, p: &ExecRunParams) -> Result<Plan, OpError>
     let cwd = resolve(p.cwd.as_deref().unwrap_or("."), ctx.workdir)?;
     Ok(Plan {
         subjects: vec![
-            subject(Domain::Exec, p.command.clone(), FileState::default()),
-            subject(Domain::Read, cwd.path.clone(), fsio::observed(&cwd)),
+            Subject::new(Domain::Exec, p.command.clone(), FileState::default()),
+            Subject::new(Domain::Read, cwd.path.clone(), fsio::observed(&cwd)),
         ],
         content_tag: if p.interactive {
             ctx.key.tag(INTERACTIVE)
@@ -94,7 +94,11 @@ fn lines_of(input: &str) -> Vec<&str> {
 /// The job, then, to a shell or an interpreter, each line of the input with the job's working
 /// directory; the input and whether it closes bound by their tag.
 pub fn plan_input(ctx: &OpContext<'_>, p: &ExecInputParams) -> Result<Plan, OpError> {
-    let mut subjects = vec![subject(Domain::Job, p.job_id.clone(), FileState::default())];
+    let mut subjects = vec![Subject::new(
+        Domain::Job,
+        p.job_id.clone(),
+        FileState::default(),
+    )];
     if let Ok((command, cwd, _)) = ctx.jobs.facts(&p.job_id)
         && reads_commands(&command)
     {
@@ -109,8 +113,16 @@ pub fn plan_input(ctx: &OpContext<'_>, p: &ExecInputParams) -> Result<Plan, OpEr
             ));
         }
         for line in lines {
-            subjects.push(subject(Domain::Exec, line.to_owned(), FileState::default()));
-            subjects.push(subject(Domain::Read, cwd.clone(), FileState::default()));
+            subjects.push(Subject::new(
+                Domain::Exec,
+                line.to_owned(),
+                FileState::default(),
+            ));
+            subjects.push(Subject::new(
+                Domain::Read,
+                cwd.clone(),
+                FileState::default(),
+            ));
         }
     }
     Ok(Plan {
@@ -236,7 +248,7 @@ pub fn execute_run(
 /// The plan of a call that addresses one job.
 pub fn plan_job(job_id: &str) -> Plan {
     Plan {
-        subjects: vec![subject(
+        subjects: vec![Subject::new(
             Domain::Job,
             job_id.to_owned(),
             FileState::default(),

@@ -6,12 +6,12 @@
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::mcp_form::{CellValue, TableWriter};
 use glovebox_proto::tools::{FileListParams, MAX_LIST_ENTRIES};
-use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, Plan, Subject, TicketBody};
 use std::os::fd::OwnedFd;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
-use crate::approved::{open_approved_read, subject};
+use crate::approved::open_approved_read;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
@@ -20,7 +20,11 @@ use crate::resolve::resolve;
 pub fn plan(ctx: &OpContext<'_>, p: &FileListParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     Ok(Plan {
-        subjects: vec![subject(Domain::Read, r.path.clone(), fsio::observed(&r))],
+        subjects: vec![Subject::new(
+            Domain::Read,
+            r.path.clone(),
+            fsio::observed(&r),
+        )],
         content_tag: Vec::new(),
         pack: None,
     })

@@ -4,11 +4,11 @@
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::FileMkdirParams;
-use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, Plan, Subject, TicketBody};
 use rustix::fs::FileType;
 use serde_json::json;
 
-use crate::approved::{bound_subject, planned_subject, subject};
+use crate::approved::{bound_subject, planned_subject};
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
@@ -17,7 +17,11 @@ use crate::resolve::resolve;
 pub fn plan(ctx: &OpContext<'_>, p: &FileMkdirParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     Ok(Plan {
-        subjects: vec![subject(Domain::Write, r.path.clone(), fsio::observed(&r))],
+        subjects: vec![Subject::new(
+            Domain::Write,
+            r.path.clone(),
+            fsio::observed(&r),
+        )],
         content_tag: Vec::new(),
         pack: None,
     })

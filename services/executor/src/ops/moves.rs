@@ -4,11 +4,11 @@
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::FileMoveParams;
-use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, Plan, Subject, TicketBody};
 use rustix::fs::{OFlags, RenameFlags};
 use serde_json::json;
 
-use crate::approved::{bound_subjects, subject};
+use crate::approved::bound_subjects;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
 use crate::fsio;
@@ -21,9 +21,9 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileMoveParams) -> Result<Plan, OpError> {
     let src_state = fsio::observed(&src);
     Ok(Plan {
         subjects: vec![
-            subject(Domain::Delete, src.path.clone(), src_state.clone()),
-            subject(Domain::Read, src.path, src_state),
-            subject(Domain::Write, dst.path.clone(), fsio::observed(&dst)),
+            Subject::new(Domain::Delete, src.path.clone(), src_state.clone()),
+            Subject::new(Domain::Read, src.path, src_state),
+            Subject::new(Domain::Write, dst.path.clone(), fsio::observed(&dst)),
         ],
         content_tag: Vec::new(),
         pack: None,

@@ -2,10 +2,9 @@
 //! own facts (an `account` subject the gate always allows): what a `roots` refusal would tell.
 
 use glovebox_proto::ErrorCode;
-use glovebox_proto::v1::{Domain, FileState, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, FileState, Plan, Subject, TicketBody};
 use serde_json::json;
 
-use crate::approved::subject;
 use crate::context::{Done, OpContext};
 use crate::error::OpError;
 
@@ -14,7 +13,7 @@ const ROOTS: &str = "roots";
 
 pub fn plan() -> Plan {
     Plan {
-        subjects: vec![subject(
+        subjects: vec![Subject::new(
             Domain::Account,
             ROOTS.to_owned(),
             FileState::default(),
@@ -59,7 +58,7 @@ mod tests {
         let roots = r["roots"].as_array().unwrap();
         assert!(!roots.is_empty(), "{r}");
         let other = Plan {
-            subjects: vec![subject(Domain::Job, "*".into(), FileState::default())],
+            subjects: vec![Subject::new(Domain::Job, "*".into(), FileState::default())],
             ..Plan::default()
         };
         assert_eq!(

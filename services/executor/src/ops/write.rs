@@ -4,11 +4,11 @@
 
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::FileWriteParams;
-use glovebox_proto::v1::{Domain, Plan, TicketBody};
+use glovebox_proto::v1::{Domain, Plan, Subject, TicketBody};
 use rustix::fs::{Mode, OFlags};
 use serde_json::json;
 
-use crate::approved::{bound_subject, planned_subject, subject};
+use crate::approved::{bound_subject, planned_subject};
 use crate::context::{Done, OpContext};
 use crate::diff::render_diff;
 use crate::error::OpError;
@@ -23,7 +23,7 @@ pub fn plan(ctx: &OpContext<'_>, p: &FileWriteParams) -> Result<Plan, OpError> {
     let r = resolve(&p.path, ctx.workdir)?;
     let state = planned_state(ctx, &r);
     Ok(Plan {
-        subjects: vec![subject(Domain::Write, r.path, state)],
+        subjects: vec![Subject::new(Domain::Write, r.path, state)],
         content_tag: ctx.key.tag(p.content.as_bytes()),
         pack: None,
     })
