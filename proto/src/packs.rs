@@ -55,6 +55,13 @@ pub fn exposed_name(pack: &str, tool: &str) -> Result<String, String> {
     Ok(name)
 }
 
+/// Whether `result` of the tool `name` is a pack tool's result its server marked an error
+/// (`isError: true`).
+pub fn is_error_result(name: &str, result: &serde_json::Value) -> bool {
+    split_name(name).is_some()
+        && result.get("isError").and_then(serde_json::Value::as_bool) == Some(true)
+}
+
 /// The pack and tool of an exposed pack tool name; `None` for a built-in or client tool, or a
 /// name no pack tool could have.
 pub fn split_name(name: &str) -> Option<(&str, &str)> {

@@ -6,10 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use crate::admission::Admission;
-use crate::{
-    BrokerConfig, BrokerError, asks, auth, backends, console, health, mcp, profiles, registry,
-    tool_changes,
-};
+use crate::{BrokerConfig, BrokerError, asks, auth, backends, profiles, registry};
 
 /// Shared state of a running broker.
 pub struct App {
@@ -19,21 +16,21 @@ pub struct App {
     pub asks: asks::Asks,
     pub registry: registry::Registry,
     pub sessions: profiles::Sessions,
-    pub mcp_sessions: Arc<mcp::SessionOwners>,
+    pub mcp_sessions: Arc<crate::mcp::sessions::SessionOwners>,
     /// Each account's calls running at once.
     pub calls: crate::call_slots::CallSlots,
-    pub trust_asks: crate::packs::TrustAsks,
-    pub tool_changes: tool_changes::ToolChanges,
+    pub trust_asks: crate::packs::trust_asks::TrustAsks,
+    pub tool_changes: crate::tool_changes::versions::ToolChanges,
     /// The web console's login links and sessions.
-    pub console: console::Console,
+    pub console: crate::console::sessions::Console,
     pub next_conn: AtomicU64,
     /// Who holds the client sockets (see `admission`).
     pub admission: Arc<Admission>,
-    pub health: health::Probes,
+    pub health: crate::health::probe::Probes,
     /// Whether the audit can be written, as last polled (see `audit_health`).
-    pub audit_health: crate::audit_health::Latest,
+    pub audit_health: Arc<crate::audit_health::Latest>,
     /// System mode: each account of `glovebox.yaml` and its owner's uid, as the broker started.
-    pub started_owners: crate::approve_socket::Owners,
+    pub started_owners: crate::auth::Owners,
     /// System mode: each account added at run time and its owner's uid (the approve socket's
     /// owners besides those it was started with).
     pub added_owners: std::sync::RwLock<Vec<(String, u32)>>,
@@ -64,7 +61,7 @@ impl App {
                 config.client_tools.timeout,
             ),
             sessions: profiles::Sessions::new(profiles::MAX_SESSIONS),
-            mcp_sessions: Arc::new(mcp::SessionOwners::new(
+            mcp_sessions: Arc::new(crate::mcp::sessions::SessionOwners::new(
                 limits.mcp_sessions_per_account,
                 limits.mcp_session_idle,
             )),
@@ -72,13 +69,13 @@ impl App {
                 limits.calls_per_account,
                 std::thread::available_parallelism().map_or(2, usize::from),
             ),
-            trust_asks: crate::packs::TrustAsks::default(),
-            tool_changes: tool_changes::ToolChanges::default(),
-            console: console::Console::default(),
+            trust_asks: crate::packs::trust_asks::TrustAsks::default(),
+            tool_changes: crate::tool_changes::versions::ToolChanges::default(),
+            console: crate::console::sessions::Console::default(),
             next_conn: AtomicU64::new(1),
             admission: Admission::new(pools),
-            health: health::Probes::default(),
-            audit_health: tokio::sync::watch::Sender::new(None),
+            health: crate::health::probe::Probes::default(),
+            audit_health: Arc::new(tokio::sync::watch::Sender::new(None)),
             started_owners: Default::default(),
             added_owners: Default::default(),
             config,
@@ -87,7 +84,7 @@ impl App {
 
     /// System mode: every account with an owner and its owner's uid, those added since the start
     /// included (empty in user mode).
-    pub fn owners(&self) -> crate::approve_socket::Owners {
+    pub fn owners(&self) -> crate::auth::Owners {
         let added = self
             .added_owners
             .read()
@@ -102,7 +99,7 @@ impl App {
             .cloned()
             .collect();
         all.extend(added);
-        crate::approve_socket::Owners(all)
+        crate::auth::Owners(all)
     }
 
     /// Whether `who` is still who it proved to be: its token is still in the table, or its uid

@@ -21,27 +21,13 @@ use tower::ServiceExt;
 
 use crate::admission::{Admission, Peer, Pools, Slot};
 use crate::app::App;
+pub use crate::auth::Owners;
 use crate::auth::{Authenticated, Proof};
 use crate::connection::Entry;
-use crate::front_door::Held;
+use crate::held::Held;
 use crate::profiles::Profile;
 use glovebox_proto::v1::AuditEvent;
 use glovebox_proto::ws::Role;
-
-/// Each account and the uid of its owner.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Owners(pub Vec<(String, u32)>);
-
-impl Owners {
-    /// The accounts `uid` owns, in config order.
-    pub fn owned_by(&self, uid: u32) -> Vec<String> {
-        self.0
-            .iter()
-            .filter(|(_, owner)| *owner == uid)
-            .map(|(account, _)| account.clone())
-            .collect()
-    }
-}
 
 /// Who a connection by `uid` approves for, and its proof: the account's owner, or root, the
 /// machine's administrator, who may open any account it names (never choosing one for it) —

@@ -12,7 +12,8 @@ use std::time::Duration;
 use glovebox_proto::ws::ServerFrame;
 use tokio::sync::watch;
 
-use crate::app::App;
+use glovebox_proto::transport::Link;
+use glovebox_proto::v1::gate_client::GateClient;
 
 /// How often the gate is asked whether its audit can be written.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -47,21 +48,23 @@ pub fn told(before: bool, now: Option<AuditState>) -> Option<ServerFrame> {
     })
 }
 
-/// Polls the gate every [`POLL`] while an approver listens, and publishes each change; with
-/// nobody listening it asks nothing and forgets what it knew (a connection never starts from a
-/// stale word). Runs until the broker's state is gone.
-pub async fn watch(app: Weak<App>) {
+/// Polls `gate` every [`POLL`] while an approver listens, and publishes each change to `latest`;
+/// with nobody listening it asks nothing and forgets what it knew (a connection never starts
+/// from a stale word). Runs until the broker's state (which holds `latest`) is gone.
+pub async fn watch(latest: Weak<Latest>, gate: GateClient<Link>) {
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(app) = app.upgrade() else { return };
-        if app.audit_health.receiver_count() == 0 {
-            app.audit_health.send_replace(None);
+        let Some(latest) = latest.upgrade() else {
+            return;
+        };
+        if latest.receiver_count() == 0 {
+            latest.send_replace(None);
             continue;
         }
-        let mut gate = app.backends.gate.clone();
         let answer = gate
+            .clone()
             .health(crate::backends::request(
                 glovebox_proto::v1::HealthRequest {},
             ))
@@ -72,7 +75,7 @@ pub async fn watch(app: Weak<App>) {
                 healthy: h.audit_healthy,
                 failures: h.audit_failures,
             });
-            app.audit_health.send_if_modified(|latest| {
+            latest.send_if_modified(|latest| {
                 let changed = latest.map(|l| l.healthy) != now.map(|n| n.healthy);
                 *latest = now;
                 changed

@@ -295,6 +295,22 @@ pub fn offered(headers: &HeaderMap) -> Offered<'_> {
     }
 }
 
+/// System mode: each account and the uid of its owner (who approves for it on the approve
+/// socket).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owners(pub Vec<(String, u32)>);
+
+impl Owners {
+    /// The accounts `uid` owns, in config order.
+    pub fn owned_by(&self, uid: u32) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, owner)| *owner == uid)
+            .map(|(account, _)| account.clone())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,6 +64,24 @@ impl ExecutorLink {
 }
 
 impl Backends {
+    /// What the gate says about `account` (`None` while the gate cannot be reached), and which of
+    /// `tools` (client and pack tool names; none to ask only about the account) a managed rule
+    /// denies.
+    pub async fn account_info(
+        &self,
+        account: &str,
+        tools: Vec<String>,
+    ) -> Option<glovebox_proto::v1::AccountInfoResponse> {
+        let mut gate = self.gate.clone();
+        gate.account_info(request(glovebox_proto::v1::AccountInfoRequest {
+            account: account.to_owned(),
+            tools,
+        }))
+        .await
+        .ok()
+        .map(|r| r.into_inner())
+    }
+
     /// Channels to the gate and each executor, proving the keys in `keys` (the broker's
     /// handover); a backend the handover has no key for is a configuration error.
     pub fn new(

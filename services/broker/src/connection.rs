@@ -255,7 +255,7 @@ async fn tell_tool_changes(
 ) {
     let account = told.account.as_str();
     while changes.changed().await.is_ok() {
-        let info = crate::tool_list::account_info(&app, account).await;
+        let info = app.backends.account_info(account, Vec::new()).await;
         let tools = crate::tool_list::tools_for(&app, account, told.profile, info.as_ref()).await;
         if tools != told.offered {
             told.offered = tools.clone();
@@ -539,7 +539,7 @@ impl Connection {
                 .await;
             return;
         }
-        let origin = crate::pipeline::Origin {
+        let origin = crate::call::Origin {
             account: self.account.clone(),
             connection_id: self.connection_id.clone(),
             profile: self.profile,
@@ -554,7 +554,7 @@ impl Connection {
             let call = crate::pipeline::run_call(&app, &origin, &call_id, &tool, params, cancelled);
             let result = if progress {
                 let (outbox, call_id) = (outbox.clone(), call_id.clone());
-                crate::pipeline::with_progress(call, move |mut progressed| async move {
+                crate::call::with_progress(call, move |mut progressed| async move {
                     while let Some(p) = progressed.recv().await {
                         let frame = ServerFrame::Progress {
                             call_id: call_id.clone(),

@@ -27,11 +27,11 @@
 //!   itself only, no inline code, Trusted Types required, no framing) and `nosniff`,
 //!   `Referrer-Policy: same-origin`, `no-store`.
 
-mod sessions;
+pub mod sessions;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
@@ -40,11 +40,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use glovebox_proto::ws::Role;
 
 use crate::app::App;
-use crate::auth::Authenticated;
-pub use sessions::{LOGIN_TTL, SESSION_TTL};
+pub use sessions::{Console, LOGIN_TTL, SESSION_TTL};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "glovebox_console";
@@ -57,24 +55,6 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 const INDEX_HTML: &str = include_str!("console/assets/index.html");
 const APP_JS: &str = include_str!("console/assets/app.js");
 const APP_CSS: &str = include_str!("console/assets/app.css");
-
-/// The console's state: login links and sessions.
-#[derive(Default)]
-pub struct Console {
-    sessions: sessions::Sessions,
-}
-
-impl Console {
-    /// A one-time login link (its path on the broker) for an approver credential, and how long it
-    /// works; `None` for any other credential, or when too many links are waiting.
-    pub fn issue_login(&self, who: Authenticated) -> Option<(String, Duration)> {
-        if who.role != Role::Approver {
-            return None;
-        }
-        let token = self.sessions.issue_login(who, Instant::now())?;
-        Some((format!("/console/login?t={token}"), LOGIN_TTL))
-    }
-}
 
 /// The console's routes, each behind the Host check and with the security headers.
 pub fn router(app: Arc<App>) -> Router {

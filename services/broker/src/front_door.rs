@@ -12,19 +12,18 @@
 //! lives as long as the socket: an upgraded WebSocket keeps it until it closes.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::admission::{Admission, Peer, Refusal, Slot};
+use crate::held::Held;
 use crate::peer::PeerLookup;
 
 /// How long the broker waits before accepting again when accepting fails for want of
@@ -195,17 +194,14 @@ impl Serving<'_> {
         let router = self.router.clone();
         let shed = slot.clone();
         let connection = self.builder.serve_connection(
-            TokioIo::new(Held {
-                io,
-                _slot: slot.clone(),
-            }),
+            TokioIo::new(Held::new(io, slot.clone())),
             hyper_util::service::TowerToHyperService::new(tower::service_fn(
                 move |mut request: http::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(slot.clone());
                     if local {
                         request
                             .extensions_mut()
-                            .insert(crate::mcp::handover::LocalConnection);
+                            .insert(crate::held::LocalConnection);
                     }
                     router.clone().oneshot(request.map(axum::body::Body::new))
                 },
@@ -226,22 +222,6 @@ impl Serving<'_> {
             drop(open);
         });
     }
-}
-
-/// The Unix socket under an upgraded connection, with its place, when nothing it sent after the
-/// request is buffered (the stdio handover's descriptors must be read with the bytes they came
-/// with).
-pub fn local_stream(
-    upgraded: hyper::upgrade::Upgraded,
-) -> Option<(tokio::net::UnixStream, Arc<Slot>)> {
-    let parts = upgraded
-        .downcast::<TokioIo<Held<tokio::net::UnixStream>>>()
-        .ok()?;
-    if !parts.read_buf.is_empty() {
-        return None;
-    }
-    let Held { io, _slot } = parts.io.into_inner();
-    Some((io, _slot))
 }
 
 /// Answers a connection refused a place, without reading it, and closes it.
@@ -290,58 +270,6 @@ impl Throttle {
                 Some(std::mem::take(&mut self.since))
             }
         }
-    }
-}
-
-/// A client socket with its place: the place is given back when the socket is dropped.
-pub(crate) struct Held<S> {
-    io: S,
-    _slot: Arc<Slot>,
-}
-
-impl<S> Held<S> {
-    pub(crate) fn new(io: S, slot: Arc<Slot>) -> Held<S> {
-        Held { io, _slot: slot }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Held<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 

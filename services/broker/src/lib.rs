@@ -15,7 +15,9 @@ pub mod approve_socket;
 pub mod asks;
 pub mod audit_health;
 pub mod auth;
+pub mod authorize;
 pub mod backends;
+pub mod call;
 pub mod call_slots;
 pub mod client_tools;
 pub mod connection;
@@ -24,6 +26,7 @@ pub mod decisions;
 pub mod deliveries;
 pub mod front_door;
 pub mod health;
+pub mod held;
 pub mod input_check;
 pub mod limits;
 pub mod mcp;
@@ -161,7 +164,7 @@ pub struct Sockets {
     /// User mode: the front door for local clients (`StateDir::agent_socket`).
     pub local: Option<tokio::net::UnixListener>,
     /// System mode: the approve socket (`approve_socket`) with each account's owner uid.
-    pub approve: Option<(tokio::net::UnixListener, approve_socket::Owners)>,
+    pub approve: Option<(tokio::net::UnixListener, auth::Owners)>,
 }
 
 /// [`run`], with the broker's Unix sockets.
@@ -200,7 +203,10 @@ pub async fn run_with_sockets(
     }
     packs::spawn(app.clone());
     tokio::spawn(tool_changes::watch_gate(Arc::downgrade(&app)));
-    tokio::spawn(audit_health::watch(Arc::downgrade(&app)));
+    tokio::spawn(audit_health::watch(
+        Arc::downgrade(&app.audit_health),
+        app.backends.gate.clone(),
+    ));
     let header_timeout = app.config.limits.header_timeout;
     let admission = app.admission.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

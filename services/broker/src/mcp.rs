@@ -13,7 +13,7 @@
 
 pub mod handover;
 pub use glovebox_proto::stdio::{fds, in_flight};
-mod sessions;
+pub mod sessions;
 
 pub use sessions::{Reservation, SessionOwners};
 
@@ -33,7 +33,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::app::App;
 use crate::asks::new_id;
-use crate::pipeline::{Origin, run_call};
+use crate::call::Origin;
+use crate::pipeline::run_call;
 use crate::tool_list::tools_for;
 
 /// The account an MCP request authenticated as (set by `require_bearer`).
@@ -231,7 +232,7 @@ pub fn tool_of(t: &glovebox_proto::ws::ToolSpec) -> rmcp::model::Tool {
 
 /// The tools of `account` as a desktop connection is offered them.
 async fn specs(app: &App, account: &str) -> Vec<glovebox_proto::ws::ToolSpec> {
-    let info = crate::tool_list::account_info(app, account).await;
+    let info = app.backends.account_info(account, Vec::new()).await;
     tools_for(
         app,
         account,
@@ -277,12 +278,6 @@ pub fn pack_result(tool: &str, value: &serde_json::Value) -> Option<CallToolResu
     glovebox_proto::packs::split_name(tool)?;
     value.get("content")?.as_array()?;
     serde_json::from_value(value.clone()).ok()
-}
-
-/// Whether a pack tool's result is one its server marked an error (`isError: true`).
-pub fn is_pack_error(tool: &str, value: &serde_json::Value) -> bool {
-    glovebox_proto::packs::split_name(tool).is_some()
-        && value.get("isError").and_then(serde_json::Value::as_bool) == Some(true)
 }
 
 /// A successful result of `tool`, `result` its JSON text, as an MCP tool result.
@@ -504,7 +499,7 @@ impl ServerHandler for McpHandler {
             None => call.await,
             Some(token) => {
                 let peer = context.peer.clone();
-                crate::pipeline::with_progress(call, move |mut progressed| async move {
+                crate::call::with_progress(call, move |mut progressed| async move {
                     while let Some(p) = progressed.recv().await {
                         let mut note =
                             rmcp::model::ProgressNotificationParam::new(token.clone(), p.progress);

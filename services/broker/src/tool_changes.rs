@@ -12,49 +12,17 @@
 //! still `tool_list`'s to say; this only says when to look again.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, Weak};
+use std::sync::Weak;
 use std::time::Duration;
-
-use tokio::sync::watch;
 
 use crate::app::App;
 
+pub mod versions;
+
+pub use versions::ToolChanges;
+
 /// How often the gate is asked whether a listened-to account's tools are on.
 pub const GATE_POLL: Duration = Duration::from_secs(2);
-
-/// A version counter per account, bumped on every change.
-#[derive(Default)]
-pub struct ToolChanges {
-    accounts: Mutex<HashMap<String, watch::Sender<u64>>>,
-}
-
-impl ToolChanges {
-    fn sender(&self, account: &str) -> watch::Sender<u64> {
-        crate::sync::lock(&self.accounts)
-            .entry(account.to_owned())
-            .or_insert_with(|| watch::channel(0).0)
-            .clone()
-    }
-
-    /// Wakes on every later change of `account`'s tools.
-    pub fn subscribe(&self, account: &str) -> watch::Receiver<u64> {
-        self.sender(account).subscribe()
-    }
-
-    /// Says that `account`'s tools may have changed.
-    pub fn changed(&self, account: &str) {
-        self.sender(account).send_modify(|v| *v = v.wrapping_add(1));
-    }
-
-    /// Accounts someone is listening about now.
-    fn listened(&self) -> Vec<String> {
-        crate::sync::lock(&self.accounts)
-            .iter()
-            .filter(|(_, s)| s.receiver_count() > 0)
-            .map(|(a, _)| a.clone())
-            .collect()
-    }
-}
 
 /// What the gate last said of an account (nothing: unreachable): whether its tools are on, and
 /// what managed caps and denies take out of its listings. Any change sends the front doors to
@@ -84,7 +52,7 @@ pub async fn watch_gate(app: Weak<App>) {
         seen.retain(|a, _| listened.contains(a));
         packs.retain(|a, _| listened.contains(a));
         for account in listened {
-            let now = crate::tool_list::account_info(&app, &account).await;
+            let now = app.backends.account_info(&account, Vec::new()).await;
             let enabled = now.as_ref().is_some_and(|i| i.enabled);
             let before = seen.insert(account.clone(), now.clone());
             if differs(before.as_ref(), &now) {

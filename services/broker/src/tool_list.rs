@@ -11,29 +11,6 @@ use glovebox_proto::ws::ToolSpec;
 use crate::app::App;
 use crate::profiles::Profile;
 
-/// What the gate says about `account` (`None` while the gate cannot be reached).
-pub async fn account_info(app: &App, account: &str) -> Option<AccountInfoResponse> {
-    account_info_with(app, account, Vec::new()).await
-}
-
-/// [`account_info`], and which of `tools` (client and pack tool names) a managed rule denies.
-async fn account_info_with(
-    app: &App,
-    account: &str,
-    tools: Vec<String>,
-) -> Option<AccountInfoResponse> {
-    let mut gate = app.backends.gate.clone();
-    gate.account_info(crate::backends::request(
-        glovebox_proto::v1::AccountInfoRequest {
-            account: account.to_owned(),
-            tools,
-        },
-    ))
-    .await
-    .ok()
-    .map(|r| r.into_inner())
-}
-
 /// The built-in tools, the account's client tools and its pack tools (with their hints), as a
 /// connection of `profile` sees them, given what the gate said of the account: none when its
 /// tools are off or the gate could not be asked (every call would be refused anyway), none a
@@ -88,7 +65,7 @@ pub async fn tools_for(
     if named.is_empty() || info.managed_tool_denies.is_empty() {
         return listed;
     }
-    let denied = match account_info_with(app, account, named).await {
+    let denied = match app.backends.account_info(account, named).await {
         Some(answer) => answer.denied_tools,
         None => return Vec::new(),
     };

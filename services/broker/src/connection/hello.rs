@@ -95,7 +95,7 @@ async fn hello_ok(
     role: Role,
     profile: Profile,
 ) -> ServerFrame {
-    let info = crate::tool_list::account_info(app, account).await;
+    let info = app.backends.account_info(account, Vec::new()).await;
     ServerFrame::HelloOk {
         account: account.to_owned(),
         connection_id: connection_id.to_owned(),

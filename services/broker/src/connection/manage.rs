@@ -499,7 +499,7 @@ async fn call_detail(at: &Caller<'_>, call_id: String) -> Outcome {
 /// One of the account's own job tools, run as a call of the account from this connection: the
 /// executor acts only on the gate's ticket, and the audit has the call like any other.
 async fn job_call(at: &Caller<'_>, tool: &str, params: serde_json::Value) -> Outcome {
-    let origin = crate::pipeline::Origin {
+    let origin = crate::call::Origin {
         account: at.account.to_owned(),
         connection_id: at.connection_id.to_owned(),
         profile: crate::profiles::Profile::Desktop,

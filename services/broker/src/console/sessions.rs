@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use glovebox_proto::ws::Role;
+
 use crate::auth::Authenticated;
 
 /// How long a login link works.
@@ -200,6 +202,24 @@ impl Sessions {
     /// Ends a session (its connections close). Returns whether there was one.
     pub fn end(&self, cookie: &str) -> bool {
         self.lock().sessions.remove(&hash(cookie)).is_some()
+    }
+}
+
+/// The console's state: login links and sessions.
+#[derive(Default)]
+pub struct Console {
+    pub(crate) sessions: Sessions,
+}
+
+impl Console {
+    /// A one-time login link (its path on the broker) for an approver credential, and how long it
+    /// works; `None` for any other credential, or when too many links are waiting.
+    pub fn issue_login(&self, who: Authenticated) -> Option<(String, Duration)> {
+        if who.role != Role::Approver {
+            return None;
+        }
+        let token = self.sessions.issue_login(who, Instant::now())?;
+        Some((format!("/console/login?t={token}"), LOGIN_TTL))
     }
 }
 

@@ -32,16 +32,12 @@ use tokio::net::UnixStream;
 use super::McpHandler;
 use super::in_flight::{self, InFlight};
 use crate::app::App;
+use crate::held::LocalConnection;
 
 pub use glovebox_proto::stdio::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
 
 /// How long the broker waits for the descriptors after the upgrade.
 const HANDOVER_WAIT: Duration = Duration::from_secs(10);
-
-/// What a request on the connection knows about it: set by the front door on connections of
-/// its Unix socket, the only ones that can carry descriptors.
-#[derive(Debug, Clone, Copy)]
-pub struct LocalConnection;
 
 /// Upgrades an agent's request to a handover; the session runs in a task of its own.
 pub async fn upgrade(State(app): State<Arc<App>>, mut request: Request) -> Response {
@@ -69,7 +65,7 @@ pub async fn upgrade(State(app): State<Arc<App>>, mut request: Request) -> Respo
         let Ok(upgraded) = upgrading.await else {
             return;
         };
-        let Some((stream, slot)) = crate::front_door::local_stream(upgraded) else {
+        let Some((stream, slot)) = crate::held::local_stream(upgraded) else {
             tracing::warn!("a stdio handover's connection could not be taken over");
             return;
         };

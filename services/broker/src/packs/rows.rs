@@ -14,7 +14,7 @@ use crate::app::App;
 
 /// What the account's owner is shown of its packs now.
 pub async fn view(app: &App, account: &str) -> Packs {
-    let info = crate::tool_list::account_info(app, account).await;
+    let info = app.backends.account_info(account, Vec::new()).await;
     if !info.as_ref().is_some_and(|i| i.enabled) {
         return Packs {
             enabled: false,
