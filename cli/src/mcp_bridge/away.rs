@@ -147,7 +147,7 @@ impl Away {
         if self.pending.len() > MAX_PENDING {
             self.pending.clear();
         }
-        super::handover::write_blocking(&answers);
+        super::stdio::write_blocking(&answers);
         Some(Waited::Again)
     }
 }

@@ -25,7 +25,7 @@ use glovebox_proto::stdio::{Handover, MAX_LINE, PATH, PROTOCOL, Told};
 use serde_json::value::RawValue;
 
 use super::away::Waited;
-use super::stdio::ModesBack;
+use super::stdio::{ModesBack, write_blocking};
 use crate::client::Target;
 
 /// How long the broker has to answer each step of a handover.
@@ -237,25 +237,6 @@ fn answer_lost(record: &OwnedFd) {
         );
         write_blocking(&out);
     }
-}
-
-/// Writes `bytes` to stdout, waiting for room if stdout is non-blocking.
-pub(super) fn write_blocking(mut bytes: &[u8]) {
-    let stdout = std::io::stdout();
-    while !bytes.is_empty() {
-        match rustix::io::write(stdout.as_fd(), bytes) {
-            Ok(0) => return,
-            Ok(n) => bytes = &bytes[n..],
-            Err(rustix::io::Errno::AGAIN) => wait_for(&stdout, rustix::event::PollFlags::OUT),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return,
-        }
-    }
-}
-
-fn wait_for(fd: &impl AsFd, flags: rustix::event::PollFlags) {
-    let mut polled = [rustix::event::PollFd::new(fd, flags)];
-    let _ = rustix::event::poll(&mut polled, None);
 }
 
 /// Hands the session over again once a broker is back, backing off meanwhile; `None` when the

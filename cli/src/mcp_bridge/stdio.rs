@@ -7,6 +7,8 @@
 //!
 //! Both descriptors are shared with whoever else holds them (the launching shell, say), so the
 //! non-blocking mode they need is put back as it was when the [`ModesBack`] guard is dropped.
+//! [`write_blocking`] is the bridge's own write to stdout outside the runtime (answers it gives
+//! while no broker holds the session), which waits for room in a non-blocking stdout.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -111,6 +113,25 @@ fn event_loop_reader(modes: &mut ModesBack) -> Option<Reader> {
 
 fn event_loop_writer(modes: &mut ModesBack) -> Option<Writer> {
     fds::writer(event_loop_fd(Standard::Out, modes)?)
+}
+
+/// Writes `bytes` to stdout, waiting for room if stdout is non-blocking.
+pub(super) fn write_blocking(mut bytes: &[u8]) {
+    let stdout = std::io::stdout();
+    while !bytes.is_empty() {
+        match rustix::io::write(stdout.as_fd(), bytes) {
+            Ok(0) => return,
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::AGAIN) => wait_for(&stdout, rustix::event::PollFlags::OUT),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn wait_for(fd: &impl AsFd, flags: rustix::event::PollFlags) {
+    let mut polled = [rustix::event::PollFd::new(fd, flags)];
+    let _ = rustix::event::poll(&mut polled, None);
 }
 
 #[cfg(test)]
