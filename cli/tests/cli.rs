@@ -11,6 +11,8 @@ mod audit;
 mod deploy;
 #[path = "cli/doctor.rs"]
 mod doctor;
+#[path = "cli/imports.rs"]
+mod imports;
 #[path = "cli/maps.rs"]
 mod maps;
 #[path = "cli/package.rs"]
