@@ -1,8 +1,9 @@
 //! glovebox's OS boundary: the Landlock domains of executors, their jobs and pack servers, and
 //! the shim ([`shim`]) that contains a job or a pack server and every process it starts.
 //!
-//! - The executor's own domain (applied once, before any thread starts, so every thread and
-//!   child inherits it): full access to the account's roots, its trash, its private scratch
+//! - The executor's own domain (applied once, before the runtime starts, so every later thread
+//!   and child inherits it; only the launcher thread, started just before to fork job shims,
+//!   stays outside it — see the executor's `jobs::launcher`): full access to the account's roots, its trash, its private scratch
 //!   directory and its socket directory; read and execute on system directories and on the
 //!   glovebox binary (to start job shims); `/dev` files.
 //! - A job's domain (applied by the job's shim, see `jobs::shim`): only the roots, the job's own

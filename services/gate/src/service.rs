@@ -1,4 +1,4 @@
-//! The state the gate's three gRPC services share ([`GateState`]: policies, enablement, audit,
+//! The state the gate's six gRPC services share ([`GateState`]: policies, enablement, audit,
 //! keys) and what they do with it: judge a planned call ([`crate::judge`] on the swapped-in
 //! state), sign its ticket, switch enablement, and check who is calling. The services themselves
 //! are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the admin socket),
