@@ -1,7 +1,8 @@
 //! `glovebox account add|list|show|remove`: accounts while glovebox runs, through the gate's
 //! admin socket (the state's owner in user mode, root in system mode). The gate checks, writes
 //! and audits each change (with the caller's uid); the supervisor starts or stops the account's
-//! executor and pack host and tells the broker (see `supervisor/accounts.rs`).
+//! executor and pack host and tells the broker (see `supervisor/accounts.rs`). An account's
+//! credentials too: `glovebox token show|rotate` ([`token`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,42 +11,24 @@ use glovebox_config::StateDir;
 use glovebox_proto::v1 as pb;
 use glovebox_proto::ws::Role;
 
-use crate::outln;
+use crate::shared_args::StateArgs;
+use crate::{Env, outln};
 
-/// Which account a command acts for, when `--account` may be left out: the one named, else the
-/// only account, else the one named after the user running glovebox. `accounts` are every
-/// account's ids (glovebox.yaml's and those added at run time).
-pub(crate) fn choose(
-    accounts: &[String],
-    named: Option<String>,
-    me: &str,
-) -> Result<String, String> {
-    let listed = || accounts.join(", ");
-    match named {
-        Some(id) if accounts.contains(&id) => Ok(id),
-        Some(id) if accounts.is_empty() => Err(format!("no account {id:?}: {NO_ACCOUNTS_YET}")),
-        Some(id) => Err(format!("no account {id:?} (accounts: {})", listed())),
-        None => match accounts {
-            [] => Err(NO_ACCOUNTS_YET.to_owned()),
-            [only] => Ok(only.clone()),
-            _ if accounts.iter().any(|a| a == me) => Ok(me.to_owned()),
-            _ => Err(format!(
-                "several accounts ({}): choose one with --account",
-                listed()
-            )),
-        },
-    }
-}
-
-/// What every command says when there is no account at all.
-pub(crate) const NO_ACCOUNTS_YET: &str = "no accounts yet: add one with `glovebox account add ID \
-     --workdir DIR` (in system mode, as root, with --run-as USER --owner USER too)";
-
-/// [`choose`] among the accounts of the state's `glovebox.yaml` and `accounts.yaml`.
-pub(crate) fn choose_in(state: &StateDir, named: Option<String>) -> anyhow::Result<String> {
-    let config = state.load_merged_config()?;
-    let ids: Vec<String> = config.accounts.iter().map(|a| a.id.clone()).collect();
-    choose(&ids, named, &crate::init::default_account_name()).map_err(anyhow::Error::msg)
+/// `glovebox account`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct AccountArgs {
+    /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox;
+    /// /var/lib/glovebox with --system).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// The system service's accounts (as root, on its admin socket).
+    #[arg(long, global = true)]
+    pub(crate) system: bool,
+    /// With --system: where its sockets are (default: /run/glovebox).
+    #[arg(long, value_name = "DIR", global = true, requires = "system")]
+    pub(crate) runtime_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: AccountCommand,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -127,8 +110,20 @@ pub enum AccountCommand {
     },
 }
 
+/// `glovebox account ...`: on the user's state, or with `--system` the system service's.
+pub async fn run(env: &Env, args: AccountArgs) -> anyhow::Result<ExitCode> {
+    let state = if args.system {
+        env.system_state(args.state_dir, args.runtime_dir)
+    } else {
+        StateDir::new(env.state_dir(&StateArgs {
+            state_dir: args.state_dir,
+        }))
+    };
+    run_on(&state, args.command).await
+}
+
 /// Runs an account command against the gate of `state`.
-pub async fn run(state: &StateDir, command: AccountCommand) -> anyhow::Result<ExitCode> {
+async fn run_on(state: &StateDir, command: AccountCommand) -> anyhow::Result<ExitCode> {
     let mut gate = crate::policy_cmd::client(state)?;
     match command {
         AccountCommand::Add {
@@ -312,6 +307,86 @@ async fn wait_applied(
     false
 }
 
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum TokenCommand {
+    /// Replace an account's agent or approver token with a new one (takes effect at once: the
+    /// old token is refused and connections that used it are closed).
+    Rotate {
+        #[command(flatten)]
+        state: StateArgs,
+        /// The account (default: the only one; with --system it must be named).
+        #[arg(long)]
+        account: Option<String>,
+        /// Which credential: `agent` (tools, MCP, client-tool providers) or `approver` (asks).
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        /// The system service's account (`glovebox up --system`; run as root): an account
+        /// added with `glovebox account add`.
+        #[arg(long)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
+    },
+    /// Print an account's agent token (for its agent's configuration). User mode: read from the
+    /// state. With --system, run as the account's owner: the broker's approve socket knows you
+    /// by your uid and hands you only the tokens of accounts you own.
+    Show {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Default: the only account you own (system mode), or the one named after you.
+        #[arg(long)]
+        account: Option<String>,
+        /// Ask the system service (`glovebox up --system`) as yourself.
+        #[arg(long)]
+        system: bool,
+        /// With --system: where its sockets are (default: /run/glovebox).
+        #[arg(long, value_name = "DIR", requires = "system")]
+        runtime_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RoleArg {
+    Agent,
+    Approver,
+}
+
+/// `glovebox token show|rotate`, on the user's state or with `--system` the system service's.
+pub async fn token(env: &Env, command: TokenCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        TokenCommand::Show {
+            account,
+            system: true,
+            runtime_dir,
+            ..
+        } => {
+            let layout = env.system_runtime(runtime_dir);
+            token_show_system(&layout.approve_socket(), account.as_deref()).await
+        }
+        TokenCommand::Show { state, account, .. } => {
+            token_show(&StateDir::new(env.state_dir(&state)), account.as_deref())
+        }
+        TokenCommand::Rotate {
+            state,
+            account,
+            role,
+            system,
+            runtime_dir,
+        } => {
+            let state = env.state_for(state, system, runtime_dir);
+            let account = match (account, system) {
+                (Some(id), _) => id,
+                (None, true) => anyhow::bail!(
+                    "name the account whose token to rotate: glovebox token rotate --system --account ID"
+                ),
+                (None, false) => crate::policy_cmd::account(&state, None)?,
+            };
+            token_rotate(&state, &account, matches!(role, RoleArg::Approver)).await
+        }
+    }
+}
+
 /// `glovebox token rotate`: a `glovebox.yaml` account's token is rewritten here in user mode
 /// (its hash is in that file, which the broker follows); any other by the gate, the only writer
 /// of `accounts.yaml` (in system mode, a `glovebox.yaml` account is taken over into it). While glovebox runs, waits until the
@@ -471,37 +546,6 @@ fn line(a: &pb::AccountEntry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_account_left_out_is_the_only_one_or_the_users_own() {
-        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        type Case<'a> = (&'a [&'a str], Option<&'a str>, Result<&'a str, &'a str>);
-        let cases: &[Case] = &[
-            (&["a"], None, Ok("a")),
-            (&["a", "me"], None, Ok("me")),
-            (&["a", "b"], Some("b"), Ok("b")),
-            (
-                &["a", "b"],
-                None,
-                Err("several accounts (a, b): choose one with --account"),
-            ),
-            (&["a"], Some("z"), Err("no account \"z\" (accounts: a)")),
-            (
-                &[],
-                None,
-                Err("no accounts yet: add one with `glovebox account add"),
-            ),
-            (&[], Some("z"), Err("no account \"z\": no accounts yet")),
-        ];
-        for (accounts, named, want) in cases {
-            let got = choose(&ids(accounts), named.map(str::to_owned), "me");
-            match (want, &got) {
-                (Ok(w), Ok(g)) => assert_eq!(w, g),
-                (Err(w), Err(g)) => assert!(g.starts_with(w), "{accounts:?} {named:?}: {g}"),
-                _ => panic!("{accounts:?} {named:?}: {got:?}"),
-            }
-        }
-    }
 
     #[test]
     fn a_list_line_names_where_the_account_comes_from() {

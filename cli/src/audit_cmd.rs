@@ -1,14 +1,16 @@
-//! `glovebox audit query` and `glovebox audit tail`: the local audit read from a terminal without
-//! the sqlite3 shell. The database is opened read-only (`mode=ro`) with `PRAGMA query_only`, so
-//! nothing here can change it whatever the SQL says; one statement, bounded in rows, bytes and
-//! time; stored text is escaped before it reaches the terminal ([`render`]).
+//! `glovebox audit ...` ([`run`]): `verify` (the local chain, its signed checkpoints
+//! ([`signed`]), or a machine's rows in a fleet database ([`fleet`])), `ship` ([`fleet`]), and
+//! `query` and `tail`: the local audit read from a terminal without the sqlite3 shell. The
+//! database is opened read-only (`mode=ro`) with `PRAGMA query_only`, so nothing here can change
+//! it whatever the SQL says; one statement, bounded in rows, bytes and time; stored text is
+//! escaped before it reaches the terminal ([`render`]).
 
 pub mod fleet;
 pub mod render;
 pub mod signed;
 pub mod sql;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -22,7 +24,69 @@ use render::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteRow};
 use sqlx::{Column, ConnectOptions, Executor, Row, SqlSafeStr, TypeInfo, ValueRef};
 
-use crate::outln;
+use crate::shared_args::StateArgs;
+use crate::{Env, outln};
+
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum AuditCommand {
+    /// Recompute the hash chain of every audit row and report the first broken one (with
+    /// --postgres: of one machine's rows in the fleet database).
+    Verify {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Verify a machine's rows in this fleet PostgreSQL database instead of the local file.
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
+        /// The machine (default: this one).
+        #[arg(long, value_name = "ID", requires = "postgres")]
+        machine: Option<String>,
+        /// That machine's audit key, to check its rows' MACs too (default: <state>/audit.key if
+        /// readable).
+        #[arg(long, value_name = "FILE", requires = "postgres")]
+        audit_key: Option<PathBuf>,
+        /// Check the signed checkpoints with this public key only (hex, or a file holding it:
+        /// the machine's `audit.pub`), no audit key needed. With --postgres, it pins the key
+        /// instead of trusting the one registered in the database.
+        #[arg(long, value_name = "HEX|FILE")]
+        public_key: Option<String>,
+    },
+    /// Copy the audit rows not yet shipped to a fleet PostgreSQL database (idempotent, resumable).
+    Ship {
+        #[command(flatten)]
+        state: StateArgs,
+        /// postgres://user@host/database (put the password in ~/.pgpass or PGPASSWORD, not here).
+        #[arg(long, value_name = "URL")]
+        postgres: String,
+        /// This machine's fleet id (default: /etc/machine-id, else one kept in the state dir).
+        #[arg(long, value_name = "ID")]
+        machine: Option<String>,
+        /// Rows per transaction.
+        #[arg(long, value_name = "N", default_value_t = glovebox_config::audit_ship::DEFAULT_BATCH)]
+        batch: u32,
+    },
+    /// Run one read-only SQL statement on the local audit (tables `events`, views `tool_calls`,
+    /// `denials`, `approvals`, `commands`, `pack_calls`) and print the rows.
+    Query {
+        #[command(flatten)]
+        state: StateArgs,
+        /// One SELECT (or WITH, VALUES, EXPLAIN) statement.
+        sql: String,
+        /// Print {"columns", "rows", "truncated"} as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the last audit rows, then each new one as it is written, until Ctrl-C.
+    Tail {
+        #[command(flatten)]
+        state: StateArgs,
+        /// One JSON object per row instead of a line of text.
+        #[arg(long)]
+        json: bool,
+        /// How many of the existing rows to show first.
+        #[arg(long, short = 'n', default_value_t = 10)]
+        lines: u32,
+    },
+}
 
 /// Most rows one query prints.
 pub const MAX_ROWS: usize = 10_000;
@@ -152,6 +216,124 @@ fn values_of(row: &SqliteRow) -> Vec<Value> {
             .unwrap_or(Value::Null)
         })
         .collect()
+}
+
+/// `glovebox audit verify|ship|query|tail`. `verify` checks the local chain ([`verify_chain`]),
+/// or with `--public-key` only its signed checkpoints, or with `--postgres` a machine's rows in
+/// the fleet database.
+pub async fn run(env: &Env, command: AuditCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        AuditCommand::Verify {
+            state,
+            postgres: None,
+            public_key: Some(public_key),
+            ..
+        } => signed::verify_local(&env.state_dir(&state), &public_key).await,
+        AuditCommand::Verify {
+            state,
+            postgres: None,
+            ..
+        } => verify_chain(&env.state_dir(&state)).await,
+        AuditCommand::Verify {
+            state,
+            postgres: Some(url),
+            machine,
+            audit_key,
+            public_key,
+        } => {
+            fleet::verify_postgres(
+                &env.state_dir(&state),
+                &url,
+                machine,
+                audit_key.map(|k| env.absolute(k)),
+                public_key.as_deref(),
+            )
+            .await
+        }
+        AuditCommand::Ship {
+            state,
+            postgres,
+            machine,
+            batch,
+        } => fleet::ship_once(&env.state_dir(&state), &postgres, machine, batch).await,
+        AuditCommand::Query { state, sql, json } => query(&env.state_dir(&state), &sql, json).await,
+        AuditCommand::Tail { state, json, lines } => {
+            tail(&env.state_dir(&state), json, lines).await
+        }
+    }
+}
+
+/// `glovebox audit verify` of the local audit: the hash chain of every row with the audit key,
+/// then the signed checkpoints with its public half, and whether the store was replaced before.
+async fn verify_chain(state_dir: &Path) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(state_dir);
+    let db = state.audit_db();
+    anyhow::ensure!(db.exists(), "no audit store at {}", db.display());
+    let key_bytes = std::fs::read(state.audit_key())
+        .with_context(|| format!("read the audit key {}", state.audit_key().display()))?;
+    let key = glovebox_gate::audit::chain::AuditKey::from_bytes(&key_bytes)
+        .context("the audit key is not 32 bytes")?;
+    let head = std::fs::read_to_string(state.audit_head()).ok();
+    let pool = glovebox_gate::audit::open_pool(&db).await?;
+    let report = glovebox_gate::audit::verify(&pool, &key, head.as_deref()).await?;
+    let mismatches: Vec<String> = std::fs::read_dir(state.root())?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("audit.head.mismatch-"))
+        .collect();
+    if let Some(problem) = &report.problem {
+        match problem {
+            glovebox_gate::audit::chain::Problem::NoHead => outln!(
+                "audit chain UNPROVEN in {}: {problem} ({} is missing)",
+                db.display(),
+                state.audit_head().display()
+            ),
+            _ => outln!("audit chain BROKEN in {}: {problem}", db.display()),
+        }
+        return Ok(ExitCode::from(problem.exit_code()));
+    }
+    outln!(
+        "audit chain verified: {} rows in {}",
+        report.rows,
+        db.display()
+    );
+    // The signed checkpoints, with the public half of the same key (what `--public-key` and the
+    // fleet check without it); legacy unkeyed rows count only under one of them.
+    let public = key.signing_key().verifying_key();
+    let signed = glovebox_gate::audit::verify_signed(&pool, &public).await?;
+    let shown = signed::fingerprint(&hex::encode(public.as_bytes()));
+    if let Some(problem) = signed.problem.as_ref().filter(|p| p.exit_code() != 3) {
+        outln!("audit chain BROKEN in {}: {problem}", db.display());
+        return Ok(ExitCode::from(1));
+    }
+    outln!(
+        "  {} signed checkpoints (public key {shown}…, in {}) prove the first {} rows without the audit key",
+        signed.checkpoints,
+        state.root().join("audit.pub").display(),
+        signed.covered
+    );
+    if report.unkeyed > 0 {
+        if signed.covered < report.unkeyed {
+            outln!(
+                "audit chain BROKEN in {}: {} rows from before the chain was keyed are not under a signed checkpoint (nothing says where they end)",
+                db.display(),
+                report.unkeyed
+            );
+            return Ok(ExitCode::from(1));
+        }
+        outln!(
+            "  {} rows from before the chain was keyed are checked with an unkeyed hash, under the signed checkpoints",
+            report.unkeyed
+        );
+    }
+    if !mismatches.is_empty() {
+        outln!(
+            "audit store REPLACED OR TRUNCATED before: the gate kept the old head as {} (see the anchor_mismatch rows)",
+            mismatches.join(", ")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `glovebox audit query SQL [--json]`.

@@ -14,7 +14,34 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use glovebox_config::StateDir;
 
-use crate::outln;
+use crate::shared_args::StateArgs;
+use crate::{Env, outln};
+
+/// `glovebox restart`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct RestartArgs {
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    /// The system unit (`systemctl restart glovebox`).
+    #[arg(long, conflicts_with = "state_dir")]
+    pub(crate) system: bool,
+}
+
+/// `glovebox logs`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct LogsArgs {
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    /// The system unit's journal.
+    #[arg(long, conflicts_with = "state_dir")]
+    pub(crate) system: bool,
+    /// Keep printing what is added, until Ctrl-C.
+    #[arg(short, long)]
+    pub(crate) follow: bool,
+    /// How many lines from the end to print first.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = DEFAULT_LINES)]
+    pub(crate) lines: usize,
+}
 
 /// How long `up --detach` waits for glovebox to be up.
 const START_WAIT: Duration = Duration::from_secs(60);
@@ -194,9 +221,20 @@ pub fn up_arguments(command_line: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The state directory `restart` and `logs` act on: the system service's with `--system`, else
+/// `--state-dir`'s or the default one.
+fn state_of(env: &Env, state: &StateArgs, system: bool) -> StateDir {
+    StateDir::new(match system {
+        true => PathBuf::from(glovebox_config::system::STATE_DIR),
+        false => env.state_dir(state),
+    })
+}
+
 /// `glovebox restart`: a unit's through systemd; otherwise stops the running `up` (if any) and
 /// starts it detached, with the arguments it ran with (on the same state directory).
-pub async fn restart(state: &StateDir, system: bool) -> anyhow::Result<ExitCode> {
+pub async fn restart(env: &Env, args: RestartArgs) -> anyhow::Result<ExitCode> {
+    let system = args.system;
+    let state = &state_of(env, &args.state, system);
     let runner = runner(state);
     if system || matches!(runner, Runner::Unit(_)) {
         let unit = match &runner {
@@ -218,29 +256,31 @@ pub async fn restart(state: &StateDir, system: bool) -> anyhow::Result<ExitCode>
             ExitCode::from(1)
         });
     }
-    let mut args = vec!["--state-dir".to_owned(), state.root().display().to_string()];
+    let mut up_args = vec!["--state-dir".to_owned(), state.root().display().to_string()];
     if let Runner::Process(pid) = runner {
         let ran_with = up_arguments(&crate::status::command_line(pid));
         if ran_with.iter().any(|a| a == "--state-dir") {
-            args = ran_with;
+            up_args = ran_with;
         } else {
-            args.extend(ran_with);
+            up_args.extend(ran_with);
         }
         let stopped = crate::status::stop(state.root()).await?;
         if stopped != ExitCode::SUCCESS {
             return Ok(stopped);
         }
     }
-    detach(state, &args)
+    detach(state, &up_args)
 }
 
 /// `glovebox logs [-f] [-n N]`.
-pub async fn logs(
-    state: &StateDir,
-    system: bool,
-    follow: bool,
-    lines: usize,
-) -> anyhow::Result<ExitCode> {
+pub async fn logs(env: &Env, args: LogsArgs) -> anyhow::Result<ExitCode> {
+    let LogsArgs {
+        state,
+        system,
+        follow,
+        lines,
+    } = args;
+    let state = &state_of(env, &state, system);
     let runner = runner(state);
     let file = log_file(state);
     // A foreground `up` never writes the file: it is the running one's only if `up --detach`

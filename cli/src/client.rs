@@ -2,11 +2,11 @@
 //! account whose credential they read (the agent token for `call`, the approver token for
 //! `approve`).
 
-mod terminal;
+pub(crate) mod terminal;
 mod typeahead;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,35 @@ use glovebox_proto::ws::{ClientFrame, Decision, Role, ServerFrame};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use typeahead::{Input, Mode, Verdict};
+
+use crate::Env;
+use crate::shared_args::ClientArgs;
+
+/// `glovebox call`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct CallArgs {
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+    /// Tool name, e.g. file_read.
+    pub(crate) tool: String,
+    /// Parameters as a JSON object.
+    #[arg(default_value = "{}")]
+    pub(crate) params: String,
+}
+
+/// `glovebox approve`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ApproveArgs {
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+    /// System mode: connect to the system service's approve socket as yourself, the owner of
+    /// the account (no token: the kernel tells glovebox who you are).
+    #[arg(long)]
+    pub(crate) system: bool,
+    /// System mode: the runtime directory (default: /run/glovebox).
+    #[arg(long, value_name = "DIR", requires = "system")]
+    pub(crate) runtime_dir: Option<PathBuf>,
+}
 
 /// Where to connect and as whom.
 pub struct Target {
@@ -44,7 +73,7 @@ pub fn target(
         state.root().display()
     );
     // The accounts of glovebox.yaml and those added while it runs.
-    let account = crate::account_cmd::choose_in(&state, account)?;
+    let account = crate::which_account::choose_in(&state, account)?;
     let token_file = match role {
         Role::Agent => state.token_file(&account),
         Role::Approver => state.approver_token_file(&account),
@@ -310,14 +339,17 @@ pub async fn next_frame<S: Stream>(socket: &mut Ws<S>) -> anyhow::Result<ServerF
     }
 }
 
-pub async fn call(target: &Target, tool: &str, params: &str) -> anyhow::Result<ExitCode> {
+/// `glovebox call`: invokes one tool as the account's agent and prints its result (progress on
+/// stderr); exits 1 when the tool fails.
+pub async fn call(env: &Env, args: CallArgs) -> anyhow::Result<ExitCode> {
+    let target = env.target(args.client, Role::Agent)?;
     let params: serde_json::Value =
-        serde_json::from_str(params).context("params must be a JSON object")?;
-    let mut socket = connect(target, Role::Agent).await?;
+        serde_json::from_str(&args.params).context("params must be a JSON object")?;
+    let mut socket = connect(&target, Role::Agent).await?;
     let call_id = format!("cli-{}", hex::encode(glovebox_config::random_bytes::<8>()?));
     let invoke = ClientFrame::Invoke {
         call_id: call_id.clone(),
-        tool: tool.to_owned(),
+        tool: args.tool,
         params,
         tables: false,
         // A pack's long call says how far it got, on stderr, while stdout waits for the result.
@@ -449,10 +481,15 @@ const BROKER_GONE: u8 = 1;
 /// key on a terminal (a line from a pipe). An answer applies only to the ask on screen, and only
 /// if it was typed a second after that ask appeared (see `typeahead`). Ctrl-C denies the ask on
 /// screen and exits 130; a stdin that ends is an error (the ask on screen is denied first), and
-/// one already closed fails before connecting.
-pub async fn approve(target: &Target) -> anyhow::Result<ExitCode> {
+/// one already closed fails before connecting. With `--system`, see [`approve_system`].
+pub async fn approve(env: &Env, args: ApproveArgs) -> anyhow::Result<ExitCode> {
+    if args.system {
+        let layout = env.system_runtime(args.runtime_dir);
+        return approve_system(&layout.approve_socket(), args.client.account.as_deref()).await;
+    }
+    let target = env.target(args.client, Role::Approver)?;
     ensure_stdin_open()?;
-    let (socket, hello) = connect_with_hello(target, Role::Approver).await?;
+    let (socket, hello) = connect_with_hello(&target, Role::Approver).await?;
     show_audit_checkpoint(&hello);
     approve_on(socket).await
 }
@@ -464,12 +501,6 @@ fn ensure_stdin_open() -> anyhow::Result<()> {
         anyhow::bail!(terminal::STDIN_CLOSED);
     }
     Ok(())
-}
-
-/// Puts the terminal back in the mode it had before `approve` read single keys from it (for an
-/// exit that does not unwind).
-pub fn restore_terminal() {
-    terminal::restore();
 }
 
 /// Prints the audit's newest signed checkpoint the broker gave an approver: a person outside the

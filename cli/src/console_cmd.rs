@@ -7,11 +7,45 @@
 //! minute.
 
 use glovebox_config::StateDir;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use glovebox_proto::ws::{ClientFrame, Role, ServerFrame};
 
+use crate::Env;
 use crate::client::{self, Stream, Target, Ws};
+use crate::shared_args::ClientArgs;
+
+/// `glovebox console`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ConsoleArgs {
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+    /// Also open the link in the desktop's browser ($BROWSER, or xdg-open).
+    #[arg(long)]
+    pub(crate) open: bool,
+    /// System mode: the link is for you, the account's owner, over the system service's
+    /// approve socket (no token: the kernel tells glovebox who you are).
+    #[arg(long)]
+    pub(crate) system: bool,
+    /// System mode: the runtime directory (default: /run/glovebox).
+    #[arg(long, value_name = "DIR", requires = "system")]
+    pub(crate) runtime_dir: Option<PathBuf>,
+}
+
+/// `glovebox console`: the link for the account's approver, or with `--system` for the account's
+/// owner; `--open` hands it to `$BROWSER`.
+pub async fn run(env: &Env, args: ConsoleArgs) -> anyhow::Result<ExitCode> {
+    let browser = env.environment.iter().find(|(k, _)| k == "BROWSER");
+    let browser = browser.map(|(_, v)| v.as_str());
+    if args.system {
+        let layout = env.system_runtime(args.runtime_dir);
+        let account = args.client.account.as_deref();
+        return console_system(&layout, account, args.open, browser).await;
+    }
+    let target = env.target(args.client, Role::Approver)?;
+    console(&target, args.open, browser).await
+}
 
 /// Mints a login link for the target's account and prints it (and opens it with `browser`, or
 /// `xdg-open` when none is set, if `open`).

@@ -24,18 +24,82 @@ use std::process::ExitCode;
 use glovebox_config::system::{AUDIT_GROUP, BROKER_USER, GATE_USER};
 use glovebox_config::{Config, StateDir};
 
-use crate::outln;
+use crate::{Env, outln};
 use files::{AccountFacts, Facts, Kind, Layout, Who};
 pub use finding::{Finding, Level};
 
-/// Where to look. `main` fills in each mode's defaults.
-#[derive(Debug, Clone)]
+/// `glovebox doctor`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct DoctorArgs {
+    /// Check the system service (`glovebox up --system`): its users, /etc/glovebox,
+    /// /var/lib/glovebox and /run/glovebox.
+    #[arg(long)]
+    pub(crate) system: bool,
+    /// State directory (default: /var/lib/glovebox with --system, else as for `up`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// glovebox.yaml (default: /etc/glovebox/glovebox.yaml with --system, else the state
+    /// dir's).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) config: Option<PathBuf>,
+    /// Where the sockets are (default: /run/glovebox with --system, else the state dir's run/).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) runtime_dir: Option<PathBuf>,
+    /// Managed policy directory (default: /etc/glovebox/policy.d with --system, else the
+    /// state dir's managed/).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) policy_dir: Option<PathBuf>,
+    /// One JSON object per check (level, check, finding, fix), one per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Where to look. [`Options::new`] fills in each mode's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     pub system: bool,
     pub state_dir: PathBuf,
     pub config: PathBuf,
     pub runtime_dir: PathBuf,
     pub policy_dir: PathBuf,
+}
+
+impl Options {
+    /// The places `glovebox doctor` was given, made absolute; each one left out is its mode's:
+    /// system mode's fixed places with `--system`, else the state directory's.
+    pub fn new(env: &Env, args: DoctorArgs) -> Options {
+        use glovebox_config::system;
+        let system = args.system;
+        let state_dir = match args.state_dir {
+            Some(dir) => env.absolute(dir),
+            None if system => PathBuf::from(system::STATE_DIR),
+            None => env.default_state_dir.clone(),
+        };
+        let state = StateDir::new(&state_dir);
+        let pick = |given: Option<PathBuf>, system_default: &str, user_default: PathBuf| match given
+        {
+            Some(p) => env.absolute(p),
+            None if system => PathBuf::from(system_default),
+            None => user_default,
+        };
+        Options {
+            system,
+            config: pick(args.config, system::CONFIG_FILE, state.config_file()),
+            runtime_dir: pick(args.runtime_dir, system::RUNTIME_DIR, state.run_dir()),
+            policy_dir: pick(
+                args.policy_dir,
+                system::POLICY_DIR,
+                state_dir.join("managed"),
+            ),
+            state_dir,
+        }
+    }
+}
+
+/// `glovebox doctor [--system]`: checks the places of [`Options::new`].
+pub async fn run(env: &Env, args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    doctor(&Options::new(env, args), json).await
 }
 
 /// Runs every check and prints the findings (`json`: one object per line).
@@ -493,4 +557,56 @@ async fn services(options: &Options, state: &StateDir) -> Vec<Finding> {
         )),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    fn options(line: &[&str]) -> Options {
+        let env = Env::fixed("/work", "/home/u/.local/state/glovebox");
+        let cli = Cli::try_parse_from(["glovebox", "doctor"].iter().chain(line));
+        match cli.map(|c| c.command) {
+            Ok(Command::Doctor(args)) => Options::new(&env, args),
+            other => panic!("not a doctor: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn user_mode_looks_in_the_state_directory() {
+        let state = Path::new("/home/u/.local/state/glovebox");
+        assert_eq!(
+            options(&[]),
+            Options {
+                system: false,
+                state_dir: state.to_owned(),
+                config: state.join("glovebox.yaml"),
+                runtime_dir: state.join("run"),
+                policy_dir: state.join("managed"),
+            }
+        );
+        let o = options(&["--state-dir", "s"]);
+        assert_eq!(o.state_dir, Path::new("/work/s"));
+        assert_eq!(o.policy_dir, Path::new("/work/s/managed"));
+    }
+
+    #[test]
+    fn system_mode_looks_in_its_own_places_unless_named() {
+        assert_eq!(
+            options(&["--system"]),
+            Options {
+                system: true,
+                state_dir: PathBuf::from("/var/lib/glovebox"),
+                config: PathBuf::from("/etc/glovebox/glovebox.yaml"),
+                runtime_dir: PathBuf::from("/run/glovebox"),
+                policy_dir: PathBuf::from("/etc/glovebox/policy.d"),
+            }
+        );
+        let o = options(&["--system", "--runtime-dir", "r", "--config", "/c.yaml"]);
+        assert_eq!(o.runtime_dir, Path::new("/work/r"));
+        assert_eq!(o.config, Path::new("/c.yaml"));
+    }
 }

@@ -2,12 +2,11 @@
 //! the directories, the user, the variables a job may inherit.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use glovebox_proto::ws::Role;
 
-use crate::args::{ClientArgs, LayoutArgs, StateArgs, SwitchArgs};
-use crate::{client, services};
+use crate::client;
+use crate::shared_args::{ClientArgs, LayoutArgs, StateArgs};
 
 /// What `main` read from the environment.
 #[derive(Debug, Clone)]
@@ -124,12 +123,6 @@ impl Env {
         }
     }
 
-    /// `glovebox enable|disable`.
-    pub(crate) async fn switch(&self, args: SwitchArgs, enabled: bool) -> anyhow::Result<ExitCode> {
-        let state = self.state_for(args.state, args.system, args.runtime_dir);
-        services::set_enabled(&state, args.account, enabled).await
-    }
-
     /// The state a command changes: the user's, or with `system` the system service's.
     pub(crate) fn state_for(
         &self,
@@ -194,3 +187,23 @@ fn job_env(names: &[&str]) -> Vec<(String, String)> {
 /// Every glovebox process allocates with mimalloc (see `allocator`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(test)]
+impl Env {
+    /// A user's environment for tests: the current directory `cwd`, the default state directory
+    /// `state`, nothing else set.
+    pub(crate) fn fixed(cwd: &str, state: &str) -> Env {
+        Env {
+            default_state_dir: PathBuf::from(state),
+            cwd: PathBuf::from(cwd),
+            shell: "/bin/sh".to_owned(),
+            timezone: "UTC".to_owned(),
+            log_filter: "info".to_owned(),
+            job_env: Vec::new(),
+            environment: Vec::new(),
+            trash_dir: PathBuf::from("/home/u/.local/share/Trash"),
+            home: Some(PathBuf::from("/home/u")),
+            otel_env: Vec::new(),
+        }
+    }
+}

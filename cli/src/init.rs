@@ -1,6 +1,6 @@
 //! First start: create the state directory with a default account for the user who runs
 //! `glovebox up` (workdir, bearer token, default policy), the gate's ticket key and the control
-//! key the control sockets' keys derive from.
+//! key the control sockets' keys derive from (read back with [`control_keys`]).
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +20,21 @@ pub fn default_account_name() -> String {
         .map(|u| u.name)
         .filter(|n| is_valid_account_id(n))
         .unwrap_or_else(|| "default".to_owned())
+}
+
+/// The control keys of a state directory (for the supervisor and administrators' commands).
+pub fn control_keys(
+    state: &StateDir,
+) -> anyhow::Result<glovebox_proto::transport::handover::ControlKeys> {
+    let path = state.control_key();
+    let bytes = std::fs::read(&path).with_context(|| {
+        format!(
+            "read {} (is glovebox set up in this state dir, and may you administer it?)",
+            path.display()
+        )
+    })?;
+    glovebox_proto::transport::handover::ControlKeys::from_bytes(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// Makes the ticket and control keys if they are missing (user and system mode alike).

@@ -30,7 +30,9 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::Env;
 use crate::client::{Target, connect_with_hello};
+use crate::shared_args::ClientArgs;
 
 mod away;
 mod handover;
@@ -113,6 +115,12 @@ impl Shared {
 #[derive(Clone)]
 struct Bridge {
     shared: Arc<Shared>,
+}
+
+/// `glovebox mcp`: serves the account's tools as its agent (the agent credential of `client`,
+/// read again before each reconnection).
+pub async fn run(env: Env, client: ClientArgs) -> anyhow::Result<ExitCode> {
+    serve(move || env.target(client.clone(), Role::Agent)).await
 }
 
 /// Serves MCP on stdio until the client closes it. `target` says where the broker is and with

@@ -16,7 +16,7 @@ pub fn line(args: std::fmt::Arguments<'_>) {
     {
         // Nothing unwinds past this: the terminal `approve` switched to single keys is put back
         // here.
-        crate::client::restore_terminal();
+        crate::client::terminal::restore();
         std::process::exit(0);
     }
 }

@@ -14,6 +14,45 @@ use glovebox_proto::transport::handover::{Handover, peer, socket};
 use glovebox_proto::v1::{self as pb, packs_client::PacksClient};
 
 use crate::Env;
+use crate::shared_args::StateArgs;
+
+/// `glovebox packs`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct PacksArgs {
+    /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Account whose packs to show (default: the only account, or with --system the one you
+    /// own).
+    #[arg(long, global = true)]
+    pub(crate) account: Option<String>,
+    /// System mode: list, add and remove the packs of an account you own, over the system
+    /// service's approve socket as yourself (no token: the kernel tells glovebox who you are).
+    #[arg(long, global = true)]
+    pub(crate) system: bool,
+    /// System mode: the runtime directory (default: /run/glovebox).
+    #[arg(long, value_name = "DIR", global = true, requires = "system")]
+    pub(crate) runtime_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: PacksCommand,
+}
+
+/// `glovebox secret`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct SecretArgs {
+    /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// System mode: manage the secrets of an account you own, over the system service's
+    /// approve socket as yourself (no token: the kernel tells glovebox who you are).
+    #[arg(long, global = true)]
+    pub(crate) system: bool,
+    /// System mode: the runtime directory (default: /run/glovebox).
+    #[arg(long, value_name = "DIR", global = true, requires = "system")]
+    pub(crate) runtime_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: SecretCommand,
+}
 
 /// How the supervisor starts an account's pack host. Like the executor, it reads nothing of the
 /// state directory (it may run as the account's user): everything comes in its arguments, its
@@ -240,7 +279,21 @@ fn unreachable(status: tonic::Status) -> anyhow::Error {
     )
 }
 
-pub async fn packs(
+/// `glovebox packs ...`: the packs of an account of the user's state, or with `--system`
+/// ([`packs_system`]) of an account this user owns.
+pub async fn packs(env: &Env, args: PacksArgs) -> anyhow::Result<ExitCode> {
+    if args.system {
+        let layout = env.system_runtime(args.runtime_dir);
+        return packs_system(&layout.approve_socket(), args.account, args.command).await;
+    }
+    let state_dir = env.state_dir(&StateArgs {
+        state_dir: args.state_dir,
+    });
+    packs_user(&state_dir, args.account, args.command).await
+}
+
+/// `glovebox packs ...` in user mode: edits the account's `mcp.json`, or asks its pack host.
+async fn packs_user(
     state_dir: &Path,
     account: Option<String>,
     command: PacksCommand,
@@ -664,7 +717,21 @@ fn read_value(name: &str) -> anyhow::Result<String> {
     Ok(value)
 }
 
-pub async fn secret(state_dir: &Path, command: SecretCommand) -> anyhow::Result<ExitCode> {
+/// `glovebox secret ...`: the secrets of an account of the user's state, or with `--system`
+/// ([`secret_system`]) of an account this user owns.
+pub async fn secret(env: &Env, args: SecretArgs) -> anyhow::Result<ExitCode> {
+    if args.system {
+        let layout = env.system_runtime(args.runtime_dir);
+        return secret_system(&layout.approve_socket(), args.command).await;
+    }
+    let state_dir = env.state_dir(&StateArgs {
+        state_dir: args.state_dir,
+    });
+    secret_user(&state_dir, args.command).await
+}
+
+/// `glovebox secret ...` in user mode, on the gate's admin socket.
+async fn secret_user(state_dir: &Path, command: SecretCommand) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let mut gate = crate::policy_cmd::client(&state)?;
     let status = |s: tonic::Status| anyhow::anyhow!("{}", s.message());

@@ -7,7 +7,7 @@
 
 mod explain;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -15,7 +15,23 @@ use glovebox_config::StateDir;
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::v1::{self as pb, gate_admin_client::GateAdminClient};
 
+use crate::Env;
+use crate::shared_args::StateArgs;
+
 pub use explain::ExplainArgs;
+
+/// `glovebox policy`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct PolicyArgs {
+    /// State directory (default: $XDG_STATE_HOME/glovebox, or ~/.local/state/glovebox).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Account whose policy to manage (default: the only account).
+    #[arg(long, global = true)]
+    pub(crate) account: Option<String>,
+    #[command(subcommand)]
+    pub(crate) command: PolicyCommand,
+}
 
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
@@ -84,9 +100,9 @@ pub struct RevokeArgs {
     index: Option<u32>,
 }
 
-/// The account to manage (see `account_cmd::choose`).
+/// The account to manage (see `which_account::choose`).
 pub(crate) fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> {
-    crate::account_cmd::choose_in(state, account)
+    crate::which_account::choose_in(state, account)
 }
 
 /// A client of the gate's admin socket, proving the administrator's key (derived from the state
@@ -137,15 +153,14 @@ fn revoked(
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn run(
-    state_dir: &Path,
-    account_arg: Option<String>,
-    command: PolicyCommand,
-) -> anyhow::Result<ExitCode> {
-    let state = StateDir::new(state_dir);
-    let account = account(&state, account_arg)?;
+/// `glovebox policy ...`, on the account's policy in the user's state.
+pub async fn run(env: &Env, args: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let state = StateDir::new(env.state_dir(&StateArgs {
+        state_dir: args.state_dir,
+    }));
+    let account = account(&state, args.account)?;
     let mut gate = client(&state)?;
-    match command {
+    match args.command {
         PolicyCommand::List { json } => list(&mut gate, account, json).await,
         PolicyCommand::Add(args) => add(&mut gate, account, args).await,
         PolicyCommand::Revoke(args) => revoke(&mut gate, account, args).await,

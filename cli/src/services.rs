@@ -1,8 +1,9 @@
 //! The service entry points `glovebox up` starts as child processes: parse, validate, bind,
-//! announce readiness on stdout (`READY ...`), then call the service's `run`.
+//! announce readiness on stdout (`READY ...`), then call the service's `run`. Also the executor's
+//! job shim (`glovebox job-shim`), and `glovebox enable|disable` (through the gate).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -14,7 +15,65 @@ use glovebox_proto::transport::handover::{
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
+use crate::shared_args::{LayoutArgs, StateArgs, SwitchArgs};
+use crate::walls_args::WallsArgs;
 use crate::{Env, outln};
+
+/// `glovebox gate`, as `up` starts it.
+#[derive(clap::Args, Debug)]
+pub(crate) struct GateArgs {
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    #[command(flatten)]
+    pub(crate) layout: LayoutArgs,
+    /// The managed policy directory (default: `managed` in the state dir).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) policy_dir: Option<PathBuf>,
+    /// A user whose executor may append audit events (repeatable).
+    #[arg(long = "audit-peer-uid", value_name = "UID")]
+    pub(crate) audit_peer_uids: Vec<u32>,
+    /// Stop when standard input closes (the supervisor's lifeline).
+    #[arg(long)]
+    pub(crate) exit_on_stdin_eof: bool,
+}
+
+/// `glovebox job-shim`, as an executor starts it.
+#[derive(clap::Args, Debug)]
+pub(crate) struct JobShimArgs {
+    /// A root of the account (repeatable).
+    #[arg(long = "root", value_name = "DIR")]
+    pub(crate) roots: Vec<PathBuf>,
+    /// The job's own temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) tmp: PathBuf,
+    #[command(flatten)]
+    pub(crate) walls: WallsArgs,
+    /// Where to report a cap the job reached.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) report: Option<PathBuf>,
+    /// An interactive job's input: a FIFO the executor holds open for writing.
+    #[arg(long, value_name = "FIFO")]
+    pub(crate) stdin_fifo: Option<PathBuf>,
+    /// The command line, run by /bin/sh -c.
+    #[arg(last = true, required = true)]
+    pub(crate) command: Vec<String>,
+}
+
+/// `glovebox broker`, as `up` starts it.
+#[derive(clap::Args, Debug)]
+pub(crate) struct BrokerArgs {
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    #[command(flatten)]
+    pub(crate) layout: LayoutArgs,
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<SocketAddr>,
+    /// Overrides glovebox.yaml's `limits.ask_timeout_secs`.
+    #[arg(long)]
+    pub(crate) ask_timeout_secs: Option<u64>,
+    #[arg(long)]
+    pub(crate) exit_on_stdin_eof: bool,
+}
 
 /// Completes on Ctrl-C, SIGTERM, or (when `stdin_lifeline`) when standard input closes, which is
 /// how a child notices that its supervisor is gone.
@@ -89,13 +148,11 @@ fn ready(line: &str) {
     println!("READY {line}");
 }
 
-pub async fn gate(
-    state: StateDir,
-    policy_dir: Option<std::path::PathBuf>,
-    audit_peer_uids: Vec<u32>,
-    exit_on_stdin_eof: bool,
-    handover: Handover,
-) -> anyhow::Result<ExitCode> {
+/// `glovebox gate`: the gate on the state (system mode's layout when `up --system` names it).
+pub async fn gate(env: &Env, args: GateArgs, handover: Handover) -> anyhow::Result<ExitCode> {
+    let state = env.layout(&args.state, args.layout);
+    let policy_dir = args.policy_dir.map(|p| env.absolute(p));
+    let exit_on_stdin_eof = args.exit_on_stdin_eof;
     let mut config = glovebox_gate::GateConfig::load(state.clone())?;
     if let Some(dir) = policy_dir {
         // System mode's managed layer: root's directory, whose every file must be root's too.
@@ -105,7 +162,7 @@ pub async fn gate(
     if state.system_paths().is_some() {
         glovebox_gate::audit::share_with_group();
     }
-    config.audit_peer_uids = audit_peer_uids;
+    config.audit_peer_uids = args.audit_peer_uids;
     let socket_mode = handover.socket_mode();
     config.handover = handover;
     let socket = state.gate_socket();
@@ -385,16 +442,26 @@ pub async fn executor(prepared: PreparedExecutor) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn broker(
-    env: &Env,
-    state: StateDir,
-    listen: Option<SocketAddr>,
-    ask_timeout_secs: Option<u64>,
-    exit_on_stdin_eof: bool,
-    handover: Handover,
-) -> anyhow::Result<ExitCode> {
+/// `glovebox job-shim`, a process of its own started by the executor for each job: it confines
+/// itself and runs the job (see the executor's `jobs::shim`), without logging to the job's output
+/// or starting a runtime. Returns the job's exit code.
+pub fn job_shim(args: JobShimArgs) -> i32 {
+    glovebox_executor::jobs::shim::run(glovebox_executor::jobs::shim::ShimConfig {
+        roots: args.roots,
+        tmp: args.tmp,
+        command: args.command.join(" "),
+        walls: args.walls.into_walls(),
+        report: args.report,
+        stdin_fifo: args.stdin_fifo,
+    })
+}
+
+/// `glovebox broker`: the broker on the state (system mode's layout when `up --system` names it).
+pub async fn broker(env: &Env, args: BrokerArgs, handover: Handover) -> anyhow::Result<ExitCode> {
+    let state = env.layout(&args.state, args.layout);
+    let exit_on_stdin_eof = args.exit_on_stdin_eof;
     let config = state.load_config()?;
-    let addr = listen.unwrap_or(config.listen);
+    let addr = args.listen.unwrap_or(config.listen);
     anyhow::ensure!(
         addr.ip().is_loopback(),
         "refusing to listen on {addr}: the broker has no TLS yet, so it serves loopback addresses only"
@@ -402,7 +469,7 @@ pub async fn broker(
     // The ask timeout: glovebox.yaml's `limits.ask_timeout_secs` (or the default), unless
     // `--ask-timeout-secs` was given.
     let mut broker_config = glovebox_broker::BrokerConfig::from_state(&state, &config);
-    if let Some(secs) = ask_timeout_secs {
+    if let Some(secs) = args.ask_timeout_secs {
         use glovebox_config::limits::MAX_ASK_TIMEOUT_SECS;
         anyhow::ensure!(
             (1..=MAX_ASK_TIMEOUT_SECS).contains(&secs),
@@ -520,93 +587,14 @@ async fn stdin_updates<T>(
     }
 }
 
-pub async fn audit_verify(state_dir: &Path) -> anyhow::Result<ExitCode> {
-    let state = StateDir::new(state_dir);
-    let db = state.audit_db();
-    anyhow::ensure!(db.exists(), "no audit store at {}", db.display());
-    let key_bytes = std::fs::read(state.audit_key())
-        .with_context(|| format!("read the audit key {}", state.audit_key().display()))?;
-    let key = glovebox_gate::audit::chain::AuditKey::from_bytes(&key_bytes)
-        .context("the audit key is not 32 bytes")?;
-    let head = std::fs::read_to_string(state.audit_head()).ok();
-    let pool = glovebox_gate::audit::open_pool(&db).await?;
-    let report = glovebox_gate::audit::verify(&pool, &key, head.as_deref()).await?;
-    let mismatches: Vec<String> = std::fs::read_dir(state.root())?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("audit.head.mismatch-"))
-        .collect();
-    if let Some(problem) = &report.problem {
-        match problem {
-            glovebox_gate::audit::chain::Problem::NoHead => outln!(
-                "audit chain UNPROVEN in {}: {problem} ({} is missing)",
-                db.display(),
-                state.audit_head().display()
-            ),
-            _ => outln!("audit chain BROKEN in {}: {problem}", db.display()),
-        }
-        return Ok(ExitCode::from(problem.exit_code()));
-    }
-    outln!(
-        "audit chain verified: {} rows in {}",
-        report.rows,
-        db.display()
-    );
-    // The signed checkpoints, with the public half of the same key (what `--public-key` and the
-    // fleet check without it); legacy unkeyed rows count only under one of them.
-    let public = key.signing_key().verifying_key();
-    let signed = glovebox_gate::audit::verify_signed(&pool, &public).await?;
-    let shown = crate::audit_cmd::signed::fingerprint(&hex::encode(public.as_bytes()));
-    if let Some(problem) = signed.problem.as_ref().filter(|p| p.exit_code() != 3) {
-        outln!("audit chain BROKEN in {}: {problem}", db.display());
-        return Ok(ExitCode::from(1));
-    }
-    outln!(
-        "  {} signed checkpoints (public key {shown}…, in {}) prove the first {} rows without the audit key",
-        signed.checkpoints,
-        state.root().join("audit.pub").display(),
-        signed.covered
-    );
-    if report.unkeyed > 0 {
-        if signed.covered < report.unkeyed {
-            outln!(
-                "audit chain BROKEN in {}: {} rows from before the chain was keyed are not under a signed checkpoint (nothing says where they end)",
-                db.display(),
-                report.unkeyed
-            );
-            return Ok(ExitCode::from(1));
-        }
-        outln!(
-            "  {} rows from before the chain was keyed are checked with an unkeyed hash, under the signed checkpoints",
-            report.unkeyed
-        );
-    }
-    if !mismatches.is_empty() {
-        outln!(
-            "audit store REPLACED OR TRUNCATED before: the gate kept the old head as {} (see the anchor_mismatch rows)",
-            mismatches.join(", ")
-        );
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+/// `glovebox enable|disable`: [`set_enabled`] on the user's state, or with `--system` on the system
+/// service's.
+pub async fn switch(env: &Env, args: SwitchArgs, enabled: bool) -> anyhow::Result<ExitCode> {
+    let state = env.state_for(args.state, args.system, args.runtime_dir);
+    set_enabled(&state, args.account, enabled).await
 }
 
-/// Reads lines from a child's stdout until one starts with `READY `; returns the rest of it.
-pub async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-) -> anyhow::Result<String> {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let n = reader.read_line(&mut line).await?;
-        anyhow::ensure!(n > 0, "exited before it was ready");
-        if let Some(rest) = line.trim_end().strip_prefix("READY ") {
-            return Ok(rest.to_owned());
-        }
-    }
-}
-
-/// `glovebox enable|disable`: switches an account's tools through the running gate (which owns
+/// Switches an account's tools through the running gate (which owns
 /// `enabled` in `glovebox.yaml` and `accounts.yaml`, judges it and audits the switch). When
 /// glovebox is stopped (no gate to ask, and its lock free), `glovebox.yaml` is edited directly
 /// (the gate reads it at start); an account added at run time is switched only through the gate.
@@ -623,7 +611,7 @@ pub async fn set_enabled(
         account.context("--system needs --account")?
     } else {
         // glovebox.yaml's accounts and those added at run time (accounts.yaml), switched alike.
-        crate::account_cmd::choose_in(state, account)?
+        crate::which_account::choose_in(state, account)?
     };
     let account = account.as_str();
     let keys = crate::control_keys(state)?;

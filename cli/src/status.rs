@@ -3,14 +3,43 @@
 //! stop`, and `glovebox tools` (what the account's agents are offered).
 //! They read the state directory and ask the running broker; they change nothing but `stop`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use glovebox_config::StateDir;
 use glovebox_proto::ws::{Role, ServerFrame, ToolSpec};
 
-use crate::outln;
+use crate::shared_args::{ClientArgs, StateArgs};
+use crate::{Env, outln};
+
+/// `glovebox status`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    /// System mode: the system service, as you (an account's owner) see it, over its approve
+    /// socket.
+    #[arg(long, conflicts_with = "state_dir")]
+    pub(crate) system: bool,
+    /// System mode: the runtime directory (default: /run/glovebox).
+    #[arg(long, value_name = "DIR", requires = "system")]
+    pub(crate) runtime_dir: Option<PathBuf>,
+    /// One JSON object: running, pid, services, URLs, accounts, healthy, problems,
+    /// policy_errors, health.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `glovebox tools`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ToolsArgs {
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+    /// Every tool with its input schema, as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
 
 /// How long `stop` waits for `up` to finish stopping.
 const STOP_WAIT: Duration = Duration::from_secs(20);
@@ -323,8 +352,18 @@ fn exit_code(healthy: bool) -> ExitCode {
     }
 }
 
-/// `glovebox status`. Exits 0 when glovebox runs and is healthy, 1 otherwise.
-pub async fn status(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+/// `glovebox status`: the user's glovebox, or with `--system` the system service as this user
+/// sees it ([`status_system`]).
+pub async fn status(env: &Env, args: StatusArgs) -> anyhow::Result<ExitCode> {
+    if args.system {
+        status_system(&env.system_runtime(args.runtime_dir), args.json).await
+    } else {
+        status_user(&env.state_dir(&args.state), args.json).await
+    }
+}
+
+/// `glovebox status` in user mode. Exits 0 when glovebox runs and is healthy, 1 otherwise.
+async fn status_user(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let not_running = |why: String| {
         if json {
@@ -404,7 +443,7 @@ pub async fn status(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     outln!("  WebSocket: {url}");
     outln!("  MCP:       {}", mcp_url(&url));
     if config.accounts.is_empty() {
-        outln!("  accounts:  {}", crate::account_cmd::NO_ACCOUNTS_YET);
+        outln!("  accounts:  {}", crate::which_account::NO_ACCOUNTS_YET);
     }
     for a in &config.accounts {
         let on = if a.enabled { "on" } else { "off" };
@@ -474,11 +513,9 @@ pub async fn stop(state_dir: &Path) -> anyhow::Result<ExitCode> {
 /// `glovebox tools`: the tools the account's agents are offered now (client tools and
 /// enablement included), one a line with the first sentence of its description, or with
 /// `--json` every tool with its schema. Without a running glovebox: the built-in tools.
-pub async fn tools(
-    target: anyhow::Result<crate::client::Target>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let offered = match target {
+pub async fn tools(env: &Env, args: ToolsArgs) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    let offered = match env.target(args.client, Role::Agent) {
         Ok(target) => match crate::client::connect_with_hello(&target, Role::Agent).await {
             Ok((_, ServerFrame::HelloOk { tools, .. })) => Some(tools),
             _ => None,

@@ -20,7 +20,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::services::await_ready;
 use crate::{identity, init, system};
 
 mod accounts;
@@ -966,6 +965,21 @@ async fn audit_service(
     }
 }
 
+/// Reads lines from a child's stdout until one starts with `READY `; returns the rest of it.
+async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+) -> anyhow::Result<String> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).await?;
+        anyhow::ensure!(n > 0, "exited before it was ready");
+        if let Some(rest) = line.trim_end().strip_prefix("READY ") {
+            return Ok(rest.to_owned());
+        }
+    }
+}
+
 /// Takes the state directory's lock, so that a second `up` on it fails clearly.
 pub(crate) fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
     use std::io::{Read, Seek, Write};
@@ -1069,7 +1083,7 @@ fn banner(
         println!("  roots:     {}", roots.join(", "));
     }
     if config.accounts.is_empty() {
-        println!("  accounts:  {}", crate::account_cmd::NO_ACCOUNTS_YET);
+        println!("  accounts:  {}", crate::which_account::NO_ACCOUNTS_YET);
     }
     for (name, status) in sandboxes {
         println!("  sandbox:   {name} {status}");

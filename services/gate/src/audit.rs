@@ -11,6 +11,7 @@
 //! tool call: it is counted, logged and reported by `Health`.
 
 pub mod chain;
+mod head;
 mod paced;
 pub mod query;
 pub mod row;
@@ -34,6 +35,9 @@ use sqlx::sqlite::{
 use tokio::sync::oneshot;
 
 use chain::{AuditKey, Fields, GENESIS, Head};
+use head::{ChainEnd, HeadWriter};
+
+pub use chain::rfc3339_millis;
 
 /// Events waiting to be written; appends wait when it is full.
 const QUEUE_DEPTH: usize = 4096;
@@ -293,6 +297,16 @@ struct Tip {
     digest: String,
     since_checkpoint: u64,
     checkpoint_at: std::time::Instant,
+}
+
+impl Tip {
+    fn end(&self) -> ChainEnd<'_> {
+        ChainEnd {
+            rows: self.rows,
+            last_id: self.last_id,
+            mac: &self.mac,
+        }
+    }
 }
 
 impl AuditStore {
@@ -815,7 +829,7 @@ impl Writer {
                 counters.healthy.store(true, Ordering::Relaxed);
                 counters.rows.store(self.tip.rows, Ordering::Relaxed);
                 counters.commits.fetch_add(1, Ordering::Relaxed);
-                self.head.write(&self.files, &self.tip);
+                self.head.write(&self.files.key, self.tip.end());
                 if let Some(wal) = &self.wal {
                     wal.committed();
                 }
@@ -884,145 +898,12 @@ impl Writer {
             // A checkpoint asked for (at start, at a stop) has its head on disk when it is
             // answered; one written as the rows or the time came is handed over like any other.
             if asked {
-                self.head.write_now(&self.files, &self.tip);
+                self.head.write_now(&self.files.key, self.tip.end());
             }
             self.tip.since_checkpoint = 0;
             self.tip.checkpoint_at = std::time::Instant::now();
         }
         Some(ok)
-    }
-}
-
-/// Writes the head file on its own thread ([`paced::Paced`]), newest head first, at most once
-/// per [`HEAD_INTERVAL`]. Replacing the file on the writer's path cost every call a disk write
-/// (and, written after every batch, a tenth of the gate's CPU with calls one at a time); here
-/// the writer only hands the head's fields over (the thread signs the heads it writes) and
-/// answers its callers. The head may lag the database by the rows of the last
-/// [`HEAD_INTERVAL`], never lead it (it is handed over only after its rows are committed), so it
-/// anchors every row before it; readers always see a whole file. Checkpoints asked for (at
-/// start, at a stop) write their head before they are acknowledged: [`HeadWriter::write_now`].
-struct HeadWriter {
-    file: Arc<HeadFile>,
-    /// None: the thread could not be started, and heads are written on the writer's.
-    thread: Option<paced::Paced<(u64, Head)>>,
-    /// Each head's number: a head is written only over an older one.
-    next: u64,
-}
-
-/// The shortest time between two writes of the head file.
-const HEAD_INTERVAL: Duration = Duration::from_millis(50);
-
-struct HeadFile {
-    path: std::path::PathBuf,
-    /// The file the next head is written into before it is swapped in ([`HeadFile::replace`]).
-    spare: std::path::PathBuf,
-    /// The number of the head on disk; held while writing.
-    written: std::sync::Mutex<u64>,
-}
-
-impl HeadFile {
-    fn new(path: std::path::PathBuf) -> HeadFile {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        HeadFile {
-            spare: path.with_file_name(format!(".{name}.next")),
-            path,
-            written: std::sync::Mutex::new(0),
-        }
-    }
-
-    /// Writes head number `n` unless a newer one is already on disk.
-    fn write(&self, n: u64, text: &str) {
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        if n <= *written {
-            return;
-        }
-        if let Err(e) = self.replace(text.as_bytes()) {
-            tracing::error!(error = %e, "could not write the audit head file");
-        }
-        *written = n;
-    }
-
-    /// Replaces the head file's content at once, as readers see it, without making or freeing
-    /// an inode: the text goes into the spare file, which is then exchanged with the head file
-    /// (`renameat2(RENAME_EXCHANGE)`), so the spare holds the head before and is overwritten
-    /// next time. A new file per head (written, then renamed over the head) cost ext4 an inode
-    /// allocation each time, which grows with the inodes freed in the last seconds on a file
-    /// system without a journal — milliseconds per head, twenty heads a second, under load.
-    /// Where exchange is not offered (or at the first head), the spare is renamed over the head.
-    fn replace(&self, text: &[u8]) -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut spare = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&self.spare)?;
-        spare.write_all(text)?;
-        drop(spare);
-        let cwd = || nix::fcntl::AT_FDCWD;
-        let exchange = nix::fcntl::RenameFlags::RENAME_EXCHANGE;
-        match nix::fcntl::renameat2(cwd(), &self.spare, cwd(), &self.path, exchange) {
-            Ok(()) => Ok(()),
-            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL) => {
-                std::fs::rename(&self.spare, &self.path)
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-impl HeadWriter {
-    /// The head thread signs each head it writes: the writer hands over only the fields, and
-    /// the heads replaced before their turn are never signed.
-    fn start(path: std::path::PathBuf, key: &AuditKey) -> HeadWriter {
-        let file = Arc::new(HeadFile::new(path));
-        let own = Arc::clone(&file);
-        let key = key.clone();
-        let thread = paced::Paced::start(
-            "audit-head",
-            HEAD_INTERVAL,
-            move |(n, head): (u64, Head)| own.write(n, &head.encode(&key)),
-        )
-        .ok();
-        HeadWriter {
-            file,
-            thread,
-            next: 0,
-        }
-    }
-
-    fn head(&mut self, tip: &Tip) -> (u64, Head) {
-        let head = Head {
-            rows: tip.rows,
-            last_id: tip.last_id,
-            mac: tip.mac.clone(),
-            ts: rfc3339_millis(SystemTime::now()),
-        };
-        self.next += 1;
-        (self.next, head)
-    }
-
-    /// Hands the head of `tip` over to be written.
-    fn write(&mut self, files: &AuditFiles, tip: &Tip) {
-        let (n, head) = self.head(tip);
-        match &self.thread {
-            Some(thread) => thread.offer((n, head)),
-            None => self.file.write(n, &head.encode(&files.key)),
-        }
-    }
-
-    /// Writes the head of `tip` before returning (any older head handed over is dropped).
-    fn write_now(&mut self, files: &AuditFiles, tip: &Tip) {
-        let (n, head) = self.head(tip);
-        if let Some(thread) = &self.thread {
-            thread.take();
-        }
-        self.file.write(n, &head.encode(&files.key));
     }
 }
 
@@ -1246,17 +1127,9 @@ async fn all_rows(pool: &SqlitePool) -> Result<Vec<row::RawRow>, AuditError> {
         .collect::<Result<Vec<_>, _>>()?)
 }
 
-/// Formats a time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T23:42:41.123Z`.
-pub fn rfc3339_millis(t: SystemTime) -> String {
-    let ms = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    glovebox_policy::expiry::format_rfc3339_millis(ms)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::head::HEAD_INTERVAL;
     use super::*;
 
     fn event(kind: &str, call: &str) -> AuditEvent {
@@ -1276,53 +1149,6 @@ mod tests {
             head: dir.join("audit.head"),
             key: AuditKey::from_bytes(&[3u8; 32]).unwrap(),
         }
-    }
-
-    #[test]
-    fn each_head_replaces_the_last_in_the_same_two_inodes() {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let dir = tempfile::tempdir().unwrap();
-        let head = HeadFile::new(dir.path().join("audit.head"));
-        let inode = |p: &Path| std::fs::metadata(p).unwrap().ino();
-        head.write(1, "head 1\n");
-        head.write(2, "head 2\n");
-        let pair = [inode(&head.path), inode(&head.spare)];
-        for n in 3..=6u64 {
-            head.write(n, &format!("head {n}\n"));
-            assert_eq!(
-                std::fs::read_to_string(&head.path).unwrap(),
-                format!("head {n}\n")
-            );
-            let mut now = [inode(&head.path), inode(&head.spare)];
-            now.sort_unstable();
-            let mut before = pair;
-            before.sort_unstable();
-            assert_eq!(now, before, "head {n} made a new file");
-        }
-        // an older head never replaces a newer one
-        head.write(4, "head 4 again\n");
-        assert_eq!(std::fs::read_to_string(&head.path).unwrap(), "head 6\n");
-        let mode = std::fs::metadata(&head.path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(
-            std::fs::read_dir(dir.path()).unwrap().count(),
-            2,
-            "only the head and its spare"
-        );
-    }
-
-    #[test]
-    fn a_link_put_in_the_spare_files_place_is_not_written_through() {
-        let dir = tempfile::tempdir().unwrap();
-        let head = HeadFile::new(dir.path().join("audit.head"));
-        head.write(1, "head 1\n");
-        let target = dir.path().join("elsewhere");
-        std::fs::write(&target, "untouched").unwrap();
-        let _ = std::fs::remove_file(&head.spare);
-        std::os::unix::fs::symlink(&target, &head.spare).unwrap();
-        head.write(2, "head 2\n");
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
-        assert_eq!(std::fs::read_to_string(&head.path).unwrap(), "head 1\n");
     }
 
     async fn check(files: &AuditFiles) -> chain::Report {

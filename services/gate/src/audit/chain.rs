@@ -388,6 +388,15 @@ pub fn check(
     report
 }
 
+/// Formats a time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T23:42:41.123Z`.
+pub fn rfc3339_millis(t: std::time::SystemTime) -> String {
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    glovebox_policy::expiry::format_rfc3339_millis(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
