@@ -771,12 +771,6 @@ mod tests {
                 let _ = self.0.send(peer_of(&request).map(str::to_owned));
                 Ok(tonic::Response::new(AppendAck {}))
             }
-            async fn append_call(
-                &self,
-                _: tonic::Request<crate::v1::CallRows>,
-            ) -> Result<tonic::Response<AppendAck>, tonic::Status> {
-                Err(tonic::Status::unimplemented("not in this test"))
-            }
         }
         let dir = tempfile::tempdir().unwrap();
         let (path, l) = listener(dir.path());

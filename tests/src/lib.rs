@@ -397,6 +397,18 @@ impl Glovebox {
         self.channel_as("gate.sock", socket::GATE, peer::BROKER)
     }
 
+    /// The gate's verdict on `request`, asked as the broker asks it: a message on the gate's
+    /// `Decisions` stream (one opened for it), with the broker's client of that stream.
+    pub async fn decide_as_broker(
+        &self,
+        request: glovebox_proto::v1::DecideRequest,
+    ) -> Result<glovebox_proto::v1::DecideResponse, tonic::Status> {
+        use glovebox_proto::transport::messages::{Decisions, MessageClient};
+        MessageClient::<Decisions>::new(self.gate_channel())
+            .decide(request)
+            .await
+    }
+
     /// The gate's admin socket, as an administrator.
     pub fn admin_channel(&self) -> glovebox_proto::transport::Link {
         use glovebox_proto::transport::handover::{peer, socket};

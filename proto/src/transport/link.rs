@@ -458,59 +458,110 @@ fn next_frame(buffer: &mut bytes::BytesMut) -> Result<Option<bytes::BytesMut>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::messages::{Answer as _, AnswerStream, answer_each};
     use crate::transport::{
         ServerKeys, authenticated_channel, authenticated_incoming, bind_private_socket,
         default_allowed_uids,
     };
+    use crate::v1::executor_client::ExecutorClient;
     use crate::v1::executor_gate_answer::Body as Answer;
-    use crate::v1::executor_gate_client::ExecutorGateClient;
     use crate::v1::executor_gate_server::{ExecutorGate, ExecutorGateServer};
+    use crate::v1::executor_server::{Executor, ExecutorServer};
     use crate::v1::{
-        DecideResponse, ExecutorGateAnswer, ExecutorGateCall, ToolCall, VouchedDecideRequest,
-        executor_gate_call,
+        self as pb, DecideResponse, ExecutorGateAnswer, ExecutorGateCall, ToolCall,
+        VouchedDecideRequest, executor_gate_call,
     };
 
-    /// Answers with the call's parameters as its reason, after the pause its tool names (ms).
+    /// Answers a request with its call's parameters after the pause its tool names (ms): a
+    /// unary `Executor.Plan` as its error's message, a `decide` on `ExecutorGate.Calls` as the
+    /// verdict's reason. Tool `fail` is refused, `huge` fails with a status of 64 KiB.
     struct Echo;
+
+    async fn echo(call: ToolCall) -> Result<String, Status> {
+        if call.tool == "fail" {
+            return Err(Status::permission_denied("refused"));
+        }
+        if call.tool == "huge" {
+            return Err(Status::internal("x".repeat(64 * 1024)));
+        }
+        let pause: u64 = call.tool.parse().unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        Ok(call.params_json)
+    }
+
+    fn not_here<T>() -> Result<tonic::Response<T>, Status> {
+        Err(Status::unimplemented("not in these tests"))
+    }
+
+    #[tonic::async_trait]
+    impl Executor for Echo {
+        async fn plan(
+            &self,
+            request: tonic::Request<pb::PlanRequest>,
+        ) -> Result<tonic::Response<pb::PlanResponse>, Status> {
+            let echoed = echo(request.into_inner().call.unwrap_or_default()).await?;
+            Ok(tonic::Response::new(pb::PlanResponse {
+                plan: None,
+                error: Some(pb::ToolError {
+                    code: "echo".into(),
+                    message: echoed,
+                }),
+            }))
+        }
+        async fn plan_paths(
+            &self,
+            _: tonic::Request<pb::PlanPathsRequest>,
+        ) -> Result<tonic::Response<pb::PlanResponse>, Status> {
+            not_here()
+        }
+        async fn preview(
+            &self,
+            _: tonic::Request<pb::PreviewRequest>,
+        ) -> Result<tonic::Response<pb::PreviewResponse>, Status> {
+            not_here()
+        }
+        async fn execute(
+            &self,
+            _: tonic::Request<pb::ExecuteRequest>,
+        ) -> Result<tonic::Response<pb::ExecuteResponse>, Status> {
+            not_here()
+        }
+        type RunsStream = AnswerStream<pb::RunAnswer>;
+        async fn runs(
+            &self,
+            _: tonic::Request<tonic::Streaming<pb::RunCall>>,
+        ) -> Result<tonic::Response<Self::RunsStream>, Status> {
+            not_here()
+        }
+        async fn status(
+            &self,
+            _: tonic::Request<pb::ExecutorStatusRequest>,
+        ) -> Result<tonic::Response<pb::ExecutorStatusResponse>, Status> {
+            not_here()
+        }
+    }
 
     #[tonic::async_trait]
     impl ExecutorGate for Echo {
-        async fn decide(
-            &self,
-            request: tonic::Request<VouchedDecideRequest>,
-        ) -> Result<tonic::Response<DecideResponse>, Status> {
-            let call = request.into_inner().call.unwrap_or_default();
-            if call.tool == "fail" {
-                return Err(Status::permission_denied("refused"));
-            }
-            if call.tool == "huge" {
-                return Err(Status::internal("x".repeat(64 * 1024)));
-            }
-            let pause: u64 = call.tool.parse().unwrap_or(0);
-            tokio::time::sleep(Duration::from_millis(pause)).await;
-            Ok(tonic::Response::new(DecideResponse {
-                reason: call.params_json,
-                ..Default::default()
-            }))
-        }
+        type CallsStream = AnswerStream<ExecutorGateAnswer>;
 
-        type CallsStream = crate::transport::messages::AnswerStream<ExecutorGateAnswer>;
-
-        /// Answers each verdict request like `decide`, each in its own time.
+        /// Answers each verdict request with [`echo`], each in its own time.
         async fn calls(
             &self,
             request: tonic::Request<tonic::Streaming<ExecutorGateCall>>,
         ) -> Result<tonic::Response<Self::CallsStream>, Status> {
-            use crate::transport::messages::{Answer as _, answer_each};
             let (_, stopping) = tokio::sync::watch::channel(false);
             let answers = answer_each(request.into_inner(), stopping, 64, |asked| async move {
                 let Some(executor_gate_call::Body::Decide(r)) = asked.body else {
                     return ExecutorGateAnswer::failed(asked.id, Status::invalid_argument("?"));
                 };
-                match Echo.decide(tonic::Request::new(r)).await {
-                    Ok(decided) => ExecutorGateAnswer {
+                match echo(r.call.unwrap_or_default()).await {
+                    Ok(reason) => ExecutorGateAnswer {
                         id: asked.id,
-                        body: Some(Answer::Decided(decided.into_inner())),
+                        body: Some(Answer::Decided(DecideResponse {
+                            reason,
+                            ..Default::default()
+                        })),
                     },
                     Err(s) => ExecutorGateAnswer::failed(asked.id, s),
                 }
@@ -548,6 +599,7 @@ mod tests {
         runtime.spawn(async move {
             let incoming = authenticated_incoming(listener, default_allowed_uids(), keys);
             let _ = tonic::transport::Server::builder()
+                .add_service(ExecutorServer::new(Echo))
                 .add_service(ExecutorGateServer::new(Echo))
                 .serve_with_incoming(incoming)
                 .await;
@@ -555,15 +607,24 @@ mod tests {
         Server(Some(runtime))
     }
 
-    fn request(tool: &str, params: String) -> VouchedDecideRequest {
-        VouchedDecideRequest {
-            call: Some(ToolCall {
-                tool: tool.to_owned(),
-                params_json: params,
-                ..Default::default()
-            }),
+    fn call(tool: &str, params: String) -> ToolCall {
+        ToolCall {
+            tool: tool.to_owned(),
+            params_json: params,
             ..Default::default()
         }
+    }
+
+    /// A unary request of [`Echo`].
+    fn request(tool: &str, params: String) -> pb::PlanRequest {
+        pb::PlanRequest {
+            call: Some(call(tool, params)),
+        }
+    }
+
+    /// What [`Echo`] answered a unary request with.
+    fn echoed(answer: tonic::Response<pb::PlanResponse>) -> String {
+        answer.into_inner().error.unwrap_or_default().message
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -571,7 +632,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let _server = serve(&path);
-        let client = ExecutorGateClient::new(authenticated_channel(&path, "executor:a", key()))
+        let client = ExecutorClient::new(authenticated_channel(&path, "executor:a", key()))
             .max_decoding_message_size(16 << 20)
             .max_encoding_message_size(16 << 20);
         // Larger than both flow-control windows, so it moves only as they are given back.
@@ -587,33 +648,36 @@ mod tests {
                 format!("call {i}")
             };
             calls.push(tokio::spawn(async move {
-                let answer = client.decide(request("1", params.clone())).await.unwrap();
-                assert_eq!(answer.into_inner().reason, params);
+                let answer = client.plan(request("1", params.clone())).await.unwrap();
+                assert_eq!(echoed(answer), params);
             }));
         }
         for call in calls {
             call.await.unwrap();
         }
         // A refusal keeps its code.
-        let status = client.clone().decide(request("fail", String::new())).await;
+        let status = client.clone().plan(request("fail", String::new())).await;
         assert_eq!(status.unwrap_err().code(), tonic::Code::PermissionDenied);
         // An answer whose headers pass the bound is refused, not taken in, and the next call
         // is served.
-        let status = client.clone().decide(request("huge", String::new())).await;
+        let status = client.clone().plan(request("huge", String::new())).await;
         let status = status.unwrap_err();
         assert!(
             status.message().len() < 16 * 1024,
             "{}",
             status.message().len()
         );
-        let answer = client.clone().decide(request("0", "next".into())).await;
-        assert_eq!(answer.unwrap().into_inner().reason, "next");
+        let answer = client.clone().plan(request("0", "next".into())).await;
+        assert_eq!(echoed(answer.unwrap()), "next");
     }
 
     fn asked(id: u64, tool: &str, params: String) -> ExecutorGateCall {
         ExecutorGateCall {
             id,
-            body: Some(executor_gate_call::Body::Decide(request(tool, params))),
+            body: Some(executor_gate_call::Body::Decide(VouchedDecideRequest {
+                call: Some(call(tool, params)),
+                ..Default::default()
+            })),
             ..Default::default()
         }
     }
@@ -732,17 +796,17 @@ mod tests {
     async fn a_service_down_is_unavailable_and_used_again_once_it_is_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
-        let mut client = ExecutorGateClient::new(authenticated_channel(&path, "executor:a", key()));
+        let mut client = ExecutorClient::new(authenticated_channel(&path, "executor:a", key()));
         // Nothing listens yet.
-        let status = client.decide(request("0", "x".into())).await.unwrap_err();
+        let status = client.plan(request("0", "x".into())).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
         let server = serve(&path);
-        let answer = client.decide(request("0", "one".into())).await.unwrap();
-        assert_eq!(answer.into_inner().reason, "one");
+        let answer = client.plan(request("0", "one".into())).await.unwrap();
+        assert_eq!(echoed(answer), "one");
         // The service goes away with a call on the way, and comes back.
         let waiting = tokio::spawn({
             let mut client = client.clone();
-            async move { client.decide(request("3000", "slow".into())).await }
+            async move { client.plan(request("3000", "slow".into())).await }
         });
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(server);
@@ -752,11 +816,11 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert_eq!(lost.code(), tonic::Code::Unavailable, "{lost:?}");
-        let status = client.decide(request("0", "x".into())).await.unwrap_err();
+        let status = client.plan(request("0", "x".into())).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
         let _server = serve(&path);
-        let answer = client.decide(request("0", "two".into())).await.unwrap();
-        assert_eq!(answer.into_inner().reason, "two");
+        let answer = client.plan(request("0", "two".into())).await.unwrap();
+        assert_eq!(echoed(answer), "two");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -764,11 +828,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let _server = serve(&path);
-        let mut client = ExecutorGateClient::new(authenticated_channel(&path, "executor:a", key()));
+        let mut client = ExecutorClient::new(authenticated_channel(&path, "executor:a", key()));
         let mut slow = tonic::Request::new(request("10000", "slow".into()));
         slow.set_timeout(Duration::from_millis(300));
         let started = std::time::Instant::now();
-        let status = client.decide(slow).await.unwrap_err();
+        let status = client.plan(slow).await.unwrap_err();
         assert!(
             matches!(
                 status.code(),
@@ -778,8 +842,8 @@ mod tests {
         );
         assert!(started.elapsed() < Duration::from_secs(5));
         // The connection still serves.
-        let answer = client.decide(request("0", "after".into())).await.unwrap();
-        assert_eq!(answer.into_inner().reason, "after");
+        let answer = client.plan(request("0", "after".into())).await.unwrap();
+        assert_eq!(echoed(answer), "after");
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! over. The stream is opened on first use and again after it ends; a request it took down with
 //! it is `Unavailable`, as a lost connection is for an RPC, so callers' retries stay as they
 //! were. A caller that gives up (a timeout, its own caller gone) is forgotten, and where the
-//! exchange can say so the server is told, as resetting an RPC's stream would.
+//! exchange can say so the server is told, as resetting an RPC's stream would. The broker's two
+//! kinds are here, each with its one-request call ([`Decisions`] and [`MessageClient::decide`],
+//! [`Runs`] and [`MessageClient::run`]): the broker's clients, the end-to-end tests and the
+//! benchmarks share them.
 //!
 //! The server ([`answer_each`]) answers each request in a task of its own, at most a bound at
 //! once (the stream is not read further until one is answered); when the service stops it takes
@@ -29,8 +32,10 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use glovebox_trace::propagation::message_client_span;
 use tokio::sync::oneshot;
 use tonic::Status;
+use tracing::Instrument;
 
 use super::Link;
 use super::link::{DuplexReceiver, DuplexSender, within_bound};
@@ -61,7 +66,7 @@ pub trait Request: prost::Message + Default + Send + 'static {
 pub trait Answer: prost::Message + Default + Send + 'static {
     /// The id of the request it answers.
     fn id(&self) -> u64;
-    /// The answer saying request `id` failed with `status` (what its RPC would have failed with).
+    /// The answer saying request `id` failed with `status`.
     fn failed(id: u64, status: Status) -> Self;
     /// Whether the client has this answer from elsewhere and does not wait for it: it is not
     /// sent.
@@ -155,8 +160,8 @@ impl Answer for pb::DecideAnswer {
     }
 }
 
-/// The broker's decisions, `Gate.Decide` as messages (`Gate.Decisions`). A decision given up on
-/// is not cancelled: the gate makes and audits it all the same.
+/// The broker's decisions (`Gate.Decisions`). A decision given up on is not cancelled: the gate
+/// makes and audits it all the same.
 pub struct Decisions;
 
 impl Exchange for Decisions {
@@ -164,6 +169,76 @@ impl Exchange for Decisions {
     type Answer = pb::DecideAnswer;
     const PATH: &'static str = "/glovebox.v1.Gate/Decisions";
     const SERVER: &'static str = "the gate";
+}
+
+impl MessageClient<Decisions> {
+    /// The gate's verdict on `request`, one message on the stream (traced as the gate's
+    /// `Decide`), or the status it failed with.
+    pub async fn decide(&self, request: pb::DecideRequest) -> Result<pb::DecideResponse, Status> {
+        use pb::decide_answer::Body;
+        let (span, trace) = message_client_span("glovebox.v1.Gate", "Decide");
+        let answer = self
+            .call(|id| pb::DecideCall {
+                id,
+                trace,
+                decide: Some(request),
+            })
+            .instrument(span)
+            .await?;
+        match answer.body {
+            Some(Body::Decided(decided)) => Ok(decided),
+            Some(Body::Error(status)) => Err(status_of(status)),
+            None => Err(Status::internal("the gate sent an empty answer")),
+        }
+    }
+}
+
+/// The broker's built-in calls to an executor (`Executor.Runs`). A call given up on is cancelled:
+/// the executor stops it.
+pub struct Runs;
+
+impl Exchange for Runs {
+    type Request = pb::RunCall;
+    type Answer = pb::RunAnswer;
+    const PATH: &'static str = "/glovebox.v1.Executor/Runs";
+    const SERVER: &'static str = "the executor";
+    fn cancel(id: u64) -> Option<pb::RunCall> {
+        Some(pb::RunCall {
+            id,
+            trace: Default::default(),
+            body: Some(pb::run_call::Body::Cancel(id)),
+        })
+    }
+}
+
+impl MessageClient<Runs> {
+    /// What the executor's run of `request` came to, one message on the stream (traced as the
+    /// executor's `Run`), or the status it failed with. Dropping the future cancels the call,
+    /// unless `elsewhere` is set by then ([`MessageClient::call_unless_answered`]).
+    pub async fn run(
+        &self,
+        request: pb::RunRequest,
+        elsewhere: &AnsweredElsewhere,
+    ) -> Result<pb::RunResponse, Status> {
+        use pb::run_answer::Body;
+        let (span, trace) = message_client_span("glovebox.v1.Executor", "Run");
+        let answer = self
+            .call_unless_answered(
+                |id| pb::RunCall {
+                    id,
+                    trace,
+                    body: Some(pb::run_call::Body::Run(request)),
+                },
+                elsewhere,
+            )
+            .instrument(span)
+            .await?;
+        match answer.body {
+            Some(Body::Ran(ran)) => Ok(ran),
+            Some(Body::Error(status)) => Err(status_of(status)),
+            None => Err(Status::internal("the executor sent an empty answer")),
+        }
+    }
 }
 
 /// `status` as a message field.

@@ -25,13 +25,13 @@ pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct Backends {
     pub gate: GateClient<Channel>,
-    /// The gate's `Decide`, on the stream the broker keeps open (`Gate.Decisions`).
+    /// The gate's verdicts, on the stream the broker keeps open (`Gate.Decisions`).
     pub decisions: GateDecisions,
     pub deliveries: GateDeliveries,
     pub audit: AuditClient<Channel>,
     /// An account's own policy and calls, for its approver (on the gate's main socket).
     pub account_admin: AccountAdminClient<Channel>,
-    /// The broker's word to the gate that a call handed to an executor was made (`Executor.Run`).
+    /// The broker's word to the gate that a call handed to an executor was made (`Executor.Runs`).
     pub vouchers: glovebox_ticket::voucher::VoucherKey,
     executors: HashMap<String, ExecutorLink>,
     packs: HashMap<String, PacksClient<Channel>>,

@@ -248,12 +248,6 @@ mod tests {
 
     #[tonic::async_trait]
     impl Gate for FakeGate {
-        async fn decide(
-            &self,
-            _: Request<pb::DecideRequest>,
-        ) -> Result<Response<pb::DecideResponse>, Status> {
-            only_deliveries()
-        }
         type DecisionsStream = AnswerStream<pb::DecideAnswer>;
         async fn decisions(
             &self,

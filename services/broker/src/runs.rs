@@ -1,34 +1,17 @@
-//! The broker's `Executor.Run` calls as messages on one stream it keeps open to each executor
+//! The broker's built-in calls as messages on one stream it keeps open to each executor
 //! (`Executor.Runs`, see `glovebox_proto::transport::messages`), instead of an HTTP/2 stream per
 //! call. A call the broker gives up on (its client withdrew it, the connection closed) is
-//! cancelled on the stream, and the executor stops it as it would a reset `Run`.
+//! cancelled on the stream, and the executor stops it.
 
 use glovebox_proto::transport::Link;
-use glovebox_proto::transport::messages::{AnsweredElsewhere, Exchange, MessageClient, status_of};
-use glovebox_proto::v1::{self as pb, run_answer::Body as Answer, run_call::Body as Asked};
+use glovebox_proto::transport::messages::{AnsweredElsewhere, MessageClient, Runs};
+use glovebox_proto::v1 as pb;
 use tonic::Status;
-use tracing::Instrument;
 
 /// One executor's stream of calls. Cheap to clone; clones share the stream.
 #[derive(Clone)]
 pub struct ExecutorRuns {
-    stream: MessageClient<ToExecutor>,
-}
-
-struct ToExecutor;
-
-impl Exchange for ToExecutor {
-    type Request = pb::RunCall;
-    type Answer = pb::RunAnswer;
-    const PATH: &'static str = "/glovebox.v1.Executor/Runs";
-    const SERVER: &'static str = "the executor";
-    fn cancel(id: u64) -> Option<pb::RunCall> {
-        Some(pb::RunCall {
-            id,
-            trace: Default::default(),
-            body: Some(Asked::Cancel(id)),
-        })
-    }
+    stream: MessageClient<Runs>,
 }
 
 impl ExecutorRuns {
@@ -38,7 +21,8 @@ impl ExecutorRuns {
         }
     }
 
-    /// `Executor.Run`, as a message on the stream. Dropping the future cancels the call.
+    /// A built-in call run by the executor (planned, judged and, if allowed, executed), as a
+    /// message on the stream. Dropping the future cancels the call.
     pub async fn run(&self, request: pb::RunRequest) -> Result<pb::RunResponse, Status> {
         self.run_unless_answered(request, &AnsweredElsewhere::default())
             .await
@@ -52,25 +36,7 @@ impl ExecutorRuns {
         request: pb::RunRequest,
         elsewhere: &AnsweredElsewhere,
     ) -> Result<pb::RunResponse, Status> {
-        let (span, trace) =
-            glovebox_telemetry::propagation::message_client_span("glovebox.v1.Executor", "Run");
-        let answer = self
-            .stream
-            .call_unless_answered(
-                |id| pb::RunCall {
-                    id,
-                    trace,
-                    body: Some(Asked::Run(request)),
-                },
-                elsewhere,
-            )
-            .instrument(span)
-            .await?;
-        match answer.body {
-            Some(Answer::Ran(ran)) => Ok(ran),
-            Some(Answer::Error(status)) => Err(status_of(status)),
-            None => Err(Status::internal("the executor sent an empty answer")),
-        }
+        self.stream.run(request, elsewhere).await
     }
 
     /// How many calls wait for their answers now.
@@ -88,6 +54,7 @@ mod tests {
         default_allowed_uids,
     };
     use glovebox_proto::v1::executor_server::{Executor, ExecutorServer};
+    use glovebox_proto::v1::{run_answer::Body as Answer, run_call::Body as Asked};
     use std::time::Duration;
     use tokio::sync::mpsc;
     use tonic::{Request, Response};
@@ -135,12 +102,6 @@ mod tests {
             &self,
             _: Request<pb::ExecuteRequest>,
         ) -> Result<Response<pb::ExecuteResponse>, Status> {
-            only_runs()
-        }
-        async fn run(
-            &self,
-            _: Request<pb::RunRequest>,
-        ) -> Result<Response<pb::RunResponse>, Status> {
             only_runs()
         }
         async fn status(

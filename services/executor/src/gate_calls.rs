@@ -1,5 +1,5 @@
-//! The executor's requests of every built-in call to the gate — its verdict (`Decide`) and the
-//! call's last rows (`AppendCall`) — as messages on one stream it keeps open to the gate
+//! The executor's requests of every built-in call to the gate — its verdict (`decide`) and the
+//! call's last rows (`append_call`) — as messages on one stream it keeps open to the gate
 //! (`ExecutorGate.Calls`, see `glovebox_proto::transport::messages`), instead of an HTTP/2
 //! stream per request. A request the stream took down with it is `Unavailable`, as a lost
 //! connection is for an RPC, so the callers' retries stay as they were.
@@ -36,7 +36,7 @@ impl GateCalls {
         }
     }
 
-    /// `ExecutorGate.Decide`, as a message on the stream.
+    /// The gate's verdict on a call the broker vouched for, as a message on the stream.
     pub async fn decide(
         &self,
         request: pb::VouchedDecideRequest,
@@ -51,8 +51,8 @@ impl GateCalls {
         }
     }
 
-    /// `Audit.AppendCall`, as a message on the stream; `Cancelled` if no answer came within
-    /// `limit` (as an RPC's deadline is).
+    /// A call's execute and result rows, with its ticket, as a message on the stream;
+    /// `Cancelled` if no answer came within `limit` (as an RPC's deadline is).
     pub async fn append_call(&self, rows: pb::CallRows, limit: Duration) -> Result<(), Status> {
         let asked = pb::executor_gate_call::Body::AppendCall(rows);
         match self
@@ -124,13 +124,6 @@ mod tests {
 
     #[tonic::async_trait]
     impl ExecutorGate for FakeGate {
-        async fn decide(
-            &self,
-            _: tonic::Request<pb::VouchedDecideRequest>,
-        ) -> Result<tonic::Response<pb::DecideResponse>, Status> {
-            Err(Status::unimplemented("only the stream"))
-        }
-
         type CallsStream =
             tokio_stream::wrappers::ReceiverStream<Result<pb::ExecutorGateAnswer, Status>>;
 

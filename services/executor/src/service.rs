@@ -2,11 +2,12 @@
 //!
 //! Plan and preview only look; execute acts, and only on a ticket that verifies under this
 //! account's key and names this call. Each execute that acted sends the gate its execute row and
-//! the call's result row together (`Audit.AppendCall`, with the ticket), and answers only once
-//! they are committed; a refused ticket sends its execute row alone. Run is plan, decide and
-//! execute in one call from the broker: the executor asks the gate for the verdict itself
-//! (`ExecutorGate.Decide`, with the broker's voucher for the call) and executes on the ticket of
-//! an allow. A whole-file read of a small file and a listing of a small directory's names are
+//! the call's result row together (an `append_call` on `ExecutorGate.Calls`, with the ticket),
+//! and answers only once they are committed; a refused ticket sends its execute row alone
+//! (`Audit.Append`). A run (a message on the broker's `Runs` stream) is plan, decide and execute
+//! in one call from the broker: the executor asks the gate for the verdict itself (a `decide` on
+//! `ExecutorGate.Calls`, with the broker's voucher for the call) and executes on the ticket of an
+//! allow. A whole-file read of a small file and a listing of a small directory's names are
 //! made before the verdict instead ([`ExecutorService::read_ahead`]): their rows go with the
 //! decide request and are committed with the decide row, and what was read is told only on the
 //! ticket of that allow — one round trip to the gate per call instead of two. A whole-file
@@ -41,7 +42,7 @@ pub struct ExecutorService {
     config: Arc<ExecutorConfig>,
     jobs: Arc<crate::jobs::JobTable>,
     audit: AuditClient<Channel>,
-    /// The gate's verdicts on the calls the broker hands over with `Run`, and each call's last
+    /// The gate's verdicts on the calls the broker hands over on `Runs`, and each call's last
     /// rows.
     gate: crate::gate_calls::GateCalls,
     used: Arc<crate::spent::SpentTickets>,
@@ -556,8 +557,9 @@ fn result_row(call: &ToolCall, response: &ExecuteResponse, duration_ms: u64) -> 
 }
 
 impl ExecutorService {
-    /// `Executor.Run`: plans the call, has the gate judge it on the broker's voucher and, on an
-    /// allow, executes it; any other verdict comes back with the plan.
+    /// A run, one message of the broker's `Runs` stream: plans the call, has the gate judge it on
+    /// the broker's voucher and, on an allow, executes it; any other verdict comes back with the
+    /// plan.
     #[tracing::instrument(skip_all, fields(call_id))]
     async fn run_call(&self, request: pb::RunRequest) -> Result<pb::RunResponse, Status> {
         let started = Instant::now();
@@ -631,7 +633,8 @@ impl ExecutorService {
         })
     }
 
-    /// The answer to one message on the broker's `Runs` stream: what `Run` would answer.
+    /// The answer to one message on the broker's `Runs` stream: what its run came to, or the
+    /// status it failed with.
     async fn run_message(&self, asked: pb::RunCall) -> pb::RunAnswer {
         use pb::run_answer::Body as Answer;
         let span = glovebox_telemetry::propagation::message_server_span(
@@ -757,14 +760,6 @@ impl pb::executor_server::Executor for ExecutorService {
             self.execute_to_the_end(call, None, ticket, call_age_ms, tables)
                 .await,
         ))
-    }
-
-    async fn run(
-        &self,
-        request: Request<pb::RunRequest>,
-    ) -> Result<Response<pb::RunResponse>, Status> {
-        require_peer(&request, &[BROKER])?;
-        self.run_call(request.into_inner()).await.map(Response::new)
     }
 
     type RunsStream = AnswerStream<pb::RunAnswer>;
@@ -965,13 +960,6 @@ mod tests {
 
     #[tonic::async_trait]
     impl pb::executor_gate_server::ExecutorGate for ScriptedGate {
-        async fn decide(
-            &self,
-            _: Request<pb::VouchedDecideRequest>,
-        ) -> Result<Response<pb::DecideResponse>, Status> {
-            Err(Status::unimplemented("only the stream"))
-        }
-
         type CallsStream = AnswerStream<pb::ExecutorGateAnswer>;
 
         async fn calls(

@@ -56,7 +56,7 @@ pub struct GateState {
     /// Who may call the audit socket now (each account's executor and pack host), as the
     /// supervisor last said.
     pub audit_access: AuditAccess,
-    /// The broker's vouchers, for `ExecutorGate.Decide`.
+    /// The broker's vouchers, for an executor's `decide` (`ExecutorGate.Calls`).
     pub vouchers: Vouchers,
     /// Where the answers of reads made ahead go to the broker (`Gate.Deliveries`).
     pub deliveries: crate::deliveries::Outlet,
@@ -332,6 +332,8 @@ mod tests {
         }
     }
 
+    /// The gate's verdict on `account` reading `path`, asked as the broker asks: a `decide` on its
+    /// `Decisions` stream.
     async fn decide(s: &Setup, account: &str, path: &str) -> DecideResponse {
         let request = DecideRequest {
             call: Some(ToolCall {
@@ -350,11 +352,79 @@ mod tests {
                 pack: None,
             }),
         };
-        let mut request = Request::new(request);
-        request
-            .extensions_mut()
-            .insert(glovebox_proto::transport::Peer(BROKER.into(), 0));
-        s.gate.decide(request).await.unwrap().into_inner()
+        let message = pb::DecideCall {
+            id: 1,
+            decide: Some(request),
+            ..Default::default()
+        };
+        let answer = gate_rpc::answer_decision(&s.gate.0, message).await;
+        match answer.body {
+            Some(pb::decide_answer::Body::Decided(decided)) => decided,
+            other => panic!("no verdict: {other:?}"),
+        }
+    }
+
+    /// The answer to `body` from `peer`, a message on its `ExecutorGate.Calls` stream.
+    async fn from_executor(
+        s: &Setup,
+        peer: &str,
+        body: pb::executor_gate_call::Body,
+    ) -> pb::executor_gate_answer::Body {
+        let message = pb::ExecutorGateCall {
+            id: 1,
+            body: Some(body),
+            ..Default::default()
+        };
+        let answer = executor_gate_rpc::answer_call(&s.gate.0, peer, message).await;
+        assert_eq!(answer.id, 1);
+        answer.body.expect("an answer with something in it")
+    }
+
+    /// A `decide` answer as a verdict, or the status it was refused with.
+    fn verdict(answer: pb::executor_gate_answer::Body) -> Result<DecideResponse, Status> {
+        use pb::executor_gate_answer::Body;
+        match answer {
+            Body::Decided(decided) => Ok(decided),
+            Body::Error(e) => Err(glovebox_proto::transport::messages::status_of(e)),
+            other => panic!("not a verdict: {other:?}"),
+        }
+    }
+
+    /// Alice's executor sends `rows` (an `append_call` on its `Calls` stream): acknowledged, or
+    /// the status they were refused with.
+    async fn send_rows(s: &Setup, rows: pb::CallRows) -> Result<(), Status> {
+        use pb::executor_gate_answer::Body;
+        let body = pb::executor_gate_call::Body::AppendCall(rows);
+        match from_executor(s, "executor:alice", body).await {
+            Body::Appended(_) => Ok(()),
+            Body::Error(e) => Err(glovebox_proto::transport::messages::status_of(e)),
+            other => panic!("not an acknowledgement: {other:?}"),
+        }
+    }
+
+    /// A request opening a stream from `peer` (none: a connection that was not authenticated),
+    /// with nothing on it: what a stream method admits or refuses before any message.
+    fn opening<T: Send + 'static>(peer: Option<&str>) -> Request<tonic::Streaming<T>> {
+        struct Nothing<T>(std::marker::PhantomData<T>);
+        impl<T: Send + 'static> tonic::codec::Decoder for Nothing<T> {
+            type Item = T;
+            type Error = Status;
+            fn decode(&mut self, _: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<T>, Status> {
+                Ok(None)
+            }
+        }
+        let nothing = tonic::Streaming::new_request(
+            Nothing(std::marker::PhantomData),
+            tonic::body::Body::default(),
+            None,
+            None,
+        );
+        let mut r = Request::new(nothing);
+        if let Some(p) = peer {
+            r.extensions_mut()
+                .insert(glovebox_proto::transport::Peer(p.into(), 0));
+        }
+        r
     }
 
     #[test]
@@ -432,8 +502,8 @@ mod tests {
         AuditService(s.gate.0.clone())
     }
 
-    /// The execute and result rows of alice's `file_read` call `call`, from her executor.
-    fn call_rows(call: &str, ticket: pb::Ticket) -> Request<pb::CallRows> {
+    /// The execute and result rows of alice's `file_read` call `call`.
+    fn call_rows(call: &str, ticket: pb::Ticket) -> pb::CallRows {
         let row = |kind: &str| AuditEvent {
             call_id: call.into(),
             client_call_id: format!("client-{call}"),
@@ -443,21 +513,17 @@ mod tests {
             outcome: "ok".into(),
             ..Default::default()
         };
-        let mut r = Request::new(pb::CallRows {
+        pb::CallRows {
             execute: Some(row("execute")),
             result: Some(row("result")),
             ticket: Some(ticket),
-        });
-        r.extensions_mut()
-            .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
-        r
+        }
     }
 
     #[tokio::test]
     async fn a_call_allowed_before_the_gate_restarted_gets_its_decide_row_back() {
-        use glovebox_proto::v1::audit_server::Audit;
         let s = setup().await;
-        let audit = alices_audit(&s);
+        alices_audit(&s);
         let path = format!("{}/a.txt", s.workdir);
         let subjects = vec![Subject {
             domain: pb::Domain::Read as i32,
@@ -477,8 +543,7 @@ mod tests {
                 ..Default::default()
             })
         };
-        let append_call =
-            |call: &str, ticket: pb::Ticket| audit.append_call(call_rows(call, ticket));
+        let append_call = |call: &str, ticket: pb::Ticket| send_rows(&s, call_rows(call, ticket));
         let reader = crate::audit::query::AuditReader::open(&s.gate.0.state_dir.audit_db())
             .await
             .unwrap();
@@ -582,8 +647,7 @@ mod tests {
         .execute(&pool)
         .await
         .unwrap();
-        let e = audit
-            .append_call(call_rows("c1", ticket.clone()))
+        let e = send_rows(&s, call_rows("c1", ticket.clone()))
             .await
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
@@ -595,8 +659,7 @@ mod tests {
             .execute(&pool)
             .await
             .unwrap();
-        audit
-            .append_call(call_rows("c1", ticket.clone()))
+        send_rows(&s, call_rows("c1", ticket.clone()))
             .await
             .unwrap();
         audit.append(one_row()).await.unwrap();
@@ -605,29 +668,26 @@ mod tests {
     #[tokio::test]
     async fn only_the_broker_may_decide() {
         let s = setup().await;
-        let request = |peer: Option<&str>| {
-            let mut r = Request::new(DecideRequest::default());
-            if let Some(p) = peer {
-                r.extensions_mut()
-                    .insert(glovebox_proto::transport::Peer(p.into(), 0));
-            }
-            r
-        };
+        // No one else opens the stream of decisions.
         for peer in [
             None,
             Some("supervisor"),
             Some("admin"),
             Some("executor:alice"),
         ] {
-            let e = s.gate.decide(request(peer)).await.unwrap_err();
-            assert!(
-                matches!(
-                    e.code(),
-                    tonic::Code::PermissionDenied | tonic::Code::Unauthenticated
-                ),
-                "{peer:?}: {e:?}"
-            );
+            let e = s
+                .gate
+                .decisions(opening(peer))
+                .await
+                .expect_err("opened the stream of decisions");
+            let refused = match peer {
+                None => tonic::Code::Unauthenticated,
+                Some(_) => tonic::Code::PermissionDenied,
+            };
+            assert_eq!(e.code(), refused, "{peer:?}: {e:?}");
         }
+        // The broker does.
+        assert!(s.gate.decisions(opening(Some(BROKER))).await.is_ok());
     }
 
     /// The voucher key of the test setup's broker.
@@ -705,7 +765,7 @@ mod tests {
             })),
             ..Default::default()
         };
-        // Judged as the RPC judges: an allow with its ticket, then the same voucher refused.
+        // Judged: an allow with its ticket, then the same voucher refused.
         tx.send(&asked(7)).unwrap();
         let first: pb::ExecutorGateAnswer = rx.next().await.unwrap().unwrap();
         assert_eq!(first.id, 7);
@@ -743,7 +803,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_brokers_decisions_stream_decides_as_decide_does_and_ends_when_the_gate_stops() {
+    async fn the_brokers_decisions_stream_decides_and_audits_and_ends_when_the_gate_stops() {
         use glovebox_proto::transport::{self, SocketKey, link::Channel};
         use glovebox_proto::v1::decide_answer::Body as Answer;
         use glovebox_proto::v1::gate_server::GateServer;
@@ -789,7 +849,8 @@ mod tests {
             }),
             ..Default::default()
         };
-        // Answered as `Decide` answers: an allow with its ticket, a deny without one.
+        // Answered with verdicts: an allow with its ticket, a deny without one; a request without
+        // its plan is refused.
         let read = read_plan(&s.workdir);
         tx.send(&asked(1, call("file_read", "d1"), Some(read.clone())))
             .unwrap();
@@ -817,7 +878,7 @@ mod tests {
             panic!("{answers:?}")
         };
         assert_eq!(e.code, tonic::Code::InvalidArgument as i32, "{e:?}");
-        // Audited as `Decide` is: the allowed call's decide row is written.
+        // Audited: the allowed call's decide row is written.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while !s
             .gate
@@ -862,24 +923,22 @@ mod tests {
             client_call_id: "r1".into(),
         };
         let plan = read_plan(&s.workdir);
-        let ask = |peer: &str, call: ToolCall, voucher: pb::Voucher| {
-            let mut r = Request::new(pb::VouchedDecideRequest {
+        // `peer` has `call` judged on `voucher`: a `decide` on its `Calls` stream.
+        let ask = async |peer: &str, call: ToolCall, voucher: pb::Voucher| {
+            let asked = pb::executor_gate_call::Body::Decide(pb::VouchedDecideRequest {
                 call: Some(call),
                 plan: Some(plan.clone()),
                 voucher: Some(voucher),
                 done_ahead: None,
                 deliver: None,
             });
-            r.extensions_mut()
-                .insert(glovebox_proto::transport::Peer(peer.into(), 0));
-            service.decide(r)
+            verdict(from_executor(&s, peer, asked).await)
         };
         let read = call("file_read");
         let voucher = broker_vouchers().vouch(&read, now);
         let judged = ask("executor:alice", read.clone(), voucher.clone())
             .await
-            .unwrap()
-            .into_inner();
+            .unwrap();
         assert_eq!(judged.verdict, pb::Verdict::Allow as i32, "{judged:?}");
         let body = s
             .master
@@ -896,7 +955,7 @@ mod tests {
             .unwrap();
         assert_eq!(body.approval, "auto");
 
-        let refused = |r: Result<Response<DecideResponse>, Status>| {
+        let refused = |r: Result<DecideResponse, Status>| {
             let e = r.unwrap_err();
             assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
             e.message().to_owned()
@@ -910,6 +969,24 @@ mod tests {
             let v = broker_vouchers().vouch(&fresh, now);
             refused(ask(peer, fresh, v).await);
         }
+        // Nor do any but an account's executor open the stream those requests come on.
+        for peer in [
+            None,
+            Some("broker"),
+            Some("packs:alice"),
+            Some("supervisor"),
+        ] {
+            let e = service
+                .calls(opening(peer))
+                .await
+                .expect_err("opened an executor's stream to the gate");
+            let refused = match peer {
+                None => tonic::Code::Unauthenticated,
+                Some(_) => tonic::Code::PermissionDenied,
+            };
+            assert_eq!(e.code(), refused, "{peer:?}: {e:?}");
+        }
+        assert!(service.calls(opening(Some("executor:bob"))).await.is_ok());
         // A call changed after it was vouched for, a voucher of another key, an old one, one
         // from the future.
         let mut changed = call("file_count");
@@ -965,7 +1042,6 @@ mod tests {
     #[tokio::test]
     async fn rows_done_ahead_are_committed_with_an_automatic_allow_and_dropped_otherwise() {
         // Each call's outcome goes with its rows, for the broker's wait for that call.
-        use glovebox_proto::v1::executor_gate_server::ExecutorGate;
         let s = setup().await;
         alices_audit(&s);
         // Alice may read and write in her workdir without being asked.
@@ -974,8 +1050,6 @@ mod tests {
             "paths:\n  read:\n    allow: ['./**']\n  write:\n    allow: ['./**']\n",
         )
         .unwrap();
-        let service =
-            ExecutorGateService::new(s.gate.0.clone(), tokio::sync::watch::channel(false).1);
         let now = glovebox_ticket::now_ms().unwrap();
         let plan = |domain: pb::Domain, path: &str| Plan {
             subjects: vec![Subject {
@@ -986,7 +1060,8 @@ mod tests {
             content_tag: Vec::new(),
             pack: None,
         };
-        // Alice's executor asks about call `call` with the rows of call `rows_of` done ahead.
+        // Alice's executor asks about call `call` with the rows of call `rows_of` done ahead (a
+        // `decide` on its `Calls` stream).
         let ask = |call: &str, tool: &str, plan: Plan, rows_of: &str| {
             let asked = ToolCall {
                 account: "alice".into(),
@@ -1004,7 +1079,7 @@ mod tests {
                 bytes: if kind == "execute" { 5 } else { 0 },
                 ..Default::default()
             };
-            let mut r = Request::new(pb::VouchedDecideRequest {
+            let r = pb::executor_gate_call::Body::Decide(pb::VouchedDecideRequest {
                 voucher: Some(broker_vouchers().vouch(&asked, now)),
                 call: Some(asked),
                 plan: Some(plan),
@@ -1018,10 +1093,8 @@ mod tests {
                     ..Default::default()
                 }),
             });
-            r.extensions_mut()
-                .insert(glovebox_proto::transport::Peer("executor:alice".into(), 0));
-            let service = service.clone();
-            async move { service.decide(r).await.unwrap().into_inner() }
+            let s = &s;
+            async move { verdict(from_executor(s, "executor:alice", r).await).unwrap() }
         };
         let allow = pb::Verdict::Allow as i32;
         let inside = format!("{}/a.txt", s.workdir);

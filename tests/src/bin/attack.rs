@@ -192,12 +192,10 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
                 .await,
         );
         report("Audit/Append forged approval", &name, ok, d);
-        // Having a call judged as its executor would, with a voucher the broker never made.
+        // Having a call judged as its executor would, with a voucher the broker never made: a
+        // message on the executor's stream to the gate, served only if the stream opens and
+        // answers with a verdict.
         let mut judge = ExecutorGateClient::new(raw_channel(sock));
-        let (ok, d) = outcome(judge.decide(forged_decide(victim)).await);
-        report("ExecutorGate/Decide with a forged voucher", &name, ok, d);
-        // The same as a message on the executor's stream to the gate: served only if the
-        // stream opens and answers with a verdict.
         let message = pb::ExecutorGateCall {
             id: 1,
             body: Some(pb::executor_gate_call::Body::Decide(forged_decide(victim))),
@@ -215,8 +213,8 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
             },
         };
         report("ExecutorGate/Calls with a forged voucher", &name, ok, d);
-        // Having a write judged as the broker would (a verdict, an audit row, maybe a ticket),
-        // as an RPC and as a message on the broker's stream: served if a verdict comes back.
+        // Having a write judged as the broker would (a verdict, an audit row, maybe a ticket), a
+        // message on the broker's stream: served if a verdict comes back.
         let asked = pb::DecideRequest {
             call: Some(call(
                 victim,
@@ -226,8 +224,6 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
             plan: Some(write_plan(victim)),
         };
         let mut gate = GateClient::new(raw_channel(sock));
-        let (ok, d) = outcome(gate.decide(asked.clone()).await);
-        report("Gate/Decide as the broker", &name, ok, d);
         let message = pb::DecideCall {
             id: 1,
             decide: Some(asked),
@@ -266,13 +262,8 @@ async fn grpc(state: &Path, account: &str, victim: &str) {
             ok,
             d,
         );
-        let (ok, d) = outcome(exec.run(forged_run(target)).await);
-        report(
-            &format!("Executor/Run of {target}"),
-            &format!("exec-{target}"),
-            ok,
-            d,
-        );
+        // A write on a forged voucher, a message on the broker's stream of calls: served if it
+        // was run.
         let message = pb::RunCall {
             id: 1,
             body: Some(pb::run_call::Body::Run(forged_run(target))),

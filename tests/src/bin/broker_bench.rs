@@ -2,9 +2,10 @@
 //! 1. memory: the broker's resident set before and after 1,000 idle WebSocket connections that
 //!    said hello;
 //! 2. overhead: an allowed 4 KiB `file_read` through the broker (WebSocket) against the same
-//!    backend call made directly over gRPC (executor Run with the broker's voucher: it plans, asks
-//!    the gate and executes), in the same run — the difference is what the broker adds; and the
-//!    executor's Execute alone (with a ticket the gate signed for its call).
+//!    backend call made directly over gRPC (a run on the executor's `Runs` stream with the
+//!    broker's voucher, as the broker sends it: the executor plans, asks the gate and executes),
+//!    in the same run — the difference is what the broker adds; and the executor's Execute alone
+//!    (with a ticket the gate signed for its call).
 //!
 //! 3. throughput: the same read through the broker with 8 calls in flight (8 connections), in
 //!    calls per second, and the CPU each service spent per call (its `/proc` user and system
@@ -22,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use glovebox_e2e::stats::{median, p99};
 use glovebox_e2e::{Auth, Client, Glovebox, expect_ok};
+use glovebox_proto::transport::messages::{AnsweredElsewhere, Decisions, MessageClient, Runs};
 use glovebox_proto::v1::{
     DecideRequest, ExecuteRequest, PlanRequest, RunRequest, ToolCall,
-    executor_client::ExecutorClient, gate_client::GateClient,
+    executor_client::ExecutorClient,
 };
 use serde_json::json;
 
@@ -86,8 +88,10 @@ async fn main() {
     // 2. overhead per call
     let mut agent = g.connect("agent").await;
     let mut executor = ExecutorClient::new(g.executor_channel(&g.account));
-    let mut gate = GateClient::new(g.gate_channel());
-    // The broker's voucher key, for the call it hands an executor (`Executor.Run`).
+    // The broker's streams to the executor and the gate, with its clients of them.
+    let runs = MessageClient::<Runs>::new(g.executor_channel(&g.account));
+    let decisions = MessageClient::<Decisions>::new(g.gate_channel());
+    // The broker's voucher key, for the call it hands an executor (`Executor.Runs`).
     let vouchers = {
         use glovebox_proto::transport::handover::{peer, socket};
         glovebox_ticket::voucher::VoucherKey::of_broker(
@@ -113,15 +117,12 @@ async fn main() {
         assert_eq!(expect_ok(&r)["bytes"], 4096);
         let call = direct(i);
         let t = Instant::now();
-        let ran = executor
-            .run(RunRequest {
-                voucher: Some(vouchers.vouch(&call, glovebox_ticket::now_ms().unwrap())),
-                call: Some(call),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let run = RunRequest {
+            voucher: Some(vouchers.vouch(&call, glovebox_ticket::now_ms().unwrap())),
+            call: Some(call),
+            ..Default::default()
+        };
+        let ran = runs.run(run, &AnsweredElsewhere::default()).await.unwrap();
         let d2 = t.elapsed();
         let done = ran.executed.expect("an allowed call is executed");
         assert!(done.error.is_none(), "{done:?}");
@@ -136,14 +137,13 @@ async fn main() {
             .into_inner()
             .plan
             .unwrap();
-        let decided = gate
+        let decided = decisions
             .decide(DecideRequest {
                 call: Some(call.clone()),
                 plan: Some(plan),
             })
             .await
-            .unwrap()
-            .into_inner();
+            .unwrap();
         let t_exec = Instant::now();
         let done = executor
             .execute(ExecuteRequest {
@@ -170,7 +170,7 @@ async fn main() {
         p99(&through).as_secs_f64() * 1e6
     );
     println!(
-        "  the backend call made directly (Run)  median {:>8.1} µs  p99 {:>8.1} µs",
+        "  the backend call made directly (Runs) median {:>8.1} µs  p99 {:>8.1} µs",
         m2.as_secs_f64() * 1e6,
         p99(&backend).as_secs_f64() * 1e6
     );

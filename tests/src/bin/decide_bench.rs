@@ -1,7 +1,7 @@
-//! Throughput of gate `Decide` over gRPC on the gate's Unix socket with 16 calls in flight,
-//! against a real `glovebox up`: as a unary RPC each, and as messages on one stream the way the
-//! broker sends them (`Gate.Decisions`), next to a reference measured in the same run: `Health`
-//! (a gRPC round trip on the same socket that decides and audits nothing). Every Decide is judged
+//! Throughput of the gate's decisions on its Unix socket with 16 calls in flight, against a real
+//! `glovebox up`: messages on one stream the way the broker sends them (`Gate.Decisions`, with
+//! the broker's client of it), next to a reference measured in the same run: `Health` (a gRPC
+//! round trip on the same socket that decides and audits nothing). Every decision is judged
 //! against the account's policy and written to the audit store.
 //!
 //! Run: `cargo build --release -p glovebox && cargo run --release -p glovebox-e2e --bin glovebox-decide-bench`
@@ -54,8 +54,6 @@ where
 async fn main() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
-    let channel = g.gate_channel();
-    let gate = GateClient::new(channel);
     let path = g.workdir.join("a.txt").display().to_string();
     let account = g.account.clone();
     // Call `call_id` of the account reading a.txt, planned.
@@ -77,32 +75,13 @@ async fn main() {
             pack: None,
         }),
     };
-    let unary_read = read.clone();
-    let decide = move |i: usize| {
-        let mut gate = gate.clone();
-        let request = unary_read(format!("bench-{i}"));
-        async move {
-            let r = gate.decide(request).await.unwrap().into_inner();
-            assert_eq!(r.verdict, pb::Verdict::Allow as i32);
-        }
-    };
     // As the broker decides: messages on one stream it keeps open (`Gate.Decisions`).
     let stream = MessageClient::<Decisions>::new(g.gate_channel());
     let streamed = move |i: usize| {
         let stream = stream.clone();
-        let call = pb::DecideCall {
-            id: 0,
-            trace: Default::default(),
-            decide: Some(read(format!("stream-{i}"))),
-        };
+        let request = read(format!("stream-{i}"));
         async move {
-            let answer = stream
-                .call(|id| pb::DecideCall { id, ..call })
-                .await
-                .unwrap();
-            let Some(pb::decide_answer::Body::Decided(r)) = answer.body else {
-                panic!("{answer:?}")
-            };
+            let r = stream.decide(request).await.unwrap();
             assert_eq!(r.verdict, pb::Verdict::Allow as i32);
         }
     };
@@ -114,18 +93,19 @@ async fn main() {
             gate.health(pb::HealthRequest {}).await.unwrap();
         }
     };
-    // warm up both paths
+    // warm up both
     let _ = tokio::time::timeout(Duration::from_secs(60), async {
         for i in 0..500 {
-            decide.clone()(i).await;
             streamed.clone()(i).await;
             health.clone()(i).await;
         }
     })
     .await;
-    let d = run("Decide (policy + ticket + audit row)", decide).await;
-    let s = run("Decide on the broker's stream (Gate.Decisions)", streamed).await;
+    let s = run(
+        "decide on the broker's stream (policy + ticket + audit row)",
+        streamed,
+    )
+    .await;
     let h = run("reference: Health (gRPC round trip only)", health).await;
-    println!("Decide / Health throughput = {:.2}", d / h);
-    println!("streamed Decide / Health throughput = {:.2}", s / h);
+    println!("decide / Health throughput = {:.2}", s / h);
 }

@@ -580,7 +580,6 @@ async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
     use glovebox_proto::v1::{DecideRequest, Domain, Plan, Subject, ToolCall, Verdict};
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
-    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(g.gate_channel());
     let path = g.workdir.join("a.txt").to_str().unwrap().to_owned();
     let subject = |domain: Domain| Subject {
         domain: domain as i32,
@@ -607,8 +606,9 @@ async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
         ),
     ];
     for (tool, subjects) in cases {
-        let r = gate
-            .decide(DecideRequest {
+        // Asked as the broker asks: a message on the gate's stream of decisions.
+        let r = g
+            .decide_as_broker(DecideRequest {
                 call: Some(ToolCall {
                     account: g.account.clone(),
                     call_id: "shape".into(),
@@ -623,8 +623,7 @@ async fn the_gate_denies_plans_that_do_not_fit_their_tool() {
                 }),
             })
             .await
-            .unwrap()
-            .into_inner();
+            .unwrap();
         assert_eq!(r.verdict, Verdict::Deny as i32, "{tool}: {r:?}");
         assert_eq!(r.rule, "plan", "{tool}: {r:?}");
         assert!(r.ticket.is_none());

@@ -69,7 +69,6 @@ async fn a_ticket_for_one_call_cannot_be_replayed_for_another_path_or_twice() {
     let g = Glovebox::start();
     std::fs::write(g.workdir.join("a.txt"), "a").unwrap();
     std::fs::write(g.workdir.join("b.txt"), "b").unwrap();
-    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(g.gate_channel());
     let mut exec = executor_client(&g).await;
     let call = |id: &str, path: &str| ToolCall {
         account: g.account.clone(),
@@ -88,13 +87,12 @@ async fn a_ticket_for_one_call_cannot_be_replayed_for_another_path_or_twice() {
             .into_inner()
             .plan
             .unwrap();
-        gate.decide(glovebox_proto::v1::DecideRequest {
+        g.decide_as_broker(glovebox_proto::v1::DecideRequest {
             call: Some(call(id, "a.txt")),
             plan: Some(plan),
         })
         .await
         .unwrap()
-        .into_inner()
         .ticket
         .expect("read inside the workdir is allowed")
     };
@@ -765,7 +763,6 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
     let alice_file = g.root().join("work-alice/a.txt");
     let mut alice_exec = ExecutorClient::new(g.executor_channel("alice"));
     let mut bob_exec = ExecutorClient::new(g.executor_channel("bob"));
-    let mut gate = glovebox_proto::v1::gate_client::GateClient::new(g.gate_channel());
     let call = |account: &str| ToolCall {
         account: account.into(),
         call_id: "cross".into(),
@@ -783,14 +780,13 @@ async fn an_executor_refuses_a_ticket_signed_for_another_account() {
         .into_inner()
         .plan
         .unwrap();
-    let ticket = gate
-        .decide(glovebox_proto::v1::DecideRequest {
+    let ticket = g
+        .decide_as_broker(glovebox_proto::v1::DecideRequest {
             call: Some(call("alice")),
             plan: Some(plan),
         })
         .await
         .unwrap()
-        .into_inner()
         .ticket
         .expect("alice may read her workdir");
     // bob's executor refuses it, whether the call names alice or bob

@@ -225,7 +225,7 @@ async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
         .iter()
         .filter(|s| s.kind == 2 && s.service != "glovebox-broker")
         .collect();
-    // The executor's `Run` and the gate's `Decide`.
+    // The executor's `Run` and the gate's `Decide` (messages on streams, a span each).
     assert!(servers.len() >= 2, "{trace:#?}");
     for s in servers {
         let parent = by_id[s.parent.as_slice()];
@@ -251,7 +251,7 @@ async fn one_connected_trace_and_metrics(c: Collector, options: Options) {
         })
         .expect("the gate's decide span");
     assert_eq!(decide.attributes["rpc.system"], "grpc");
-    // A built-in call is judged at the executor's request (one hop: `Executor.Run`).
+    // A built-in call is judged at the executor's request (one hop: a run on `Executor.Runs`).
     assert_eq!(decide.attributes["rpc.service"], "glovebox.v1.ExecutorGate");
     assert_eq!(decide.name, "glovebox.v1.ExecutorGate/Decide");
     let run = trace

@@ -1,8 +1,9 @@
-//! The `Audit` service: rows from the broker, the supervisor and the executors, each admitted by
-//! who the connection proved to be (`admit_audit_event`), and the last two rows of a built-in
-//! call from its executor, admitted with the ticket the call ran on (`admit_call_rows`; the
-//! call's decide row is restored from the ticket if the gate died before writing it); an
-//! account's executor or pack host only while its account is served (`accounts::live`).
+//! The `Audit` service: rows from the broker, the supervisor, the executors and the pack hosts,
+//! each admitted by who the connection proved to be (`admit_audit_event`); an account's executor
+//! or pack host only while its account is served (`accounts::live`). Also the last two rows of a
+//! built-in call from its executor (an `append_call` on `ExecutorGate.Calls`), admitted with the
+//! ticket the call ran on (`admit_call_rows`; the call's decide row is restored from the ticket
+//! if the gate died before writing it).
 
 use super::*;
 
@@ -21,20 +22,11 @@ impl pb::audit_server::Audit for AuditService {
         }
         Ok(Response::new(AppendAck {}))
     }
-
-    async fn append_call(
-        &self,
-        request: Request<pb::CallRows>,
-    ) -> Result<Response<AppendAck>, Status> {
-        let peer = served_peer(&self.0, &request)?;
-        self.append_call_rows(&peer, request.into_inner())
-            .await
-            .map(Response::new)
-    }
 }
 
 impl AuditService {
-    /// `Audit.AppendCall` for `peer`, the RPC or a message on an executor's `Calls` stream.
+    /// An `append_call` from `peer`, a message on its `Calls` stream (`ExecutorGate.Calls`): the
+    /// call's execute and result rows, chained and committed together.
     pub(crate) async fn append_call_rows(
         &self,
         peer: &str,
@@ -75,7 +67,7 @@ impl AuditService {
     }
 
     /// The decide row of a call allowed by an earlier run of the gate, if that run died before
-    /// committing it (an automatic allow's row is queued, not awaited: see `Gate.Decide`). A
+    /// committing it (an automatic allow's row is queued, not awaited: see `write_decide_row`). A
     /// call decided by this run needs none: its row was queued before the executor had the
     /// ticket. Restored from what the ticket says (the call's subjects and approval; the rule
     /// and reason died with the row) and marked as restored.

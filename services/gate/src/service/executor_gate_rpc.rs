@@ -1,12 +1,14 @@
-//! The `ExecutorGate` service, on the audit socket: the verdict on a built-in call an account's
-//! executor was handed by the broker (`Executor.Run`), judged exactly as `Gate.Decide` judges
-//! the broker's — only for a call the broker vouched for, of that executor's own account, each
-//! voucher once. An executor cannot have the gate judge, sign or audit a call nobody made. The
-//! rows of a call that only reads, made by the executor ahead of its verdict, come with the
-//! request and are committed before the answer if the call is allowed without asking
-//! (`write_done_ahead`).
-//! `Calls` carries an executor's `Decide` and `Audit.AppendCall` requests as messages on one
-//! stream, each admitted and answered as its RPC is; the stream ends when the gate stops.
+//! The `ExecutorGate` service, on the audit socket: an executor's requests of every built-in call
+//! as messages on one stream (`Calls`), opened by an account's executor only, each request
+//! admitted again while its account is served; the stream ends when the gate stops.
+//!
+//! A `decide` is the verdict on a built-in call the executor was handed by the broker (on
+//! `Executor.Runs`), judged exactly as the broker's `Gate.Decisions` are — only for a call the
+//! broker vouched for, of that executor's own account, each voucher once. An executor cannot
+//! have the gate judge, sign or audit a call nobody made. The rows of a call that only reads,
+//! made by the executor ahead of its verdict, come with the request and are committed before the
+//! answer if the call is allowed without asking (`write_done_ahead`). An `append_call` is a
+//! call's last rows, admitted with its ticket (`AuditService::append_call_rows`).
 
 use glovebox_proto::transport::messages::{AnswerStream, MAX_IN_FLIGHT, answer_each, call_status};
 use glovebox_ticket::spent::SpentTickets;
@@ -92,7 +94,7 @@ impl ExecutorGateService {
     }
 }
 
-/// `ExecutorGate.Decide` for `peer`, the RPC or a message on its `Calls` stream.
+/// A `decide` from `peer`, a message on its `Calls` stream.
 #[tracing::instrument(skip_all, fields(call_id))]
 async fn decide_vouched(
     state: &Arc<GateState>,
@@ -143,10 +145,10 @@ async fn decide_vouched(
 }
 
 /// Commits the rows of a call the executor made ahead of its verdict (`done_ahead`) if the call
-/// was allowed without asking and its plan only reads: admitted as `Audit.AppendCall` admits
-/// them, with the ticket just signed, after the decision's row `decide_row`, the three rows in
+/// was allowed without asking and its plan only reads: admitted as an `append_call`'s rows are,
+/// with the ticket just signed, after the decision's row `decide_row`, the three rows in
 /// one commit before the answer. Otherwise they are dropped (the executor never tells what it
-/// read), or, if the store cannot write them, left for the executor's `AppendCall`; the
+/// read), or, if the store cannot write them, left for the executor's `append_call`; the
 /// decision's row is then written as any other's if the rows were refused before the write.
 async fn write_done_ahead(
     state: &Arc<GateState>,
@@ -185,9 +187,9 @@ async fn write_done_ahead(
     }
 }
 
-/// The answer to one request on a `Calls` stream from `peer`: what its RPC would answer, the
-/// peer's standing checked again for each (its account may have been removed meanwhile).
-async fn answer_call(
+/// The answer to one request on a `Calls` stream from `peer`, the peer's standing checked again
+/// for each (its account may have been removed meanwhile).
+pub(super) async fn answer_call(
     state: &Arc<GateState>,
     peer: &str,
     call: pb::ExecutorGateCall,
@@ -228,16 +230,6 @@ type CallsAnswers = AnswerStream<pb::ExecutorGateAnswer>;
 
 #[tonic::async_trait]
 impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
-    async fn decide(
-        &self,
-        request: Request<pb::VouchedDecideRequest>,
-    ) -> Result<Response<DecideResponse>, Status> {
-        let peer = served_peer(&self.state, &request)?;
-        decide_vouched(&self.state, &peer, request.into_inner())
-            .await
-            .map(Response::new)
-    }
-
     type CallsStream = CallsAnswers;
 
     async fn calls(

@@ -9,16 +9,17 @@ const MAX_LISTED_TOOLS: usize = 4096;
 const MAX_TOOL_NAME_BYTES: usize = 256;
 
 impl GateState {
-    /// Judges a planned call, audits the verdict and signs a ticket for an allow: the broker's
-    /// `Gate.Decide`, and an executor's `ExecutorGate.Decide` once its voucher is checked.
+    /// Judges a planned call, audits the verdict and signs a ticket for an allow: a `decide` on
+    /// the broker's `Decisions` stream, and on an executor's `Calls` stream once its voucher is
+    /// checked.
     pub(crate) async fn decide(&self, call: &ToolCall, plan: &Plan) -> DecideResponse {
         let (decided, row) = self.decide_unwritten(call, plan).await;
         self.write_decide_row(call, &decided, row).await;
         decided
     }
 
-    /// The broker's `Decide`, however it came (an RPC of its own, or a message on the
-    /// `Decisions` stream): [`Self::decide`] on the call and plan it names.
+    /// A `decide` on the broker's `Decisions` stream: [`Self::decide`] on the call and plan it
+    /// names.
     async fn decide_asked(&self, request: DecideRequest) -> Result<DecideResponse, Status> {
         let DecideRequest { call, plan } = request;
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
@@ -76,8 +77,8 @@ impl GateState {
         if decided.ticket.is_some() && glovebox_proto::tools::Tool::from_name(&call.tool).is_some()
         {
             // An allowed built-in call: its row takes its place in the writer's queue before the
-            // answer, and the executor's `AppendCall`, queued behind it, is acknowledged only
-            // once both are committed. Should the gate die first, `AppendCall` restores the row
+            // answer, and the executor's `append_call`, queued behind it, is acknowledged only
+            // once both are committed. Should the gate die first, `append_call` restores the row
             // from the call's ticket (`restore_decide_row`). One commit wait less per call.
             self.audit.append_queued(row).await;
         } else {
@@ -108,8 +109,9 @@ impl GateState {
     }
 }
 
-/// The answer to one request on the broker's `Decisions` stream: what `Decide` would answer.
-async fn answer_decision(state: &GateState, asked: pb::DecideCall) -> pb::DecideAnswer {
+/// The answer to one request on the broker's `Decisions` stream: its verdict, or the status it
+/// failed with.
+pub(super) async fn answer_decision(state: &GateState, asked: pb::DecideCall) -> pb::DecideAnswer {
     use pb::decide_answer::Body as Answer;
     let span = glovebox_telemetry::propagation::message_server_span(
         "glovebox.v1.Gate",
@@ -130,18 +132,6 @@ async fn answer_decision(state: &GateState, asked: pb::DecideCall) -> pb::Decide
 
 #[tonic::async_trait]
 impl pb::gate_server::Gate for GateService {
-    #[tracing::instrument(skip_all, fields(call_id))]
-    async fn decide(
-        &self,
-        request: Request<DecideRequest>,
-    ) -> Result<Response<DecideResponse>, Status> {
-        require_peer(&request, &[BROKER])?;
-        self.0
-            .decide_asked(request.into_inner())
-            .await
-            .map(Response::new)
-    }
-
     type DecisionsStream = AnswerStream<pb::DecideAnswer>;
 
     async fn decisions(
