@@ -12,7 +12,7 @@
 //!   `glovebox_sandbox::shim`): every segment but a leading crate name must be a word of some
 //!   `.rs` file, of that crate's directory when the path starts with a workspace crate;
 //! - a crate when it is `glovebox-<name>`: a package of the workspace;
-//! - a gRPC name when it is `Service.Method` (`Audit.AppendCall`): each part a word of a `.proto`.
+//! - a gRPC name when it is `Service.Method` (`Audit.Append`): each part a word of a `.proto`.
 //!
 //! Anything else (commands, flags, URL paths, config keys, a bare `.proto`) is prose.
 //!
@@ -266,7 +266,7 @@ fn code_spans_are_read_as_the_map_means_them() {
     assert_eq!(kind("App::run"), Some(Kind::RustName));
     assert_eq!(kind("AuditStore"), Some(Kind::RustName));
     assert_eq!(kind("glovebox-sandbox"), Some(Kind::Package));
-    assert_eq!(kind("Audit.AppendCall"), Some(Kind::Grpc));
+    assert_eq!(kind("Audit.Append"), Some(Kind::Grpc));
     for prose in [
         "glovebox up",
         "--system",

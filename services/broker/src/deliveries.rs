@@ -179,7 +179,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The answer to a `Run` whose read the gate may hand over (`Gate.Deliveries`): whichever of the
+/// The answer to a run (`Executor.Runs`) whose read the gate may hand over (`Gate.Deliveries`): whichever of the
 /// executor's answer (`running`, made with `elsewhere`) and the gate's tells it first. Handed
 /// over by the gate, the run is forgotten without a cancel: the executor, told by the gate, sends
 /// no answer and stops nothing. If the gate's stream ends first, the call fails at once: whether

@@ -1,6 +1,6 @@
 //! One call, end to end: validate → plan (executor) → decide (gate) → ask (approver) →
 //! execute (executor) → result — for a built-in tool, plan, decide and an allowed execute in one
-//! hop (`Executor.Run`, the executor asking the gate with the broker's voucher) — with a final audit event: the broker's own, unless the executor
+//! hop (a run on `Executor.Runs`, the executor asking the gate with the broker's voucher) — with a final audit event: the broker's own, unless the executor
 //! already committed it with its execute row (a built-in call that ran on its ticket). Fails
 //! closed at every step: a backend that cannot be reached means the call is refused, never that
 //! a check is skipped.
