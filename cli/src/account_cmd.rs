@@ -1,7 +1,7 @@
 //! `glovebox account add|list|show|remove`: accounts while glovebox runs, through the gate's
 //! admin socket (the state's owner in user mode, root in system mode). The gate checks, writes
 //! and audits each change (with the caller's uid); the supervisor starts or stops the account's
-//! executor and pack host and tells the broker (see `supervisor/accounts.rs`). An account's
+//! executor and pack host and tells the broker (see `supervisor/src/accounts.rs`). An account's
 //! credentials too: `glovebox token show|rotate` ([`token`]).
 
 use std::path::PathBuf;
@@ -401,7 +401,7 @@ pub async fn token_rotate(state: &StateDir, id: &str, approver: bool) -> anyhow:
     let in_config = state.system_paths().is_none()
         && state.account_source(id)? == Some(glovebox_config::added_accounts::Source::File);
     let file = if in_config {
-        crate::init::rotate_token(state, id, approver)?
+        glovebox_supervisor::init::rotate_token(state, id, approver)?
     } else {
         let mut gate = crate::policy_cmd::client(state)?;
         let request = pb::RotateTokenRequest {
@@ -446,7 +446,7 @@ const MAX_TOKEN_REPLY_BYTES: u64 = 16 * 1024;
 pub fn token_show(state: &StateDir, account: Option<&str>) -> anyhow::Result<ExitCode> {
     let id = match account {
         Some(a) => a.to_owned(),
-        None => crate::init::default_account_name(),
+        None => glovebox_supervisor::init::default_account_name(),
     };
     anyhow::ensure!(
         glovebox_config::is_valid_account_id(&id),

@@ -238,7 +238,7 @@ async fn checks(options: &Options) -> Vec<Finding> {
     ));
     if let Ok(binary) = std::env::current_exe() {
         let walls = glovebox_sandbox::walls::Walls {
-            namespaces: crate::walls_args::namespaces_allowed(),
+            namespaces: glovebox_supervisor::walls_args::namespaces_allowed(),
             ..Default::default()
         };
         out.push(kernel::walls(&glovebox_sandbox::walls::probe(

@@ -24,24 +24,19 @@ mod allocator;
 mod args;
 mod audit_cmd;
 mod background;
+mod banner;
 mod client;
 mod console_cmd;
 mod docs;
 mod doctor;
 mod env;
-mod identity;
-mod init;
 mod mcp_bridge;
 mod packs_cmd;
 mod policy_cmd;
-mod scratch;
 mod services;
 mod shared_args;
 mod status;
-mod supervisor;
-mod system;
 mod up_cmd;
-mod walls_args;
 mod which_account;
 
 use std::ops::ControlFlow;
@@ -52,7 +47,7 @@ use clap::{CommandFactory, Parser};
 pub(crate) use env::Env;
 use glovebox_proto::transport::handover::{Handover, HandoverError};
 // `crate::control_keys`, as the supervisor and the administrators' commands name it.
-pub(crate) use init::control_keys;
+pub(crate) use glovebox_supervisor::init::control_keys;
 
 /// How long the runtime's blocking threads get to finish once the command is done.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -180,7 +175,8 @@ impl Service {
         // A service started in system mode checks, before anything else, that it is exactly the
         // identity the supervisor switched it to (no group, capability or way back left over).
         if let Some(expect) = &handover.expect {
-            identity::verify_switched(expect).map_err(|e| fail(out::error_chain(&e)))?;
+            glovebox_supervisor::identity::verify_switched(expect)
+                .map_err(|e| fail(out::error_chain(&e)))?;
         }
         // The executor confines itself before any thread exists, so every thread and job
         // inherits it.

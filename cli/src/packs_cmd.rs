@@ -77,7 +77,7 @@ pub struct PackHostArgs {
     pub protected: Vec<PathBuf>,
     /// The walls of its pack servers beyond their files (each pack's own `network` wins).
     #[command(flatten)]
-    pub walls: crate::walls_args::WallsArgs,
+    pub walls: glovebox_supervisor::walls_args::WallsArgs,
     /// A variable of this host's environment the account's own `mcp.json` may read as
     /// `${env:NAME}` (repeatable; none by default).
     #[arg(long = "pack-env", value_name = "NAME")]
@@ -98,7 +98,7 @@ pub struct PackShimArgs {
     #[arg(long = "read", value_name = "PATH")]
     pub read: Vec<PathBuf>,
     #[command(flatten)]
-    pub walls: crate::walls_args::WallsArgs,
+    pub walls: glovebox_supervisor::walls_args::WallsArgs,
     /// The server's working directory.
     #[arg(long, value_name = "DIR")]
     pub cwd: PathBuf,
@@ -140,7 +140,7 @@ pub async fn pack_host(
     args: PackHostArgs,
     handover: Handover,
 ) -> anyhow::Result<ExitCode> {
-    crate::identity::verify_cannot_regain_root()?;
+    glovebox_supervisor::identity::verify_cannot_regain_root()?;
     let workdir = std::fs::canonicalize(&args.workdir)
         .with_context(|| format!("workdir {}", args.workdir.display()))?;
     let roots = if args.roots.is_empty() {
@@ -177,7 +177,10 @@ pub async fn pack_host(
         &args.account,
         &user_home,
         xdg_cache.as_deref(),
-        &crate::scratch::make(crate::scratch::Kind::Packs, &args.account)?,
+        &glovebox_supervisor::scratch::make(
+            glovebox_supervisor::scratch::Kind::Packs,
+            &args.account,
+        )?,
     );
     // glovebox's state directory is the first protected one: the pack home is this instance's.
     let places = match (&args.pack_home, args.protected.first()) {

@@ -16,8 +16,8 @@ use glovebox_proto::transport::handover::{
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use crate::shared_args::{LayoutArgs, StateArgs, SwitchArgs};
-use crate::walls_args::WallsArgs;
 use crate::{Env, outln};
+use glovebox_supervisor::walls_args::WallsArgs;
 
 /// `glovebox gate`, as `up` starts it.
 #[derive(clap::Args, Debug)]
@@ -243,7 +243,7 @@ pub struct ExecutorArgs {
     pub job_env: Vec<String>,
     /// The walls of its jobs beyond their files.
     #[command(flatten)]
-    pub walls: crate::walls_args::WallsArgs,
+    pub walls: glovebox_supervisor::walls_args::WallsArgs,
 }
 
 /// The environment jobs get: the allowlisted variables of `environment`, and a PATH. A name that
@@ -269,13 +269,16 @@ pub fn prepare_executor(
     args: &ExecutorArgs,
     handover: &Handover,
 ) -> anyhow::Result<PreparedExecutor> {
-    crate::identity::verify_cannot_regain_root()?;
+    glovebox_supervisor::identity::verify_cannot_regain_root()?;
     let (workdir, roots) = canonical_places(args)?;
     let (key, audit_key, serve_keys) = executor_keys(args, handover)?;
     // Each job's temporary directory goes in a scratch directory of this executor's own (never
     // all of /tmp), made (and those of executors that died swept) before the socket answers; the
     // shim each job runs under is this binary.
-    let scratch = crate::scratch::make(crate::scratch::Kind::Jobs, &args.account)?;
+    let scratch = glovebox_supervisor::scratch::make(
+        glovebox_supervisor::scratch::Kind::Jobs,
+        &args.account,
+    )?;
     // Bound before any thread starts; handed to tokio once the runtime exists.
     let listener = glovebox_proto::transport::bind_std_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
@@ -633,7 +636,7 @@ pub async fn set_enabled(
         Err(status) if status.code() == tonic::Code::Unavailable => {
             // Not running: hold its lock while editing, so it cannot start meanwhile.
             glovebox_config::create_private_dir(&state.run_dir())?;
-            let _stopped = crate::supervisor::lock(state)
+            let _stopped = glovebox_supervisor::lock(state)
                 .context("the gate is not reachable, yet glovebox seems to be running")?;
             let mut raw = state.load_raw_config()?;
             let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::shared_args::StateArgs;
-use crate::{Env, background, supervisor};
+use crate::{Env, background};
+use glovebox_supervisor as supervisor;
 
 /// `glovebox up`.
 #[derive(clap::Args, Debug)]
@@ -58,7 +59,7 @@ pub async fn run(env: &Env, args: UpArgs) -> anyhow::Result<ExitCode> {
         let state = glovebox_config::StateDir::new(env.state_dir(&args.state));
         return background::detach(&state, &detach_arguments(env, &state, args));
     }
-    supervisor::up(options(env, args)).await
+    supervisor::up(options(env, args), Box::new(crate::banner::announce)).await
 }
 
 /// The arguments the `up` started by `--detach` gets: the state directory, and the options

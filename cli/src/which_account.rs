@@ -36,7 +36,12 @@ pub(crate) const NO_ACCOUNTS_YET: &str = "no accounts yet: add one with `glovebo
 pub(crate) fn choose_in(state: &StateDir, named: Option<String>) -> anyhow::Result<String> {
     let config = state.load_merged_config()?;
     let ids: Vec<String> = config.accounts.iter().map(|a| a.id.clone()).collect();
-    choose(&ids, named, &crate::init::default_account_name()).map_err(anyhow::Error::msg)
+    choose(
+        &ids,
+        named,
+        &glovebox_supervisor::init::default_account_name(),
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

@@ -475,7 +475,7 @@ pub fn not_set_up_yet(layout: &Layout, facts: &Facts, audit_db_present: bool) ->
 }
 
 /// What an entry of a system-mode runtime dir must be, by where it is (`rel`, relative to the
-/// runtime dir) — the table `glovebox up --system` sets (see `cli/src/system.rs`): each service's
+/// runtime dir) — the table `glovebox up --system` sets (see `supervisor/src/system.rs`): each service's
 /// sockets in a directory of its own whose owner and group let exactly its peers in, so the
 /// sockets themselves may be 0666 (the kernel's peer uid and the handshake authenticate behind
 /// it); the administrators' socket is root's alone. Anything else found there is held to its

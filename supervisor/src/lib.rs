@@ -1,5 +1,8 @@
-//! `glovebox up`: first-start setup, then the gate, one executor and one pack host per account
-//! (`supervisor/packs_spec.rs`) and the broker as separate processes. Restarts a child that exits with backoff (logged and audited), and stops
+//! `glovebox up` as a library: first-start setup ([`init`]), system mode's users and file modes
+//! ([`system`], [`identity`]), then the gate, one executor and one pack host per account
+//! (`packs_spec.rs`) and the broker as separate processes, each started as the `glovebox` binary
+//! with its service's arguments ([`walls_args`]: a shim's walls; [`scratch`]: the services'
+//! directories in `/tmp`). What was started is handed to the caller to announce ([`Report`]). Restarts a child that exits with backoff (logged and audited), and stops
 //! every child on Ctrl-C or SIGTERM. A child also stops by itself when the supervisor's end of its
 //! stdin closes, so none outlives a supervisor that was killed.
 
@@ -20,10 +23,13 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::{identity, init, system};
-
 mod accounts;
+pub mod identity;
+pub mod init;
 mod packs_spec;
+pub mod scratch;
+pub mod system;
+pub mod walls_args;
 
 /// How long a child has to report readiness.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -53,6 +59,32 @@ pub struct UpOptions {
     /// The `OTEL_*` variables `up` was started with; they override glovebox.yaml's `telemetry:`.
     pub otel_env: Vec<(String, String)>,
 }
+
+/// What `up` has started, for the command that ran it to announce (the banner is the binary's).
+#[derive(Debug)]
+pub struct Report {
+    pub state: StateDir,
+    pub config: glovebox_config::Config,
+    /// The broker's WebSocket URL.
+    pub url: String,
+    /// The account a first start created.
+    pub created: Option<String>,
+    /// Each service's sandbox, as it reported it.
+    pub sandboxes: Vec<(String, String)>,
+    /// System mode: the managed policy and who the gate and the broker run as.
+    pub system: Option<SystemReport>,
+}
+
+/// System mode's part of a [`Report`].
+#[derive(Debug)]
+pub struct SystemReport {
+    pub policy_dir: PathBuf,
+    pub gate_user: String,
+    pub broker_user: String,
+}
+
+/// Announces a [`Report`] once everything runs (before `up` waits for a stop).
+pub type Announce = Box<dyn FnOnce(Report) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// System mode's files besides the state directory.
 #[derive(Debug, Clone)]
@@ -102,7 +134,7 @@ struct Running {
 /// (child index, generation, exit description)
 type Exit = (usize, u64, String);
 
-pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
+pub async fn up(o: UpOptions, announce: Announce) -> anyhow::Result<ExitCode> {
     // Take over SIGTERM and SIGINT before anything starts, so a stop during start-up still stops
     // every child that was started.
     use tokio::signal::unix::{SignalKind, signal};
@@ -189,17 +221,19 @@ pub async fn up(o: UpOptions) -> anyhow::Result<ExitCode> {
         &format!("glovebox up: {} processes", running.len()),
     )
     .await;
-    match &system_mode {
-        None => banner(
-            &state,
-            &config,
-            &url,
-            created.as_deref(),
-            &sandboxes(&running),
-            &crate::status::policy_errors(&url, &state).await,
-        ),
-        Some(mode) => system_banner(&state, &config, &url, &sandboxes(&running), mode),
-    }
+    announce(Report {
+        state: state.clone(),
+        config: config.clone(),
+        url: url.clone(),
+        created: created.clone(),
+        sandboxes: sandboxes(&running),
+        system: system_mode.as_ref().map(|mode| SystemReport {
+            policy_dir: mode.policy_dir.clone(),
+            gate_user: mode.users.gate.name.clone(),
+            broker_user: mode.users.broker.name.clone(),
+        }),
+    })
+    .await;
 
     let signal = async move {
         tokio::select! {
@@ -271,7 +305,7 @@ async fn start_up(
     }
     check_workdir_option(&config, first_start, o)?;
     let master = glovebox_ticket::MasterKey::from_bytes(&std::fs::read(state.ticket_key())?)?;
-    let keys = crate::control_keys(state)?;
+    let keys = init::control_keys(state)?;
     let exe = std::env::current_exe().context("locate the glovebox binary")?;
     let specs = child_specs(state, &config, &keys, &master, o, system_mode)?;
     let mut running = start_all(&exe, specs, exits_tx, exits).await?;
@@ -981,7 +1015,7 @@ async fn await_ready<R: tokio::io::AsyncRead + Unpin>(
 }
 
 /// Takes the state directory's lock, so that a second `up` on it fails clearly.
-pub(crate) fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
+pub fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::OpenOptionsExt;
     let path = state.lock_file();
@@ -1006,118 +1040,6 @@ pub(crate) fn lock(state: &StateDir) -> anyhow::Result<std::fs::File> {
     file.rewind()?;
     writeln!(file, "{}", std::process::id())?;
     Ok(file)
-}
-
-/// What `up --system` prints once everything runs.
-fn system_banner(
-    state: &StateDir,
-    config: &glovebox_config::Config,
-    url: &str,
-    sandboxes: &[(String, String)],
-    mode: &SystemMode,
-) {
-    println!("glovebox is up (system mode)");
-    println!("  WebSocket: {url}");
-    println!("  MCP:       {}", crate::status::mcp_url(url));
-    println!("  config:    {}", state.config_file().display());
-    println!("  policy:    {} (managed)", mode.policy_dir.display());
-    println!(
-        "  state:     {} (owned by {})",
-        state.root().display(),
-        mode.users.gate.name
-    );
-    println!("  sockets:   {}", state.run_dir().display());
-    println!(
-        "  approve:   {} (`glovebox approve --system` as an account's owner)",
-        state.approve_socket().display()
-    );
-    println!(
-        "  audit:     {} (readable by group {})",
-        state.audit_db().display(),
-        glovebox_config::system::AUDIT_GROUP
-    );
-    println!("  gate:      runs as {}", mode.users.gate.name);
-    println!("  broker:    runs as {}", mode.users.broker.name);
-    for a in &config.accounts {
-        println!(
-            "  account:   {} (owner {}, runs as {}, workdir {})",
-            a.id,
-            a.owner.as_deref().unwrap_or("?"),
-            a.run_as.as_deref().unwrap_or("?"),
-            a.workdir.display()
-        );
-    }
-    if config.accounts.is_empty() {
-        println!(
-            "  accounts:  no accounts yet: add one with `glovebox account add ID --workdir DIR \
-             --run-as USER --owner USER --system` (as root)"
-        );
-    }
-    for (name, status) in sandboxes {
-        println!("  sandbox:   {name} {status}");
-    }
-}
-
-fn banner(
-    state: &StateDir,
-    config: &glovebox_config::Config,
-    url: &str,
-    created: Option<&str>,
-    sandboxes: &[(String, String)],
-    policy_errors: &[String],
-) {
-    let uid = rustix::process::geteuid().as_raw();
-    let user = init::default_account_name();
-    println!("glovebox is up");
-    println!("  WebSocket: {url}");
-    println!("  MCP:       {}", crate::status::mcp_url(url));
-    for a in &config.accounts {
-        println!("  account:   {} (workdir {})", a.id, a.workdir.display());
-        println!("  token:     {} (agent)", state.token_file(&a.id).display());
-        println!(
-            "  approver:  {}",
-            state.approver_token_file(&a.id).display()
-        );
-        println!("  policy:    {}", state.permissions_file(&a.id).display());
-        let roots: Vec<String> = a.roots.iter().map(|r| r.display().to_string()).collect();
-        println!("  roots:     {}", roots.join(", "));
-    }
-    if config.accounts.is_empty() {
-        println!("  accounts:  {}", crate::which_account::NO_ACCOUNTS_YET);
-    }
-    for (name, status) in sandboxes {
-        println!("  sandbox:   {name} {status}");
-    }
-    println!("  audit:     {}", state.audit_db().display());
-    if let Some(account) = created {
-        println!("  created account {account:?} on first start");
-    }
-    let separated: Vec<&str> = config
-        .accounts
-        .iter()
-        .filter_map(|a| a.run_as.as_deref())
-        .collect();
-    if !separated.is_empty() && separated.len() == config.accounts.len() {
-        println!(
-            "  identities: each executor runs as its account's run_as user ({})",
-            separated.join(", ")
-        );
-    } else {
-        println!(
-            "  dev mode: OS identity separation is off; services run as {user} (uid {uid}) unless an account sets run_as"
-        );
-    }
-    for e in policy_errors {
-        println!("  WARNING: policy: {e}");
-    }
-    if uid == 0 {
-        println!(
-            "  WARNING: running as root: the executor has root's reach, limited only by the policy"
-        );
-    }
-    println!(
-        "Try `glovebox call file_list` here and `glovebox approve` in another terminal. Ctrl-C stops."
-    );
 }
 
 #[cfg(test)]
