@@ -80,7 +80,7 @@ impl Env {
     pub(crate) fn telemetry(
         &self,
         raw: &glovebox_config::telemetry::RawTelemetry,
-    ) -> Result<glovebox_config::telemetry::Telemetry, String> {
+    ) -> Result<glovebox_config::telemetry::Telemetry, glovebox_config::Invalid> {
         glovebox_config::telemetry::Telemetry::validate(raw, |k| {
             self.otel_env
                 .iter()

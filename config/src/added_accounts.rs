@@ -102,7 +102,7 @@ impl RawAddedAccounts {
         let mut accounts: Vec<Account> = Vec::new();
         for (i, a) in raw.accounts.iter().enumerate() {
             let account =
-                validate_account(&format!("accounts[{i}]"), a).map_err(|m| invalid(None, m))?;
+                validate_account(&format!("accounts[{i}]"), a).map_err(|m| invalid(None, m.0))?;
             if accounts.iter().any(|b| b.id == account.id) {
                 return Err(invalid(
                     None,

@@ -3,6 +3,7 @@
 //! a URL that is not `postgres://`/`postgresql://`, and numbers out of range are refused with
 //! what was expected. The URL may hold a password: it is never shown whole ([`redact_url`]).
 
+use crate::Invalid;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -107,13 +108,13 @@ impl Ship {
 }
 
 /// A PostgreSQL URL's scheme and shape (the driver checks the rest when it connects).
-pub fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<(), Invalid> {
     let rest = url
         .strip_prefix("postgres://")
         .or_else(|| url.strip_prefix("postgresql://"));
     match rest {
         Some(_) if !url.chars().any(char::is_whitespace) => Ok(()),
-        _ => Err(format!(
+        _ => Err(crate::invalid!(
             "expected a URL like postgres://user:password@host/database, got {:?}",
             redact_url(url)
         )),
@@ -121,14 +122,14 @@ pub fn check_url(url: &str) -> Result<(), String> {
 }
 
 /// A machine id: 1 to [`MAX_MACHINE_ID`] of `[A-Za-z0-9._-]`.
-pub fn check_machine_id(id: &str) -> Result<(), String> {
+pub fn check_machine_id(id: &str) -> Result<(), Invalid> {
     if id.is_empty()
         || id.len() > MAX_MACHINE_ID
         || !id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
     {
-        return Err(format!(
+        return Err(crate::invalid!(
             "expected 1 to {MAX_MACHINE_ID} letters, digits, '.', '_' or '-', got {id:?}"
         ));
     }

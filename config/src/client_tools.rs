@@ -4,6 +4,7 @@
 //! the file (`GLOVEBOX_CLIENT_TOOLS_ENABLED`, `_TIMEOUT_MS`, `_MAX_CONNECTIONS`,
 //! `_MAX_FRAME_BYTES`), so a deployment can change one without editing the file.
 
+use crate::Invalid;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -63,7 +64,7 @@ impl ClientTools {
     pub fn validate(
         raw: &RawClientTools,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<ClientTools, String> {
+    ) -> Result<ClientTools, Invalid> {
         let defaults = ClientTools::default();
         let from_env = |name: &str| -> Result<Option<u64>, String> {
             let var = format!("GLOVEBOX_CLIENT_TOOLS_{}", name.to_uppercase());
@@ -96,7 +97,7 @@ impl ClientTools {
                 "true" | "1" => true,
                 "false" | "0" => false,
                 other => {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "GLOVEBOX_CLIENT_TOOLS_ENABLED: expected true or false, got {other:?}"
                     ));
                 }
@@ -197,7 +198,7 @@ mod tests {
                     .map(|(_, v)| v.to_owned())
             };
             let err = ClientTools::validate(&raw, lookup).unwrap_err();
-            assert!(err.starts_with(want), "{err}");
+            assert!(err.0.starts_with(want), "{err}");
         }
     }
 }

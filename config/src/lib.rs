@@ -37,6 +37,7 @@
 pub mod added_accounts;
 pub mod audit_ship;
 pub mod client_tools;
+mod invalid;
 pub mod job_env;
 pub mod limits;
 pub mod mcp_json;
@@ -49,6 +50,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+pub use invalid::Invalid;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -465,7 +467,7 @@ impl Config {
         let mut accounts: Vec<Account> = Vec::new();
         for (i, a) in raw.accounts.iter().enumerate() {
             let account = validate_account(&format!("accounts[{i}]"), a)
-                .map_err(|message| invalid(account_line(text, i), message))?;
+                .map_err(|message| invalid(account_line(text, i), message.0))?;
             if accounts.iter().any(|b| b.id == account.id) {
                 return Err(invalid(
                     account_line(text, i),
@@ -474,12 +476,12 @@ impl Config {
             }
             accounts.push(account);
         }
-        let limits = limits::Limits::validate(&raw.limits).map_err(|m| invalid(None, m))?;
+        let limits = limits::Limits::validate(&raw.limits).map_err(|m| invalid(None, m.0))?;
         let client_tools =
             client_tools::ClientTools::validate(&raw.client_tools, |k| std::env::var(k).ok())
-                .map_err(|m| invalid(None, m))?;
+                .map_err(|m| invalid(None, m.0))?;
         let audit_ship = audit_ship::Ship::validate(&raw.audit).map_err(|m| invalid(None, m))?;
-        telemetry::Telemetry::validate(&raw.telemetry, |_| None).map_err(|m| invalid(None, m))?;
+        telemetry::Telemetry::validate(&raw.telemetry, |_| None).map_err(|m| invalid(None, m.0))?;
         Ok(Config {
             listen,
             accounts,
@@ -525,16 +527,16 @@ fn account_line(text: &str, index: usize) -> Option<usize> {
 }
 
 /// Validates one account entry (`at` names it in messages, e.g. `accounts[2]`).
-fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
+fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
     if !is_valid_account_id(&a.id) {
-        return Err(format!(
+        return Err(crate::invalid!(
             "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
             a.id
         ));
     }
     let workdir = PathBuf::from(&a.workdir);
     if !workdir.is_absolute() {
-        return Err(format!(
+        return Err(crate::invalid!(
             "{at}.workdir: expected an absolute path, got {:?}",
             a.workdir
         ));
@@ -555,7 +557,7 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
         .iter()
         .any(|h| approver_token_hashes.contains(h))
     {
-        return Err(format!(
+        return Err(crate::invalid!(
             "{at}: the same token is both an agent and an approver credential; they must differ"
         ));
     }
@@ -566,12 +568,14 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
             .components()
             .all(|c| matches!(c, std::path::Component::RootDir))
         {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "{at}.roots: / would give the account's agents the whole machine; list the directories it needs"
             ));
         }
         if !root.is_absolute() {
-            return Err(format!("{at}.roots: expected absolute paths, got {r:?}"));
+            return Err(crate::invalid!(
+                "{at}.roots: expected absolute paths, got {r:?}"
+            ));
         }
         roots.push(root);
     }
@@ -580,14 +584,14 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
     }
     for name in &a.job_env {
         if let Some(why) = job_env::refusal(name) {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "{at}.job_env: {name} cannot be passed to jobs: it {why}"
             ));
         }
     }
     for name in &a.pack_env {
         if !mcp_json::is_env_name(name) {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "{at}.pack_env: expected environment variable names, got {name:?}"
             ));
         }
@@ -596,7 +600,7 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, String> {
         if let Some(user) = user
             && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
         {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "{at}.{field}: expected an unprivileged user name, got {user:?}"
             ));
         }

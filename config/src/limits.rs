@@ -15,6 +15,7 @@
 //!   ask_timeout_secs: 25            # an ask nobody answers this long is denied (1 to 3600)
 //! ```
 
+use crate::Invalid;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -76,7 +77,7 @@ pub struct Limits {
 
 impl Limits {
     /// Checks every value given; the message names the field and the range expected.
-    pub fn validate(raw: &RawLimits) -> Result<Limits, String> {
+    pub fn validate(raw: &RawLimits) -> Result<Limits, Invalid> {
         let count = |name: &str, v: Option<u64>| -> Result<Option<usize>, String> {
             match v {
                 None => Ok(None),
@@ -154,7 +155,7 @@ mod tests {
                 "limits.websocket_idle_secs: expected 1 to 86400 seconds, got 86401",
             ),
         ] {
-            assert_eq!(Limits::validate(&raw).unwrap_err(), message);
+            assert_eq!(Limits::validate(&raw).unwrap_err().0, message);
         }
         assert!(RawLimits::default().is_empty() && !raw.is_empty());
     }
@@ -180,7 +181,9 @@ mod tests {
                 ..RawLimits::default()
             };
             assert_eq!(
-                Limits::validate(&raw).map(|l| l.ask_timeout),
+                Limits::validate(&raw)
+                    .map(|l| l.ask_timeout)
+                    .map_err(|e| e.0),
                 want,
                 "{secs:?}"
             );

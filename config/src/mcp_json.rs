@@ -23,6 +23,7 @@
 //! environment). A literal that looks like a credential is refused: the file may be shared or
 //! committed, so a token belongs in a secret.
 
+use crate::Invalid;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -297,19 +298,19 @@ pub fn parse(text: &str, path: &Path, origin: Origin, workdir: &Path) -> Parsed 
 /// `text` (an account's own `mcp.json`, empty if it has none) with pack `name` set to `def`
 /// (replacing one of that name), everything else kept as written. Refused, with the reason a
 /// listing would show, unless the pack is valid.
-pub fn with_pack(text: &str, name: &str, def: serde_json::Value) -> Result<String, String> {
+pub fn with_pack(text: &str, name: &str, def: serde_json::Value) -> Result<String, Invalid> {
     let mut file = edited_file(text)?;
     file.insert(name.to_owned(), def);
     let out = render(file)?;
     let check = parse(&out, Path::new("mcp.json"), Origin::User, Path::new("/"));
     match check.errors.into_iter().next() {
-        Some(e) => Err(e.message),
+        Some(e) => Err(Invalid(e.message)),
         None => Ok(out),
     }
 }
 
 /// `text` without pack `name`; `None` if it has no such pack.
-pub fn without_pack(text: &str, name: &str) -> Result<Option<String>, String> {
+pub fn without_pack(text: &str, name: &str) -> Result<Option<String>, Invalid> {
     let mut file = edited_file(text)?;
     if file.remove(name).is_none() {
         return Ok(None);
@@ -317,7 +318,7 @@ pub fn without_pack(text: &str, name: &str) -> Result<Option<String>, String> {
     render(file).map(Some)
 }
 
-fn edited_file(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+fn edited_file(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, Invalid> {
     if text.trim().is_empty() {
         return Ok(serde_json::Map::new());
     }
@@ -326,15 +327,15 @@ fn edited_file(text: &str) -> Result<serde_json::Map<String, serde_json::Value>,
     match value.get("mcpServers") {
         None => Ok(serde_json::Map::new()),
         Some(serde_json::Value::Object(m)) => Ok(m.clone()),
-        Some(_) => Err("`mcpServers` is not an object".to_owned()),
+        Some(_) => Err("`mcpServers` is not an object".into()),
     }
 }
 
-fn render(servers: serde_json::Map<String, serde_json::Value>) -> Result<String, String> {
+fn render(servers: serde_json::Map<String, serde_json::Value>) -> Result<String, Invalid> {
     let file = serde_json::json!({ "mcpServers": servers });
     serde_json::to_string_pretty(&file)
         .map(|t| t + "\n")
-        .map_err(|e| e.to_string())
+        .map_err(|e| Invalid(e.to_string()))
 }
 
 /// The line a pack's entry starts on (its key's first occurrence, as a JSON string).
@@ -349,19 +350,23 @@ fn validate(
     value: serde_json::Value,
     origin: Origin,
     workdir: &Path,
-) -> Result<PackDef, String> {
+) -> Result<PackDef, Invalid> {
     check_pack_name(name)?;
     let raw = RawPack::deserialize(value).map_err(|e| e.to_string())?;
     let http = raw.url.is_some() || raw.kind.as_deref() == Some("http");
     match raw.kind.as_deref() {
         None | Some("stdio") | Some("http") => {}
-        Some(kind) => return Err(format!("type must be \"stdio\" or \"http\", not {kind:?}")),
+        Some(kind) => {
+            return Err(crate::invalid!(
+                "type must be \"stdio\" or \"http\", not {kind:?}"
+            ));
+        }
     }
     if http {
         return validate_http(name, raw, origin, workdir);
     }
     if !raw.headers.is_empty() {
-        return Err("`headers` are for HTTP packs (`url`)".to_owned());
+        return Err("`headers` are for HTTP packs (`url`)".into());
     }
     let command = raw
         .command
@@ -369,17 +374,19 @@ fn validate(
         .ok_or("a pack needs a `command` (the server to start) or a `url` (a server to reach)")?;
     check_string("command", &command)?;
     if command.trim().is_empty() {
-        return Err("the command is empty".to_owned());
+        return Err("the command is empty".into());
     }
     check_list("args", &raw.args)?;
     let timeout_s = check_common(&raw)?;
     if raw.env.len() > MAX_LIST {
-        return Err(format!("more than {MAX_LIST} environment variables"));
+        return Err(crate::invalid!(
+            "more than {MAX_LIST} environment variables"
+        ));
     }
     let mut env = Vec::new();
     for (key, value) in raw.env {
         if !is_env_name(&key) {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "environment variable name {key:?} must be [A-Za-z_][A-Za-z0-9_]*"
             ));
         }
@@ -417,7 +424,7 @@ fn validate(
 
 /// Checks one `read` or `write` entry: an absolute path or `~/…`, with no `..`, and never `/` or
 /// the home itself (a pack gets what it needs, not everything).
-pub fn check_grant(entry: &str) -> Result<(), String> {
+pub fn check_grant(entry: &str) -> Result<(), Invalid> {
     check_string("a read or write entry", entry)?;
     let rest = entry
         .strip_prefix("~/")
@@ -428,10 +435,10 @@ pub fn check_grant(entry: &str) -> Result<(), String> {
         .filter(|p| !p.is_empty() && *p != ".")
         .collect();
     if parts.contains(&"..") {
-        return Err(format!("{entry:?} must not contain .."));
+        return Err(crate::invalid!("{entry:?} must not contain .."));
     }
     if parts.is_empty() {
-        return Err(format!(
+        return Err(crate::invalid!(
             "{entry:?} would grant the whole {}: name the directory the pack needs",
             if entry.starts_with('~') {
                 "home"
@@ -444,7 +451,7 @@ pub fn check_grant(entry: &str) -> Result<(), String> {
 }
 
 /// What every pack may set, checked the same way: its lists and its time limit (returned).
-fn check_common(raw: &RawPack) -> Result<u64, String> {
+fn check_common(raw: &RawPack) -> Result<u64, Invalid> {
     check_list("disabledTools", &raw.disabled_tools)?;
     check_list("labels", &raw.labels)?;
     if let Some(p) = &raw.path_args {
@@ -458,7 +465,9 @@ fn check_common(raw: &RawPack) -> Result<u64, String> {
     }
     let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
     if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
-        return Err(format!("timeout must be 1 to {MAX_TIMEOUT_S} seconds"));
+        return Err(crate::invalid!(
+            "timeout must be 1 to {MAX_TIMEOUT_S} seconds"
+        ));
     }
     Ok(timeout_s)
 }
@@ -469,44 +478,47 @@ fn validate_http(
     raw: RawPack,
     origin: Origin,
     workdir: &Path,
-) -> Result<PackDef, String> {
+) -> Result<PackDef, Invalid> {
     let url = raw.url.clone().ok_or("an HTTP pack needs a `url`")?;
     check_url(&url)?;
     if raw.command.is_some() || !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
         return Err(
             "an HTTP pack (`url`) starts nothing: `command`, `args`, `env` and `cwd` are for stdio packs"
-                .to_owned(),
+                .into(),
         );
     }
     if !raw.read.is_empty() || !raw.write.is_empty() {
         return Err(
-            "an HTTP pack (`url`) runs nothing here: `read` and `write` are for stdio packs"
-                .to_owned(),
+            "an HTTP pack (`url`) runs nothing here: `read` and `write` are for stdio packs".into(),
         );
     }
     if raw.network != Network::Any {
-        return Err(format!(
+        return Err(crate::invalid!(
             "`network: {}` cannot hold for an HTTP pack, which is reached over the network",
             raw.network.as_str()
         ));
     }
     let timeout_s = check_common(&raw)?;
     if raw.headers.len() > MAX_LIST {
-        return Err(format!("more than {MAX_LIST} headers"));
+        return Err(crate::invalid!("more than {MAX_LIST} headers"));
     }
     let mut headers = Vec::new();
     for (key, value) in raw.headers {
         if !is_header_name(&key) {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "header name {key:?} must be 1 to 128 of [A-Za-z0-9-]"
             ));
         }
         if RESERVED_HEADERS.iter().any(|r| key.eq_ignore_ascii_case(r)) {
-            return Err(format!("header {key} is set by the MCP transport itself"));
+            return Err(crate::invalid!(
+                "header {key} is set by the MCP transport itself"
+            ));
         }
         check_string("a header value", &value)?;
         if value.chars().any(char::is_control) {
-            return Err(format!("header {key}: the value holds a control character"));
+            return Err(crate::invalid!(
+                "header {key}: the value holds a control character"
+            ));
         }
         let template = parse_template(&value).map_err(|why| format!("header {key}: {why}"))?;
         headers.push((key, template));
@@ -535,12 +547,14 @@ fn validate_http(
 /// An HTTP pack's endpoint: `https://HOST[:PORT]/...`, or `http://` to a loopback host only
 /// (`localhost`, `127.0.0.0/8`, `[::1]`); no user or password in it, no whitespace or control
 /// characters, at most [`MAX_URL_BYTES`].
-pub fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<(), Invalid> {
     if url.len() > MAX_URL_BYTES {
-        return Err(format!("the url is longer than {MAX_URL_BYTES} bytes"));
+        return Err(crate::invalid!(
+            "the url is longer than {MAX_URL_BYTES} bytes"
+        ));
     }
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("the url holds whitespace or a control character".to_owned());
+        return Err("the url holds whitespace or a control character".into());
     }
     let (scheme, rest) = url
         .split_once("://")
@@ -549,7 +563,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
     if authority.contains('@') {
         return Err(
             "the url holds a user or password: send credentials in `headers` with ${secret:NAME}"
-                .to_owned(),
+                .into(),
         );
     }
     let host = if let Some(v6) = authority.strip_prefix('[') {
@@ -558,15 +572,15 @@ pub fn check_url(url: &str) -> Result<(), String> {
         authority.rsplit_once(':').map_or(authority, |(h, _)| h)
     };
     if host.is_empty() {
-        return Err("the url has no host".to_owned());
+        return Err("the url has no host".into());
     }
     match scheme.to_ascii_lowercase().as_str() {
         "https" => Ok(()),
         "http" if is_loopback_host(host) => Ok(()),
-        "http" => Err(format!(
+        "http" => Err(crate::invalid!(
             "plain http:// is allowed to this machine only (got host {host:?}): use https://"
         )),
-        other => Err(format!(
+        other => Err(crate::invalid!(
             "the url's scheme must be https or http, not {other:?}"
         )),
     }
@@ -601,7 +615,7 @@ fn is_header_name(name: &str) -> bool {
 
 /// The same rule as `glovebox_proto::packs::check_pack_name` (this crate knows no wire
 /// formats): 1 to 32 of `[A-Za-z0-9_-]`, no leading, trailing or double `_`, not `client`.
-fn check_pack_name(name: &str) -> Result<(), String> {
+fn check_pack_name(name: &str) -> Result<(), Invalid> {
     let ok = (1..=32).contains(&name.len())
         && name
             .bytes()
@@ -613,23 +627,25 @@ fn check_pack_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err("a pack name must be 1 to 32 of [A-Za-z0-9_-], not start or end with `_` or hold `__`, and not be `client`".to_owned())
+        Err("a pack name must be 1 to 32 of [A-Za-z0-9_-], not start or end with `_` or hold `__`, and not be `client`".into())
     }
 }
 
-fn check_string(what: &str, s: &str) -> Result<(), String> {
+fn check_string(what: &str, s: &str) -> Result<(), Invalid> {
     if s.len() > MAX_STRING_BYTES {
-        return Err(format!("{what} is longer than {MAX_STRING_BYTES} bytes"));
+        return Err(crate::invalid!(
+            "{what} is longer than {MAX_STRING_BYTES} bytes"
+        ));
     }
     if s.contains('\0') {
-        return Err(format!("{what} holds a NUL byte"));
+        return Err(crate::invalid!("{what} holds a NUL byte"));
     }
     Ok(())
 }
 
-fn check_list(what: &str, items: &[String]) -> Result<(), String> {
+fn check_list(what: &str, items: &[String]) -> Result<(), Invalid> {
     if items.len() > MAX_LIST {
-        return Err(format!("{what} has more than {MAX_LIST} entries"));
+        return Err(crate::invalid!("{what} has more than {MAX_LIST} entries"));
     }
     items.iter().try_for_each(|i| check_string(what, i))
 }
@@ -653,7 +669,7 @@ pub fn is_secret_name(name: &str) -> bool {
 
 /// Splits an environment value into literal text and references, refusing a literal that looks
 /// like a credential and a malformed reference.
-pub fn parse_template(value: &str) -> Result<Template, String> {
+pub fn parse_template(value: &str) -> Result<Template, Invalid> {
     let mut pieces = Vec::new();
     let mut rest = value;
     while let Some(start) = rest.find("${") {
@@ -669,7 +685,7 @@ pub fn parse_template(value: &str) -> Result<Template, String> {
             Some(("secret", n)) if is_secret_name(n) => Piece::Secret(n.to_owned()),
             Some(("env", n)) if is_env_name(n) => Piece::Env(n.to_owned()),
             _ => {
-                return Err(format!(
+                return Err(crate::invalid!(
                     "${{{reference}}} is not a reference: write ${{secret:NAME}} or ${{env:NAME}}"
                 ));
             }
@@ -684,7 +700,7 @@ pub fn parse_template(value: &str) -> Result<Template, String> {
         if let Piece::Literal(text) = p
             && let Some(why) = looks_like_credential(text)
         {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "the literal value looks like a credential ({why}); store it with `glovebox secret set` and write ${{secret:NAME}}"
             ));
         }
@@ -918,7 +934,7 @@ mod tests {
             ("https://example.com/\u{7}", "control"),
         ] {
             let e = check_url(bad).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.0.contains(why), "{bad}: {e}");
         }
         assert!(check_url(&format!("https://e.com/{}", "a".repeat(MAX_URL_BYTES))).is_err());
     }
@@ -941,7 +957,7 @@ mod tests {
             ("//", "whole file system"),
         ] {
             let e = check_grant(bad).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.0.contains(why), "{bad}: {e}");
         }
         let p =
             parse_user(r#"{"mcpServers": {"r": {"url": "https://e.com/mcp", "read": ["/opt"]}}}"#);
@@ -1007,13 +1023,13 @@ mod tests {
         assert_eq!(p.errors, vec![]);
         assert_eq!(p.packs.len(), 2);
         let err = with_pack(&two, "c", json!({"command": "z", "netwrok": "none"})).unwrap_err();
-        assert!(err.contains("netwrok"), "{err}");
+        assert!(err.0.contains("netwrok"), "{err}");
         let leak = with_pack(
             &two,
             "c",
             json!({"command": "z", "env": {"T": "ghp_0123456789abcdefghij0123"}}),
         );
-        assert!(leak.unwrap_err().contains("credential"));
+        assert!(leak.unwrap_err().0.contains("credential"));
         let gone = without_pack(&two, "a").unwrap().unwrap();
         let p = parse_user(&gone);
         assert_eq!(p.packs.len(), 1);

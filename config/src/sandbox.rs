@@ -16,6 +16,7 @@
 //! Jobs default to `loopback`: servers a job starts itself, nothing of the machine's or the
 //! world's (a job reaches the network only where the account says so). Pure.
 
+use crate::Invalid;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -88,14 +89,14 @@ impl Default for Sandbox {
 
 impl Sandbox {
     /// Validates the section of the account at `at` (e.g. `accounts[0]`).
-    pub fn validate(at: &str, raw: &RawSandbox) -> Result<Sandbox, String> {
+    pub fn validate(at: &str, raw: &RawSandbox) -> Result<Sandbox, Invalid> {
         let network = match raw.network.as_deref() {
             None => Network::Loopback,
             Some("any") => Network::Any,
             Some("loopback") => Network::Loopback,
             Some("none") => Network::None,
             Some(other) => {
-                return Err(format!(
+                return Err(crate::invalid!(
                     "{at}.sandbox.network: expected any, loopback or none, got {other:?}"
                 ));
             }
@@ -110,7 +111,7 @@ impl Sandbox {
                 )
             });
             if !path.is_absolute() || !plain || path.parent().is_none() {
-                return Err(format!(
+                return Err(crate::invalid!(
                     "{at}.sandbox.unix_sockets: expected the absolute path of a socket, got {s:?}"
                 ));
             }
@@ -202,7 +203,7 @@ mod tests {
             ),
         ] {
             let e = Sandbox::validate("a", &raw(yaml)).unwrap_err();
-            assert!(e.starts_with(says), "{yaml}: {e}");
+            assert!(e.0.starts_with(says), "{yaml}: {e}");
         }
         assert!(serde_yaml::from_str::<RawSandbox>("{netwerk: any}").is_err());
     }

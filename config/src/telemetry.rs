@@ -6,6 +6,7 @@
 //! `OTEL_SDK_DISABLED=true`); `glovebox up` hands the result to every service it starts as those
 //! same variables ([`Telemetry::to_env`]), so each service reads only its environment.
 
+use crate::Invalid;
 use serde::{Deserialize, Serialize};
 
 /// The section as written.
@@ -78,14 +79,14 @@ impl Protocol {
         }
     }
 
-    fn parse(name: &str, source: &str) -> Result<Protocol, String> {
+    fn parse(name: &str, source: &str) -> Result<Protocol, Invalid> {
         match name.trim() {
             "grpc" => Ok(Protocol::Grpc),
             "http/protobuf" => Ok(Protocol::HttpProtobuf),
-            "http/json" => Err(format!(
+            "http/json" => Err(crate::invalid!(
                 "{source}: http/json is not supported; use http/protobuf or grpc"
             )),
-            other => Err(format!(
+            other => Err(crate::invalid!(
                 "{source}: expected grpc or http/protobuf, got {other:?}"
             )),
         }
@@ -125,12 +126,12 @@ impl Telemetry {
     pub fn validate(
         raw: &RawTelemetry,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Telemetry, String> {
+    ) -> Result<Telemetry, Invalid> {
         let disabled = match env(ENV_DISABLED).as_deref().map(str::trim) {
             None | Some("") | Some("false") => false,
             Some("true") => true,
             Some(other) => {
-                return Err(format!(
+                return Err(crate::invalid!(
                     "{ENV_DISABLED}: expected true or false, got {other:?}"
                 ));
             }
@@ -164,7 +165,7 @@ impl Telemetry {
             Some(v) => match v.trim().parse::<f64>() {
                 Ok(r) => check_ratio(r, ENV_SAMPLER_ARG)?,
                 Err(_) => {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "{ENV_SAMPLER_ARG}: expected a number from 0 to 1, got {v:?}"
                     ));
                 }
@@ -203,21 +204,23 @@ impl Telemetry {
     }
 }
 
-fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, String> {
+fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, Invalid> {
     if e.len() > MAX_ENDPOINT_BYTES {
-        return Err(format!("{source}: longer than {MAX_ENDPOINT_BYTES} bytes"));
+        return Err(crate::invalid!(
+            "{source}: longer than {MAX_ENDPOINT_BYTES} bytes"
+        ));
     }
     let example = match protocol {
         Protocol::Grpc => "an OTLP/gRPC address like http://127.0.0.1:4317",
         Protocol::HttpProtobuf => "an OTLP/HTTP address like https://collector.example:4318",
     };
     if e.starts_with("https://") && protocol == Protocol::Grpc {
-        return Err(format!(
+        return Err(crate::invalid!(
             "{source}: https over gRPC is not supported; use otlp_protocol http/protobuf for TLS, or a local collector over http://"
         ));
     }
     if e.contains('?') || e.contains('#') || e.contains('@') {
-        return Err(format!(
+        return Err(crate::invalid!(
             "{source}: expected {example} without credentials, query or fragment, got {e:?}"
         ));
     }
@@ -225,7 +228,7 @@ fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, S
         .strip_prefix("http://")
         .or_else(|| e.strip_prefix("https://"))
     else {
-        return Err(format!("{source}: expected {example}, got {e:?}"));
+        return Err(crate::invalid!("{source}: expected {example}, got {e:?}"));
     };
     let authority = rest.split('/').next().unwrap_or("");
     if authority.is_empty()
@@ -233,30 +236,32 @@ fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, S
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || ".-:[]_".contains(c))
     {
-        return Err(format!("{source}: expected {example}, got {e:?}"));
+        return Err(crate::invalid!("{source}: expected {example}, got {e:?}"));
     }
     Ok(e.trim_end_matches('/').to_owned())
 }
 
-fn check_namespace(ns: String, source: &str) -> Result<String, String> {
+fn check_namespace(ns: String, source: &str) -> Result<String, Invalid> {
     if ns.is_empty()
         || ns.len() > MAX_NAMESPACE_BYTES
         || !ns
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
     {
-        return Err(format!(
+        return Err(crate::invalid!(
             "{source}: expected 1 to {MAX_NAMESPACE_BYTES} letters, digits, '.', '_' or '-', got {ns:?}"
         ));
     }
     Ok(ns)
 }
 
-fn check_ratio(r: f64, source: &str) -> Result<f64, String> {
+fn check_ratio(r: f64, source: &str) -> Result<f64, Invalid> {
     if (0.0..=1.0).contains(&r) {
         Ok(r)
     } else {
-        Err(format!("{source}: expected a number from 0 to 1, got {r}"))
+        Err(crate::invalid!(
+            "{source}: expected a number from 0 to 1, got {r}"
+        ))
     }
 }
 
@@ -442,7 +447,7 @@ mod tests {
         ];
         for (raw, env, want) in cases {
             let err = Telemetry::validate(raw, env_of(env)).unwrap_err();
-            assert!(err.starts_with(want), "{err} should start with {want}");
+            assert!(err.0.starts_with(want), "{err} should start with {want}");
         }
     }
 

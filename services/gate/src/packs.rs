@@ -234,7 +234,11 @@ mod tests {
         let mut rx = packs.follow("a").unwrap();
         rx.borrow_and_update();
         let def = serde_json::json!({"command": "/bin/true"});
-        let add = |text: &str| mcp_json::with_pack(text, "t", def.clone()).map(Some);
+        let add = |text: &str| {
+            mcp_json::with_pack(text, "t", def.clone())
+                .map(Some)
+                .map_err(|e| e.0)
+        };
         // The account's directory is made when it is missing; followers hear of it at once.
         assert!(packs.edit("a", add).unwrap());
         assert!(rx.has_changed().unwrap());
@@ -246,7 +250,11 @@ mod tests {
         assert!(!rx.has_changed().unwrap());
         // An invalid change is refused with its reason, and the file is left as it was.
         let before = std::fs::read_to_string(state.mcp_json_file("a")).unwrap();
-        let bad = |text: &str| mcp_json::with_pack(text, "a__b", def.clone()).map(Some);
+        let bad = |text: &str| {
+            mcp_json::with_pack(text, "a__b", def.clone())
+                .map(Some)
+                .map_err(|e| e.0)
+        };
         let refused = packs.edit("a", bad).unwrap_err().to_string();
         assert!(refused.contains("pack name"), "{refused}");
         assert_eq!(

@@ -118,7 +118,7 @@ pub fn machine_id_from(system: &Path, state: &StateDir) -> Result<String, ShipEr
     };
     if let Ok(text) = std::fs::read_to_string(&path) {
         let id = text.trim();
-        check_machine_id(id).map_err(bad)?;
+        check_machine_id(id).map_err(|e| bad(e.0))?;
         return Ok(id.to_owned());
     }
     let bytes = glovebox_config::random_bytes::<16>()
@@ -131,7 +131,7 @@ pub fn machine_id_from(system: &Path, state: &StateDir) -> Result<String, ShipEr
 
 /// Connects to PostgreSQL (the URL's password never appears in an error).
 pub async fn connect_pg(url: &str) -> Result<PgPool, ShipError> {
-    check_url(url).map_err(ShipError::Config)?;
+    check_url(url).map_err(|e| ShipError::Config(e.0))?;
     let options = PgConnectOptions::from_str(url).map_err(|_| {
         ShipError::Config(format!(
             "not a PostgreSQL URL the driver accepts: {}",

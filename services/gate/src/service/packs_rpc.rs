@@ -257,7 +257,9 @@ impl GateState {
         let mut replaced = false;
         let changed = tokio::task::block_in_place(|| {
             self.packs.edit(account, |text| {
-                replaced = mcp_json::without_pack(text, name)?.is_some();
+                replaced = mcp_json::without_pack(text, name)
+                    .map_err(|e| e.0)?
+                    .is_some();
                 mcp_json::with_pack(text, name, def)
                     .map(Some)
                     .map_err(|why| format!("pack {name:?} not set: {why}"))
@@ -290,8 +292,9 @@ impl GateState {
         self.known_account(&request.account)?;
         let (account, name) = (&request.account, &request.name);
         let changed = tokio::task::block_in_place(|| {
-            self.packs
-                .edit(account, |text| mcp_json::without_pack(text, name))
+            self.packs.edit(account, |text| {
+                mcp_json::without_pack(text, name).map_err(|e| e.0)
+            })
         })
         .map_err(edit_status)?;
         if !changed {
