@@ -8,6 +8,7 @@ pub mod display;
 pub mod error;
 pub mod packs;
 pub mod stdio;
+pub mod tool_name;
 pub mod tools;
 pub mod transport;
 pub mod ws;

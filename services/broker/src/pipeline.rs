@@ -11,6 +11,7 @@ use glovebox_telemetry::spans;
 use tracing::Instrument;
 
 use glovebox_proto::ErrorCode;
+use glovebox_proto::tool_name::ToolName;
 use glovebox_proto::tools::Tool;
 use glovebox_proto::transport::messages::AnsweredElsewhere;
 use glovebox_proto::v1::{self as pb, AuditEvent, ExecuteRequest, Plan, RunRequest};
@@ -214,17 +215,27 @@ async fn steps(
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<CallValue, WireError> {
     admit(origin, tool_name)?;
-    if let Some(bare) = glovebox_proto::client_tools::bare_name(tool_name) {
-        return client_tool(app, origin, ids, tool_name, bare, params, cancelled)
-            .await
-            .map(CallValue::Tree);
+    // The one seam: where the call goes is read from its tool's name, once.
+    match ToolName::parse(tool_name) {
+        ToolName::Client { bare } => {
+            client_tool(app, origin, ids, tool_name, bare, params, cancelled)
+                .await
+                .map(CallValue::Tree)
+        }
+        ToolName::Pack { pack, tool } => {
+            crate::packs::pack_call(app, origin, ids, tool_name, (pack, tool), params, cancelled)
+                .await
+                .map(CallValue::Tree)
+        }
+        ToolName::Builtin(tool) => builtin(app, origin, ids, tool, params, cancelled).await,
+        ToolName::Unknown => Err(WireError::new(
+            ErrorCode::UnknownTool,
+            format!(
+                "no tool is named {:?}; list the tools to see which exist",
+                truncated(tool_name)
+            ),
+        )),
     }
-    if let Some(pack_tool) = glovebox_proto::packs::split_name(tool_name) {
-        return crate::packs::pack_call(app, origin, ids, tool_name, pack_tool, params, cancelled)
-            .await
-            .map(CallValue::Tree);
-    }
-    builtin(app, origin, ids, tool_name, params, cancelled).await
 }
 
 /// Refuses a call before anything else when the tool is not for this connection's profile (a
@@ -249,20 +260,12 @@ async fn builtin(
     app: &App,
     origin: &Origin,
     ids: &CallIds,
-    tool_name: &str,
+    tool: Tool,
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<CallValue, WireError> {
     let account = origin.account.as_str();
-    let tool = Tool::from_name(tool_name).ok_or_else(|| {
-        WireError::new(
-            ErrorCode::UnknownTool,
-            format!(
-                "no tool is named {:?}; list the tools to see which exist",
-                truncated(tool_name)
-            ),
-        )
-    })?;
+    let tool_name = tool.name();
     let parsed = tool
         .parse_params(&params)
         .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
