@@ -7,12 +7,15 @@
 pub mod catalog;
 pub mod exec;
 pub mod explain;
+mod invalid;
 pub mod mcp_form;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use exec::{ExecInputParams, ExecRunParams, ExecStatParams, ExecTailParams, JobParams, Stream};
+pub use invalid::InvalidParams;
+use invalid::invalid_params;
 
 /// Longest path a client may name, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -134,7 +137,7 @@ impl Tool {
     }
 
     /// Parses and validates the parameters of a call to this tool.
-    pub fn parse_params(self, params: &serde_json::Value) -> Result<ToolParams, String> {
+    pub fn parse_params(self, params: &serde_json::Value) -> Result<ToolParams, InvalidParams> {
         let parsed = (self.entry().parse)(params)?;
         parsed.validate()?;
         Ok(parsed)
@@ -435,15 +438,15 @@ impl ToolParams {
         matches!(self, ToolParams::FileRead(p) if p.offset.is_none() && p.limit.is_none())
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), InvalidParams> {
         match self {
             ToolParams::FileRead(p) => {
                 check_path(&p.path)?;
                 if p.offset == Some(0) {
-                    return Err("offset counts from 1".to_owned());
+                    return Err("offset counts from 1".into());
                 }
                 if p.limit == Some(0) {
-                    return Err("limit must be at least 1".to_owned());
+                    return Err("limit must be at least 1".into());
                 }
                 Ok(())
             }
@@ -461,28 +464,31 @@ impl ToolParams {
                     (Some(_), Some(_), true) => {}
                     (None, None, false) if !p.replace_all => {}
                     (None, None, false) => {
-                        return Err("with edits, replace_all goes in each edit".to_owned());
+                        return Err("with edits, replace_all goes in each edit".into());
                     }
                     (None, None, true) => {
-                        return Err("give old_string and new_string, or edits".to_owned());
+                        return Err("give old_string and new_string, or edits".into());
                     }
                     (Some(_), Some(_), false) => {
-                        return Err("give old_string and new_string, or edits, not both".to_owned());
+                        return Err("give old_string and new_string, or edits, not both".into());
                     }
-                    _ => return Err("old_string and new_string go together".to_owned()),
+                    _ => return Err("old_string and new_string go together".into()),
                 }
                 if p.edits.len() > MAX_EDITS {
-                    return Err(format!("at most {MAX_EDITS} edits"));
+                    return Err(InvalidParams(format!("at most {MAX_EDITS} edits")));
                 }
                 let mut total = 0;
                 for (i, c) in p.changes().iter().enumerate() {
                     if c.old_string.is_empty() {
-                        return Err(format!("edit {}: old_string must not be empty", i + 1));
+                        return Err(InvalidParams(format!(
+                            "edit {}: old_string must not be empty",
+                            i + 1
+                        )));
                     }
                     total += c.old_string.len() + c.new_string.len();
                 }
                 if total > 2 * MAX_WRITE_BYTES {
-                    return Err(format!(
+                    return Err(invalid_params!(
                         "the edits are {total} bytes, more than the {} allowed",
                         2 * MAX_WRITE_BYTES
                     ));
@@ -492,7 +498,7 @@ impl ToolParams {
             ToolParams::FileGrep(p) => {
                 check_path(&p.path)?;
                 if p.pattern.is_empty() {
-                    return Err("pattern must not be empty".to_owned());
+                    return Err("pattern must not be empty".into());
                 }
                 check_size("pattern", &p.pattern, MAX_PATTERN_BYTES)?;
                 check_globs(&p.globs)?;
@@ -501,7 +507,7 @@ impl ToolParams {
             ToolParams::FileFind(p) => {
                 check_path(&p.path)?;
                 if p.names.is_empty() {
-                    return Err("names must hold at least one glob".to_owned());
+                    return Err("names must hold at least one glob".into());
                 }
                 check_globs(&p.names)?;
                 check_search_caps(p.max_results, p.timeout_ms)
@@ -535,7 +541,9 @@ impl ToolParams {
             ToolParams::FileRoots(_) => Ok(()),
             ToolParams::FileReadMany(p) => {
                 if p.paths.is_empty() || p.paths.len() > MAX_READ_MANY_PATHS {
-                    return Err(format!("paths must name 1 to {MAX_READ_MANY_PATHS} files"));
+                    return Err(InvalidParams(format!(
+                        "paths must name 1 to {MAX_READ_MANY_PATHS} files"
+                    )));
                 }
                 p.paths.iter().try_for_each(|path| check_path(path))
             }
@@ -549,7 +557,7 @@ impl ToolParams {
                     check_path(cwd)?;
                 }
                 match p.timeout_s {
-                    Some(t) if !(1..=exec::MAX_TIMEOUT_S).contains(&t) => Err(format!(
+                    Some(t) if !(1..=exec::MAX_TIMEOUT_S).contains(&t) => Err(invalid_params!(
                         "timeout_s must be between 1 and {}",
                         exec::MAX_TIMEOUT_S
                     )),
@@ -560,7 +568,7 @@ impl ToolParams {
             ToolParams::ExecTail(p) => {
                 exec::check_job_id(&p.job_id)?;
                 match p.lines {
-                    Some(n) if !(1..=exec::MAX_TAIL_LINES).contains(&n) => Err(format!(
+                    Some(n) if !(1..=exec::MAX_TAIL_LINES).contains(&n) => Err(invalid_params!(
                         "lines must be between 1 and {}",
                         exec::MAX_TAIL_LINES
                     )),
@@ -571,10 +579,10 @@ impl ToolParams {
             ToolParams::ExecInput(p) => {
                 exec::check_job_id(&p.job_id)?;
                 if p.input.is_empty() && !p.close {
-                    return Err("give input, or close the job's input".to_owned());
+                    return Err("give input, or close the job's input".into());
                 }
                 if p.input.contains('\0') {
-                    return Err("input must not contain NUL bytes".to_owned());
+                    return Err("input must not contain NUL bytes".into());
                 }
                 check_size("input", &p.input, exec::MAX_INPUT_BYTES)
             }
@@ -583,7 +591,10 @@ impl ToolParams {
 }
 
 /// The result and time caps `file_grep` and `file_find` share.
-fn check_search_caps(max_results: Option<u32>, timeout_ms: Option<u64>) -> Result<(), String> {
+fn check_search_caps(
+    max_results: Option<u32>,
+    timeout_ms: Option<u64>,
+) -> Result<(), InvalidParams> {
     check_range(
         "max_results",
         max_results.map(u64::from),
@@ -593,9 +604,9 @@ fn check_search_caps(max_results: Option<u32>, timeout_ms: Option<u64>) -> Resul
     check_range("timeout_ms", timeout_ms, 1, MAX_SEARCH_MILLIS)
 }
 
-fn check_size(what: &str, text: &str, max: usize) -> Result<(), String> {
+fn check_size(what: &str, text: &str, max: usize) -> Result<(), InvalidParams> {
     if text.len() > max {
-        return Err(format!(
+        return Err(invalid_params!(
             "{what} is {} bytes, more than the {max} allowed",
             text.len()
         ));
@@ -603,37 +614,39 @@ fn check_size(what: &str, text: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn check_range(what: &str, value: Option<u64>, min: u64, max: u64) -> Result<(), String> {
+fn check_range(what: &str, value: Option<u64>, min: u64, max: u64) -> Result<(), InvalidParams> {
     match value {
-        Some(v) if !(min..=max).contains(&v) => {
-            Err(format!("{what} must be between {min} and {max}"))
-        }
+        Some(v) if !(min..=max).contains(&v) => Err(InvalidParams(format!(
+            "{what} must be between {min} and {max}"
+        ))),
         _ => Ok(()),
     }
 }
 
-fn check_globs(globs: &[String]) -> Result<(), String> {
+fn check_globs(globs: &[String]) -> Result<(), InvalidParams> {
     if globs.len() > MAX_GLOBS {
-        return Err(format!("at most {MAX_GLOBS} globs are allowed"));
+        return Err(InvalidParams(format!(
+            "at most {MAX_GLOBS} globs are allowed"
+        )));
     }
     for g in globs {
         if g.is_empty() {
-            return Err("a glob must not be empty".to_owned());
+            return Err("a glob must not be empty".into());
         }
         check_size("a glob", g, MAX_PATTERN_BYTES)?;
     }
     Ok(())
 }
 
-fn check_path(path: &str) -> Result<(), String> {
+fn check_path(path: &str) -> Result<(), InvalidParams> {
     if path.is_empty() {
-        return Err("path must not be empty".to_owned());
+        return Err("path must not be empty".into());
     }
     if path.contains('\0') {
-        return Err("path must not contain NUL bytes".to_owned());
+        return Err("path must not contain NUL bytes".into());
     }
     if path.len() > MAX_PATH_BYTES {
-        return Err(format!(
+        return Err(invalid_params!(
             "path is {} bytes, more than the {MAX_PATH_BYTES} allowed",
             path.len()
         ));
@@ -690,7 +703,7 @@ mod tests {
         let err = Tool::FileRead
             .parse_params(&json!({"path": "a", "follow": true}))
             .unwrap_err();
-        assert!(err.contains("unknown field"), "{err}");
+        assert!(err.0.contains("unknown field"), "{err}");
     }
 
     #[test]
@@ -719,7 +732,7 @@ mod tests {
         let err = Tool::FileWrite
             .parse_params(&json!({"path": "a", "content": content}))
             .unwrap_err();
-        assert!(err.contains("allowed"), "{err}");
+        assert!(err.0.contains("allowed"), "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! described by [`ToolInfo`], the same facts without the static parser, and their plans' shape by
 //! [`plan_shape`].
 
+use super::invalid::InvalidParams;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
@@ -57,7 +58,7 @@ pub struct Entry {
     /// account's read denies for the walk to hide.
     pub walks: bool,
     pub schema: fn() -> schemars::Schema,
-    pub parse: fn(&serde_json::Value) -> Result<ToolParams, String>,
+    pub parse: fn(&serde_json::Value) -> Result<ToolParams, InvalidParams>,
     /// The fields every successful result has, with their JSON types, that the tool's MCP
     /// `outputSchema` declares (results may have more).
     pub output: &'static [(&'static str, &'static str)],
@@ -165,8 +166,8 @@ fn drop_null_type(schema: &mut schemars::Schema) {
     }
 }
 
-fn parse<T: DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
-    T::deserialize(v).map_err(|e| without_type_names(&e.to_string()))
+fn parse<T: DeserializeOwned>(v: &serde_json::Value) -> Result<T, InvalidParams> {
+    T::deserialize(v).map_err(|e| InvalidParams(without_type_names(&e.to_string())))
 }
 
 /// serde names the Rust type it expected (`expected struct FileReadParams`); a client knows it
@@ -512,13 +513,13 @@ mod tests {
             .parse_params(&serde_json::json!("a.txt"))
             .unwrap_err();
         assert_eq!(
-            err,
+            err.0,
             "invalid type: string \"a.txt\", expected an object of the tool's parameters"
         );
         let err = Tool::FileRead
             .parse_params(&serde_json::json!({}))
             .unwrap_err();
-        assert_eq!(err, "missing field `path`");
+        assert_eq!(err.0, "missing field `path`");
     }
 
     /// How a description introduces the fields the output schema leaves out.

@@ -1,6 +1,7 @@
 //! Parameters of the exec job tools: `exec_run` starts a command and returns a job id at once;
 //! `exec_status`, `exec_tail`, `exec_kill` and `exec_stat` address the account's jobs.
 
+use super::invalid::{InvalidParams, invalid_params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -88,15 +89,15 @@ pub struct ExecTailParams {
 #[serde(deny_unknown_fields)]
 pub struct ExecStatParams {}
 
-pub(crate) fn check_command(command: &str) -> Result<(), String> {
+pub(crate) fn check_command(command: &str) -> Result<(), InvalidParams> {
     if command.trim().is_empty() {
-        return Err("command must not be empty".to_owned());
+        return Err("command must not be empty".into());
     }
     if command.contains('\0') {
-        return Err("command must not contain NUL bytes".to_owned());
+        return Err("command must not contain NUL bytes".into());
     }
     if command.len() > MAX_COMMAND_BYTES {
-        return Err(format!(
+        return Err(invalid_params!(
             "command is {} bytes, more than the {MAX_COMMAND_BYTES} allowed",
             command.len()
         ));
@@ -104,10 +105,10 @@ pub(crate) fn check_command(command: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn check_job_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_job_id(id: &str) -> Result<(), InvalidParams> {
     if crate::ws::is_valid_id(id) {
         Ok(())
     } else {
-        Err("job_id is not a job id".to_owned())
+        Err("job_id is not a job id".into())
     }
 }

@@ -268,7 +268,7 @@ async fn builtin(
     let tool_name = tool.name();
     let parsed = tool
         .parse_params(&params)
-        .map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
+        .map_err(|e| WireError::new(ErrorCode::InvalidParams, e.0))?;
     // A whole-file read the executor may make ahead of its verdict: its answer is taken from
     // the gate, which hands it over once it has allowed and audited the call.
     let deliver_via_gate = parsed.reads_whole_file();

@@ -345,7 +345,7 @@ impl ExecutorService {
             )
         })?;
         tool.parse_params(&value)
-            .map_err(|e| OpError::new(ErrorCode::InvalidParams, e))
+            .map_err(|e| OpError::new(ErrorCode::InvalidParams, e.0))
     }
 
     /// The body of `ticket` if it verifies under this account's key for this call and was not
