@@ -1,7 +1,8 @@
 //! No import circles: within each crate of the workspace, no source file reaches, through the
 //! `use` lines and `crate::`/`super::` paths of the files it names, a file that names it. The
 //! graph is drawn from the code's own text (test modules, after a file's first `#[cfg(test)]`,
-//! and comments left out), one node per file, an edge to the longest module path that is a file.
+//! and comments left out), one node per file, an edge to the longest module path that is a file;
+//! a parent that names its child module (`child::Item`) imports it too.
 //!
 //! Circles not yet broken are listed in [`KNOWN`]: the test fails on any other circle, and on a
 //! listed one that is gone (so the list only shrinks).
@@ -10,7 +11,34 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Circles that remain, each as its crate directory and its files' module paths.
-const KNOWN: &[(&str, &[&str])] = &[];
+/// Each is a parent module and its children naming each other (the parent re-exports or calls
+/// a child, the child uses the parent's types); the next to break.
+const KNOWN: &[(&str, &[&str])] = &[
+    ("cli", &["packs_cmd", "policy_cmd", "policy_cmd::explain"]),
+    ("policy", &["policy", "policy::compile"]),
+    (
+        "proto",
+        &["client_tools", "packs", "tools", "tools::catalog"],
+    ),
+    ("proto", &["display", "display::blanks", "display::scripts"]),
+    ("proto", &["tools::mcp_form", "tools::mcp_form::rows"]),
+    ("proto", &["transport", "transport::link"]),
+    ("services/broker", &["connection", "connection::hello"]),
+    ("services/broker", &["mcp", "mcp::handover"]),
+    ("services/broker", &["packs", "packs::rows"]),
+    ("services/executor", &["jobs", "jobs::launcher"]),
+    (
+        "services/gate",
+        &[
+            "service",
+            "service::account_rpc",
+            "service::admin_rpc",
+            "service::executor_gate_rpc",
+            "service::packs_rpc",
+        ],
+    ),
+    ("supervisor", &["accounts", "accounts::gate"]),
+];
 
 type Module = Vec<String>;
 
@@ -114,8 +142,9 @@ fn named_paths(code: &str, me: &Module) -> Vec<Module> {
             .collect();
         paths.extend(expand(&tree));
     }
+    // Paths in code (`crate::a::f()`), not a lone keyword (`pub(super)`).
     let words = code.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'));
-    paths.extend(words.map(str::to_owned));
+    paths.extend(words.filter(|w| w.contains("::")).map(str::to_owned));
     let mut out = Vec::new();
     for path in paths {
         let mut segments = path.split("::").filter(|s| !s.is_empty()).peekable();
@@ -195,6 +224,24 @@ fn circles(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<BTreeSet<Module>> 
     walk.found
 }
 
+/// The child modules of `me` its code names by their bare name (`child::Item`, as a parent's
+/// `pub use child::Item` does): a parent that uses its child imports it too.
+fn children_named(code: &str, me: &Module, modules: &BTreeMap<Module, PathBuf>) -> Vec<Module> {
+    let children = modules
+        .keys()
+        .filter(|m| m.len() == me.len() + 1 && m.starts_with(me));
+    children
+        .filter(|child| {
+            let needle = format!("{}::", child[me.len()]);
+            code.match_indices(&needle).any(|(at, _)| {
+                let before = code[..at].chars().next_back();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 /// Each crate's circles, as (crate directory, sorted module paths).
 fn workspace_circles() -> BTreeSet<(String, Vec<String>)> {
     let mut found = BTreeSet::new();
@@ -210,7 +257,9 @@ fn workspace_circles() -> BTreeSet<(String, Vec<String>)> {
         for (me, file) in &modules {
             let code = code(&std::fs::read_to_string(file).unwrap());
             let edges = graph.entry(me.clone()).or_default();
-            for path in named_paths(&code, me) {
+            let mut named = named_paths(&code, me);
+            named.extend(children_named(&code, me, &modules));
+            for path in named {
                 let target = (0..=path.len())
                     .rev()
                     .map(|k| path[..k].to_vec())
@@ -264,6 +313,25 @@ fn the_circle_finder_finds_a_circle_and_resolves_super_and_braces() {
         assert!(named.contains(&want.to_owned()), "{want} not in {named:?}");
     }
     let m = |s: &str| -> Module { s.split("::").map(str::to_owned).collect() };
+    let modules = BTreeMap::from([
+        (m("packs"), PathBuf::new()),
+        (m("packs::rows"), PathBuf::new()),
+        (m("packs::trust"), PathBuf::new()),
+    ]);
+    let named = children_named(
+        "pub use rows::view;\nfn f() { my_trust::x(); }",
+        &m("packs"),
+        &modules,
+    );
+    assert_eq!(
+        named,
+        vec![m("packs::rows")],
+        "a bare child path is an import, a longer word is not"
+    );
+    assert!(
+        named_paths("pub(super) fn f() {}", &me).is_empty(),
+        "a visibility is no import"
+    );
     let graph = BTreeMap::from([
         (m("a"), BTreeSet::from([m("b")])),
         (m("b"), BTreeSet::from([m("c")])),
