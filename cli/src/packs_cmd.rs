@@ -3,6 +3,9 @@
 //! by the pack host), and the administrator's commands — `glovebox packs list|reload` (on the
 //! account's pack host socket) and `glovebox secret set|list|remove` (on the gate's admin
 //! socket; a value is read from the terminal without echo, or from stdin, never from argv).
+//!
+//! Why one file past 800 lines: the four commands share the pack host's arguments, its socket and
+//! the gate's admin link; the pack host's serving is `glovebox-packs`'.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -22,6 +22,9 @@
 //! the account, see `glovebox secret set`) and `${env:NAME}` (a variable of the pack host's own
 //! environment). A literal that looks like a credential is refused: the file may be shared or
 //! committed, so a token belongs in a secret.
+//!
+//! Why one file past 800 lines: one file format, read, checked and edited as one (each field's
+//! check beside the rule it enforces).
 
 use crate::Invalid;
 use std::collections::BTreeMap;

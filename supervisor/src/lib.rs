@@ -5,6 +5,10 @@
 //! directories in `/tmp`). What was started is handed to the caller to announce ([`Report`]). Restarts a child that exits with backoff (logged and audited), and stops
 //! every child on Ctrl-C or SIGTERM. A child also stops by itself when the supervisor's end of its
 //! stdin closes, so none outlives a supervisor that was killed.
+//!
+//! Why one file past 800 lines: starting, restarting and stopping the children share the child
+//! table and the exit channel that only `up` holds; the accounts it follows, the pack hosts'
+//! specs, system mode and first start are modules of their own.
 
 use std::future::Future;
 use std::net::SocketAddr;
