@@ -23,9 +23,7 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("proto", &["display", "display::blanks", "display::scripts"]),
     ("proto", &["tools::mcp_form", "tools::mcp_form::rows"]),
     ("proto", &["transport", "transport::link"]),
-    ("services/broker", &["connection", "connection::hello"]),
     ("services/broker", &["mcp", "mcp::handover"]),
-    ("services/broker", &["packs", "packs::rows"]),
     ("services/executor", &["jobs", "jobs::launcher"]),
     (
         "services/gate",

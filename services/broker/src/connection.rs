@@ -25,6 +25,8 @@ use crate::profiles::Profile;
 use crate::session::{End, Liveness, Outbox, Session};
 use crate::sync::lock;
 
+mod frames;
+use frames::{frame_error, frame_error_frame, text};
 mod hello;
 mod manage;
 
@@ -34,21 +36,6 @@ pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 pub const WS_BUFFER_BYTES: usize = 8 * 1024;
 /// Calls one agent connection may have in flight.
 pub const MAX_IN_FLIGHT: usize = 32;
-
-fn text(frame: &ServerFrame) -> Message {
-    Message::Text(frame.to_json().into())
-}
-
-fn frame_error(code: ErrorCode, message: impl Into<String>) -> Message {
-    text(&frame_error_frame(code, message))
-}
-
-fn frame_error_frame(code: ErrorCode, message: impl Into<String>) -> ServerFrame {
-    ServerFrame::Error {
-        code,
-        message: message.into(),
-    }
-}
 
 /// The calls in flight on one agent connection, each with the switch that withdraws it.
 type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>>;

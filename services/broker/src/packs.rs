@@ -5,21 +5,21 @@
 //! tool and the arguments), and made by the pack host on the gate's ticket. A project pack the
 //! approver has not trusted yet gets a trust ask, one at a time per pack, answered at the gate.
 
+mod listing;
 mod rows;
 pub mod trust_asks;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use glovebox_proto::ErrorCode;
-use glovebox_proto::tools::catalog::{Hints, ToolInfo};
 use glovebox_proto::v1::{
-    self as pb, Answer, ListPacksRequest, ListPacksResponse, PackInvokeRequest, PackPlanRequest,
-    Plan, PlanPathsRequest, ResolveTrustRequest, TrustSubject,
+    self as pb, Answer, PackInvokeRequest, PackPlanRequest, Plan, PlanPathsRequest,
+    ResolveTrustRequest, TrustSubject,
 };
 use glovebox_proto::ws::{
     AskDisplay, AskSubject, Decision, PackErrorSpec, PackStateSpec, PackToolSpec, ServerFrame,
-    ToolAnnotations, ToolSpec, WireError,
+    ToolSpec, WireError,
 };
 
 use crate::app::App;
@@ -29,6 +29,8 @@ use crate::backends::request;
 use crate::call::{CallIds, Origin, from_tool_error, unavailable};
 use crate::sync::lock;
 
+pub use listing::listing;
+use listing::{annotations, json_of, pack_info};
 pub use rows::view as manage_view;
 pub use trust_asks::{MAX_QUEUED_TRUST_ASKS, TrustAsks};
 
@@ -173,57 +175,6 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
 pub async fn facts_of(app: &App, account: &str, name: &str) -> Option<pb::PackFacts> {
     glovebox_proto::packs::split_name(name)?;
     glovebox_proto::packs::facts_of(&listing(app, account).await.ok()?, name)
-}
-
-/// The account's packs as its pack host lists them (starting them), queueing a trust ask for
-/// each project pack waiting for one. `Err` when the pack host cannot be reached.
-pub async fn listing(app: &App, account: &str) -> Result<ListPacksResponse, String> {
-    let mut packs = app
-        .backends
-        .packs(account)
-        .ok_or("the account has no pack host")?;
-    let listed_at = Instant::now();
-    let listed = packs
-        .list(request(ListPacksRequest {}))
-        .await
-        .map_err(|s| format!("the account's pack host is unavailable ({})", s.message()))?
-        .into_inner();
-    for waiting in &listed.untrusted {
-        if let Some(subject) = &waiting.subject {
-            app.trust_asks.request(account, subject.clone(), listed_at);
-        }
-    }
-    Ok(listed)
-}
-
-fn hints(t: &pb::PackTool) -> Hints {
-    Hints {
-        read_only: t.read_only,
-        destructive: t.destructive,
-    }
-}
-
-/// A pack tool's hints as MCP spells them (untrusted: they decide nothing).
-fn annotations(t: &pb::PackTool) -> ToolAnnotations {
-    ToolAnnotations {
-        read_only_hint: t.read_only,
-        destructive_hint: t.destructive,
-        idempotent_hint: t.idempotent,
-        open_world_hint: t.open_world,
-    }
-}
-
-/// A JSON text the pack host passed on (`None` when empty or not JSON).
-fn json_of(text: &str) -> Option<serde_json::Value> {
-    (!text.is_empty())
-        .then(|| serde_json::from_str(text).ok())
-        .flatten()
-}
-
-fn pack_info(t: &pb::PackTool) -> Result<ToolInfo, String> {
-    let schema: serde_json::Value =
-        serde_json::from_str(&t.input_schema_json).unwrap_or(serde_json::Value::Null);
-    ToolInfo::pack(&t.pack, &t.tool, &t.description, &schema, hints(t))
 }
 
 /// The account's pack tools as front doors list them (none if the pack host cannot say).

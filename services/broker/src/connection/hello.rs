@@ -8,7 +8,7 @@ use glovebox_proto::ws::{
     ClientContext, ClientFrame, Role, ServerFrame, ToolSpec, parse_client_frame,
 };
 
-use super::{frame_error, text};
+use super::frames::{frame_error, text};
 use crate::app::App;
 use crate::auth::Authenticated;
 use crate::profiles::Profile;

@@ -25,7 +25,7 @@ pub async fn view(app: &App, account: &str) -> Packs {
             ],
         };
     }
-    match super::listing(app, account).await {
+    match super::listing::listing(app, account).await {
         Err(why) => Packs {
             enabled: true,
             packs: Vec::new(),
@@ -63,7 +63,7 @@ pub fn rows(listed: &ListPacksResponse) -> (Vec<PackRow>, Vec<String>) {
         let row = packs
             .iter_mut()
             .find(|p| p.name == t.pack && p.origin == t.origin);
-        match (super::pack_info(t), row) {
+        match (super::listing::pack_info(t), row) {
             (Ok(info), Some(row)) => row.tools.push(info.name),
             (Ok(info), None) => errors.push(format!("{}: a tool of an unlisted pack", info.name)),
             (Err(why), _) => errors.push(format!("{} ({} pack): {why}", t.pack, t.origin)),
