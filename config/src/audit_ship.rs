@@ -114,7 +114,7 @@ pub fn check_url(url: &str) -> Result<(), Invalid> {
         .or_else(|| url.strip_prefix("postgresql://"));
     match rest {
         Some(_) if !url.chars().any(char::is_whitespace) => Ok(()),
-        _ => Err(crate::invalid!(
+        _ => Err(crate::invalid::invalid!(
             "expected a URL like postgres://user:password@host/database, got {:?}",
             redact_url(url)
         )),
@@ -129,7 +129,7 @@ pub fn check_machine_id(id: &str) -> Result<(), Invalid> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
     {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "expected 1 to {MAX_MACHINE_ID} letters, digits, '.', '_' or '-', got {id:?}"
         ));
     }

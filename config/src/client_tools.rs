@@ -97,7 +97,7 @@ impl ClientTools {
                 "true" | "1" => true,
                 "false" | "0" => false,
                 other => {
-                    return Err(crate::invalid!(
+                    return Err(crate::invalid::invalid!(
                         "GLOVEBOX_CLIENT_TOOLS_ENABLED: expected true or false, got {other:?}"
                     ));
                 }

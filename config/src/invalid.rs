@@ -19,9 +19,9 @@ impl From<&str> for Invalid {
 }
 
 /// `format!` into an [`Invalid`].
-#[macro_export]
 macro_rules! invalid {
     ($($arg:tt)*) => {
         $crate::Invalid(format!($($arg)*))
     };
 }
+pub(crate) use invalid;

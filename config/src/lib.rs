@@ -529,14 +529,14 @@ fn account_line(text: &str, index: usize) -> Option<usize> {
 /// Validates one account entry (`at` names it in messages, e.g. `accounts[2]`).
 fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
     if !is_valid_account_id(&a.id) {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
             a.id
         ));
     }
     let workdir = PathBuf::from(&a.workdir);
     if !workdir.is_absolute() {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{at}.workdir: expected an absolute path, got {:?}",
             a.workdir
         ));
@@ -557,7 +557,7 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
         .iter()
         .any(|h| approver_token_hashes.contains(h))
     {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{at}: the same token is both an agent and an approver credential; they must differ"
         ));
     }
@@ -568,12 +568,12 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
             .components()
             .all(|c| matches!(c, std::path::Component::RootDir))
         {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "{at}.roots: / would give the account's agents the whole machine; list the directories it needs"
             ));
         }
         if !root.is_absolute() {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "{at}.roots: expected absolute paths, got {r:?}"
             ));
         }
@@ -584,14 +584,14 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
     }
     for name in &a.job_env {
         if let Some(why) = job_env::refusal(name) {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "{at}.job_env: {name} cannot be passed to jobs: it {why}"
             ));
         }
     }
     for name in &a.pack_env {
         if !mcp_json::is_env_name(name) {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "{at}.pack_env: expected environment variable names, got {name:?}"
             ));
         }
@@ -600,7 +600,7 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
         if let Some(user) = user
             && (user.is_empty() || user == "root" || user.contains(['/', ':', '\0']))
         {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "{at}.{field}: expected an unprivileged user name, got {user:?}"
             ));
         }

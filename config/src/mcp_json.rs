@@ -360,7 +360,7 @@ fn validate(
     match raw.kind.as_deref() {
         None | Some("stdio") | Some("http") => {}
         Some(kind) => {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "type must be \"stdio\" or \"http\", not {kind:?}"
             ));
         }
@@ -382,14 +382,14 @@ fn validate(
     check_list("args", &raw.args)?;
     let timeout_s = check_common(&raw)?;
     if raw.env.len() > MAX_LIST {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "more than {MAX_LIST} environment variables"
         ));
     }
     let mut env = Vec::new();
     for (key, value) in raw.env {
         if !is_env_name(&key) {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "environment variable name {key:?} must be [A-Za-z_][A-Za-z0-9_]*"
             ));
         }
@@ -438,10 +438,10 @@ pub fn check_grant(entry: &str) -> Result<(), Invalid> {
         .filter(|p| !p.is_empty() && *p != ".")
         .collect();
     if parts.contains(&"..") {
-        return Err(crate::invalid!("{entry:?} must not contain .."));
+        return Err(crate::invalid::invalid!("{entry:?} must not contain .."));
     }
     if parts.is_empty() {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{entry:?} would grant the whole {}: name the directory the pack needs",
             if entry.starts_with('~') {
                 "home"
@@ -468,7 +468,7 @@ fn check_common(raw: &RawPack) -> Result<u64, Invalid> {
     }
     let timeout_s = raw.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
     if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "timeout must be 1 to {MAX_TIMEOUT_S} seconds"
         ));
     }
@@ -496,30 +496,30 @@ fn validate_http(
         );
     }
     if raw.network != Network::Any {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "`network: {}` cannot hold for an HTTP pack, which is reached over the network",
             raw.network.as_str()
         ));
     }
     let timeout_s = check_common(&raw)?;
     if raw.headers.len() > MAX_LIST {
-        return Err(crate::invalid!("more than {MAX_LIST} headers"));
+        return Err(crate::invalid::invalid!("more than {MAX_LIST} headers"));
     }
     let mut headers = Vec::new();
     for (key, value) in raw.headers {
         if !is_header_name(&key) {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "header name {key:?} must be 1 to 128 of [A-Za-z0-9-]"
             ));
         }
         if RESERVED_HEADERS.iter().any(|r| key.eq_ignore_ascii_case(r)) {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "header {key} is set by the MCP transport itself"
             ));
         }
         check_string("a header value", &value)?;
         if value.chars().any(char::is_control) {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "header {key}: the value holds a control character"
             ));
         }
@@ -552,7 +552,7 @@ fn validate_http(
 /// characters, at most [`MAX_URL_BYTES`].
 pub fn check_url(url: &str) -> Result<(), Invalid> {
     if url.len() > MAX_URL_BYTES {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "the url is longer than {MAX_URL_BYTES} bytes"
         ));
     }
@@ -580,10 +580,10 @@ pub fn check_url(url: &str) -> Result<(), Invalid> {
     match scheme.to_ascii_lowercase().as_str() {
         "https" => Ok(()),
         "http" if is_loopback_host(host) => Ok(()),
-        "http" => Err(crate::invalid!(
+        "http" => Err(crate::invalid::invalid!(
             "plain http:// is allowed to this machine only (got host {host:?}): use https://"
         )),
-        other => Err(crate::invalid!(
+        other => Err(crate::invalid::invalid!(
             "the url's scheme must be https or http, not {other:?}"
         )),
     }
@@ -636,19 +636,21 @@ fn check_pack_name(name: &str) -> Result<(), Invalid> {
 
 fn check_string(what: &str, s: &str) -> Result<(), Invalid> {
     if s.len() > MAX_STRING_BYTES {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{what} is longer than {MAX_STRING_BYTES} bytes"
         ));
     }
     if s.contains('\0') {
-        return Err(crate::invalid!("{what} holds a NUL byte"));
+        return Err(crate::invalid::invalid!("{what} holds a NUL byte"));
     }
     Ok(())
 }
 
 fn check_list(what: &str, items: &[String]) -> Result<(), Invalid> {
     if items.len() > MAX_LIST {
-        return Err(crate::invalid!("{what} has more than {MAX_LIST} entries"));
+        return Err(crate::invalid::invalid!(
+            "{what} has more than {MAX_LIST} entries"
+        ));
     }
     items.iter().try_for_each(|i| check_string(what, i))
 }
@@ -688,7 +690,7 @@ pub fn parse_template(value: &str) -> Result<Template, Invalid> {
             Some(("secret", n)) if is_secret_name(n) => Piece::Secret(n.to_owned()),
             Some(("env", n)) if is_env_name(n) => Piece::Env(n.to_owned()),
             _ => {
-                return Err(crate::invalid!(
+                return Err(crate::invalid::invalid!(
                     "${{{reference}}} is not a reference: write ${{secret:NAME}} or ${{env:NAME}}"
                 ));
             }
@@ -703,7 +705,7 @@ pub fn parse_template(value: &str) -> Result<Template, Invalid> {
         if let Piece::Literal(text) = p
             && let Some(why) = looks_like_credential(text)
         {
-            return Err(crate::invalid!(
+            return Err(crate::invalid::invalid!(
                 "the literal value looks like a credential ({why}); store it with `glovebox secret set` and write ${{secret:NAME}}"
             ));
         }

@@ -96,7 +96,7 @@ impl Sandbox {
             Some("loopback") => Network::Loopback,
             Some("none") => Network::None,
             Some(other) => {
-                return Err(crate::invalid!(
+                return Err(crate::invalid::invalid!(
                     "{at}.sandbox.network: expected any, loopback or none, got {other:?}"
                 ));
             }
@@ -111,7 +111,7 @@ impl Sandbox {
                 )
             });
             if !path.is_absolute() || !plain || path.parent().is_none() {
-                return Err(crate::invalid!(
+                return Err(crate::invalid::invalid!(
                     "{at}.sandbox.unix_sockets: expected the absolute path of a socket, got {s:?}"
                 ));
             }

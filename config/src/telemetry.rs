@@ -83,10 +83,10 @@ impl Protocol {
         match name.trim() {
             "grpc" => Ok(Protocol::Grpc),
             "http/protobuf" => Ok(Protocol::HttpProtobuf),
-            "http/json" => Err(crate::invalid!(
+            "http/json" => Err(crate::invalid::invalid!(
                 "{source}: http/json is not supported; use http/protobuf or grpc"
             )),
-            other => Err(crate::invalid!(
+            other => Err(crate::invalid::invalid!(
                 "{source}: expected grpc or http/protobuf, got {other:?}"
             )),
         }
@@ -131,7 +131,7 @@ impl Telemetry {
             None | Some("") | Some("false") => false,
             Some("true") => true,
             Some(other) => {
-                return Err(crate::invalid!(
+                return Err(crate::invalid::invalid!(
                     "{ENV_DISABLED}: expected true or false, got {other:?}"
                 ));
             }
@@ -165,7 +165,7 @@ impl Telemetry {
             Some(v) => match v.trim().parse::<f64>() {
                 Ok(r) => check_ratio(r, ENV_SAMPLER_ARG)?,
                 Err(_) => {
-                    return Err(crate::invalid!(
+                    return Err(crate::invalid::invalid!(
                         "{ENV_SAMPLER_ARG}: expected a number from 0 to 1, got {v:?}"
                     ));
                 }
@@ -206,7 +206,7 @@ impl Telemetry {
 
 fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, Invalid> {
     if e.len() > MAX_ENDPOINT_BYTES {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{source}: longer than {MAX_ENDPOINT_BYTES} bytes"
         ));
     }
@@ -215,12 +215,12 @@ fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, I
         Protocol::HttpProtobuf => "an OTLP/HTTP address like https://collector.example:4318",
     };
     if e.starts_with("https://") && protocol == Protocol::Grpc {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{source}: https over gRPC is not supported; use otlp_protocol http/protobuf for TLS, or a local collector over http://"
         ));
     }
     if e.contains('?') || e.contains('#') || e.contains('@') {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{source}: expected {example} without credentials, query or fragment, got {e:?}"
         ));
     }
@@ -228,7 +228,9 @@ fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, I
         .strip_prefix("http://")
         .or_else(|| e.strip_prefix("https://"))
     else {
-        return Err(crate::invalid!("{source}: expected {example}, got {e:?}"));
+        return Err(crate::invalid::invalid!(
+            "{source}: expected {example}, got {e:?}"
+        ));
     };
     let authority = rest.split('/').next().unwrap_or("");
     if authority.is_empty()
@@ -236,7 +238,9 @@ fn check_endpoint(e: &str, source: &str, protocol: Protocol) -> Result<String, I
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || ".-:[]_".contains(c))
     {
-        return Err(crate::invalid!("{source}: expected {example}, got {e:?}"));
+        return Err(crate::invalid::invalid!(
+            "{source}: expected {example}, got {e:?}"
+        ));
     }
     Ok(e.trim_end_matches('/').to_owned())
 }
@@ -248,7 +252,7 @@ fn check_namespace(ns: String, source: &str) -> Result<String, Invalid> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
     {
-        return Err(crate::invalid!(
+        return Err(crate::invalid::invalid!(
             "{source}: expected 1 to {MAX_NAMESPACE_BYTES} letters, digits, '.', '_' or '-', got {ns:?}"
         ));
     }
@@ -259,7 +263,7 @@ fn check_ratio(r: f64, source: &str) -> Result<f64, Invalid> {
     if (0.0..=1.0).contains(&r) {
         Ok(r)
     } else {
-        Err(crate::invalid!(
+        Err(crate::invalid::invalid!(
             "{source}: expected a number from 0 to 1, got {r}"
         ))
     }

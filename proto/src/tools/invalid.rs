@@ -6,12 +6,6 @@
 #[error("{0}")]
 pub struct InvalidParams(pub String);
 
-impl From<String> for InvalidParams {
-    fn from(message: String) -> InvalidParams {
-        InvalidParams(message)
-    }
-}
-
 impl From<&str> for InvalidParams {
     fn from(message: &str) -> InvalidParams {
         InvalidParams(message.to_owned())
