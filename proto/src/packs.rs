@@ -55,11 +55,9 @@ pub fn exposed_name(pack: &str, tool: &str) -> Result<String, String> {
     Ok(name)
 }
 
-/// Whether `result` of the tool `name` is a pack tool's result its server marked an error
-/// (`isError: true`).
-pub fn is_error_result(name: &str, result: &serde_json::Value) -> bool {
-    split_name(name).is_some()
-        && result.get("isError").and_then(serde_json::Value::as_bool) == Some(true)
+/// Whether a pack tool's `result` is one its server marked an error (`isError: true`).
+pub fn is_error_result(result: &serde_json::Value) -> bool {
+    result.get("isError").and_then(serde_json::Value::as_bool) == Some(true)
 }
 
 /// The pack and tool of an exposed pack tool name; `None` for a built-in or client tool, or a

@@ -82,6 +82,8 @@ pub async fn run_call(
 ) -> CallAnswer {
     let account = origin.account.as_str();
     let started = Instant::now();
+    // Which kind of tool the call names is read here, once, and carried on.
+    let name = ToolName::parse(tool);
     // The call's own id, made here: tickets and audit rows name it, so two calls never merge
     // however the agent names them; the agent's id stays a label (and is what it is answered by).
     let ids = CallIds {
@@ -102,7 +104,7 @@ pub async fn run_call(
             let outcome = async {
                 match enter(app, account, cancelled.clone()).await {
                     Ok(place) => {
-                        let call = steps(app, origin, &ids, tool, params, cancelled);
+                        let call = steps(app, origin, &ids, (tool, name), params, cancelled);
                         crate::call_slots::holding(&app.calls, place, call).await
                     }
                     Err(error) => Err(error),
@@ -129,7 +131,8 @@ pub async fn run_call(
         // A pack server's own error (`isError`) is answered as the server gave it, and audited
         // as an error.
         Ok(crate::answer::CallValue::Tree(value))
-            if glovebox_proto::packs::is_error_result(tool, value) =>
+            if matches!(name, ToolName::Pack { .. })
+                && glovebox_proto::packs::is_error_result(value) =>
         {
             event.outcome = "error".into();
             event.error_code = "tool_error".into();
@@ -210,13 +213,13 @@ async fn steps(
     app: &App,
     origin: &Origin,
     ids: &CallIds,
-    tool_name: &str,
+    (tool_name, name): (&str, ToolName<'_>),
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<CallValue, WireError> {
-    admit(origin, tool_name)?;
-    // The one seam: where the call goes is read from its tool's name, once.
-    match ToolName::parse(tool_name) {
+    admit(origin, tool_name, name)?;
+    // The one seam: where the call goes, by the kind of tool it names.
+    match name {
         ToolName::Client { bare } => {
             client_tool(app, origin, ids, tool_name, bare, params, cancelled)
                 .await
@@ -241,8 +244,8 @@ async fn steps(
 /// Refuses a call before anything else when the tool is not for this connection's profile (a
 /// `web` connection, a browser tab, gets client tools only). Whether the account's tools are on
 /// is the gate's decision, like everything else about the call.
-fn admit(origin: &Origin, tool_name: &str) -> Result<(), WireError> {
-    if !origin.profile.allows(tool_name) {
+fn admit(origin: &Origin, tool_name: &str, name: ToolName<'_>) -> Result<(), WireError> {
+    if !origin.profile.allows(name) {
         return Err(WireError::denied(
             format!(
                 "{tool_name} is not available to {} connections",

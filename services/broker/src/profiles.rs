@@ -5,6 +5,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use glovebox_proto::tool_name::ToolName;
+
 /// Sessions remembered for the profile check; the oldest are forgotten first.
 pub const MAX_SESSIONS: usize = 4096;
 
@@ -32,8 +34,8 @@ impl Profile {
 
     /// Whether a connection of this profile may see and call `tool`: the built-in file and exec
     /// tools are for desktop clients; client tools are for every profile.
-    pub fn allows(self, tool: &str) -> bool {
-        self == Profile::Desktop || glovebox_proto::client_tools::bare_name(tool).is_some()
+    pub fn allows(self, tool: ToolName<'_>) -> bool {
+        self == Profile::Desktop || matches!(tool, ToolName::Client { .. })
     }
 }
 
@@ -85,9 +87,14 @@ mod tests {
 
     #[test]
     fn profiles_limit_tools() {
-        assert!(Profile::Desktop.allows("file_read") && Profile::Desktop.allows("client__x"));
-        assert!(!Profile::Web.allows("file_read") && !Profile::Web.allows("exec_run"));
-        assert!(Profile::Web.allows("client__read_page"));
+        let allows = |p: Profile, name: &str| p.allows(ToolName::parse(name));
+        assert!(allows(Profile::Desktop, "file_read") && allows(Profile::Desktop, "client__x"));
+        assert!(!allows(Profile::Web, "file_read") && !allows(Profile::Web, "exec_run"));
+        assert!(allows(Profile::Web, "client__read_page"));
+        assert!(
+            !allows(Profile::Web, "git__status"),
+            "a pack tool is not a client tool"
+        );
         assert_eq!(Profile::parse("mobile"), None);
     }
 

@@ -3,6 +3,7 @@
 //! and pack tools, from the catalog's `ToolInfo`); whether the account's tools are on is the
 //! gate's to say (`AccountInfo`), never the broker's.
 
+use glovebox_proto::tool_name::ToolName;
 use glovebox_proto::tools::Tool;
 use glovebox_proto::tools::catalog::ToolInfo;
 use glovebox_proto::v1::AccountInfoResponse;
@@ -53,7 +54,7 @@ pub async fn tools_for(
             meta: None,
         })
         .chain(packs)
-        .filter(|t| profile.allows(&t.name))
+        .filter(|t| profile.allows(ToolName::parse(&t.name)))
         .collect();
     // Client and pack tools are judged by name: the managed layer's denies hide them. Without
     // the gate's word on them, they are not listed (their calls would wait on the gate too).
