@@ -220,7 +220,7 @@ fn every_account(
             .map(|a| match source(entries, &raw, &a.id) {
                 Some(Source::Added) => format!("{} (added)", a.id),
                 Some(Source::TakenOver) => format!("{} (changed at run time)", a.id),
-                _ => a.id.clone(),
+                _ => a.id.to_string(),
             })
             .collect();
         Finding::ok("accounts", named.join(", "))
@@ -354,7 +354,7 @@ async fn checks(options: &Options) -> Vec<Finding> {
             (Some(name), None) => absent(name),
         };
         account_facts.push(AccountFacts {
-            id: a.id.clone(),
+            id: a.id.to_string(),
             runs_as,
             has_agent_token: !a.token_hashes.is_empty(),
         });

@@ -403,7 +403,7 @@ async fn status_user(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
                     "id": a.id,
                     "workdir": a.workdir,
                     "tools": a.enabled,
-                    "executor": body["executors"][&a.id],
+                    "executor": body["executors"][a.id.as_str()],
                 })
             })
             .collect();
@@ -452,7 +452,7 @@ async fn status_user(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             a.id,
             a.workdir.display()
         );
-        let executor = &body["executors"][&a.id];
+        let executor = &body["executors"][a.id.as_str()];
         if let Some(sandbox) = executor["sandbox"].as_str() {
             let jobs = executor["running_jobs"].as_u64().unwrap_or(0);
             outln!(

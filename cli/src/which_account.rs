@@ -35,7 +35,7 @@ pub(crate) const NO_ACCOUNTS_YET: &str = "no accounts yet: add one with `glovebo
 /// [`choose`] among the accounts of the state's `glovebox.yaml` and `accounts.yaml`.
 pub(crate) fn choose_in(state: &StateDir, named: Option<String>) -> anyhow::Result<String> {
     let config = state.load_merged_config()?;
-    let ids: Vec<String> = config.accounts.iter().map(|a| a.id.clone()).collect();
+    let ids: Vec<String> = config.accounts.iter().map(|a| a.id.to_string()).collect();
     choose(
         &ids,
         named,

@@ -167,7 +167,7 @@ pub fn merge(
         match (source(file, added, &a.id), position) {
             (Some(Source::TakenOver), Some(i)) => config.accounts[i] = a,
             (Some(Source::Added), None) => config.accounts.push(a),
-            (Some(Source::File), Some(_)) if !added.taken_over.contains_key(&a.id) => {
+            (Some(Source::File), Some(_)) if !added.taken_over.contains_key(a.id.as_str()) => {
                 return Err(ConfigError::Invalid {
                     path: path.to_owned(),
                     line: None,

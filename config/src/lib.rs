@@ -34,6 +34,7 @@
 //! <runtime>/broker/approve.sock              approvers, authenticated by their uid (everyone may connect)
 //! ```
 
+mod account_id;
 pub mod added_accounts;
 pub mod audit_ship;
 pub mod client_tools;
@@ -50,6 +51,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+pub use account_id::{AccountId, NotAnAccountId, is_valid_account_id};
 pub use invalid::Invalid;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -398,7 +400,7 @@ pub struct RawAccount {
 /// A validated account.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Account {
-    pub id: String,
+    pub id: AccountId,
     pub workdir: PathBuf,
     /// Absolute; never empty (the workdir when none are configured).
     pub roots: Vec<PathBuf>,
@@ -528,12 +530,12 @@ fn account_line(text: &str, index: usize) -> Option<usize> {
 
 /// Validates one account entry (`at` names it in messages, e.g. `accounts[2]`).
 fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
-    if !is_valid_account_id(&a.id) {
+    let Ok(id) = AccountId::parse(&a.id) else {
         return Err(crate::invalid::invalid!(
             "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
             a.id
         ));
-    }
+    };
     let workdir = PathBuf::from(&a.workdir);
     if !workdir.is_absolute() {
         return Err(crate::invalid::invalid!(
@@ -606,7 +608,7 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
         }
     }
     Ok(Account {
-        id: a.id.clone(),
+        id,
         workdir,
         roots,
         run_as: a.run_as.clone(),
@@ -618,16 +620,6 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
         token_hashes,
         approver_token_hashes,
     })
-}
-
-/// Whether `id` can name an account (and so a directory and a socket file).
-pub fn is_valid_account_id(id: &str) -> bool {
-    (1..=64).contains(&id.len())
-        && !id.starts_with('.')
-        && !id.starts_with('-')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 /// `N` bytes from the operating system's random source.
@@ -872,25 +864,6 @@ mod tests {
             let err = parse(text).unwrap_err();
             assert!(err.starts_with("/s/glovebox.yaml: "), "{err}");
             assert!(err.contains(needle), "{text:?}: {err}");
-        }
-    }
-
-    #[test]
-    fn account_ids() {
-        for ok in ["alice", "a.b", "user_1", "A-9"] {
-            assert!(is_valid_account_id(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            ".",
-            "..",
-            ".hidden",
-            "-x",
-            "a/b",
-            "a b",
-            &"x".repeat(65),
-        ] {
-            assert!(!is_valid_account_id(bad), "{bad}");
         }
     }
 

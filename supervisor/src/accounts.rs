@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use glovebox_config::{Account, FileStamp, StateDir, file_stamp};
+use glovebox_config::{Account, AccountId, FileStamp, StateDir, file_stamp};
 use glovebox_proto::transport::handover::{AccountsUpdate, AddedAccount, ControlKeys};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
@@ -43,9 +43,9 @@ pub const FOLLOW_PERIOD: Duration = Duration::from_millis(300);
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Accounts whose services stop (removed, or changed in what their services are started with).
-    pub stop: Vec<String>,
+    pub stop: Vec<AccountId>,
     /// Accounts whose services start (new, or changed).
-    pub start: Vec<String>,
+    pub start: Vec<AccountId>,
     /// Whether the broker must be told (any credential changed, or anything above).
     pub tell_broker: bool,
 }
@@ -57,15 +57,15 @@ fn started_with(a: &Account) -> impl PartialEq + '_ {
 
 /// Compares the accounts running now with those the files name.
 pub fn plan(running: &[Account], wanted: &[Account]) -> Plan {
-    let now: BTreeMap<&str, &Account> = running.iter().map(|a| (a.id.as_str(), a)).collect();
-    let next: BTreeMap<&str, &Account> = wanted.iter().map(|a| (a.id.as_str(), a)).collect();
+    let now: BTreeMap<&AccountId, &Account> = running.iter().map(|a| (&a.id, a)).collect();
+    let next: BTreeMap<&AccountId, &Account> = wanted.iter().map(|a| (&a.id, a)).collect();
     let mut p = Plan::default();
     for (id, a) in &now {
         match next.get(id) {
-            None => p.stop.push((*id).to_owned()),
+            None => p.stop.push((*id).clone()),
             Some(b) if started_with(a) != started_with(b) => {
-                p.stop.push((*id).to_owned());
-                p.start.push((*id).to_owned());
+                p.stop.push((*id).clone());
+                p.start.push((*id).clone());
             }
             Some(b) => {
                 if (&a.token_hashes, &a.approver_token_hashes)
@@ -78,7 +78,7 @@ pub fn plan(running: &[Account], wanted: &[Account]) -> Plan {
     }
     for id in next.keys() {
         if !now.contains_key(id) {
-            p.start.push((*id).to_owned());
+            p.start.push((*id).clone());
         }
     }
     p.tell_broker |= !p.stop.is_empty() || !p.start.is_empty();
@@ -108,7 +108,7 @@ pub(super) fn broker_update(
         accounts
             .iter()
             .map(|a| AddedAccount {
-                id: a.id.clone(),
+                id: a.id.to_string(),
                 token_sha256: a.token_hashes.iter().map(hex::encode).collect(),
                 approver_token_sha256: a.approver_token_hashes.iter().map(hex::encode).collect(),
                 executor_socket: state.executor_socket(&a.id).display().to_string(),
@@ -177,7 +177,7 @@ impl Added<'_> {
         }
         // 1. The broker first: a removed account's credentials stop at once (a changed account
         //    keeps its own, and its connections, while its services restart).
-        let removed: Vec<&String> = p.stop.iter().filter(|id| !p.start.contains(id)).collect();
+        let removed: Vec<&AccountId> = p.stop.iter().filter(|id| !p.start.contains(id)).collect();
         self.running.retain(|a| !removed.contains(&&a.id));
         for a in &mut self.running {
             if let Some(b) = wanted.iter().find(|b| b.id == a.id) {
@@ -202,7 +202,7 @@ impl Added<'_> {
             }
         }
         if !p.stop.is_empty() || !accepted.is_empty() {
-            let ids: Vec<String> = merged
+            let ids: Vec<AccountId> = merged
                 .accounts
                 .iter()
                 .filter(|a| {
@@ -212,8 +212,8 @@ impl Added<'_> {
                 })
                 .map(|a| a.id.clone())
                 .collect();
-            let new: Vec<String> = accepted.iter().map(|(a, _)| a.id.clone()).collect();
-            let removed: Vec<String> = removed.iter().map(|id| (*id).clone()).collect();
+            let new: Vec<AccountId> = accepted.iter().map(|(a, _)| a.id.clone()).collect();
+            let removed: Vec<AccountId> = removed.iter().map(|id| (*id).clone()).collect();
             let change = gate::GateChange {
                 ids: &ids,
                 new: &new,
@@ -467,9 +467,13 @@ async fn stop_child(
 mod tests {
     use super::*;
 
-    fn account(id: &str, workdir: &str, token: u8) -> Account {
+    fn id(id: &str) -> AccountId {
+        AccountId::parse(id).unwrap()
+    }
+
+    fn account(id_: &str, workdir: &str, token: u8) -> Account {
         Account {
-            id: id.into(),
+            id: id(id_),
             workdir: workdir.into(),
             roots: vec![workdir.into()],
             run_as: None,
@@ -499,7 +503,7 @@ mod tests {
                 vec![a.clone()],
                 vec![a.clone(), b.clone()],
                 Plan {
-                    start: vec!["b".into()],
+                    start: vec![id("b")],
                     tell_broker: true,
                     ..Plan::default()
                 },
@@ -509,7 +513,7 @@ mod tests {
                 vec![a.clone(), b.clone()],
                 vec![b.clone()],
                 Plan {
-                    stop: vec!["a".into()],
+                    stop: vec![id("a")],
                     tell_broker: true,
                     ..Plan::default()
                 },
@@ -519,8 +523,8 @@ mod tests {
                 vec![a.clone()],
                 vec![account("a", "/elsewhere", 1)],
                 Plan {
-                    stop: vec!["a".into()],
-                    start: vec!["a".into()],
+                    stop: vec![id("a")],
+                    start: vec![id("a")],
                     tell_broker: true,
                 },
             ),

@@ -620,7 +620,7 @@ fn account_service_spec(
     let mut args: Vec<String> = vec![
         service.command.into(),
         "--account".into(),
-        a.id.clone(),
+        a.id.to_string(),
         "--workdir".into(),
         a.workdir.display().to_string(),
         "--socket".into(),
@@ -1134,7 +1134,7 @@ mod tests {
         let broker = broker_spec(&state, &keys, &["a", "b"], &from_config);
         assert!(!broker.args.iter().any(|a| a == "--ask-timeout-secs"));
         let account = glovebox_config::Account {
-            id: "a".into(),
+            id: glovebox_config::AccountId::parse("a").unwrap(),
             workdir: "/w".into(),
             roots: vec!["/w".into()],
             run_as: None,

@@ -49,7 +49,7 @@ mod tests {
     fn a_pack_host_runs_as_its_accounts_executor_user_beside_its_socket() {
         let state = StateDir::new(std::path::Path::new("/s"));
         let account = glovebox_config::Account {
-            id: "a".into(),
+            id: glovebox_config::AccountId::parse("a").unwrap(),
             workdir: "/w".into(),
             roots: vec!["/w".into(), "/r".into()],
             run_as: Some("alice".into()),

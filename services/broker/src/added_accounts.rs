@@ -7,6 +7,7 @@
 
 use std::sync::Weak;
 
+use glovebox_config::AccountId;
 use glovebox_proto::transport::handover::AccountsUpdate;
 use glovebox_proto::ws::Role;
 use tokio::sync::watch;
@@ -22,6 +23,10 @@ pub type Updates = watch::Receiver<Option<AccountsUpdate>>;
 pub fn token_table(update: &AccountsUpdate) -> TokenTable {
     let mut entries = Vec::new();
     for a in &update.accounts {
+        let Ok(id) = AccountId::parse(&a.id) else {
+            tracing::warn!("an added account's id cannot name an account; ignored");
+            continue;
+        };
         for (hashes, role) in [
             (&a.token_sha256, Role::Agent),
             (&a.approver_token_sha256, Role::Approver),
@@ -29,7 +34,7 @@ pub fn token_table(update: &AccountsUpdate) -> TokenTable {
             for h in hashes {
                 let mut hash = [0u8; 32];
                 match hex::decode_to_slice(h, &mut hash) {
-                    Ok(()) => entries.push((hash, a.id.clone(), role)),
+                    Ok(()) => entries.push((hash, id.clone(), role)),
                     Err(_) => {
                         tracing::warn!(account = %a.id, "an added account's credential is not a SHA-256; ignored")
                     }
@@ -43,7 +48,11 @@ pub fn token_table(update: &AccountsUpdate) -> TokenTable {
 /// Applies one update: the backends first, so a credential is never accepted before its
 /// account's executor can be reached.
 pub fn apply(app: &App, update: &AccountsUpdate) {
-    let ids: Vec<String> = update.accounts.iter().map(|a| a.id.clone()).collect();
+    let ids: Vec<AccountId> = update
+        .accounts
+        .iter()
+        .filter_map(|a| AccountId::parse(&a.id).ok())
+        .collect();
     if let Err(e) = app.backends.set_added(update) {
         // Fail closed: without a backend, its credentials are not accepted either.
         tracing::error!(error = %e, "an accounts update lacks a key; its accounts are refused");
@@ -53,7 +62,7 @@ pub fn apply(app: &App, update: &AccountsUpdate) {
     *app.added_owners.write().unwrap_or_else(|p| p.into_inner()) = update
         .accounts
         .iter()
-        .filter_map(|a| Some((a.id.clone(), a.owner_uid?)))
+        .filter_map(|a| Some((AccountId::parse(&a.id).ok()?, a.owner_uid?)))
         .collect();
     app.credentials.set_added(token_table(update), ids.clone());
     tracing::info!(accounts = ?ids, "accounts added at run time");
@@ -94,8 +103,11 @@ mod tests {
         };
         let table = token_table(&update);
         let who = |t: &str| table.authenticate(t).map(|a| (a.account, a.role));
-        assert_eq!(who("agent"), Some(("new".into(), Role::Agent)));
-        assert_eq!(who("approver"), Some(("new".into(), Role::Approver)));
+        assert_eq!(who("agent"), Some(("new".parse().unwrap(), Role::Agent)));
+        assert_eq!(
+            who("approver"),
+            Some(("new".parse().unwrap(), Role::Approver))
+        );
         assert_eq!(who("not hex"), None);
         assert!(
             token_table(&AccountsUpdate::default())

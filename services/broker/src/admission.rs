@@ -17,6 +17,8 @@
 //! deadline closes its silent sockets.)
 
 use std::collections::{HashMap, HashSet};
+
+use glovebox_config::AccountId;
 use std::sync::{Arc, Mutex};
 
 /// Who is on the other end of a connection before it authenticates: the local user that owns
@@ -63,7 +65,7 @@ pub struct Pools {
     /// Sockets each known account can always have, whatever the others hold.
     pub reserved_per_account: usize,
     /// The accounts that have a reserve.
-    pub accounts: HashSet<String>,
+    pub accounts: HashSet<AccountId>,
 }
 
 impl Pools {
@@ -73,7 +75,7 @@ impl Pools {
         (self.sockets - self.unauthenticated).saturating_sub(reserved)
     }
 
-    fn reserve_of(&self, account: &str) -> usize {
+    fn reserve_of(&self, account: &AccountId) -> usize {
         if self.accounts.contains(account) {
             self.reserved_per_account
         } else {
@@ -87,7 +89,7 @@ impl Pools {
 pub struct Counts {
     by_peer: HashMap<Peer, usize>,
     unauthenticated: usize,
-    by_account: HashMap<String, usize>,
+    by_account: HashMap<AccountId, usize>,
     /// Sockets accounts hold beyond their reserves.
     shared: usize,
 }
@@ -98,7 +100,7 @@ impl Counts {
         self.unauthenticated + self.by_account.values().sum::<usize>()
     }
 
-    pub fn of_account(&self, account: &str) -> usize {
+    pub fn of_account(&self, account: &AccountId) -> usize {
         self.by_account.get(account).copied().unwrap_or(0)
     }
 
@@ -126,7 +128,7 @@ impl Counts {
     /// An unauthenticated connection from `peer` authenticated as `account`: it moves to the
     /// account's reserve, or the shared pool; refused (and left where it was) when neither has
     /// room or the account is at its cap.
-    pub fn claim(&mut self, pools: &Pools, peer: Peer, account: &str) -> Result<(), Refusal> {
+    pub fn claim(&mut self, pools: &Pools, peer: Peer, account: &AccountId) -> Result<(), Refusal> {
         let held = self.of_account(account);
         if held >= pools.per_account {
             return Err(Refusal::Account);
@@ -154,7 +156,7 @@ impl Counts {
     }
 
     /// A connection of `account` closed.
-    pub fn release_account(&mut self, pools: &Pools, account: &str) {
+    pub fn release_account(&mut self, pools: &Pools, account: &AccountId) {
         let Some(held) = self.by_account.get_mut(account) else {
             return;
         };
@@ -255,7 +257,7 @@ impl Admission {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Held {
     Peer(Peer),
-    Account(String),
+    Account(AccountId),
 }
 
 /// One connection's place; it lives as long as the connection's socket.
@@ -276,14 +278,14 @@ impl Slot {
 
     /// Counts the connection against `account` from now on (a no-op once it is an account's:
     /// a connection is counted once, against the first account that authenticated on it).
-    pub fn claim(&self, account: &str) -> Result<(), Refusal> {
+    pub fn claim(&self, account: &AccountId) -> Result<(), Refusal> {
         let mut held = crate::sync::lock(&self.held);
         let Held::Peer(peer) = *held else {
             return Ok(());
         };
         let admission = &self.admission;
         admission.counts().claim(&admission.pools, peer, account)?;
-        *held = Held::Account(account.to_owned());
+        *held = Held::Account(account.clone());
         // An account's connection is never shed.
         admission.forget_silent(self.id);
         Ok(())
@@ -316,7 +318,10 @@ mod tests {
             per_peer: 2,
             per_account: 5,
             reserved_per_account: 2,
-            accounts: ["a", "b"].iter().map(|s| s.to_string()).collect(),
+            accounts: ["a", "b"]
+                .iter()
+                .map(|s| AccountId::parse(*s).unwrap())
+                .collect(),
         }
     }
 
@@ -329,11 +334,15 @@ mod tests {
             let got = if let Some(uid) = step.strip_prefix('+') {
                 counts.admit(&pools, Peer::Uid(uid.parse().unwrap()))
             } else if let Some((account, uid)) = step.split_once('@') {
-                counts.claim(&pools, Peer::Uid(uid.parse().unwrap()), account)
+                counts.claim(
+                    &pools,
+                    Peer::Uid(uid.parse().unwrap()),
+                    &account.parse().unwrap(),
+                )
             } else if let Some(who) = step.strip_prefix('-') {
                 match who.parse::<u32>() {
                     Ok(uid) => counts.release_peer(Peer::Uid(uid)),
-                    Err(_) => counts.release_account(&pools, who),
+                    Err(_) => counts.release_account(&pools, &who.parse().unwrap()),
                 }
                 Ok(())
             } else {
@@ -369,7 +378,13 @@ mod tests {
             ("+1", Ok(())),
             ("+1", Err(Refusal::Peer)),
         ]);
-        assert_eq!((counts.unauthenticated(), counts.of_account("a")), (2, 1));
+        assert_eq!(
+            (
+                counts.unauthenticated(),
+                counts.of_account(&"a".parse().unwrap())
+            ),
+            (2, 1)
+        );
         assert_eq!(counts.total(), 3);
     }
 
@@ -394,7 +409,13 @@ mod tests {
         // a gives back a shared place: b may take it.
         steps.extend([("-a", Ok(())), ("b@2", Ok(()))]);
         let counts = check(&steps);
-        assert_eq!((counts.of_account("a"), counts.of_account("b")), (3, 3));
+        assert_eq!(
+            (
+                counts.of_account(&"a".parse().unwrap()),
+                counts.of_account(&"b".parse().unwrap())
+            ),
+            (3, 3)
+        );
         assert_eq!(counts.total(), 6);
     }
 
@@ -405,15 +426,20 @@ mod tests {
         let mut counts = Counts::default();
         for _ in 0..5 {
             counts.admit(&pools, Peer::Unknown).unwrap();
-            counts.claim(&pools, Peer::Unknown, "a").unwrap();
+            counts
+                .claim(&pools, Peer::Unknown, &"a".parse().unwrap())
+                .unwrap();
         }
         counts.admit(&pools, Peer::Unknown).unwrap();
         assert_eq!(
-            counts.claim(&pools, Peer::Unknown, "a"),
+            counts.claim(&pools, Peer::Unknown, &"a".parse().unwrap()),
             Err(Refusal::Account)
         );
         // "c" is not a known account: it only gets shared places.
-        assert_eq!(counts.claim(&pools, Peer::Unknown, "c"), Ok(()));
+        assert_eq!(
+            counts.claim(&pools, Peer::Unknown, &"c".parse().unwrap()),
+            Ok(())
+        );
         assert_eq!(counts.shared, 4);
     }
 
@@ -423,9 +449,9 @@ mod tests {
         let one = admission.admit(Peer::Uid(1)).unwrap();
         let two = admission.admit(Peer::Uid(1)).unwrap();
         assert_eq!(admission.admit(Peer::Uid(1)).unwrap_err(), Refusal::Peer);
-        one.claim("a").unwrap();
-        one.claim("b").unwrap(); // counted once, against the first account
-        assert_eq!(admission.snapshot().of_account("b"), 0);
+        one.claim(&"a".parse().unwrap()).unwrap();
+        one.claim(&"b".parse().unwrap()).unwrap(); // counted once, against the first account
+        assert_eq!(admission.snapshot().of_account(&"b".parse().unwrap()), 0);
         let three = admission.admit(Peer::Uid(1)).unwrap();
         drop((one, two, three));
         assert_eq!(admission.snapshot(), Counts::default());
@@ -456,8 +482,8 @@ mod tests {
         drop(oldest);
         let newcomer = admission.admit(Peer::Uid(1)).unwrap();
         // An authenticated connection is never shed; with none left to shed, a refusal stands.
-        newer.claim("a").unwrap();
-        newcomer.claim("a").unwrap();
+        newer.claim(&"a".parse().unwrap()).unwrap();
+        newcomer.claim(&"a".parse().unwrap()).unwrap();
         let _third = admission.admit(Peer::Uid(1)).unwrap();
         let _fourth = admission.admit(Peer::Uid(1)).unwrap();
         assert!(admission.shed_for(Peer::Uid(1), Refusal::Peer));

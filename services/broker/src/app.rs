@@ -2,6 +2,8 @@
 //! handed (behind an `Arc`) to every endpoint, with the count of the connections it holds.
 
 use std::collections::HashSet;
+
+use glovebox_config::AccountId;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -33,7 +35,7 @@ pub struct App {
     pub started_owners: crate::auth::Owners,
     /// System mode: each account added at run time and its owner's uid (the approve socket's
     /// owners besides those it was started with).
-    pub added_owners: std::sync::RwLock<Vec<(String, u32)>>,
+    pub added_owners: std::sync::RwLock<Vec<(AccountId, u32)>>,
 }
 
 impl App {
@@ -42,7 +44,8 @@ impl App {
     /// yet (backend channels connect lazily).
     pub fn new(config: BrokerConfig, open_files: u64) -> Result<App, BrokerError> {
         let limits = &config.limits;
-        let accounts: HashSet<String> = config.executors.iter().map(|(a, _)| a.clone()).collect();
+        let accounts: HashSet<AccountId> =
+            config.executors.iter().map(|(a, _)| a.clone()).collect();
         let pools = crate::limits::pools(limits, open_files, accounts.len() + 1, accounts)?;
         Ok(App {
             credentials: Arc::new(auth::Credentials::new(
@@ -91,7 +94,7 @@ impl App {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         // An account of glovebox.yaml given another owner at run time has only the new one.
-        let mut all: Vec<(String, u32)> = self
+        let mut all: Vec<(AccountId, u32)> = self
             .started_owners
             .0
             .iter()

@@ -8,6 +8,8 @@
 //! /healthz` the health details of the accounts the peer owns (`glovebox status --system`).
 
 use std::collections::HashMap;
+
+use glovebox_config::AccountId;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -37,12 +39,12 @@ pub fn approver_of(
     owners: &Owners,
     uid: u32,
     named: Option<&str>,
-) -> Result<(String, Proof), String> {
+) -> Result<(AccountId, Proof), String> {
     match (uid, named) {
-        (0, Some(a)) if owners.0.iter().any(|(account, _)| account == a) => {
-            Ok((a.to_owned(), Proof::Administrator))
-        }
-        (0, Some(a)) => Err(format!("no account {a:?}")),
+        (0, Some(a)) => match owners.0.iter().find(|(account, _)| account == a) {
+            Some((account, _)) => Ok((account.clone(), Proof::Administrator)),
+            None => Err(format!("no account {a:?}")),
+        },
         (0, None) => {
             Err("root owns no account: as the administrator, name one with --account".to_owned())
         }
@@ -56,17 +58,23 @@ struct PeerUid(u32);
 
 /// Which account a connection by `uid` approves for: the one named (if the uid owns it), or the
 /// only one it owns. `Err` says why not, for the client and the audit.
-pub fn choose(owners: &Owners, uid: u32, named: Option<&str>) -> Result<String, String> {
+pub fn choose(owners: &Owners, uid: u32, named: Option<&str>) -> Result<AccountId, String> {
     let owned = owners.owned_by(uid);
     match named {
-        Some(a) if owned.iter().any(|o| o == a) => Ok(a.to_owned()),
-        Some(a) => Err(format!("uid {uid} is not the owner of account {a:?}")),
+        Some(a) => match owned.iter().find(|o| *o == a) {
+            Some(o) => Ok(o.clone()),
+            None => Err(format!("uid {uid} is not the owner of account {a:?}")),
+        },
         None => match owned.as_slice() {
             [one] => Ok(one.clone()),
             [] => Err(format!("uid {uid} is not the owner of any account")),
             _ => Err(format!(
                 "uid {uid} owns several accounts ({}): choose one with --account",
-                owned.join(", ")
+                owned
+                    .iter()
+                    .map(AccountId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         },
     }
@@ -87,7 +95,7 @@ const RESERVED_PER_ACCOUNT: usize = 4;
 /// account's approver, then per account, as the front door counts its sockets (`admission`), so
 /// no local user and no account can take the places of another.
 pub fn pools(owners: &Owners) -> Pools {
-    let accounts: std::collections::HashSet<String> =
+    let accounts: std::collections::HashSet<AccountId> =
         owners.0.iter().map(|(a, _)| a.clone()).collect();
     let room = MAX_SOCKETS - MAX_UNCLAIMED;
     Pools {
@@ -225,7 +233,7 @@ async fn agent_token(
         }
     };
     let request = glovebox_proto::v1::AgentTokenRequest {
-        account: account.clone(),
+        account: account.to_string(),
         uid,
     };
     match app
@@ -252,7 +260,7 @@ async fn agent_token(
 }
 
 /// Records that root opened an account it does not own as its approver.
-async fn audit_administrator(app: &App, account: &str) {
+async fn audit_administrator(app: &App, account: &AccountId) {
     let reason = "approve socket: peer uid 0 (root) opened the account as its approver";
     audit_auth(app, account, "administrator", reason.to_owned()).await;
 }
@@ -292,12 +300,12 @@ mod tests {
     #[test]
     fn an_owner_approves_only_the_accounts_it_owns() {
         let owners = Owners(vec![
-            ("a".into(), 1001),
-            ("b".into(), 1002),
-            ("c".into(), 1002),
+            ("a".parse().unwrap(), 1001),
+            ("b".parse().unwrap(), 1002),
+            ("c".parse().unwrap(), 1002),
         ]);
-        assert_eq!(choose(&owners, 1001, None), Ok("a".into()));
-        assert_eq!(choose(&owners, 1001, Some("a")), Ok("a".into()));
+        assert_eq!(choose(&owners, 1001, None), Ok("a".parse().unwrap()));
+        assert_eq!(choose(&owners, 1001, Some("a")), Ok("a".parse().unwrap()));
         assert!(
             choose(&owners, 1001, Some("b"))
                 .unwrap_err()
@@ -313,7 +321,7 @@ mod tests {
                 .unwrap_err()
                 .contains("several accounts (b, c)")
         );
-        assert_eq!(choose(&owners, 1002, Some("c")), Ok("c".into()));
+        assert_eq!(choose(&owners, 1002, Some("c")), Ok("c".parse().unwrap()));
         assert!(
             choose(&owners, 0, None).is_err(),
             "root owns nothing by default"
@@ -322,10 +330,13 @@ mod tests {
 
     #[test]
     fn root_opens_any_account_it_names_as_the_administrator_and_only_that() {
-        let owners = Owners(vec![("a".into(), 1001), ("b".into(), 1002)]);
+        let owners = Owners(vec![
+            ("a".parse().unwrap(), 1001),
+            ("b".parse().unwrap(), 1002),
+        ]);
         assert_eq!(
             approver_of(&owners, 0, Some("b")),
-            Ok(("b".into(), Proof::Administrator))
+            Ok(("b".parse().unwrap(), Proof::Administrator))
         );
         assert!(
             approver_of(&owners, 0, None).is_err(),
@@ -334,7 +345,7 @@ mod tests {
         assert!(approver_of(&owners, 0, Some("zz")).is_err());
         assert_eq!(
             approver_of(&owners, 1001, None),
-            Ok(("a".into(), Proof::Owner(1001)))
+            Ok(("a".parse().unwrap(), Proof::Owner(1001)))
         );
         assert!(
             approver_of(&owners, 1001, Some("b")).is_err(),

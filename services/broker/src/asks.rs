@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::ws::Message;
+use glovebox_config::AccountId;
 use glovebox_proto::ws::{Decision, ServerFrame};
 use tokio::sync::{mpsc, oneshot};
 
@@ -51,7 +52,7 @@ struct AccountAsks {
 
 /// The ask state of every account.
 pub struct Asks {
-    accounts: Mutex<HashMap<String, AccountAsks>>,
+    accounts: Mutex<HashMap<AccountId, AccountAsks>>,
     timeout: Duration,
     max_waiting: usize,
 }
@@ -65,11 +66,11 @@ impl Asks {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AccountAsks>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AccountId, AccountAsks>> {
         crate::sync::lock(&self.accounts)
     }
 
-    pub fn add_approver(&self, account: &str, conn: u64, tx: mpsc::Sender<Message>) {
+    pub fn add_approver(&self, account: &AccountId, conn: u64, tx: mpsc::Sender<Message>) {
         let new = self
             .lock()
             .entry(account.to_owned())
@@ -83,7 +84,7 @@ impl Asks {
     }
 
     /// Removes an approver; if it was the last one, the pending ask ends as `ApproverGone`.
-    pub fn remove_approver(&self, account: &str, conn: u64) {
+    pub fn remove_approver(&self, account: &AccountId, conn: u64) {
         let mut accounts = self.lock();
         if let Some(a) = accounts.get_mut(account) {
             if a.approvers.remove(&conn).is_some() {
@@ -99,7 +100,7 @@ impl Asks {
 
     /// Counts a call starting (`true`) or ending (`false`) and tells the account's approvers when
     /// the account goes from idle to busy or back.
-    pub fn activity(&self, account: &str, starting: bool) {
+    pub fn activity(&self, account: &AccountId, starting: bool) {
         let (changed, approvers) = {
             let mut accounts = self.lock();
             let a = accounts.entry(account.to_owned()).or_default();
@@ -117,7 +118,7 @@ impl Asks {
         };
         if let Some(active) = changed {
             let frame = ServerFrame::Activity {
-                account: account.to_owned(),
+                account: account.to_string(),
                 active,
             }
             .to_json();
@@ -128,12 +129,12 @@ impl Asks {
         }
     }
 
-    pub fn approver_count(&self, account: &str) -> usize {
+    pub fn approver_count(&self, account: &AccountId) -> usize {
         self.lock().get(account).map_or(0, |a| a.approvers.len())
     }
 
     /// Whether a call of the account is in flight.
-    pub fn is_active(&self, account: &str) -> bool {
+    pub fn is_active(&self, account: &AccountId) -> bool {
         self.lock().get(account).is_some_and(|a| a.in_flight > 0)
     }
 
@@ -143,7 +144,7 @@ impl Asks {
     /// `confirm_cut`.
     pub fn answer(
         &self,
-        account: &str,
+        account: &AccountId,
         by: u64,
         ask_id: &str,
         decision: Decision,
@@ -170,7 +171,7 @@ impl Asks {
     /// completes when the caller withdraws the call (waiting for its turn or for an answer).
     pub async fn ask(
         &self,
-        account: &str,
+        account: &AccountId,
         frame: impl FnOnce(&str, u64) -> ServerFrame,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> AskOutcome {
@@ -344,7 +345,10 @@ mod tests {
     /// An ask of account `a` on its own task, never withdrawn.
     fn spawn_ask(asks: &Arc<Asks>) -> tokio::task::JoinHandle<AskOutcome> {
         let asks = asks.clone();
-        tokio::spawn(async move { asks.ask("a", frame, std::future::pending()).await })
+        tokio::spawn(async move {
+            asks.ask(&"a".parse().unwrap(), frame, std::future::pending())
+                .await
+        })
     }
 
     async fn next_ask_id(rx: &mut mpsc::Receiver<Message>) -> String {
@@ -386,7 +390,8 @@ mod tests {
     async fn no_approver_is_immediate() {
         let asks = Asks::new(Duration::from_secs(25), 4);
         assert_eq!(
-            asks.ask("a", frame, std::future::pending()).await,
+            asks.ask(&"a".parse().unwrap(), frame, std::future::pending())
+                .await,
             AskOutcome::NoApprover
         );
     }
@@ -395,21 +400,32 @@ mod tests {
     async fn answer_reaches_the_pending_ask_only_for_its_account() {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
         let (tx, mut rx) = mpsc::channel(8);
-        asks.add_approver("a", 1, tx);
+        asks.add_approver(&"a".parse().unwrap(), 1, tx);
         let task = spawn_ask(&asks);
         let id = next_ask_id(&mut rx).await;
         assert!(
-            asks.answer("b", 1, &id, Decision::Once, false).is_err(),
+            asks.answer(&"b".parse().unwrap(), 1, &id, Decision::Once, false)
+                .is_err(),
             "another account cannot answer"
         );
         assert!(
-            asks.answer("a", 1, "ask-unknown", Decision::Once, false)
-                .is_err()
+            asks.answer(
+                &"a".parse().unwrap(),
+                1,
+                "ask-unknown",
+                Decision::Once,
+                false
+            )
+            .is_err()
         );
-        assert!(asks.answer("a", 1, &id, Decision::Always, false).is_ok());
+        assert!(
+            asks.answer(&"a".parse().unwrap(), 1, &id, Decision::Always, false)
+                .is_ok()
+        );
         assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Always));
         assert!(
-            asks.answer("a", 1, &id, Decision::Once, false).is_err(),
+            asks.answer(&"a".parse().unwrap(), 1, &id, Decision::Once, false)
+                .is_err(),
             "an answered ask is gone"
         );
     }
@@ -418,7 +434,7 @@ mod tests {
     async fn allowing_a_cut_preview_needs_its_confirmation() {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
         let (tx, mut rx) = mpsc::channel(8);
-        asks.add_approver("a", 1, tx);
+        asks.add_approver(&"a".parse().unwrap(), 1, tx);
         let cut = |id: &str, ms| {
             let mut f = frame(id, ms);
             if let ServerFrame::Ask { preview_cut, .. } = &mut f {
@@ -428,25 +444,37 @@ mod tests {
         };
         let task = {
             let asks = asks.clone();
-            tokio::spawn(async move { asks.ask("a", cut, std::future::pending()).await })
+            tokio::spawn(async move {
+                asks.ask(&"a".parse().unwrap(), cut, std::future::pending())
+                    .await
+            })
         };
         let id = next_ask_id(&mut rx).await;
         for decision in [Decision::Once, Decision::Always] {
             assert_eq!(
-                asks.answer("a", 1, &id, decision, false),
+                asks.answer(&"a".parse().unwrap(), 1, &id, decision, false),
                 Err(AnswerRefused::CutNotConfirmed)
             );
         }
         // still pending: the confirmed answer is taken
-        assert_eq!(asks.answer("a", 1, &id, Decision::Once, true), Ok(()));
+        assert_eq!(
+            asks.answer(&"a".parse().unwrap(), 1, &id, Decision::Once, true),
+            Ok(())
+        );
         assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Once));
         // a deny needs no confirmation
         let task = {
             let asks = asks.clone();
-            tokio::spawn(async move { asks.ask("a", cut, std::future::pending()).await })
+            tokio::spawn(async move {
+                asks.ask(&"a".parse().unwrap(), cut, std::future::pending())
+                    .await
+            })
         };
         let id = next_ask_id(&mut rx).await;
-        assert_eq!(asks.answer("a", 1, &id, Decision::Deny, false), Ok(()));
+        assert_eq!(
+            asks.answer(&"a".parse().unwrap(), 1, &id, Decision::Deny, false),
+            Ok(())
+        );
         assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Deny));
     }
 
@@ -454,9 +482,10 @@ mod tests {
     async fn unanswered_asks_time_out() {
         let asks = Asks::new(Duration::from_secs(25), 4);
         let (tx, _rx) = mpsc::channel(8);
-        asks.add_approver("a", 1, tx);
+        asks.add_approver(&"a".parse().unwrap(), 1, tx);
         assert_eq!(
-            asks.ask("a", frame, std::future::pending()).await,
+            asks.ask(&"a".parse().unwrap(), frame, std::future::pending())
+                .await,
             AskOutcome::Timeout
         );
     }
@@ -465,10 +494,10 @@ mod tests {
     async fn last_approver_leaving_ends_the_ask() {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
         let (tx, mut rx) = mpsc::channel(8);
-        asks.add_approver("a", 1, tx);
+        asks.add_approver(&"a".parse().unwrap(), 1, tx);
         let task = spawn_ask(&asks);
         next_ask_id(&mut rx).await;
-        asks.remove_approver("a", 1);
+        asks.remove_approver(&"a".parse().unwrap(), 1);
         assert_eq!(task.await.unwrap(), AskOutcome::ApproverGone);
     }
 
@@ -476,7 +505,7 @@ mod tests {
     async fn one_ask_at_a_time_and_a_queue_cap() {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 1));
         let (tx, mut rx) = mpsc::channel(8);
-        asks.add_approver("a", 1, tx);
+        asks.add_approver(&"a".parse().unwrap(), 1, tx);
         let first = spawn_ask(&asks);
         let id1 = next_ask_id(&mut rx).await;
         let second = spawn_ask(&asks);
@@ -485,14 +514,21 @@ mod tests {
         assert!(rx.try_recv().is_err());
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(
-            asks.ask("a", frame, std::future::pending()).await,
+            asks.ask(&"a".parse().unwrap(), frame, std::future::pending())
+                .await,
             AskOutcome::Busy
         );
-        assert!(asks.answer("a", 1, &id1, Decision::Deny, false).is_ok());
+        assert!(
+            asks.answer(&"a".parse().unwrap(), 1, &id1, Decision::Deny, false)
+                .is_ok()
+        );
         assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
         let id2 = next_ask_id(&mut rx).await;
         assert_ne!(id1, id2);
-        assert!(asks.answer("a", 1, &id2, Decision::Once, false).is_ok());
+        assert!(
+            asks.answer(&"a".parse().unwrap(), 1, &id2, Decision::Once, false)
+                .is_ok()
+        );
         assert_eq!(second.await.unwrap(), AskOutcome::Answered(Decision::Once));
     }
 
@@ -500,7 +536,7 @@ mod tests {
     async fn a_withdrawn_ask_frees_its_place_and_tells_the_approvers() {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 1));
         let (tx, mut rx) = mpsc::channel(8);
-        asks.add_approver("a", 1, tx);
+        asks.add_approver(&"a".parse().unwrap(), 1, tx);
         let first = spawn_ask(&asks);
         let id1 = next_ask_id(&mut rx).await;
         // a second ask waits its turn (the one waiting place), then is withdrawn while waiting
@@ -508,7 +544,7 @@ mod tests {
         let waiting = tokio::spawn({
             let asks = asks.clone();
             async move {
-                asks.ask("a", frame, async {
+                asks.ask(&"a".parse().unwrap(), frame, async {
                     let _ = cancelled.await;
                 })
                 .await
@@ -516,7 +552,8 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(
-            asks.ask("a", frame, std::future::pending()).await,
+            asks.ask(&"a".parse().unwrap(), frame, std::future::pending())
+                .await,
             AskOutcome::Busy
         );
         let _ = cancel.send(());
@@ -524,10 +561,16 @@ mod tests {
         // its waiting place is free again
         let third = spawn_ask(&asks);
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(asks.answer("a", 1, &id1, Decision::Deny, false).is_ok());
+        assert!(
+            asks.answer(&"a".parse().unwrap(), 1, &id1, Decision::Deny, false)
+                .is_ok()
+        );
         assert_eq!(first.await.unwrap(), AskOutcome::Answered(Decision::Deny));
         let id3 = next_ask_id(&mut rx).await;
-        assert!(asks.answer("a", 1, &id3, Decision::Once, false).is_ok());
+        assert!(
+            asks.answer(&"a".parse().unwrap(), 1, &id3, Decision::Once, false)
+                .is_ok()
+        );
         assert_eq!(third.await.unwrap(), AskOutcome::Answered(Decision::Once));
 
         // withdrawn while shown: the approvers hear that it closed
@@ -535,7 +578,7 @@ mod tests {
         let shown = tokio::spawn({
             let asks = asks.clone();
             async move {
-                asks.ask("a", frame, async {
+                asks.ask(&"a".parse().unwrap(), frame, async {
                     let _ = cancelled.await;
                 })
                 .await
@@ -552,7 +595,8 @@ mod tests {
         assert_eq!(closed["ask_id"], id4.as_str());
         assert_eq!(closed["reason"], "withdrawn");
         assert!(
-            asks.answer("a", 1, &id4, Decision::Once, false).is_err(),
+            asks.answer(&"a".parse().unwrap(), 1, &id4, Decision::Once, false)
+                .is_err(),
             "a withdrawn ask cannot be answered"
         );
     }
@@ -562,12 +606,15 @@ mod tests {
         let asks = Arc::new(Asks::new(Duration::from_secs(25), 4));
         let (tx1, mut rx1) = mpsc::channel(8);
         let (tx2, mut rx2) = mpsc::channel(8);
-        asks.add_approver("a", 1, tx1);
-        asks.add_approver("a", 2, tx2);
+        asks.add_approver(&"a".parse().unwrap(), 1, tx1);
+        asks.add_approver(&"a".parse().unwrap(), 2, tx2);
         let task = spawn_ask(&asks);
         let id = next_ask_id(&mut rx1).await;
         assert_eq!(next_ask_id(&mut rx2).await, id);
-        assert!(asks.answer("a", 2, &id, Decision::Once, false).is_ok());
+        assert!(
+            asks.answer(&"a".parse().unwrap(), 2, &id, Decision::Once, false)
+                .is_ok()
+        );
         assert_eq!(task.await.unwrap(), AskOutcome::Answered(Decision::Once));
         let Some(Message::Text(t)) = rx1.recv().await else {
             panic!("no ask_closed frame")

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::HeaderMap;
+use glovebox_config::AccountId;
 use glovebox_proto::ws::{Role, bearer_from_subprotocols};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -23,7 +24,7 @@ pub const FOLLOW_PERIOD: Duration = Duration::from_secs(1);
 /// Who a valid credential says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
-    pub account: String,
+    pub account: AccountId,
     /// The only role this credential may take.
     pub role: Role,
     /// How the caller proved it, to notice when that stops holding.
@@ -46,7 +47,7 @@ pub enum Proof {
 /// Known token hashes, with the account and role each authenticates.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TokenTable {
-    entries: Vec<([u8; 32], String, Role)>,
+    entries: Vec<([u8; 32], AccountId, Role)>,
 }
 
 /// A request's credentials, as offered.
@@ -58,7 +59,7 @@ pub struct Offered<'a> {
 }
 
 impl TokenTable {
-    pub fn new(entries: Vec<([u8; 32], String, Role)>) -> TokenTable {
+    pub fn new(entries: Vec<([u8; 32], AccountId, Role)>) -> TokenTable {
         TokenTable { entries }
     }
 
@@ -116,14 +117,14 @@ pub struct Credentials {
     stamp: Mutex<Option<glovebox_config::FileStamp>>,
     /// The file's table and the added accounts' table, which the published table joins.
     /// And the accounts the update names (whose file entries it replaces).
-    parts: Mutex<(TokenTable, TokenTable, Vec<String>)>,
+    parts: Mutex<(TokenTable, TokenTable, Vec<AccountId>)>,
     table: watch::Sender<Arc<TokenTable>>,
 }
 
 impl TokenTable {
     /// The file's credentials and the added ones; an account the update names (added, or a
     /// `glovebox.yaml` account taken over at run time) has only the update's.
-    fn joined(file: &TokenTable, added: &TokenTable, added_ids: &[String]) -> TokenTable {
+    fn joined(file: &TokenTable, added: &TokenTable, added_ids: &[AccountId]) -> TokenTable {
         let mut entries: Vec<_> = file
             .entries
             .iter()
@@ -150,7 +151,7 @@ impl Credentials {
     /// Replaces the credentials of the accounts added at run time. A credential no longer in
     /// `added` stops authenticating at once, and connections that used it are told to close.
     /// `ids` are the accounts the update names: their credentials in the file no longer count.
-    pub fn set_added(&self, added: TokenTable, ids: Vec<String>) {
+    pub fn set_added(&self, added: TokenTable, ids: Vec<AccountId>) {
         let mut parts = crate::sync::lock(&self.parts);
         parts.1 = added;
         parts.2 = ids;
@@ -298,11 +299,11 @@ pub fn offered(headers: &HeaderMap) -> Offered<'_> {
 /// System mode: each account and the uid of its owner (who approves for it on the approve
 /// socket).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Owners(pub Vec<(String, u32)>);
+pub struct Owners(pub Vec<(AccountId, u32)>);
 
 impl Owners {
     /// The accounts `uid` owns, in config order.
-    pub fn owned_by(&self, uid: u32) -> Vec<String> {
+    pub fn owned_by(&self, uid: u32) -> Vec<AccountId> {
         self.0
             .iter()
             .filter(|(_, owner)| *owner == uid)
@@ -319,17 +320,17 @@ mod tests {
         TokenTable::new(vec![
             (
                 Sha256::digest(b"alice-token").into(),
-                "alice".into(),
+                "alice".parse().unwrap(),
                 Role::Agent,
             ),
             (
                 Sha256::digest(b"alice-approver").into(),
-                "alice".into(),
+                "alice".parse().unwrap(),
                 Role::Approver,
             ),
             (
                 Sha256::digest(b"bob-token").into(),
-                "bob".into(),
+                "bob".parse().unwrap(),
                 Role::Agent,
             ),
         ])
@@ -339,12 +340,18 @@ mod tests {
     fn tokens_map_to_their_account_and_role_only() {
         let t = table();
         let who = |tok: &str| t.authenticate(tok).map(|a| (a.account, a.role));
-        assert_eq!(who("alice-token"), Some(("alice".into(), Role::Agent)));
+        assert_eq!(
+            who("alice-token"),
+            Some(("alice".parse().unwrap(), Role::Agent))
+        );
         assert_eq!(
             who("alice-approver"),
-            Some(("alice".into(), Role::Approver))
+            Some(("alice".parse().unwrap(), Role::Approver))
         );
-        assert_eq!(who("bob-token"), Some(("bob".into(), Role::Agent)));
+        assert_eq!(
+            who("bob-token"),
+            Some(("bob".parse().unwrap(), Role::Agent))
+        );
         for bad in ["", "alice", "alice-token ", "ALICE-TOKEN", "bob-token\0"] {
             assert_eq!(who(bad), None, "{bad:?}");
         }
@@ -357,7 +364,7 @@ mod tests {
         assert!(t.still_valid(&alice));
         let rotated = TokenTable::new(vec![(
             Sha256::digest(b"new-approver").into(),
-            "alice".into(),
+            "alice".parse().unwrap(),
             Role::Approver,
         )]);
         assert!(!rotated.still_valid(&alice));
@@ -365,7 +372,7 @@ mod tests {
         let Proof::Token(hash) = alice.proof else {
             panic!("a token's proof")
         };
-        let moved = TokenTable::new(vec![(hash, "alice".into(), Role::Agent)]);
+        let moved = TokenTable::new(vec![(hash, "alice".parse().unwrap(), Role::Agent)]);
         assert!(!moved.still_valid(&alice));
         // An owner's proof is never a token's, whatever the table holds.
         let owner = Authenticated {
@@ -413,12 +420,12 @@ mod tests {
         let added = |tok: &str| {
             TokenTable::new(vec![(
                 Sha256::digest(tok.as_bytes()).into(),
-                "new".into(),
+                "new".parse().unwrap(),
                 Role::Agent,
             )])
         };
         assert!(creds.table().authenticate("new-token").is_none());
-        creds.set_added(added("new-token"), vec!["new".into()]);
+        creds.set_added(added("new-token"), vec!["new".parse().unwrap()]);
         let who = creds.table().authenticate("new-token").unwrap();
         assert_eq!(who.account, "new");
         assert!(creds.table().authenticate("alice-token").is_some());
@@ -439,10 +446,10 @@ mod tests {
         let gone = revoked(creds.subscribe(), alice);
         let update = TokenTable::new(vec![(
             Sha256::digest(b"alice-rotated").into(),
-            "alice".into(),
+            "alice".parse().unwrap(),
             Role::Agent,
         )]);
-        creds.set_added(update, vec!["alice".into()]);
+        creds.set_added(update, vec!["alice".parse().unwrap()]);
         tokio::time::timeout(Duration::from_secs(1), gone)
             .await
             .unwrap();

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::v1::{
     self as pb, Answer, DecideRequest, DecideResponse, Plan, PreviewRequest, ResolveRequest,
@@ -102,9 +103,9 @@ pub(crate) async fn settle(
         pb::Verdict::Ask => Some(
             ask(
                 app,
+                origin,
                 call,
                 plan,
-                &origin.connection_id,
                 cancelled,
                 preview,
                 &decided.warnings,
@@ -138,9 +139,9 @@ pub(crate) fn input_preview(params: &serde_json::Value, label: &str) -> PreviewT
 /// Shows the call to the account's approver and turns the answer into a ticket (or a denial).
 async fn ask(
     app: &App,
+    origin: &Origin,
     call: &ToolCall,
     plan: &Plan,
-    connection_id: &str,
     cancelled: tokio::sync::watch::Receiver<bool>,
     preview: Preview,
     gate_warnings: &[String],
@@ -148,14 +149,14 @@ async fn ask(
     let ask_span = spans::ask();
     let asked = Instant::now();
     // Without an approver, deny at once: no preview, no waiting.
-    let outcome = if app.asks.approver_count(&call.account) == 0 {
+    let outcome = if app.asks.approver_count(&origin.account) == 0 {
         AskOutcome::NoApprover
     } else {
         let shown = Shown {
+            origin,
             call,
             plan,
-            connection_id,
-            preview: preview_text(app, call, plan, preview).await?,
+            preview: preview_text(app, &origin.account, call, plan, preview).await?,
             gate_warnings,
         };
         let metrics = glovebox_telemetry::metrics::broker();
@@ -206,6 +207,7 @@ fn approval_of(outcome: &AskOutcome) -> &'static str {
 /// The preview text of an ask: given, or rendered by the account's executor.
 async fn preview_text(
     app: &App,
+    account: &AccountId,
     call: &ToolCall,
     plan: &Plan,
     preview: Preview,
@@ -215,7 +217,7 @@ async fn preview_text(
         Preview::Executor => {
             let mut executor = app
                 .backends
-                .executor(&call.account)
+                .executor(account)
                 .ok_or_else(|| unavailable("the account's executor"))?;
             let preview = executor
                 .preview(request(PreviewRequest {
@@ -238,10 +240,10 @@ async fn preview_text(
 
 /// What an ask shows the approver.
 struct Shown<'a> {
+    /// The account and the agent connection that made the call.
+    origin: &'a Origin,
     call: &'a ToolCall,
     plan: &'a Plan,
-    /// The agent connection that made the call.
-    connection_id: &'a str,
     preview: PreviewText,
     gate_warnings: &'a [String],
 }
@@ -264,12 +266,12 @@ async fn show(
     let warning = with_gate_warnings(warning, shown.gate_warnings);
     app.asks
         .ask(
-            &call.account,
+            &shown.origin.account,
             |ask_id, expires_in_ms| ServerFrame::Ask {
                 ask_id: ask_id.to_owned(),
                 call_id: call.client_call_id.clone(),
-                account: call.account.clone(),
-                connection_id: shown.connection_id.to_owned(),
+                account: shown.origin.account.to_string(),
+                connection_id: shown.origin.connection_id.clone(),
                 tool: call.tool.clone(),
                 subjects,
                 preview: shown.preview.text,

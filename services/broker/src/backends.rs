@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use glovebox_config::AccountId;
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::authenticated_channel;
 use glovebox_proto::transport::handover::{AccountsUpdate, Handover, HandoverError, socket};
@@ -33,8 +34,8 @@ pub struct Backends {
     pub account_admin: AccountAdminClient<Channel>,
     /// The broker's word to the gate that a call handed to an executor was made (`Executor.Runs`).
     pub vouchers: glovebox_ticket::voucher::VoucherKey,
-    executors: HashMap<String, ExecutorLink>,
-    packs: HashMap<String, PacksClient<Channel>>,
+    executors: HashMap<AccountId, ExecutorLink>,
+    packs: HashMap<AccountId, PacksClient<Channel>>,
     /// The accounts added at run time: their executors and pack hosts, replaced as a whole by
     /// each of the supervisor's updates ([`Backends::set_added`]).
     added: Arc<RwLock<Added>>,
@@ -42,8 +43,8 @@ pub struct Backends {
 
 #[derive(Default)]
 struct Added {
-    executors: HashMap<String, ExecutorLink>,
-    packs: HashMap<String, PacksClient<Channel>>,
+    executors: HashMap<AccountId, ExecutorLink>,
+    packs: HashMap<AccountId, PacksClient<Channel>>,
 }
 
 /// An account's executor: its RPCs, and the stream its built-in calls are run on
@@ -69,12 +70,12 @@ impl Backends {
     /// denies.
     pub async fn account_info(
         &self,
-        account: &str,
+        account: &AccountId,
         tools: Vec<String>,
     ) -> Option<glovebox_proto::v1::AccountInfoResponse> {
         let mut gate = self.gate.clone();
         gate.account_info(request(glovebox_proto::v1::AccountInfoRequest {
-            account: account.to_owned(),
+            account: account.to_string(),
             tools,
         }))
         .await
@@ -86,8 +87,8 @@ impl Backends {
     /// handover); a backend the handover has no key for is a configuration error.
     pub fn new(
         gate_socket: &Path,
-        executors: &[(String, std::path::PathBuf)],
-        packs: &[(String, std::path::PathBuf)],
+        executors: &[(AccountId, std::path::PathBuf)],
+        packs: &[(AccountId, std::path::PathBuf)],
         keys: &Handover,
     ) -> Result<Backends, HandoverError> {
         let (peer, key) = keys.calling(socket::GATE)?;
@@ -127,17 +128,20 @@ impl Backends {
     pub fn set_added(&self, update: &AccountsUpdate) -> Result<(), HandoverError> {
         let mut added = Added::default();
         for a in &update.accounts {
-            if self.executors.contains_key(&a.id) {
+            let Ok(id) = AccountId::parse(&a.id) else {
+                continue;
+            };
+            if self.executors.contains_key(&id) {
                 continue;
             }
             let (peer, key) = update.calling(&socket::executor(&a.id))?;
             let channel = authenticated_channel(Path::new(&a.executor_socket), &peer, key);
             added
                 .executors
-                .insert(a.id.clone(), ExecutorLink::new(channel));
+                .insert(id.clone(), ExecutorLink::new(channel));
             let (peer, key) = update.calling(&socket::packs(&a.id))?;
             let channel = authenticated_channel(Path::new(&a.packs_socket), &peer, key);
-            added.packs.insert(a.id.clone(), PacksClient::new(channel));
+            added.packs.insert(id, PacksClient::new(channel));
         }
         *self.added.write().unwrap_or_else(|p| p.into_inner()) = added;
         Ok(())
@@ -149,19 +153,19 @@ impl Backends {
 
     /// The executor of `account` (the authenticated account, never one named in a request).
     /// Every account that has an executor.
-    pub fn accounts(&self) -> Vec<String> {
-        let mut accounts: Vec<String> = self.executors.keys().cloned().collect();
+    pub fn accounts(&self) -> Vec<AccountId> {
+        let mut accounts: Vec<AccountId> = self.executors.keys().cloned().collect();
         accounts.extend(self.added().executors.keys().cloned());
         accounts.sort();
         accounts
     }
 
-    pub fn executor(&self, account: &str) -> Option<ExecutorClient<Channel>> {
+    pub fn executor(&self, account: &AccountId) -> Option<ExecutorClient<Channel>> {
         self.executor_link(account).map(|e| e.client)
     }
 
     /// The executor of `account`, with the stream its built-in calls are run on.
-    pub fn executor_link(&self, account: &str) -> Option<ExecutorLink> {
+    pub fn executor_link(&self, account: &AccountId) -> Option<ExecutorLink> {
         self.executors
             .get(account)
             .cloned()
@@ -169,7 +173,7 @@ impl Backends {
     }
 
     /// The pack host of `account` (the authenticated account, never one named in a request).
-    pub fn packs(&self, account: &str) -> Option<PacksClient<Channel>> {
+    pub fn packs(&self, account: &AccountId) -> Option<PacksClient<Channel>> {
         self.packs
             .get(account)
             .cloned()

@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::time::Instant;
 
+use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::v1::{self as pb, ToolCall};
 use glovebox_proto::ws::WireError;
@@ -27,7 +28,7 @@ pub(crate) struct CallFacts {
 /// Who made a call: the authenticated account and the connection it came on.
 #[derive(Debug, Clone)]
 pub struct Origin {
-    pub account: String,
+    pub account: AccountId,
     pub connection_id: String,
     pub profile: crate::profiles::Profile,
     /// The caller takes results' collections as tables, the MCP form (`mcp_form`): the
@@ -44,12 +45,12 @@ pub struct CallIds {
 impl CallIds {
     pub(crate) fn tool_call(
         &self,
-        account: &str,
+        account: &AccountId,
         tool: &str,
         params: &serde_json::Value,
     ) -> ToolCall {
         ToolCall {
-            account: account.to_owned(),
+            account: account.to_string(),
             call_id: self.server.clone(),
             tool: tool.to_owned(),
             params_json: params.to_string(),

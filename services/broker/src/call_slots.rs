@@ -17,6 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use glovebox_config::AccountId;
 use tokio::sync::oneshot;
 
 /// How long after its last call an account still counts as calling.
@@ -42,7 +43,7 @@ pub struct CallSlots {
 struct Inner {
     per_account: usize,
     contended_total: usize,
-    accounts: Mutex<HashMap<String, Account>>,
+    accounts: Mutex<HashMap<AccountId, Account>>,
 }
 
 #[derive(Debug)]
@@ -56,7 +57,7 @@ struct Account {
 #[derive(Debug)]
 pub struct Permit {
     inner: Arc<Inner>,
-    account: String,
+    account: AccountId,
 }
 
 impl CallSlots {
@@ -75,12 +76,12 @@ impl CallSlots {
     /// Waits for one of `account`'s places; the call runs while the permit lives. (`None` only
     /// if the broker dropped the waiting call's place, which it does not: the call then fails
     /// closed.)
-    pub async fn enter(&self, account: &str) -> Option<Permit> {
+    pub async fn enter(&self, account: &AccountId) -> Option<Permit> {
         self.inner.enter(account).await
     }
 
     /// How many calls `account` runs now (for tests and health).
-    pub fn running(&self, account: &str) -> usize {
+    pub fn running(&self, account: &AccountId) -> usize {
         crate::sync::lock(&self.inner.accounts)
             .get(account)
             .map_or(0, |a| a.running)
@@ -88,7 +89,7 @@ impl CallSlots {
 }
 
 impl Inner {
-    async fn enter(self: &Arc<Self>, account: &str) -> Option<Permit> {
+    async fn enter(self: &Arc<Self>, account: &AccountId) -> Option<Permit> {
         let now = Instant::now();
         let wait = {
             let mut accounts = crate::sync::lock(&self.accounts);
@@ -115,7 +116,7 @@ impl Inner {
     }
 
     /// Gives `account`'s place back and lets in every waiting call that now fits its share.
-    fn release(self: &Arc<Self>, account: &str) {
+    fn release(self: &Arc<Self>, account: &AccountId) {
         // Places handed to calls that stopped waiting come back here, to be given back once
         // the lock is released (dropping a permit takes it).
         let mut unclaimed = Vec::new();
@@ -162,15 +163,19 @@ fn is_active(a: &Account, now: Instant) -> bool {
     a.running > 0 || !a.waiting.is_empty() || now.duration_since(a.last_call) < ACTIVE_WINDOW
 }
 
-fn count_active(accounts: &HashMap<String, Account>, now: Instant) -> usize {
+fn count_active(accounts: &HashMap<AccountId, Account>, now: Instant) -> usize {
     accounts.values().filter(|a| is_active(a, now)).count()
 }
 
 /// Active accounts counting `account` itself (about to call).
-fn active_accounts(accounts: &HashMap<String, Account>, account: &str, now: Instant) -> usize {
+fn active_accounts(
+    accounts: &HashMap<AccountId, Account>,
+    account: &AccountId,
+    now: Instant,
+) -> usize {
     let others = accounts
         .iter()
-        .filter(|(id, a)| id.as_str() != account && is_active(a, now))
+        .filter(|(id, a)| *id != account && is_active(a, now))
         .count();
     others + 1
 }
@@ -244,15 +249,16 @@ mod tests {
     #[tokio::test]
     async fn an_account_past_its_share_waits_and_another_does_not() {
         let slots = CallSlots::new(2, 8);
-        let one = slots.enter("a").await;
-        let _two = slots.enter("a").await;
-        let third = tokio::time::timeout(within(50), slots.enter("a"));
+        let one = slots.enter(&"a".parse().unwrap()).await;
+        let _two = slots.enter(&"a".parse().unwrap()).await;
+        let a = "a".parse().unwrap();
+        let third = tokio::time::timeout(within(50), slots.enter(&a));
         assert!(third.await.is_err(), "a third call of a waits");
-        let _other = tokio::time::timeout(within(50), slots.enter("b"))
+        let _other = tokio::time::timeout(within(50), slots.enter(&"b".parse().unwrap()))
             .await
             .expect("b does not wait for a");
         drop(one);
-        let _third = tokio::time::timeout(within(50), slots.enter("a"))
+        let _third = tokio::time::timeout(within(50), slots.enter(&"a".parse().unwrap()))
             .await
             .expect("a place came free");
     }
@@ -263,12 +269,20 @@ mod tests {
         let slots = CallSlots::new(8, 2);
         let mut a = Vec::new();
         for _ in 0..8 {
-            a.push(slots.enter("a").await.expect("alone, a runs 8"));
+            a.push(
+                slots
+                    .enter(&"a".parse().unwrap())
+                    .await
+                    .expect("alone, a runs 8"),
+            );
         }
-        let _b = slots.enter("b").await.expect("b's first call runs at once");
+        let _b = slots
+            .enter(&"b".parse().unwrap())
+            .await
+            .expect("b's first call runs at once");
         let waiting = tokio::spawn({
             let inner = slots.inner.clone();
-            async move { inner.enter("a").await }
+            async move { inner.enter(&"a".parse().unwrap()).await }
         });
         tokio::time::sleep(within(50)).await;
         assert!(!waiting.is_finished(), "a is over its share while b calls");
@@ -283,18 +297,18 @@ mod tests {
             .expect("a's waiting call ran once a ran none")
             .unwrap();
         assert!(permit.is_some());
-        assert_eq!(slots.running("a"), 1);
+        assert_eq!(slots.running(&"a".parse().unwrap()), 1);
     }
 
     #[tokio::test]
     async fn a_call_that_stops_waiting_gives_its_place_to_the_next() {
         let slots = CallSlots::new(1, 2);
-        let first = slots.enter("a").await.unwrap();
-        let gave_up = tokio::time::timeout(within(20), slots.enter("a")).await;
+        let first = slots.enter(&"a".parse().unwrap()).await.unwrap();
+        let gave_up = tokio::time::timeout(within(20), slots.enter(&"a".parse().unwrap())).await;
         assert!(gave_up.is_err());
         let next = tokio::spawn({
             let inner = slots.inner.clone();
-            async move { inner.enter("a").await }
+            async move { inner.enter(&"a".parse().unwrap()).await }
         });
         tokio::time::sleep(within(20)).await;
         drop(first);
@@ -303,13 +317,13 @@ mod tests {
             .expect("the place of the call that gave up reached the next one")
             .unwrap();
         assert!(got.is_some());
-        assert_eq!(slots.running("a"), 1);
+        assert_eq!(slots.running(&"a".parse().unwrap()), 1);
     }
 
     #[tokio::test]
     async fn a_call_waiting_for_a_person_sets_its_place_aside() {
         let slots = CallSlots::new(1, 2);
-        let permit = slots.enter("a").await.unwrap();
+        let permit = slots.enter(&"a".parse().unwrap()).await.unwrap();
         let (answer_tx, answer_rx) = oneshot::channel::<()>();
         let asking = tokio::spawn({
             let slots = CallSlots {
@@ -318,13 +332,13 @@ mod tests {
             async move {
                 holding(&slots, permit, async {
                     set_aside(answer_rx).await.unwrap();
-                    slots.running("a")
+                    slots.running(&"a".parse().unwrap())
                 })
                 .await
             }
         });
         // While the ask waits, another call of a runs.
-        let other = tokio::time::timeout(within(500), slots.enter("a"))
+        let other = tokio::time::timeout(within(500), slots.enter(&"a".parse().unwrap()))
             .await
             .expect("the asking call set its place aside")
             .unwrap();

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use glovebox_config::AccountId;
 use glovebox_proto::client_tools::{
     PROTOCOL_VERSION, ProviderFrame, SUBPROTOCOLS, ToProviderFrame, accept_tools,
     parse_provider_frame,
@@ -61,7 +62,7 @@ pub async fn upgrade(
 
 async fn serve(
     app: Arc<App>,
-    account: String,
+    account: AccountId,
     socket: WebSocket,
     revoked: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
@@ -174,7 +175,7 @@ async fn await_hello(
 /// One registered provider connection.
 struct Provider<'a> {
     app: &'a App,
-    account: &'a str,
+    account: &'a AccountId,
     connection_id: &'a str,
     /// Its key in the registry.
     key: u64,

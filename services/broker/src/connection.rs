@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::ws::{
     ClientFrame, Role, SUBPROTOCOL, ServerFrame, WireError, parse_client_frame,
@@ -227,7 +228,7 @@ async fn tell_audit_health(
 
 /// What an agent connection was last told about its tools.
 struct Told {
-    account: String,
+    account: AccountId,
     profile: Profile,
     offered: Vec<glovebox_proto::ws::ToolSpec>,
 }
@@ -240,7 +241,7 @@ async fn tell_tool_changes(
     mut changes: tokio::sync::watch::Receiver<u64>,
     outbox: Outbox<Message>,
 ) {
-    let account = told.account.as_str();
+    let account = &told.account;
     while changes.changed().await.is_ok() {
         let info = app.backends.account_info(account, Vec::new()).await;
         let tools = crate::tool_list::tools_for(&app, account, told.profile, info.as_ref()).await;
@@ -256,7 +257,7 @@ async fn tell_tool_changes(
 /// One connection after its hello: whose it is, as what, and what it has in flight.
 struct Connection {
     app: Arc<App>,
-    account: String,
+    account: AccountId,
     connection_id: String,
     profile: Profile,
     role: Role,
@@ -452,7 +453,7 @@ impl Connection {
     async fn set_enabled(&self, enabled: bool) {
         let mut gate = self.app.backends.gate.clone();
         let request = crate::backends::request(glovebox_proto::v1::SetEnabledRequest {
-            account: self.account.clone(),
+            account: self.account.to_string(),
             enabled,
             by: "approver".into(),
         });
@@ -460,7 +461,7 @@ impl Connection {
             Ok(r) => {
                 self.app.tool_changes.changed(&self.account);
                 text(&ServerFrame::Enabled {
-                    account: self.account.clone(),
+                    account: self.account.to_string(),
                     enabled: r.into_inner().enabled,
                 })
             }

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use glovebox_config::AccountId;
 use glovebox_proto::transport::Link;
 use glovebox_proto::transport::link::{DuplexReceiver, DuplexSender};
 use glovebox_proto::transport::messages::AnsweredElsewhere;
@@ -47,7 +48,7 @@ impl Expectations {
     /// the call is already expected.
     fn insert(
         &mut self,
-        account: &str,
+        account: &AccountId,
         call_id: &str,
         serial: u64,
     ) -> Option<oneshot::Receiver<pb::Delivered>> {
@@ -81,7 +82,7 @@ impl Expectations {
 }
 
 struct Expecting {
-    account: String,
+    account: AccountId,
     /// The stream the answer is to come on.
     stream: u64,
     answer: oneshot::Sender<pb::Delivered>,
@@ -116,7 +117,7 @@ impl GateDeliveries {
 
     /// Expects the answer of `account`'s call `call_id` from the gate; `None` when the gate's
     /// stream cannot be opened (the executor then answers the call).
-    pub async fn expect(&self, account: &str, call_id: &str) -> Option<Expected> {
+    pub async fn expect(&self, account: &AccountId, call_id: &str) -> Option<Expected> {
         let serial = self.stream().await.ok()?;
         let answer = lock(&self.shared.expecting).insert(account, call_id, serial)?;
         Some(Expected {
@@ -326,9 +327,9 @@ mod tests {
         (GateDeliveries::new(link), streams)
     }
 
-    fn handed(account: &str, call_id: &str, text: &str) -> pb::Delivered {
+    fn handed(account: &AccountId, call_id: &str, text: &str) -> pb::Delivered {
         pb::Delivered {
-            account: account.into(),
+            account: account.to_string(),
             call_id: call_id.into(),
             decision: Some(pb::DecideResponse {
                 verdict: pb::Verdict::Allow as i32,
@@ -358,19 +359,19 @@ mod tests {
     #[test]
     fn no_call_expects_an_answer_on_a_stream_that_has_ended() {
         let mut e = Expectations::default();
-        let mut waiting = e.insert("alice", "c1", 0).unwrap();
+        let mut waiting = e.insert(&"alice".parse().unwrap(), "c1", 0).unwrap();
         // The reader of stream 0 ends between a call learning its serial and expecting on it.
         e.end(0);
         assert!(waiting.try_recv().is_err(), "told it gets nothing");
-        assert!(e.insert("alice", "c2", 0).is_none());
+        assert!(e.insert(&"alice".parse().unwrap(), "c2", 0).is_none());
         assert!(e.by_call.is_empty());
         // The next stream takes expectations, one per call.
-        assert!(e.insert("alice", "c2", 1).is_some());
-        assert!(e.insert("alice", "c2", 1).is_none());
+        assert!(e.insert(&"alice".parse().unwrap(), "c2", 1).is_some());
+        assert!(e.insert(&"alice".parse().unwrap(), "c2", 1).is_none());
         // An answer is taken only from the stream and for the account expected.
-        let answer = handed("bob", "c2", "");
+        let answer = handed(&"bob".parse().unwrap(), "c2", "");
         assert!(e.take(&answer, 1).is_none());
-        let answer = handed("alice", "c2", "");
+        let answer = handed(&"alice".parse().unwrap(), "c2", "");
         assert!(e.take(&answer, 0).is_none());
         assert!(e.take(&answer, 1).is_some());
         assert!(e.take(&answer, 1).is_none());
@@ -380,20 +381,36 @@ mod tests {
     async fn an_answer_goes_only_to_the_call_of_its_account_expecting_it() {
         let dir = tempfile::tempdir().unwrap();
         let (deliveries, mut streams) = fake_gate(dir.path()).await;
-        let mut expected = deliveries.expect("alice", "c1").await.unwrap();
+        let mut expected = deliveries
+            .expect(&"alice".parse().unwrap(), "c1")
+            .await
+            .unwrap();
         let feed = streams.recv().await.unwrap();
         // One expectation per call.
-        assert!(deliveries.expect("alice", "c1").await.is_none());
+        assert!(
+            deliveries
+                .expect(&"alice".parse().unwrap(), "c1")
+                .await
+                .is_none()
+        );
         // Another account's answer for the call, and an answer nobody expects, are not taken.
-        for other in [handed("bob", "c1", "bob's"), handed("alice", "c2", "c2")] {
+        for other in [
+            handed(&"bob".parse().unwrap(), "c1", "bob's"),
+            handed(&"alice".parse().unwrap(), "c2", "c2"),
+        ] {
             feed.send(Ok(other)).await.unwrap();
         }
-        feed.send(Ok(handed("alice", "c1", "mine"))).await.unwrap();
+        feed.send(Ok(handed(&"alice".parse().unwrap(), "c1", "mine")))
+            .await
+            .unwrap();
         let got = expected.received().await.unwrap();
         assert_eq!(got.executed.unwrap().result_json, "mine");
         // One stream serves every call.
         drop(expected);
-        let _again = deliveries.expect("alice", "c1").await.unwrap();
+        let _again = deliveries
+            .expect(&"alice".parse().unwrap(), "c1")
+            .await
+            .unwrap();
         assert!(streams.try_recv().is_err());
     }
 
@@ -404,11 +421,18 @@ mod tests {
 
         // The gate hands the answer over; the executor, told so, never answers. The run is
         // marked answered elsewhere, so dropping it cancels nothing at the executor.
-        let expected = deliveries.expect("alice", "first").await.unwrap();
-        let feed = streams.recv().await.unwrap();
-        feed.send(Ok(handed("alice", "first", "from the gate")))
+        let expected = deliveries
+            .expect(&"alice".parse().unwrap(), "first")
             .await
             .unwrap();
+        let feed = streams.recv().await.unwrap();
+        feed.send(Ok(handed(
+            &"alice".parse().unwrap(),
+            "first",
+            "from the gate",
+        )))
+        .await
+        .unwrap();
         let elsewhere = AnsweredElsewhere::default();
         let silent = std::future::pending();
         let answer = run_or_delivered(silent, expected, &elsewhere)
@@ -422,7 +446,10 @@ mod tests {
 
         // The executor answers itself: its answer is taken, the expectation forgotten, and the
         // run is not marked answered elsewhere.
-        let expected = deliveries.expect("alice", "second").await.unwrap();
+        let expected = deliveries
+            .expect(&"alice".parse().unwrap(), "second")
+            .await
+            .unwrap();
         let elsewhere = AnsweredElsewhere::default();
         let answer = run_or_delivered(async { ran("from the executor") }, expected, &elsewhere)
             .await
@@ -432,11 +459,19 @@ mod tests {
             ("from the executor", false)
         );
         assert!(!elsewhere.is_set());
-        assert!(deliveries.expect("alice", "second").await.is_some());
+        assert!(
+            deliveries
+                .expect(&"alice".parse().unwrap(), "second")
+                .await
+                .is_some()
+        );
 
         // A hostile executor claims the gate handed the answer over, which it did not: the call
         // fails rather than pass on an answer with no verdict.
-        let expected = deliveries.expect("alice", "claimed").await.unwrap();
+        let expected = deliveries
+            .expect(&"alice".parse().unwrap(), "claimed")
+            .await
+            .unwrap();
         let claim = async {
             Ok(pb::RunResponse {
                 delivered: true,
@@ -450,7 +485,10 @@ mod tests {
 
         // The gate's stream ends while a read waits, its executor silent: the call fails at
         // once rather than wait for an answer that will not come.
-        let expected = deliveries.expect("alice", "third").await.unwrap();
+        let expected = deliveries
+            .expect(&"alice".parse().unwrap(), "third")
+            .await
+            .unwrap();
         drop(feed);
         let e = tokio::time::timeout(
             Duration::from_secs(10),
@@ -462,7 +500,10 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
         assert!(e.message().contains("ended before"), "{e:?}");
         // The next call opens the stream again.
-        let _fourth = deliveries.expect("alice", "fourth").await.unwrap();
+        let _fourth = deliveries
+            .expect(&"alice".parse().unwrap(), "fourth")
+            .await
+            .unwrap();
         assert!(streams.recv().await.is_some());
     }
 }

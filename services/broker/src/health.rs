@@ -16,6 +16,7 @@ use std::time::Instant;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use glovebox_config::AccountId;
 
 use crate::app::App;
 
@@ -26,13 +27,13 @@ pub use probe::{Probe, Probes};
 pub async fn health(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let approver = crate::auth::credential_of(&app.credentials, &headers)
         .filter(|who| who.role == glovebox_proto::ws::Role::Approver);
-    let accounts: Vec<String> = approver.into_iter().map(|who| who.account).collect();
+    let accounts: Vec<AccountId> = approver.into_iter().map(|who| who.account).collect();
     answer(&app, &accounts).await
 }
 
 /// `/healthz` for the approvers of `accounts` (none: up or down only), each account's details
 /// merged into one body: the executors and policy errors of all of them.
-pub async fn answer(app: &App, accounts: &[String]) -> Response {
+pub async fn answer(app: &App, accounts: &[AccountId]) -> Response {
     let probe = app.health.current(&app.backends, Instant::now()).await;
     let status = if probe.ok() {
         StatusCode::OK

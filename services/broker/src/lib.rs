@@ -61,9 +61,9 @@ pub struct BrokerConfig {
     pub tokens: auth::TokenTable,
     pub gate_socket: PathBuf,
     /// (account, executor socket) pairs.
-    pub executors: Vec<(String, PathBuf)>,
+    pub executors: Vec<(glovebox_config::AccountId, PathBuf)>,
     /// (account, pack host socket) pairs.
-    pub packs: Vec<(String, PathBuf)>,
+    pub packs: Vec<(glovebox_config::AccountId, PathBuf)>,
     pub ask_timeout: Duration,
     /// Reported in client context.
     pub shell: String,

@@ -4,6 +4,8 @@
 //! starts ([`raise_open_files`]).
 
 use std::collections::HashSet;
+
+use glovebox_config::AccountId;
 use std::time::Duration;
 
 use crate::admission::Pools;
@@ -112,7 +114,7 @@ pub fn pools(
     limits: &Limits,
     open_files: u64,
     backends: usize,
-    accounts: HashSet<String>,
+    accounts: HashSet<AccountId>,
 ) -> Result<Pools, TooFewFiles> {
     let reserved = RESERVED_FDS + FDS_PER_BACKEND * backends as u64;
     let sockets = usize::try_from(open_files.saturating_sub(reserved))
@@ -167,8 +169,10 @@ pub fn raise_open_files() -> u64 {
 mod tests {
     use super::*;
 
-    fn accounts(n: usize) -> HashSet<String> {
-        (0..n).map(|i| format!("a{i}")).collect()
+    fn accounts(n: usize) -> HashSet<AccountId> {
+        (0..n)
+            .map(|i| AccountId::parse(format!("a{i}")).unwrap())
+            .collect()
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use glovebox_config::AccountId;
 use glovebox_proto::tools::{Tool, mcp_form};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -39,7 +40,7 @@ use crate::tool_list::tools_for;
 
 /// The account an MCP request authenticated as (set by `require_bearer`).
 #[derive(Debug, Clone)]
-pub struct AuthenticatedAccount(pub String);
+pub struct AuthenticatedAccount(pub AccountId);
 
 /// Refuses requests without a valid agent credential (401 without one, 403 with another role's),
 /// refuses a session of another account (404, as if it did not exist), and records the account.
@@ -134,7 +135,7 @@ pub struct McpHandler {
 /// A handed-over stdio session: its account, fixed when the bridge authenticated, and the
 /// record of its calls in flight.
 pub struct StdioSession {
-    account: String,
+    account: AccountId,
     in_flight: in_flight::InFlight,
     /// The bridge's connection: told the client's initialization before the client is
     /// answered, and the session's end.
@@ -143,7 +144,7 @@ pub struct StdioSession {
 
 impl McpHandler {
     /// The account a request of this session acts for.
-    fn account(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
+    fn account(&self, extensions: &rmcp::model::Extensions) -> Option<AccountId> {
         match &self.stdio {
             Some(session) => Some(session.account.clone()),
             None => account_in(extensions),
@@ -195,7 +196,7 @@ pub fn mcp_tool(
 
 /// The tools an MCP client of `account` may list: the same as a `desktop` connection's
 /// `hello_ok` (see `tool_list`); none without an account.
-pub async fn tools(app: &App, account: Option<&str>) -> Vec<rmcp::model::Tool> {
+pub async fn tools(app: &App, account: Option<&AccountId>) -> Vec<rmcp::model::Tool> {
     let Some(account) = account else {
         return Vec::new();
     };
@@ -231,7 +232,7 @@ pub fn tool_of(t: &glovebox_proto::ws::ToolSpec) -> rmcp::model::Tool {
 }
 
 /// The tools of `account` as a desktop connection is offered them.
-async fn specs(app: &App, account: &str) -> Vec<glovebox_proto::ws::ToolSpec> {
+async fn specs(app: &App, account: &AccountId) -> Vec<glovebox_proto::ws::ToolSpec> {
     let info = app.backends.account_info(account, Vec::new()).await;
     tools_for(
         app,
@@ -359,7 +360,7 @@ pub fn error_text(error: &glovebox_proto::ws::WireError) -> String {
     text
 }
 
-fn account_in(extensions: &rmcp::model::Extensions) -> Option<String> {
+fn account_in(extensions: &rmcp::model::Extensions) -> Option<AccountId> {
     let parts = extensions.get::<http::request::Parts>()?;
     parts
         .extensions
@@ -368,7 +369,7 @@ fn account_in(extensions: &rmcp::model::Extensions) -> Option<String> {
 }
 
 /// Tells the session of `peer` when its account's tools change, in a task of its own.
-fn watch_tool_changes(app: Arc<App>, account: String, peer: rmcp::Peer<RoleServer>) {
+fn watch_tool_changes(app: Arc<App>, account: AccountId, peer: rmcp::Peer<RoleServer>) {
     let changes = app.tool_changes.subscribe(&account);
     tokio::spawn(tell_tool_changes(app, account, changes, peer));
 }
@@ -380,7 +381,7 @@ const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
 /// offered change, until the session ends.
 async fn tell_tool_changes(
     app: Arc<App>,
-    account: String,
+    account: AccountId,
     mut changes: tokio::sync::watch::Receiver<u64>,
     peer: rmcp::Peer<RoleServer>,
 ) {
@@ -446,7 +447,7 @@ impl ServerHandler for McpHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         let account = self.account(&context.extensions);
         Ok(ListToolsResult::with_all_items(
-            tools(&self.app, account.as_deref()).await,
+            tools(&self.app, account.as_ref()).await,
         ))
     }
 

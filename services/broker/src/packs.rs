@@ -12,6 +12,7 @@ pub mod trust_asks;
 use std::sync::Arc;
 use std::time::Duration;
 
+use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::v1::{
     self as pb, Answer, PackInvokeRequest, PackPlanRequest, Plan, PlanPathsRequest,
@@ -92,7 +93,7 @@ pub fn trust_preview(s: &TrustSubject) -> String {
     )
 }
 
-async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
+async fn ask_trust(app: Arc<App>, account: AccountId, subject: TrustSubject) {
     let key = glovebox_proto::packs::trust_key(&subject);
     let outcome = if app.asks.approver_count(&account) == 0 {
         AskOutcome::NoApprover
@@ -125,7 +126,7 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
                 |ask_id, expires_in_ms| ServerFrame::Ask {
                     ask_id: ask_id.to_owned(),
                     call_id: format!("trust-{}", &key[..16]),
-                    account: account.clone(),
+                    account: account.to_string(),
                     connection_id: String::new(),
                     tool: "pack_trust".into(),
                     subjects,
@@ -155,7 +156,7 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
         let mut gate = app.backends.gate.clone();
         let resolved = gate
             .resolve_trust(request(ResolveTrustRequest {
-                account: account.clone(),
+                account: account.to_string(),
                 subject: Some(subject.clone()),
                 answer: answer as i32,
             }))
@@ -172,13 +173,13 @@ async fn ask_trust(app: Arc<App>, account: String, subject: TrustSubject) {
 
 /// A pack tool's facts as its pack host lists them now (`None` for another tool, or one not
 /// listed): what explaining it needs to answer as its call would be decided.
-pub async fn facts_of(app: &App, account: &str, name: &str) -> Option<pb::PackFacts> {
+pub async fn facts_of(app: &App, account: &AccountId, name: &str) -> Option<pb::PackFacts> {
     glovebox_proto::packs::split_name(name)?;
     glovebox_proto::packs::facts_of(&listing(app, account).await.ok()?, name)
 }
 
 /// The account's pack tools as front doors list them (none if the pack host cannot say).
-pub async fn tool_specs(app: &App, account: &str) -> Vec<ToolSpec> {
+pub async fn tool_specs(app: &App, account: &AccountId) -> Vec<ToolSpec> {
     match listing(app, account).await {
         Err(why) => {
             tracing::warn!(%account, error = %why, "no pack tools listed");
@@ -206,7 +207,7 @@ pub async fn tool_specs(app: &App, account: &str) -> Vec<ToolSpec> {
 }
 
 /// The answer to `packs_list`: every pack tool and every pack that has none now.
-pub async fn packs_frame(app: &App, account: &str) -> ServerFrame {
+pub async fn packs_frame(app: &App, account: &AccountId) -> ServerFrame {
     let info = app.backends.account_info(account, Vec::new()).await;
     if !info.as_ref().is_some_and(|i| i.enabled) {
         return ServerFrame::Packs {
@@ -298,7 +299,7 @@ pub async fn pack_call(
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
-    let account = origin.account.as_str();
+    let account = &origin.account;
     if !params.is_object() {
         return Err(WireError::new(
             ErrorCode::InvalidParams,

@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use glovebox_config::AccountId;
 use glovebox_telemetry::spans;
 use tracing::Instrument;
 
@@ -45,7 +46,7 @@ pub async fn credential_for(
 /// an agent token asking to approve is an attack worth an administrator's attention.
 pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wanted: &str) {
     let event = AuditEvent {
-        account: who.account.clone(),
+        account: who.account.to_string(),
         source: "broker".into(),
         kind: "auth".into(),
         outcome: "refused".into(),
@@ -80,7 +81,7 @@ pub async fn run_call(
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> CallAnswer {
-    let account = origin.account.as_str();
+    let account = &origin.account;
     let started = Instant::now();
     // Which kind of tool the call names is read here, once, and carried on.
     let name = ToolName::parse(tool);
@@ -120,7 +121,7 @@ pub async fn run_call(
     let mut event = AuditEvent {
         call_id: ids.server.clone(),
         client_call_id: ids.client.clone(),
-        account: account.to_owned(),
+        account: account.to_string(),
         source: "broker".into(),
         kind: "result".into(),
         tool: tool.chars().take(64).collect(),
@@ -191,7 +192,7 @@ pub async fn run_call(
 /// be cancelled.
 async fn enter(
     app: &App,
-    account: &str,
+    account: &AccountId,
     mut cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<crate::call_slots::Permit, WireError> {
     let withdrawn = async {
@@ -267,7 +268,7 @@ async fn builtin(
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<CallValue, WireError> {
-    let account = origin.account.as_str();
+    let account = &origin.account;
     let tool_name = tool.name();
     let parsed = tool
         .parse_params(&params)

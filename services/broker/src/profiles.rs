@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use glovebox_config::AccountId;
 use glovebox_proto::tool_name::ToolName;
 
 /// Sessions remembered for the profile check; the oldest are forgotten first.
@@ -41,8 +42,8 @@ impl Profile {
 
 /// (account, session) → profile, and the keys in the order they were first seen.
 type Bound = (
-    HashMap<(String, String), Profile>,
-    VecDeque<(String, String)>,
+    HashMap<(AccountId, String), Profile>,
+    VecDeque<(AccountId, String)>,
 );
 
 /// Which profile each (account, session) was first seen with.
@@ -60,9 +61,14 @@ impl Sessions {
     }
 
     /// Binds a session to a profile, or returns the profile it is already bound to if different.
-    pub fn bind(&self, account: &str, session: &str, profile: Profile) -> Result<(), Profile> {
+    pub fn bind(
+        &self,
+        account: &AccountId,
+        session: &str,
+        profile: Profile,
+    ) -> Result<(), Profile> {
         let mut inner = crate::sync::lock(&self.inner);
-        let key = (account.to_owned(), session.to_owned());
+        let key = (account.clone(), session.to_owned());
         if let Some(bound) = inner.0.get(&key) {
             return if *bound == profile {
                 Ok(())
@@ -101,16 +107,25 @@ mod tests {
     #[test]
     fn a_session_keeps_its_profile_per_account() {
         let s = Sessions::new(2);
-        assert_eq!(s.bind("a", "s1", Profile::Web), Ok(()));
-        assert_eq!(s.bind("a", "s1", Profile::Web), Ok(()));
-        assert_eq!(s.bind("a", "s1", Profile::Desktop), Err(Profile::Web));
+        assert_eq!(s.bind(&"a".parse().unwrap(), "s1", Profile::Web), Ok(()));
+        assert_eq!(s.bind(&"a".parse().unwrap(), "s1", Profile::Web), Ok(()));
         assert_eq!(
-            s.bind("b", "s1", Profile::Desktop),
+            s.bind(&"a".parse().unwrap(), "s1", Profile::Desktop),
+            Err(Profile::Web)
+        );
+        assert_eq!(
+            s.bind(&"b".parse().unwrap(), "s1", Profile::Desktop),
             Ok(()),
             "sessions are per account"
         );
         // the cap forgets the oldest
-        assert_eq!(s.bind("a", "s2", Profile::Desktop), Ok(()));
-        assert_eq!(s.bind("a", "s1", Profile::Desktop), Ok(()));
+        assert_eq!(
+            s.bind(&"a".parse().unwrap(), "s2", Profile::Desktop),
+            Ok(())
+        );
+        assert_eq!(
+            s.bind(&"a".parse().unwrap(), "s1", Profile::Desktop),
+            Ok(())
+        );
     }
 }

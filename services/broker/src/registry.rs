@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use glovebox_config::AccountId;
 use glovebox_proto::client_tools::{ClientToolSpec, ToProviderFrame};
 use tokio::sync::{mpsc, oneshot};
 
@@ -43,7 +44,7 @@ struct Provider {
 
 /// The provider a call of `tool` goes to: the most recently registered one of `account` that
 /// offers it.
-fn provider_of<'a>(inner: &'a Inner, account: &str, tool: &str) -> Option<&'a Provider> {
+fn provider_of<'a>(inner: &'a Inner, account: &AccountId, tool: &str) -> Option<&'a Provider> {
     inner
         .providers
         .get(account)?
@@ -55,14 +56,14 @@ fn provider_of<'a>(inner: &'a Inner, account: &str, tool: &str) -> Option<&'a Pr
 struct Pending {
     /// The agent's call id, for logs.
     call_id: String,
-    account: String,
+    account: AccountId,
     provider: u64,
     reply: oneshot::Sender<Result<serde_json::Value, RegistryError>>,
 }
 
 #[derive(Default)]
 struct Inner {
-    providers: HashMap<String, Vec<Provider>>,
+    providers: HashMap<AccountId, Vec<Provider>>,
     /// Calls waiting for a provider, by the registry's own id.
     pending: HashMap<String, Pending>,
     next: u64,
@@ -90,7 +91,7 @@ impl Registry {
     /// Takes a provider slot for a new connection of `account`. Returns its key.
     pub fn connect(
         &self,
-        account: &str,
+        account: &AccountId,
         connection_id: &str,
         send: mpsc::Sender<String>,
     ) -> Result<u64, RegistryError> {
@@ -113,7 +114,7 @@ impl Registry {
     }
 
     /// Sets (replaces) a connection's tools and makes it the most recent provider of its account.
-    pub fn set_tools(&self, account: &str, key: u64, tools: Vec<ClientToolSpec>) {
+    pub fn set_tools(&self, account: &AccountId, key: u64, tools: Vec<ClientToolSpec>) {
         let mut inner = self.lock();
         inner.next += 1;
         let seq = inner.next;
@@ -128,7 +129,7 @@ impl Registry {
     }
 
     /// Removes a connection; its pending calls fail with `ClientDisconnected`.
-    pub fn disconnect(&self, account: &str, key: u64) {
+    pub fn disconnect(&self, account: &AccountId, key: u64) {
         let mut inner = self.lock();
         if let Some(list) = inner.providers.get_mut(account) {
             let before = list.len();
@@ -140,7 +141,7 @@ impl Registry {
         let failed: Vec<String> = inner
             .pending
             .iter()
-            .filter(|(_, p)| p.account == account && p.provider == key)
+            .filter(|(_, p)| p.account == *account && p.provider == key)
             .map(|(id, _)| id.clone())
             .collect();
         for id in failed {
@@ -151,7 +152,7 @@ impl Registry {
     }
 
     /// The tools the account's providers offer; for a name offered twice, the most recent wins.
-    pub fn tools(&self, account: &str) -> Vec<ClientToolSpec> {
+    pub fn tools(&self, account: &AccountId) -> Vec<ClientToolSpec> {
         let inner = self.lock();
         let mut providers: Vec<&Provider> = inner
             .providers
@@ -171,7 +172,7 @@ impl Registry {
     }
 
     /// The account's provider connections, most recent first: each one's id and tool names.
-    pub fn providers(&self, account: &str) -> Vec<(String, Vec<String>)> {
+    pub fn providers(&self, account: &AccountId) -> Vec<(String, Vec<String>)> {
         let inner = self.lock();
         let mut list: Vec<&Provider> = inner
             .providers
@@ -188,7 +189,7 @@ impl Registry {
     }
 
     /// The input schema of `tool` as the provider a call would go to registered it.
-    pub fn input_schema(&self, account: &str, tool: &str) -> Option<serde_json::Value> {
+    pub fn input_schema(&self, account: &AccountId, tool: &str) -> Option<serde_json::Value> {
         let inner = self.lock();
         let provider = provider_of(&inner, account, tool)?;
         let spec = provider.tools.iter().find(|t| t.name == tool)?;
@@ -200,7 +201,7 @@ impl Registry {
     /// sees a fresh id instead.
     pub async fn invoke(
         &self,
-        account: &str,
+        account: &AccountId,
         tool: &str,
         input: serde_json::Value,
         call_id: &str,
@@ -256,14 +257,14 @@ impl Registry {
     /// provider the call was sent to can complete it.
     pub fn complete(
         &self,
-        account: &str,
+        account: &AccountId,
         key: u64,
         provider_call_id: &str,
         result: Result<serde_json::Value, String>,
     ) -> bool {
         let mut inner = self.lock();
         match inner.pending.get(provider_call_id) {
-            Some(p) if p.account == account && p.provider == key => {}
+            Some(p) if p.account == *account && p.provider == key => {}
             _ => return false,
         }
         match inner.pending.remove(provider_call_id) {
@@ -291,7 +292,11 @@ mod tests {
         }
     }
 
-    fn provider(r: &Registry, account: &str, tools: &[&str]) -> (u64, mpsc::Receiver<String>) {
+    fn provider(
+        r: &Registry,
+        account: &AccountId,
+        tools: &[&str],
+    ) -> (u64, mpsc::Receiver<String>) {
         let (tx, rx) = mpsc::channel(8);
         let key = r.connect(account, "conn", tx).unwrap();
         r.set_tools(account, key, tools.iter().map(|t| tool(t)).collect());
@@ -307,13 +312,16 @@ mod tests {
     #[tokio::test]
     async fn round_trip() {
         let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
-        let (key, mut rx) = provider(&r, "alice", &["click"]);
+        let (key, mut rx) = provider(&r, &"alice".parse().unwrap(), &["click"]);
         let call = tokio::spawn({
             let r = r.clone();
-            async move { r.invoke("alice", "click", json!({"x": 1}), "c1").await }
+            async move {
+                r.invoke(&"alice".parse().unwrap(), "click", json!({"x": 1}), "c1")
+                    .await
+            }
         });
         let id = invoked_call_id(&mut rx).await;
-        assert!(r.complete("alice", key, &id, Ok(json!("done"))));
+        assert!(r.complete(&"alice".parse().unwrap(), key, &id, Ok(json!("done"))));
         assert_eq!(call.await.unwrap(), Ok(json!("done")));
     }
 
@@ -321,16 +329,19 @@ mod tests {
     async fn no_client_wrong_tool_and_wrong_account() {
         let r = Registry::new(8, DEFAULT_CALL_TIMEOUT);
         assert_eq!(
-            r.invoke("alice", "click", json!({}), "c").await,
+            r.invoke(&"alice".parse().unwrap(), "click", json!({}), "c")
+                .await,
             Err(RegistryError::NoClient)
         );
-        let (_key, _rx) = provider(&r, "bob", &["click"]);
+        let (_key, _rx) = provider(&r, &"bob".parse().unwrap(), &["click"]);
         assert_eq!(
-            r.invoke("alice", "click", json!({}), "c").await,
+            r.invoke(&"alice".parse().unwrap(), "click", json!({}), "c")
+                .await,
             Err(RegistryError::NoClient)
         );
         assert_eq!(
-            r.invoke("bob", "fill", json!({}), "c").await,
+            r.invoke(&"bob".parse().unwrap(), "fill", json!({}), "c")
+                .await,
             Err(RegistryError::NoClient)
         );
     }
@@ -338,17 +349,25 @@ mod tests {
     #[tokio::test]
     async fn another_provider_cannot_complete_a_call() {
         let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
-        let (key, mut rx) = provider(&r, "alice", &["click"]);
-        let (other, _orx) = provider(&r, "alice", &["fill"]);
-        let (bobs, _brx) = provider(&r, "bob", &["click"]);
+        let (key, mut rx) = provider(&r, &"alice".parse().unwrap(), &["click"]);
+        let (other, _orx) = provider(&r, &"alice".parse().unwrap(), &["fill"]);
+        let (bobs, _brx) = provider(&r, &"bob".parse().unwrap(), &["click"]);
         let call = tokio::spawn({
             let r = r.clone();
-            async move { r.invoke("alice", "click", json!({}), "c9").await }
+            async move {
+                r.invoke(&"alice".parse().unwrap(), "click", json!({}), "c9")
+                    .await
+            }
         });
         let id = invoked_call_id(&mut rx).await;
-        assert!(!r.complete("alice", other, &id, Ok(json!("forged"))));
-        assert!(!r.complete("bob", bobs, &id, Ok(json!("forged"))));
-        assert!(r.complete("alice", key, &id, Err("element not found".into())));
+        assert!(!r.complete(&"alice".parse().unwrap(), other, &id, Ok(json!("forged"))));
+        assert!(!r.complete(&"bob".parse().unwrap(), bobs, &id, Ok(json!("forged"))));
+        assert!(r.complete(
+            &"alice".parse().unwrap(),
+            key,
+            &id,
+            Err("element not found".into())
+        ));
         assert_eq!(
             call.await.unwrap(),
             Err(RegistryError::Failed("element not found".into()))
@@ -358,23 +377,27 @@ mod tests {
     #[tokio::test]
     async fn disconnect_mid_call_fails_the_call() {
         let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
-        let (key, mut rx) = provider(&r, "alice", &["click"]);
+        let (key, mut rx) = provider(&r, &"alice".parse().unwrap(), &["click"]);
         let call = tokio::spawn({
             let r = r.clone();
-            async move { r.invoke("alice", "click", json!({}), "c").await }
+            async move {
+                r.invoke(&"alice".parse().unwrap(), "click", json!({}), "c")
+                    .await
+            }
         });
         invoked_call_id(&mut rx).await;
-        r.disconnect("alice", key);
+        r.disconnect(&"alice".parse().unwrap(), key);
         assert_eq!(call.await.unwrap(), Err(RegistryError::ClientDisconnected));
-        assert!(r.tools("alice").is_empty());
+        assert!(r.tools(&"alice".parse().unwrap()).is_empty());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_silent_provider_times_out() {
         let r = Registry::new(8, Duration::from_secs(30));
-        let (_key, _rx) = provider(&r, "alice", &["click"]);
+        let (_key, _rx) = provider(&r, &"alice".parse().unwrap(), &["click"]);
         assert_eq!(
-            r.invoke("alice", "click", json!({}), "c").await,
+            r.invoke(&"alice".parse().unwrap(), "click", json!({}), "c")
+                .await,
             Err(RegistryError::Timeout)
         );
     }
@@ -382,38 +405,41 @@ mod tests {
     #[tokio::test]
     async fn most_recently_registered_wins() {
         let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
-        let (_old, mut old_rx) = provider(&r, "alice", &["click"]);
-        let (new, mut new_rx) = provider(&r, "alice", &["click"]);
+        let (_old, mut old_rx) = provider(&r, &"alice".parse().unwrap(), &["click"]);
+        let (new, mut new_rx) = provider(&r, &"alice".parse().unwrap(), &["click"]);
         let call = tokio::spawn({
             let r = r.clone();
-            async move { r.invoke("alice", "click", json!({}), "c").await }
+            async move {
+                r.invoke(&"alice".parse().unwrap(), "click", json!({}), "c")
+                    .await
+            }
         });
         let id = invoked_call_id(&mut new_rx).await;
         assert!(
             old_rx.try_recv().is_err(),
             "the older provider receives nothing"
         );
-        assert!(r.complete("alice", new, &id, Ok(json!(1))));
+        assert!(r.complete(&"alice".parse().unwrap(), new, &id, Ok(json!(1))));
         assert_eq!(call.await.unwrap(), Ok(json!(1)));
     }
 
     #[test]
     fn per_account_cap_and_slot_reuse() {
         let r = Registry::new(2, DEFAULT_CALL_TIMEOUT);
-        let (a, _ra) = provider(&r, "alice", &[]);
-        let (_b, _rb) = provider(&r, "alice", &[]);
+        let (a, _ra) = provider(&r, &"alice".parse().unwrap(), &[]);
+        let (_b, _rb) = provider(&r, &"alice".parse().unwrap(), &[]);
         let (tx, _rx) = mpsc::channel(1);
         assert_eq!(
-            r.connect("alice", "c", tx.clone()),
+            r.connect(&"alice".parse().unwrap(), "c", tx.clone()),
             Err(RegistryError::TooManyConnections)
         );
         assert!(
-            r.connect("bob", "c", tx.clone()).is_ok(),
+            r.connect(&"bob".parse().unwrap(), "c", tx.clone()).is_ok(),
             "the cap is per account"
         );
-        r.disconnect("alice", a);
+        r.disconnect(&"alice".parse().unwrap(), a);
         assert!(
-            r.connect("alice", "c", tx).is_ok(),
+            r.connect(&"alice".parse().unwrap(), "c", tx).is_ok(),
             "a slot is reused after disconnect"
         );
     }
@@ -421,12 +447,15 @@ mod tests {
     #[tokio::test]
     async fn the_same_agent_call_id_from_two_accounts_and_two_connections() {
         let r = Arc::new(Registry::new(8, DEFAULT_CALL_TIMEOUT));
-        let (alice, mut alice_rx) = provider(&r, "alice", &["click"]);
-        let (bob, mut bob_rx) = provider(&r, "bob", &["click"]);
+        let (alice, mut alice_rx) = provider(&r, &"alice".parse().unwrap(), &["click"]);
+        let (bob, mut bob_rx) = provider(&r, &"bob".parse().unwrap(), &["click"]);
         // two agents of alice and one of bob, all calling with the agent call id "c1"
         let call = |account: &'static str, x: u32| {
             let r = r.clone();
-            tokio::spawn(async move { r.invoke(account, "click", json!({ "x": x }), "c1").await })
+            tokio::spawn(async move {
+                r.invoke(&account.parse().unwrap(), "click", json!({ "x": x }), "c1")
+                    .await
+            })
         };
         let first = call("alice", 1);
         let first_id = invoked_call_id(&mut alice_rx).await;
@@ -441,17 +470,27 @@ mod tests {
         }
         assert!(first_id != second_id && second_id != third_id && first_id != third_id);
         // answered out of order, each result reaches its own call
-        assert!(r.complete("bob", bob, &third_id, Ok(json!("bob's"))));
-        assert!(r.complete("alice", alice, &second_id, Ok(json!("second"))));
-        assert!(r.complete("alice", alice, &first_id, Ok(json!("first"))));
+        assert!(r.complete(&"bob".parse().unwrap(), bob, &third_id, Ok(json!("bob's"))));
+        assert!(r.complete(
+            &"alice".parse().unwrap(),
+            alice,
+            &second_id,
+            Ok(json!("second"))
+        ));
+        assert!(r.complete(
+            &"alice".parse().unwrap(),
+            alice,
+            &first_id,
+            Ok(json!("first"))
+        ));
         assert_eq!(first.await.unwrap(), Ok(json!("first")));
         assert_eq!(second.await.unwrap(), Ok(json!("second")));
         assert_eq!(third.await.unwrap(), Ok(json!("bob's")));
         // a provider cannot complete a call by the agent's id
         let fourth = call("alice", 4);
         let fourth_id = invoked_call_id(&mut alice_rx).await;
-        assert!(!r.complete("alice", alice, "c1", Ok(json!("forged"))));
-        assert!(r.complete("alice", alice, &fourth_id, Ok(json!(4))));
+        assert!(!r.complete(&"alice".parse().unwrap(), alice, "c1", Ok(json!("forged"))));
+        assert!(r.complete(&"alice".parse().unwrap(), alice, &fourth_id, Ok(json!(4))));
         assert_eq!(fourth.await.unwrap(), Ok(json!(4)));
     }
 }

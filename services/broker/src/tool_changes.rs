@@ -16,6 +16,7 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use crate::app::App;
+use glovebox_config::AccountId;
 
 pub mod versions;
 
@@ -41,8 +42,8 @@ pub fn differs(before: Option<&Seen>, now: &Seen) -> bool {
 /// Polls the gate every [`GATE_POLL`] for the accounts someone listens about, and reports each
 /// change of what it says. Runs until the broker's state is gone.
 pub async fn watch_gate(app: Weak<App>) {
-    let mut seen: HashMap<String, Seen> = HashMap::new();
-    let mut packs: HashMap<String, PackNames> = HashMap::new();
+    let mut seen: HashMap<AccountId, Seen> = HashMap::new();
+    let mut packs: HashMap<AccountId, PackNames> = HashMap::new();
     let mut tick = tokio::time::interval(GATE_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -135,16 +136,16 @@ mod tests {
     #[tokio::test]
     async fn listeners_wake_on_their_own_account_only() {
         let changes = ToolChanges::default();
-        let mut alice = changes.subscribe("alice");
-        let bob = changes.subscribe("bob");
+        let mut alice = changes.subscribe(&"alice".parse().unwrap());
+        let bob = changes.subscribe(&"bob".parse().unwrap());
         assert_eq!(changes.listened().len(), 2);
-        changes.changed("alice");
+        changes.changed(&"alice".parse().unwrap());
         assert!(alice.has_changed().unwrap());
         assert!(!bob.has_changed().unwrap());
         alice.mark_unchanged();
         drop(bob);
         assert_eq!(changes.listened(), ["alice"]);
-        changes.changed("bob");
+        changes.changed(&"bob".parse().unwrap());
         assert!(!alice.has_changed().unwrap());
     }
 }

@@ -3,6 +3,7 @@
 //! and pack tools, from the catalog's `ToolInfo`); whether the account's tools are on is the
 //! gate's to say (`AccountInfo`), never the broker's.
 
+use glovebox_config::AccountId;
 use glovebox_proto::tool_name::ToolName;
 use glovebox_proto::tools::Tool;
 use glovebox_proto::tools::catalog::ToolInfo;
@@ -19,7 +20,7 @@ use crate::profiles::Profile;
 /// tools for a `web` connection.
 pub async fn tools_for(
     app: &App,
-    account: &str,
+    account: &AccountId,
     profile: Profile,
     info: Option<&AccountInfoResponse>,
 ) -> Vec<ToolSpec> {

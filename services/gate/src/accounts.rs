@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use glovebox_config::{RawAccount, StateDir, is_valid_account_id};
+use glovebox_config::{AccountId, RawAccount, StateDir, is_valid_account_id};
 use glovebox_proto::v1 as pb;
 use tonic::Status;
 
@@ -36,8 +36,8 @@ pub struct Facts {
     /// The gate's own uid (user mode: an account may run as another user only under root).
     pub own_uid: u32,
     /// Accounts of `glovebox.yaml`, and those added before.
-    pub config_ids: Vec<String>,
-    pub added_ids: Vec<String>,
+    pub config_ids: Vec<AccountId>,
+    pub added_ids: Vec<AccountId>,
     /// The uids of glovebox's own service users, where they exist.
     pub service_uids: Vec<u32>,
     /// `run_as` and `owner`, looked up (`None`: no such user).
@@ -220,7 +220,11 @@ pub(crate) fn searchable(path: &str) -> bool {
 }
 
 /// Decides whether account `id` may be removed at run time.
-pub fn check_remove(id: &str, config_ids: &[String], added_ids: &[String]) -> Result<(), Refused> {
+pub fn check_remove(
+    id: &str,
+    config_ids: &[AccountId],
+    added_ids: &[AccountId],
+) -> Result<(), Refused> {
     if config_ids.iter().any(|c| c == id) {
         return Err(Refused(format!(
             "account {id:?} is in glovebox.yaml: it cannot be removed at run time; remove it \
@@ -409,8 +413,12 @@ impl GateState {
         let state = &self.state_dir;
         let config = state.load_config().map_err(internal)?;
         let (mut raw, _) = state.load_added_accounts().map_err(internal)?;
-        let config_ids: Vec<String> = config.accounts.iter().map(|a| a.id.clone()).collect();
-        let added_ids: Vec<String> = raw.accounts.iter().map(|a| a.id.clone()).collect();
+        let config_ids: Vec<AccountId> = config.accounts.iter().map(|a| a.id.clone()).collect();
+        let added_ids: Vec<AccountId> = raw
+            .accounts
+            .iter()
+            .filter_map(|a| AccountId::parse(&a.id).ok())
+            .collect();
         let shown = if is_valid_account_id(id) { id } else { "" };
         if let Err(why) = check_remove(id, &config_ids, &added_ids) {
             self.audit_account(shown, "refused", uid, format!("remove: {why}"))
@@ -452,7 +460,7 @@ impl GateState {
             .map(|a| {
                 let from = source(&file, &raw, &a.id);
                 pb::AccountEntry {
-                    id: a.id.clone(),
+                    id: a.id.to_string(),
                     workdir: a.workdir.display().to_string(),
                     roots: a.roots.iter().map(|r| r.display().to_string()).collect(),
                     run_as: a.run_as.clone().unwrap_or_default(),
@@ -482,8 +490,8 @@ mod tests {
     fn facts() -> Facts {
         Facts {
             own_uid: 1000,
-            config_ids: vec!["me".into()],
-            added_ids: vec!["old".into()],
+            config_ids: vec!["me".parse().unwrap()],
+            added_ids: vec!["old".parse().unwrap()],
             service_uids: vec![990, 991],
             workdir_is_dir: true,
             workdir_searchable: true,
@@ -521,7 +529,7 @@ mod tests {
             ),
             (
                 "too many",
-                |_, f| f.added_ids = (0..64).map(|i| format!("a{i}")).collect(),
+                |_, f| f.added_ids = (0..64).map(|i| format!("a{i}").parse().unwrap()).collect(),
                 Some("at most 64"),
             ),
             (
@@ -667,8 +675,8 @@ mod tests {
 
     #[test]
     fn only_added_accounts_are_removed() {
-        let config = vec!["me".to_owned()];
-        let added = vec!["new".to_owned()];
+        let config = vec!["me".parse().unwrap()];
+        let added = vec!["new".parse().unwrap()];
         assert!(check_remove("new", &config, &added).is_ok());
         let why = check_remove("me", &config, &added).unwrap_err().0;
         assert!(why.contains("cannot be removed at run time"), "{why}");

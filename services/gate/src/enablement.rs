@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use glovebox_config::{ConfigError, FileStamp, StateDir, file_stamp};
+use glovebox_config::{AccountId, ConfigError, FileStamp, StateDir, file_stamp};
 use glovebox_watch::DirWatcher;
 
 use crate::policies::freshness::{self, Checked, Freshness};
@@ -47,11 +47,11 @@ pub struct Switches {
 /// What the switches make of the files' values: a switch holds while the file still says what it
 /// said when the switch was made; one whose file has changed since is dropped (the edit is the
 /// later change). Returns whether any was dropped.
-pub fn apply_switches(from_files: &mut HashMap<String, bool>, switches: &mut Switches) -> bool {
+pub fn apply_switches(from_files: &mut HashMap<AccountId, bool>, switches: &mut Switches) -> bool {
     let before = switches.accounts.len();
     switches
         .accounts
-        .retain(|id, switch| match from_files.get_mut(id) {
+        .retain(|id, switch| match from_files.get_mut(id.as_str()) {
             Some(enabled) if *enabled == switch.over => {
                 *enabled = switch.enabled;
                 true
@@ -95,11 +95,11 @@ struct Current {
     /// `glovebox.yaml`'s stamp when last read.
     stamp: Option<FileStamp>,
     /// Every account's switch, files and switches applied.
-    enabled: HashMap<String, bool>,
+    enabled: HashMap<AccountId, bool>,
     /// The run-time switches (`None`: unreadable, see [`load_switches`]).
     switches: Option<Switches>,
     /// The accounts of `glovebox.yaml`.
-    config_ids: Vec<String>,
+    config_ids: Vec<AccountId>,
     /// When `stamp` was taken, if the watcher could tell.
     checked: Option<Checked>,
     /// When the watcher last found every way to `glovebox.yaml` watched, if it did.
@@ -108,7 +108,7 @@ struct Current {
 
 impl Current {
     /// Takes the files' values and applies the switches; writes them back if one was dropped.
-    fn take(&mut self, mut from_files: HashMap<String, bool>, state: &StateDir) {
+    fn take(&mut self, mut from_files: HashMap<AccountId, bool>, state: &StateDir) {
         match &mut self.switches {
             Some(switches) => {
                 if apply_switches(&mut from_files, switches)
@@ -136,7 +136,7 @@ pub struct Enablement {
 
 impl Enablement {
     /// `initial` is what the gate read at start (every account's `enabled` in the files).
-    pub fn new(state: StateDir, initial: HashMap<String, bool>) -> Enablement {
+    pub fn new(state: StateDir, initial: HashMap<AccountId, bool>) -> Enablement {
         let stamp = file_stamp(&state.config_file());
         let config_ids = state
             .load_config()
@@ -217,7 +217,7 @@ impl Enablement {
 
     /// Takes every account's switch as the accounts now are (after an account was added or
     /// removed at run time): a removed account is off, as any unknown one.
-    pub fn replace(&self, from_files: HashMap<String, bool>) {
+    pub fn replace(&self, from_files: HashMap<AccountId, bool>) {
         self.lock().take(from_files, &self.state);
     }
 
@@ -236,14 +236,14 @@ impl Enablement {
     /// Switches `account`'s tools on or off: in `glovebox.yaml`, or in system mode (whose
     /// `glovebox.yaml` is root's) in the gate's `switches.yaml`; for an account whose entry in
     /// effect is in `accounts.yaml` (added, or taken over), there. Returns whether it changed.
-    pub fn set(&self, account: &str, enabled: bool) -> Result<bool, ConfigError> {
+    pub fn set(&self, account: &AccountId, enabled: bool) -> Result<bool, ConfigError> {
         use glovebox_config::added_accounts::Source;
         let mut current = self.lock();
         if self.state.account_source(account)? != Some(Source::File) {
             return self.set_added(&mut current, account, enabled);
         }
         let mut raw = self.state.load_raw_config()?;
-        let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
+        let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account.as_str()) else {
             return self.set_added(&mut current, account, enabled);
         };
         if self.state.system_paths().is_none() {
@@ -253,7 +253,7 @@ impl Enablement {
                 self.state.save_raw_config(&raw)?;
             }
             current.stamp = file_stamp(&self.state.config_file());
-            current.enabled.insert(account.to_owned(), enabled);
+            current.enabled.insert(account.clone(), enabled);
             return Ok(changed);
         }
         let was = current.enabled.get(account).copied().unwrap_or(false);
@@ -269,15 +269,15 @@ impl Enablement {
             });
         };
         if enabled == over {
-            switches.accounts.remove(account);
+            switches.accounts.remove(account.as_str());
         } else {
             switches
                 .accounts
-                .insert(account.to_owned(), Switch { enabled, over });
+                .insert(account.to_string(), Switch { enabled, over });
         }
         save_switches(&self.state, &switches)?;
         current.switches = Some(switches);
-        current.enabled.insert(account.to_owned(), enabled);
+        current.enabled.insert(account.clone(), enabled);
         Ok(was != enabled)
     }
 }
@@ -303,11 +303,11 @@ impl Enablement {
     fn set_added(
         &self,
         current: &mut Current,
-        account: &str,
+        account: &AccountId,
         enabled: bool,
     ) -> Result<bool, ConfigError> {
         let (mut raw, _) = self.state.load_added_accounts()?;
-        let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account) else {
+        let Some(entry) = raw.accounts.iter_mut().find(|a| a.id == account.as_str()) else {
             return Err(ConfigError::Invalid {
                 path: self.state.added_accounts_file(),
                 line: None,
@@ -319,7 +319,7 @@ impl Enablement {
         if changed {
             self.state.save_added_accounts(&raw)?;
         }
-        current.enabled.insert(account.to_owned(), enabled);
+        current.enabled.insert(account.clone(), enabled);
         Ok(changed)
     }
 }
@@ -364,7 +364,8 @@ mod tests {
             ),
         ];
         for (what, file, switch, enabled, kept) in cases {
-            let mut from_files = HashMap::from([("a".to_owned(), *file), ("b".to_owned(), true)]);
+            let mut from_files =
+                HashMap::from([("a".parse().unwrap(), *file), ("b".parse().unwrap(), true)]);
             let mut switches = Switches {
                 accounts: BTreeMap::from([("a".to_owned(), *switch), ("gone".to_owned(), *switch)]),
             };
@@ -393,7 +394,7 @@ mod tests {
         state
     }
 
-    fn from_files(state: &StateDir) -> HashMap<String, bool> {
+    fn from_files(state: &StateDir) -> HashMap<AccountId, bool> {
         state
             .load_merged_config()
             .unwrap()
@@ -410,7 +411,7 @@ mod tests {
         let state = system_state(dir.path(), yaml);
         let e = Enablement::new(state.clone(), from_files(&state));
         assert!(e.is_enabled("a"));
-        assert!(e.set("a", false).unwrap());
+        assert!(e.set(&"a".parse().unwrap(), false).unwrap());
         assert!(!e.is_enabled("a"));
         assert_eq!(
             std::fs::read_to_string(state.config_file()).unwrap(),
@@ -425,7 +426,7 @@ mod tests {
         let again = Enablement::new(state.clone(), from_files(&state));
         assert!(!again.is_enabled("a"));
         // Back to the file's value: the switch is gone.
-        assert!(again.set("a", true).unwrap());
+        assert!(again.set(&"a".parse().unwrap(), true).unwrap());
         assert!(again.is_enabled("a"));
         let left: Switches =
             serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -445,7 +446,7 @@ mod tests {
             !e.is_enabled("a"),
             "a lost switch must not turn an account on"
         );
-        let err = e.set("a", true).unwrap_err().to_string();
+        let err = e.set(&"a".parse().unwrap(), true).unwrap_err().to_string();
         assert!(err.contains("fix or remove it"), "{err}");
         assert_eq!(
             std::fs::read_to_string(switches_file(&state)).unwrap(),
@@ -473,11 +474,11 @@ mod tests {
         assert!(!e.is_enabled("a"));
         assert!(e.is_enabled("b"));
         assert!(!e.is_enabled("nobody"));
-        assert!(e.set("a", true).unwrap());
-        assert!(!e.set("a", true).unwrap());
+        assert!(e.set(&"a".parse().unwrap(), true).unwrap());
+        assert!(!e.set(&"a".parse().unwrap(), true).unwrap());
         assert!(e.is_enabled("a"));
         assert!(state.load_config().unwrap().account("a").unwrap().enabled);
-        assert!(e.set("nobody", true).is_err());
+        assert!(e.set(&"nobody".parse().unwrap(), true).is_err());
         // A hand edit is followed.
         let text = std::fs::read_to_string(state.config_file()).unwrap();
         glovebox_config::write_private_file(
@@ -612,7 +613,7 @@ mod tests {
         )
         .unwrap();
         let e = Enablement::new(state.clone(), HashMap::new());
-        assert!(e.set("b", true).unwrap());
+        assert!(e.set(&"b".parse().unwrap(), true).unwrap());
         assert!(e.is_enabled("b"));
         let (added, _) = state.load_added_accounts().unwrap();
         assert!(added.accounts.iter().any(|a| a.id == "b" && a.enabled));
@@ -621,7 +622,10 @@ mod tests {
             config,
             "glovebox.yaml is not touched"
         );
-        let err = e.set("nobody", true).unwrap_err().to_string();
+        let err = e
+            .set(&"nobody".parse().unwrap(), true)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("accounts.yaml"), "{err}");
     }
 }

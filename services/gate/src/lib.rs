@@ -54,7 +54,7 @@ pub struct GateConfig {
     /// Each account's canonical workdir and roots.
     pub accounts: Vec<policies::AccountPaths>,
     /// Whether each account's tools are on, as `glovebox.yaml` said at start.
-    pub enabled: std::collections::HashMap<String, bool>,
+    pub enabled: std::collections::HashMap<glovebox_config::AccountId, bool>,
     pub master_key: MasterKey,
     /// Canonical directories on the floor (glovebox's own state).
     pub protected: Vec<String>,

@@ -8,8 +8,8 @@ pub mod trust;
 use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
 
-use glovebox_config::StateDir;
 use glovebox_config::mcp_json::MAX_FILE_BYTES;
+use glovebox_config::{AccountId, StateDir};
 use glovebox_proto::v1::PackConfig;
 use tokio::sync::watch;
 
@@ -18,7 +18,7 @@ pub struct PackState {
     pub secrets: secrets::SecretStore,
     /// Each account's `mcp.json`, followed; an account removed at run time drops its sender, so
     /// its pack host's stream ends.
-    configs: RwLock<HashMap<String, watch::Sender<PackConfig>>>,
+    configs: RwLock<HashMap<AccountId, watch::Sender<PackConfig>>>,
     /// Held while an account's `mcp.json` is read, changed and written back, so that two edits
     /// never lose one.
     edits: Mutex<()>,
@@ -65,7 +65,7 @@ pub fn read_config(state: &StateDir, account: &str) -> PackConfig {
 }
 
 impl PackState {
-    pub fn new(state: StateDir, accounts: impl IntoIterator<Item = String>) -> PackState {
+    pub fn new(state: StateDir, accounts: impl IntoIterator<Item = AccountId>) -> PackState {
         let secrets = secrets::SecretStore::new(state.clone());
         let configs = accounts
             .into_iter()
@@ -170,7 +170,7 @@ impl PackState {
 
     /// Follows the `mcp.json` of `accounts` from now on, and no other's: a new account's file is
     /// read, a removed account's followers are told it ended.
-    pub fn set_accounts(&self, accounts: &[String]) {
+    pub fn set_accounts(&self, accounts: &[AccountId]) {
         let mut configs = self.configs.write().unwrap_or_else(|p| p.into_inner());
         configs.retain(|a, _| accounts.contains(a));
         for a in accounts {
@@ -191,7 +191,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::new(dir.path());
         std::fs::create_dir_all(state.account_dir("a")).unwrap();
-        let packs = PackState::new(state.clone(), ["a".to_owned()]);
+        let packs = PackState::new(state.clone(), ["a".parse().unwrap()]);
         let mut rx = packs.follow("a").unwrap();
         assert!(!rx.borrow_and_update().exists);
         assert!(packs.follow("b").is_none());
@@ -212,15 +212,15 @@ mod tests {
         let state = StateDir::new(dir.path());
         std::fs::create_dir_all(state.account_dir("b")).unwrap();
         std::fs::write(state.mcp_json_file("b"), r#"{"mcpServers": {}}"#).unwrap();
-        let packs = PackState::new(state.clone(), ["a".to_owned()]);
+        let packs = PackState::new(state.clone(), ["a".parse().unwrap()]);
         let a = packs.follow("a").unwrap();
-        packs.set_accounts(&["b".to_owned()]);
+        packs.set_accounts(&["b".parse().unwrap()]);
         assert!(a.has_changed().is_err(), "a's follower is told it ended");
         assert!(packs.follow("a").is_none());
         assert!(packs.follow("b").unwrap().borrow().exists);
         // Kept accounts keep their followers.
         let b = packs.follow("b").unwrap();
-        packs.set_accounts(&["b".to_owned(), "c".to_owned()]);
+        packs.set_accounts(&["b".parse().unwrap(), "c".parse().unwrap()]);
         assert!(!b.has_changed().unwrap());
         assert!(packs.follow("c").is_some());
     }
@@ -230,7 +230,7 @@ mod tests {
         use glovebox_config::mcp_json;
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::new(dir.path());
-        let packs = PackState::new(state.clone(), ["a".to_owned()]);
+        let packs = PackState::new(state.clone(), ["a".parse().unwrap()]);
         let mut rx = packs.follow("a").unwrap();
         rx.borrow_and_update();
         let def = serde_json::json!({"command": "/bin/true"});

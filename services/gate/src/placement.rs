@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// One account's writable places, canonical.
 #[derive(Debug, Clone)]
 pub struct AccountPlaces {
-    pub id: String,
+    pub id: glovebox_config::AccountId,
     pub roots: Vec<PathBuf>,
     pub trash: PathBuf,
 }
@@ -131,7 +131,7 @@ mod tests {
 
     fn account(roots: &[&str]) -> Vec<AccountPlaces> {
         vec![AccountPlaces {
-            id: "alice".into(),
+            id: "alice".parse().unwrap(),
             roots: roots.iter().map(PathBuf::from).collect(),
             trash: PathBuf::from("/home/alice/.local/share/Trash"),
         }]

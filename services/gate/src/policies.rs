@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::UNIX_EPOCH;
 
-use glovebox_config::StateDir;
+use glovebox_config::{AccountId, StateDir};
 use glovebox_policy::{Inputs, Policy, RawPolicy, Source, applies_to};
 use glovebox_watch::DirWatcher;
 
@@ -53,17 +53,18 @@ struct Cached {
 /// Where an account may act: its canonical workdir and roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountPaths {
-    pub id: String,
+    pub id: AccountId,
     pub workdir: String,
     /// Nothing outside these can be acted on; a path outside is denied naming them.
     pub roots: Vec<String>,
 }
 
 impl AccountPaths {
-    /// An account whose only root is its workdir.
+    /// An account whose only root is its workdir (tests name accounts by literals).
+    #[cfg(test)]
     pub fn in_workdir(id: &str, workdir: &str) -> AccountPaths {
         AccountPaths {
-            id: id.to_owned(),
+            id: AccountId::parse(id).expect("a test's account id"),
             workdir: workdir.to_owned(),
             roots: vec![workdir.to_owned()],
         }
@@ -92,7 +93,7 @@ struct Managed {
 pub struct AccountPolicies {
     /// The accounts as of now: replaced at run time ([`AccountPolicies::set_accounts`]); a
     /// caller holds an entry only for the one decision or edit it makes.
-    accounts: RwLock<HashMap<String, Arc<AccountEntry>>>,
+    accounts: RwLock<HashMap<AccountId, Arc<AccountEntry>>>,
     state: StateDir,
     protected: Vec<String>,
     managed_dirs: Vec<PathBuf>,
@@ -195,7 +196,7 @@ impl AccountPolicies {
         let mut table = HashMap::new();
         for paths in next {
             let kept = accounts
-                .remove(&paths.id)
+                .remove(paths.id.as_str())
                 .filter(|e| e.workdir == paths.workdir && e.roots == paths.roots);
             let entry =
                 kept.unwrap_or_else(|| Arc::new(AccountEntry::new(&self.state, paths.clone())));
@@ -212,7 +213,7 @@ impl AccountPolicies {
 
     /// Loads every account's policy, or reloads what changed of it.
     pub fn load_all(&self) {
-        let ids: Vec<String> = read(&self.accounts).keys().cloned().collect();
+        let ids: Vec<AccountId> = read(&self.accounts).keys().cloned().collect();
         for id in ids {
             let _ = self.current(&id);
         }
@@ -233,7 +234,7 @@ impl AccountPolicies {
 
     /// Every account's current policy error, as `account: error`.
     pub fn errors(&self) -> Vec<String> {
-        let ids: Vec<String> = read(&self.accounts).keys().cloned().collect();
+        let ids: Vec<AccountId> = read(&self.accounts).keys().cloned().collect();
         let mut out: Vec<String> = ids
             .iter()
             .filter_map(|id| {

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use glovebox_config::AccountId;
 use glovebox_policy::Decision;
 use glovebox_policy::permissions::Section;
 use glovebox_proto::transport::{require_peer, required};
@@ -132,7 +133,7 @@ impl GateState {
     /// Switches an account's tools on or off, writes it to `glovebox.yaml` and audits who did.
     pub(crate) async fn set_enabled(
         &self,
-        account: &str,
+        account: &AccountId,
         enabled: bool,
         by: &str,
     ) -> Result<(), Status> {
@@ -148,7 +149,7 @@ impl GateState {
             return Err(Status::internal("could not write the configuration"));
         }
         self.audit(AuditEvent {
-            account: account.to_owned(),
+            account: account.to_string(),
             source: "gate".into(),
             kind: "enablement".into(),
             outcome: if enabled { "enabled" } else { "disabled" }.into(),
@@ -181,6 +182,11 @@ impl GateState {
 }
 
 /// A decision as Decide and Explain answer it.
+/// The account a request names, checked: an id that cannot name an account is not a known one.
+pub(crate) fn known_account(raw: &str) -> Result<AccountId, Status> {
+    AccountId::parse(raw).map_err(|_| Status::not_found("unknown account"))
+}
+
 pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
     match decision {
         Decision::Allow => pb::Verdict::Allow,
@@ -310,11 +316,15 @@ mod tests {
                 master_key: master.clone(),
                 enablement: crate::enablement::Enablement::new(
                     state.clone(),
-                    [("alice".to_owned(), true), ("bob".to_owned(), true)].into(),
+                    [
+                        ("alice".parse().unwrap(), true),
+                        ("bob".parse().unwrap(), true),
+                    ]
+                    .into(),
                 ),
                 packs: crate::packs::PackState::new(
                     state.clone(),
-                    ["alice".to_owned(), "bob".to_owned()],
+                    ["alice".parse().unwrap(), "bob".parse().unwrap()],
                 ),
                 audit_access: Default::default(),
                 vouchers: Vouchers::new(Some(broker_vouchers())),
@@ -1261,7 +1271,7 @@ mod tests {
             .set_accounts(vec![crate::policies::AccountPaths::in_workdir(
                 "alice", &s.workdir,
             )]);
-        s.gate.0.packs.set_accounts(&["alice".to_owned()]);
+        s.gate.0.packs.set_accounts(&["alice".parse().unwrap()]);
         let e = audit.append(as_peer("executor:bob")).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
         assert!(packs.watch_config(follow("packs:bob")).await.is_err());

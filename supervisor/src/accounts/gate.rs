@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use glovebox_config::AccountId;
 use glovebox_proto::transport::handover::{AuditPeers, peer, socket};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
@@ -25,11 +26,11 @@ const CHECK_EVERY: Duration = Duration::from_millis(20);
 /// The accounts the gate serves after a change, and what the change was.
 pub(super) struct GateChange<'a> {
     /// Every account whose executor and pack host may call the audit socket.
-    pub ids: &'a [String],
+    pub ids: &'a [AccountId],
     /// Accounts whose keys are new to the gate (added, or restarted with a change).
-    pub new: &'a [String],
+    pub new: &'a [AccountId],
     /// Accounts whose keys the gate must refuse from now on.
-    pub removed: &'a [String],
+    pub removed: &'a [AccountId],
 }
 
 impl Added<'_> {
@@ -56,7 +57,7 @@ impl Added<'_> {
             .collect();
         let update = self
             .keys
-            .audit_peers(change.ids.iter().map(String::as_str), uids);
+            .audit_peers(change.ids.iter().map(AccountId::as_str), uids);
         // A gate that restarts from here on (a crash) starts with these keys.
         running[index].spec = spec.clone();
         let told = match running[index].stdin.as_mut() {
@@ -110,7 +111,7 @@ impl Added<'_> {
     fn identities_of(
         &self,
         merged: &glovebox_config::Config,
-        ids: &[String],
+        ids: &[AccountId],
     ) -> Vec<identity::Identity> {
         let mut identities = Vec::new();
         for a in merged.accounts.iter().filter(|a| ids.contains(&a.id)) {
@@ -126,10 +127,10 @@ impl Added<'_> {
     fn gate_spec_for(
         &self,
         merged: &glovebox_config::Config,
-        ids: &[String],
+        ids: &[AccountId],
     ) -> Option<super::super::Spec> {
         let identities = self.identities_of(merged, ids);
-        let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let names: Vec<&str> = ids.iter().map(AccountId::as_str).collect();
         let mut spec = super::super::gate_spec(self.state, self.keys, &names, &identities);
         if let Err(e) = super::super::finish_specs(
             std::slice::from_mut(&mut spec),

@@ -3,6 +3,7 @@
 //! `tool_list`) and facts about the machine.
 
 use axum::extract::ws::Message;
+use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::ws::{
     ClientContext, ClientFrame, Role, ServerFrame, ToolSpec, parse_client_frame,
@@ -90,14 +91,14 @@ async fn await_hello(
 
 async fn hello_ok(
     app: &App,
-    account: &str,
+    account: &AccountId,
     connection_id: &str,
     role: Role,
     profile: Profile,
 ) -> ServerFrame {
     let info = app.backends.account_info(account, Vec::new()).await;
     ServerFrame::HelloOk {
-        account: account.to_owned(),
+        account: account.to_string(),
         connection_id: connection_id.to_owned(),
         role,
         profile: profile.as_str().to_owned(),

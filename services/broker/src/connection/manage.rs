@@ -9,6 +9,7 @@
 //! account's pack host (`packs/rows.rs`), with the same trust asks as any listing; the account's
 //! own packs and secrets are changed by the gate, which keeps them.
 
+use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
 use glovebox_proto::tools::explain::{ExplainDomain, equivalent_call, explained_subject};
 use glovebox_proto::v1::{self as pb, explain_request::Subject};
@@ -29,7 +30,7 @@ pub const DEFAULT_RECENT_CALLS: u32 = 50;
 /// Who asks: the approver connection's account (from its credential) and its id.
 pub(super) struct Caller<'a> {
     pub app: &'a App,
-    pub account: &'a str,
+    pub account: &'a AccountId,
     pub connection_id: &'a str,
 }
 
@@ -49,7 +50,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
             exact,
         } => {
             let r = pb::AddRuleRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 section,
                 kind,
                 pattern,
@@ -71,7 +72,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
             pattern,
         } => {
             let r = pb::RevokeRuleRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 section,
                 kind,
                 index: 0,
@@ -82,7 +83,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         }
         ManageOp::SetSandbox { enabled, confirm } => {
             let r = pb::SetSandboxRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 enabled,
                 confirm,
             };
@@ -91,7 +92,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         }
         ManageOp::SetConfinement { enabled } => {
             let r = pb::SetConfinementRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 enabled,
             };
             let mut gate = at.app.backends.account_admin.clone();
@@ -115,7 +116,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         ManageOp::Secrets {} => secrets(at, None, Vec::new()).await,
         ManageOp::SetSecret { secret, value } => {
             let set = pb::SetSecretRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 name: secret.clone(),
                 value: value.0,
             };
@@ -130,7 +131,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         }
         ManageOp::RemoveSecret { secret } => {
             let remove = pb::RemoveSecretRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 name: secret.clone(),
             };
             let mut gate = at.app.backends.account_admin.clone();
@@ -144,7 +145,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         }
         ManageOp::SetPack { pack, definition } => {
             let set = pb::SetPackRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 name: pack,
                 definition: serde_json::Value::Object(definition).to_string(),
             };
@@ -153,7 +154,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         }
         ManageOp::RemovePack { pack } => {
             let remove = pb::RemovePackRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
                 name: pack,
             };
             let mut gate = at.app.backends.account_admin.clone();
@@ -161,7 +162,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         }
         ManageOp::PacksAskAgain {} => {
             let forget = pb::AskAgainAboutPacksRequest {
-                account: at.account.to_owned(),
+                account: at.account.to_string(),
             };
             let mut gate = at.app.backends.account_admin.clone();
             match gate.ask_again_about_packs(request(forget)).await {
@@ -230,7 +231,7 @@ async fn overview(at: &Caller<'_>) -> Outcome {
         .clone()
         .account_info(request(pb::AccountInfoRequest {
             tools: Vec::new(),
-            account: at.account.to_owned(),
+            account: at.account.to_string(),
         }))
         .await
         .map_err(from_status)?
@@ -244,7 +245,7 @@ async fn overview(at: &Caller<'_>) -> Outcome {
         None => None,
     };
     value(Overview {
-        account: at.account.to_owned(),
+        account: at.account.to_string(),
         workdir: info.workdir,
         enabled: info.enabled,
         sandbox_enabled: info.sandbox_enabled,
@@ -281,7 +282,7 @@ async fn list_rules(at: &Caller<'_>) -> Outcome {
         .account_admin
         .clone()
         .list_rules(request(pb::ListRulesRequest {
-            account: at.account.to_owned(),
+            account: at.account.to_string(),
         }))
         .await
         .map_err(from_status)?
@@ -314,7 +315,7 @@ async fn list_rules(at: &Caller<'_>) -> Outcome {
 /// The names of the account's pack secrets (never their values), with what a change did.
 async fn secrets(at: &Caller<'_>, changed: Option<bool>, restarted: Vec<String>) -> Outcome {
     let list = pb::ListSecretsRequest {
-        account: at.account.to_owned(),
+        account: at.account.to_string(),
     };
     let mut gate = at.app.backends.account_admin.clone();
     let names = gate
@@ -367,7 +368,7 @@ async fn explain(at: &Caller<'_>, domain: &str, subject: &str, cwd: Option<&str>
             let planned = executor
                 .plan(request(pb::PlanRequest {
                     call: Some(pb::ToolCall {
-                        account: at.account.to_owned(),
+                        account: at.account.to_string(),
                         call_id: crate::asks::new_id("explain"),
                         tool: tool.name().to_owned(),
                         params_json: params.to_string(),
@@ -398,7 +399,7 @@ async fn explain(at: &Caller<'_>, domain: &str, subject: &str, cwd: Option<&str>
         .account_admin
         .clone()
         .explain(request(pb::ExplainRequest {
-            account: at.account.to_owned(),
+            account: at.account.to_string(),
             subject: Some(subject),
             cwd,
             pack,
@@ -428,7 +429,7 @@ async fn recent_calls(at: &Caller<'_>, limit: Option<u32>) -> Outcome {
         .account_admin
         .clone()
         .recent_calls(request(pb::RecentCallsRequest {
-            account: at.account.to_owned(),
+            account: at.account.to_string(),
             limit: limit.unwrap_or(DEFAULT_RECENT_CALLS),
         }))
         .await
@@ -462,7 +463,7 @@ async fn call_detail(at: &Caller<'_>, call_id: String) -> Outcome {
         .account_admin
         .clone()
         .call_events(request(pb::CallEventsRequest {
-            account: at.account.to_owned(),
+            account: at.account.to_string(),
             call_id: call_id.clone(),
         }))
         .await
@@ -500,7 +501,7 @@ async fn call_detail(at: &Caller<'_>, call_id: String) -> Outcome {
 /// executor acts only on the gate's ticket, and the audit has the call like any other.
 async fn job_call(at: &Caller<'_>, tool: &str, params: serde_json::Value) -> Outcome {
     let origin = crate::call::Origin {
-        account: at.account.to_owned(),
+        account: at.account.clone(),
         connection_id: at.connection_id.to_owned(),
         profile: crate::profiles::Profile::Desktop,
         tables: false,

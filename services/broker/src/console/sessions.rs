@@ -234,7 +234,11 @@ mod tests {
     }
 
     fn approver(token: &str) -> (TokenTable, Authenticated) {
-        let table = TokenTable::new(vec![(hash(token), "alice".into(), Role::Approver)]);
+        let table = TokenTable::new(vec![(
+            hash(token),
+            "alice".parse().unwrap(),
+            Role::Approver,
+        )]);
         let who = table.authenticate(token).unwrap();
         (table, who)
     }
@@ -341,8 +345,8 @@ mod tests {
     #[test]
     fn one_accounts_links_and_sessions_never_crowd_out_anothers() {
         let table = TokenTable::new(vec![
-            (hash("a-token"), "a".into(), Role::Approver),
-            (hash("b-token"), "b".into(), Role::Approver),
+            (hash("a-token"), "a".parse().unwrap(), Role::Approver),
+            (hash("b-token"), "b".parse().unwrap(), Role::Approver),
         ]);
         let a = table.authenticate("a-token").unwrap();
         let b = table.authenticate("b-token").unwrap();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backends::Backends;
+use glovebox_config::AccountId;
 
 /// How long `/healthz` waits for each backend.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -16,7 +17,10 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Probe {
     gate: Option<glovebox_proto::v1::HealthResponse>,
     /// Each executor's status by account (`None`: unreachable).
-    executors: Vec<(String, Option<glovebox_proto::v1::ExecutorStatusResponse>)>,
+    executors: Vec<(
+        AccountId,
+        Option<glovebox_proto::v1::ExecutorStatusResponse>,
+    )>,
 }
 
 impl Probe {
@@ -34,7 +38,7 @@ impl Probe {
     }
 
     /// The details `account`'s approver may see.
-    pub fn details_for(&self, account: &str, connections: usize) -> serde_json::Value {
+    pub fn details_for(&self, account: &AccountId, connections: usize) -> serde_json::Value {
         let executor = match self.executors.iter().find(|(a, _)| a == account) {
             Some((_, Some(s))) => serde_json::json!({
                 "reachable": true, "sandbox": s.sandbox, "jobs": s.jobs, "uid": s.uid,
@@ -44,7 +48,7 @@ impl Probe {
         };
         let mut body = serde_json::json!({
             "ok": self.ok(),
-            "executors": { account: executor },
+            "executors": { account.as_str(): executor },
             "connections": connections,
         });
         match &self.gate {
@@ -127,7 +131,7 @@ mod tests {
                 .iter()
                 .map(|(a, sandbox)| {
                     (
-                        a.to_string(),
+                        a.parse().unwrap(),
                         sandbox.map(|s| ExecutorStatusResponse {
                             sandbox: s.to_owned(),
                             ..Default::default()
@@ -159,14 +163,14 @@ mod tests {
             ],
             &[("a", Some("landlock=fully_enforced")), ("b", None)],
         );
-        let details = p.details_for("a", 3).to_string();
+        let details = p.details_for(&"a".parse().unwrap(), 3).to_string();
         assert!(
             details.contains("line 2") && !details.contains("line 9"),
             "{details}"
         );
         assert!(!details.contains("\"b\""), "{details}");
         assert!(!details.contains("rows"), "{details}");
-        let v = p.details_for("b", 0);
+        let v = p.details_for(&"b".parse().unwrap(), 0);
         assert_eq!(v["executors"]["b"]["reachable"], false);
         assert_eq!(v["ok"], false);
     }

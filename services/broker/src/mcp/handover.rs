@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
+use glovebox_config::AccountId;
 use rmcp::ServiceExt;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::UnixStream;
@@ -95,7 +96,7 @@ struct Handed {
 }
 
 /// Serves one handed-over session until the client or the bridge ends it.
-async fn serve(app: Arc<App>, account: String, mut stream: UnixStream) {
+async fn serve(app: Arc<App>, account: AccountId, mut stream: UnixStream) {
     if stream.write_all(&Told::Ready.line()).await.is_err() {
         return;
     }
@@ -182,7 +183,7 @@ pub struct ToBridge {
     write: tokio::net::unix::OwnedWriteHalf,
     /// The client's initialization was told (or came with the handover).
     initialization_told: bool,
-    account: String,
+    account: AccountId,
 }
 
 impl ToBridge {

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::Stream;
+use glovebox_config::AccountId;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId};
 use rmcp::transport::streamable_http_server::SessionManager;
@@ -24,12 +25,12 @@ use rmcp::transport::streamable_http_server::session::local::{
 /// included).
 #[derive(Debug, Default)]
 struct Owners {
-    by_session: HashMap<String, String>,
-    held: HashMap<String, usize>,
+    by_session: HashMap<String, AccountId>,
+    held: HashMap<AccountId, usize>,
 }
 
 impl Owners {
-    fn give_back(&mut self, account: &str) {
+    fn give_back(&mut self, account: &AccountId) {
         if let Some(n) = self.held.get_mut(account) {
             *n -= 1;
             if *n == 0 {
@@ -67,7 +68,7 @@ impl SessionOwners {
     }
 
     /// A place for a session `account` is about to create; `None` when it holds its cap.
-    pub fn reserve(self: &Arc<Self>, account: &str) -> Option<Reservation> {
+    pub fn reserve(self: &Arc<Self>, account: &AccountId) -> Option<Reservation> {
         let mut owners = self.owners();
         let held = owners.held.entry(account.to_owned()).or_insert(0);
         if *held >= self.per_account {
@@ -99,7 +100,7 @@ impl SessionOwners {
 
     /// Whether `account` may use `session`: only the account that created it, and a session the
     /// broker never saw created belongs to nobody.
-    pub fn belongs_to(&self, session: &str, account: &str) -> bool {
+    pub fn belongs_to(&self, session: &str, account: &AccountId) -> bool {
         self.owners()
             .by_session
             .get(session)
@@ -115,7 +116,7 @@ impl SessionOwners {
     }
 
     /// Sessions `account` holds (being created included).
-    pub fn held_by(&self, account: &str) -> usize {
+    pub fn held_by(&self, account: &AccountId) -> usize {
         self.owners().held.get(account).copied().unwrap_or(0)
     }
 
@@ -128,16 +129,16 @@ impl SessionOwners {
 /// A place taken for a session being created; given back if the session is never bound.
 pub struct Reservation {
     owners: Arc<SessionOwners>,
-    account: String,
+    account: AccountId,
     /// Whether the place is still the reservation's to give back.
     held: bool,
 }
 
 impl Reservation {
     /// The account, the place now held by a session.
-    fn into_account(mut self) -> String {
+    fn into_account(mut self) -> AccountId {
         self.held = false;
-        std::mem::take(&mut self.account)
+        self.account.clone()
     }
 }
 
@@ -214,33 +215,45 @@ mod tests {
     #[tokio::test]
     async fn an_account_holds_at_most_its_cap_and_ended_sessions_give_places_back() {
         let owners = Arc::new(SessionOwners::new(2, Duration::from_secs(60)));
-        let one = owners.reserve("a").unwrap();
-        let two = owners.reserve("a").unwrap();
-        assert!(owners.reserve("a").is_none(), "a is at its cap");
-        assert!(owners.reserve("b").is_some(), "b is not");
+        let one = owners.reserve(&"a".parse().unwrap()).unwrap();
+        let two = owners.reserve(&"a".parse().unwrap()).unwrap();
+        assert!(
+            owners.reserve(&"a".parse().unwrap()).is_none(),
+            "a is at its cap"
+        );
+        assert!(owners.reserve(&"b".parse().unwrap()).is_some(), "b is not");
         assert_eq!(
-            owners.held_by("b"),
+            owners.held_by(&"b".parse().unwrap()),
             0,
             "an unused reservation is given back"
         );
         drop(two);
-        assert_eq!(owners.held_by("a"), 1);
+        assert_eq!(owners.held_by(&"a".parse().unwrap()), 1);
         // A session bound after rmcp closed it (or that rmcp never had) is forgotten at once.
         owners.bind(one, "gone").await;
-        assert!(!owners.belongs_to("gone", "a"));
-        assert_eq!(owners.held_by("a"), 0);
+        assert!(!owners.belongs_to("gone", &"a".parse().unwrap()));
+        assert_eq!(owners.held_by(&"a".parse().unwrap()), 0);
     }
 
     #[tokio::test]
     async fn a_session_belongs_to_its_creator_until_rmcp_closes_it() {
         let owners = Arc::new(SessionOwners::new(2, Duration::from_secs(60)));
         let (id, _transport) = owners.create_session().await.unwrap();
-        let place = owners.reserve("a").unwrap();
+        let place = owners.reserve(&"a".parse().unwrap()).unwrap();
         owners.bind(place, &id).await;
-        assert!(owners.belongs_to(&id, "a") && !owners.belongs_to(&id, "b"));
-        assert_eq!((owners.held_by("a"), owners.open().await), (1, 1));
+        assert!(
+            owners.belongs_to(&id, &"a".parse().unwrap())
+                && !owners.belongs_to(&id, &"b".parse().unwrap())
+        );
+        assert_eq!(
+            (owners.held_by(&"a".parse().unwrap()), owners.open().await),
+            (1, 1)
+        );
         owners.close_session(&id).await.unwrap();
-        assert!(!owners.belongs_to(&id, "a"));
-        assert_eq!((owners.held_by("a"), owners.open().await), (0, 0));
+        assert!(!owners.belongs_to(&id, &"a".parse().unwrap()));
+        assert_eq!(
+            (owners.held_by(&"a".parse().unwrap()), owners.open().await),
+            (0, 0)
+        );
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use glovebox_config::AccountId;
 use glovebox_proto::tools::catalog::{Hints, ToolInfo};
 use glovebox_proto::v1::{self as pb, ListPacksRequest, ListPacksResponse};
 use glovebox_proto::ws::ToolAnnotations;
@@ -12,7 +13,7 @@ use crate::backends::request;
 
 /// The account's packs as its pack host lists them (starting them), queueing a trust ask for
 /// each project pack waiting for one. `Err` when the pack host cannot be reached.
-pub async fn listing(app: &App, account: &str) -> Result<ListPacksResponse, String> {
+pub async fn listing(app: &App, account: &AccountId) -> Result<ListPacksResponse, String> {
     let mut packs = app
         .backends
         .packs(account)

@@ -7,13 +7,14 @@
 //! Every string here (a pack's name, a server's stderr in an error) is the pack's or its
 //! server's, untrusted: clients show it as text.
 
+use glovebox_config::AccountId;
 use glovebox_proto::v1::ListPacksResponse;
 use glovebox_proto::ws::manage::{PackRow, Packs};
 
 use crate::app::App;
 
 /// What the account's owner is shown of its packs now.
-pub async fn view(app: &App, account: &str) -> Packs {
+pub async fn view(app: &App, account: &AccountId) -> Packs {
     let info = app.backends.account_info(account, Vec::new()).await;
     if !info.as_ref().is_some_and(|i| i.enabled) {
         return Packs {

@@ -4,16 +4,17 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use glovebox_config::AccountId;
 use tokio::sync::watch;
 
 /// A version counter per account, bumped on every change.
 #[derive(Default)]
 pub struct ToolChanges {
-    accounts: Mutex<HashMap<String, watch::Sender<u64>>>,
+    accounts: Mutex<HashMap<AccountId, watch::Sender<u64>>>,
 }
 
 impl ToolChanges {
-    fn sender(&self, account: &str) -> watch::Sender<u64> {
+    fn sender(&self, account: &AccountId) -> watch::Sender<u64> {
         crate::sync::lock(&self.accounts)
             .entry(account.to_owned())
             .or_insert_with(|| watch::channel(0).0)
@@ -21,17 +22,17 @@ impl ToolChanges {
     }
 
     /// Wakes on every later change of `account`'s tools.
-    pub fn subscribe(&self, account: &str) -> watch::Receiver<u64> {
+    pub fn subscribe(&self, account: &AccountId) -> watch::Receiver<u64> {
         self.sender(account).subscribe()
     }
 
     /// Says that `account`'s tools may have changed.
-    pub fn changed(&self, account: &str) {
+    pub fn changed(&self, account: &AccountId) {
         self.sender(account).send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// Accounts someone is listening about now.
-    pub(crate) fn listened(&self) -> Vec<String> {
+    pub(crate) fn listened(&self) -> Vec<AccountId> {
         crate::sync::lock(&self.accounts)
             .iter()
             .filter(|(_, s)| s.receiver_count() > 0)

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use glovebox_config::{Account, ConfigError, StateDir};
+use glovebox_config::{Account, AccountId, ConfigError, StateDir};
 use glovebox_proto::transport::handover::AuditPeers;
 use glovebox_proto::v1 as pb;
 
@@ -30,10 +30,10 @@ static RELOAD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// What changed between two account tables.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Diff {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
+    pub added: Vec<AccountId>,
+    pub removed: Vec<AccountId>,
     /// Accounts whose workdir or roots changed.
-    pub moved: Vec<String>,
+    pub moved: Vec<AccountId>,
 }
 
 impl Diff {
@@ -91,9 +91,9 @@ pub fn canonical_paths(a: &Account) -> Result<AccountPaths, (PathBuf, String)> {
 /// The accounts as the files say now.
 pub struct Table {
     pub paths: Vec<AccountPaths>,
-    pub enabled: HashMap<String, bool>,
+    pub enabled: HashMap<AccountId, bool>,
     /// Accounts left out (their paths do not resolve), with why.
-    pub left_out: Vec<(String, String)>,
+    pub left_out: Vec<(AccountId, String)>,
 }
 
 /// Reads `glovebox.yaml` and `accounts.yaml` into a [`Table`].
@@ -134,7 +134,7 @@ impl GateState {
             self.audit_left_out(id, why).await;
         }
         let d = diff(&self.policies.accounts(), &table.paths);
-        let ids: Vec<String> = table.paths.iter().map(|a| a.id.clone()).collect();
+        let ids: Vec<AccountId> = table.paths.iter().map(|a| a.id.clone()).collect();
         // The table first: from here a removed account's calls are refused.
         self.policies.set_accounts(table.paths);
         self.enablement.replace(table.enabled);
@@ -156,7 +156,7 @@ impl GateState {
             .into_iter()
             .filter(|a| a.id != id)
             .collect();
-        let ids: Vec<String> = paths.iter().map(|a| a.id.clone()).collect();
+        let ids: Vec<AccountId> = paths.iter().map(|a| a.id.clone()).collect();
         self.policies.set_accounts(paths);
         self.packs.set_accounts(&ids);
         self.audit_left_out(id, why).await;
@@ -227,7 +227,7 @@ mod tests {
 
     fn paths(id: &str, workdir: &str, roots: &[&str]) -> AccountPaths {
         AccountPaths {
-            id: id.into(),
+            id: id.parse().unwrap(),
             workdir: workdir.into(),
             roots: roots.iter().map(|r| (*r).to_owned()).collect(),
         }
@@ -237,7 +237,11 @@ mod tests {
     fn diffs() {
         let a = paths("a", "/a", &["/a"]);
         let b = paths("b", "/b", &["/b"]);
-        let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let ids = |v: &[&str]| {
+            v.iter()
+                .map(|s| s.parse().unwrap())
+                .collect::<Vec<AccountId>>()
+        };
         let cases: Vec<(&str, Vec<AccountPaths>, Vec<AccountPaths>, Diff)> = vec![
             ("same", vec![a.clone()], vec![a.clone()], Diff::default()),
             (
@@ -245,7 +249,7 @@ mod tests {
                 vec![a.clone()],
                 vec![b.clone(), a.clone()],
                 Diff {
-                    added: strings(&["b"]),
+                    added: ids(&["b"]),
                     ..Diff::default()
                 },
             ),
@@ -254,7 +258,7 @@ mod tests {
                 vec![a.clone(), b.clone()],
                 vec![b.clone()],
                 Diff {
-                    removed: strings(&["a"]),
+                    removed: ids(&["a"]),
                     ..Diff::default()
                 },
             ),
@@ -263,7 +267,7 @@ mod tests {
                 vec![a.clone()],
                 vec![paths("a", "/elsewhere", &["/elsewhere"])],
                 Diff {
-                    moved: strings(&["a"]),
+                    moved: ids(&["a"]),
                     ..Diff::default()
                 },
             ),
@@ -272,7 +276,7 @@ mod tests {
                 vec![a.clone()],
                 vec![paths("a", "/a", &["/a", "/data"])],
                 Diff {
-                    moved: strings(&["a"]),
+                    moved: ids(&["a"]),
                     ..Diff::default()
                 },
             ),
@@ -281,9 +285,9 @@ mod tests {
                 vec![a.clone(), b.clone()],
                 vec![paths("b", "/b2", &["/b2"]), paths("c", "/c", &["/c"])],
                 Diff {
-                    added: strings(&["c"]),
-                    removed: strings(&["a"]),
-                    moved: strings(&["b"]),
+                    added: ids(&["c"]),
+                    removed: ids(&["a"]),
+                    moved: ids(&["b"]),
                 },
             ),
         ];

@@ -304,9 +304,9 @@ mod tests {
             master_key: MasterKey::from_bytes(&[9u8; glovebox_ticket::KEY_BYTES]).unwrap(),
             enablement: crate::enablement::Enablement::new(
                 state.clone(),
-                [("alice".to_owned(), true)].into(),
+                [("alice".parse().unwrap(), true)].into(),
             ),
-            packs: crate::packs::PackState::new(state.clone(), ["alice".to_owned()]),
+            packs: crate::packs::PackState::new(state.clone(), ["alice".parse().unwrap()]),
             audit_access: Default::default(),
             vouchers: Default::default(),
             deliveries: Default::default(),

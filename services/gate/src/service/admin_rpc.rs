@@ -77,7 +77,9 @@ impl pb::gate_admin_server::GateAdmin for AdminService {
     ) -> Result<Response<pb::SetEnabledResponse>, Status> {
         require_peer(&request, &[ADMIN])?;
         let r = request.into_inner();
-        self.0.set_enabled(&r.account, r.enabled, "admin").await?;
+        self.0
+            .set_enabled(&known_account(&r.account)?, r.enabled, "admin")
+            .await?;
         Ok(Response::new(pb::SetEnabledResponse { enabled: r.enabled }))
     }
 

@@ -261,7 +261,9 @@ impl pb::gate_server::Gate for GateService {
         } else {
             "admin"
         };
-        self.0.set_enabled(&account, enabled, by).await?;
+        self.0
+            .set_enabled(&known_account(&account)?, enabled, by)
+            .await?;
         Ok(Response::new(pb::SetEnabledResponse { enabled }))
     }
 
