@@ -3,6 +3,7 @@
 //! (`ws`), the built-in tools' parameter types (`tools`), pack tool names (`packs`) and the stable error
 //! codes (`error`).
 
+pub mod audit_row;
 pub mod client_tools;
 pub mod display;
 pub mod error;

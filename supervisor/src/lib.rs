@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use glovebox_config::{StateDir, write_private_file};
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::authenticated_channel;
 use glovebox_proto::transport::handover::{ControlKeys, ExpectedIdentity, Handover, peer, socket};
 use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
@@ -990,8 +991,8 @@ async fn audit_service(
     detail: &str,
 ) {
     let event = AuditEvent {
-        source: "supervisor".into(),
-        kind: "service".into(),
+        source: Source::Supervisor.into(),
+        kind: RowKind::Service.into(),
         outcome: outcome.into(),
         detail: detail.into(),
         ..Default::default()

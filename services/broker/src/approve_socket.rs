@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use glovebox_config::AccountId;
+use glovebox_proto::audit_row::{RowKind, Source};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -276,8 +277,8 @@ async fn audit_refusal(app: &App, uid: u32, account: Option<&String>, why: &str)
 async fn audit_auth(app: &App, account: &str, outcome: &str, reason: String) {
     let event = AuditEvent {
         account: account.to_owned(),
-        source: "broker".into(),
-        kind: "auth".into(),
+        source: Source::Broker.into(),
+        kind: RowKind::Auth.into(),
         outcome: outcome.into(),
         reason,
         ..Default::default()

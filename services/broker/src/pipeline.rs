@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use glovebox_config::AccountId;
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_telemetry::spans;
 use tracing::Instrument;
 
@@ -47,8 +48,8 @@ pub async fn credential_for(
 pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wanted: &str) {
     let event = AuditEvent {
         account: who.account.to_string(),
-        source: "broker".into(),
-        kind: "auth".into(),
+        source: Source::Broker.into(),
+        kind: RowKind::Auth.into(),
         outcome: "refused".into(),
         reason: format!(
             "the account's {} credential was used for {wanted}",
@@ -122,8 +123,8 @@ pub async fn run_call(
         call_id: ids.server.clone(),
         client_call_id: ids.client.clone(),
         account: account.to_string(),
-        source: "broker".into(),
-        kind: "result".into(),
+        source: Source::Broker.into(),
+        kind: RowKind::Result.into(),
         tool: tool.chars().take(64).collect(),
         duration_ms: started.elapsed().as_millis() as u64,
         ..Default::default()

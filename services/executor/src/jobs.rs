@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use glovebox_proto::ErrorCode;
+use glovebox_proto::audit_row::RowKind;
 use rustix::process::WaitOptions;
 use serde_json::{Value, json};
 
@@ -515,7 +516,7 @@ impl JobTable {
 /// view does not list it.
 fn limit_row(job: &Job, hit: glovebox_sandbox::caps::Hit) -> glovebox_proto::v1::AuditEvent {
     glovebox_proto::v1::AuditEvent {
-        kind: "job".into(),
+        kind: RowKind::Job.into(),
         tool: "exec_run".into(),
         outcome: "limit".into(),
         reason: hit.message(),

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use glovebox_proto::ErrorCode;
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::tools::{Tool, ToolParams};
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
@@ -220,8 +221,8 @@ impl ExecutorService {
             call_id: call.call_id.clone(),
             client_call_id: call.client_call_id.clone(),
             account: self.config.account.clone(),
-            source: "executor".into(),
-            kind: "execute".into(),
+            source: Source::Executor.into(),
+            kind: RowKind::Execute.into(),
             tool: call.tool.clone(),
             ..Default::default()
         }
@@ -538,8 +539,8 @@ fn result_row(call: &ToolCall, response: &ExecuteResponse, duration_ms: u64) -> 
         call_id: call.call_id.clone(),
         client_call_id: call.client_call_id.clone(),
         account: call.account.clone(),
-        source: "executor".into(),
-        kind: "result".into(),
+        source: Source::Executor.into(),
+        kind: RowKind::Result.into(),
         tool: call.tool.clone(),
         duration_ms,
         ..Default::default()

@@ -12,6 +12,7 @@
 use std::path::Path;
 
 use glovebox_config::{AccountId, RawAccount, StateDir, is_valid_account_id};
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::v1 as pb;
 use tonic::Status;
 
@@ -310,8 +311,8 @@ impl GateState {
     ) {
         self.audit
             .append(pb::AuditEvent {
-                source: "gate".into(),
-                kind: "account".into(),
+                source: Source::Gate.into(),
+                kind: RowKind::Account.into(),
                 account: account.to_owned(),
                 outcome: outcome.into(),
                 detail: format!("by uid {uid}: {detail}"),

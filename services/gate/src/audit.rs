@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::v1::AuditEvent;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -400,8 +401,8 @@ impl AuditStore {
             tracing::error!(%detail, "the audit database does not match its head");
             store
                 .append(AuditEvent {
-                    source: "gate".into(),
-                    kind: "audit".into(),
+                    source: Source::Gate.into(),
+                    kind: RowKind::Audit.into(),
                     outcome: "anchor_mismatch".into(),
                     detail,
                     ..Default::default()
@@ -875,8 +876,8 @@ impl Writer {
             digest: self.tip.digest.clone(),
         };
         let event = AuditEvent {
-            source: "gate".into(),
-            kind: "checkpoint".into(),
+            source: Source::Gate.into(),
+            kind: RowKind::Checkpoint.into(),
             outcome: why.into(),
             detail: checkpoint.detail(&self.signing),
             ..Default::default()

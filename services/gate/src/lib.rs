@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use glovebox_config::{ConfigError, StateDir};
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::handover::{AuditPeers, Handover, socket};
 use glovebox_proto::transport::{self};
 use glovebox_proto::v1::{
@@ -203,8 +204,8 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
     });
     audit
         .append(glovebox_proto::v1::AuditEvent {
-            source: "gate".into(),
-            kind: "service".into(),
+            source: Source::Gate.into(),
+            kind: RowKind::Service.into(),
             outcome: "started".into(),
             detail: format!("pid {}", std::process::id()),
             ..Default::default()

@@ -15,6 +15,7 @@ use std::time::Instant;
 use glovebox_config::AccountId;
 use glovebox_policy::Decision;
 use glovebox_policy::permissions::Section;
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::{require_peer, required};
 use glovebox_proto::v1::{
     self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
@@ -150,8 +151,8 @@ impl GateState {
         }
         self.audit(AuditEvent {
             account: account.to_string(),
-            source: "gate".into(),
-            kind: "enablement".into(),
+            source: Source::Gate.into(),
+            kind: RowKind::Enablement.into(),
             outcome: if enabled { "enabled" } else { "disabled" }.into(),
             detail: format!("switched by the {by}"),
             ..Default::default()
@@ -165,8 +166,8 @@ impl GateState {
         for ev in self.policies.take_events() {
             self.audit(AuditEvent {
                 account: ev.account,
-                source: "gate".into(),
-                kind: "policy".into(),
+                source: Source::Gate.into(),
+                kind: RowKind::Policy.into(),
                 outcome: ev.outcome,
                 detail: ev.detail,
                 ..Default::default()
@@ -195,13 +196,13 @@ pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
     }
 }
 
-fn event(source: &str, kind: &str, call: &ToolCall) -> AuditEvent {
+fn event(source: Source, kind: RowKind, call: &ToolCall) -> AuditEvent {
     AuditEvent {
         call_id: call.call_id.clone(),
         client_call_id: call.client_call_id.clone(),
         account: call.account.clone(),
-        source: source.to_owned(),
-        kind: kind.to_owned(),
+        source: source.into(),
+        kind: kind.into(),
         tool: call.tool.clone(),
         ..Default::default()
     }
@@ -227,14 +228,14 @@ fn served_peer<T>(state: &GateState, request: &Request<T>) -> Result<String, Sta
 /// row is refused.
 pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<(), String> {
     use glovebox_proto::transport::handover::peer as p;
-    let (source, kinds): (&str, &[&str]) = if peer == p::BROKER {
-        ("broker", &["result", "auth"])
+    let source = if peer == p::BROKER {
+        Source::Broker
     } else if peer == p::SUPERVISOR {
-        ("supervisor", &["service"])
+        Source::Supervisor
     } else if let Some((source, account)) = peer
         .strip_prefix("executor:")
-        .map(|a| ("executor", a))
-        .or_else(|| peer.strip_prefix("packs:").map(|a| ("packs", a)))
+        .map(|a| (Source::Executor, a))
+        .or_else(|| peer.strip_prefix("packs:").map(|a| (Source::Packs, a)))
     {
         if event.account.is_empty() {
             event.account = account.to_owned();
@@ -245,24 +246,21 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
                 event.account
             ));
         }
-        // An executor also records how a job ended when it reached a cap (`job` rows).
-        let kinds: &[&str] = if source == "executor" {
-            &["execute", "job"]
-        } else {
-            &["execute"]
-        };
-        (source, kinds)
+        source
     } else {
         return Err(format!("{peer} may not write audit rows"));
     };
-    if !kinds.contains(&event.kind.as_str()) {
-        return Err(format!("{peer} may not write {:?} rows", event.kind));
+    match RowKind::parse(&event.kind) {
+        Some(kind) if source.may_send().contains(&kind) => {}
+        _ => return Err(format!("{peer} may not write {:?} rows", event.kind)),
     }
-    event.source = source.to_owned();
+    event.source = source.into();
     // One renderer and redactor of subjects, the gate's: an executor's execute row names what its
     // ticket allowed (a command in full, with secrets masked); free text is never trusted.
-    event.subject =
-        crate::redact::subjects_text(&event.subjects, matches!(source, "executor" | "packs"));
+    event.subject = crate::redact::subjects_text(
+        &event.subjects,
+        matches!(source, Source::Executor | Source::Packs),
+    );
     event.subjects.clear();
     Ok(())
 }

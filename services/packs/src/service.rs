@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::transport::{require_peer, required};
 use glovebox_proto::v1::{
@@ -361,8 +362,8 @@ impl PacksService {
             call_id: call.call_id.clone(),
             client_call_id: call.client_call_id.clone(),
             account: self.account().to_owned(),
-            source: "packs".into(),
-            kind: "execute".into(),
+            source: Source::Packs.into(),
+            kind: RowKind::Execute.into(),
             tool: call.tool.clone(),
             ..Default::default()
         };

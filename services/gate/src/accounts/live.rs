@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use glovebox_config::{Account, AccountId, ConfigError, StateDir};
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::handover::AuditPeers;
 use glovebox_proto::v1 as pb;
 
@@ -164,8 +165,8 @@ impl GateState {
 
     async fn audit_left_out(&self, id: &str, why: &str) {
         self.audit(pb::AuditEvent {
-            source: "gate".into(),
-            kind: "account".into(),
+            source: Source::Gate.into(),
+            kind: RowKind::Account.into(),
             account: id.to_owned(),
             outcome: "unavailable".into(),
             detail: format!("left out until it can be applied: {why}"),

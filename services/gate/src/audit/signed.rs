@@ -13,6 +13,7 @@
 //! (the gate's log or journal, the fleet copy). Pure.
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use glovebox_proto::audit_row::{RowKind, Source};
 use sha2::{Digest, Sha256};
 
 use super::chain::{AuditKey, Fields, GENESIS, StoredRow};
@@ -111,7 +112,7 @@ impl Checkpoint {
 
 /// Whether a row is one of the gate's checkpoints.
 pub fn is_checkpoint(fields: &Fields) -> bool {
-    fields.source == "gate" && fields.kind == "checkpoint"
+    fields.source == Source::Gate.as_str() && fields.kind == RowKind::Checkpoint.as_str()
 }
 
 /// The first thing found wrong with the public key only.

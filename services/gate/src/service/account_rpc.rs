@@ -4,6 +4,7 @@
 //! administrator's (`crate::admin`); this adds what an approver may not do (reset the file) and an
 //! audit row naming the approver for every change.
 
+use glovebox_proto::audit_row::{RowKind, Source};
 use tokio::sync::OnceCell;
 
 use super::*;
@@ -62,8 +63,8 @@ impl AccountAdminService {
             self.state
                 .audit(AuditEvent {
                     account: account.to_owned(),
-                    source: "gate".into(),
-                    kind: "policy".into(),
+                    source: Source::Gate.into(),
+                    kind: RowKind::Policy.into(),
                     outcome: "approver".into(),
                     detail: format!("{what} by the account's approver: {}", change.summary),
                     ..Default::default()
@@ -210,8 +211,8 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
         self.state
             .audit(AuditEvent {
                 account: account.clone(),
-                source: "gate".into(),
-                kind: "trust".into(),
+                source: Source::Gate.into(),
+                kind: RowKind::Trust.into(),
                 outcome: "unknown".into(),
                 detail: format!(
                     "the account's approver asked to be asked again about its refused project \

@@ -6,6 +6,7 @@
 //! if the gate died before writing it).
 
 use super::*;
+use glovebox_proto::audit_row::{RowKind, Source};
 
 #[tonic::async_trait]
 impl pb::audit_server::Audit for AuditService {
@@ -110,8 +111,8 @@ pub(crate) fn restored_decide_row(ticket: &TicketBody, execute: &AuditEvent) -> 
         call_id: ticket.call_id.clone(),
         client_call_id: execute.client_call_id.clone(),
         account: ticket.account.clone(),
-        source: "gate".into(),
-        kind: "decide".into(),
+        source: Source::Gate.into(),
+        kind: RowKind::Decide.into(),
         tool: ticket.tool.clone(),
         subject: crate::redact::subjects_text(&ticket.subjects, true),
         verdict: "allow".into(),
@@ -140,7 +141,13 @@ pub(crate) fn admit_call_rows(
         return Err("a call's rows need the execute row, the result row and the ticket".into());
     };
     admit_audit_event(peer, &mut execute)?;
-    if result.kind != "result" {
+    if execute.kind != RowKind::Execute.as_str() {
+        return Err(format!(
+            "the first of a call's rows must be its execute row, not {:?}",
+            execute.kind
+        ));
+    }
+    if result.kind != RowKind::Result.as_str() {
         return Err(format!(
             "the second of a call's rows must be its result, not {:?}",
             result.kind
@@ -160,7 +167,7 @@ pub(crate) fn admit_call_rows(
     if body.account != account || body.call_id != execute.call_id || body.tool != execute.tool {
         return Err("the ticket names another call".into());
     }
-    result.source = "executor".into();
+    result.source = Source::Executor.into();
     result.subject.clear();
     result.subjects.clear();
     Ok((body, [execute, result]))
@@ -310,6 +317,11 @@ mod tests {
                     pair().1,
                     ticket(&m.packs_key("alice"), "alice", "c1", "file_read"),
                 ),
+            ),
+            (
+                "a job row in place of the execute row",
+                "executor:alice",
+                rows(row("job", "alice", "c1", "file_read"), pair().1, good()),
             ),
             (
                 "a result for another call",

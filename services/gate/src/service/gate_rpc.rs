@@ -1,6 +1,7 @@
 //! The `Gate` service, for the broker: decide, resolve, account info, enablement, health.
 
 use super::*;
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::messages::{AnswerStream, MAX_IN_FLIGHT, answer_each, call_status};
 use tracing::Instrument;
 
@@ -40,7 +41,7 @@ impl GateState {
         let v = &judged.verdict;
         let ticket =
             (v.decision == Decision::Allow).then(|| self.sign(call, plan, &judged, "auto"));
-        let mut e = event("gate", "decide", call);
+        let mut e = event(Source::Gate, RowKind::Decide, call);
         e.subject = crate::redact::subjects_text(&plan.subjects, v.decision == Decision::Allow);
         e.verdict = v.decision.as_str().to_owned();
         e.rule = v.rule.clone();
@@ -183,7 +184,7 @@ impl pb::gate_server::Gate for GateService {
         let (call, plan) = (required(call, "call")?, required(plan, "plan")?);
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let answer = Answer::try_from(answer).unwrap_or(Answer::Unspecified);
-        let mut e = event("gate", "resolve", &call);
+        let mut e = event(Source::Gate, RowKind::Resolve, &call);
         e.subject = crate::redact::subjects_text(&plan.subjects, false);
         let response = match answer {
             Answer::Once | Answer::Always => {

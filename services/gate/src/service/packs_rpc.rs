@@ -7,6 +7,7 @@
 
 use std::pin::Pin;
 
+use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::v1::{
     ListSecretsRequest, ListSecretsResponse, PackConfig, PackConfigRequest, PackSecretsRequest,
     PackSecretsResponse, PackTrustAnswer, PackTrustQuery, RemovePackRequest, RemoveSecretRequest,
@@ -168,8 +169,8 @@ impl GateState {
         };
         self.audit(AuditEvent {
             account: request.account.clone(),
-            source: "gate".into(),
-            kind: "trust".into(),
+            source: Source::Gate.into(),
+            kind: RowKind::Trust.into(),
             subject: trust_text(&subject),
             approval: approval.into(),
             outcome: trust.as_str().into(),
@@ -313,8 +314,8 @@ impl GateState {
     async fn audit_pack(&self, account: &str, what: &str, outcome: &str, by: &str) {
         self.audit(AuditEvent {
             account: account.to_owned(),
-            source: "gate".into(),
-            kind: "pack".into(),
+            source: Source::Gate.into(),
+            kind: RowKind::Pack.into(),
             outcome: outcome.into(),
             detail: format!("{what} (by {by})"),
             ..Default::default()
@@ -325,8 +326,8 @@ impl GateState {
     async fn audit_secret(&self, account: &str, name: &str, outcome: &str, by: &str) {
         self.audit(AuditEvent {
             account: account.to_owned(),
-            source: "gate".into(),
-            kind: "secret".into(),
+            source: Source::Gate.into(),
+            kind: RowKind::Secret.into(),
             outcome: outcome.into(),
             detail: format!("pack secret {name} (by {by})"),
             ..Default::default()
