@@ -142,6 +142,14 @@ impl Tool {
         parsed.validate()?;
         Ok(parsed)
     }
+
+    /// [`Tool::parse_params`] from the parameters' text, read straight into their type (no JSON
+    /// tree in between): how an executor reads a call's `params_json`.
+    pub fn parse_params_text(self, params: &str) -> Result<ToolParams, InvalidParams> {
+        let parsed = (self.entry().parse_text)(params)?;
+        parsed.validate()?;
+        Ok(parsed)
+    }
 }
 
 /// Parameters of `file_read`.
@@ -404,8 +412,10 @@ pub struct FileTreeParams {
     pub timeout_ms: Option<u64>,
 }
 
-/// Validated parameters of one call.
-#[derive(Debug, Clone, PartialEq)]
+/// Validated parameters of one call. Serialized, they are the tool's parameters object itself:
+/// the text the broker sends an executor is made from the parameters it checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum ToolParams {
     FileRead(FileReadParams),
     FileList(FileListParams),
@@ -432,6 +442,11 @@ pub enum ToolParams {
 }
 
 impl ToolParams {
+    /// The parameters object as JSON text (what [`Tool::parse_params_text`] reads back).
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
     /// A `file_read` of the whole file (no line range): the read an executor may make ahead of
     /// its verdict, and whose answer the gate may hand to the broker.
     pub fn reads_whole_file(&self) -> bool {
@@ -839,6 +854,78 @@ mod tests {
                 tool.name()
             );
         }
+    }
+
+    /// What a broker sends an executor (`to_json` of the checked parameters) reads back, from
+    /// its text, as the same parameters; and the text form reads a client's object as the tree
+    /// form does.
+    #[test]
+    fn checked_parameters_read_back_from_their_text() {
+        let examples = [
+            (
+                Tool::FileRead,
+                json!({"path": "a", "offset": 3, "limit": 2}),
+            ),
+            (Tool::FileList, json!({"depth": 2, "details": false})),
+            (Tool::FileWrite, json!({"path": "a", "content": "x\n"})),
+            (
+                Tool::FileEdit,
+                json!({"path": "a", "edits": [{"old_string": "x", "new_string": "y"}]}),
+            ),
+            (Tool::FileGrep, json!({"pattern": "x", "globs": ["*.rs"]})),
+            (Tool::FileFind, json!({"names": ["*.rs"]})),
+            (Tool::FileCount, json!({"path": "a"})),
+            (
+                Tool::FileHeadTail,
+                json!({"path": "a", "lines": 3, "tail": true}),
+            ),
+            (Tool::FileDelete, json!({"path": "a"})),
+            (Tool::FileMove, json!({"source": "a", "destination": "b"})),
+            (Tool::FileInfo, json!({"path": "a"})),
+            (Tool::FileRoots, json!({})),
+            (Tool::FileMkdir, json!({"path": "d"})),
+            (Tool::FileReadMany, json!({"paths": ["a", "b"]})),
+            (Tool::FileReadMedia, json!({"path": "a.png"})),
+            (
+                Tool::FileTree,
+                json!({"depth": 2, "exclude": ["target"], "hidden": true}),
+            ),
+            (Tool::ExecRun, json!({"command": "ls -la", "timeout_s": 5})),
+            (Tool::ExecStatus, json!({"job_id": "job-1"})),
+            (Tool::ExecTail, json!({"job_id": "job-1", "lines": 5})),
+            (Tool::ExecKill, json!({"job_id": "job-1"})),
+            (Tool::ExecStat, json!({})),
+            (
+                Tool::ExecInput,
+                json!({"job_id": "job-1", "input": "y\n", "close": true}),
+            ),
+        ];
+        for tool in Tool::ALL {
+            assert!(
+                examples.iter().any(|(t, _)| *t == tool),
+                "no example for {}",
+                tool.name()
+            );
+        }
+        for (tool, params) in examples {
+            let checked = tool.parse_params(&params).unwrap();
+            let from_text = tool.parse_params_text(&params.to_string()).unwrap();
+            assert_eq!(from_text, checked, "{}", tool.name());
+            let sent = checked.to_json().unwrap();
+            assert_eq!(tool.parse_params_text(&sent).unwrap(), checked, "{sent}");
+        }
+        // The text form refuses what the tree form refuses, and says when it is not JSON.
+        let unknown = Tool::FileRead.parse_params_text(r#"{"path": "a", "mode": 1}"#);
+        assert!(unknown.unwrap_err().0.contains("unknown field"));
+        let traversal = Tool::FileRead.parse_params_text(r#"{"path": "a\u0000b"}"#);
+        assert!(traversal.is_err());
+        let not_json = Tool::FileRead.parse_params_text("{path").unwrap_err().0;
+        assert!(not_json.starts_with("params are not JSON"), "{not_json}");
+        let typed = Tool::FileRead
+            .parse_params_text(r#"{"path": 5}"#)
+            .unwrap_err()
+            .0;
+        assert!(!typed.contains("FileReadParams"), "{typed}");
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub struct Entry {
     pub walks: bool,
     pub schema: fn() -> schemars::Schema,
     pub parse: fn(&serde_json::Value) -> Result<ToolParams, InvalidParams>,
+    /// The same, from the parameters' text.
+    pub parse_text: fn(&str) -> Result<ToolParams, InvalidParams>,
     /// The fields every successful result has, with their JSON types, that the tool's MCP
     /// `outputSchema` declares (results may have more).
     pub output: &'static [(&'static str, &'static str)],
@@ -170,6 +172,13 @@ fn parse<T: DeserializeOwned>(v: &serde_json::Value) -> Result<T, InvalidParams>
     T::deserialize(v).map_err(|e| InvalidParams(without_type_names(&e.to_string())))
 }
 
+fn parse_text<T: DeserializeOwned>(text: &str) -> Result<T, InvalidParams> {
+    serde_json::from_str(text).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => InvalidParams(without_type_names(&e.to_string())),
+        _ => InvalidParams(format!("params are not JSON: {e}")),
+    })
+}
+
 /// serde names the Rust type it expected (`expected struct FileReadParams`); a client knows it
 /// as the tool's parameters object.
 fn without_type_names(message: &str) -> String {
@@ -200,6 +209,7 @@ macro_rules! entry {
             walks: $walks,
             schema: schema::<$params>,
             parse: |v| parse::<$params>(v).map(ToolParams::$tool),
+            parse_text: |t| parse_text::<$params>(t).map(ToolParams::$tool),
             output: $output,
             undeclared: $undeclared,
         }

@@ -43,17 +43,19 @@ pub struct CallIds {
 }
 
 impl CallIds {
+    /// The call as its backend is sent it; `params_json` is the parameters' text (for a
+    /// built-in tool, made from the parameters the broker checked: `ToolParams::to_json`).
     pub(crate) fn tool_call(
         &self,
         account: &AccountId,
         tool: &str,
-        params: &serde_json::Value,
+        params_json: String,
     ) -> ToolCall {
         ToolCall {
             account: account.to_string(),
             call_id: self.server.clone(),
             tool: tool.to_owned(),
-            params_json: params.to_string(),
+            params_json,
             client_call_id: self.client.clone(),
         }
     }

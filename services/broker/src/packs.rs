@@ -310,7 +310,7 @@ pub async fn pack_call(
         .backends
         .packs(account)
         .ok_or_else(|| unavailable("the account's pack host"))?;
-    let call = ids.tool_call(account, exposed, &params);
+    let call = ids.tool_call(account, exposed, params.to_string());
     let planned = packs
         .plan(request(PackPlanRequest {
             call: Some(call.clone()),

@@ -277,7 +277,11 @@ async fn builtin(
     // A whole-file read the executor may make ahead of its verdict: its answer is taken from
     // the gate, which hands it over once it has allowed and audited the call.
     let deliver_via_gate = parsed.reads_whole_file();
-    let call = ids.tool_call(account, tool_name, &params);
+    // The executor is sent the parameters as checked, and reads them straight into their type.
+    let checked = parsed
+        .to_json()
+        .map_err(|_| WireError::new(ErrorCode::Internal, "the parameters could not be sent"))?;
+    let call = ids.tool_call(account, tool_name, checked);
     let crate::backends::ExecutorLink {
         runs,
         client: mut executor,
@@ -416,7 +420,7 @@ async fn client_tool(
     // Held to what its provider said it takes, before anyone is asked.
     crate::input_check::check_input(&schema, &params)
         .map_err(|why| WireError::new(ErrorCode::InvalidParams, why))?;
-    let call = ids.tool_call(&origin.account, exposed, &params);
+    let call = ids.tool_call(&origin.account, exposed, params.to_string());
     let plan = Plan {
         subjects: vec![pb::Subject {
             domain: pb::Domain::Tool as i32,

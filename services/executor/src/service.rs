@@ -339,13 +339,7 @@ impl ExecutorService {
                 format!("unknown tool {:?}", call.tool),
             )
         })?;
-        let value: serde_json::Value = serde_json::from_str(&call.params_json).map_err(|e| {
-            OpError::new(
-                ErrorCode::InvalidParams,
-                format!("params are not JSON: {e}"),
-            )
-        })?;
-        tool.parse_params(&value)
+        tool.parse_params_text(&call.params_json)
             .map_err(|e| OpError::new(ErrorCode::InvalidParams, e.0))
     }
 
