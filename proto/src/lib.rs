@@ -4,6 +4,7 @@
 //! codes (`error`).
 
 pub mod audit_row;
+pub mod call_id;
 pub mod client_tools;
 pub mod display;
 pub mod error;

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
+use glovebox_proto::call_id::ClientCallId;
 use glovebox_proto::v1::{self as pb, ToolCall};
 use glovebox_proto::ws::WireError;
 
@@ -38,8 +39,29 @@ pub struct Origin {
 
 /// A call's ids: the broker's (unique) and the agent's (a label).
 pub struct CallIds {
-    pub server: String,
-    pub client: String,
+    pub server: CallId,
+    pub client: ClientCallId,
+}
+
+/// The broker's own id of a call, made for each call (`call-` and an ordered number): tickets and
+/// audit rows name it, so two calls never merge however their agents label them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallId(String);
+
+impl CallId {
+    pub(crate) fn mint() -> CallId {
+        CallId(crate::asks::new_ordered_id("call"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 impl CallIds {
@@ -53,10 +75,10 @@ impl CallIds {
     ) -> ToolCall {
         ToolCall {
             account: account.to_string(),
-            call_id: self.server.clone(),
+            call_id: self.server.to_string(),
             tool: tool.to_owned(),
             params_json,
-            client_call_id: self.client.clone(),
+            client_call_id: self.client.to_string(),
         }
     }
 }

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
+use glovebox_proto::call_id::ClientCallId;
 use glovebox_proto::ws::{
     ClientFrame, Role, SUBPROTOCOL, ServerFrame, WireError, parse_client_frame,
 };
@@ -503,10 +504,19 @@ impl Connection {
         tables: bool,
         progress: bool,
     ) {
+        // The agent's id is a label; the frame parser checked it, and from here it is typed.
+        let call_id = match ClientCallId::parse(call_id) {
+            Ok(id) => id,
+            Err(refused) => {
+                return self
+                    .error(ErrorCode::InvalidParams, refused.to_string())
+                    .await;
+            }
+        };
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let refused = {
             let mut set = lock(&self.in_flight);
-            if set.contains_key(&call_id) {
+            if set.contains_key(call_id.as_str()) {
                 Some(WireError::new(
                     ErrorCode::InvalidParams,
                     "call_id is already in flight on this connection",
@@ -517,13 +527,13 @@ impl Connection {
                     format!("at most {MAX_IN_FLIGHT} calls may be in flight per connection"),
                 ))
             } else {
-                set.insert(call_id.clone(), cancel);
+                set.insert(call_id.to_string(), cancel);
                 None
             }
         };
         if let Some(error) = refused {
             self.outbox
-                .send(text(&ServerFrame::failed(call_id, error)))
+                .send(text(&ServerFrame::failed(call_id.into_string(), error)))
                 .await;
             return;
         }
@@ -545,7 +555,7 @@ impl Connection {
                 crate::call::with_progress(call, move |mut progressed| async move {
                     while let Some(p) = progressed.recv().await {
                         let frame = ServerFrame::Progress {
-                            call_id: call_id.clone(),
+                            call_id: call_id.to_string(),
                             progress: p.progress,
                             total: p.total,
                             message: (!p.message.is_empty()).then_some(p.message),
@@ -557,7 +567,7 @@ impl Connection {
             } else {
                 call.await
             };
-            lock(&in_flight).remove(&call_id);
+            lock(&in_flight).remove(call_id.as_str());
             outbox.send(Message::Text(result.into_json().into())).await;
         });
     }

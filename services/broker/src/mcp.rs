@@ -23,6 +23,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use glovebox_config::AccountId;
+use glovebox_proto::call_id::ClientCallId;
 use glovebox_proto::tools::{Tool, mcp_form};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -483,10 +484,12 @@ impl ServerHandler for McpHandler {
         });
         // A stdio session's ids are in the order made, as `glovebox mcp`'s own were: the
         // audit's index of client call ids then grows at one end.
-        let call_id = match self.stdio {
+        let made = match self.stdio {
             Some(_) => crate::asks::new_ordered_id("stdio"),
             None => new_id("mcp-call"),
         };
+        let call_id = ClientCallId::parse(made)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let call = run_call(
             &self.app,
             &origin,

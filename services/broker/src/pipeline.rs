@@ -23,7 +23,8 @@ use crate::answer::{CallAnswer, CallValue};
 use crate::app::App;
 use crate::authorize::{Preview, authorize, input_preview, note_verdict, settle};
 use crate::backends::request;
-use crate::call::{CALL, CallFacts, CallIds, Origin, from_tool_error, unavailable};
+use crate::call::{CALL, CallFacts, CallId, CallIds, Origin, from_tool_error, unavailable};
+use glovebox_proto::call_id::ClientCallId;
 
 /// The credential `headers` carry when it is `role`'s: otherwise the answer to send (401
 /// without a valid one; 403 for another role's, audited as used for `wanted`).
@@ -77,7 +78,7 @@ pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wan
 pub async fn run_call(
     app: &App,
     origin: &Origin,
-    call_id: &str,
+    call_id: &ClientCallId,
     tool: &str,
     params: serde_json::Value,
     cancelled: tokio::sync::watch::Receiver<bool>,
@@ -89,8 +90,8 @@ pub async fn run_call(
     // The call's own id, made here: tickets and audit rows name it, so two calls never merge
     // however the agent names them; the agent's id stays a label (and is what it is answered by).
     let ids = CallIds {
-        server: crate::asks::new_ordered_id("call"),
-        client: call_id.to_owned(),
+        server: CallId::mint(),
+        client: call_id.clone(),
     };
     // The call's trace: its root span, current while the call runs so every backend request
     // carries its context.
@@ -120,8 +121,8 @@ pub async fn run_call(
         .await;
     app.asks.activity(account, false);
     let mut event = AuditEvent {
-        call_id: ids.server.clone(),
-        client_call_id: ids.client.clone(),
+        call_id: ids.server.to_string(),
+        client_call_id: ids.client.to_string(),
         account: account.to_string(),
         source: Source::Broker.into(),
         kind: RowKind::Result.into(),
@@ -152,7 +153,7 @@ pub async fn run_call(
         }
     }
     let answer = CallAnswer {
-        call_id: call_id.to_owned(),
+        call_id: call_id.to_string(),
         outcome,
     };
     // A result is answered only once its row is in the audit (waiting for a gate that is
@@ -438,7 +439,7 @@ async fn client_tool(
     }
     // Withdrawn while the provider works: stop waiting (the protocol has no way to tell it).
     tokio::select! {
-        result = app.registry.invoke(&origin.account, bare, params, &ids.client) => result.map_err(registry_error),
+        result = app.registry.invoke(&origin.account, bare, params, ids.client.as_str()) => result.map_err(registry_error),
         _ = until_true(&mut cancelled) => Err(withdrawn()),
     }
 }

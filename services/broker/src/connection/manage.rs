@@ -11,6 +11,7 @@
 
 use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
+use glovebox_proto::call_id::ClientCallId;
 use glovebox_proto::tools::explain::{ExplainDomain, equivalent_call, explained_subject};
 use glovebox_proto::v1::{self as pb, explain_request::Subject};
 use glovebox_proto::ws::manage::{
@@ -507,7 +508,8 @@ async fn job_call(at: &Caller<'_>, tool: &str, params: serde_json::Value) -> Out
         tables: false,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
-    let call_id = crate::asks::new_id("console");
+    let call_id = ClientCallId::parse(crate::asks::new_id("console"))
+        .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
     match crate::pipeline::run_call(at.app, &origin, &call_id, tool, params, never)
         .await
         .into_frame()
