@@ -12,17 +12,19 @@
 //! it only if it still compiles.
 
 mod edit;
+mod files;
 pub(crate) mod freshness;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::UNIX_EPOCH;
 
 use glovebox_config::{AccountId, StateDir};
 use glovebox_policy::{Inputs, Policy, RawPolicy, Source, applies_to};
 use glovebox_watch::DirWatcher;
+
+use files::{FileError, read_root_only_source, read_source, root_only_dir};
 
 /// What identifies one version of a file on disk.
 type Stamp = Option<glovebox_config::FileStamp>;
@@ -86,7 +88,17 @@ struct Managed {
     /// takes it, and changes neither the stamp's time nor its inode).
     stamps: Vec<ManagedStamp>,
     files: Vec<(String, RawPolicy, i64)>,
-    error: Option<String>,
+    error: Option<FileError>,
+}
+
+/// Why an account's policy could not be made: a file of one of its layers, or the layers
+/// together (a rule the compiler refuses).
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error(transparent)]
+    Compile(glovebox_policy::PolicyError),
 }
 
 /// The policy of every configured account.
@@ -316,6 +328,8 @@ impl AccountPolicies {
                     }
                 }
                 Err(error) => {
+                    // Kept as the text the administrator is shown.
+                    let error = error.to_string();
                     glovebox_telemetry::metrics::gate().policy_reload_error();
                     if old_error.as_deref() != Some(error.as_str()) {
                         tracing::error!(account, %error, "policy is invalid; keeping the last good policy");
@@ -331,7 +345,7 @@ impl AccountPolicies {
         })
     }
 
-    fn load(&self, account: &str, entry: &AccountEntry) -> Result<Policy, String> {
+    fn load(&self, account: &str, entry: &AccountEntry) -> Result<Policy, LoadError> {
         let managed = self.managed_sources(account)?;
         let account_src = read_source(&entry.file)?.unwrap_or_else(|| {
             Source::new(entry.file.display().to_string(), RawPolicy::default(), 0)
@@ -345,7 +359,7 @@ impl AccountPolicies {
             account: account_src,
             project,
         })
-        .map_err(|e| e.to_string())
+        .map_err(LoadError::Compile)
     }
 
     /// Re-reads the managed directories if any file in them changed.
@@ -368,7 +382,12 @@ impl AccountPolicies {
                         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml")),
                 ),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => error = Some(format!("{}: {e}", dir.display())),
+                Err(e) => {
+                    error = Some(FileError::Unreadable {
+                        path: dir.display().to_string(),
+                        why: e.to_string(),
+                    })
+                }
             }
         }
         files.sort();
@@ -411,7 +430,7 @@ impl AccountPolicies {
     }
 
     /// The managed files that apply to `account`, as last read.
-    fn managed_sources(&self, account: &str) -> Result<Vec<Source>, String> {
+    fn managed_sources(&self, account: &str) -> Result<Vec<Source>, FileError> {
         let managed = lock(&self.managed);
         if let Some(e) = &managed.error {
             return Err(e.clone());
@@ -435,114 +454,6 @@ fn summary(policy: Option<&Policy>) -> String {
         ),
         None => "no policy".to_owned(),
     }
-}
-
-/// The largest policy file the gate reads: a bigger one is refused rather than held in memory.
-const MAX_POLICY_BYTES: u64 = 1 << 20;
-
-/// Why a managed directory may not be read in system mode: it must be a directory (not a
-/// symlink) owned by root and writable by root alone. A missing one is an empty layer.
-fn root_only_dir(dir: &Path) -> Result<(), String> {
-    match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("{}: {e}", dir.display())),
-        Ok(meta) if !meta.is_dir() => Err(format!(
-            "{}: managed policy directory is not a directory (a symlink is refused); refusing the managed policy",
-            dir.display()
-        )),
-        Ok(meta) => root_only(dir, &meta, "directory"),
-    }
-}
-
-/// Why a managed file or directory (by its metadata) is not root's alone.
-fn root_only(path: &Path, meta: &std::fs::Metadata, what: &str) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    if meta.uid() != 0 {
-        return Err(format!(
-            "{}: managed policy {what} is owned by uid {}, not root; refusing the managed policy (chown root: it)",
-            path.display(),
-            meta.uid()
-        ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{}: managed policy {what} is writable by group or others (mode {:o}); refusing the managed policy (chmod go-w it)",
-            path.display(),
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
-}
-
-/// [`read_source`] for system mode's managed files: the open file must be root's alone.
-fn read_root_only_source(path: &Path) -> Result<Option<Source>, String> {
-    read_source_checked(path, |meta| root_only(path, meta, "file"))
-}
-
-/// Reads and parses one policy file; `None` when it does not exist.
-fn read_source(path: &Path) -> Result<Option<Source>, String> {
-    read_source_checked(path, |_| Ok(()))
-}
-
-/// [`read_source`], refusing a file whose metadata (of the opened file) `check` refuses.
-fn read_source_checked(
-    path: &Path,
-    check: impl Fn(&std::fs::Metadata) -> Result<(), String>,
-) -> Result<Option<Source>, String> {
-    let read = read_policy_text(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let Some((text, meta)) = read else {
-        return Ok(None);
-    };
-    check(&meta)?;
-    let raw = RawPolicy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let modified = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    Ok(Some(Source::new(path.display().to_string(), raw, modified)))
-}
-
-/// The text of a policy file and its metadata; `None` when it does not exist; the error does not
-/// name the file. The file must be a
-/// regular file of at most [`MAX_POLICY_BYTES`], and not a symlink: the project file lives where
-/// an agent's commands can write, and a link could point the gate (which may read more than the
-/// agent) at a secret that a parse error would then quote; a FIFO or a device would block the
-/// gate or never end. It is opened non-blocking and checked on the open descriptor.
-fn read_policy_text(path: &Path) -> Result<Option<(String, std::fs::Metadata)>, String> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Read;
-    let refuse = |why: &str| Err(why.to_owned());
-    let fd = match rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return Ok(None),
-        Err(rustix::io::Errno::LOOP) => {
-            return refuse("is a symlink; a policy file must be a regular file");
-        }
-        Err(e) => return refuse(&std::io::Error::from(e).to_string()),
-    };
-    let mut file = std::fs::File::from(fd);
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return refuse("is not a regular file");
-    }
-    if meta.len() > MAX_POLICY_BYTES {
-        return refuse(&format!("is larger than {MAX_POLICY_BYTES} bytes"));
-    }
-    let mut text = String::new();
-    (&mut file)
-        .take(MAX_POLICY_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > MAX_POLICY_BYTES {
-        return refuse(&format!("is larger than {MAX_POLICY_BYTES} bytes"));
-    }
-    Ok(Some((text, meta)))
 }
 
 /// Unix seconds now, for rule expiries (0 if the clock is before 1970: rules with an expiry then
@@ -681,7 +592,7 @@ mod tests {
         std::fs::write(project_file(&s), "paths:\n  read:\n    deny: ['./x/**']\n").unwrap();
         assert_eq!(current(&s.policies), (true, None));
         let mut huge = String::from("paths:\n  read:\n    deny:\n");
-        while huge.len() as u64 <= MAX_POLICY_BYTES {
+        while huge.len() as u64 <= files::MAX_POLICY_BYTES {
             huge.push_str("      - './generated/some/long/path/**'\n");
         }
         std::fs::write(project_file(&s), huge).unwrap();

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use glovebox_config::write_private_file;
 use glovebox_policy::{Kind, RawPolicy, RawRule, Section, check_account_text, edit, exact_rule};
 
-use super::{AccountEntry, AccountPolicies, EditError, now_unix, read_policy_text};
+use super::files::read_policy_text;
+use super::{AccountEntry, AccountPolicies, EditError, now_unix};
 
 impl AccountPolicies {
     fn entry_or_unknown(&self, account: &str) -> Result<Arc<AccountEntry>, EditError> {
@@ -33,7 +34,7 @@ impl AccountPolicies {
             message,
         };
         let text = read_policy_text(&entry.file)
-            .map_err(file_err)?
+            .map_err(|e| file_err(e.to_string()))?
             .map(|(text, _)| text)
             .unwrap_or_default();
         let Some((new_text, summary)) = change(&text)? else {
