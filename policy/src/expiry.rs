@@ -13,18 +13,21 @@ pub enum Expiry {
     After(i64),
 }
 
+/// A text that is neither an RFC 3339 time nor a duration (the text, trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected an RFC 3339 time (2026-12-31T18:00:00Z) or a duration (30m, 8h, 7d), got {0:?}")]
+pub struct BadExpiry(pub String);
+
 impl Expiry {
     /// Parses an RFC 3339 timestamp or a duration.
-    pub fn parse(text: &str) -> Result<Expiry, String> {
+    pub fn parse(text: &str) -> Result<Expiry, BadExpiry> {
         let t = text.trim();
         if let Some(secs) = parse_duration(t) {
             return Ok(Expiry::After(secs));
         }
-        parse_rfc3339(t).map(Expiry::At).ok_or_else(|| {
-            format!(
-                "expected an RFC 3339 time (2026-12-31T18:00:00Z) or a duration (30m, 8h, 7d), got {t:?}"
-            )
-        })
+        parse_rfc3339(t)
+            .map(Expiry::At)
+            .ok_or_else(|| BadExpiry(t.to_owned()))
     }
 
     /// The absolute expiry in Unix seconds, given the anchor for durations.

@@ -230,7 +230,11 @@ fn compile_list(
             message,
         };
         let expires = match rule.expires() {
-            Some(e) => Some(Expiry::parse(e).map_err(bad)?.resolve(source.modified)),
+            Some(e) => Some(
+                Expiry::parse(e)
+                    .map_err(|e| bad(e.to_string()))?
+                    .resolve(source.modified),
+            ),
             None => None,
         };
         let pattern = rule.pattern();
@@ -243,13 +247,15 @@ fn compile_list(
                 owners.push(index);
             }
             Section::Tools => {
-                globs.add(tool_glob(pattern, &source.name, &info, warnings).map_err(bad)?);
+                let glob = tool_glob(pattern, &source.name, &info, warnings);
+                globs.add(glob.map_err(|e| bad(e.to_string()))?);
                 owners.push(index);
             }
             _ => {
                 let where_ = format!("{}: {}", source.name, info.name());
-                for p in path_rule_globs(pattern, kind, workdir, &where_, warnings).map_err(bad)? {
-                    globs.add(build_glob(&p).map_err(bad)?);
+                let paths = path_rule_globs(pattern, kind, workdir, &where_, warnings);
+                for p in paths.map_err(|e| bad(e.to_string()))? {
+                    globs.add(build_glob(&p).map_err(|e| bad(e.to_string()))?);
                     owners.push(index);
                     compiled_paths.push((p, index));
                 }
@@ -281,10 +287,8 @@ fn tool_glob(
     file: &str,
     info: &RuleInfo,
     warnings: &mut Vec<String>,
-) -> Result<Glob, String> {
-    let g = GlobBuilder::new(pattern)
-        .build()
-        .map_err(|e| e.to_string())?;
+) -> Result<Glob, globset::Error> {
+    let g = GlobBuilder::new(pattern).build()?;
     if !pattern
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?' | '[' | ']'))
@@ -305,7 +309,7 @@ fn path_rule_globs(
     workdir: &str,
     where_: &str,
     warnings: &mut Vec<String>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, BadPathPattern> {
     let (patterns, warning) = path_globs(pattern, workdir)?;
     if let Some(w) = warning {
         warnings.push(format!("{where_}: {w}"));
@@ -344,16 +348,26 @@ fn compile_regexes(
     })
 }
 
+/// Why a path rule's pattern is refused before it is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum BadPathPattern {
+    #[error("empty glob")]
+    Empty,
+    #[error("`~` is not expanded; write an absolute path or one relative to the workdir")]
+    Tilde,
+}
+
 /// The absolute glob(s) a path rule compiles to, and a warning when the rule is likely not what
 /// its author meant.
-fn path_globs(pattern: &str, workdir: &str) -> Result<(Vec<String>, Option<String>), String> {
+fn path_globs(
+    pattern: &str,
+    workdir: &str,
+) -> Result<(Vec<String>, Option<String>), BadPathPattern> {
     if pattern.trim().is_empty() {
-        return Err("empty glob".to_owned());
+        return Err(BadPathPattern::Empty);
     }
     if pattern.starts_with('~') {
-        return Err(
-            "`~` is not expanded; write an absolute path or one relative to the workdir".to_owned(),
-        );
+        return Err(BadPathPattern::Tilde);
     }
     let mut warning = None;
     if pattern.starts_with("**") {
@@ -396,12 +410,11 @@ fn literal_prefix(glob: &str) -> String {
 
 /// Builds a path glob the way policies do (`*` stays in one segment, `\\` escapes). Executors use
 /// it for the globs a ticket tells them to hide.
-pub fn build_glob(pattern: &str) -> Result<Glob, String> {
+pub fn build_glob(pattern: &str) -> Result<Glob, globset::Error> {
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| e.to_string())
 }
 
 /// Removes `.` and empty segments and applies `..` lexically to a glob's segments.

@@ -111,7 +111,8 @@ impl GateState {
         let expires = if req.expires.is_empty() {
             None
         } else {
-            let e = Expiry::parse(&req.expires).map_err(Status::invalid_argument)?;
+            let e =
+                Expiry::parse(&req.expires).map_err(|e| Status::invalid_argument(e.to_string()))?;
             Some(format_rfc3339(e.resolve(now_unix())))
         };
         let r = self

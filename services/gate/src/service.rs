@@ -226,7 +226,38 @@ fn served_peer<T>(state: &GateState, request: &Request<T>) -> Result<String, Sta
 /// what the event says, and each principal writes only its own kinds of rows (an executor only
 /// `execute` and `job` rows of its own account, a pack host only `execute` rows). Returns why a
 /// row is refused.
-pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<(), String> {
+/// Why the gate refused a peer's audit row (or a call's rows): said to the peer, never written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RowRefused {
+    #[error("{0} may not write audit rows")]
+    NotAWriter(String),
+    #[error("{writer} of {account:?} may not write rows of account {named:?}")]
+    OtherAccount {
+        writer: Source,
+        account: String,
+        named: String,
+    },
+    #[error("{peer} may not write {kind:?} rows")]
+    Kind { peer: String, kind: String },
+    #[error("{0} may not write a call's rows")]
+    NotAnExecutor(String),
+    #[error("a call's rows need the execute row, the result row and the ticket")]
+    Incomplete,
+    #[error("the {which} of a call's rows must be its {wanted}, not {kind:?}")]
+    OutOfPlace {
+        which: &'static str,
+        wanted: &'static str,
+        kind: String,
+    },
+    #[error("a call's two rows must name the same account, call and tool")]
+    Mismatched,
+    #[error("the call's ticket was refused: {0}")]
+    Ticket(String),
+    #[error("the ticket names another call")]
+    OtherCall,
+}
+
+pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<(), RowRefused> {
     use glovebox_proto::transport::handover::peer as p;
     let source = if peer == p::BROKER {
         Source::Broker
@@ -241,18 +272,24 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
             event.account = account.to_owned();
         }
         if event.account != account {
-            return Err(format!(
-                "{source} of {account:?} may not write rows of account {:?}",
-                event.account
-            ));
+            return Err(RowRefused::OtherAccount {
+                writer: source,
+                account: account.to_owned(),
+                named: event.account.clone(),
+            });
         }
         source
     } else {
-        return Err(format!("{peer} may not write audit rows"));
+        return Err(RowRefused::NotAWriter(peer.to_owned()));
     };
     match RowKind::parse(&event.kind) {
         Some(kind) if source.may_send().contains(&kind) => {}
-        _ => return Err(format!("{peer} may not write {:?} rows", event.kind)),
+        _ => {
+            return Err(RowRefused::Kind {
+                peer: peer.to_owned(),
+                kind: event.kind.clone(),
+            });
+        }
     }
     event.source = source.into();
     // One renderer and redactor of subjects, the gate's: an executor's execute row names what its

@@ -172,7 +172,10 @@ mod tests {
     fn a_policy_file_is_read_only_as_a_small_regular_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("p.yaml");
-        assert!(matches!(read_source(&file), Ok(None)), "a missing file is no layer");
+        assert!(
+            matches!(read_source(&file), Ok(None)),
+            "a missing file is no layer"
+        );
         std::fs::write(&file, "commands:\n  allow: [\"ls\"]\n").unwrap();
         assert!(read_source(&file).unwrap().is_some());
         let link = dir.path().join("link.yaml");

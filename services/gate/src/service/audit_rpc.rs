@@ -15,7 +15,7 @@ impl pb::audit_server::Audit for AuditService {
         let mut event = request.into_inner();
         if let Err(why) = admit_audit_event(&peer, &mut event) {
             tracing::warn!(%peer, kind = %event.kind, "refused an audit row");
-            return Err(Status::permission_denied(why));
+            return Err(Status::permission_denied(why.to_string()));
         }
         // A row that is not written is not acknowledged: the caller reports its call failed.
         if !self.0.audit.append(event).await {
@@ -48,7 +48,7 @@ impl AuditService {
     ) -> Result<AppendAck, Status> {
         let (ticket, rows) = admit_call_rows(peer, rows, &self.0.master_key).map_err(|why| {
             tracing::warn!(%peer, "refused a call's rows");
-            Status::permission_denied(why)
+            Status::permission_denied(why.to_string())
         })?;
         let mut rows = Vec::from(rows);
         let decide_row = match decide_row.take() {
@@ -131,41 +131,43 @@ pub(crate) fn admit_call_rows(
     peer: &str,
     rows: pb::CallRows,
     master: &MasterKey,
-) -> Result<(TicketBody, [AuditEvent; 2]), String> {
+) -> Result<(TicketBody, [AuditEvent; 2]), RowRefused> {
     let Some(account) = peer.strip_prefix("executor:") else {
-        return Err(format!("{peer} may not write a call's rows"));
+        return Err(RowRefused::NotAnExecutor(peer.to_owned()));
     };
     let (Some(mut execute), Some(mut result), Some(ticket)) =
         (rows.execute, rows.result, rows.ticket)
     else {
-        return Err("a call's rows need the execute row, the result row and the ticket".into());
+        return Err(RowRefused::Incomplete);
     };
     admit_audit_event(peer, &mut execute)?;
     if execute.kind != RowKind::Execute.as_str() {
-        return Err(format!(
-            "the first of a call's rows must be its execute row, not {:?}",
-            execute.kind
-        ));
+        return Err(RowRefused::OutOfPlace {
+            which: "first",
+            wanted: "execute row",
+            kind: execute.kind,
+        });
     }
     if result.kind != RowKind::Result.as_str() {
-        return Err(format!(
-            "the second of a call's rows must be its result, not {:?}",
-            result.kind
-        ));
+        return Err(RowRefused::OutOfPlace {
+            which: "second",
+            wanted: "result",
+            kind: result.kind,
+        });
     }
     if result.account.is_empty() {
         result.account = account.to_owned();
     }
     if result.account != account || result.call_id != execute.call_id || result.tool != execute.tool
     {
-        return Err("a call's two rows must name the same account, call and tool".into());
+        return Err(RowRefused::Mismatched);
     }
     let body = master
         .account_key(account)
         .open(&ticket)
-        .map_err(|e| format!("the call's ticket was refused: {e}"))?;
+        .map_err(|e| RowRefused::Ticket(e.to_string()))?;
     if body.account != account || body.call_id != execute.call_id || body.tool != execute.tool {
-        return Err("the ticket names another call".into());
+        return Err(RowRefused::OtherCall);
     }
     result.source = Source::Executor.into();
     result.subject.clear();
