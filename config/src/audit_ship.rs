@@ -4,6 +4,7 @@
 //! what was expected. The URL may hold a password: it is never shown whole ([`redact_url`]).
 
 use crate::Invalid;
+use crate::invalid::invalid;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -76,26 +77,28 @@ impl Ship {
     }
 
     /// Validates the section (`None`: not configured).
-    pub fn validate(raw: &RawAudit) -> Result<Option<Ship>, String> {
+    pub fn validate(raw: &RawAudit) -> Result<Option<Ship>, Invalid> {
         let Some(ship) = &raw.ship else {
             return Ok(None);
         };
-        check_url(&ship.postgres).map_err(|m| format!("audit.ship.postgres: {m}"))?;
+        check_url(&ship.postgres).map_err(|m| invalid!("audit.ship.postgres: {m}"))?;
         if let Some(id) = &ship.machine {
-            check_machine_id(id).map_err(|m| format!("audit.ship.machine: {m}"))?;
+            check_machine_id(id).map_err(|m| invalid!("audit.ship.machine: {m}"))?;
         }
         let batch = ship.batch.unwrap_or(DEFAULT_BATCH);
         if !(BATCH.0..=BATCH.1).contains(&batch) {
-            return Err(format!(
+            return Err(invalid!(
                 "audit.ship.batch: expected {} to {}, got {batch}",
-                BATCH.0, BATCH.1
+                BATCH.0,
+                BATCH.1
             ));
         }
         let interval = ship.interval_ms.unwrap_or(DEFAULT_INTERVAL_MS);
         if !(INTERVAL_MS.0..=INTERVAL_MS.1).contains(&interval) {
-            return Err(format!(
+            return Err(invalid!(
                 "audit.ship.interval_ms: expected {} to {}, got {interval}",
-                INTERVAL_MS.0, INTERVAL_MS.1
+                INTERVAL_MS.0,
+                INTERVAL_MS.1
             ));
         }
         Ok(Some(Ship {
@@ -170,8 +173,8 @@ pub fn redact_url(url: &str) -> String {
 mod tests {
     use super::*;
 
-    fn raw(yaml: &str) -> Result<Option<Ship>, String> {
-        let raw: RawAudit = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+    fn raw(yaml: &str) -> Result<Option<Ship>, Invalid> {
+        let raw: RawAudit = serde_yaml::from_str(yaml).map_err(|e| Invalid(e.to_string()))?;
         Ship::validate(&raw)
     }
 
@@ -217,10 +220,12 @@ mod tests {
             ("shipping: {}", "unknown field `shipping`"),
         ];
         for (yaml, want) in cases {
-            let err = raw(yaml).unwrap_err();
+            let err = raw(yaml).unwrap_err().0;
             assert!(err.contains(want), "{yaml}: {err}");
         }
-        let err = raw("ship: {postgres: 'mysql://u:secret@h/d'}").unwrap_err();
+        let err = raw("ship: {postgres: 'mysql://u:secret@h/d'}")
+            .unwrap_err()
+            .0;
         assert!(!err.contains("secret"), "{err}");
     }
 

@@ -482,7 +482,7 @@ impl Config {
         let client_tools =
             client_tools::ClientTools::validate(&raw.client_tools, |k| std::env::var(k).ok())
                 .map_err(|m| invalid(None, m.0))?;
-        let audit_ship = audit_ship::Ship::validate(&raw.audit).map_err(|m| invalid(None, m))?;
+        let audit_ship = audit_ship::Ship::validate(&raw.audit).map_err(|m| invalid(None, m.0))?;
         telemetry::Telemetry::validate(&raw.telemetry, |_| None).map_err(|m| invalid(None, m.0))?;
         Ok(Config {
             listen,

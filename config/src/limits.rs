@@ -114,11 +114,11 @@ impl Limits {
 }
 
 /// `ask_timeout_secs`, checked: 1 to [`MAX_ASK_TIMEOUT_SECS`].
-fn ask_timeout(secs: Option<u64>) -> Result<Option<Duration>, String> {
+fn ask_timeout(secs: Option<u64>) -> Result<Option<Duration>, Invalid> {
     match secs {
         None => Ok(None),
         Some(n) if (1..=MAX_ASK_TIMEOUT_SECS).contains(&n) => Ok(Some(Duration::from_secs(n))),
-        Some(n) => Err(format!(
+        Some(n) => Err(crate::invalid::invalid!(
             "limits.ask_timeout_secs: expected 1 to {MAX_ASK_TIMEOUT_SECS} seconds, got {n}"
         )),
     }

@@ -21,36 +21,52 @@ pub const MAX_SCHEMA_DEPTH: usize = 32;
 /// Longest tool description listed, in bytes (longer ones are cut on a character boundary).
 pub const MAX_DESCRIPTION_BYTES: usize = 4 * 1024;
 
+/// Why a pack's tool cannot be offered to agents: its pack's name, or its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unoffered {
+    #[error("a pack name must be 1 to {MAX_PACK_NAME} characters")]
+    PackNameLength,
+    #[error("a pack name may hold only letters, digits, `_` and `-`")]
+    PackNameCharacters,
+    #[error("a pack name may not start or end with `_` or hold `__`")]
+    PackNameUnderscores,
+    #[error("`client` is reserved for client tools")]
+    PackNameReserved,
+    #[error(
+        "tool {tool:?} cannot be offered: `{pack}{SEPARATOR}<tool>` must be at most 64 characters of [A-Za-z0-9_-]"
+    )]
+    ToolName { pack: String, tool: String },
+}
+
 /// Why a pack name cannot be used.
-pub fn check_pack_name(name: &str) -> Result<(), String> {
+pub fn check_pack_name(name: &str) -> Result<(), Unoffered> {
     if name.is_empty() || name.len() > MAX_PACK_NAME {
-        return Err(format!(
-            "a pack name must be 1 to {MAX_PACK_NAME} characters"
-        ));
+        return Err(Unoffered::PackNameLength);
     }
     if !name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
-        return Err("a pack name may hold only letters, digits, `_` and `-`".to_owned());
+        return Err(Unoffered::PackNameCharacters);
     }
     if name.starts_with('_') || name.ends_with('_') || name.contains(SEPARATOR) {
-        return Err("a pack name may not start or end with `_` or hold `__`".to_owned());
+        return Err(Unoffered::PackNameUnderscores);
     }
     if name == crate::client_tools::PREFIX.trim_end_matches('_') {
-        return Err("`client` is reserved for client tools".to_owned());
+        return Err(Unoffered::PackNameReserved);
     }
     Ok(())
 }
 
 /// The name agents call a pack's tool by, or why it has none.
-pub fn exposed_name(pack: &str, tool: &str) -> Result<String, String> {
+pub fn exposed_name(pack: &str, tool: &str) -> Result<String, Unoffered> {
     check_pack_name(pack)?;
     let name = format!("{pack}{SEPARATOR}{tool}");
     if tool.is_empty() || !crate::tools::is_wire_safe_name(&name) {
-        return Err(format!(
-            "tool {tool:?} cannot be offered: `{pack}{SEPARATOR}<tool>` must be at most 64 characters of [A-Za-z0-9_-]"
-        ));
+        return Err(Unoffered::ToolName {
+            pack: pack.to_owned(),
+            tool: tool.to_owned(),
+        });
     }
     Ok(name)
 }

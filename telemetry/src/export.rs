@@ -14,6 +14,19 @@ use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig, WithHtt
 /// How long one export may take before it is given up.
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Why an exporter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("start the HTTP client's thread: {0}")]
+    ClientThread(std::io::Error),
+    #[error("the HTTP client's thread panicked")]
+    ClientPanicked,
+    #[error("build the HTTP client: {0}")]
+    Client(reqwest::Error),
+    #[error(transparent)]
+    Build(#[from] opentelemetry_otlp::ExporterBuildError),
+}
+
 /// Where a signal goes: the endpoint itself over gRPC, `<endpoint><path>` over HTTP.
 pub fn signal_endpoint(endpoint: &str, protocol: Protocol, path: &str) -> String {
     match protocol {
@@ -23,7 +36,7 @@ pub fn signal_endpoint(endpoint: &str, protocol: Protocol, path: &str) -> String
 }
 
 /// The span exporter for `endpoint`.
-pub fn spans(settings: &Telemetry, endpoint: &str) -> Result<SpanExporter, String> {
+pub fn spans(settings: &Telemetry, endpoint: &str) -> Result<SpanExporter, ExportError> {
     let built = match settings.protocol {
         Protocol::Grpc => SpanExporter::builder()
             .with_tonic()
@@ -38,11 +51,11 @@ pub fn spans(settings: &Telemetry, endpoint: &str) -> Result<SpanExporter, Strin
             .with_timeout(EXPORT_TIMEOUT)
             .build(),
     };
-    built.map_err(|e| e.to_string())
+    Ok(built?)
 }
 
 /// The metric exporter for `endpoint`.
-pub fn metrics(settings: &Telemetry, endpoint: &str) -> Result<MetricExporter, String> {
+pub fn metrics(settings: &Telemetry, endpoint: &str) -> Result<MetricExporter, ExportError> {
     let built = match settings.protocol {
         Protocol::Grpc => MetricExporter::builder()
             .with_tonic()
@@ -57,13 +70,13 @@ pub fn metrics(settings: &Telemetry, endpoint: &str) -> Result<MetricExporter, S
             .with_timeout(EXPORT_TIMEOUT)
             .build(),
     };
-    built.map_err(|e| e.to_string())
+    Ok(built?)
 }
 
 /// A blocking HTTP client for the exporters' own threads. reqwest's blocking client runs a
 /// runtime of its own, which must not be made inside the service's async runtime: it is built
 /// on a thread of its own.
-fn http_client() -> Result<reqwest::blocking::Client, String> {
+fn http_client() -> Result<reqwest::blocking::Client, ExportError> {
     // rustls needs a process-wide crypto provider; one already installed stays.
     let _ = rustls::crypto::ring::default_provider().install_default();
     std::thread::Builder::new()
@@ -75,10 +88,10 @@ fn http_client() -> Result<reqwest::blocking::Client, String> {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
         })
-        .map_err(|e| format!("start the HTTP client's thread: {e}"))?
+        .map_err(ExportError::ClientThread)?
         .join()
-        .map_err(|_| "the HTTP client's thread panicked".to_owned())?
-        .map_err(|e| format!("build the HTTP client: {e}"))
+        .map_err(|_| ExportError::ClientPanicked)?
+        .map_err(ExportError::Client)
 }
 
 #[cfg(test)]

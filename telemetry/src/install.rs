@@ -55,8 +55,16 @@ impl std::fmt::Debug for Slot {
 /// Why telemetry could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
-    #[error("build the OTLP exporter for {endpoint}: {message}")]
-    Exporter { endpoint: String, message: String },
+    #[error("build the OTLP exporter for {endpoint}: {error}")]
+    Exporter {
+        endpoint: String,
+        error: crate::export::ExportError,
+    },
+    #[error("build the OTLP metric exporter for {endpoint}: {error}")]
+    MetricExporter {
+        endpoint: String,
+        error: crate::export::ExportError,
+    },
     #[error("telemetry was already started in this process")]
     AlreadyStarted,
 }
@@ -122,12 +130,11 @@ impl Slot {
         let Some(endpoint) = settings.otlp_endpoint.as_deref() else {
             return Ok(None);
         };
-        let exporter = crate::export::spans(settings, endpoint).map_err(|message| {
-            TelemetryError::Exporter {
+        let exporter =
+            crate::export::spans(settings, endpoint).map_err(|error| TelemetryError::Exporter {
                 endpoint: endpoint.to_owned(),
-                message,
-            }
-        })?;
+                error,
+            })?;
         let batches = BatchConfigBuilder::default()
             .with_max_queue_size(MAX_QUEUED_SPANS)
             .with_max_export_batch_size(MAX_EXPORT_BATCH)

@@ -66,7 +66,10 @@ impl MetricReader for SharedReader {
 /// Sets up the process's metrics: always the reader behind [`render`], plus an OTLP exporter
 /// when `settings` say telemetry is on. Call once, inside the tokio runtime, before any
 /// instrument is used; a later call (or none: unit tests) leaves the first in place.
-pub fn init(settings: Option<&Telemetry>, service: &str) -> Result<(), String> {
+pub fn init(
+    settings: Option<&Telemetry>,
+    service: &str,
+) -> Result<(), crate::install::TelemetryError> {
     let reader = SharedReader(Arc::new(ManualReader::builder().build()));
     let mut builder = SdkMeterProvider::builder().with_reader(reader.clone());
     if let Some(settings) = settings {
@@ -80,8 +83,12 @@ pub fn init(settings: Option<&Telemetry>, service: &str) -> Result<(), String> {
                 .build(),
         );
         if let Some(endpoint) = settings.otlp_endpoint.as_deref() {
-            let exporter = crate::export::metrics(settings, endpoint)
-                .map_err(|e| format!("build the OTLP metric exporter for {endpoint}: {e}"))?;
+            let exporter = crate::export::metrics(settings, endpoint).map_err(|error| {
+                crate::install::TelemetryError::MetricExporter {
+                    endpoint: endpoint.to_owned(),
+                    error,
+                }
+            })?;
             builder = builder.with_reader(
                 PeriodicReader::builder(exporter)
                     .with_interval(EXPORT_INTERVAL)

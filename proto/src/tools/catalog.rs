@@ -354,7 +354,7 @@ impl ToolInfo {
         description: &str,
         input_schema: &serde_json::Value,
         hints: Hints,
-    ) -> Result<ToolInfo, String> {
+    ) -> Result<ToolInfo, crate::packs::Unoffered> {
         Ok(ToolInfo {
             name: crate::packs::exposed_name(pack, tool)?,
             description: crate::packs::sanitize_description(description),

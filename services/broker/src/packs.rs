@@ -226,7 +226,7 @@ pub async fn packs_frame(app: &App, account: &AccountId) -> ServerFrame {
             errors: vec![PackErrorSpec {
                 pack: String::new(),
                 origin: String::new(),
-                message: why,
+                message: why.to_string(),
             }],
             packs: Vec::new(),
         },
@@ -255,7 +255,7 @@ pub async fn packs_frame(app: &App, account: &AccountId) -> ServerFrame {
                     Err(why) => errors.push(PackErrorSpec {
                         pack: t.pack.clone(),
                         origin: t.origin.clone(),
-                        message: why,
+                        message: why.to_string(),
                     }),
                 }
             }

@@ -436,7 +436,11 @@ impl Host {
                                     .as_ref()
                                     .and_then(|a| a.open_world_hint),
                             }),
-                            Err(why) => response.errors.push(pack_error(&def.name, origin, why)),
+                            Err(why) => {
+                                response
+                                    .errors
+                                    .push(pack_error(&def.name, origin, why.to_string()))
+                            }
                         }
                     }
                 }

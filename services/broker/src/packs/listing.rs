@@ -11,18 +11,24 @@ use glovebox_proto::ws::ToolAnnotations;
 use crate::app::App;
 use crate::backends::request;
 
+/// Why the account's packs could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum Unlisted {
+    #[error("the account has no pack host")]
+    NoPackHost,
+    #[error("the account's pack host is unavailable ({0})")]
+    Unavailable(String),
+}
+
 /// The account's packs as its pack host lists them (starting them), queueing a trust ask for
 /// each project pack waiting for one. `Err` when the pack host cannot be reached.
-pub async fn listing(app: &App, account: &AccountId) -> Result<ListPacksResponse, String> {
-    let mut packs = app
-        .backends
-        .packs(account)
-        .ok_or("the account has no pack host")?;
+pub async fn listing(app: &App, account: &AccountId) -> Result<ListPacksResponse, Unlisted> {
+    let mut packs = app.backends.packs(account).ok_or(Unlisted::NoPackHost)?;
     let listed_at = Instant::now();
     let listed = packs
         .list(request(ListPacksRequest {}))
         .await
-        .map_err(|s| format!("the account's pack host is unavailable ({})", s.message()))?
+        .map_err(|s| Unlisted::Unavailable(s.message().to_owned()))?
         .into_inner();
     for waiting in &listed.untrusted {
         if let Some(subject) = &waiting.subject {
@@ -56,7 +62,7 @@ pub(super) fn json_of(text: &str) -> Option<serde_json::Value> {
         .flatten()
 }
 
-pub(super) fn pack_info(t: &pb::PackTool) -> Result<ToolInfo, String> {
+pub(super) fn pack_info(t: &pb::PackTool) -> Result<ToolInfo, glovebox_proto::packs::Unoffered> {
     let schema: serde_json::Value =
         serde_json::from_str(&t.input_schema_json).unwrap_or(serde_json::Value::Null);
     ToolInfo::pack(&t.pack, &t.tool, &t.description, &schema, hints(t))

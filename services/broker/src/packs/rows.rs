@@ -30,7 +30,7 @@ pub async fn view(app: &App, account: &AccountId) -> Packs {
         Err(why) => Packs {
             enabled: true,
             packs: Vec::new(),
-            errors: vec![why],
+            errors: vec![why.to_string()],
         },
         Ok(listed) => {
             let (packs, errors) = rows(&listed);
