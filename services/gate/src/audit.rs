@@ -1772,7 +1772,14 @@ mod tests {
     async fn a_wiped_database_is_caught_when_the_gate_starts_again() {
         let dir = tempfile::tempdir().unwrap();
         let f = written(dir.path(), 3).await;
+        // The whole database goes: its file, and its write-ahead log and index if they are still
+        // there (a log left from the old file would be read into the new one).
         std::fs::remove_file(&f.db).unwrap();
+        for side in ["-wal", "-shm"] {
+            let mut path = f.db.clone().into_os_string();
+            path.push(side);
+            let _ = std::fs::remove_file(path);
+        }
         let store = AuditStore::open(&f).await.unwrap();
         assert!(store.append(event("decide", "after")).await);
         // The old head was kept beside the new one, and a row says what happened.
