@@ -85,6 +85,22 @@ impl App {
         })
     }
 
+    /// What listing an account's packs takes: the pack hosts and the trust asks.
+    pub(crate) fn pack_hosts(&self) -> crate::packs::listing::PackHosts<'_> {
+        crate::packs::listing::PackHosts {
+            backends: &self.backends,
+            trust_asks: &self.trust_asks,
+        }
+    }
+
+    /// What deciding a call takes (`authorize`): the gate, the executors and the approvers.
+    pub(crate) fn deciders(&self) -> crate::authorize::Deciders<'_> {
+        crate::authorize::Deciders {
+            backends: &self.backends,
+            asks: &self.asks,
+        }
+    }
+
     /// System mode: every account with an owner and its owner's uid, those added since the start
     /// included (empty in user mode).
     pub fn owners(&self) -> crate::auth::Owners {

@@ -15,10 +15,19 @@ use glovebox_proto::ws::{AskDisplay, AskSubject, Decision, ServerFrame, WireErro
 use glovebox_telemetry::spans;
 use tracing::Instrument;
 
-use crate::app::App;
 use crate::asks::AskOutcome;
+use crate::asks::Asks;
+use crate::backends::Backends;
 use crate::backends::request;
 use crate::call::{CALL, Origin, from_tool_error, unavailable};
+
+/// What deciding a call takes: the gate and the account's executor, and the account's approvers.
+/// A handle, not the broker's `App`: this step sees only what it uses.
+#[derive(Clone, Copy)]
+pub(crate) struct Deciders<'a> {
+    pub backends: &'a Backends,
+    pub asks: &'a Asks,
+}
 
 /// What the approver is shown as the preview of an ask.
 pub(crate) enum Preview {
@@ -42,14 +51,14 @@ const MAX_INPUT_PREVIEW: usize = 16 * 1024;
 
 /// The gate's verdict on a planned call, asking the approver when it says ask. A ticket means go.
 pub(crate) async fn authorize(
-    app: &App,
+    deciders: Deciders<'_>,
     origin: &Origin,
     call: &ToolCall,
     plan: &Plan,
     cancelled: tokio::sync::watch::Receiver<bool>,
     preview: Preview,
 ) -> Result<Ticket, WireError> {
-    let deciding = app.backends.decisions.decide(DecideRequest {
+    let deciding = deciders.backends.decisions.decide(DecideRequest {
         call: Some(call.clone()),
         plan: Some(plan.clone()),
     });
@@ -59,7 +68,7 @@ pub(crate) async fn authorize(
         .map_err(|_| unavailable("the gate"))?;
     let verdict = note_verdict(&decided);
     settle(
-        app,
+        deciders,
         origin,
         call,
         plan,
@@ -90,7 +99,7 @@ pub(crate) fn note_verdict(decided: &DecideResponse) -> pb::Verdict {
 /// What the gate's verdict on a planned call (as [`note_verdict`] read it) comes to: its ticket
 /// on an allow, the approver's answer on an ask, a refusal on a deny.
 pub(crate) async fn settle(
-    app: &App,
+    deciders: Deciders<'_>,
     origin: &Origin,
     call: &ToolCall,
     plan: &Plan,
@@ -102,7 +111,7 @@ pub(crate) async fn settle(
         pb::Verdict::Allow => decided.ticket,
         pb::Verdict::Ask => Some(
             ask(
-                app,
+                deciders,
                 origin,
                 call,
                 plan,
@@ -138,7 +147,7 @@ pub(crate) fn input_preview(params: &serde_json::Value, label: &str) -> PreviewT
 
 /// Shows the call to the account's approver and turns the answer into a ticket (or a denial).
 async fn ask(
-    app: &App,
+    deciders: Deciders<'_>,
     origin: &Origin,
     call: &ToolCall,
     plan: &Plan,
@@ -149,22 +158,23 @@ async fn ask(
     let ask_span = spans::ask();
     let asked = Instant::now();
     // Without an approver, deny at once: no preview, no waiting.
-    let outcome = if app.asks.approver_count(&origin.account) == 0 {
+    let outcome = if deciders.asks.approver_count(&origin.account) == 0 {
         AskOutcome::NoApprover
     } else {
         let shown = Shown {
             origin,
             call,
             plan,
-            preview: preview_text(app, &origin.account, call, plan, preview).await?,
+            preview: preview_text(deciders, &origin.account, call, plan, preview).await?,
             gate_warnings,
         };
         let metrics = glovebox_telemetry::metrics::broker();
         metrics.asks_pending(1);
         // Waiting for a person holds none of the account's running places.
-        let outcome =
-            crate::call_slots::set_aside(show(app, shown, cancelled).instrument(ask_span.clone()))
-                .await;
+        let outcome = crate::call_slots::set_aside(
+            show(deciders, shown, cancelled).instrument(ask_span.clone()),
+        )
+        .await;
         metrics.asks_pending(-1);
         outcome
     };
@@ -174,7 +184,7 @@ async fn ask(
     spans::record_approval(&tracing::Span::current(), approval);
     drop(ask_span);
     let answer = answer_of(outcome)?;
-    let mut gate = app.backends.gate.clone();
+    let mut gate = deciders.backends.gate.clone();
     let resolved = gate
         .resolve(request(ResolveRequest {
             call: Some(call.clone()),
@@ -206,7 +216,7 @@ fn approval_of(outcome: &AskOutcome) -> &'static str {
 
 /// The preview text of an ask: given, or rendered by the account's executor.
 async fn preview_text(
-    app: &App,
+    deciders: Deciders<'_>,
     account: &AccountId,
     call: &ToolCall,
     plan: &Plan,
@@ -215,7 +225,7 @@ async fn preview_text(
     match preview {
         Preview::Text(text) => Ok(text),
         Preview::Executor => {
-            let mut executor = app
+            let mut executor = deciders
                 .backends
                 .executor(account)
                 .ok_or_else(|| unavailable("the account's executor"))?;
@@ -251,7 +261,7 @@ struct Shown<'a> {
 /// Puts the ask before the account's approvers (in its turn) until it is answered, times out or
 /// is withdrawn by `cancelled`.
 async fn show(
-    app: &App,
+    deciders: Deciders<'_>,
     shown: Shown<'_>,
     mut cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> AskOutcome {
@@ -264,7 +274,8 @@ async fn show(
     }
     let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
     let warning = with_gate_warnings(warning, shown.gate_warnings);
-    app.asks
+    deciders
+        .asks
         .ask(
             &shown.origin.account,
             |ask_id, expires_in_ms| ServerFrame::Ask {

@@ -5,7 +5,7 @@
 //! tool and the arguments), and made by the pack host on the gate's ticket. A project pack the
 //! approver has not trusted yet gets a trust ask, one at a time per pack, answered at the gate.
 
-mod listing;
+pub(crate) mod listing;
 mod rows;
 pub mod trust_asks;
 
@@ -175,12 +175,12 @@ async fn ask_trust(app: Arc<App>, account: AccountId, subject: TrustSubject) {
 /// listed): what explaining it needs to answer as its call would be decided.
 pub async fn facts_of(app: &App, account: &AccountId, name: &str) -> Option<pb::PackFacts> {
     glovebox_proto::packs::split_name(name)?;
-    glovebox_proto::packs::facts_of(&listing(app, account).await.ok()?, name)
+    glovebox_proto::packs::facts_of(&listing(app.pack_hosts(), account).await.ok()?, name)
 }
 
 /// The account's pack tools as front doors list them (none if the pack host cannot say).
 pub async fn tool_specs(app: &App, account: &AccountId) -> Vec<ToolSpec> {
-    match listing(app, account).await {
+    match listing(app.pack_hosts(), account).await {
         Err(why) => {
             tracing::warn!(%account, error = %why, "no pack tools listed");
             Vec::new()
@@ -220,7 +220,7 @@ pub async fn packs_frame(app: &App, account: &AccountId) -> ServerFrame {
             packs: Vec::new(),
         };
     }
-    match listing(app, account).await {
+    match listing(app.pack_hosts(), account).await {
         Err(why) => ServerFrame::Packs {
             tools: Vec::new(),
             errors: vec![PackErrorSpec {
@@ -377,7 +377,15 @@ pub async fn pack_call(
         ));
     }
     let preview = Preview::Text(preview);
-    let ticket = authorize(app, origin, &call, &plan, cancelled.clone(), preview).await?;
+    let ticket = authorize(
+        app.deciders(),
+        origin,
+        &call,
+        &plan,
+        cancelled.clone(),
+        preview,
+    )
+    .await?;
     let mut invoke = tonic::Request::new(PackInvokeRequest {
         call: Some(call),
         ticket: Some(ticket),

@@ -333,7 +333,7 @@ async fn builtin(
         (pb::Verdict::Allow, Some(executed), _) => executed,
         (_, None, Some(plan)) => {
             let ticket = settle(
-                app,
+                app.deciders(),
                 origin,
                 &call,
                 &plan,
@@ -433,7 +433,15 @@ async fn client_tool(
     };
     let preview = Preview::Text(input_preview(&params, "input"));
     let mut cancelled = cancelled;
-    authorize(app, origin, &call, &plan, cancelled.clone(), preview).await?;
+    authorize(
+        app.deciders(),
+        origin,
+        &call,
+        &plan,
+        cancelled.clone(),
+        preview,
+    )
+    .await?;
     if *cancelled.borrow() {
         return Err(withdrawn());
     }

@@ -113,7 +113,9 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
         ManageOp::JobKill { job_id } => {
             job_call(at, "exec_kill", json!({ "job_id": job_id })).await
         }
-        ManageOp::Packs {} => value(crate::packs::manage_view(at.app, at.account).await),
+        ManageOp::Packs {} => {
+            value(crate::packs::manage_view(at.app.pack_hosts(), at.account).await)
+        }
         ManageOp::Secrets {} => secrets(at, None, Vec::new()).await,
         ManageOp::SetSecret { secret, value } => {
             let set = pb::SetSecretRequest {
@@ -167,7 +169,7 @@ pub(super) async fn run(at: &Caller<'_>, request_id: String, op: ManageOp) -> Se
             };
             let mut gate = at.app.backends.account_admin.clone();
             match gate.ask_again_about_packs(request(forget)).await {
-                Ok(_) => value(crate::packs::manage_view(at.app, at.account).await),
+                Ok(_) => value(crate::packs::manage_view(at.app.pack_hosts(), at.account).await),
                 Err(status) => Err(from_status(status)),
             }
         }

@@ -8,8 +8,16 @@ use glovebox_proto::tools::catalog::{Hints, ToolInfo};
 use glovebox_proto::v1::{self as pb, ListPacksRequest, ListPacksResponse};
 use glovebox_proto::ws::ToolAnnotations;
 
-use crate::app::App;
-use crate::backends::request;
+use crate::backends::{Backends, request};
+use crate::packs::trust_asks::TrustAsks;
+
+/// What listing an account's packs takes: its pack host (among the backends), and the trust asks
+/// a listing queues. A handle, not the broker's `App`.
+#[derive(Clone, Copy)]
+pub struct PackHosts<'a> {
+    pub backends: &'a Backends,
+    pub trust_asks: &'a TrustAsks,
+}
 
 /// Why the account's packs could not be listed.
 #[derive(Debug, thiserror::Error)]
@@ -22,8 +30,11 @@ pub enum Unlisted {
 
 /// The account's packs as its pack host lists them (starting them), queueing a trust ask for
 /// each project pack waiting for one. `Err` when the pack host cannot be reached.
-pub async fn listing(app: &App, account: &AccountId) -> Result<ListPacksResponse, Unlisted> {
-    let mut packs = app.backends.packs(account).ok_or(Unlisted::NoPackHost)?;
+pub async fn listing(
+    hosts: PackHosts<'_>,
+    account: &AccountId,
+) -> Result<ListPacksResponse, Unlisted> {
+    let mut packs = hosts.backends.packs(account).ok_or(Unlisted::NoPackHost)?;
     let listed_at = Instant::now();
     let listed = packs
         .list(request(ListPacksRequest {}))
@@ -32,7 +43,9 @@ pub async fn listing(app: &App, account: &AccountId) -> Result<ListPacksResponse
         .into_inner();
     for waiting in &listed.untrusted {
         if let Some(subject) = &waiting.subject {
-            app.trust_asks.request(account, subject.clone(), listed_at);
+            hosts
+                .trust_asks
+                .request(account, subject.clone(), listed_at);
         }
     }
     Ok(listed)

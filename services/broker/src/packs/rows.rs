@@ -11,11 +11,11 @@ use glovebox_config::AccountId;
 use glovebox_proto::v1::ListPacksResponse;
 use glovebox_proto::ws::manage::{PackRow, Packs};
 
-use crate::app::App;
+use super::listing::PackHosts;
 
 /// What the account's owner is shown of its packs now.
-pub async fn view(app: &App, account: &AccountId) -> Packs {
-    let info = app.backends.account_info(account, Vec::new()).await;
+pub async fn view(hosts: PackHosts<'_>, account: &AccountId) -> Packs {
+    let info = hosts.backends.account_info(account, Vec::new()).await;
     if !info.as_ref().is_some_and(|i| i.enabled) {
         return Packs {
             enabled: false,
@@ -26,7 +26,7 @@ pub async fn view(app: &App, account: &AccountId) -> Packs {
             ],
         };
     }
-    match super::listing::listing(app, account).await {
+    match super::listing::listing(hosts, account).await {
         Err(why) => Packs {
             enabled: true,
             packs: Vec::new(),
