@@ -26,15 +26,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use glovebox_config::{Account, AccountId, FileStamp, StateDir, file_stamp};
+use glovebox_config::{Account, AccountId, StateDir, file_stamp};
 use glovebox_proto::transport::handover::{AccountsUpdate, AddedAccount, ControlKeys};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::{Children, Exit, Running, Spec, SystemMode, UpOptions};
+use super::{Children, Exit, Running, Spec};
 use crate::identity;
 
+mod added;
 mod gate;
+
+pub(super) use added::Added;
+use added::stop_child;
 
 /// How often the supervisor looks at `accounts.yaml`.
 pub const FOLLOW_PERIOD: Duration = Duration::from_millis(300);
@@ -83,19 +87,6 @@ pub fn plan(running: &[Account], wanted: &[Account]) -> Plan {
     }
     p.tell_broker |= !p.stop.is_empty() || !p.start.is_empty();
     p
-}
-
-/// What the supervisor knows of the added accounts.
-pub(super) struct Added<'a> {
-    pub state: &'a StateDir,
-    pub o: &'a UpOptions,
-    pub system_mode: Option<&'a SystemMode>,
-    pub keys: &'a ControlKeys,
-    pub master: &'a glovebox_ticket::MasterKey,
-    /// The file's stamp when last applied.
-    pub stamp: Option<FileStamp>,
-    /// The accounts whose services run (glovebox.yaml's and those added), as last applied.
-    pub running: Vec<Account>,
 }
 
 /// The broker's view of `accounts`.
@@ -413,53 +404,6 @@ async fn stop_named(
     {
         stop_child(running, index, exits, exits_tx).await;
         running[index].retired = true;
-    }
-}
-
-/// Stops child `index` (its lifeline closed, SIGTERM, SIGKILL after the grace) and waits for its
-/// exit; other children's exits seen meanwhile are queued again for the supervisor.
-async fn stop_child(
-    running: &mut [Running],
-    index: usize,
-    exits: &mut mpsc::Receiver<Exit>,
-    exits_tx: &mpsc::Sender<Exit>,
-) {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
-    let r = &mut running[index];
-    r.stdin = None;
-    let pid = Pid::from_raw(r.pid as i32);
-    let _ = kill(pid, Signal::SIGTERM);
-    let mut others = Vec::new();
-    let mut exited = false;
-    let deadline = tokio::time::Instant::now() + super::STOP_GRACE;
-    while !exited {
-        match tokio::time::timeout_at(deadline, exits.recv()).await {
-            Ok(Some((who, generation, _))) if who == index && generation == r.generation => {
-                exited = true;
-            }
-            Ok(Some(other)) => others.push(other),
-            Ok(None) => break,
-            Err(_) => {
-                tracing::warn!(child = %r.spec.name, "did not stop in time; killing it");
-                let _ = kill(pid, Signal::SIGKILL);
-                // Its exit is still reported; wait for it so the pid is not reused under us.
-                let _ = tokio::time::timeout(super::STOP_GRACE, async {
-                    loop {
-                        match exits.recv().await {
-                            Some((who, g, _)) if who == index && g == r.generation => return,
-                            Some(other) => others.push(other),
-                            None => return,
-                        }
-                    }
-                })
-                .await;
-                break;
-            }
-        }
-    }
-    for other in others {
-        let _ = exits_tx.try_send(other);
     }
 }
 

@@ -23,8 +23,6 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("proto", &["display", "display::blanks", "display::scripts"]),
     ("proto", &["tools::mcp_form", "tools::mcp_form::rows"]),
     ("proto", &["transport", "transport::link"]),
-    ("services/broker", &["mcp", "mcp::handover"]),
-    ("services/executor", &["jobs", "jobs::launcher"]),
     (
         "services/gate",
         &[
@@ -35,7 +33,6 @@ const KNOWN: &[(&str, &[&str])] = &[
             "service::packs_rpc",
         ],
     ),
-    ("supervisor", &["accounts", "accounts::gate"]),
 ];
 
 type Module = Vec<String>;

@@ -14,6 +14,7 @@
 pub mod handover;
 pub use glovebox_proto::stdio::{fds, in_flight};
 pub mod sessions;
+mod to_bridge;
 
 pub use sessions::{Reservation, SessionOwners};
 
@@ -140,7 +141,7 @@ pub struct StdioSession {
     in_flight: in_flight::InFlight,
     /// The bridge's connection: told the client's initialization before the client is
     /// answered, and the session's end.
-    to_bridge: tokio::sync::Mutex<handover::ToBridge>,
+    to_bridge: tokio::sync::Mutex<to_bridge::ToBridge>,
 }
 
 impl McpHandler {

@@ -21,6 +21,7 @@ use rustix::process::WaitOptions;
 use serde_json::{Value, json};
 
 use crate::error::OpError;
+use crate::sync::lock;
 use ring::Ring;
 use std::os::unix::fs::DirBuilderExt;
 
@@ -137,10 +138,6 @@ impl Job {
         }
         v
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How the executor starts jobs.

@@ -20,6 +20,7 @@ pub use glovebox_sandbox as sandbox;
 pub mod service;
 mod shield;
 pub mod spent;
+mod sync;
 pub mod trash;
 pub mod walk;
 

@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::super::{Children, Exit, Running};
-use super::{Added, stop_child};
+use super::added::{Added, stop_child};
 use crate::identity;
 
 /// How long the gate has to take an update before it is restarted instead.

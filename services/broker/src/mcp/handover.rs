@@ -32,6 +32,7 @@ use tokio::net::UnixStream;
 
 use super::McpHandler;
 use super::in_flight::{self, InFlight};
+use super::to_bridge::ToBridge;
 use crate::app::App;
 use crate::held::LocalConnection;
 
@@ -136,11 +137,11 @@ async fn serve(app: Arc<App>, account: AccountId, mut stream: UnixStream) {
     let session = Arc::new(super::StdioSession {
         account: account.clone(),
         in_flight: InFlight::new(handed.record),
-        to_bridge: tokio::sync::Mutex::new(ToBridge {
-            write: write_half,
-            initialization_told: resume.is_some(),
-            account: account.clone(),
-        }),
+        to_bridge: tokio::sync::Mutex::new(ToBridge::new(
+            write_half,
+            resume.is_some(),
+            account.clone(),
+        )),
     });
     let handler = McpHandler {
         app: app.clone(),
@@ -175,41 +176,6 @@ async fn serve(app: Arc<App>, account: AccountId, mut stream: UnixStream) {
     tokio::select! {
         _ = running.waiting() => session.to_bridge.lock().await.ended().await,
         () = &mut gone => cancel.cancel(),
-    }
-}
-
-/// The broker's side of the bridge's connection, which the session writes to.
-pub struct ToBridge {
-    write: tokio::net::unix::OwnedWriteHalf,
-    /// The client's initialization was told (or came with the handover).
-    initialization_told: bool,
-    account: AccountId,
-}
-
-impl ToBridge {
-    /// Tells the bridge the client's initialization `request`, once, and returns once it is
-    /// written (or the bridge is gone): the client is answered only after, so there is no moment
-    /// when it is initialized and the bridge could not hand its session to a next broker.
-    pub async fn initialized(&mut self, request: &rmcp::model::InitializeRequestParams) {
-        if std::mem::replace(&mut self.initialization_told, true) {
-            return;
-        }
-        let Ok(info) = serde_json::value::to_raw_value(request) else {
-            return;
-        };
-        let line = Told::Initialized(info).line();
-        // A line the bridge would not read (a client's initialization past the bound) is not
-        // sent: the session then cannot be handed to a next broker.
-        if line.len() > MAX_LINE {
-            tracing::warn!(account = %self.account, "a stdio session's initialization is too long to hand over again");
-            return;
-        }
-        let _ = self.write.write_all(&line).await;
-    }
-
-    /// Tells the bridge the client closed its side: the session is over.
-    async fn ended(&mut self) {
-        let _ = self.write.write_all(&Told::Ended.line()).await;
     }
 }
 

@@ -77,7 +77,7 @@ impl Launcher {
         match &self.requests {
             None => serve(request),
             Some(requests) => {
-                let sent = super::lock(requests).send(request);
+                let sent = crate::sync::lock(requests).send(request);
                 sent.ok()?;
             }
         }
@@ -108,7 +108,7 @@ impl Launcher {
         match &self.requests {
             None => serve(Request::Signal(pid, signal)),
             Some(requests) => {
-                let _ = super::lock(requests).send(Request::Signal(pid, signal));
+                let _ = crate::sync::lock(requests).send(Request::Signal(pid, signal));
             }
         }
     }
