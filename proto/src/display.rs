@@ -19,9 +19,12 @@
 //! What runs is never changed; only what is shown.
 
 mod blanks;
+mod chars;
 mod scripts;
 
-use blanks::{Blank, blank_run, describe, is_blank};
+use blanks::{Blank, blank_run, describe};
+pub use chars::Kind;
+use chars::{code, code_token, is_blank, is_hidden};
 
 /// Longest run of whitespace in a path or a command shown as it is.
 pub const MAX_WHITESPACE_RUN: usize = 3;
@@ -35,17 +38,6 @@ const MAX_PREVIEW_BREAKS: usize = 8;
 const MAX_ESCAPE: usize = 64;
 /// Mixed-script words named one by one in the warnings of one text; the rest are counted.
 const MAX_NAMED_WORDS: usize = 3;
-
-/// What a text is: each kind is shown by its own rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A path or a name: one line on screen, its edges spelled out.
-    Path,
-    /// A shell command: may span lines, but every break and edge is made plain.
-    Command,
-    /// A diff or another multi-line preview: newlines and tabs are ordinary.
-    Preview,
-}
 
 impl Kind {
     fn noun(self) -> &'static str {
@@ -356,31 +348,6 @@ fn edge(text: bool, component: bool) -> Option<Edge> {
     } else {
         None
     }
-}
-
-fn is_bidi(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
-}
-
-/// Characters drawn as nothing at all.
-fn is_invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}'
-    )
-}
-
-/// Characters always shown as a token (whitespace is handled apart).
-fn is_hidden(c: char) -> bool {
-    !is_blank(c) && (is_bidi(c) || is_invisible(c) || c.is_control())
-}
-
-fn code(c: char) -> String {
-    format!("U+{:04X}", c as u32)
-}
-
-fn code_token(c: char) -> String {
-    format!("⟨{}⟩", code(c))
 }
 
 /// The index just past an escape sequence starting at `start` (an ESC).

@@ -3,6 +3,7 @@
 //! the capability handshake of [`handshake`], which also proves the server to the client. Clients
 //! are lazily connecting channels that run the handshake on every (re)connection.
 
+pub mod connect;
 pub mod handover;
 pub mod handshake;
 pub mod link;
@@ -21,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_stream::Stream;
 
+pub use connect::{CONNECT_TIMEOUT, connect_authenticated};
 pub use handshake::SocketKey;
 
 /// How long a connecting peer has to complete the handshake.
@@ -29,8 +31,6 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
 /// Handshakes one uid may have pending at once on one listener.
 pub const MAX_PENDING_HANDSHAKES_PER_UID: usize = 16;
-/// How long a client waits to connect and complete the handshake.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Binds a Unix socket readable and writable only by its owner, replacing a stale socket file.
 pub fn bind_private_socket(path: &Path) -> std::io::Result<UnixListener> {
@@ -358,12 +358,6 @@ async fn accept(
     })
 }
 
-fn nonce() -> std::io::Result<[u8; handshake::KEY_BYTES]> {
-    let mut n = [0u8; handshake::KEY_BYTES];
-    getrandom::fill(&mut n).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(n)
-}
-
 async fn serve_handshake(
     stream: &mut UnixStream,
     keys: &ServerKeys,
@@ -378,7 +372,7 @@ async fn serve_handshake(
         .get(&peer)
         .ok_or_else(|| RefusedConnection::UnknownPeer(peer.clone()))?;
     let key = &key;
-    let server_nonce = nonce()?;
+    let server_nonce = connect::nonce()?;
     let mut reply = server_nonce.to_vec();
     reply.extend_from_slice(&proof(
         key,
@@ -402,56 +396,6 @@ async fn serve_handshake(
     }
     stream.write_all(&[ACCEPTED]).await?;
     Ok(peer)
-}
-
-/// Connects to the control socket at `path` as `peer`, and returns the stream once both sides
-/// proved `key`. Fails with `PermissionDenied` when the server cannot prove the key (something
-/// else bound the path, or the key is stale) or refuses this one.
-pub async fn connect_authenticated(
-    path: &Path,
-    peer: &str,
-    key: &SocketKey,
-) -> std::io::Result<UnixStream> {
-    use handshake::{ACCEPTED, KEY_BYTES, Side, encode_hello, proof, verify};
-    let denied = |m: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, m);
-    let mut stream = UnixStream::connect(path).await?;
-    let client_nonce = nonce()?;
-    stream.write_all(&encode_hello(peer, &client_nonce)).await?;
-    let mut reply = [0u8; 2 * KEY_BYTES];
-    stream.read_exact(&mut reply).await.map_err(|e| {
-        denied(format!(
-            "{} closed the handshake ({e}): it does not accept {peer:?}",
-            path.display()
-        ))
-    })?;
-    let (server_nonce, server_proof) = reply.split_at(KEY_BYTES);
-    let server_nonce: [u8; KEY_BYTES] = server_nonce
-        .try_into()
-        .map_err(|_| denied("short handshake reply".into()))?;
-    if !verify(
-        key,
-        Side::Server,
-        peer,
-        &client_nonce,
-        &server_nonce,
-        server_proof,
-    ) {
-        return Err(denied(format!(
-            "{} could not prove it is the glovebox service this key is for (an impostor, or a stale key)",
-            path.display()
-        )));
-    }
-    let client_proof = proof(key, Side::Client, peer, &client_nonce, &server_nonce);
-    stream.write_all(&client_proof).await?;
-    let mut accepted = [0u8; 1];
-    stream
-        .read_exact(&mut accepted)
-        .await
-        .map_err(|e| denied(format!("{} refused the handshake ({e})", path.display())))?;
-    if accepted[0] != ACCEPTED {
-        return Err(denied(format!("{} refused the handshake", path.display())));
-    }
-    Ok(stream)
 }
 
 /// A client channel between glovebox's processes ([`link::Channel`]): requests carry the trace

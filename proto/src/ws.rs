@@ -464,7 +464,7 @@ pub const RESULT_FRAME_PREFIX: &str = r#"{"type":"result","#;
 
 /// The end of a call as `glovebox mcp` reads it: [`ServerFrame::Result`] with the result left as
 /// its JSON text (checked to be JSON, not read into a tree), for whoever knows the call's tool to
-/// present (`mcp_form::present_text`: a listing's rows go straight into its table).
+/// present (`mcp_form::rows::present_text`: a listing's rows go straight into its table).
 #[derive(Debug, Deserialize)]
 pub struct CallEnd {
     #[serde(rename = "type")]

@@ -20,9 +20,6 @@ const KNOWN: &[(&str, &[&str])] = &[
         "proto",
         &["client_tools", "packs", "tools", "tools::catalog"],
     ),
-    ("proto", &["display", "display::blanks", "display::scripts"]),
-    ("proto", &["tools::mcp_form", "tools::mcp_form::rows"]),
-    ("proto", &["transport", "transport::link"]),
     (
         "services/gate",
         &[

@@ -1,7 +1,7 @@
 //! Whitespace as the display form sees it: runs of it split into characters (a CR LF pair is
 //! one), their visible tokens, and a run's count as shown when it is compressed. Pure.
 
-use super::{Kind, code, code_token};
+use super::chars::{Kind, code, code_token, is_blank};
 
 /// One whitespace character (a CR LF pair counts as one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,15 +46,6 @@ impl Blank {
             (u, _) => u.token(),
         }
     }
-}
-
-/// Whitespace of any kind, and characters drawn as blank (Hangul fillers, the braille blank).
-pub(super) fn is_blank(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            '\u{115F}' | '\u{1160}' | '\u{2800}' | '\u{3164}' | '\u{FFA0}'
-        )
 }
 
 /// The maximal run of whitespace starting at `start`, and the index just past it.

@@ -15,7 +15,7 @@ use unicode_security::{
     is_potential_mixed_script_confusable_char,
 };
 
-use super::{blanks::is_blank, code_token, is_hidden, is_invisible};
+use super::chars::{code_token, is_blank, is_hidden, is_invisible};
 
 /// Longest word quoted in a warning, in characters.
 const MAX_QUOTED_WORD: usize = 40;

@@ -22,9 +22,7 @@ use serde_json::{Map, Number, Value};
 
 use super::Tool;
 
-mod rows;
-
-pub use rows::{present_parts, present_text, with_table};
+pub mod rows;
 
 /// How one column of a table is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -401,6 +399,7 @@ fn push_quoted(out: &mut String, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    use super::rows::present_text;
     use super::*;
     use serde_json::json;
 

@@ -23,7 +23,9 @@ use http_body::Frame;
 use http_body_util::BodyExt;
 use tonic::Status;
 
-use super::{CONNECT_TIMEOUT, SocketKey, connect_authenticated, quiet};
+use super::connect::{CONNECT_TIMEOUT, connect_authenticated};
+use super::handshake::SocketKey;
+use super::quiet;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 type BoxFuture<T> = Pin<Box<dyn std::future::Future<Output = T> + Send>>;

@@ -35,7 +35,7 @@ impl CheckedText {
     /// The whole result's JSON text, the table written into it.
     fn into_whole(self) -> String {
         match self.table {
-            Some(table) => glovebox_proto::tools::mcp_form::with_table(&self.text, &table),
+            Some(table) => glovebox_proto::tools::mcp_form::rows::with_table(&self.text, &table),
             None => self.text,
         }
     }

@@ -286,7 +286,7 @@ pub fn pack_result(tool: &str, value: &serde_json::Value) -> Option<CallToolResu
 /// A successful result of `tool`, `result` its JSON text, as an MCP tool result.
 fn success(tool: &str, result: &str) -> CallToolResult {
     media_result(tool, result)
-        .unwrap_or_else(|| read_as(mcp_form::present_text(Tool::from_name(tool), result)))
+        .unwrap_or_else(|| read_as(mcp_form::rows::present_text(Tool::from_name(tool), result)))
 }
 
 /// A `file_read_media` result as MCP clients show media: an image or audio block with its MIME
@@ -332,7 +332,7 @@ fn shown((text, structured): (String, Option<serde_json::Value>)) -> CallToolRes
 fn answer_result(tool: &str, answer: crate::answer::CallAnswer) -> CallToolResult {
     match answer.outcome {
         Ok(crate::answer::CallValue::Text(text)) => match text.into_parts() {
-            (fields, Some(table)) => read_as(mcp_form::present_parts(
+            (fields, Some(table)) => read_as(mcp_form::rows::present_parts(
                 Tool::from_name(tool),
                 &fields,
                 table,

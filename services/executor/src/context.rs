@@ -81,7 +81,7 @@ pub struct Done {
     /// The result as JSON text (without its `table`, when it has one).
     pub result: String,
     /// The result's `table` (a call that asked for tables), kept apart so that it is never
-    /// escaped into JSON on its way to an MCP client (`mcp_form::present_parts`).
+    /// escaped into JSON on its way to an MCP client (`mcp_form::rows::present_parts`).
     pub table: Option<String>,
     pub bytes: u64,
 }
@@ -111,7 +111,7 @@ impl Done {
     /// inspect it).
     pub fn value(&self) -> serde_json::Value {
         let whole = match &self.table {
-            Some(table) => glovebox_proto::tools::mcp_form::with_table(&self.result, table),
+            Some(table) => glovebox_proto::tools::mcp_form::rows::with_table(&self.result, table),
             None => self.result.clone(),
         };
         serde_json::from_str(&whole).unwrap_or(serde_json::Value::Null)
