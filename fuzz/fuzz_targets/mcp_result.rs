@@ -10,7 +10,8 @@
 #![no_main]
 
 use glovebox_proto::tools::Tool;
-use glovebox_proto::tools::mcp_form::{TABLE_FIELD, present, present_parts, present_text};
+use glovebox_proto::tools::mcp_form::rows::{present_parts, present_text};
+use glovebox_proto::tools::mcp_form::{TABLE_FIELD, present};
 use glovebox_proto::ws::{BridgeFrame, ServerFrame, parse_bridge_frame, reads_as_object};
 use libfuzzer_sys::fuzz_target;
 
