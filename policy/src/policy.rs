@@ -20,125 +20,15 @@
 //! expiry is treated as expired when it would allow and as live when it would deny.
 
 mod compile;
-
-use globset::GlobSet;
-use regex::RegexSet;
+mod lists;
 
 pub use compile::{Inputs, Source, applies_to, build_glob, check_account_text};
+pub use lists::{PROJECT_DIR, Policy, RuleInfo};
 
 use crate::code_carrying;
 use crate::decision::{Decision, Domain, Layer, Verdict};
 use crate::floor;
 use crate::permissions::{Capability, Kind, Section};
-
-/// Metadata of one compiled rule.
-#[derive(Debug, Clone)]
-pub struct RuleInfo {
-    pub layer: Layer,
-    pub section: Section,
-    pub kind: Kind,
-    /// Index in its list in the file.
-    pub index: usize,
-    pub pattern: String,
-    /// Unix seconds after which the rule no longer applies.
-    pub expires: Option<i64>,
-    /// The file it came from.
-    pub file: String,
-}
-
-impl RuleInfo {
-    /// e.g. `paths.read.allow[0]: ./**`
-    pub fn name(&self) -> String {
-        format!(
-            "{}.{}[{}]: {}",
-            self.section.name(),
-            self.kind.as_str(),
-            self.index,
-            self.pattern
-        )
-    }
-
-    fn live(&self, now: Option<i64>) -> bool {
-        match (self.expires, now) {
-            (None, _) => true,
-            (Some(t), Some(now)) => now < t,
-            // No clock: expiring allows do not apply, expiring denies do.
-            (Some(_), None) => self.kind == Kind::Deny,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-enum Matcher {
-    Globs(GlobSet),
-    Regexes(RegexSet),
-    Empty,
-}
-
-/// One list (one layer, section and kind), compiled into one set.
-#[derive(Debug, Clone)]
-struct List {
-    matcher: Matcher,
-    /// Set index → rule index (one rule can compile to two globs).
-    owners: Vec<usize>,
-    rules: Vec<RuleInfo>,
-    /// The absolute globs of a path list, with their rule index (for [`Policy::read_deny_globs`]).
-    path_globs: Vec<(String, usize)>,
-}
-
-impl List {
-    /// The first live rule that matches `subject`.
-    fn first_match(&self, subject: &str, now: Option<i64>) -> Option<&RuleInfo> {
-        let hits: Vec<usize> = match &self.matcher {
-            Matcher::Empty => return None,
-            Matcher::Globs(set) => set.matches(subject),
-            Matcher::Regexes(set) => set.matches(subject).into_iter().collect(),
-        };
-        hits.into_iter()
-            .filter_map(|i| self.owners.get(i).copied())
-            .filter(|r| self.rules.get(*r).is_some_and(|r| r.live(now)))
-            .min()
-            .and_then(|r| self.rules.get(r))
-    }
-}
-
-#[derive(Debug, Clone)]
-struct LayerLists {
-    layer: Layer,
-    /// Indexed by (section, kind).
-    lists: Vec<((Section, Kind), List)>,
-}
-
-impl LayerLists {
-    fn list(&self, section: Section, kind: Kind) -> Option<&List> {
-        self.lists
-            .iter()
-            .find(|(k, _)| *k == (section, kind))
-            .map(|(_, l)| l)
-    }
-}
-
-/// A validated policy with compiled rules, ready to decide.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    sandbox: bool,
-    confine: bool,
-    /// Which layer turned confinement on.
-    confine_layer: Layer,
-    caps: Vec<(Capability, String)>,
-    workdir: String,
-    /// `<workdir>/.glovebox`, which agents may read but not change.
-    project_dir: String,
-    protected: Vec<String>,
-    /// The account's roots (empty: not checked).
-    roots: Vec<String>,
-    /// Managed, account, project: in that order.
-    layers: Vec<LayerLists>,
-    warnings: Vec<String>,
-}
-
-/// The `.glovebox` directory in a workdir holds the project policy: agents may not change it.
-pub const PROJECT_DIR: &str = ".glovebox";
 
 impl Policy {
     pub fn sandbox_enabled(&self) -> bool {

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 /// a child, the child uses the parent's types); the next to break.
 const KNOWN: &[(&str, &[&str])] = &[
     ("cli", &["packs_cmd", "policy_cmd", "policy_cmd::explain"]),
-    ("policy", &["policy", "policy::compile"]),
     (
         "proto",
         &["client_tools", "packs", "tools", "tools::catalog"],

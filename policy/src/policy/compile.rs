@@ -5,7 +5,7 @@
 use globset::{Glob, GlobBuilder, GlobSetBuilder};
 use regex::RegexSet;
 
-use super::{LayerLists, List, Matcher, PROJECT_DIR, Policy, RuleInfo};
+use super::lists::{LayerLists, List, Matcher, PROJECT_DIR, Policy, RuleInfo};
 use crate::decision::Layer;
 use crate::expiry::Expiry;
 use crate::floor;
