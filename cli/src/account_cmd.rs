@@ -124,7 +124,7 @@ pub async fn run(env: &Env, args: AccountArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs an account command against the gate of `state`.
 async fn run_on(state: &StateDir, command: AccountCommand) -> anyhow::Result<ExitCode> {
-    let mut gate = crate::policy_cmd::client(state)?;
+    let mut gate = crate::admin_socket::client(state)?;
     match command {
         AccountCommand::Add {
             id,
@@ -145,7 +145,7 @@ async fn run_on(state: &StateDir, command: AccountCommand) -> anyhow::Result<Exi
             let r = gate
                 .add_account(request)
                 .await
-                .map_err(crate::policy_cmd::gate_error)?
+                .map_err(crate::admin_socket::gate_error)?
                 .into_inner();
             if wait_applied(state, &mut gate, &id, true).await {
                 outln!("added account {id:?}; its executor and pack host are running");
@@ -228,7 +228,7 @@ async fn run_on(state: &StateDir, command: AccountCommand) -> anyhow::Result<Exi
         AccountCommand::Remove { id } => {
             gate.remove_account(pb::RemoveAccountRequest { id: id.clone() })
                 .await
-                .map_err(crate::policy_cmd::gate_error)?;
+                .map_err(crate::admin_socket::gate_error)?;
             wait_applied(state, &mut gate, &id, false).await;
             outln!("removed account {id:?}: its tokens are refused and its executor stopped");
         }
@@ -262,7 +262,7 @@ async fn update(
     let r = gate
         .update_account(request)
         .await
-        .map_err(crate::policy_cmd::gate_error)?
+        .map_err(crate::admin_socket::gate_error)?
         .into_inner();
     let deadline = tokio::time::Instant::now() + APPLY_WAIT;
     loop {
@@ -380,7 +380,7 @@ pub async fn token(env: &Env, command: TokenCommand) -> anyhow::Result<ExitCode>
                 (None, true) => anyhow::bail!(
                     "name the account whose token to rotate: glovebox token rotate --system --account ID"
                 ),
-                (None, false) => crate::policy_cmd::account(&state, None)?,
+                (None, false) => crate::admin_socket::account(&state, None)?,
             };
             token_rotate(&state, &account, matches!(role, RoleArg::Approver)).await
         }
@@ -403,7 +403,7 @@ pub async fn token_rotate(state: &StateDir, id: &str, approver: bool) -> anyhow:
     let file = if in_config {
         glovebox_supervisor::init::rotate_token(state, id, approver)?
     } else {
-        let mut gate = crate::policy_cmd::client(state)?;
+        let mut gate = crate::admin_socket::client(state)?;
         let request = pb::RotateTokenRequest {
             id: id.to_owned(),
             approver,
@@ -416,7 +416,7 @@ pub async fn token_rotate(state: &StateDir, id: &str, approver: bool) -> anyhow:
                     state.config_file().display()
                 )
             } else {
-                crate::policy_cmd::gate_error(status)
+                crate::admin_socket::gate_error(status)
             }
         })?;
         PathBuf::from(r.into_inner().token_file)
@@ -488,7 +488,7 @@ async fn list(
     Ok(gate
         .list_accounts(pb::ListAccountsRequest {})
         .await
-        .map_err(crate::policy_cmd::gate_error)?
+        .map_err(crate::admin_socket::gate_error)?
         .into_inner())
 }
 

@@ -20,6 +20,7 @@
 mod out;
 
 mod account_cmd;
+mod admin_socket;
 mod allocator;
 mod args;
 mod audit_cmd;

@@ -305,7 +305,7 @@ async fn packs_user(
     command: PacksCommand,
 ) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
-    let account = crate::policy_cmd::account(&state, account)?;
+    let account = crate::admin_socket::account(&state, account)?;
     if let PacksCommand::Add { .. } | PacksCommand::Remove { .. } = command {
         return edit_user_file(&state, &account, command);
     }
@@ -739,11 +739,11 @@ pub async fn secret(env: &Env, args: SecretArgs) -> anyhow::Result<ExitCode> {
 /// `glovebox secret ...` in user mode, on the gate's admin socket.
 async fn secret_user(state_dir: &Path, command: SecretCommand) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
-    let mut gate = crate::policy_cmd::client(&state)?;
+    let mut gate = crate::admin_socket::client(&state)?;
     let status = |s: tonic::Status| anyhow::anyhow!("{}", s.message());
     match command {
         SecretCommand::Set { account, name } => {
-            let account = crate::policy_cmd::account(&state, account)?;
+            let account = crate::admin_socket::account(&state, account)?;
             anyhow::ensure!(
                 glovebox_config::mcp_json::is_secret_name(&name),
                 "secret names are 1 to 64 of [A-Za-z0-9._-]"
@@ -765,7 +765,7 @@ async fn secret_user(state_dir: &Path, command: SecretCommand) -> anyhow::Result
             restart_users(&state, &account, &name).await;
         }
         SecretCommand::List { account, json } => {
-            let account = crate::policy_cmd::account(&state, account)?;
+            let account = crate::admin_socket::account(&state, account)?;
             let r = gate
                 .list_secrets(pb::ListSecretsRequest { account })
                 .await
@@ -774,7 +774,7 @@ async fn secret_user(state_dir: &Path, command: SecretCommand) -> anyhow::Result
             print_names(&r.names, json);
         }
         SecretCommand::Remove { account, name } => {
-            let account = crate::policy_cmd::account(&state, account)?;
+            let account = crate::admin_socket::account(&state, account)?;
             let r = gate
                 .remove_secret(pb::RemoveSecretRequest {
                     account: account.clone(),

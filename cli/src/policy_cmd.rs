@@ -16,6 +16,7 @@ use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::v1::{self as pb, gate_admin_client::GateAdminClient};
 
 use crate::Env;
+use crate::admin_socket::{account, client, gate_error};
 use crate::shared_args::StateArgs;
 
 pub use explain::ExplainArgs;
@@ -98,33 +99,6 @@ pub struct RevokeArgs {
     /// The rule's index as `policy list` shows it (`section.kind[N]`), instead of its pattern.
     #[arg(long, conflicts_with = "pattern")]
     index: Option<u32>,
-}
-
-/// The account to manage (see `which_account::choose`).
-pub(crate) fn account(state: &StateDir, account: Option<String>) -> anyhow::Result<String> {
-    crate::which_account::choose_in(state, account)
-}
-
-/// A client of the gate's admin socket, proving the administrator's key (derived from the state
-/// directory's control key, which only its owner can read).
-pub(crate) fn client(state: &StateDir) -> anyhow::Result<GateAdminClient<Channel>> {
-    use glovebox_proto::transport::handover::{peer, socket};
-    let keys = crate::control_keys(state)?;
-    let channel = glovebox_proto::transport::authenticated_channel(
-        &state.admin_socket(),
-        peer::ADMIN,
-        keys.key(socket::ADMIN, peer::ADMIN),
-    );
-    Ok(GateAdminClient::new(channel))
-}
-
-pub(crate) fn gate_error(status: tonic::Status) -> anyhow::Error {
-    match status.code() {
-        tonic::Code::Unavailable => {
-            anyhow::anyhow!("is glovebox running? the gate is not reachable")
-        }
-        _ => anyhow::anyhow!("{}", status.message()),
-    }
 }
 
 /// Prints what a rule change did.

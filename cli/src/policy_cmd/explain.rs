@@ -77,7 +77,7 @@ pub async fn explain(
             pack,
         })
         .await
-        .map_err(super::gate_error)?
+        .map_err(crate::admin_socket::gate_error)?
         .into_inner();
     if args.json {
         crate::outln!(
