@@ -108,7 +108,7 @@ pub fn parse_provider_frame(text: &str) -> Result<ProviderFrame, String> {
 
 /// Whether `name` may be registered: `[A-Za-z0-9_-]`, and `client__<name>` fits 64 characters.
 pub fn is_valid_bare_name(name: &str) -> bool {
-    !name.is_empty() && crate::tools::is_wire_safe_name(&exposed_name(name))
+    !name.is_empty() && crate::tools::params::is_wire_safe_name(&exposed_name(name))
 }
 
 /// The name agents see for a provider's tool.

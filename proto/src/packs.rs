@@ -62,7 +62,7 @@ pub fn check_pack_name(name: &str) -> Result<(), Unoffered> {
 pub fn exposed_name(pack: &str, tool: &str) -> Result<String, Unoffered> {
     check_pack_name(pack)?;
     let name = format!("{pack}{SEPARATOR}{tool}");
-    if tool.is_empty() || !crate::tools::is_wire_safe_name(&name) {
+    if tool.is_empty() || !crate::tools::params::is_wire_safe_name(&name) {
         return Err(Unoffered::ToolName {
             pack: pack.to_owned(),
             tool: tool.to_owned(),
@@ -80,8 +80,10 @@ pub fn is_error_result(result: &serde_json::Value) -> bool {
 /// name no pack tool could have.
 pub fn split_name(name: &str) -> Option<(&str, &str)> {
     let (pack, tool) = name.split_once(SEPARATOR)?;
-    (check_pack_name(pack).is_ok() && !tool.is_empty() && crate::tools::is_wire_safe_name(name))
-        .then_some((pack, tool))
+    (check_pack_name(pack).is_ok()
+        && !tool.is_empty()
+        && crate::tools::params::is_wire_safe_name(name))
+    .then_some((pack, tool))
 }
 
 /// The facts of pack tool `name` in a listing of its pack host (its server's read-only hint, the

@@ -10,12 +10,12 @@ use super::invalid::InvalidParams;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
-use super::{
-    ExecInputParams, ExecRunParams, ExecStatParams, ExecTailParams, FileCountParams,
-    FileDeleteParams, FileEditParams, FileFindParams, FileGrepParams, FileHeadTailParams,
-    FileInfoParams, FileListParams, FileMkdirParams, FileMoveParams, FileReadManyParams,
-    FileReadMediaParams, FileReadParams, FileRootsParams, FileTreeParams, FileWriteParams,
-    JobParams, Tool, ToolParams,
+use super::exec::{ExecInputParams, ExecRunParams, ExecStatParams, ExecTailParams, JobParams};
+use super::params::{
+    FileCountParams, FileDeleteParams, FileEditParams, FileFindParams, FileGrepParams,
+    FileHeadTailParams, FileInfoParams, FileListParams, FileMkdirParams, FileMoveParams,
+    FileReadManyParams, FileReadMediaParams, FileReadParams, FileRootsParams, FileTreeParams,
+    FileWriteParams, Tool, ToolParams,
 };
 use crate::v1::Domain;
 
@@ -273,7 +273,7 @@ pub static ENTRIES: [Entry; 22] = [
     entry!(FileReadMany, "file_read_many", FileReadManyParams, LOOKS, [Read], walks: false,
         "Read several UTF-8 text files (up to 100, each up to 1 MiB, 4 MiB in all) in one call; each path is judged as a read, and one refused refuses the call. Each file comes back with its content, or with why it could not be read (not found, binary, too large).",
         output: &[("files", "array")], undeclared: &[],
-        shape: PlanShape::Reads(crate::tools::MAX_READ_MANY_PATHS)),
+        shape: PlanShape::Reads(crate::tools::params::MAX_READ_MANY_PATHS)),
     entry!(FileReadMedia, "file_read_media", FileReadMediaParams, LOOKS, [Read], walks: false,
         "Read an image (PNG, JPEG, GIF, WebP) or audio file (WAV, MP3, OGG, FLAC) of up to 5 MiB, its type read from its bytes: MCP clients get it as an image or audio block; the WebSocket result has it base64 in data.",
         output: &[("path", "string"), ("kind", "string"), ("mime_type", "string"), ("bytes", "integer")]),
@@ -436,8 +436,14 @@ mod tests {
     fn a_read_many_plan_is_one_to_the_most_reads_and_nothing_else() {
         let shape = plan_shape("file_read_many").unwrap();
         assert!(shape.fits(&[Domain::Read]));
-        assert!(shape.fits(&vec![Domain::Read; crate::tools::MAX_READ_MANY_PATHS]));
-        assert!(!shape.fits(&vec![Domain::Read; crate::tools::MAX_READ_MANY_PATHS + 1]));
+        assert!(shape.fits(&vec![
+            Domain::Read;
+            crate::tools::params::MAX_READ_MANY_PATHS
+        ]));
+        assert!(!shape.fits(&vec![
+            Domain::Read;
+            crate::tools::params::MAX_READ_MANY_PATHS + 1
+        ]));
         assert!(!shape.fits(&[]));
         assert!(!shape.fits(&[Domain::Read, Domain::Write]));
         assert!(!shape.fits(&[Domain::Account]));
