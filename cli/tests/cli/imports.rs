@@ -10,19 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Circles that remain, each as its crate directory and its files' module paths.
-/// Each is a parent module and its children naming each other (the parent re-exports or calls
-/// a child, the child uses the parent's types); the next to break.
-const KNOWN: &[(&str, &[&str])] = &[(
-    "services/gate",
-    &[
-        "service",
-        "service::account_rpc",
-        "service::admin_rpc",
-        "service::executor_gate_rpc",
-        "service::packs_rpc",
-    ],
-)];
+/// Circles that remain, each as its crate directory and its files' module paths: none. A new
+/// one fails the test; if one must be let in for a while, it is listed here, named as the test
+/// prints it, until it is broken.
+const KNOWN: &[(&str, &[&str])] = &[];
 
 type Module = Vec<String>;
 

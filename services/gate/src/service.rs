@@ -1,36 +1,13 @@
-//! The state the gate's six gRPC services share ([`GateState`]: policies, enablement, audit,
-//! keys) and what they do with it: judge a planned call ([`crate::judge`] on the swapped-in
-//! state), sign its ticket, switch enablement, and check who is calling. The services themselves
-//! are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the admin socket),
-//! `account_rpc` (`AccountAdmin`: an approver's own account, through the broker), `audit_rpc`
-//! (`Audit`), `executor_gate_rpc` (`ExecutorGate`: an executor's vouched calls, on the audit
-//! socket) and `packs_rpc` (`PackSupport`, for pack hosts on the audit socket).
+//! The gate's six gRPC services and the state they share ([`GateState`], in `state.rs`: policies,
+//! enablement, audit, keys) and what they do with it: judge a planned call ([`crate::judge`] on
+//! the swapped-in state), sign its ticket, switch enablement, and check who is calling. The
+//! services themselves are `gate_rpc` (`Gate`, the broker's), `admin_rpc` (`GateAdmin`, on the
+//! admin socket), `account_rpc` (`AccountAdmin`: an approver's own account, through the broker),
+//! `audit_rpc` (`Audit`), `executor_gate_rpc` (`ExecutorGate`: an executor's vouched calls, on the
+//! audit socket) and `packs_rpc` (`PackSupport`, for pack hosts on the audit socket).
 //!
 //! Every decision is queued to the audit store before it is returned. Anything the gate cannot
 //! make sense of (unknown account, unknown tool, a plan that does not fit its tool) is denied.
-
-use std::sync::Arc;
-use std::time::Instant;
-
-use glovebox_config::AccountId;
-use glovebox_policy::Decision;
-use glovebox_policy::permissions::Section;
-use glovebox_proto::audit_row::{RowKind, Source};
-use glovebox_proto::transport::{require_peer, required};
-use glovebox_proto::v1::{
-    self as pb, AccountInfoRequest, AccountInfoResponse, AddRuleRequest, Answer, AppendAck,
-    AuditEvent, DecideRequest, DecideResponse, ExplainRequest, ExplainResponse, HealthRequest,
-    HealthResponse, ListRulesRequest, ListRulesResponse, Plan, PolicyChangeResponse,
-    ResetRulesRequest, ResolveRequest, ResolveResponse, RevokeRuleRequest, SetConfinementRequest,
-    SetSandboxRequest, TicketBody, ToolCall,
-};
-use glovebox_ticket::{MasterKey, TICKET_TTL_MS};
-use tonic::{Request, Response, Status};
-
-use crate::audit::AuditStore;
-use crate::judge::{self, Judged};
-use crate::policies::AccountPolicies;
-use glovebox_proto::transport::handover::peer::{ADMIN, BROKER, SUPERVISOR};
 
 mod account_rpc;
 mod admin_rpc;
@@ -38,273 +15,24 @@ mod audit_rpc;
 mod executor_gate_rpc;
 mod gate_rpc;
 mod packs_rpc;
+mod prelude;
+mod state;
+mod vouchers;
 
 pub use account_rpc::AccountAdminService;
 pub use admin_rpc::AdminService;
-pub use executor_gate_rpc::{ExecutorGateService, Vouchers};
+pub use executor_gate_rpc::ExecutorGateService;
 pub use packs_rpc::PackSupportService;
-
-/// Shared by the `Gate` and `Audit` services.
-pub struct GateState {
-    pub policies: AccountPolicies,
-    pub audit: AuditStore,
-    pub master_key: MasterKey,
-    /// For `SetEnabled`, which edits `glovebox.yaml`.
-    pub state_dir: glovebox_config::StateDir,
-    /// Whether each account's tools are on (judged here, switched here).
-    pub enablement: crate::enablement::Enablement,
-    /// Each account's `mcp.json`, project pack trust and pack secrets.
-    pub packs: crate::packs::PackState,
-    /// Who may call the audit socket now (each account's executor and pack host), as the
-    /// supervisor last said.
-    pub audit_access: AuditAccess,
-    /// The broker's vouchers, for an executor's `decide` (`ExecutorGate.Calls`).
-    pub vouchers: Vouchers,
-    /// Where the answers of reads made ahead go to the broker (`Gate.Deliveries`).
-    pub deliveries: crate::deliveries::Outlet,
-    /// One account change at a time: each reads `accounts.yaml`, checks and writes it (a tools
-    /// switch of an added account too: [`GateState::set_enabled`]).
-    pub account_changes: tokio::sync::Mutex<()>,
-}
-
-/// Who may call the gate's audit socket now; the listener and the calls share it.
-#[derive(Clone, Default)]
-pub struct AuditAccess {
-    pub keys: glovebox_proto::transport::ServerKeys,
-    pub uids: glovebox_proto::transport::AllowedUids,
-}
-
-/// The `Gate` service; the receiver becomes true when the gate stops (each `Decisions` stream
-/// then takes no more requests, answers those it took and ends).
-#[derive(Clone)]
-pub struct GateService(pub Arc<GateState>, pub tokio::sync::watch::Receiver<bool>);
-
-#[derive(Clone)]
-pub struct AuditService(pub Arc<GateState>);
-
-impl GateState {
-    /// Judges a planned call with the account's swapped-in state (see [`crate::judge`]).
-    fn judge(&self, call: &ToolCall, plan: &Plan) -> Judged {
-        let now = crate::policies::now_unix();
-        let current = self.policies.current(&call.account);
-        let enabled = self.enablement.is_enabled(&call.account);
-        let account = match &current {
-            None => judge::Account::Unknown,
-            Some(c) => judge::Account::Known {
-                id: &call.account,
-                policy: c
-                    .policy
-                    .as_ref()
-                    .ok_or(c.error.as_deref().unwrap_or("no policy")),
-                enabled,
-            },
-        };
-        judge::judge(account, &call.tool, plan, now)
-    }
-
-    /// Signs a ticket for a call judged by `judged` (whose policy says what a walk must hide). A
-    /// pack tool's ticket is signed with the account's pack key, carries the facts the call was
-    /// judged on and binds the call's parameters by their digest.
-    fn sign(&self, call: &ToolCall, plan: &Plan, judged: &Judged, approval: &str) -> pb::Ticket {
-        let now_ms = glovebox_ticket::now_ms().unwrap_or(0);
-        let pack = glovebox_proto::packs::split_name(&call.tool).is_some();
-        let body = TicketBody {
-            account: call.account.clone(),
-            call_id: call.call_id.clone(),
-            tool: call.tool.clone(),
-            subjects: plan.subjects.clone(),
-            content_tag: if pack {
-                glovebox_proto::packs::params_digest(&call.params_json)
-            } else {
-                plan.content_tag.clone()
-            },
-            expires_at_ms: now_ms + TICKET_TTL_MS,
-            approval: approval.to_owned(),
-            hidden_globs: judge::hidden_globs(&call.tool, judged),
-            pack: if pack { plan.pack.clone() } else { None },
-            job_network: judge::job_network(&call.tool, judged).to_owned(),
-        };
-        if pack {
-            self.master_key.packs_key(&call.account).sign(&body)
-        } else {
-            self.master_key.account_key(&call.account).sign(&body)
-        }
-    }
-
-    /// Switches an account's tools on or off, writes it to `glovebox.yaml` and audits who did.
-    pub(crate) async fn set_enabled(
-        &self,
-        account: &AccountId,
-        enabled: bool,
-        by: &str,
-    ) -> Result<(), Status> {
-        if self.policies.workdir(account).is_none() {
-            return Err(Status::not_found("unknown account"));
-        }
-        // An added account's switch rewrites `accounts.yaml`: not while an account change does.
-        let one = self.account_changes.lock().await;
-        let written = tokio::task::block_in_place(|| self.enablement.set(account, enabled));
-        drop(one);
-        if let Err(e) = written {
-            tracing::error!(error = %e, "could not switch an account's tools");
-            return Err(Status::internal("could not write the configuration"));
-        }
-        self.audit(AuditEvent {
-            account: account.to_string(),
-            source: Source::Gate.into(),
-            kind: RowKind::Enablement.into(),
-            outcome: if enabled { "enabled" } else { "disabled" }.into(),
-            detail: format!("switched by the {by}"),
-            ..Default::default()
-        })
-        .await;
-        Ok(())
-    }
-
-    /// Appends an audit event (kind `policy`) for each policy change or failed reload.
-    pub(crate) async fn flush_policy_events(&self) {
-        for ev in self.policies.take_events() {
-            self.audit(AuditEvent {
-                account: ev.account,
-                source: Source::Gate.into(),
-                kind: RowKind::Policy.into(),
-                outcome: ev.outcome,
-                detail: ev.detail,
-                ..Default::default()
-            })
-            .await;
-        }
-    }
-
-    pub(crate) async fn audit(&self, event: AuditEvent) {
-        // A failed write is counted and reported by Health; the call still gets its answer.
-        let _ = self.audit.append(event).await;
-    }
-}
-
-/// A decision as Decide and Explain answer it.
-/// The account a request names, checked: an id that cannot name an account is not a known one.
-pub(crate) fn known_account(raw: &str) -> Result<AccountId, Status> {
-    AccountId::parse(raw).map_err(|_| Status::not_found("unknown account"))
-}
-
-pub(crate) fn wire_verdict(decision: Decision) -> pb::Verdict {
-    match decision {
-        Decision::Allow => pb::Verdict::Allow,
-        Decision::Ask => pb::Verdict::Ask,
-        Decision::Deny => pb::Verdict::Deny,
-    }
-}
-
-fn event(source: Source, kind: RowKind, call: &ToolCall) -> AuditEvent {
-    AuditEvent {
-        call_id: call.call_id.clone(),
-        client_call_id: call.client_call_id.clone(),
-        account: call.account.clone(),
-        source: source.into(),
-        kind: kind.into(),
-        tool: call.tool.clone(),
-        ..Default::default()
-    }
-}
-
-/// The authenticated peer of `request` on the audit socket, refused if it is an account's
-/// executor or pack host whose account is no longer served.
-fn served_peer<T>(state: &GateState, request: &Request<T>) -> Result<String, Status> {
-    let peer = glovebox_proto::transport::peer_of(request)
-        .ok_or_else(|| Status::unauthenticated("the connection was not authenticated"))?;
-    if !state.account_peer_current(peer) {
-        tracing::warn!(%peer, "refused a request of a removed account's service");
-        return Err(Status::permission_denied(format!(
-            "{peer} is no longer served"
-        )));
-    }
-    Ok(peer.to_owned())
-}
-
-/// Admits an audit event from `peer`: the row's source is who the connection proved to be, never
-/// what the event says, and each principal writes only its own kinds of rows (an executor only
-/// `execute` and `job` rows of its own account, a pack host only `execute` rows). Returns why a
-/// row is refused.
-/// Why the gate refused a peer's audit row (or a call's rows): said to the peer, never written.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RowRefused {
-    #[error("{0} may not write audit rows")]
-    NotAWriter(String),
-    #[error("{writer} of {account:?} may not write rows of account {named:?}")]
-    OtherAccount {
-        writer: Source,
-        account: String,
-        named: String,
-    },
-    #[error("{peer} may not write {kind:?} rows")]
-    Kind { peer: String, kind: String },
-    #[error("{0} may not write a call's rows")]
-    NotAnExecutor(String),
-    #[error("a call's rows need the execute row, the result row and the ticket")]
-    Incomplete,
-    #[error("the {which} of a call's rows must be its {wanted}, not {kind:?}")]
-    OutOfPlace {
-        which: &'static str,
-        wanted: &'static str,
-        kind: String,
-    },
-    #[error("a call's two rows must name the same account, call and tool")]
-    Mismatched,
-    #[error("the call's ticket was refused: {0}")]
-    Ticket(String),
-    #[error("the ticket names another call")]
-    OtherCall,
-}
-
-pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<(), RowRefused> {
-    use glovebox_proto::transport::handover::peer as p;
-    let source = if peer == p::BROKER {
-        Source::Broker
-    } else if peer == p::SUPERVISOR {
-        Source::Supervisor
-    } else if let Some((source, account)) = peer
-        .strip_prefix("executor:")
-        .map(|a| (Source::Executor, a))
-        .or_else(|| peer.strip_prefix("packs:").map(|a| (Source::Packs, a)))
-    {
-        if event.account.is_empty() {
-            event.account = account.to_owned();
-        }
-        if event.account != account {
-            return Err(RowRefused::OtherAccount {
-                writer: source,
-                account: account.to_owned(),
-                named: event.account.clone(),
-            });
-        }
-        source
-    } else {
-        return Err(RowRefused::NotAWriter(peer.to_owned()));
-    };
-    match RowKind::parse(&event.kind) {
-        Some(kind) if source.may_send().contains(&kind) => {}
-        _ => {
-            return Err(RowRefused::Kind {
-                peer: peer.to_owned(),
-                kind: event.kind.clone(),
-            });
-        }
-    }
-    event.source = source.into();
-    // One renderer and redactor of subjects, the gate's: an executor's execute row names what its
-    // ticket allowed (a command in full, with secrets masked); free text is never trusted.
-    event.subject = crate::redact::subjects_text(
-        &event.subjects,
-        matches!(source, Source::Executor | Source::Packs),
-    );
-    event.subjects.clear();
-    Ok(())
-}
+pub(crate) use state::wire_verdict;
+pub use state::{AuditAccess, AuditService, GateService, GateState};
+pub use vouchers::Vouchers;
 
 #[cfg(test)]
 mod tests {
+    use super::prelude::*;
     use super::*;
+    use crate::audit::AuditStore;
+    use crate::policies::AccountPolicies;
     use glovebox_proto::v1::gate_server::Gate;
     use glovebox_proto::v1::{Subject, ToolCall};
 

@@ -7,7 +7,7 @@
 use glovebox_proto::audit_row::{RowKind, Source};
 use tokio::sync::OnceCell;
 
-use super::*;
+use super::prelude::*;
 use crate::audit::query::AuditReader;
 use glovebox_proto::v1::{
     AskAgainAboutPacksRequest, AskAgainAboutPacksResponse, CallEventsRequest, CallEventsResponse,
@@ -268,6 +268,8 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::AuditStore;
+    use crate::policies::AccountPolicies;
     use glovebox_proto::v1::account_admin_server::AccountAdmin;
 
     fn as_peer<T>(message: T, peer: &str) -> Request<T> {

@@ -1,7 +1,7 @@
 //! The `GateAdmin` service, for administrators on the admin socket: rule management, explain,
 //! enablement (the logic is in `crate::admin`).
 
-use super::*;
+use super::prelude::*;
 
 /// Who changes secrets over the control socket, as the audit says it.
 const ADMINISTRATOR: &str = "the administrator";

@@ -5,7 +5,7 @@
 //! ticket the call ran on (`admit_call_rows`; the call's decide row is restored from the ticket
 //! if the gate died before writing it).
 
-use super::*;
+use super::prelude::*;
 use glovebox_proto::audit_row::{RowKind, Source};
 
 #[tonic::async_trait]

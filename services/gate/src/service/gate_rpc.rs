@@ -1,6 +1,6 @@
 //! The `Gate` service, for the broker: decide, resolve, account info, enablement, health.
 
-use super::*;
+use super::prelude::*;
 use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::messages::{AnswerStream, MAX_IN_FLIGHT, answer_each, call_status};
 use tracing::Instrument;

@@ -16,7 +16,7 @@ use glovebox_proto::v1::{
 };
 use tokio_stream::Stream;
 
-use super::*;
+use super::prelude::*;
 use glovebox_proto::ws::manage::MAX_PACK_DEFINITION_BYTES;
 
 use crate::packs::EditError;
