@@ -120,38 +120,7 @@ pub async fn run_call(
         })
         .await;
     app.asks.activity(account, false);
-    let mut event = AuditEvent {
-        call_id: ids.server.to_string(),
-        client_call_id: ids.client.to_string(),
-        account: account.to_string(),
-        source: Source::Broker.into(),
-        kind: RowKind::Result.into(),
-        tool: tool.chars().take(64).collect(),
-        duration_ms: started.elapsed().as_millis() as u64,
-        ..Default::default()
-    };
-    match &outcome {
-        // A pack server's own error (`isError`) is answered as the server gave it, and audited
-        // as an error.
-        Ok(crate::answer::CallValue::Tree(value))
-            if matches!(name, ToolName::Pack { .. })
-                && glovebox_proto::packs::is_error_result(value) =>
-        {
-            event.outcome = "error".into();
-            event.error_code = "tool_error".into();
-            event.reason = "the pack's server answered with an error (isError)".into();
-        }
-        Ok(_) => event.outcome = "ok".into(),
-        Err(error) => {
-            event.outcome = error.code.result_outcome().into();
-            event.error_code = error.code.as_str().into();
-            event.reason = error
-                .deny_reason
-                .clone()
-                .unwrap_or_else(|| error.message.clone());
-            event.rule = error.rule.clone().unwrap_or_default();
-        }
-    }
+    let event = result_row(origin, &ids, (tool, name), &outcome, started.elapsed());
     let answer = CallAnswer {
         call_id: call_id.to_string(),
         outcome,
@@ -188,6 +157,50 @@ pub async fn run_call(
         };
     }
     answer
+}
+
+/// The broker's `result` row of a call that ended with `outcome` after `took`: `ok`, or the
+/// error's outcome, code and reason (a pack server's own `isError` answer is an error too).
+fn result_row(
+    origin: &Origin,
+    ids: &CallIds,
+    (tool, name): (&str, ToolName),
+    outcome: &Result<crate::answer::CallValue, WireError>,
+    took: std::time::Duration,
+) -> AuditEvent {
+    let mut event = AuditEvent {
+        call_id: ids.server.to_string(),
+        client_call_id: ids.client.to_string(),
+        account: origin.account.to_string(),
+        source: Source::Broker.into(),
+        kind: RowKind::Result.into(),
+        tool: tool.chars().take(64).collect(),
+        duration_ms: took.as_millis() as u64,
+        ..Default::default()
+    };
+    match outcome {
+        // A pack server's own error (`isError`) is answered as the server gave it, and audited
+        // as an error.
+        Ok(crate::answer::CallValue::Tree(value))
+            if matches!(name, ToolName::Pack { .. })
+                && glovebox_proto::packs::is_error_result(value) =>
+        {
+            event.outcome = "error".into();
+            event.error_code = "tool_error".into();
+            event.reason = "the pack's server answered with an error (isError)".into();
+        }
+        Ok(_) => event.outcome = "ok".into(),
+        Err(error) => {
+            event.outcome = error.code.result_outcome().into();
+            event.error_code = error.code.as_str().into();
+            event.reason = error
+                .deny_reason
+                .clone()
+                .unwrap_or_else(|| error.message.clone());
+            event.rule = error.rule.clone().unwrap_or_default();
+        }
+    }
+    event
 }
 
 /// Waits for a place among the account's running calls (see `call_slots`), or for the call to
@@ -490,5 +503,89 @@ fn registry_error(e: crate::registry::RegistryError) -> WireError {
             ErrorCode::ClientError,
             format!("the client tool failed: {message}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answer::CallValue;
+
+    fn origin() -> Origin {
+        Origin {
+            account: "alice".parse().unwrap(),
+            connection_id: "conn-1".into(),
+            profile: crate::profiles::Profile::Desktop,
+            tables: false,
+        }
+    }
+
+    fn ids() -> CallIds {
+        CallIds {
+            server: CallId::mint(),
+            client: ClientCallId::parse("c1".into()).unwrap(),
+        }
+    }
+
+    /// The result row says how the agent's call ended: its outcome, code, reason and rule, with
+    /// a pack server's own error answer an error like any other.
+    #[test]
+    fn a_result_row_says_how_the_call_ended() {
+        let took = std::time::Duration::from_millis(12);
+        let pack = ToolName::parse("github__get_file");
+        let server_error = Ok(CallValue::Tree(serde_json::json!({"isError": true})));
+        let row = result_row(
+            &origin(),
+            &ids(),
+            ("github__get_file", pack),
+            &server_error,
+            took,
+        );
+        assert_eq!(
+            (
+                row.outcome.as_str(),
+                row.error_code.as_str(),
+                row.kind.as_str(),
+                row.source.as_str()
+            ),
+            ("error", "tool_error", "result", "broker")
+        );
+        let fine = Ok(CallValue::Tree(serde_json::json!({"isError": false})));
+        let row = result_row(&origin(), &ids(), ("github__get_file", pack), &fine, took);
+        assert_eq!((row.outcome.as_str(), row.duration_ms), ("ok", 12));
+        // A built-in tool's result is never read as a server's error answer.
+        let builtin = ToolName::parse("file_read");
+        let row = result_row(
+            &origin(),
+            &ids(),
+            ("file_read", builtin),
+            &server_error,
+            took,
+        );
+        assert_eq!(row.outcome, "ok");
+        let denied = Err(WireError::denied(
+            "outside the roots",
+            "paths.read.deny[0]: /etc/**",
+        ));
+        let row = result_row(&origin(), &ids(), ("file_read", builtin), &denied, took);
+        assert_eq!(
+            (
+                row.outcome.as_str(),
+                row.error_code.as_str(),
+                row.reason.as_str(),
+                row.rule.as_str()
+            ),
+            (
+                "denied",
+                "denied",
+                "outside the roots",
+                "paths.read.deny[0]: /etc/**"
+            )
+        );
+        assert_eq!(
+            (row.account.as_str(), row.client_call_id.as_str()),
+            ("alice", "c1")
+        );
+        assert!(row.call_id.starts_with("call-"), "{}", row.call_id);
     }
 }
