@@ -303,41 +303,7 @@ async fn builtin(
         .backends
         .executor_link(account)
         .ok_or_else(|| unavailable("the account's executor"))?;
-    // Plan, decide and (on an allow) execute in one hop: the executor asks the gate itself,
-    // with the broker's voucher that this call was made.
-    let voucher = app
-        .backends
-        .vouchers
-        .vouch(&call, glovebox_ticket::now_ms().unwrap_or(0));
-    // Given up after the same time as any backend request, cancelled on the executor then.
-    let expected = match deliver_via_gate {
-        true => app.backends.deliveries.expect(account, &call.call_id).await,
-        false => None,
-    };
-    let run = RunRequest {
-        call: Some(call.clone()),
-        voucher: Some(voucher),
-        call_age_ms: call_age_ms(),
-        tables: origin.tables,
-        deliver_via_gate: expected.is_some(),
-    };
-    let elsewhere = AnsweredElsewhere::default();
-    let running = runs.run_unless_answered(run, &elsewhere);
-    let answered = async {
-        match expected {
-            Some(expected) => {
-                crate::deliveries::run_or_delivered(running, expected, &elsewhere).await
-            }
-            None => running.await,
-        }
-    };
-    let ran = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, answered)
-        .await
-        .map_err(|_| executor_failed())?
-        .map_err(|_| executor_failed())?;
-    if let Some(e) = ran.error {
-        return Err(from_tool_error(e));
-    }
+    let ran = run(app, &runs, origin, &call, deliver_via_gate).await?;
     let decided = ran
         .decision
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "the executor returned no verdict"))?;
@@ -377,8 +343,64 @@ async fn builtin(
             ));
         }
     };
-    // The executor's result row says what it answered. A result the broker cannot pass on is
-    // a failure the executor's row does not know of: the broker writes its own row besides.
+    result_of(executed)
+}
+
+/// A built-in call run on the account's executor in one hop: it plans the call and asks the
+/// gate itself, with the broker's voucher that this call was made, and on an allow executes it
+/// (a whole-file read's answer, with `deliver_via_gate`, may come from the gate instead). Given
+/// up after the same time as any backend request, cancelled on the executor then.
+async fn run(
+    app: &App,
+    runs: &crate::runs::ExecutorRuns,
+    origin: &Origin,
+    call: &pb::ToolCall,
+    deliver_via_gate: bool,
+) -> Result<pb::RunResponse, WireError> {
+    let voucher = app
+        .backends
+        .vouchers
+        .vouch(call, glovebox_ticket::now_ms().unwrap_or(0));
+    let expected = match deliver_via_gate {
+        true => {
+            app.backends
+                .deliveries
+                .expect(&origin.account, &call.call_id)
+                .await
+        }
+        false => None,
+    };
+    let run = RunRequest {
+        call: Some(call.clone()),
+        voucher: Some(voucher),
+        call_age_ms: call_age_ms(),
+        tables: origin.tables,
+        deliver_via_gate: expected.is_some(),
+    };
+    let elsewhere = AnsweredElsewhere::default();
+    let running = runs.run_unless_answered(run, &elsewhere);
+    let answered = async {
+        match expected {
+            Some(expected) => {
+                crate::deliveries::run_or_delivered(running, expected, &elsewhere).await
+            }
+            None => running.await,
+        }
+    };
+    let ran = tokio::time::timeout(crate::backends::BACKEND_TIMEOUT, answered)
+        .await
+        .map_err(|_| executor_failed())?
+        .map_err(|_| executor_failed())?;
+    match ran.error {
+        Some(e) => Err(from_tool_error(e)),
+        None => Ok(ran),
+    }
+}
+
+/// What an executed built-in call answers. The executor's result row says what it answered; a
+/// result the broker cannot pass on is a failure the executor's row does not know of, so the
+/// broker writes its own row besides.
+fn result_of(executed: pb::ExecuteResponse) -> Result<CallValue, WireError> {
     let result_audited = executed.result_audited;
     let audited = move || {
         if result_audited {
