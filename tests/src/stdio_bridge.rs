@@ -148,8 +148,13 @@ impl Bridge {
         self.stderr.lock().unwrap().clone()
     }
 
-    /// Asserts that the bridge has said `what` on its stderr (shown whole if not).
+    /// Asserts that the bridge says `what` on its stderr within `WAIT` (shown whole if not): its
+    /// stderr is read on a thread of its own, so a line may come after an answer it preceded.
     pub fn assert_said(&self, what: &str) {
+        let deadline = std::time::Instant::now() + WAIT;
+        while !self.stderr().contains(what) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let said = self.stderr();
         assert!(
             said.contains(what),
