@@ -8,7 +8,7 @@
 use std::sync::Weak;
 
 use glovebox_config::AccountId;
-use glovebox_proto::transport::handover::AccountsUpdate;
+use glovebox_proto::transport::handover::{AccountsUpdate, AddedAccount};
 use glovebox_proto::ws::Role;
 use tokio::sync::watch;
 
@@ -18,15 +18,24 @@ use crate::auth::TokenTable;
 /// The latest update (none before the first).
 pub type Updates = watch::Receiver<Option<AccountsUpdate>>;
 
-/// The credentials an update grants. An entry whose hash is not 64 hex digits is left out (and
-/// logged): it authenticates no one.
-pub fn token_table(update: &AccountsUpdate) -> TokenTable {
-    let mut entries = Vec::new();
+/// The accounts of an update, each with its id checked once here; an entry whose id cannot name
+/// an account is left out (and logged): it gets no backend, credential or owner.
+pub fn accepted(update: &AccountsUpdate) -> Vec<(AccountId, &AddedAccount)> {
+    let mut accepted = Vec::new();
     for a in &update.accounts {
-        let Ok(id) = AccountId::parse(&a.id) else {
-            tracing::warn!("an added account's id cannot name an account; ignored");
-            continue;
-        };
+        match AccountId::parse(&a.id) {
+            Ok(id) => accepted.push((id, a)),
+            Err(_) => tracing::warn!("an added account's id cannot name an account; ignored"),
+        }
+    }
+    accepted
+}
+
+/// The credentials the `accepted` accounts of an update are granted. An entry whose hash is not
+/// 64 hex digits is left out (and logged): it authenticates no one.
+pub fn token_table(accepted: &[(AccountId, &AddedAccount)]) -> TokenTable {
+    let mut entries = Vec::new();
+    for (id, a) in accepted {
         for (hashes, role) in [
             (&a.token_sha256, Role::Agent),
             (&a.approver_token_sha256, Role::Approver),
@@ -48,23 +57,20 @@ pub fn token_table(update: &AccountsUpdate) -> TokenTable {
 /// Applies one update: the backends first, so a credential is never accepted before its
 /// account's executor can be reached.
 pub fn apply(app: &App, update: &AccountsUpdate) {
-    let ids: Vec<AccountId> = update
-        .accounts
-        .iter()
-        .filter_map(|a| AccountId::parse(&a.id).ok())
-        .collect();
-    if let Err(e) = app.backends.set_added(update) {
+    let accepted = accepted(update);
+    let ids: Vec<AccountId> = accepted.iter().map(|(id, _)| id.clone()).collect();
+    if let Err(e) = app.backends.set_added(update, &accepted) {
         // Fail closed: without a backend, its credentials are not accepted either.
         tracing::error!(error = %e, "an accounts update lacks a key; its accounts are refused");
         app.credentials.set_added(TokenTable::default(), ids);
         return;
     }
-    *app.added_owners.write().unwrap_or_else(|p| p.into_inner()) = update
-        .accounts
+    *app.added_owners.write().unwrap_or_else(|p| p.into_inner()) = accepted
         .iter()
-        .filter_map(|a| Some((AccountId::parse(&a.id).ok()?, a.owner_uid?)))
+        .filter_map(|(id, a)| Some((id.clone(), a.owner_uid?)))
         .collect();
-    app.credentials.set_added(token_table(update), ids.clone());
+    app.credentials
+        .set_added(token_table(&accepted), ids.clone());
     tracing::info!(accounts = ?ids, "accounts added at run time");
 }
 
@@ -85,7 +91,33 @@ pub async fn follow(app: Weak<App>, mut updates: Updates) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glovebox_proto::transport::handover::AddedAccount;
+
+    /// An entry whose id could name a path or an option grants nothing: no credential, and it is
+    /// not among the accounts the backends and owners are made for.
+    #[test]
+    fn an_entry_whose_id_cannot_name_an_account_is_left_out() {
+        let entry = |id: &str| AddedAccount {
+            id: id.into(),
+            token_sha256: vec![hex::encode(glovebox_config::token_hash(id))],
+            owner_uid: Some(1000),
+            ..Default::default()
+        };
+        let update = AccountsUpdate {
+            accounts: vec![entry("../etc"), entry("-x"), entry(""), entry("ok")],
+            call: vec![],
+        };
+        let accepted = accepted(&update);
+        let ids: Vec<&str> = accepted.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["ok"]);
+        let table = token_table(&accepted);
+        for bad in ["../etc", "-x", ""] {
+            assert!(table.authenticate(bad).is_none(), "{bad:?}");
+        }
+        assert_eq!(
+            table.authenticate("ok").map(|a| a.account),
+            Some("ok".parse().unwrap())
+        );
+    }
 
     #[test]
     fn an_update_grants_each_role_its_own_credentials() {
@@ -101,7 +133,7 @@ mod tests {
             }],
             call: vec![],
         };
-        let table = token_table(&update);
+        let table = token_table(&accepted(&update));
         let who = |t: &str| table.authenticate(t).map(|a| (a.account, a.role));
         assert_eq!(who("agent"), Some(("new".parse().unwrap(), Role::Agent)));
         assert_eq!(
@@ -110,7 +142,7 @@ mod tests {
         );
         assert_eq!(who("not hex"), None);
         assert!(
-            token_table(&AccountsUpdate::default())
+            token_table(&accepted(&AccountsUpdate::default()))
                 .authenticate("agent")
                 .is_none()
         );

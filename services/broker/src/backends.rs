@@ -10,7 +10,9 @@ use std::time::Duration;
 use glovebox_config::AccountId;
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::authenticated_channel;
-use glovebox_proto::transport::handover::{AccountsUpdate, Handover, HandoverError, socket};
+use glovebox_proto::transport::handover::{
+    AccountsUpdate, AddedAccount, Handover, HandoverError, socket,
+};
 use glovebox_proto::v1::{
     account_admin_client::AccountAdminClient, audit_client::AuditClient,
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
@@ -125,13 +127,15 @@ impl Backends {
 
     /// Replaces the added accounts' backends with those of `update` (an account missing from it
     /// has none from now on). An account of `glovebox.yaml` is never replaced.
-    pub fn set_added(&self, update: &AccountsUpdate) -> Result<(), HandoverError> {
+    /// `accepted`: the update's accounts whose ids were checked (`added_accounts::accepted`).
+    pub fn set_added(
+        &self,
+        update: &AccountsUpdate,
+        accepted: &[(AccountId, &AddedAccount)],
+    ) -> Result<(), HandoverError> {
         let mut added = Added::default();
-        for a in &update.accounts {
-            let Ok(id) = AccountId::parse(&a.id) else {
-                continue;
-            };
-            if self.executors.contains_key(&id) {
+        for (id, a) in accepted {
+            if self.executors.contains_key(id) {
                 continue;
             }
             let (peer, key) = update.calling(&socket::executor(&a.id))?;
@@ -141,7 +145,7 @@ impl Backends {
                 .insert(id.clone(), ExecutorLink::new(channel));
             let (peer, key) = update.calling(&socket::packs(&a.id))?;
             let channel = authenticated_channel(Path::new(&a.packs_socket), &peer, key);
-            added.packs.insert(id, PacksClient::new(channel));
+            added.packs.insert(id.clone(), PacksClient::new(channel));
         }
         *self.added.write().unwrap_or_else(|p| p.into_inner()) = added;
         Ok(())
