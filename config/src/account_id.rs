@@ -34,10 +34,6 @@ impl AccountId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    pub fn into_string(self) -> String {
-        self.0
-    }
 }
 
 /// Whether `id` can name an account (and so a directory and a socket file).
@@ -87,23 +83,9 @@ impl From<AccountId> for String {
     }
 }
 
-impl TryFrom<String> for AccountId {
-    type Error = NotAnAccountId;
-    fn try_from(id: String) -> Result<AccountId, NotAnAccountId> {
-        AccountId::parse(id)
-    }
-}
-
 impl std::str::FromStr for AccountId {
     type Err = NotAnAccountId;
     fn from_str(id: &str) -> Result<AccountId, NotAnAccountId> {
-        AccountId::parse(id)
-    }
-}
-
-impl TryFrom<&str> for AccountId {
-    type Error = NotAnAccountId;
-    fn try_from(id: &str) -> Result<AccountId, NotAnAccountId> {
         AccountId::parse(id)
     }
 }

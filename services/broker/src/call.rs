@@ -52,10 +52,6 @@ impl CallId {
     pub(crate) fn mint() -> CallId {
         CallId(crate::asks::new_ordered_id("call"))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 impl std::fmt::Display for CallId {
