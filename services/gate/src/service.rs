@@ -243,6 +243,11 @@ mod tests {
             ("supervisor", row("result", "alice", "broker")),
             ("admin", row("service", "", "supervisor")),
             ("mallory", row("result", "alice", "broker")),
+            // A kind is one of the audit's, spelled exactly.
+            ("executor:alice", row("Execute", "alice", "executor")),
+            ("executor:alice", row("execute ", "alice", "executor")),
+            ("broker", row("", "alice", "broker")),
+            ("broker", row("result\u{0}", "alice", "broker")),
         ] {
             assert!(
                 admit_audit_event(peer, &mut event).is_err(),
