@@ -185,6 +185,22 @@ mod tests {
             refused.ends_with("link.yaml: is a symlink; a policy file must be a regular file"),
             "{refused}"
         );
+        // A FIFO an agent left in the policy's place is refused at once, never read (it would
+        // block the gate).
+        let fifo = dir.path().join("fifo.yaml");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let refused = read_source(&fifo).unwrap_err().to_string();
+        assert!(
+            refused.ends_with("fifo.yaml: is not a regular file"),
+            "{refused}"
+        );
         std::fs::write(&file, "x".repeat(MAX_POLICY_BYTES as usize + 1)).unwrap();
         let big = read_source(&file).unwrap_err().to_string();
         assert!(
