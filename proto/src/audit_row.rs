@@ -1,8 +1,9 @@
-//! What an audit row is about and who wrote it, as enums: every service that makes an
-//! [`AuditEvent`](crate::v1::AuditEvent) names its [`RowKind`] (and the gate its [`Source`]) with
-//! these, and the gate admits a peer's row by matching them, so a kind or a source is never a
-//! string someone typed. On the wire and in the `events` table they stay text (`as_str`), which
-//! administrators query with SQL.
+//! What an audit row is about, who wrote it and how it ended, as enums: every service that makes
+//! an [`AuditEvent`](crate::v1::AuditEvent) names its [`RowKind`], its [`Outcome`] (and the gate
+//! its [`Source`]) with these, and the gate admits a peer's row by matching them, so a kind, an
+//! outcome or a source is never a string someone typed. On the wire and in the `events` table they
+//! stay text (`as_str`), which administrators query with SQL; the shapes that read rows back from
+//! a file (the chain's fields, a query's rows) keep text too, because a changed file may hold any.
 
 use std::fmt;
 
@@ -96,6 +97,93 @@ audit_values! {
     }
 }
 
+audit_values! {
+    /// How the event a row records ended: its `outcome` column. Which values a kind uses is
+    /// in `docs/audit.md`; a peer's row whose outcome is not one of these is refused.
+    Outcome {
+        /// A call, a query or a check went through.
+        Ok = "ok",
+        /// A call failed for a reason other than a denial.
+        Error = "error",
+        /// A call was denied (by a rule, the approver, or a cap).
+        Denied = "denied",
+        /// A request was refused before anything was done.
+        Refused = "refused",
+        /// A call was cancelled by its agent.
+        Cancelled = "cancelled",
+        /// A job reached a cap.
+        Limit = "limit",
+        /// A service started.
+        Started = "started",
+        /// A service stopped.
+        Stopped = "stopped",
+        /// A service was restarted after it exited.
+        Restarted = "restarted",
+        /// An account's services started.
+        AccountStarted = "account_started",
+        /// An account's services stopped.
+        AccountStopped = "account_stopped",
+        /// Root opened an account's approver socket as its administrator.
+        Administrator = "administrator",
+        /// A policy was changed by the account's approver.
+        Approver = "approver",
+        /// A credential was refused.
+        TokenRefused = "token_refused",
+        /// A credential was read by its owner.
+        TokenShown = "token_shown",
+        /// A credential was replaced.
+        TokenRotated = "token_rotated",
+        /// An account, a pack or a secret was added.
+        Added = "added",
+        /// A pack was replaced by a new definition.
+        Replaced = "replaced",
+        /// An account, a pack or a secret was removed.
+        Removed = "removed",
+        /// An account was changed.
+        Changed = "changed",
+        /// A secret was set.
+        Set = "set",
+        /// An account's services could not be reached.
+        Unavailable = "unavailable",
+        /// An account's tools or a pack were switched on.
+        Enabled = "enabled",
+        /// An account's tools or a pack were switched off.
+        Disabled = "disabled",
+        /// A project pack's server is trusted from now on.
+        Always = "always",
+        /// A project pack's server is trusted this once.
+        Once = "once",
+        /// A project pack's server is refused.
+        No = "no",
+        /// A project pack's server is to be asked about again.
+        Unknown = "unknown",
+        /// A policy file changed and was loaded.
+        Reloaded = "reloaded",
+        /// A policy file changed and was refused; the last good policy stays.
+        Invalid = "invalid",
+        /// A rule was added to a policy.
+        RuleAdded = "rule_added",
+        /// A rule was revoked from a policy.
+        RuleRevoked = "rule_revoked",
+        /// A policy was reset to the default.
+        Reset = "reset",
+        /// A policy's `sandbox` switch was set.
+        Sandbox = "sandbox",
+        /// A policy's confinement switch was set.
+        Confinement = "confinement",
+        /// The audit's head file does not match its rows.
+        AnchorMismatch = "anchor_mismatch",
+        /// A checkpoint written as the gate started.
+        Start = "start",
+        /// A checkpoint written on the checkpoint interval.
+        Interval = "interval",
+        /// A checkpoint written after a number of rows.
+        Rows = "rows",
+        /// A checkpoint written as the gate stopped.
+        Stop = "stop",
+    }
+}
+
 impl Source {
     /// The kinds of row a peer of this source may send the gate (the gate writes the rest).
     pub fn may_send(self) -> &'static [RowKind] {
@@ -124,6 +212,11 @@ mod tests {
         assert_eq!(RowKind::parse("Decide"), None);
         assert_eq!(RowKind::parse(""), None);
         assert_eq!(Source::parse("executor:alice"), None);
+        for outcome in Outcome::ALL {
+            assert_eq!(Outcome::parse(outcome.as_str()), Some(*outcome));
+        }
+        assert_eq!(Outcome::parse("OK"), None);
+        assert_eq!(Outcome::parse(""), None);
     }
 
     #[test]

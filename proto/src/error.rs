@@ -70,10 +70,11 @@ impl ErrorCode {
 
     /// The outcome a call's `result` audit row gives a call that failed with this code: the
     /// one rule for both writers of result rows (the broker, and an executor for a built-in call).
-    pub fn result_outcome(self) -> &'static str {
+    pub fn result_outcome(self) -> crate::audit_row::Outcome {
+        use crate::audit_row::Outcome;
         match self {
-            ErrorCode::Denied => "denied",
-            _ => "error",
+            ErrorCode::Denied => Outcome::Denied,
+            _ => Outcome::Error,
         }
     }
 
@@ -120,7 +121,7 @@ mod tests {
             } else {
                 "error"
             };
-            assert_eq!(code.result_outcome(), want, "{code}");
+            assert_eq!(code.result_outcome().as_str(), want, "{code}");
         }
     }
 }

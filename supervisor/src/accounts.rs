@@ -23,6 +23,7 @@
 //! its workdir missing, its roots holding the state) is logged and audited and stays stopped;
 //! its tokens authenticate no one.
 
+use glovebox_proto::audit_row::Outcome;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -156,7 +157,7 @@ impl Added<'_> {
             Err(e) => {
                 let why = format!("accounts not changed: {e}");
                 tracing::error!(error = %why, "could not apply accounts.yaml");
-                super::audit_service(children.audit, "refused", &why).await;
+                super::audit_service(children.audit, Outcome::Refused, &why).await;
                 return;
             }
         };
@@ -187,7 +188,7 @@ impl Added<'_> {
                 Err(e) => {
                     let why = format!("account {id:?} not started: {e:#}");
                     tracing::error!(error = %why, "refused an added account");
-                    super::audit_service(children.audit, "refused", &why).await;
+                    super::audit_service(children.audit, Outcome::Refused, &why).await;
                     self.running.retain(|r| &r.id != id);
                 }
             }
@@ -221,7 +222,7 @@ impl Added<'_> {
             }
             let _ = std::fs::remove_dir_all(self.state.executor_run_dir(id));
             let detail = format!("account {id:?}: its executor and pack host stopped");
-            super::audit_service(children.audit, "account_stopped", &detail).await;
+            super::audit_service(children.audit, Outcome::AccountStopped, &detail).await;
         }
         // 5. The new accounts' services.
         for (a, identity) in accepted {
@@ -301,7 +302,7 @@ impl Added<'_> {
         if let Err(e) = self.prepare_run_dir(a, identity) {
             let why = format!("account {:?} not started: {e:#}", a.id);
             tracing::error!(error = %why, "could not start an added account");
-            super::audit_service(children.audit, "refused", &why).await;
+            super::audit_service(children.audit, Outcome::Refused, &why).await;
             return false;
         }
         let trash = super::trash_of(identity, self.o);
@@ -329,7 +330,7 @@ impl Added<'_> {
                 Err(e) => {
                     let why = format!("account {:?}: {} did not start: {e:#}", a.id, spec.name);
                     tracing::error!(error = %why, "could not start an added account");
-                    super::audit_service(children.audit, "refused", &why).await;
+                    super::audit_service(children.audit, Outcome::Refused, &why).await;
                     for name in [format!("executor[{}]", a.id), format!("packs[{}]", a.id)] {
                         retire_named(running, &name);
                     }
@@ -342,7 +343,7 @@ impl Added<'_> {
             a.id,
             a.workdir.display()
         );
-        super::audit_service(children.audit, "account_started", &detail).await;
+        super::audit_service(children.audit, Outcome::AccountStarted, &detail).await;
         true
     }
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use glovebox_config::{StateDir, write_private_file};
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::transport::authenticated_channel;
 use glovebox_proto::transport::handover::{ControlKeys, ExpectedIdentity, Handover, peer, socket};
 use glovebox_proto::v1::{AuditEvent, audit_client::AuditClient};
@@ -222,7 +222,7 @@ pub async fn up(o: UpOptions, announce: Announce) -> anyhow::Result<ExitCode> {
     ));
     audit_service(
         &audit,
-        "started",
+        Outcome::Started,
         &format!("glovebox up: {} processes", running.len()),
     )
     .await;
@@ -266,7 +266,7 @@ pub async fn up(o: UpOptions, announce: Announce) -> anyhow::Result<ExitCode> {
         .supervise(&mut running, &mut exits, &mut added, signal.as_mut())
         .await;
     eprintln!("glovebox: stopping");
-    audit_service(&audit, "stopped", "glovebox up is stopping").await;
+    audit_service(&audit, Outcome::Stopped, "glovebox up is stopping").await;
     stop_all(&mut running, &mut exits).await;
     // What a service killed before it could clean up left in /tmp.
     for account in &config.accounts {
@@ -800,7 +800,7 @@ impl Children<'_> {
                 );
                 tracing::info!(child = %new.spec.name, pid = new.pid, "child restarted");
                 *r = new;
-                audit_service(self.audit, "restarted", &detail).await;
+                audit_service(self.audit, Outcome::Restarted, &detail).await;
             }
             Err(e) => {
                 tracing::error!(child = %r.spec.name, error = %format!("{e:#}"), "restart failed; will retry");
@@ -987,7 +987,7 @@ async fn stop_all(running: &mut [Running], exits: &mut mpsc::Receiver<Exit>) {
 
 async fn audit_service(
     audit: &AuditClient<glovebox_proto::transport::Link>,
-    outcome: &str,
+    outcome: Outcome,
     detail: &str,
 ) {
     let event = AuditEvent {

@@ -100,8 +100,9 @@ pub async fn append_probe(
     AuditClient::new(channel.clone())
         .append(AuditEvent {
             account: account.into(),
+            call_id: "probe".into(),
             kind: "execute".into(),
-            outcome: "probe".into(),
+            outcome: "ok".into(),
             ..Default::default()
         })
         .await

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use glovebox_config::AccountId;
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -263,18 +263,18 @@ async fn agent_token(
 /// Records that root opened an account it does not own as its approver.
 async fn audit_administrator(app: &App, account: &AccountId) {
     let reason = "approve socket: peer uid 0 (root) opened the account as its approver";
-    audit_auth(app, account, "administrator", reason.to_owned()).await;
+    audit_auth(app, account, Outcome::Administrator, reason.to_owned()).await;
 }
 
 async fn audit_refusal(app: &App, uid: u32, account: Option<&String>, why: &str) {
     tracing::warn!(uid, reason = %why, "refused an approver on the approve socket");
     let account = account.map(String::as_str).unwrap_or_default();
     let reason = format!("approve socket: peer uid {uid}: {why}");
-    audit_auth(app, account, "refused", reason).await;
+    audit_auth(app, account, Outcome::Refused, reason).await;
 }
 
 /// An `auth` row of the approve socket.
-async fn audit_auth(app: &App, account: &str, outcome: &str, reason: String) {
+async fn audit_auth(app: &App, account: &str, outcome: Outcome, reason: String) {
     let event = AuditEvent {
         account: account.to_owned(),
         source: Source::Broker.into(),

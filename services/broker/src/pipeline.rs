@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use glovebox_config::AccountId;
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_telemetry::spans;
 use tracing::Instrument;
 
@@ -51,7 +51,7 @@ pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wan
         account: who.account.to_string(),
         source: Source::Broker.into(),
         kind: RowKind::Auth.into(),
-        outcome: "refused".into(),
+        outcome: Outcome::Refused.into(),
         reason: format!(
             "the account's {} credential was used for {wanted}",
             who.role.as_str()
@@ -185,11 +185,11 @@ fn result_row(
             if matches!(name, ToolName::Pack { .. })
                 && glovebox_proto::packs::is_error_result(value) =>
         {
-            event.outcome = "error".into();
+            event.outcome = Outcome::Error.into();
             event.error_code = "tool_error".into();
             event.reason = "the pack's server answered with an error (isError)".into();
         }
-        Ok(_) => event.outcome = "ok".into(),
+        Ok(_) => event.outcome = Outcome::Ok.into(),
         Err(error) => {
             event.outcome = error.code.result_outcome().into();
             event.error_code = error.code.as_str().into();

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use glovebox_proto::ErrorCode;
-use glovebox_proto::audit_row::RowKind;
+use glovebox_proto::audit_row::{Outcome, RowKind};
 use rustix::process::WaitOptions;
 use serde_json::{Value, json};
 
@@ -515,7 +515,7 @@ fn limit_row(job: &Job, hit: glovebox_sandbox::caps::Hit) -> glovebox_proto::v1:
     glovebox_proto::v1::AuditEvent {
         kind: RowKind::Job.into(),
         tool: "exec_run".into(),
-        outcome: "limit".into(),
+        outcome: Outcome::Limit.into(),
         reason: hit.message(),
         detail: format!("{} {}", job.id, hit.line()),
         subjects: vec![glovebox_proto::v1::Subject::new(

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use glovebox_proto::ErrorCode;
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::tools::{Tool, ToolParams};
 use glovebox_proto::transport::Link as Channel;
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
@@ -163,7 +163,7 @@ impl ExecutorService {
         let mut event = self.execute_row(call);
         let (outcome, ticketed) = match self.verify(call, ticket.as_ref()) {
             Err(e) => {
-                event.outcome = "refused".into();
+                event.outcome = Outcome::Refused.into();
                 (Err(e), false)
             }
             Ok(body) => {
@@ -493,12 +493,12 @@ fn answer(outcome: Result<Done, OpError>, event: &mut AuditEvent) -> ExecuteResp
 fn note_outcome(outcome: Result<u64, &OpError>, event: &mut AuditEvent) {
     match outcome {
         Ok(bytes) => {
-            event.outcome = "ok".into();
+            event.outcome = Outcome::Ok.into();
             event.bytes = bytes;
         }
         Err(e) => {
             if event.outcome.is_empty() {
-                event.outcome = "error".into();
+                event.outcome = Outcome::Error.into();
             }
             event.error_code = e.code.as_str().into();
             event.reason = e.message.clone();
@@ -540,7 +540,7 @@ fn result_row(call: &ToolCall, response: &ExecuteResponse, duration_ms: u64) -> 
         ..Default::default()
     };
     match &response.error {
-        None => row.outcome = "ok".into(),
+        None => row.outcome = Outcome::Ok.into(),
         Some(e) => {
             let code = ErrorCode::parse(&e.code).unwrap_or(ErrorCode::Internal);
             row.outcome = code.result_outcome().into();

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use glovebox_config::{AccountId, RawAccount, StateDir, is_valid_account_id};
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::v1 as pb;
 use tonic::Status;
 
@@ -305,7 +305,7 @@ impl GateState {
     pub(crate) async fn audit_account(
         &self,
         account: &str,
-        outcome: &str,
+        outcome: Outcome,
         uid: u32,
         detail: String,
     ) {
@@ -364,7 +364,7 @@ impl GateState {
                 } else {
                     ""
                 };
-                self.audit_account(id, "refused", uid, format!("{summary}: {why}"))
+                self.audit_account(id, Outcome::Refused, uid, format!("{summary}: {why}"))
                     .await;
                 return Err(Status::failed_precondition(why.0));
             }
@@ -395,11 +395,11 @@ impl GateState {
         raw.accounts.push(entry);
         if let Err(e) = state.save_added_accounts(&raw) {
             let _ = std::fs::remove_dir_all(&dir);
-            self.audit_account(&id, "refused", uid, format!("{summary}: {e}"))
+            self.audit_account(&id, Outcome::Refused, uid, format!("{summary}: {e}"))
                 .await;
             return Err(Status::failed_precondition(e.to_string()));
         }
-        self.audit_account(&id, "added", uid, summary).await;
+        self.audit_account(&id, Outcome::Added, uid, summary).await;
         self.reload_accounts(Some(&id)).await;
         Ok(pb::AddAccountResponse {
             token_file: state.token_file(&id).display().to_string(),
@@ -422,7 +422,7 @@ impl GateState {
             .collect();
         let shown = if is_valid_account_id(id) { id } else { "" };
         if let Err(why) = check_remove(id, &config_ids, &added_ids) {
-            self.audit_account(shown, "refused", uid, format!("remove: {why}"))
+            self.audit_account(shown, Outcome::Refused, uid, format!("remove: {why}"))
                 .await;
             return Err(Status::failed_precondition(why.0));
         }
@@ -442,7 +442,7 @@ impl GateState {
                 tracing::warn!(account = %id, error = %e, "could not move a removed account's directory aside");
             }
         }
-        self.audit_account(id, "removed", uid, "remove".into())
+        self.audit_account(id, Outcome::Removed, uid, "remove".into())
             .await;
         Ok(())
     }

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::v1::AuditEvent;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -113,7 +113,7 @@ enum Job {
     },
     /// Write a checkpoint row now (`why`: start, stop).
     Checkpoint {
-        why: &'static str,
+        why: Outcome,
         done: oneshot::Sender<bool>,
     },
 }
@@ -403,13 +403,13 @@ impl AuditStore {
                 .append(AuditEvent {
                     source: Source::Gate.into(),
                     kind: RowKind::Audit.into(),
-                    outcome: "anchor_mismatch".into(),
+                    outcome: Outcome::AnchorMismatch.into(),
                     detail,
                     ..Default::default()
                 })
                 .await;
         }
-        store.checkpoint("start").await;
+        store.checkpoint(Outcome::Start).await;
         Ok(store)
     }
 
@@ -420,7 +420,7 @@ impl AuditStore {
     }
 
     /// Writes a checkpoint row (rows so far and the head) and waits for it.
-    pub async fn checkpoint(&self, why: &'static str) -> bool {
+    pub async fn checkpoint(&self, why: Outcome) -> bool {
         let (done, wait) = oneshot::channel();
         if !self.send(Job::Checkpoint { why, done }).await {
             return false;
@@ -703,7 +703,7 @@ fn writer_thread(
                     let mut w = lock_writer(writer);
                     // A caller's commit may have written one meanwhile.
                     if w.tip.checkpoint_at.elapsed() >= CHECKPOINT_INTERVAL {
-                        w.write_checkpoint("interval", false);
+                        w.write_checkpoint(Outcome::Interval, false);
                     }
                     continue;
                 }
@@ -858,17 +858,17 @@ impl Writer {
     /// left for the next commit if the file is busy).
     fn checkpoint_if_due_by_rows(&mut self) {
         if self.tip.since_checkpoint >= CHECKPOINT_ROWS {
-            let _ = self.try_write_checkpoint("rows", false);
+            let _ = self.try_write_checkpoint(Outcome::Rows, false);
         }
     }
 
     /// A checkpoint row: the rows before it and the head it follows, under the chain's MAC.
-    fn write_checkpoint(&mut self, why: &str, asked: bool) -> bool {
+    fn write_checkpoint(&mut self, why: Outcome, asked: bool) -> bool {
         self.try_write_checkpoint(why, asked).unwrap_or(false)
     }
 
     /// [`Writer::write_checkpoint`]; `None` as [`Writer::try_commit`].
-    fn try_write_checkpoint(&mut self, why: &str, asked: bool) -> Option<bool> {
+    fn try_write_checkpoint(&mut self, why: Outcome, asked: bool) -> Option<bool> {
         let checkpoint = signed::Checkpoint {
             rows: self.tip.rows,
             last_id: self.tip.last_id,
@@ -897,7 +897,7 @@ impl Writer {
             // so a database cut back to an older one shows against it.
             tracing::info!(
                 target: "glovebox::audit::checkpoint",
-                why,
+                why = why.as_str(),
                 detail = %event.detail,
                 "audit checkpoint"
             );
@@ -1232,7 +1232,7 @@ mod tests {
             for i in 0..5 {
                 assert!(store.append(event("decide", &format!("r{run}-{i}"))).await);
             }
-            assert!(store.checkpoint("stop").await);
+            assert!(store.checkpoint(Outcome::Stop).await);
         }
         let r = check_signed(&f).await;
         assert_eq!(r.problem, None);
@@ -1971,7 +1971,7 @@ mod tests {
         {
             let store = AuditStore::open(&f).await.unwrap();
             assert!(store.append(event("decide", "a")).await);
-            assert!(store.checkpoint("stop").await);
+            assert!(store.checkpoint(Outcome::Stop).await);
         }
         let store = AuditStore::open(&f).await.unwrap();
         assert_eq!(store.health().rows, 4);

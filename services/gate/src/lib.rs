@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use glovebox_config::{ConfigError, StateDir};
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::transport::handover::{AuditPeers, Handover, socket};
 use glovebox_proto::transport::{self};
 use glovebox_proto::v1::{
@@ -206,7 +206,7 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
         .append(glovebox_proto::v1::AuditEvent {
             source: Source::Gate.into(),
             kind: RowKind::Service.into(),
-            outcome: "started".into(),
+            outcome: Outcome::Started.into(),
             detail: format!("pid {}", std::process::id()),
             ..Default::default()
         })
@@ -301,7 +301,9 @@ pub async fn run(
         }
     };
     let (a, b, c) = tokio::join!(main, audit_only, admin);
-    stopping.checkpoint("stop").await;
+    stopping
+        .checkpoint(glovebox_proto::audit_row::Outcome::Stop)
+        .await;
     a?;
     b?;
     c?;

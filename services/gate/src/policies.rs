@@ -15,6 +15,7 @@ mod edit;
 mod files;
 pub(crate) mod freshness;
 
+use glovebox_proto::audit_row::Outcome;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +37,7 @@ type ManagedStamp = (PathBuf, Stamp, Option<(u32, u32)>);
 pub struct PolicyEvent {
     pub account: String,
     /// `reloaded`, `invalid`, `rule_added`, `rule_revoked`, `reset`, `confinement`, `sandbox`
-    pub outcome: String,
+    pub outcome: Outcome,
     pub detail: String,
 }
 
@@ -236,10 +237,10 @@ impl AccountPolicies {
         std::mem::take(&mut *lock(&self.events))
     }
 
-    fn push_event(&self, account: &str, outcome: &str, detail: String) {
+    fn push_event(&self, account: &str, outcome: Outcome, detail: String) {
         lock(&self.events).push(PolicyEvent {
             account: account.to_owned(),
-            outcome: outcome.to_owned(),
+            outcome,
             detail,
         });
     }
@@ -324,7 +325,11 @@ impl AccountPolicies {
                     cache.error = None;
                     if !first || old_error.is_some() {
                         tracing::info!(account, "reloaded policy");
-                        self.push_event(account, "reloaded", summary(cache.policy.as_deref()));
+                        self.push_event(
+                            account,
+                            Outcome::Reloaded,
+                            summary(cache.policy.as_deref()),
+                        );
                     }
                 }
                 Err(error) => {
@@ -333,7 +338,7 @@ impl AccountPolicies {
                     glovebox_telemetry::metrics::gate().policy_reload_error();
                     if old_error.as_deref() != Some(error.as_str()) {
                         tracing::error!(account, %error, "policy is invalid; keeping the last good policy");
-                        self.push_event(account, "invalid", error.clone());
+                        self.push_event(account, Outcome::Invalid, error.clone());
                     }
                     cache.error = Some(error);
                 }
@@ -777,14 +782,14 @@ mod tests {
         add(Section::Commands, "git status").unwrap().unwrap();
         assert_eq!(s.policies.current("a").unwrap().error, None);
         assert_eq!(decide_command(&s, "git status"), Decision::Allow);
-        let events: Vec<String> = s
+        let events: Vec<Outcome> = s
             .policies
             .take_events()
             .into_iter()
             .map(|e| e.outcome)
             .collect();
         assert_eq!(
-            events.iter().filter(|o| *o == "rule_added").count(),
+            events.iter().filter(|o| **o == Outcome::RuleAdded).count(),
             2,
             "{events:?}"
         );

@@ -202,10 +202,15 @@ mod tests {
 
     #[test]
     fn audit_rows_take_their_source_from_the_connection_and_kinds_are_per_principal() {
+        let outcome = |row: AuditEvent, outcome: &str| AuditEvent {
+            outcome: outcome.into(),
+            ..row
+        };
         let row = |kind: &str, account: &str, source: &str| AuditEvent {
             kind: kind.into(),
             account: account.into(),
             source: source.into(),
+            outcome: "ok".into(),
             ..Default::default()
         };
         // An executor writes its own execute rows; the source claimed in the row is ignored.
@@ -248,6 +253,18 @@ mod tests {
             ("executor:alice", row("execute ", "alice", "executor")),
             ("broker", row("", "alice", "broker")),
             ("broker", row("result\u{0}", "alice", "broker")),
+            // So is an outcome.
+            ("broker", outcome(row("result", "alice", "broker"), "")),
+            ("broker", outcome(row("result", "alice", "broker"), "OK")),
+            ("broker", outcome(row("result", "alice", "broker"), "ok ")),
+            (
+                "executor:alice",
+                outcome(row("execute", "alice", "executor"), "probe"),
+            ),
+            (
+                "supervisor",
+                outcome(row("service", "", "supervisor"), "allow"),
+            ),
         ] {
             assert!(
                 admit_audit_event(peer, &mut event).is_err(),
@@ -406,6 +423,7 @@ mod tests {
                 call_id: "c2".into(),
                 account: "alice".into(),
                 kind: "result".into(),
+                outcome: "ok".into(),
                 ..Default::default()
             });
             r.extensions_mut()
@@ -1009,6 +1027,7 @@ mod tests {
         let as_peer = |peer: &str| {
             let mut r = Request::new(AuditEvent {
                 kind: "execute".into(),
+                outcome: "ok".into(),
                 ..Default::default()
             });
             r.extensions_mut()

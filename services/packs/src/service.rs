@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
 use glovebox_proto::transport::{require_peer, required};
 use glovebox_proto::v1::{
@@ -369,7 +369,7 @@ impl PacksService {
         };
         let outcome = match self.verify(&call, ticket).await {
             Err(e) => {
-                event.outcome = "refused".into();
+                event.outcome = Outcome::Refused.into();
                 Err(e)
             }
             Ok((body, found, params)) => {
@@ -397,7 +397,7 @@ impl PacksService {
                         call_outcome(outcome)
                     }
                     _ = withdrawn => {
-                        event.outcome = "cancelled".into();
+                        event.outcome = Outcome::Cancelled.into();
                         Err(tool_error(ErrorCode::Cancelled, "the call was withdrawn; the pack's server was told to cancel it"))
                     }
                 }
@@ -405,7 +405,7 @@ impl PacksService {
         };
         let response = match outcome {
             Ok(json) => {
-                event.outcome = "ok".into();
+                event.outcome = Outcome::Ok.into();
                 event.bytes = json.len() as u64;
                 PackInvokeResponse {
                     result_json: json,
@@ -414,7 +414,7 @@ impl PacksService {
             }
             Err(e) => {
                 if event.outcome.is_empty() {
-                    event.outcome = "error".into();
+                    event.outcome = Outcome::Error.into();
                 }
                 event.error_code = e.code.clone();
                 event.reason = e.message.clone();

@@ -7,6 +7,7 @@
 //! written or the check fails, the gate is restarted with every key in its handover: the
 //! fail-closed fallback, logged and audited.
 
+use glovebox_proto::audit_row::Outcome;
 use std::time::Duration;
 
 use glovebox_config::AccountId;
@@ -71,7 +72,7 @@ impl Added<'_> {
         if let Err(why) = checked {
             let why = format!("the gate did not take the account change ({why}); restarting it");
             tracing::error!(error = %why, "restarting the gate");
-            super::super::audit_service(children.audit, "restarted", &why).await;
+            super::super::audit_service(children.audit, Outcome::Restarted, &why).await;
             restart(spec, index, children, running, exits).await;
         }
     }

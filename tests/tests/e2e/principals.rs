@@ -89,6 +89,7 @@ async fn an_executor_key_writes_only_its_own_execute_rows() {
         source: "gate".into(),
         kind: kind.into(),
         approval: "approved".into(),
+        outcome: "ok".into(),
         ..Default::default()
     };
     for (kind, account) in [

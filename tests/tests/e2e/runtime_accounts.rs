@@ -582,7 +582,7 @@ async fn the_gate_takes_account_changes_without_restarting() {
     let fresh = g.channel_as("audit.sock", socket::AUDIT, "executor:live");
     assert!(glovebox_e2e::append_probe(&fresh, "live").await.is_err());
     let probes: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM events WHERE account = 'live' AND outcome = 'probe'",
+        "SELECT count(*) FROM events WHERE account = 'live' AND call_id = 'probe'",
     )
     .fetch_one(&pool)
     .await

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use glovebox_config::{Account, AccountId, ConfigError, StateDir};
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::transport::handover::AuditPeers;
 use glovebox_proto::v1 as pb;
 
@@ -168,7 +168,7 @@ impl GateState {
             source: Source::Gate.into(),
             kind: RowKind::Account.into(),
             account: id.to_owned(),
-            outcome: "unavailable".into(),
+            outcome: Outcome::Unavailable.into(),
             detail: format!("left out until it can be applied: {why}"),
             ..Default::default()
         })

@@ -3,6 +3,7 @@
 //! is read from the state, which the owner cannot read. `RotateToken`: a new agent or approver
 //! token (`glovebox token rotate`, on the admin socket). Audit rows name the uid, never a token.
 
+use glovebox_proto::audit_row::Outcome;
 use std::path::Path;
 
 use glovebox_config::is_valid_account_id;
@@ -56,14 +57,14 @@ impl GateState {
         let token = match read_token(&path) {
             Ok(token) => token,
             Err(why) => {
-                self.audit_account(account, "token_refused", uid, why.clone())
+                self.audit_account(account, Outcome::TokenRefused, uid, why.clone())
                     .await;
                 return Err(Status::failed_precondition(why));
             }
         };
         self.audit_account(
             account,
-            "token_shown",
+            Outcome::TokenShown,
             uid,
             "agent token read by its owner".into(),
         )
@@ -95,8 +96,13 @@ impl GateState {
         let Some(mut entry) = raw.entry_in_effect(&file, id) else {
             let why = format!("no account {id:?}");
             let shown = if is_valid_account_id(id) { id } else { "" };
-            self.audit_account(shown, "refused", uid, format!("rotate {role} token: {why}"))
-                .await;
+            self.audit_account(
+                shown,
+                Outcome::Refused,
+                uid,
+                format!("rotate {role} token: {why}"),
+            )
+            .await;
             return Err(Status::failed_precondition(why));
         };
         let token = glovebox_config::new_token().map_err(internal)?;
@@ -113,8 +119,13 @@ impl GateState {
         glovebox_config::write_private_file(&file_path, format!("{token}\n").as_bytes())
             .map_err(internal)?;
         if let Err(e) = state.save_added_accounts(&raw) {
-            self.audit_account(id, "refused", uid, format!("rotate {role} token: {e}"))
-                .await;
+            self.audit_account(
+                id,
+                Outcome::Refused,
+                uid,
+                format!("rotate {role} token: {e}"),
+            )
+            .await;
             return Err(Status::failed_precondition(e.to_string()));
         }
         if took {
@@ -126,7 +137,8 @@ impl GateState {
         } else {
             format!("rotate {role} token")
         };
-        self.audit_account(id, "token_rotated", uid, detail).await;
+        self.audit_account(id, Outcome::TokenRotated, uid, detail)
+            .await;
         Ok(pb::RotateTokenResponse {
             token_file: file_path.display().to_string(),
         })

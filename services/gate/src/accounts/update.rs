@@ -5,6 +5,7 @@
 //! applies the result to itself at once (`live`), and the supervisor restarts the account's
 //! executor and pack host with it.
 
+use glovebox_proto::audit_row::Outcome;
 use std::path::Path;
 
 use glovebox_config::RawAccount;
@@ -133,7 +134,7 @@ impl GateState {
         let next = match decided {
             Ok(next) => next,
             Err(why) => {
-                self.audit_account(shown, "refused", uid, format!("{summary}: {why}"))
+                self.audit_account(shown, Outcome::Refused, uid, format!("{summary}: {why}"))
                     .await;
                 return Err(Status::failed_precondition(why.0));
             }
@@ -150,14 +151,15 @@ impl GateState {
             summary
         };
         if let Err(e) = state.save_added_accounts(&raw) {
-            self.audit_account(shown, "refused", uid, format!("{summary}: {e}"))
+            self.audit_account(shown, Outcome::Refused, uid, format!("{summary}: {e}"))
                 .await;
             return Err(Status::failed_precondition(e.to_string()));
         }
         if took {
             self.enablement.taken_over(&id).map_err(internal)?;
         }
-        self.audit_account(&id, "changed", uid, summary).await;
+        self.audit_account(&id, Outcome::Changed, uid, summary)
+            .await;
         self.reload_accounts(Some(&id)).await;
         Ok(pb::UpdateAccountResponse { roots })
     }

@@ -6,6 +6,7 @@
 //! asks again. "Once" lasts until the gate stops; "no" (the approver refused, or did not answer
 //! in time) until the account's packs are reloaded. An unreadable file trusts nothing.
 
+use glovebox_proto::audit_row::Outcome;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -33,6 +34,16 @@ impl Trust {
             Trust::Once => "once",
             Trust::No => "no",
             Trust::Unknown => "unknown",
+        }
+    }
+
+    /// The outcome of a `trust` row that records this answer.
+    pub fn outcome(self) -> Outcome {
+        match self {
+            Trust::Always => Outcome::Always,
+            Trust::Once => Outcome::Once,
+            Trust::No => Outcome::No,
+            Trust::Unknown => Outcome::Unknown,
         }
     }
 }

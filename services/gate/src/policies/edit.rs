@@ -4,6 +4,7 @@
 //! not compiling is refused and nothing is written), is serialized with the others, and is
 //! recorded as a policy event for the audit.
 
+use glovebox_proto::audit_row::Outcome;
 use std::sync::Arc;
 
 use glovebox_config::write_private_file;
@@ -24,7 +25,7 @@ impl AccountPolicies {
     fn edit_file(
         &self,
         account: &str,
-        outcome: &str,
+        outcome: Outcome,
         change: impl FnOnce(&str) -> Result<Option<(String, String)>, EditError>,
     ) -> Result<Option<String>, EditError> {
         let entry = self.entry_or_unknown(account)?;
@@ -61,7 +62,7 @@ impl AccountPolicies {
         subjects: &[(Section, String)],
     ) -> Result<usize, String> {
         let mut added = 0;
-        self.edit_file(account, "rule_added", |text| {
+        self.edit_file(account, Outcome::RuleAdded, |text| {
             let mut text = text.to_owned();
             let mut names = Vec::new();
             for (section, subject) in subjects {
@@ -89,7 +90,7 @@ impl AccountPolicies {
         kind: Kind,
         rule: RawRule,
     ) -> Result<Option<String>, EditError> {
-        self.edit_file(account, "rule_added", |text| {
+        self.edit_file(account, Outcome::RuleAdded, |text| {
             let edited = edit::add_rule(text, section, kind, &rule)
                 .map_err(|e| EditError::Invalid(e.to_string()))?;
             Ok(edited.map(|e| {
@@ -108,7 +109,7 @@ impl AccountPolicies {
         index: usize,
         pattern: &str,
     ) -> Result<Option<String>, EditError> {
-        self.edit_file(account, "rule_revoked", |text| {
+        self.edit_file(account, Outcome::RuleRevoked, |text| {
             let raw = RawPolicy::parse(text).map_err(|e| EditError::Invalid(e.to_string()))?;
             let list = raw.rules(section, kind);
             let index = if pattern.is_empty() {
@@ -145,7 +146,7 @@ impl AccountPolicies {
 
     /// Empties the account's own rules (switches kept): everything asks again.
     pub fn reset_rules(&self, account: &str) -> Result<Option<String>, EditError> {
-        self.edit_file(account, "reset", |text| {
+        self.edit_file(account, Outcome::Reset, |text| {
             let new = edit::reset(text).map_err(|e| EditError::Invalid(e.to_string()))?;
             Ok(Some((
                 new,
@@ -162,9 +163,9 @@ impl AccountPolicies {
         value: bool,
     ) -> Result<Option<String>, EditError> {
         let outcome = if key == "sandbox" {
-            "sandbox"
+            Outcome::Sandbox
         } else {
-            "confinement"
+            Outcome::Confinement
         };
         self.edit_file(account, outcome, |text| {
             let e =

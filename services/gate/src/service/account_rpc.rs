@@ -4,7 +4,7 @@
 //! administrator's (`crate::admin`); this adds what an approver may not do (reset the file) and an
 //! audit row naming the approver for every change.
 
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use tokio::sync::OnceCell;
 
 use super::prelude::*;
@@ -65,7 +65,7 @@ impl AccountAdminService {
                     account: account.to_owned(),
                     source: Source::Gate.into(),
                     kind: RowKind::Policy.into(),
-                    outcome: "approver".into(),
+                    outcome: Outcome::Approver.into(),
                     detail: format!("{what} by the account's approver: {}", change.summary),
                     ..Default::default()
                 })
@@ -213,7 +213,7 @@ impl pb::account_admin_server::AccountAdmin for AccountAdminService {
                 account: account.clone(),
                 source: Source::Gate.into(),
                 kind: RowKind::Trust.into(),
-                outcome: "unknown".into(),
+                outcome: Outcome::Unknown.into(),
                 detail: format!(
                     "the account's approver asked to be asked again about its refused project \
                      packs ({forgotten} refused)"

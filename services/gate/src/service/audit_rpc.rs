@@ -155,6 +155,7 @@ pub(crate) fn admit_call_rows(
             kind: result.kind,
         });
     }
+    known_outcome(&result)?;
     if result.account.is_empty() {
         result.account = account.to_owned();
     }
@@ -334,6 +335,18 @@ mod tests {
                 "a result of another account",
                 "executor:alice",
                 rows(pair().0, row("result", "bob", "c1", "file_read"), good()),
+            ),
+            (
+                "a result whose outcome is not the audit's",
+                "executor:alice",
+                rows(
+                    pair().0,
+                    AuditEvent {
+                        outcome: "fine".into(),
+                        ..pair().1
+                    },
+                    good(),
+                ),
             ),
             (
                 "two execute rows",

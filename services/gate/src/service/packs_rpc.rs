@@ -7,7 +7,7 @@
 
 use std::pin::Pin;
 
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::v1::{
     ListSecretsRequest, ListSecretsResponse, PackConfig, PackConfigRequest, PackSecretsRequest,
     PackSecretsResponse, PackTrustAnswer, PackTrustQuery, RemovePackRequest, RemoveSecretRequest,
@@ -173,7 +173,7 @@ impl GateState {
             kind: RowKind::Trust.into(),
             subject: trust_text(&subject),
             approval: approval.into(),
-            outcome: trust.as_str().into(),
+            outcome: trust.outcome().into(),
             detail: format!("project pack of {}", subject.workdir),
             ..Default::default()
         })
@@ -197,7 +197,7 @@ impl GateState {
                 .set(&request.account, &request.name, &request.value)
         })
         .map_err(secret_status)?;
-        self.audit_secret(&request.account, &request.name, "set", by)
+        self.audit_secret(&request.account, &request.name, Outcome::Set, by)
             .await;
         Ok(SecretChangeResponse { changed })
     }
@@ -213,7 +213,7 @@ impl GateState {
         })
         .map_err(secret_status)?;
         if changed {
-            self.audit_secret(&request.account, &request.name, "removed", by)
+            self.audit_secret(&request.account, &request.name, Outcome::Removed, by)
                 .await;
         }
         Ok(SecretChangeResponse { changed })
@@ -273,7 +273,11 @@ impl GateState {
                 summary: format!("pack {name} of account {account} is already so"),
             });
         }
-        let outcome = if replaced { "replaced" } else { "added" };
+        let outcome = if replaced {
+            Outcome::Replaced
+        } else {
+            Outcome::Added
+        };
         self.audit_pack(account, &audited, outcome, by).await;
         Ok(PolicyChangeResponse {
             changed,
@@ -303,7 +307,7 @@ impl GateState {
                 "account {account} has no pack {name:?} of its own"
             )));
         }
-        self.audit_pack(account, &format!("pack {name}"), "removed", by)
+        self.audit_pack(account, &format!("pack {name}"), Outcome::Removed, by)
             .await;
         Ok(PolicyChangeResponse {
             changed,
@@ -311,7 +315,7 @@ impl GateState {
         })
     }
 
-    async fn audit_pack(&self, account: &str, what: &str, outcome: &str, by: &str) {
+    async fn audit_pack(&self, account: &str, what: &str, outcome: Outcome, by: &str) {
         self.audit(AuditEvent {
             account: account.to_owned(),
             source: Source::Gate.into(),
@@ -323,7 +327,7 @@ impl GateState {
         .await;
     }
 
-    async fn audit_secret(&self, account: &str, name: &str, outcome: &str, by: &str) {
+    async fn audit_secret(&self, account: &str, name: &str, outcome: Outcome, by: &str) {
         self.audit(AuditEvent {
             account: account.to_owned(),
             source: Source::Gate.into(),

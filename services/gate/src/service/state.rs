@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use glovebox_config::AccountId;
 use glovebox_policy::Decision;
-use glovebox_proto::audit_row::{RowKind, Source};
+use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::v1::{self as pb, AuditEvent, Plan, TicketBody, ToolCall};
 use glovebox_ticket::{MasterKey, TICKET_TTL_MS};
 use tonic::{Request, Status};
@@ -132,7 +132,12 @@ impl GateState {
             account: account.to_string(),
             source: Source::Gate.into(),
             kind: RowKind::Enablement.into(),
-            outcome: if enabled { "enabled" } else { "disabled" }.into(),
+            outcome: if enabled {
+                Outcome::Enabled
+            } else {
+                Outcome::Disabled
+            }
+            .into(),
             detail: format!("switched by the {by}"),
             ..Default::default()
         })
@@ -147,7 +152,7 @@ impl GateState {
                 account: ev.account,
                 source: Source::Gate.into(),
                 kind: RowKind::Policy.into(),
-                outcome: ev.outcome,
+                outcome: ev.outcome.into(),
                 detail: ev.detail,
                 ..Default::default()
             })
@@ -218,6 +223,8 @@ pub(crate) enum RowRefused {
     },
     #[error("{peer} may not write {kind:?} rows")]
     Kind { peer: String, kind: String },
+    #[error("a row's outcome must be one of the audit's, not {0:?}")]
+    Outcome(String),
     #[error("{0} may not write a call's rows")]
     NotAnExecutor(String),
     #[error("a call's rows need the execute row, the result row and the ticket")]
@@ -234,6 +241,15 @@ pub(crate) enum RowRefused {
     Ticket(String),
     #[error("the ticket names another call")]
     OtherCall,
+}
+
+/// Refuses a row whose outcome is not one of the audit's [`Outcome`]s, spelled exactly: what
+/// administrators count with SQL is never a peer's free text.
+pub(crate) fn known_outcome(event: &AuditEvent) -> Result<(), RowRefused> {
+    match Outcome::parse(&event.outcome) {
+        Some(_) => Ok(()),
+        None => Err(RowRefused::Outcome(event.outcome.clone())),
+    }
 }
 
 pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<(), RowRefused> {
@@ -270,6 +286,7 @@ pub(crate) fn admit_audit_event(peer: &str, event: &mut AuditEvent) -> Result<()
             });
         }
     }
+    known_outcome(event)?;
     event.source = source.into();
     // One renderer and redactor of subjects, the gate's: an executor's execute row names what its
     // ticket allowed (a command in full, with secrets masked); free text is never trusted.
