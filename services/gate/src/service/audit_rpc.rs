@@ -115,7 +115,7 @@ pub(crate) fn restored_decide_row(ticket: &TicketBody, execute: &AuditEvent) -> 
         kind: RowKind::Decide.into(),
         tool: ticket.tool.clone(),
         subject: crate::redact::subjects_text(&ticket.subjects, true),
-        verdict: "allow".into(),
+        verdict: Decision::Allow.as_str().into(),
         approval: ticket.approval.clone(),
         detail: "restored from the call's ticket: the gate stopped before writing this row".into(),
         ..Default::default()

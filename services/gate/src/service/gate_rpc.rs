@@ -191,7 +191,7 @@ impl pb::gate_server::Gate for GateService {
                 let judged = self.0.judge(&call, &plan);
                 if judged.verdict.decision == Decision::Deny {
                     e.approval = "denied".to_owned();
-                    e.verdict = "deny".to_owned();
+                    e.verdict = Decision::Deny.as_str().to_owned();
                     e.rule = judged.verdict.rule.clone();
                     e.reason = format!("an approval cannot lift a deny: {}", judged.verdict.reason);
                     ResolveResponse {
