@@ -85,20 +85,20 @@ impl App {
         })
     }
 
-    /// What listing an account's packs takes: the pack hosts and the trust asks.
-    pub(crate) fn pack_hosts(&self) -> crate::packs::listing::PackHosts<'_> {
-        crate::packs::listing::PackHosts {
+    /// What a call may touch of the broker: the road it takes (`pipeline::run_call`).
+    pub fn road(&self) -> crate::road::CallRoad<'_> {
+        crate::road::CallRoad {
             backends: &self.backends,
+            asks: &self.asks,
+            calls: &self.calls,
+            registry: &self.registry,
             trust_asks: &self.trust_asks,
         }
     }
 
-    /// What deciding a call takes (`authorize`): the gate, the executors and the approvers.
-    pub(crate) fn deciders(&self) -> crate::authorize::Deciders<'_> {
-        crate::authorize::Deciders {
-            backends: &self.backends,
-            asks: &self.asks,
-        }
+    /// What listing an account's packs takes: the pack hosts and the trust asks.
+    pub(crate) fn pack_hosts(&self) -> crate::packs::listing::PackHosts<'_> {
+        self.road().pack_hosts()
     }
 
     /// System mode: every account with an owner and its owner's uid, those added since the start

@@ -33,7 +33,7 @@ pub async fn upgrade(
     }
     // Providers serve the account's agents: they need the agent credential.
     let agent = glovebox_proto::ws::Role::Agent;
-    let who = match crate::pipeline::credential_for(&app, &headers, agent, "client-tool provider")
+    let who = match crate::role_check::credential_for(&app, &headers, agent, "client-tool provider")
         .await
     {
         Ok(who) => who,

@@ -549,7 +549,8 @@ impl Connection {
             self.in_flight.clone(),
         );
         tokio::spawn(async move {
-            let call = crate::pipeline::run_call(&app, &origin, &call_id, &tool, params, cancelled);
+            let call =
+                crate::pipeline::run_call(app.road(), &origin, &call_id, &tool, params, cancelled);
             let result = if progress {
                 let (outbox, call_id) = (outbox.clone(), call_id.clone());
                 crate::call::with_progress(call, move |mut progressed| async move {

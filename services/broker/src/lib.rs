@@ -36,6 +36,8 @@ pub mod peer;
 pub mod pipeline;
 pub mod profiles;
 pub mod registry;
+pub mod road;
+pub mod role_check;
 pub mod runs;
 pub mod session;
 mod sync;

@@ -52,7 +52,7 @@ pub async fn require_bearer(
     next: Next,
 ) -> Response {
     let agent = glovebox_proto::ws::Role::Agent;
-    let who = match crate::pipeline::credential_for(&app, request.headers(), agent, "MCP").await {
+    let who = match crate::role_check::credential_for(&app, request.headers(), agent, "MCP").await {
         Ok(who) => who,
         Err(refused) => return refused,
     };
@@ -492,7 +492,7 @@ impl ServerHandler for McpHandler {
         let call_id = ClientCallId::parse(made)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let call = run_call(
-            &self.app,
+            self.app.road(),
             &origin,
             &call_id,
             &request.name,

@@ -18,7 +18,7 @@ const GATE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Err(refused) =
-        crate::pipeline::credential_for(&app, &headers, Role::Approver, "/metrics").await
+        crate::role_check::credential_for(&app, &headers, Role::Approver, "/metrics").await
     {
         return refused;
     }

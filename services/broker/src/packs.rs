@@ -28,6 +28,7 @@ use crate::asks::AskOutcome;
 use crate::authorize::{Preview, PreviewText, authorize, input_preview};
 use crate::backends::request;
 use crate::call::{CallIds, Origin, from_tool_error, unavailable};
+use crate::road::CallRoad;
 use crate::sync::lock;
 
 pub use listing::listing;
@@ -291,7 +292,7 @@ fn call_preview(pack: &str, tool: &str, params: &serde_json::Value) -> PreviewTe
 /// the pack host on the gate's ticket. Withdrawing it (`cancel`) while it runs tells the pack's
 /// server to cancel.
 pub async fn pack_call(
-    app: &App,
+    road: CallRoad<'_>,
     origin: &Origin,
     ids: &CallIds,
     exposed: &str,
@@ -306,7 +307,7 @@ pub async fn pack_call(
             "params must be a JSON object",
         ));
     }
-    let mut packs = app
+    let mut packs = road
         .backends
         .packs(account)
         .ok_or_else(|| unavailable("the account's pack host"))?;
@@ -330,7 +331,7 @@ pub async fn pack_call(
         state: None,
     }];
     if !planned.paths.is_empty() {
-        let mut executor = app
+        let mut executor = road
             .backends
             .executor(account)
             .ok_or_else(|| unavailable("the account's executor"))?;
@@ -378,7 +379,7 @@ pub async fn pack_call(
     }
     let preview = Preview::Text(preview);
     let ticket = authorize(
-        app.deciders(),
+        road.deciders(),
         origin,
         &call,
         &plan,

@@ -20,49 +20,11 @@ use glovebox_proto::v1::{self as pb, AuditEvent, ExecuteRequest, Plan, RunReques
 use glovebox_proto::ws::WireError;
 
 use crate::answer::{CallAnswer, CallValue};
-use crate::app::App;
 use crate::authorize::{Preview, authorize, input_preview, note_verdict, settle};
 use crate::backends::request;
 use crate::call::{CALL, CallFacts, CallId, CallIds, Origin, from_tool_error, unavailable};
+use crate::road::CallRoad;
 use glovebox_proto::call_id::ClientCallId;
-
-/// The credential `headers` carry when it is `role`'s: otherwise the answer to send (401
-/// without a valid one; 403 for another role's, audited as used for `wanted`).
-pub async fn credential_for(
-    app: &App,
-    headers: &http::HeaderMap,
-    role: glovebox_proto::ws::Role,
-    wanted: &str,
-) -> Result<crate::auth::Authenticated, axum::response::Response> {
-    let Some(who) = crate::auth::credential_of(&app.credentials, headers) else {
-        return Err(crate::auth::unauthorized());
-    };
-    if who.role != role {
-        audit_auth_refusal(app, &who, wanted).await;
-        return Err(crate::auth::wrong_role(role));
-    }
-    Ok(who)
-}
-
-/// Audits a valid credential used for a role it does not have (kind `auth`, outcome `refused`):
-/// an agent token asking to approve is an attack worth an administrator's attention.
-pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wanted: &str) {
-    let event = AuditEvent {
-        account: who.account.to_string(),
-        source: Source::Broker.into(),
-        kind: RowKind::Auth.into(),
-        outcome: Outcome::Refused.into(),
-        reason: format!(
-            "the account's {} credential was used for {wanted}",
-            who.role.as_str()
-        ),
-        ..Default::default()
-    };
-    tracing::warn!(account = %who.account, role = who.role.as_str(), %wanted, "refused a credential used for another role");
-    if let Err(status) = app.backends.audit.clone().append(request(event)).await {
-        tracing::error!(error = %status.message(), "could not send the audit event to the gate");
-    }
-}
 
 /// Runs one call and returns its answer.
 /// Its span names the account, the connection and the call (the log lines of the call carry them).
@@ -76,7 +38,7 @@ pub async fn audit_auth_refusal(app: &App, who: &crate::auth::Authenticated, wan
     )
 )]
 pub async fn run_call(
-    app: &App,
+    road: CallRoad<'_>,
     origin: &Origin,
     call_id: &ClientCallId,
     tool: &str,
@@ -96,7 +58,7 @@ pub async fn run_call(
     // The call's trace: its root span, current while the call runs so every backend request
     // carries its context.
     let span = spans::call(account, tool);
-    app.asks.activity(account, true);
+    road.asks.activity(account, true);
     let facts = CallFacts {
         started,
         verdict: std::cell::Cell::new("none"),
@@ -105,10 +67,10 @@ pub async fn run_call(
     let (outcome, verdict, result_audited) = CALL
         .scope(facts, async {
             let outcome = async {
-                match enter(app, account, cancelled.clone()).await {
+                match enter(road, account, cancelled.clone()).await {
                     Ok(place) => {
-                        let call = steps(app, origin, &ids, (tool, name), params, cancelled);
-                        crate::call_slots::holding(&app.calls, place, call).await
+                        let call = steps(road, origin, &ids, (tool, name), params, cancelled);
+                        crate::call_slots::holding(road.calls, place, call).await
                     }
                     Err(error) => Err(error),
                 }
@@ -119,7 +81,7 @@ pub async fn run_call(
             (outcome, verdict, audited)
         })
         .await;
-    app.asks.activity(account, false);
+    road.asks.activity(account, false);
     let event = result_row(origin, &ids, (tool, name), &outcome, started.elapsed());
     let answer = CallAnswer {
         call_id: call_id.to_string(),
@@ -143,7 +105,7 @@ pub async fn run_call(
     }
     let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
     if let Err(status) =
-        glovebox_proto::transport::append_durably(&app.backends.audit, event, durable)
+        glovebox_proto::transport::append_durably(&road.backends.audit, event, durable)
             .instrument(span)
             .await
     {
@@ -206,7 +168,7 @@ fn result_row(
 /// Waits for a place among the account's running calls (see `call_slots`), or for the call to
 /// be cancelled.
 async fn enter(
-    app: &App,
+    road: CallRoad<'_>,
     account: &AccountId,
     mut cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<crate::call_slots::Permit, WireError> {
@@ -217,7 +179,7 @@ async fn enter(
         }
     };
     tokio::select! {
-        permit = app.calls.enter(account) => permit.ok_or_else(|| unavailable("the broker")),
+        permit = road.calls.enter(account) => permit.ok_or_else(|| unavailable("the broker")),
         () = withdrawn => Err(WireError::new(
             ErrorCode::Busy,
             "the call was cancelled while it waited for the account's running calls",
@@ -226,7 +188,7 @@ async fn enter(
 }
 
 async fn steps(
-    app: &App,
+    road: CallRoad<'_>,
     origin: &Origin,
     ids: &CallIds,
     (tool_name, name): (&str, ToolName<'_>),
@@ -237,16 +199,22 @@ async fn steps(
     // The one seam: where the call goes, by the kind of tool it names.
     match name {
         ToolName::Client { bare } => {
-            client_tool(app, origin, ids, tool_name, bare, params, cancelled)
+            client_tool(road, origin, ids, tool_name, bare, params, cancelled)
                 .await
                 .map(CallValue::Tree)
         }
-        ToolName::Pack { pack, tool } => {
-            crate::packs::pack_call(app, origin, ids, tool_name, (pack, tool), params, cancelled)
-                .await
-                .map(CallValue::Tree)
-        }
-        ToolName::Builtin(tool) => builtin(app, origin, ids, tool, params, cancelled).await,
+        ToolName::Pack { pack, tool } => crate::packs::pack_call(
+            road,
+            origin,
+            ids,
+            tool_name,
+            (pack, tool),
+            params,
+            cancelled,
+        )
+        .await
+        .map(CallValue::Tree),
+        ToolName::Builtin(tool) => builtin(road, origin, ids, tool, params, cancelled).await,
         ToolName::Unknown => Err(WireError::new(
             ErrorCode::UnknownTool,
             format!(
@@ -276,7 +244,7 @@ fn admit(origin: &Origin, tool_name: &str, name: ToolName<'_>) -> Result<(), Wir
 /// A built-in tool: params checked against its type, planned and executed by the account's
 /// executor, authorized by the gate in between.
 async fn builtin(
-    app: &App,
+    road: CallRoad<'_>,
     origin: &Origin,
     ids: &CallIds,
     tool: Tool,
@@ -299,11 +267,11 @@ async fn builtin(
     let crate::backends::ExecutorLink {
         runs,
         client: mut executor,
-    } = app
+    } = road
         .backends
         .executor_link(account)
         .ok_or_else(|| unavailable("the account's executor"))?;
-    let ran = run(app, &runs, origin, &call, deliver_via_gate).await?;
+    let ran = run(road, &runs, origin, &call, deliver_via_gate).await?;
     let decided = ran
         .decision
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "the executor returned no verdict"))?;
@@ -312,7 +280,7 @@ async fn builtin(
         (pb::Verdict::Allow, Some(executed), _) => executed,
         (_, None, Some(plan)) => {
             let ticket = settle(
-                app.deciders(),
+                road.deciders(),
                 origin,
                 &call,
                 &plan,
@@ -351,19 +319,19 @@ async fn builtin(
 /// (a whole-file read's answer, with `deliver_via_gate`, may come from the gate instead). Given
 /// up after the same time as any backend request, cancelled on the executor then.
 async fn run(
-    app: &App,
+    road: CallRoad<'_>,
     runs: &crate::runs::ExecutorRuns,
     origin: &Origin,
     call: &pb::ToolCall,
     deliver_via_gate: bool,
 ) -> Result<pb::RunResponse, WireError> {
-    let voucher = app
+    let voucher = road
         .backends
         .vouchers
         .vouch(call, glovebox_ticket::now_ms().unwrap_or(0));
     let expected = match deliver_via_gate {
         true => {
-            app.backends
+            road.backends
                 .deliveries
                 .expect(&origin.account, &call.call_id)
                 .await
@@ -433,7 +401,7 @@ fn executor_failed() -> WireError {
 /// A call to a provider's tool (`client__<name>`): judged by the gate like any call, then routed
 /// to the most recent provider of the caller's own account.
 async fn client_tool(
-    app: &App,
+    road: CallRoad<'_>,
     origin: &Origin,
     ids: &CallIds,
     exposed: &str,
@@ -447,7 +415,7 @@ async fn client_tool(
             "params must be a JSON object",
         ));
     }
-    let Some(schema) = app.registry.input_schema(&origin.account, bare) else {
+    let Some(schema) = road.registry.input_schema(&origin.account, bare) else {
         return Err(WireError::new(
             ErrorCode::NoClient,
             "no connected client provides this tool",
@@ -469,7 +437,7 @@ async fn client_tool(
     let preview = Preview::Text(input_preview(&params, "input"));
     let mut cancelled = cancelled;
     authorize(
-        app.deciders(),
+        road.deciders(),
         origin,
         &call,
         &plan,
@@ -482,7 +450,7 @@ async fn client_tool(
     }
     // Withdrawn while the provider works: stop waiting (the protocol has no way to tell it).
     tokio::select! {
-        result = app.registry.invoke(&origin.account, bare, params, ids.client.as_str()) => result.map_err(registry_error),
+        result = road.registry.invoke(&origin.account, bare, params, ids.client.as_str()) => result.map_err(registry_error),
         _ = until_true(&mut cancelled) => Err(withdrawn()),
     }
 }

@@ -63,7 +63,7 @@ async fn await_hello(
         match parse_client_frame(frame.as_str()) {
             Ok(ClientFrame::Hello { role }) if role != who.role => {
                 let wanted = format!("the {} role", role.as_str());
-                crate::pipeline::audit_auth_refusal(app, who, &wanted).await;
+                crate::role_check::audit_auth_refusal(&app.backends, who, &wanted).await;
                 let message = format!(
                     "this is the account's {} credential: it cannot take the {} role",
                     who.role.as_str(),

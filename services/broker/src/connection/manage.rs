@@ -512,7 +512,7 @@ async fn job_call(at: &Caller<'_>, tool: &str, params: serde_json::Value) -> Out
     let (_keep, never) = tokio::sync::watch::channel(false);
     let call_id = ClientCallId::parse(crate::asks::new_id("console"))
         .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
-    match crate::pipeline::run_call(at.app, &origin, &call_id, tool, params, never)
+    match crate::pipeline::run_call(at.app.road(), &origin, &call_id, tool, params, never)
         .await
         .into_frame()
     {

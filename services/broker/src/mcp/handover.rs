@@ -44,13 +44,17 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(10);
 /// Upgrades an agent's request to a handover; the session runs in a task of its own.
 pub async fn upgrade(State(app): State<Arc<App>>, mut request: Request) -> Response {
     let agent = glovebox_proto::ws::Role::Agent;
-    let who =
-        match crate::pipeline::credential_for(&app, request.headers(), agent, "the stdio handover")
-            .await
-        {
-            Ok(who) => who,
-            Err(refused) => return refused,
-        };
+    let who = match crate::role_check::credential_for(
+        &app,
+        request.headers(),
+        agent,
+        "the stdio handover",
+    )
+    .await
+    {
+        Ok(who) => who,
+        Err(refused) => return refused,
+    };
     let asked = request
         .headers()
         .get(http::header::UPGRADE)
