@@ -9,6 +9,7 @@
 pub(crate) mod terminal;
 mod typeahead;
 
+use glovebox_proto::call_id::ClientCallId;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -350,7 +351,7 @@ pub async fn call(env: &Env, args: CallArgs) -> anyhow::Result<ExitCode> {
     let params: serde_json::Value =
         serde_json::from_str(&args.params).context("params must be a JSON object")?;
     let mut socket = connect(&target, Role::Agent).await?;
-    let call_id = format!("cli-{}", hex::encode(glovebox_config::random_bytes::<8>()?));
+    let call_id = ClientCallId::random("cli");
     let invoke = ClientFrame::Invoke {
         call_id: call_id.clone(),
         tool: args.tool,
@@ -367,13 +368,13 @@ pub async fn call(env: &Env, args: CallArgs) -> anyhow::Result<ExitCode> {
                 progress,
                 total,
                 message,
-            } if id == call_id => eprintln!("{}", progress_line(progress, total, message)),
+            } if id == call_id.as_str() => eprintln!("{}", progress_line(progress, total, message)),
             ServerFrame::Result {
                 call_id: id,
                 ok,
                 result,
                 error,
-            } if id == call_id => {
+            } if id == call_id.as_str() => {
                 let _ = socket.close(None).await;
                 if ok {
                     crate::outln!(

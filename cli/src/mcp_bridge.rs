@@ -14,6 +14,7 @@
 //! `tools_changed` frames and each reconnection, and every change is forwarded to the MCP client
 //! as `notifications/tools/list_changed`. An MCP cancellation is forwarded as a `cancel` frame.
 
+use glovebox_proto::call_id::ClientCallId;
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -308,13 +309,13 @@ impl ServerHandler for Bridge {
         };
         // In the order made, as the broker's own: the audit's index of client call ids then grows
         // at one end (a random id put each call's entry on a page of its own in every commit).
-        let call_id = glovebox_broker::asks::new_ordered_id("stdio");
+        let call_id = ClientCallId::ordered("stdio");
         let (reply, result) = oneshot::channel();
-        lock(&self.shared.pending).insert(call_id.clone(), (generation, reply));
+        lock(&self.shared.pending).insert(call_id.to_string(), (generation, reply));
         // The connection task marks a connection gone before failing its calls: checked after
         // the insert, a call is either failed by it or sees it gone here.
         if *self.shared.connected.borrow() != Some(generation) {
-            lock(&self.shared.pending).remove(&call_id);
+            lock(&self.shared.pending).remove(call_id.as_str());
             return Ok(tool_error(
                 "unavailable: the connection to glovebox broke; the call was not run",
             ));
@@ -334,7 +335,7 @@ impl ServerHandler for Bridge {
             .await
             .is_err()
         {
-            lock(&self.shared.pending).remove(&call_id);
+            lock(&self.shared.pending).remove(call_id.as_str());
             return Ok(tool_error("internal: the bridge has stopped"));
         }
         let mut result = result;

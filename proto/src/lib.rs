@@ -8,6 +8,7 @@ pub mod call_id;
 pub mod client_tools;
 pub mod display;
 pub mod error;
+pub mod ids;
 pub mod packs;
 pub mod stdio;
 pub mod tool_name;

@@ -11,14 +11,13 @@ pub use readable::reads_as_object;
 use serde::{Deserialize, Serialize};
 
 use crate::ErrorCode;
+use crate::call_id::{ClientCallId, MAX_ID_BYTES, NotACallId, is_valid_id};
 pub use manage::ManageOp;
 
 /// The subprotocol browsers and clients negotiate; the server echoes only this one.
 pub const SUBPROTOCOL: &str = "glovebox.v1";
 /// Prefix of the subprotocol entry that carries a bearer token for browsers.
 pub const BEARER_PREFIX: &str = "bearer.";
-/// Longest call or ask id, in bytes.
-pub const MAX_ID_BYTES: usize = 128;
 /// The version of this protocol, sent in `hello_ok`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -58,7 +57,7 @@ pub enum ClientFrame {
         role: Role,
     },
     Invoke {
-        call_id: String,
+        call_id: ClientCallId,
         tool: String,
         #[serde(default = "empty_object")]
         params: serde_json::Value,
@@ -83,7 +82,7 @@ pub enum ClientFrame {
     },
     /// Withdraws a call of this connection: its pending ask is denied.
     Cancel {
-        call_id: String,
+        call_id: ClientCallId,
     },
     /// Switches the account's tools on or off (approver connections only).
     SetEnabled {
@@ -100,7 +99,7 @@ pub enum ClientFrame {
     },
     /// Calls tool `tool` of pack `pack`: the same call as `invoke` of `<pack>__<tool>`.
     PackInvoke {
-        call_id: String,
+        call_id: ClientCallId,
         pack: String,
         tool: String,
         #[serde(default = "empty_object")]
@@ -568,18 +567,16 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         return Err(FrameError::UnknownType(truncate(frame_type, 64)));
     }
     let frame_type = frame_type.to_owned();
-    let frame = ClientFrame::deserialize(value).map_err(|e| FrameError::InvalidFields {
-        frame_type,
-        detail: e.to_string(),
+    // A call's id is checked as it is read (`ClientCallId`'s `Deserialize`).
+    let frame = ClientFrame::deserialize(value).map_err(|e| {
+        let detail = e.to_string();
+        if detail == NotACallId.to_string() {
+            FrameError::BadId("call_id")
+        } else {
+            FrameError::InvalidFields { frame_type, detail }
+        }
     })?;
     match &frame {
-        ClientFrame::Invoke { call_id, .. }
-        | ClientFrame::Cancel { call_id }
-        | ClientFrame::PackInvoke { call_id, .. }
-            if !is_valid_id(call_id) =>
-        {
-            Err(FrameError::BadId("call_id"))
-        }
         ClientFrame::Answer { ask_id, .. } if !is_valid_id(ask_id) => {
             Err(FrameError::BadId("ask_id"))
         }
@@ -595,14 +592,6 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         },
         _ => Ok(frame),
     }
-}
-
-/// Whether `id` is acceptable as a call or ask id.
-pub fn is_valid_id(id: &str) -> bool {
-    (1..=MAX_ID_BYTES).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 fn truncate(s: &str, max_chars: usize) -> String {
@@ -627,6 +616,10 @@ pub fn bearer_from_subprotocols(header: &str) -> (Option<&str>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn id(text: &str) -> ClientCallId {
+        ClientCallId::parse(text.into()).unwrap()
+    }
     use serde_json::json;
 
     fn check(text: &str, expected: Result<ClientFrame, &str>) {
@@ -702,7 +695,7 @@ mod tests {
         check(
             r#"{"type":"invoke","call_id":"c-1","tool":"file_read","params":{"path":"a"}}"#,
             Ok(ClientFrame::Invoke {
-                call_id: "c-1".into(),
+                call_id: id("c-1"),
                 tool: "file_read".into(),
                 params: json!({"path":"a"}),
                 tables: false,
@@ -712,7 +705,7 @@ mod tests {
         check(
             r#"{"type":"invoke","call_id":"c-1","tool":"file_list"}"#,
             Ok(ClientFrame::Invoke {
-                call_id: "c-1".into(),
+                call_id: id("c-1"),
                 tool: "file_list".into(),
                 params: json!({}),
                 tables: false,
@@ -731,7 +724,7 @@ mod tests {
         check(
             r#"{"type":"invoke","call_id":"c-1","tool":"file_list","tables":true}"#,
             Ok(ClientFrame::Invoke {
-                call_id: "c-1".into(),
+                call_id: id("c-1"),
                 tool: "file_list".into(),
                 params: json!({}),
                 tables: true,
@@ -756,14 +749,14 @@ mod tests {
                 role: Role::Approver,
             },
             ClientFrame::Invoke {
-                call_id: "cli-1f".into(),
+                call_id: id("cli-1f"),
                 tool: "file_read".into(),
                 params: json!({"path": "a", "n": [1, 2]}),
                 tables: false,
                 progress: false,
             },
             ClientFrame::Invoke {
-                call_id: "c".into(),
+                call_id: id("c"),
                 tool: "file_list".into(),
                 params: json!({}),
                 tables: true,
@@ -779,9 +772,7 @@ mod tests {
                 decision: Decision::Once,
                 confirm_cut: true,
             },
-            ClientFrame::Cancel {
-                call_id: "c".into(),
-            },
+            ClientFrame::Cancel { call_id: id("c") },
             ClientFrame::SetEnabled { enabled: false },
             ClientFrame::ConsoleLogin {},
             ClientFrame::Manage {
@@ -793,7 +784,7 @@ mod tests {
                 },
             },
             ClientFrame::PackInvoke {
-                call_id: "p".into(),
+                call_id: id("p"),
                 pack: "github".into(),
                 tool: "get_file".into(),
                 args: json!({"path": "a"}),
@@ -828,7 +819,7 @@ mod tests {
         check(
             r#"{"type":"pack_invoke","call_id":"p1","pack":"e","tool":"echo"}"#,
             Ok(ClientFrame::PackInvoke {
-                call_id: "p1".into(),
+                call_id: id("p1"),
                 pack: "e".into(),
                 tool: "echo".into(),
                 args: json!({}),
@@ -838,7 +829,7 @@ mod tests {
         check(
             r#"{"type":"pack_invoke","call_id":"p1","pack":"e","tool":"echo","progress":true}"#,
             Ok(ClientFrame::PackInvoke {
-                call_id: "p1".into(),
+                call_id: id("p1"),
                 pack: "e".into(),
                 tool: "echo".into(),
                 args: json!({}),

@@ -106,7 +106,7 @@ pub(crate) fn check_command(command: &str) -> Result<(), InvalidParams> {
 }
 
 pub(crate) fn check_job_id(id: &str) -> Result<(), InvalidParams> {
-    if crate::ws::is_valid_id(id) {
+    if crate::call_id::is_valid_id(id) {
         Ok(())
     } else {
         Err("job_id is not a job id".into())

@@ -50,7 +50,7 @@ pub struct CallId(String);
 
 impl CallId {
     pub(crate) fn mint() -> CallId {
-        CallId(crate::asks::new_ordered_id("call"))
+        CallId(glovebox_proto::ids::new_ordered_id("call"))
     }
 }
 

@@ -15,9 +15,9 @@ use glovebox_proto::client_tools::{
 };
 
 use crate::app::App;
-use crate::asks::new_id;
 use crate::registry::RegistryError;
 use crate::session::{CLOSE_POLICY, Outbox, Session};
+use glovebox_proto::ids::new_id;
 
 pub async fn upgrade(
     State(app): State<Arc<App>>,

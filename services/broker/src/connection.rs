@@ -22,10 +22,10 @@ use glovebox_proto::ws::{
 };
 
 use crate::app::App;
-use crate::asks::new_id;
 use crate::profiles::Profile;
 use crate::session::{End, Liveness, Outbox, Session};
 use crate::sync::lock;
+use glovebox_proto::ids::new_id;
 
 mod frames;
 use frames::{frame_error, frame_error_frame, text};
@@ -77,7 +77,7 @@ pub async fn upgrade(
         },
     };
     if let Some(session) = query.get("session") {
-        if !glovebox_proto::ws::is_valid_id(session) {
+        if !glovebox_proto::call_id::is_valid_id(session) {
             return (
                 StatusCode::BAD_REQUEST,
                 "session must be 1 to 128 characters of [A-Za-z0-9._:-]\n",
@@ -349,7 +349,7 @@ impl Connection {
             }
             ClientFrame::Cancel { call_id } => {
                 let found = lock(&self.in_flight)
-                    .get(&call_id)
+                    .get(call_id.as_str())
                     .map(|cancel| cancel.send(true))
                     .is_some();
                 if !found {
@@ -427,7 +427,7 @@ impl Connection {
                     "approver connections cannot invoke tools",
                 );
                 self.outbox
-                    .send(text(&ServerFrame::failed(call_id, error)))
+                    .send(text(&ServerFrame::failed(call_id.into_string(), error)))
                     .await;
             }
             ClientFrame::PacksList {} => {
@@ -440,7 +440,7 @@ impl Connection {
                     "approver connections cannot invoke tools",
                 );
                 self.outbox
-                    .send(text(&ServerFrame::failed(call_id, error)))
+                    .send(text(&ServerFrame::failed(call_id.into_string(), error)))
                     .await;
             }
             ClientFrame::Hello { .. } => {
@@ -498,21 +498,12 @@ impl Connection {
     /// `progress`, its pack's progress goes out as `progress` frames before its result.
     async fn start_call(
         &self,
-        call_id: String,
+        call_id: ClientCallId,
         tool: String,
         params: serde_json::Value,
         tables: bool,
         progress: bool,
     ) {
-        // The agent's id is a label; the frame parser checked it, and from here it is typed.
-        let call_id = match ClientCallId::parse(call_id) {
-            Ok(id) => id,
-            Err(refused) => {
-                return self
-                    .error(ErrorCode::InvalidParams, refused.to_string())
-                    .await;
-            }
-        };
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let refused = {
             let mut set = lock(&self.in_flight);

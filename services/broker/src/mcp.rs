@@ -35,7 +35,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::app::App;
-use crate::asks::new_id;
 use crate::call::Origin;
 use crate::pipeline::run_call;
 use crate::tool_list::tools_for;
@@ -469,7 +468,7 @@ impl ServerHandler for McpHandler {
         // Made per call: an ordered id, counted rather than random (no `getrandom` per call).
         let origin = Origin {
             account,
-            connection_id: crate::asks::new_ordered_id("mcp"),
+            connection_id: glovebox_proto::ids::new_ordered_id("mcp"),
             profile: crate::profiles::Profile::Desktop,
             tables: true,
         };
@@ -485,12 +484,10 @@ impl ServerHandler for McpHandler {
         });
         // A stdio session's ids are in the order made, as `glovebox mcp`'s own were: the
         // audit's index of client call ids then grows at one end.
-        let made = match self.stdio {
-            Some(_) => crate::asks::new_ordered_id("stdio"),
-            None => new_id("mcp-call"),
+        let call_id = match self.stdio {
+            Some(_) => ClientCallId::ordered("stdio"),
+            None => ClientCallId::random("mcp-call"),
         };
-        let call_id = ClientCallId::parse(made)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let call = run_call(
             self.app.road(),
             &origin,

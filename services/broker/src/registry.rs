@@ -16,7 +16,7 @@ use glovebox_config::AccountId;
 use glovebox_proto::client_tools::{ClientToolSpec, ToProviderFrame};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::asks::new_id;
+use glovebox_proto::ids::new_id;
 
 /// Provider connections per account.
 pub const DEFAULT_MAX_PROVIDERS: usize = 8;

@@ -372,7 +372,7 @@ async fn explain(at: &Caller<'_>, domain: &str, subject: &str, cwd: Option<&str>
                 .plan(request(pb::PlanRequest {
                     call: Some(pb::ToolCall {
                         account: at.account.to_string(),
-                        call_id: crate::asks::new_id("explain"),
+                        call_id: glovebox_proto::ids::new_id("explain"),
                         tool: tool.name().to_owned(),
                         params_json: params.to_string(),
                         client_call_id: String::new(),
@@ -510,8 +510,7 @@ async fn job_call(at: &Caller<'_>, tool: &str, params: serde_json::Value) -> Out
         tables: false,
     };
     let (_keep, never) = tokio::sync::watch::channel(false);
-    let call_id = ClientCallId::parse(crate::asks::new_id("console"))
-        .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    let call_id = ClientCallId::random("console");
     match crate::pipeline::run_call(at.app.road(), &origin, &call_id, tool, params, never)
         .await
         .into_frame()
