@@ -276,9 +276,9 @@ fn tool_error(text: &str) -> CallToolResponse {
 
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(glovebox_broker::mcp::capabilities())
+        ServerConfig::new(glovebox_mcp_face::capabilities())
             .with_server_info(Implementation::new("glovebox", env!("CARGO_PKG_VERSION")))
-            .with_instructions(glovebox_broker::mcp::INSTRUCTIONS)
+            .with_instructions(glovebox_mcp_face::INSTRUCTIONS)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -292,7 +292,7 @@ impl ServerHandler for Bridge {
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = lock(&self.shared.tools)
             .iter()
-            .map(glovebox_broker::mcp::tool_of)
+            .map(glovebox_mcp_face::tool_of)
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -349,7 +349,7 @@ impl ServerHandler for Bridge {
             }
         };
         match frame {
-            Ok(frame) => Ok(glovebox_broker::mcp::call_result(&request.name, frame).into()),
+            Ok(frame) => Ok(glovebox_mcp_face::call_result(&request.name, frame).into()),
             Err(_) => Ok(tool_error(
                 "unavailable: the connection to glovebox broke during the call; it may or may not have run",
             )),
