@@ -229,13 +229,39 @@ fn every_account(
 }
 
 async fn checks(options: &Options) -> Vec<Finding> {
-    let mut out = Vec::new();
-    // Kernel.
+    let mut out = kernel_checks();
+    let config_shown = options.config.display().to_string();
+    let (finding, config) = read_config(options, &config_shown);
+    out.push(finding);
+    let state = StateDir::new(&options.state_dir);
+    let accounts = match &config {
+        Some((config, entries)) => {
+            let (found, finding) = every_account(config, entries, &state, options.system);
+            out.push(finding);
+            found
+        }
+        None => Vec::new(),
+    };
+    let ids = ServiceIds::look_up();
+    out.extend(ids.findings(options.system));
+    let owner = state_owner(options, &ids, &state);
+    let mut account_facts = Vec::new();
+    for a in &accounts {
+        let (finding, facts) = account_identity(a, options.system, &config_shown, &owner);
+        out.push(finding);
+        account_facts.push(facts);
+    }
+    let layout = ids.layout(options, &state, &owner, account_facts);
+    out.extend(file_checks(options, &state, &layout));
+    out.extend(managed_policy_checks(options, &owner, &accounts));
+    out.extend(services(options, &state).await);
+    out
+}
+
+/// The kernel: what the sandbox needs, and whether a job's walls go up here.
+fn kernel_checks() -> Vec<Finding> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    out.extend(kernel::checks(
-        &glovebox_sandbox::probe::kernel_support(),
-        &mounts,
-    ));
+    let mut out = kernel::checks(&glovebox_sandbox::probe::kernel_support(), &mounts);
     if let Ok(binary) = std::env::current_exe() {
         let walls = glovebox_sandbox::walls::Walls {
             namespaces: glovebox_supervisor::walls_args::namespaces_allowed(),
@@ -247,154 +273,181 @@ async fn checks(options: &Options) -> Vec<Finding> {
             |mut probe| probe.output(),
         )));
     }
+    out
+}
 
-    // Configuration: in user mode `up` makes it; in system mode the package installs it.
-    let me = nix::unistd::Uid::effective().as_raw();
-    let config_shown = options.config.display().to_string();
-    let config = match std::fs::read_to_string(&options.config) {
+/// The configuration: in user mode `up` makes it; in system mode the package installs it.
+fn read_config(
+    options: &Options,
+    shown: &str,
+) -> (Finding, Option<(Config, Vec<glovebox_config::RawAccount>)>) {
+    match std::fs::read_to_string(&options.config) {
         Ok(text) => match Config::parse_with_entries(&text, &options.config) {
-            Ok((config, entries)) => {
-                out.push(Finding::ok(
+            Ok((config, entries)) => (
+                Finding::ok(
                     "config",
-                    format!("{config_shown}: {} account(s)", config.accounts.len()),
-                ));
-                Some((config, entries))
-            }
-            Err(e) => {
-                out.push(Finding::fail(
-                    "config",
-                    e.to_string(),
-                    format!("fix {config_shown}"),
-                ));
-                None
-            }
+                    format!("{shown}: {} account(s)", config.accounts.len()),
+                ),
+                Some((config, entries)),
+            ),
+            Err(e) => (
+                Finding::fail("config", e.to_string(), format!("fix {shown}")),
+                None,
+            ),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !options.system => {
-            out.push(Finding::warn(
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !options.system => (
+            Finding::warn(
                 "config",
-                format!("{config_shown} does not exist"),
+                format!("{shown} does not exist"),
                 "run `glovebox up` (it makes the state directory and the config)",
-            ));
-            None
-        }
+            ),
+            None,
+        ),
         Err(e) => {
-            out.push(Finding::fail(
-                "config",
-                format!("{config_shown}: {e}"),
-                if options.system {
-                    "reinstall the glovebox package (it installs /etc/glovebox/glovebox.yaml)"
-                        .to_owned()
-                } else {
-                    format!("check the permissions of {config_shown}")
-                },
-            ));
-            None
+            let fix = if options.system {
+                "reinstall the glovebox package (it installs /etc/glovebox/glovebox.yaml)"
+                    .to_owned()
+            } else {
+                format!("check the permissions of {shown}")
+            };
+            (Finding::fail("config", format!("{shown}: {e}"), fix), None)
         }
-    };
-    let state = StateDir::new(&options.state_dir);
-    let accounts = match &config {
-        Some((config, entries)) => {
-            let (found, finding) = every_account(config, entries, &state, options.system);
-            out.push(finding);
-            found
-        }
-        None => Vec::new(),
-    };
-
-    // Identities.
-    let (sys_uid_max, sys_gid_max) =
-        users::system_id_max(&std::fs::read_to_string("/etc/login.defs").unwrap_or_default());
-    let gate = user(GATE_USER);
-    let broker = user(BROKER_USER);
-    let audit = group(AUDIT_GROUP);
-    if options.system {
-        out.push(users::service_user(GATE_USER, gate.as_ref(), sys_uid_max));
-        out.push(users::service_user(
-            BROKER_USER,
-            broker.as_ref(),
-            sys_uid_max,
-        ));
-        out.push(users::audit_group(audit.as_ref(), sys_gid_max));
-    } else if me == 0 {
-        out.push(Finding::warn(
-            "identity",
-            "running as root: an executor without run_as has root's reach, limited only by the policy",
-            "run glovebox as your own user, or set run_as for each account",
-        ));
     }
-    // The state's owner: the gate's user in system mode; in user mode whoever owns the state
-    // directory (or you, before it exists).
-    let owner = if options.system {
-        gate.as_ref()
-            .map(|g| Who::new(g.uid, &g.name))
-            .unwrap_or_else(|| absent(GATE_USER))
-    } else {
-        let facts = Facts::of(state.root());
-        let uid = if facts.kind == Kind::Missing {
-            me
+}
+
+/// The services' own identities: the gate's and the broker's users and the audit group.
+struct ServiceIds {
+    gate: Option<users::UserFacts>,
+    broker: Option<users::UserFacts>,
+    audit: Option<users::GroupFacts>,
+}
+
+impl ServiceIds {
+    fn look_up() -> ServiceIds {
+        ServiceIds {
+            gate: user(GATE_USER),
+            broker: user(BROKER_USER),
+            audit: group(AUDIT_GROUP),
+        }
+    }
+
+    /// In system mode, whether each is a system identity; in user mode, a warning for root.
+    fn findings(&self, system: bool) -> Vec<Finding> {
+        let (sys_uid_max, sys_gid_max) =
+            users::system_id_max(&std::fs::read_to_string("/etc/login.defs").unwrap_or_default());
+        if system {
+            vec![
+                users::service_user(GATE_USER, self.gate.as_ref(), sys_uid_max),
+                users::service_user(BROKER_USER, self.broker.as_ref(), sys_uid_max),
+                users::audit_group(self.audit.as_ref(), sys_gid_max),
+            ]
+        } else if nix::unistd::Uid::effective().is_root() {
+            vec![Finding::warn(
+                "identity",
+                "running as root: an executor without run_as has root's reach, limited only by the policy",
+                "run glovebox as your own user, or set run_as for each account",
+            )]
         } else {
-            facts.uid
-        };
-        Who::new(uid, user_name(uid))
-    };
-    let mut account_facts = Vec::new();
-    for a in &accounts {
-        let facts = a.run_as.as_deref().and_then(user);
-        out.push(users::run_as(
-            &a.id,
-            a.run_as.as_deref(),
-            facts.as_ref(),
-            options.system,
-            &config_shown,
-            owner.id,
-        ));
-        let runs_as = match (&a.run_as, &facts) {
-            (None, _) => owner.clone(),
-            (Some(_), Some(u)) => Who::new(u.uid, &u.name),
-            (Some(name), None) => absent(name),
-        };
-        account_facts.push(AccountFacts {
-            id: a.id.to_string(),
-            runs_as,
-            has_agent_token: !a.token_hashes.is_empty(),
-        });
+            Vec::new()
+        }
     }
 
-    // Files and sockets.
-    let root = Who::new(0, "root");
-    let mut socket_owners = vec![root.clone()];
-    for u in [&gate, &broker].into_iter().flatten() {
-        socket_owners.push(Who::new(u.uid, &u.name));
-    }
-    socket_owners.extend(account_facts.iter().map(|a| a.runs_as.clone()));
-    let layout = Layout {
-        system: options.system,
-        state: state.clone(),
-        runtime: options.runtime_dir.clone(),
-        owner: owner.clone(),
-        audit_group: options.system.then(|| {
-            audit
+    /// Who should own what, for the file checks.
+    fn layout(
+        &self,
+        options: &Options,
+        state: &StateDir,
+        owner: &Who,
+        accounts: Vec<AccountFacts>,
+    ) -> Layout {
+        let mut socket_owners = vec![Who::new(0, "root")];
+        for u in [&self.gate, &self.broker].into_iter().flatten() {
+            socket_owners.push(Who::new(u.uid, &u.name));
+        }
+        socket_owners.extend(accounts.iter().map(|a| a.runs_as.clone()));
+        Layout {
+            system: options.system,
+            state: state.clone(),
+            runtime: options.runtime_dir.clone(),
+            owner: owner.clone(),
+            audit_group: options.system.then(|| {
+                self.audit
+                    .as_ref()
+                    .map(|g| Who::new(g.gid, &g.name))
+                    .unwrap_or_else(|| absent(AUDIT_GROUP))
+            }),
+            socket_owners,
+            broker: self
+                .broker
                 .as_ref()
-                .map(|g| Who::new(g.gid, &g.name))
-                .unwrap_or_else(|| absent(AUDIT_GROUP))
-        }),
-        socket_owners,
-        broker: broker
+                .map(|u| (Who::new(u.uid, &u.name), Who::new(u.gid, &u.name))),
+            accounts,
+        }
+    }
+}
+
+/// The state's owner: the gate's user in system mode; in user mode whoever owns the state
+/// directory (or you, before it exists).
+fn state_owner(options: &Options, ids: &ServiceIds, state: &StateDir) -> Who {
+    if options.system {
+        return ids
+            .gate
             .as_ref()
-            .map(|u| (Who::new(u.uid, &u.name), Who::new(u.gid, &u.name))),
-        accounts: account_facts,
+            .map(|g| Who::new(g.uid, &g.name))
+            .unwrap_or_else(|| absent(GATE_USER));
+    }
+    let facts = Facts::of(state.root());
+    let uid = if facts.kind == Kind::Missing {
+        nix::unistd::Uid::effective().as_raw()
+    } else {
+        facts.uid
     };
+    Who::new(uid, user_name(uid))
+}
+
+/// An account's `run_as`, and who its executor runs as.
+fn account_identity(
+    account: &glovebox_config::Account,
+    system: bool,
+    config_shown: &str,
+    owner: &Who,
+) -> (Finding, AccountFacts) {
+    let facts = account.run_as.as_deref().and_then(user);
+    let finding = users::run_as(
+        &account.id,
+        account.run_as.as_deref(),
+        facts.as_ref(),
+        system,
+        config_shown,
+        owner.id,
+    );
+    let runs_as = match (&account.run_as, &facts) {
+        (None, _) => owner.clone(),
+        (Some(_), Some(u)) => Who::new(u.uid, &u.name),
+        (Some(name), None) => absent(name),
+    };
+    let facts = AccountFacts {
+        id: account.id.to_string(),
+        runs_as,
+        has_agent_token: !account.token_hashes.is_empty(),
+    };
+    (finding, facts)
+}
+
+/// The state directory's files and the sockets, each against its rule.
+fn file_checks(options: &Options, state: &StateDir, layout: &Layout) -> Vec<Finding> {
+    let mut out = Vec::new();
     let state_present = Facts::of(state.root()).kind != Kind::Missing;
-    for (path, rule) in files::plan(&layout) {
+    for (path, rule) in files::plan(layout) {
         // Under a state dir that does not exist yet, one finding says so.
         if !state_present && path.starts_with(state.root()) && path != state.root() {
             continue;
         }
-        let path = rebase_runtime(&path, &state, &options.runtime_dir);
+        let path = rebase_runtime(&path, state, &options.runtime_dir);
         let facts = Facts::of(&path);
         if path == state.root() {
             let audit_db = Facts::of(&state.audit_db()).kind != Kind::Missing;
-            if let Some(found) = files::not_set_up_yet(&layout, &facts, audit_db) {
+            if let Some(found) = files::not_set_up_yet(layout, &facts, audit_db) {
                 out.push(found);
                 continue;
             }
@@ -404,12 +457,20 @@ async fn checks(options: &Options) -> Vec<Finding> {
     if options.system {
         for (path, facts) in runtime_entries(&options.runtime_dir) {
             let rel = path.strip_prefix(&options.runtime_dir).unwrap_or(&path);
-            let rule = files::runtime_rule(&layout, rel, facts.kind);
+            let rule = files::runtime_rule(layout, rel, facts.kind);
             out.push(files::check(&path, &facts, &rule));
         }
     }
+    out
+}
 
-    // Managed policy.
+/// The managed policy directory and each file in it.
+fn managed_policy_checks(
+    options: &Options,
+    owner: &Who,
+    accounts: &[glovebox_config::Account],
+) -> Vec<Finding> {
+    let root = Who::new(0, "root");
     let policy_owners = if options.system {
         vec![root]
     } else {
@@ -425,38 +486,36 @@ async fn checks(options: &Options) -> Vec<Finding> {
     };
     let dir = &options.policy_dir;
     let dir_facts = Facts::of(dir);
-    out.push(files::check(
+    let mut out = vec![files::check(
         dir,
         &dir_facts,
         &managed::rule(Kind::Dir, &policy_owners, dir_missing),
-    ));
-    if dir_facts.kind == Kind::Dir {
-        let workdir = accounts
-            .first()
-            .map(|a| a.workdir.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "/home/user/project".to_owned());
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        paths.retain(|p| managed::is_policy_file(p));
-        paths.sort();
-        for path in paths {
-            let facts = Facts::of(&path);
-            let text = (facts.kind == Kind::File)
-                .then(|| std::fs::read_to_string(&path).ok())
-                .flatten();
-            out.push(managed::file(
-                &path,
-                &facts,
-                &policy_owners,
-                text.as_deref(),
-                &workdir,
-            ));
-        }
+    )];
+    if dir_facts.kind != Kind::Dir {
+        return out;
     }
-
-    // Services.
-    out.extend(services(options, &state).await);
+    let workdir = accounts
+        .first()
+        .map(|a| a.workdir.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "/home/user/project".to_owned());
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    paths.retain(|p| managed::is_policy_file(p));
+    paths.sort();
+    for path in paths {
+        let facts = Facts::of(&path);
+        let text = (facts.kind == Kind::File)
+            .then(|| std::fs::read_to_string(&path).ok())
+            .flatten();
+        out.push(managed::file(
+            &path,
+            &facts,
+            &policy_owners,
+            text.as_deref(),
+            &workdir,
+        ));
+    }
     out
 }
 
