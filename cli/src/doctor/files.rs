@@ -284,41 +284,56 @@ pub struct Layout {
 /// What each fixed path of `layout` must be. Sockets of a system-mode runtime dir are listed by
 /// [`runtime_rule`] as they are found.
 pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
-    let state = &layout.state;
-    let owner = &layout.owner;
-    let start = if layout.system {
-        "made when glovebox starts: systemctl start glovebox"
+    let mut plan = if layout.system {
+        system_dirs(layout)
     } else {
-        "made by the first `glovebox up`"
+        user_dirs_and_sockets(layout)
     };
-    let optional = (Level::Ok, "made when first needed");
-    let made = (Level::Warn, start);
-    let running = (Level::Ok, "glovebox is not running");
-    // Executors running as another user must traverse (not list) the state and run dirs.
-    let drops = layout.accounts.iter().any(|a| a.runs_as.id != owner.id);
-    let traverse = if drops { 0o011 } else { 0 };
-    let root = Who::new(0, "root");
-    let mut plan = Vec::new();
+    plan.extend(keys_and_audit(layout));
+    plan.extend(account_files(layout));
+    plan
+}
+
+/// What is missing while glovebox does not run.
+const NOT_RUNNING: (Level, &str) = (Level::Ok, "glovebox is not running");
+/// What is made when first needed.
+const OPTIONAL: (Level, &str) = (Level::Ok, "made when first needed");
+
+/// What is made when glovebox first starts, and how to start it.
+fn made_at_start(layout: &Layout) -> (Level, &'static str) {
     if layout.system {
-        // Made by tmpfiles.d (root 0755); the supervisor sets everything inside.
-        let system_dir = |missing: &str| Rule {
-            kind: Kind::Dir,
-            owners: vec![root.clone(), owner.clone()],
-            group: None,
-            allowed: 0o755,
-            required: 0,
-            missing: (
-                Level::Fail,
-                format!(
-                    "{missing}: systemd-tmpfiles --create /usr/lib/tmpfiles.d/glovebox.conf \
-                     (or reinstall the glovebox package)"
-                ),
+        (
+            Level::Warn,
+            "made when glovebox starts: systemctl start glovebox",
+        )
+    } else {
+        (Level::Warn, "made by the first `glovebox up`")
+    }
+}
+
+/// System mode: the state and runtime directories, made by the package and tmpfiles.d (root
+/// 0755); the supervisor sets everything inside.
+fn system_dirs(layout: &Layout) -> Vec<(PathBuf, Rule)> {
+    let owner = &layout.owner;
+    let system_dir = |missing: &str| Rule {
+        kind: Kind::Dir,
+        owners: vec![Who::new(0, "root"), owner.clone()],
+        group: None,
+        allowed: 0o755,
+        required: 0,
+        missing: (
+            Level::Fail,
+            format!(
+                "{missing}: systemd-tmpfiles --create /usr/lib/tmpfiles.d/glovebox.conf \
+                 (or reinstall the glovebox package)"
             ),
-        };
+        ),
+    };
+    vec![
         // The gate's, entered by the audit group only; setgid, so the gate's new files (audit.db's
         // -wal and -shm) take that group.
-        plan.push((
-            state.root().to_owned(),
+        (
+            layout.state.root().to_owned(),
             Rule {
                 kind: Kind::Dir,
                 owners: vec![owner.clone()],
@@ -327,10 +342,20 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
                 required: 0o2000,
                 missing: system_dir("the package makes it").missing,
             },
-        ));
-        plan.push((layout.runtime.clone(), system_dir("made at boot")));
-    } else {
-        plan.push((
+        ),
+        (layout.runtime.clone(), system_dir("made at boot")),
+    ]
+}
+
+/// User mode: the state and run directories, the services' sockets and the broker's address.
+fn user_dirs_and_sockets(layout: &Layout) -> Vec<(PathBuf, Rule)> {
+    let state = &layout.state;
+    let owner = &layout.owner;
+    // Executors running as another user must traverse (not list) the state and run dirs.
+    let drops = layout.accounts.iter().any(|a| a.runs_as.id != owner.id);
+    let traverse = if drops { 0o011 } else { 0 };
+    let mut plan = vec![
+        (
             state.root().to_owned(),
             Rule::private(
                 Kind::Dir,
@@ -341,52 +366,61 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
                 ),
             )
             .allowing(traverse),
-        ));
-        plan.push((
+        ),
+        (
             layout.runtime.clone(),
-            Rule::private(Kind::Dir, owner, running).allowing(traverse),
-        ));
-        for socket in [state.gate_socket(), state.admin_socket()] {
-            plan.push((socket, Rule::private(Kind::Socket, owner, running)));
-        }
+            Rule::private(Kind::Dir, owner, NOT_RUNNING).allowing(traverse),
+        ),
+    ];
+    for socket in [state.gate_socket(), state.admin_socket()] {
+        plan.push((socket, Rule::private(Kind::Socket, owner, NOT_RUNNING)));
+    }
+    plan.push((
+        state.audit_socket(),
+        Rule::private(Kind::Socket, owner, NOT_RUNNING).allowing(0o066),
+    ));
+    plan.push((
+        state.broker_url_file(),
+        Rule::private(Kind::File, owner, NOT_RUNNING),
+    ));
+    if let Some(socket) = state.agent_socket() {
+        plan.push((socket, Rule::private(Kind::Socket, owner, NOT_RUNNING)));
+    }
+    for account in &layout.accounts {
+        let runs_as = &account.runs_as;
         plan.push((
-            state.audit_socket(),
-            Rule::private(Kind::Socket, owner, running).allowing(0o066),
+            state.executor_run_dir(&account.id),
+            Rule::private(Kind::Dir, runs_as, NOT_RUNNING),
         ));
-        plan.push((
-            state.broker_url_file(),
-            Rule::private(Kind::File, owner, running),
-        ));
-        if let Some(socket) = state.agent_socket() {
-            plan.push((socket, Rule::private(Kind::Socket, owner, running)));
-        }
-        for account in &layout.accounts {
-            let runs_as = &account.runs_as;
-            plan.push((
-                state.executor_run_dir(&account.id),
-                Rule::private(Kind::Dir, runs_as, running),
-            ));
-            for socket in [
-                state.executor_socket(&account.id),
-                state.packs_socket(&account.id),
-            ] {
-                plan.push((socket, Rule::private(Kind::Socket, runs_as, running)));
-            }
+        for socket in [
+            state.executor_socket(&account.id),
+            state.packs_socket(&account.id),
+        ] {
+            plan.push((socket, Rule::private(Kind::Socket, runs_as, NOT_RUNNING)));
         }
     }
+    plan
+}
+
+/// The keys, the config (user mode) and the audit database: private in user mode; the audit
+/// readable by the audit group in system mode.
+fn keys_and_audit(layout: &Layout) -> Vec<(PathBuf, Rule)> {
+    let state = &layout.state;
+    let owner = &layout.owner;
+    let made = made_at_start(layout);
+    let mut plan = Vec::new();
     for (path, missing) in [
         (state.ticket_key(), made),
         (state.control_key(), made),
         (state.audit_key(), made),
-        (state.audit_head(), optional),
-        (state.secrets_key(), optional),
+        (state.audit_head(), OPTIONAL),
+        (state.secrets_key(), OPTIONAL),
     ] {
         plan.push((path, Rule::private(Kind::File, owner, missing)));
     }
     if !layout.system {
         plan.push((state.config_file(), Rule::private(Kind::File, owner, made)));
     }
-    // The audit: private in user mode; readable by the audit group in system mode.
     let audit = |missing: (Level, &str), required: u32| match &layout.audit_group {
         Some(group) if layout.system => Rule {
             kind: Kind::File,
@@ -402,22 +436,28 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
     for suffix in ["-wal", "-shm"] {
         let mut path = state.audit_db().into_os_string();
         path.push(suffix);
-        plan.push((PathBuf::from(path), audit(optional, 0)));
+        plan.push((PathBuf::from(path), audit(OPTIONAL, 0)));
     }
-    let accounts_dir = state.root().join("accounts");
-    let first_account = (Level::Ok, "made when the first account is added");
+    plan
+}
+
+/// The accounts directory and each account's files: its tokens (in system mode one may be
+/// handed to the account's user), its policy, packs, trust and secrets.
+fn account_files(layout: &Layout) -> Vec<(PathBuf, Rule)> {
+    let state = &layout.state;
+    let owner = &layout.owner;
+    let made = made_at_start(layout);
     let accounts_missing = if layout.accounts.is_empty() {
-        first_account
+        (Level::Ok, "made when the first account is added")
     } else {
         made
     };
-    plan.push((
-        accounts_dir,
+    let mut plan = vec![(
+        state.root().join("accounts"),
         Rule::private(Kind::Dir, owner, accounts_missing),
-    ));
+    )];
     for account in &layout.accounts {
         let id = &account.id;
-        // In system mode an agent token may be handed to the account's user.
         let holders = if layout.system {
             vec![account.runs_as.clone()]
         } else {
@@ -438,7 +478,7 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
         };
         for (path, missing) in [
             (state.token_file(id), token_missing),
-            (state.approver_token_file(id), optional),
+            (state.approver_token_file(id), OPTIONAL),
         ] {
             plan.push((
                 path,
@@ -451,7 +491,7 @@ pub fn plan(layout: &Layout) -> Vec<(PathBuf, Rule)> {
             state.trusted_packs_file(id),
             state.pack_secrets_file(id),
         ] {
-            plan.push((path, Rule::private(Kind::File, owner, optional)));
+            plan.push((path, Rule::private(Kind::File, owner, OPTIONAL)));
         }
     }
     plan
