@@ -312,7 +312,7 @@ pub async fn pack_call(
         .packs(account)
         .ok_or_else(|| unavailable("the account's pack host"))?;
     let call = ids.tool_call(account, exposed, params.to_string());
-    let planned = packs
+    let mut planned = packs
         .plan(request(PackPlanRequest {
             call: Some(call.clone()),
         }))
@@ -324,60 +324,20 @@ pub async fn pack_call(
     }
     let facts = planned
         .facts
+        .take()
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "the pack host returned no facts"))?;
     let mut subjects = vec![pb::Subject {
         domain: pb::Domain::Tool as i32,
         path: exposed.to_owned(),
         state: None,
     }];
-    if !planned.paths.is_empty() {
-        let mut executor = road
-            .backends
-            .executor(account)
-            .ok_or_else(|| unavailable("the account's executor"))?;
-        let resolved = executor
-            .plan_paths(request(PlanPathsRequest {
-                call: Some(call.clone()),
-                paths: planned
-                    .paths
-                    .iter()
-                    .map(|a| pb::Subject {
-                        domain: a.domain,
-                        path: a.path.clone(),
-                        state: None,
-                    })
-                    .collect(),
-                base: planned.base.clone(),
-            }))
-            .await
-            .map_err(|_| unavailable("the account's executor"))?
-            .into_inner();
-        if let Some(e) = resolved.error {
-            return Err(from_tool_error(e));
-        }
-        let paths = resolved.plan.map(|p| p.subjects).unwrap_or_default();
-        if paths.len() != planned.paths.len() {
-            return Err(WireError::new(
-                ErrorCode::Internal,
-                "the executor did not resolve every path argument",
-            ));
-        }
-        subjects.extend(paths);
-    }
+    subjects.extend(resolve_path_args(road, account, &call, &planned).await?);
     let plan = Plan {
         subjects,
         content_tag: Vec::new(),
         pack: Some(facts),
     };
-    let mut preview = call_preview(pack, tool, &params);
-    // What looks like a path but is not judged as one is said in the ask.
-    for unjudged in &planned.unjudged {
-        preview.text.push_str(&format!(
-            "note: {unjudged}, which looks like a path but is not judged as one (a pack lists such \
-             arguments in its path_args)\n"
-        ));
-    }
-    let preview = Preview::Text(preview);
+    let preview = pack_preview(pack, tool, &params, &planned.unjudged);
     let ticket = authorize(
         road.deciders(),
         origin,
@@ -392,18 +352,89 @@ pub async fn pack_call(
         ticket: Some(ticket),
     });
     invoke.set_timeout(Duration::from_millis(planned.timeout_ms) + INVOKE_MARGIN);
-    let mut cancelled = cancelled;
+    invoke_on_ticket(&mut packs, invoke, cancelled).await
+}
+
+/// The pack's path arguments (`planned.paths`), resolved by the account's executor into the
+/// subjects the gate judges (none for a tool with no path arguments).
+async fn resolve_path_args(
+    road: CallRoad<'_>,
+    account: &AccountId,
+    call: &pb::ToolCall,
+    planned: &pb::PackPlanResponse,
+) -> Result<Vec<pb::Subject>, WireError> {
+    if planned.paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut executor = road
+        .backends
+        .executor(account)
+        .ok_or_else(|| unavailable("the account's executor"))?;
+    let resolved = executor
+        .plan_paths(request(PlanPathsRequest {
+            call: Some(call.clone()),
+            paths: planned
+                .paths
+                .iter()
+                .map(|a| pb::Subject {
+                    domain: a.domain,
+                    path: a.path.clone(),
+                    state: None,
+                })
+                .collect(),
+            base: planned.base.clone(),
+        }))
+        .await
+        .map_err(|_| unavailable("the account's executor"))?
+        .into_inner();
+    if let Some(e) = resolved.error {
+        return Err(from_tool_error(e));
+    }
+    let paths = resolved.plan.map(|p| p.subjects).unwrap_or_default();
+    if paths.len() != planned.paths.len() {
+        return Err(WireError::new(
+            ErrorCode::Internal,
+            "the executor did not resolve every path argument",
+        ));
+    }
+    Ok(paths)
+}
+
+/// What the approver is shown of a pack call: its pack, tool and arguments, and each argument
+/// that looks like a path but is not judged as one.
+fn pack_preview(
+    pack: &str,
+    tool: &str,
+    params: &serde_json::Value,
+    unjudged: &[String],
+) -> Preview {
+    let mut preview = call_preview(pack, tool, params);
+    for unjudged in unjudged {
+        preview.text.push_str(&format!(
+            "note: {unjudged}, which looks like a path but is not judged as one (a pack lists such \
+             arguments in its path_args)\n"
+        ));
+    }
+    Preview::Text(preview)
+}
+
+/// Makes the call on the pack host with its ticket, streaming progress to a client that asked
+/// for it; withdrawing the call (`cancelled`) tells the pack's server to cancel.
+async fn invoke_on_ticket(
+    packs: &mut glovebox_proto::v1::packs_client::PacksClient<glovebox_proto::transport::Link>,
+    invoke: tonic::Request<PackInvokeRequest>,
+    mut cancelled: tokio::sync::watch::Receiver<bool>,
+) -> Result<serde_json::Value, WireError> {
     let withdrawn = async move {
         if cancelled.wait_for(|c| *c).await.is_err() {
             std::future::pending::<()>().await;
         }
     };
-    // With a client that asked for progress, the call streams it; otherwise one answer.
     let progress = crate::call::PROGRESS.try_with(Clone::clone).ok();
     let invoking = async move {
         match progress {
             None => packs.invoke(invoke).await,
-            Some(to) => invoke_with_progress(&mut packs, invoke, &to).await,
+            Some(to) => invoke_with_progress(packs, invoke, &to).await,
         }
     };
     let invoked = tokio::select! {

@@ -118,6 +118,67 @@ pub fn read_only(tool: &rmcp::model::Tool) -> bool {
         .unwrap_or(false)
 }
 
+/// Offers a started pack's tools in `response`, but those the pack switches off; a tool listed
+/// twice, or whose name cannot be exposed, is an error of the pack instead.
+fn offer_tools(def: &PackDef, tools: &[rmcp::model::Tool], response: &mut ListPacksResponse) {
+    let mut seen = std::collections::HashSet::new();
+    for tool in tools {
+        if def.disabled_tools.iter().any(|d| d.as_str() == tool.name) {
+            continue;
+        }
+        if !seen.insert(tool.name.as_ref()) {
+            response.errors.push(pack_error(
+                &def.name,
+                def.origin,
+                format!(
+                    "tool {:?} is listed more than once; only its first entry is offered",
+                    tool.name
+                ),
+            ));
+            continue;
+        }
+        match glovebox_proto::packs::exposed_name(&def.name, &tool.name) {
+            Ok(name) => response.tools.push(pack_tool(def, tool, name)),
+            Err(why) => response
+                .errors
+                .push(pack_error(&def.name, def.origin, why.to_string())),
+        }
+    }
+}
+
+/// A pack's tool as the broker lists it, under its exposed `name`: its schemas, hints, title
+/// and `_meta` as the server gave them (the broker sanitizes them).
+fn pack_tool(def: &PackDef, tool: &rmcp::model::Tool, name: String) -> PackTool {
+    let hints = tool.annotations.as_ref();
+    PackTool {
+        name,
+        pack: def.name.clone(),
+        tool: tool.name.to_string(),
+        description: tool.description.as_deref().unwrap_or("").to_owned(),
+        input_schema_json: serde_json::Value::Object((*tool.input_schema).clone()).to_string(),
+        read_only: read_only(tool),
+        destructive: destructive(tool),
+        origin: def.origin.as_str().to_owned(),
+        output_schema_json: tool
+            .output_schema
+            .as_ref()
+            .map(|s| serde_json::Value::Object((**s).clone()).to_string())
+            .unwrap_or_default(),
+        title: tool
+            .title
+            .clone()
+            .or_else(|| hints.and_then(|a| a.title.clone()))
+            .unwrap_or_default(),
+        meta_json: tool
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_string(m).ok())
+            .unwrap_or_default(),
+        idempotent: hints.and_then(|a| a.idempotent_hint),
+        open_world: hints.and_then(|a| a.open_world_hint),
+    }
+}
+
 fn destructive(tool: &rmcp::model::Tool) -> bool {
     !read_only(tool)
         && tool
@@ -317,29 +378,7 @@ impl Host {
     pub async fn list(&self) -> ListPacksResponse {
         let resolved = self.resolve(false).await;
         let (packs, _) = self.sync(&resolved.defs).await;
-        // Each start runs on its own task, so a listing that stops waiting (or a caller that goes
-        // away) never abandons a server halfway through its initialize.
-        let starting = packs.iter().map(|p| {
-            let (pack, launcher) = (p.clone(), self.launcher.clone());
-            tokio::spawn(async move { pack.ensure(&launcher).await })
-        });
-        let started = futures_util::future::join_all(starting.map(|task| async move {
-            match tokio::time::timeout(LIST_WAIT, task).await {
-                Ok(Ok(outcome)) => outcome.map_err(|m| (state::FAILED, m)),
-                Ok(Err(_)) => Err((
-                    state::FAILED,
-                    "the pack's start failed inside the pack host".to_owned(),
-                )),
-                Err(_) => Err((
-                    state::STARTING,
-                    format!(
-                        "still starting after {} s; its tools are listed once it is ready",
-                        LIST_WAIT.as_secs()
-                    ),
-                )),
-            }
-        }))
-        .await;
+        let started = self.start_all(&packs).await;
         let mut response = ListPacksResponse {
             tools: Vec::new(),
             errors: resolved.errors,
@@ -365,91 +404,23 @@ impl Host {
         }
         for (pack, outcome) in packs.iter().zip(started) {
             let def = &pack.def;
-            let origin = def.origin;
-            match outcome {
+            let (state, message) = match outcome {
+                Ok(tools) => {
+                    offer_tools(def, &tools, &mut response);
+                    (state::READY, String::new())
+                }
                 Err((state, message)) => {
                     response
                         .errors
-                        .push(pack_error(&def.name, origin, message.clone()));
-                    response.packs.push(pack_status(
-                        &def.name,
-                        origin,
-                        state,
-                        message,
-                        trust_of(def),
-                    ));
-                    continue;
+                        .push(pack_error(&def.name, def.origin, message.clone()));
+                    (state, message)
                 }
-                Ok((_, tools)) => {
-                    let mut seen = std::collections::HashSet::new();
-                    for tool in tools.iter() {
-                        if def.disabled_tools.iter().any(|d| d.as_str() == tool.name) {
-                            continue;
-                        }
-                        if !seen.insert(tool.name.as_ref()) {
-                            response.errors.push(pack_error(
-                                &def.name,
-                                origin,
-                                format!(
-                                    "tool {:?} is listed more than once; only its first entry is offered",
-                                    tool.name
-                                ),
-                            ));
-                            continue;
-                        }
-                        match glovebox_proto::packs::exposed_name(&def.name, &tool.name) {
-                            Ok(name) => response.tools.push(PackTool {
-                                name,
-                                pack: def.name.clone(),
-                                tool: tool.name.to_string(),
-                                description: tool.description.as_deref().unwrap_or("").to_owned(),
-                                input_schema_json: serde_json::Value::Object(
-                                    (*tool.input_schema).clone(),
-                                )
-                                .to_string(),
-                                read_only: read_only(tool),
-                                destructive: destructive(tool),
-                                origin: origin.as_str().to_owned(),
-                                output_schema_json: tool
-                                    .output_schema
-                                    .as_ref()
-                                    .map(|s| serde_json::Value::Object((**s).clone()).to_string())
-                                    .unwrap_or_default(),
-                                title: tool
-                                    .title
-                                    .clone()
-                                    .or_else(|| {
-                                        tool.annotations.as_ref().and_then(|a| a.title.clone())
-                                    })
-                                    .unwrap_or_default(),
-                                meta_json: tool
-                                    .meta
-                                    .as_ref()
-                                    .and_then(|m| serde_json::to_string(m).ok())
-                                    .unwrap_or_default(),
-                                idempotent: tool
-                                    .annotations
-                                    .as_ref()
-                                    .and_then(|a| a.idempotent_hint),
-                                open_world: tool
-                                    .annotations
-                                    .as_ref()
-                                    .and_then(|a| a.open_world_hint),
-                            }),
-                            Err(why) => {
-                                response
-                                    .errors
-                                    .push(pack_error(&def.name, origin, why.to_string()))
-                            }
-                        }
-                    }
-                }
-            }
+            };
             response.packs.push(pack_status(
                 &def.name,
-                origin,
-                state::READY,
-                String::new(),
+                def.origin,
+                state,
+                message,
                 trust_of(def),
             ));
         }
@@ -457,6 +428,39 @@ impl Host {
             .packs
             .sort_by(|a, b| (&a.name, &a.origin).cmp(&(&b.name, &b.origin)));
         response
+    }
+
+    /// Starts every pack at once and waits up to [`LIST_WAIT`] for each: its tools, or its state
+    /// (failed, or still starting) and why. Each start runs on its own task, so a listing that
+    /// stops waiting (or a caller that goes away) never abandons a server halfway through its
+    /// initialize.
+    async fn start_all(
+        &self,
+        packs: &[Arc<Pack>],
+    ) -> Vec<Result<Arc<Vec<rmcp::model::Tool>>, (&'static str, String)>> {
+        let starting = packs.iter().map(|p| {
+            let (pack, launcher) = (p.clone(), self.launcher.clone());
+            tokio::spawn(async move { pack.ensure(&launcher).await })
+        });
+        futures_util::future::join_all(starting.map(|task| async move {
+            match tokio::time::timeout(LIST_WAIT, task).await {
+                Ok(Ok(outcome)) => outcome
+                    .map(|(_, tools)| tools)
+                    .map_err(|m| (state::FAILED, m)),
+                Ok(Err(_)) => Err((
+                    state::FAILED,
+                    "the pack's start failed inside the pack host".to_owned(),
+                )),
+                Err(_) => Err((
+                    state::STARTING,
+                    format!(
+                        "still starting after {} s; its tools are listed once it is ready",
+                        LIST_WAIT.as_secs()
+                    ),
+                )),
+            }
+        }))
+        .await
     }
 
     /// The running pack and tool a call names, with its facts (starting the pack if needed).
