@@ -364,23 +364,39 @@ impl Shipper {
     }
 
     async fn insert(&self, rows: &[RawRow]) -> Result<u64, ShipError> {
-        let pg_err = |action: &'static str| {
-            let url = self.url.clone();
-            move |source| ShipError::Postgres {
-                action,
-                url,
-                source,
-            }
-        };
-        let machine = &self.options.machine;
         let last = rows.last().map_or(0, |r| r.id);
         let mut tx = self
             .pg
             .begin()
             .await
-            .map_err(pg_err("begin a transaction"))?;
-        // The machine's public checkpoint key is registered with its first rows and never
-        // replaced: a machine shipping under another key is refused.
+            .map_err(self.pg_err("begin a transaction"))?;
+        self.register_machine(&mut tx, last).await?;
+        let inserted = self.insert_rows(&mut tx, rows).await?;
+        if inserted.len() < rows.len() {
+            self.compare_had(&mut tx, rows, &inserted).await?;
+        }
+        tx.commit().await.map_err(self.pg_err("commit"))?;
+        Ok(inserted.len() as u64)
+    }
+
+    /// An error of PostgreSQL while doing `action`.
+    fn pg_err(&self, action: &'static str) -> impl FnOnce(sqlx::Error) -> ShipError + use<> {
+        let url = self.url.clone();
+        move |source| ShipError::Postgres {
+            action,
+            url,
+            source,
+        }
+    }
+
+    /// Records the machine and how far it shipped. Its public checkpoint key is registered with
+    /// its first rows and never replaced: a machine shipping under another key is refused.
+    async fn register_machine(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+        last: i64,
+    ) -> Result<(), ShipError> {
+        let machine = &self.options.machine;
         let registered: Option<String> = sqlx::query_scalar(
             "INSERT INTO machine (id, hostname, last_row_id, public_key) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (id) DO UPDATE SET hostname = EXCLUDED.hostname, last_shipped_at = now(), \
@@ -392,9 +408,9 @@ impl Shipper {
         .bind(&self.hostname)
         .bind(last)
         .bind(&self.public_key)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await
-        .map_err(pg_err("record the machine"))?;
+        .map_err(self.pg_err("record the machine"))?;
         if let Some(ours) = &self.public_key
             && registered.as_ref() != Some(ours)
         {
@@ -402,6 +418,15 @@ impl Shipper {
                 machine: machine.to_owned(),
             });
         }
+        Ok(())
+    }
+
+    /// Inserts the rows it does not have yet, one column array per column; the ids inserted.
+    async fn insert_rows(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+        rows: &[RawRow],
+    ) -> Result<Vec<i64>, ShipError> {
         let arrays: Vec<String> = (0..TEXT_COLUMNS.len())
             .map(|i| format!("${}::text[]", i + 3))
             .chain(
@@ -417,7 +442,7 @@ impl Shipper {
         );
         // Safe: built from the constant column list and numbered parameters.
         let mut q = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .bind(machine)
+            .bind(&self.options.machine)
             .bind(rows.iter().map(|r| r.id).collect::<Vec<i64>>());
         for i in 0..TEXT_COLUMNS.len() {
             q = q.bind(
@@ -433,43 +458,48 @@ impl Shipper {
                     .collect::<Vec<Option<i64>>>(),
             );
         }
-        let inserted: Vec<i64> = q
-            .fetch_all(&mut *tx)
+        q.fetch_all(&mut **tx)
             .await
-            .map_err(pg_err("insert audit rows"))?;
-        if inserted.len() < rows.len() {
-            // Rows it had already: each must be the local row.
-            let had: Vec<i64> = rows
-                .iter()
-                .map(|r| r.id)
-                .filter(|id| !inserted.contains(id))
-                .collect();
-            let sql = format!(
-                "SELECT id, {} FROM events WHERE machine_id = $1 AND id = ANY($2) ORDER BY id",
-                row::column_list()
-            );
-            let theirs = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(machine)
-                .bind(&had)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(pg_err("compare shipped rows"))?;
-            for stored in &theirs {
-                let stored = RawRow::from_row(stored).map_err(pg_err("compare shipped rows"))?;
-                let Some(local) = rows.iter().find(|r| r.id == stored.id) else {
-                    continue;
-                };
-                if let Some(column) = local.first_difference(&stored) {
-                    return Err(ShipError::Differs {
-                        machine: machine.clone(),
-                        id: stored.id,
-                        column,
-                    });
-                }
+            .map_err(self.pg_err("insert audit rows"))
+    }
+
+    /// The rows the fleet database had already (not `inserted`): each must be the local row.
+    async fn compare_had(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+        rows: &[RawRow],
+        inserted: &[i64],
+    ) -> Result<(), ShipError> {
+        let machine = &self.options.machine;
+        let had: Vec<i64> = rows
+            .iter()
+            .map(|r| r.id)
+            .filter(|id| !inserted.contains(id))
+            .collect();
+        let sql = format!(
+            "SELECT id, {} FROM events WHERE machine_id = $1 AND id = ANY($2) ORDER BY id",
+            row::column_list()
+        );
+        let theirs = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(machine)
+            .bind(&had)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(self.pg_err("compare shipped rows"))?;
+        for stored in &theirs {
+            let stored = RawRow::from_row(stored).map_err(self.pg_err("compare shipped rows"))?;
+            let Some(local) = rows.iter().find(|r| r.id == stored.id) else {
+                continue;
+            };
+            if let Some(column) = local.first_difference(&stored) {
+                return Err(ShipError::Differs {
+                    machine: machine.clone(),
+                    id: stored.id,
+                    column,
+                });
             }
         }
-        tx.commit().await.map_err(pg_err("commit"))?;
-        Ok(inserted.len() as u64)
+        Ok(())
     }
 
     /// Ships until nothing is left; `progress` sees each batch. Returns the rows PostgreSQL did
