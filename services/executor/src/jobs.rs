@@ -23,6 +23,9 @@ use serde_json::{Value, json};
 use crate::error::OpError;
 use crate::sync::lock;
 use ring::Ring;
+
+/// A job's stdout or stderr, its newest bytes kept.
+type Output = Arc<Mutex<Ring>>;
 use std::os::unix::fs::DirBuilderExt;
 
 /// The shell every command runs under, by absolute path.
@@ -223,19 +226,13 @@ impl JobTable {
             .mode(0o700)
             .create(&tmp)
             .map_err(|e| OpError::io(e, "the job's temporary directory"))?;
-        let mut cmd = Command::new(&self.config.shim);
-        cmd.arg("job-shim").arg("--tmp").arg(&tmp);
-        for root in &self.config.roots {
-            cmd.arg("--root").arg(root);
-        }
         // Managed policy may narrow the account's network for this job (its ticket says).
         let mut walls = self.config.walls.clone();
         if let Some(cap) = network_cap {
             walls.network = walls.network.at_most(cap);
         }
-        cmd.args(walls.to_args());
         let report = self.config.scratch.join(format!("{id}.limit"));
-        cmd.arg("--report").arg(&report);
+        let mut cmd = self.shim_command(&tmp, &walls, &report);
         let input = if interactive {
             let fifo = tmp.join(INPUT_FIFO);
             let writer = make_input(&fifo).inspect_err(|_| {
@@ -246,41 +243,15 @@ impl JobTable {
         } else {
             None
         };
-        cmd.arg("--")
-            .arg(command)
-            .current_dir(cwd)
-            .env_clear()
-            .envs(
-                self.config
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str())),
-            )
-            .envs(FIXED_ENV.iter().copied())
-            .env("TMPDIR", &tmp)
-            .env(tree::MARKER_VAR, &id)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = match self.config.launcher.spawn(cmd) {
+        self.run_in_shim(&mut cmd, command, cwd, &tmp, &id);
+        let child = match self.config.launcher.spawn(cmd) {
             Ok(child) => child,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
                 return Err(OpError::io(e, "the job shim"));
             }
         };
-        let pid = child.id() as i32;
-        let lifeline = child.stdin.take();
-        let stdout = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
-        let stderr = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
-        if let Some(out) = child.stdout.take() {
-            pump(out, stdout.clone());
-        }
-        if let Some(err) = child.stderr.take() {
-            pump(err, stderr.clone());
-        }
-        // The reaper collects the exit status; the Child handle is not waited on.
-        drop(child);
+        let (pid, lifeline, stdout, stderr) = collect_output(child);
         let now = Instant::now();
         let job = Arc::new(Job {
             id,
@@ -305,6 +276,45 @@ impl JobTable {
         jobs.push(job);
         prune(&mut jobs);
         Ok(summary)
+    }
+
+    /// The job shim's command line up to the job's own: its temporary directory, the account's
+    /// roots, the walls and where it reports a cap reached.
+    fn shim_command(
+        &self,
+        tmp: &Path,
+        walls: &glovebox_sandbox::walls::Walls,
+        report: &Path,
+    ) -> Command {
+        let mut cmd = Command::new(&self.config.shim);
+        cmd.arg("job-shim").arg("--tmp").arg(tmp);
+        for root in &self.config.roots {
+            cmd.arg("--root").arg(root);
+        }
+        cmd.args(walls.to_args());
+        cmd.arg("--report").arg(report);
+        cmd
+    }
+
+    /// The job's own command, where it runs and its environment (the account's, the fixed
+    /// variables, its `TMPDIR` and the marker its processes are found by), with piped stdio.
+    fn run_in_shim(&self, cmd: &mut Command, command: &str, cwd: &str, tmp: &Path, id: &str) {
+        cmd.arg("--")
+            .arg(command)
+            .current_dir(cwd)
+            .env_clear()
+            .envs(
+                self.config
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+            .envs(FIXED_ENV.iter().copied())
+            .env("TMPDIR", tmp)
+            .env(tree::MARKER_VAR, id)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
     }
 
     /// What an input to job `job_id` is judged by: its command, its working directory, and
@@ -619,6 +629,23 @@ fn new_job_id() -> Result<String, OpError> {
     getrandom::fill(&mut bytes)
         .map_err(|_| OpError::new(ErrorCode::Internal, "no randomness for a job id"))?;
     Ok(format!("job-{}", hex::encode(bytes)))
+}
+
+/// A started job's pid, its lifeline (the shim's stdin: the job ends when it closes) and its
+/// output, pumped into two rings. The reaper collects the exit status; the `Child` handle is not
+/// waited on.
+fn collect_output(mut child: std::process::Child) -> (i32, Option<ChildStdin>, Output, Output) {
+    let pid = child.id() as i32;
+    let lifeline = child.stdin.take();
+    let stdout = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
+    let stderr = Arc::new(Mutex::new(Ring::new(OUTPUT_CAP)));
+    if let Some(out) = child.stdout.take() {
+        pump(out, stdout.clone());
+    }
+    if let Some(err) = child.stderr.take() {
+        pump(err, stderr.clone());
+    }
+    (pid, lifeline, stdout, stderr)
 }
 
 #[cfg(test)]
