@@ -232,6 +232,21 @@ impl Asks {
             },
             _ = &mut cancelled => (AskOutcome::Cancelled, None),
         };
+        self.close_elsewhere(account, &ask_id, &outcome, answered_by)
+            .await;
+        drop(turn);
+        outcome
+    }
+
+    /// Ends the ask `ask_id` of `account`: it is no longer pending, and every approver but the
+    /// one that answered (`answered_by`) stops showing it, told why.
+    async fn close_elsewhere(
+        &self,
+        account: &AccountId,
+        ask_id: &str,
+        outcome: &AskOutcome,
+        answered_by: Option<u64>,
+    ) {
         let remaining: Vec<(u64, mpsc::Sender<Message>)> = {
             let mut accounts = self.lock();
             match accounts.get_mut(account) {
@@ -244,7 +259,6 @@ impl Asks {
                 None => Vec::new(),
             }
         };
-        // Every approver but the one that answered stops showing the ask.
         let reason = match outcome {
             AskOutcome::Answered(_) => "answered",
             AskOutcome::Timeout => "timeout",
@@ -252,7 +266,7 @@ impl Asks {
             _ => "closed",
         };
         let closed = ServerFrame::AskClosed {
-            ask_id: ask_id.clone(),
+            ask_id: ask_id.to_owned(),
             reason: reason.to_owned(),
         }
         .to_json();
@@ -261,8 +275,6 @@ impl Asks {
                 let _ = tx.send(Message::Text(closed.clone().into())).await;
             }
         }
-        drop(turn);
-        outcome
     }
 }
 

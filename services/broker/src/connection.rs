@@ -116,23 +116,8 @@ pub async fn serve(
     socket: WebSocket,
     entry: Entry,
 ) {
-    // A token rotated or removed, or (on the approve socket) an owner no longer the account's.
-    let credential_revoked = app.clone().unauthorized(who.clone());
-    let (console, session_ended) = match entry {
-        Entry::Credential => (false, None),
-        Entry::Console(ended) => (true, Some(ended)),
-    };
-    let revoked = async move {
-        match session_ended {
-            None => credential_revoked.await,
-            Some(ended) => {
-                tokio::select! {
-                    _ = credential_revoked => {}
-                    _ = ended => {}
-                }
-            }
-        }
-    };
+    let console = matches!(entry, Entry::Console(_));
+    let revoked = revocation(&app, &who, entry);
     let binary_refusal = frame_error(
         ErrorCode::InvalidParams,
         "binary frames are not accepted; send JSON text",
@@ -167,26 +152,7 @@ pub async fn serve(
         in_flight: InFlight::default(),
     };
     connection.open();
-    let tools_changed = (connection.role == Role::Agent).then(|| {
-        let told = Told {
-            account: connection.account.clone(),
-            profile,
-            offered,
-        };
-        let outbox = connection.outbox.clone();
-        tokio::spawn(tell_tool_changes(
-            connection.app.clone(),
-            told,
-            changes,
-            outbox,
-        ))
-    });
-    let audit_health = (connection.role == Role::Approver).then(|| {
-        tokio::spawn(tell_audit_health(
-            connection.app.audit_health.subscribe(),
-            connection.outbox.clone(),
-        ))
-    });
+    let watchers = connection.watch(changes, offered);
     loop {
         match session.next_text().await {
             Ok(text) => connection.on_text(text.as_str()).await,
@@ -198,15 +164,42 @@ pub async fn serve(
             Err(_) => break,
         }
     }
-    if let Some(task) = tools_changed {
-        task.abort();
-    }
-    if let Some(task) = audit_health {
-        task.abort();
-    }
+    watchers.abort();
     connection.close();
     drop(connection);
     session.finish().await;
+}
+
+/// The tasks that tell a connection of changes while it is open.
+struct Watchers(Vec<tokio::task::JoinHandle<()>>);
+
+impl Watchers {
+    fn abort(self) {
+        for task in self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// What ends a connection from outside: its token rotated or removed, or (on the approve
+/// socket) its owner no longer the account's; for a console connection, also its session's end.
+fn revocation(
+    app: &Arc<App>,
+    who: &crate::auth::Authenticated,
+    entry: Entry,
+) -> impl Future<Output = ()> + use<> {
+    let credential_revoked = app.clone().unauthorized(who.clone());
+    async move {
+        match entry {
+            Entry::Credential => credential_revoked.await,
+            Entry::Console(ended) => {
+                tokio::select! {
+                    _ = credential_revoked => {}
+                    _ = ended => {}
+                }
+            }
+        }
+    }
 }
 
 /// Tells an approver connection each change of the audit's health, an unhealthy audit at once.
@@ -273,6 +266,35 @@ struct Connection {
 }
 
 impl Connection {
+    /// What the connection is told as it happens: an agent, its tools' changes; an approver,
+    /// the audit's health. The tasks end with the connection (`Watchers::abort`).
+    fn watch(
+        &self,
+        changes: tokio::sync::watch::Receiver<u64>,
+        offered: Vec<glovebox_proto::ws::ToolSpec>,
+    ) -> Watchers {
+        let tools_changed = (self.role == Role::Agent).then(|| {
+            let told = Told {
+                account: self.account.clone(),
+                profile: self.profile,
+                offered,
+            };
+            tokio::spawn(tell_tool_changes(
+                self.app.clone(),
+                told,
+                changes,
+                self.outbox.clone(),
+            ))
+        });
+        let audit_health = (self.role == Role::Approver).then(|| {
+            tokio::spawn(tell_audit_health(
+                self.app.audit_health.subscribe(),
+                self.outbox.clone(),
+            ))
+        });
+        Watchers(tools_changed.into_iter().chain(audit_health).collect())
+    }
+
     /// Announces the connection (an approver starts receiving the account's asks).
     fn open(&self) {
         let (account, connection_id) = (&self.account, &self.connection_id);
