@@ -59,8 +59,28 @@ pub struct Refused(pub String);
 
 /// Decides whether `request` may become an added account, given `facts`; the entry to write.
 pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAccount, Refused> {
+    check_new_id(&request.id, facts)?;
+    check_dirs(request, facts)?;
+    check_users(request, facts)?;
+    let some = |s: &String| (!s.is_empty()).then(|| s.clone());
+    Ok(RawAccount {
+        id: request.id.clone(),
+        workdir: request.workdir.clone(),
+        run_as: some(&request.run_as),
+        owner: some(&request.owner),
+        roots: request.roots.clone(),
+        job_env: Vec::new(),
+        pack_env: Vec::new(),
+        sandbox: Default::default(),
+        enabled: request.enabled,
+        token_sha256: Vec::new(),
+        approver_token_sha256: Vec::new(),
+    })
+}
+
+/// An added account's id: well-formed, not taken, and within the cap on added accounts.
+fn check_new_id(id: &str, facts: &Facts) -> Result<(), Refused> {
     let no = |m: String| Err(Refused(m));
-    let id = request.id.as_str();
     if !is_valid_account_id(id) {
         return no(format!(
             "account id {id:?}: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-'"
@@ -78,6 +98,13 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
             glovebox_config::added_accounts::MAX_ADDED_ACCOUNTS
         ));
     }
+    Ok(())
+}
+
+/// An added account's workdir and roots: absolute, directories the gate reaches, the workdir
+/// searchable.
+fn check_dirs(request: &pb::AddAccountRequest, facts: &Facts) -> Result<(), Refused> {
+    let no = |m: String| Err(Refused(m));
     if !Path::new(&request.workdir).is_absolute() {
         return no(format!(
             "workdir {:?}: expected an absolute path",
@@ -100,6 +127,14 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
             ));
         }
     }
+    Ok(())
+}
+
+/// An added account's `run_as` and `owner`: both required in system mode, each a real user who
+/// is neither root nor glovebox's own, never the same person as agent and approver, and in user
+/// mode another user only when glovebox runs as root.
+fn check_users(request: &pb::AddAccountRequest, facts: &Facts) -> Result<(), Refused> {
+    let no = |m: String| Err(Refused(m));
     if facts.system {
         if request.run_as.is_empty() {
             return no(
@@ -144,20 +179,7 @@ pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAc
             request.run_as
         ));
     }
-    let some = |s: &String| (!s.is_empty()).then(|| s.clone());
-    Ok(RawAccount {
-        id: id.to_owned(),
-        workdir: request.workdir.clone(),
-        run_as: some(&request.run_as),
-        owner: some(&request.owner),
-        roots: request.roots.clone(),
-        job_env: Vec::new(),
-        pack_env: Vec::new(),
-        sandbox: Default::default(),
-        enabled: request.enabled,
-        token_sha256: Vec::new(),
-        approver_token_sha256: Vec::new(),
-    })
+    Ok(())
 }
 
 /// Refuses `name` (`run_as` or `owner`, per `field`) if it is no user, root, or one of glovebox's
