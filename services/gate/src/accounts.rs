@@ -57,6 +57,65 @@ pub struct Facts {
 #[error("{0}")]
 pub struct Refused(pub String);
 
+impl Facts {
+    /// What the machine and the state say about `request`, for [`check_add`].
+    fn gather(
+        state: &StateDir,
+        request: &pb::AddAccountRequest,
+        config: &glovebox_config::Config,
+        added: &[glovebox_config::Account],
+    ) -> Facts {
+        Facts {
+            system: state.system_paths().is_some(),
+            own_uid: rustix::process::geteuid().as_raw(),
+            config_ids: config.accounts.iter().map(|a| a.id.clone()).collect(),
+            added_ids: added.iter().map(|a| a.id.clone()).collect(),
+            service_uids: service_uids(),
+            run_as: lookup(&request.run_as),
+            owner: lookup(&request.owner),
+            workdir_is_dir: Path::new(&request.workdir).is_dir(),
+            workdir_searchable: searchable(&request.workdir),
+            roots_are_dirs: request
+                .roots
+                .iter()
+                .map(|r| Path::new(r).is_dir())
+                .collect(),
+        }
+    }
+}
+
+/// Makes a new account's directory with its two credentials (their hashes go in `entry`) and
+/// the default policy; a directory left by an account of this id from before (a hand-made
+/// one) is moved aside first. Returns the directory.
+fn write_new_account_files(
+    state: &StateDir,
+    entry: &mut RawAccount,
+) -> Result<std::path::PathBuf, Status> {
+    let id = entry.id.clone();
+    let token = glovebox_config::new_token().map_err(internal)?;
+    let approver = glovebox_config::new_token().map_err(internal)?;
+    entry.token_sha256 = vec![hex::encode(glovebox_config::token_hash(&token))];
+    entry.approver_token_sha256 = vec![hex::encode(glovebox_config::token_hash(&approver))];
+    let dir = state.account_dir(&id);
+    if dir.exists() {
+        let aside = removed_dir(state, &id);
+        glovebox_config::create_private_dir(aside.parent().unwrap_or(state.root()))
+            .map_err(internal)?;
+        std::fs::rename(&dir, &aside).map_err(internal)?;
+    }
+    glovebox_config::create_private_dir(&dir).map_err(internal)?;
+    let write = |path: &Path, text: &str| {
+        glovebox_config::write_private_file(path, text.as_bytes()).map_err(internal)
+    };
+    write(&state.token_file(&id), &format!("{token}\n"))?;
+    write(&state.approver_token_file(&id), &format!("{approver}\n"))?;
+    let policy = glovebox_policy::RawPolicy::default_for_new_account()
+        .to_yaml()
+        .map_err(internal)?;
+    write(&state.permissions_file(&id), &policy)?;
+    Ok(dir)
+}
+
 /// Decides whether `request` may become an added account, given `facts`; the entry to write.
 pub fn check_add(request: &pb::AddAccountRequest, facts: &Facts) -> Result<RawAccount, Refused> {
     check_new_id(&request.id, facts)?;
@@ -353,23 +412,7 @@ impl GateState {
         let state = &self.state_dir;
         let config = state.load_config().map_err(internal)?;
         let (mut raw, added) = state.load_added_accounts().map_err(internal)?;
-        let service_uids = service_uids();
-        let facts = Facts {
-            system: state.system_paths().is_some(),
-            own_uid: rustix::process::geteuid().as_raw(),
-            config_ids: config.accounts.iter().map(|a| a.id.clone()).collect(),
-            added_ids: added.iter().map(|a| a.id.clone()).collect(),
-            service_uids,
-            run_as: lookup(&request.run_as),
-            owner: lookup(&request.owner),
-            workdir_is_dir: Path::new(&request.workdir).is_dir(),
-            workdir_searchable: searchable(&request.workdir),
-            roots_are_dirs: request
-                .roots
-                .iter()
-                .map(|r| Path::new(r).is_dir())
-                .collect(),
-        };
+        let facts = Facts::gather(state, &request, &config, &added);
         let summary = format!(
             "add: workdir {:?}, run_as {:?}, owner {:?}",
             request.workdir, request.run_as, request.owner
@@ -392,28 +435,7 @@ impl GateState {
             }
         };
         let id = entry.id.clone();
-        let token = glovebox_config::new_token().map_err(internal)?;
-        let approver = glovebox_config::new_token().map_err(internal)?;
-        entry.token_sha256 = vec![hex::encode(glovebox_config::token_hash(&token))];
-        entry.approver_token_sha256 = vec![hex::encode(glovebox_config::token_hash(&approver))];
-        let dir = state.account_dir(&id);
-        if dir.exists() {
-            // Left by an account of this id from before (a hand-made one): moved aside.
-            let aside = removed_dir(state, &id);
-            glovebox_config::create_private_dir(aside.parent().unwrap_or(state.root()))
-                .map_err(internal)?;
-            std::fs::rename(&dir, &aside).map_err(internal)?;
-        }
-        glovebox_config::create_private_dir(&dir).map_err(internal)?;
-        let write = |path: &Path, text: &str| {
-            glovebox_config::write_private_file(path, text.as_bytes()).map_err(internal)
-        };
-        write(&state.token_file(&id), &format!("{token}\n"))?;
-        write(&state.approver_token_file(&id), &format!("{approver}\n"))?;
-        let policy = glovebox_policy::RawPolicy::default_for_new_account()
-            .to_yaml()
-            .map_err(internal)?;
-        write(&state.permissions_file(&id), &policy)?;
+        let dir = write_new_account_files(state, &mut entry)?;
         raw.accounts.push(entry);
         if let Err(e) = state.save_added_accounts(&raw) {
             let _ = std::fs::remove_dir_all(&dir);
