@@ -403,27 +403,7 @@ impl PacksService {
                 }
             }
         };
-        let response = match outcome {
-            Ok(json) => {
-                event.outcome = Outcome::Ok.into();
-                event.bytes = json.len() as u64;
-                PackInvokeResponse {
-                    result_json: json,
-                    error: None,
-                }
-            }
-            Err(e) => {
-                if event.outcome.is_empty() {
-                    event.outcome = Outcome::Error.into();
-                }
-                event.error_code = e.code.clone();
-                event.reason = e.message.clone();
-                PackInvokeResponse {
-                    result_json: String::new(),
-                    error: Some(e),
-                }
-            }
-        };
+        let response = answer(outcome, &mut event);
         event.duration_ms = started.elapsed().as_millis() as u64;
         let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
         if let Err(status) = glovebox_proto::transport::append_durably(
@@ -446,6 +426,31 @@ impl PacksService {
     }
 }
 
+/// The reply to an invoke, and its outcome in the execute row: `ok` and the bytes returned, or
+/// the error (`error` unless the row already says why, as `refused` or `cancelled`).
+fn answer(outcome: Result<String, pb::ToolError>, event: &mut AuditEvent) -> PackInvokeResponse {
+    match outcome {
+        Ok(json) => {
+            event.outcome = Outcome::Ok.into();
+            event.bytes = json.len() as u64;
+            PackInvokeResponse {
+                result_json: json,
+                error: None,
+            }
+        }
+        Err(e) => {
+            if event.outcome.is_empty() {
+                event.outcome = Outcome::Error.into();
+            }
+            event.error_code = e.code.clone();
+            event.reason = e.message.clone();
+            PackInvokeResponse {
+                result_json: String::new(),
+                error: Some(e),
+            }
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
