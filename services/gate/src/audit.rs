@@ -315,57 +315,74 @@ impl Tip {
     }
 }
 
+/// The chain's tip as the database holds it: its row count, its last row's id and MAC, and
+/// the public digest there.
+async fn read_tip(pool: &SqlitePool) -> Result<Tip, AuditError> {
+    let last: Option<(i64, String)> =
+        sqlx::query_as("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1")
+            .fetch_optional(pool)
+            .await?;
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+        .fetch_one(pool)
+        .await?;
+    let (last_id, mac) = last.unwrap_or((0, GENESIS.to_owned()));
+    Ok(Tip {
+        rows: rows.max(0) as u64,
+        last_id,
+        mac,
+        digest: digest_at_tip(pool).await?,
+        since_checkpoint: 0,
+        checkpoint_at: std::time::Instant::now(),
+    })
+}
+
+/// The writer could not be started.
+fn writer_error(files: &AuditFiles, why: String) -> AuditError {
+    AuditError::Writer {
+        path: files.db.display().to_string(),
+        why,
+    }
+}
+
+impl Writer {
+    /// The writer of `files` from `tip` on: its own connection, the WAL's checkpoints and the
+    /// head file's writer.
+    fn open(files: &AuditFiles, tip: Tip, counters: Arc<Counters>) -> Result<Writer, AuditError> {
+        let conn = open_writer(&files.db).map_err(|e| writer_error(files, e.to_string()))?;
+        let identity = file_identity(&files.db).map_err(|e| writer_error(files, e.to_string()))?;
+        Ok(Writer {
+            wal: wal::WalCheckpoints::start(&files.db, &conn),
+            head: HeadWriter::start(files.head.clone(), &files.key),
+            conn,
+            tip,
+            files: files.clone(),
+            counters,
+            identity,
+            replaced: None,
+            signing: files.key.signing_key(),
+            masker: Default::default(),
+        })
+    }
+}
+
 impl AuditStore {
     /// Opens the store, checks the database against its head file (a database that lost rows
     /// since is reported: the old head is kept beside it and a row says so), writes a start
     /// checkpoint and starts the writer task.
     pub async fn open(files: &AuditFiles) -> Result<AuditStore, AuditError> {
         let pool = open_pool(&files.db).await?;
-        let last: Option<(i64, String)> =
-            sqlx::query_as("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1")
-                .fetch_optional(&pool)
-                .await?;
-        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
-            .fetch_one(&pool)
-            .await?;
-        let mismatch = anchor_mismatch(&pool, files, rows.max(0) as u64).await?;
+        let tip = read_tip(&pool).await?;
+        let mismatch = anchor_mismatch(&pool, files, tip.rows).await?;
         let counters = Arc::new(Counters::default());
         counters.healthy.store(true, Ordering::Relaxed);
-        counters.rows.store(rows.max(0) as u64, Ordering::Relaxed);
+        counters.rows.store(tip.rows, Ordering::Relaxed);
         let (jobs, rx) = flume::bounded(QUEUE_DEPTH);
-        let (last_id, mac) = last.unwrap_or((0, GENESIS.to_owned()));
-        let digest = digest_at_tip(&pool).await?;
         publish_public_key(files);
-        let tip = Tip {
-            rows: rows.max(0) as u64,
-            last_id,
-            mac,
-            digest,
-            since_checkpoint: 0,
-            checkpoint_at: std::time::Instant::now(),
-        };
         let opened_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let writer_error = |why: String| AuditError::Writer {
-            path: files.db.display().to_string(),
-            why,
-        };
-        let conn = open_writer(&files.db).map_err(|e| writer_error(e.to_string()))?;
-        let identity = file_identity(&files.db).map_err(|e| writer_error(e.to_string()))?;
-        let writer = Arc::new(Mutex::new(Writer {
-            wal: wal::WalCheckpoints::start(&files.db, &conn),
-            head: HeadWriter::start(files.head.clone(), &files.key),
-            conn,
-            tip,
-            files: files.clone(),
-            counters: counters.clone(),
-            identity,
-            replaced: None,
-            signing: files.key.signing_key(),
-            masker: Default::default(),
-        }));
+        let writer = Arc::new(Mutex::new(Writer::open(files, tip, counters.clone())?));
         let unfinished = Arc::new(AtomicUsize::new(0));
         // The opening pool is closed, and the rare read later takes a connection that closes
         // when idle: the writer's is then the store's one lasting connection, and closing it
@@ -383,7 +400,7 @@ impl AuditStore {
         let thread = std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn(move || writer_thread(&thread_writer, rx, &thread_unfinished, &thread_holding))
-            .map_err(|e| writer_error(e.to_string()))?;
+            .map_err(|e| writer_error(files, e.to_string()))?;
         let store = AuditStore {
             jobs,
             writer,
