@@ -528,21 +528,11 @@ fn account_line(text: &str, index: usize) -> Option<usize> {
     None
 }
 
-/// Validates one account entry (`at` names it in messages, e.g. `accounts[2]`).
-fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
-    let Ok(id) = AccountId::parse(&a.id) else {
-        return Err(crate::invalid::invalid!(
-            "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
-            a.id
-        ));
-    };
-    let workdir = PathBuf::from(&a.workdir);
-    if !workdir.is_absolute() {
-        return Err(crate::invalid::invalid!(
-            "{at}.workdir: expected an absolute path, got {:?}",
-            a.workdir
-        ));
-    }
+/// SHA-256 hashes of an account's tokens.
+type TokenHashes = Vec<[u8; 32]>;
+
+/// The hashes of an account's agent and approver tokens; no token may be both.
+fn credential_hashes(at: &str, a: &RawAccount) -> Result<(TokenHashes, TokenHashes), Invalid> {
     let hashes = |field: &str, list: &[String]| {
         list.iter()
             .map(|h| {
@@ -563,6 +553,11 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
             "{at}: the same token is both an agent and an approver credential; they must differ"
         ));
     }
+    Ok((token_hashes, approver_token_hashes))
+}
+
+/// An account's roots: absolute, never `/`; the workdir when none is listed.
+fn roots_of(at: &str, a: &RawAccount, workdir: &Path) -> Result<Vec<PathBuf>, Invalid> {
     let mut roots = Vec::new();
     for r in &a.roots {
         let root = PathBuf::from(r);
@@ -582,8 +577,13 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
         roots.push(root);
     }
     if roots.is_empty() {
-        roots.push(workdir.clone());
+        roots.push(workdir.to_owned());
     }
+    Ok(roots)
+}
+
+/// The variables an account passes to jobs and packs, and its `run_as` and `owner` names.
+fn check_env_and_users(at: &str, a: &RawAccount) -> Result<(), Invalid> {
     for name in &a.job_env {
         if let Some(why) = job_env::refusal(name) {
             return Err(crate::invalid::invalid!(
@@ -607,6 +607,27 @@ fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Validates one account entry (`at` names it in messages, e.g. `accounts[2]`).
+fn validate_account(at: &str, a: &RawAccount) -> Result<Account, Invalid> {
+    let Ok(id) = AccountId::parse(&a.id) else {
+        return Err(crate::invalid::invalid!(
+            "{at}.id: expected 1-64 characters of [A-Za-z0-9_.-] not starting with '.' or '-', got {:?}",
+            a.id
+        ));
+    };
+    let workdir = PathBuf::from(&a.workdir);
+    if !workdir.is_absolute() {
+        return Err(crate::invalid::invalid!(
+            "{at}.workdir: expected an absolute path, got {:?}",
+            a.workdir
+        ));
+    }
+    let (token_hashes, approver_token_hashes) = credential_hashes(at, a)?;
+    let roots = roots_of(at, a, &workdir)?;
+    check_env_and_users(at, a)?;
     Ok(Account {
         id,
         workdir,
