@@ -217,6 +217,41 @@ async fn start(config: GateConfig) -> Result<Arc<service::GateState>, GateError>
     Ok(state)
 }
 
+/// Resolves once the gate is told to stop.
+async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+/// A server that may not be configured: done at once if not.
+async fn serve_maybe(
+    server: Option<impl Future<Output = Result<(), tonic::transport::Error>>>,
+) -> Result<(), tonic::transport::Error> {
+    match server {
+        Some(server) => server.await,
+        None => Ok(()),
+    }
+}
+
+/// The audit socket's server, which the executors, the pack hosts and the supervisor reach with
+/// their own keys: `Audit`, `ExecutorGate` and `PackSupport`.
+fn serve_audit_socket(
+    state: Arc<service::GateState>,
+    listener: UnixListener,
+    access: service::AuditAccess,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> impl Future<Output = Result<(), tonic::transport::Error>> {
+    let incoming = transport::authenticated_incoming(listener, access.uids, access.keys);
+    tonic::transport::Server::builder()
+        .layer(glovebox_proto::transport::ServerLayer)
+        .add_service(AuditServer::new(service::AuditService(state.clone())))
+        .add_service(ExecutorGateServer::new(service::ExecutorGateService::new(
+            state.clone(),
+            stop.clone(),
+        )))
+        .add_service(PackSupportServer::new(service::PackSupportService(state)))
+        .serve_with_incoming_shutdown(incoming, stopped(stop))
+}
+
 /// Serves the gate on `listener` (Gate, AccountAdmin and Audit, for the broker and the
 /// supervisor) and, if given, the Audit and PackSupport services on `audit_listener` (for
 /// executors and pack hosts running as other users) until `shutdown` completes.
@@ -245,24 +280,10 @@ pub async fn run(
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
-    let audit_only = audit_listener.map(|l| {
-        let incoming = transport::authenticated_incoming(l, audit_access.uids, audit_access.keys);
-        tonic::transport::Server::builder()
-            .layer(glovebox_proto::transport::ServerLayer)
-            .add_service(AuditServer::new(service::AuditService(state.clone())))
-            .add_service(ExecutorGateServer::new(service::ExecutorGateService::new(
-                state.clone(),
-                stop_rx.clone(),
-            )))
-            .add_service(PackSupportServer::new(service::PackSupportService(
-                state.clone(),
-            )))
-            .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
-    });
-    let admin = admin_listener.map(|l| {
+    let audit_only = serve_maybe(
+        audit_listener.map(|l| serve_audit_socket(state.clone(), l, audit_access, stop_rx.clone())),
+    );
+    let admin = serve_maybe(admin_listener.map(|l| {
         let incoming = transport::authenticated_incoming(
             l,
             transport::default_allowed_uids(),
@@ -271,7 +292,7 @@ pub async fn run(
         tonic::transport::Server::builder()
             .add_service(GateAdminServer::new(service::AdminService(state.clone())))
             .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()))
-    });
+    }));
     let incoming = transport::authenticated_incoming(
         listener,
         handover.allowed_uids(),
@@ -288,18 +309,6 @@ pub async fn run(
         )))
         .add_service(AuditServer::new(service::AuditService(state)))
         .serve_with_incoming_shutdown(incoming, stopped(stop_rx));
-    let audit_only = async move {
-        match audit_only {
-            Some(server) => server.await,
-            None => Ok(()),
-        }
-    };
-    let admin = async move {
-        match admin {
-            Some(server) => server.await,
-            None => Ok(()),
-        }
-    };
     let (a, b, c) = tokio::join!(main, audit_only, admin);
     stopping
         .checkpoint(glovebox_proto::audit_row::Outcome::Stop)
