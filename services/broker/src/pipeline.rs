@@ -87,27 +87,40 @@ pub async fn run_call(
         call_id: call_id.to_string(),
         outcome,
     };
-    // A result is answered only once its row is in the audit (waiting for a gate that is
-    // restarting); if it cannot be written, the call is reported failed. The executor's row,
-    // when it wrote one, was committed before it answered.
-    spans::record_outcome(&span, &event.outcome);
-    glovebox_telemetry::metrics::broker().call(
-        tool,
-        verdict,
-        &event.outcome,
-        started.elapsed().as_secs_f64(),
-    );
-    if tool == "exec_run" && event.outcome == "ok" {
-        glovebox_telemetry::metrics::broker().job_started();
-    }
+    note_call(&span, tool, verdict, &event.outcome, started);
     if result_audited {
         return answer;
     }
+    audited_answer(road, event, answer).instrument(span).await
+}
+
+/// A finished call in its trace span and the broker's metrics.
+fn note_call(
+    span: &tracing::Span,
+    tool: &str,
+    verdict: &'static str,
+    outcome: &str,
+    started: Instant,
+) {
+    spans::record_outcome(span, outcome);
+    glovebox_telemetry::metrics::broker().call(
+        tool,
+        verdict,
+        outcome,
+        started.elapsed().as_secs_f64(),
+    );
+    if tool == "exec_run" && outcome == Outcome::Ok.as_str() {
+        glovebox_telemetry::metrics::broker().job_started();
+    }
+}
+
+/// `answer`, once the call's result row (`event`) is in the audit, waiting for a gate that is
+/// restarting; if it cannot be written, the call is reported failed. (An executor's result row,
+/// when it wrote one, was committed before it answered.)
+async fn audited_answer(road: CallRoad<'_>, event: AuditEvent, answer: CallAnswer) -> CallAnswer {
     let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
     if let Err(status) =
-        glovebox_proto::transport::append_durably(&road.backends.audit, event, durable)
-            .instrument(span)
-            .await
+        glovebox_proto::transport::append_durably(&road.backends.audit, event, durable).await
     {
         tracing::error!(error = %status.message(), "could not send the audit event to the gate");
         return CallAnswer {
