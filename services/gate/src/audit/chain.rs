@@ -324,23 +324,7 @@ pub fn check(
     let mut seen_keyed = false;
     let mut at_head: Option<(i64, String)> = None;
     for row in rows {
-        let problem = if let Some(p) = prev_id.filter(|p| row.id != p + 1) {
-            Some(Problem::Gap {
-                from: p + 1,
-                to: row.id - 1,
-            })
-        } else if row.prev != prev {
-            Some(Problem::Unchained { id: row.id })
-        } else if !row.keyed && seen_keyed {
-            Some(Problem::UnkeyedAfterKeyed { id: row.id })
-        } else {
-            let want = if row.keyed {
-                row_mac(key, &prev, &row.fields)
-            } else {
-                legacy_hash(&prev, &row.fields)
-            };
-            (want != row.mac).then_some(Problem::Rewritten { id: row.id })
-        };
+        let problem = row_problem(&row, key, (&prev, prev_id), seen_keyed);
         if problem.is_some() {
             report.problem = problem;
             return report;
@@ -365,27 +349,60 @@ pub fn check(
         report.problem = Some(Problem::NoHead);
         return report;
     };
-    {
-        report.head_checked = true;
-        report.problem = match at_head {
-            _ if report.rows == 0 && head.rows > 0 => Some(Problem::Wiped {
-                head_rows: head.rows,
-            }),
-            None => Some(Problem::MissingTail {
-                head_rows: head.rows,
-                head_last_id: head.last_id,
-                rows: report.rows,
-            }),
-            Some((id, mac)) if mac != head.mac => Some(Problem::HeadMismatch { id }),
-            Some(_) if report.rows < head.rows => Some(Problem::MissingTail {
-                head_rows: head.rows,
-                head_last_id: head.last_id,
-                rows: report.rows,
-            }),
-            Some(_) => None,
-        };
-    }
+    report.head_checked = true;
+    report.problem = against_head(&head, at_head, report.rows);
     report
+}
+
+/// What is wrong with `row`, coming after the row whose MAC and id are `prev` (none for the
+/// first), if anything: a gap in the ids, a broken link, an unkeyed row after keyed ones, or a
+/// MAC that is not the row's.
+fn row_problem(
+    row: &StoredRow,
+    key: &AuditKey,
+    (prev, prev_id): (&str, Option<i64>),
+    seen_keyed: bool,
+) -> Option<Problem> {
+    if let Some(p) = prev_id.filter(|p| row.id != p + 1) {
+        Some(Problem::Gap {
+            from: p + 1,
+            to: row.id - 1,
+        })
+    } else if row.prev != prev {
+        Some(Problem::Unchained { id: row.id })
+    } else if !row.keyed && seen_keyed {
+        Some(Problem::UnkeyedAfterKeyed { id: row.id })
+    } else {
+        let want = if row.keyed {
+            row_mac(key, prev, &row.fields)
+        } else {
+            legacy_hash(prev, &row.fields)
+        };
+        (want != row.mac).then_some(Problem::Rewritten { id: row.id })
+    }
+}
+
+/// Whether `rows` whole rows, with the row the head names at `at_head` (its id and MAC, if it
+/// was found), match the signed head: none wiped, none cut from the tail, the head's row not
+/// rewritten.
+fn against_head(head: &Head, at_head: Option<(i64, String)>, rows: u64) -> Option<Problem> {
+    match at_head {
+        _ if rows == 0 && head.rows > 0 => Some(Problem::Wiped {
+            head_rows: head.rows,
+        }),
+        None => Some(Problem::MissingTail {
+            head_rows: head.rows,
+            head_last_id: head.last_id,
+            rows,
+        }),
+        Some((id, mac)) if mac != head.mac => Some(Problem::HeadMismatch { id }),
+        Some(_) if rows < head.rows => Some(Problem::MissingTail {
+            head_rows: head.rows,
+            head_last_id: head.last_id,
+            rows,
+        }),
+        Some(_) => None,
+    }
 }
 
 /// Formats a time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T23:42:41.123Z`.
