@@ -91,17 +91,15 @@ struct Listing {
     details: bool,
 }
 
-/// Lists `dir` (canonical path `path`, shown below the root as `prefix`), descending `depth - 1`
-/// more levels. Directories are opened beneath their parent without following links; symbolic
-/// links are listed, never followed; hidden entries are neither listed nor entered.
-fn list_dir(
+/// Each name of `dir` an agent may see, with its sort key and the type the directory records
+/// for it (`None`: it does not say); the names it may not see (on the floor, not UTF-8) are
+/// counted in `out.hidden`.
+fn shown_names(
     ctx: &OpContext<'_>,
     dir: &OwnedFd,
     path: &str,
-    prefix: &str,
-    depth: u32,
     out: &mut Listing,
-) -> Result<(), OpError> {
+) -> Result<Vec<(u64, String, Option<FileType>)>, OpError> {
     // Read from the start, a buffer's worth of entries per `getdents` (rustix's `Dir` starts
     // small and zeroes its buffer each time: 1,000 entries took seven calls).
     rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0)).map_err(|e| OpError::errno(e, path))?;
@@ -110,7 +108,6 @@ fn list_dir(
     // A directory on the floor (listed with the sandbox off) shows none of its entries; otherwise
     // each entry is checked for what its own name adds.
     let on_floor = ctx.on_floor(path);
-    // Each name with the type the directory records for it (`None`: it does not say).
     let mut names = Vec::new();
     while let Some(entry) = entries.next() {
         let entry = entry.map_err(|e| OpError::errno(e, path))?;
@@ -132,6 +129,21 @@ fn list_dir(
         };
         names.push((sort_key(name), name.to_owned(), recorded));
     }
+    Ok(names)
+}
+
+/// Lists `dir` (canonical path `path`, shown below the root as `prefix`), descending `depth - 1`
+/// more levels. Directories are opened beneath their parent without following links; symbolic
+/// links are listed, never followed; hidden entries are neither listed nor entered.
+fn list_dir(
+    ctx: &OpContext<'_>,
+    dir: &OwnedFd,
+    path: &str,
+    prefix: &str,
+    depth: u32,
+    out: &mut Listing,
+) -> Result<(), OpError> {
+    let mut names = shown_names(ctx, dir, path, out)?;
     names.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     for (_, name, recorded) in names {
         if out.scanned >= MAX_SCANNED {
