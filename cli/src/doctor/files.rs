@@ -168,6 +168,33 @@ fn grants(bits: u32) -> String {
     out.join(", ")
 }
 
+/// What is wrong with a file's mode under `rule`, if anything (the bits it grants beyond what
+/// is allowed, and those it lacks), and the mode it should have.
+fn mode_problem(facts: &Facts, rule: &Rule) -> Option<(String, u32)> {
+    let extra = facts.mode & !rule.allowed;
+    let lacking = rule.required & !facts.mode;
+    if extra == 0 && lacking == 0 {
+        return None;
+    }
+    let wanted = (facts.mode & rule.allowed) | rule.required;
+    let mut why = format!("mode {:04o}", facts.mode);
+    if extra != 0 {
+        why.push_str(&format!(" ({})", grants(extra)));
+    }
+    if lacking != 0 {
+        why.push_str(&format!(
+            " (lacks {:04o}: {})",
+            lacking,
+            grants(lacking).replace("may", "must be able to")
+        ));
+    }
+    why.push_str(&format!("; it must be at most {:04o}", rule.allowed));
+    if rule.required != 0 {
+        why.push_str(&format!(" and at least {:04o}", rule.required));
+    }
+    Some((why, wanted))
+}
+
 /// Compares `facts` of `path` with `rule`.
 pub fn check(path: &Path, facts: &Facts, rule: &Rule) -> Finding {
     let name = format!("{} {}", rule.kind.check_name(), path.display());
@@ -213,25 +240,7 @@ pub fn check(path: &Path, facts: &Facts, rule: &Rule) -> Finding {
         problems.push(format!("group is gid {}, not {}", facts.gid, group.name));
         fixes.push(format!("chgrp {} {shown}", group.name));
     }
-    let extra = facts.mode & !rule.allowed;
-    let lacking = rule.required & !facts.mode;
-    if extra != 0 || lacking != 0 {
-        let wanted = (facts.mode & rule.allowed) | rule.required;
-        let mut why = format!("mode {:04o}", facts.mode);
-        if extra != 0 {
-            why.push_str(&format!(" ({})", grants(extra)));
-        }
-        if lacking != 0 {
-            why.push_str(&format!(
-                " (lacks {:04o}: {})",
-                lacking,
-                grants(lacking).replace("may", "must be able to")
-            ));
-        }
-        why.push_str(&format!("; it must be at most {:04o}", rule.allowed));
-        if rule.required != 0 {
-            why.push_str(&format!(" and at least {:04o}", rule.required));
-        }
+    if let Some((why, wanted)) = mode_problem(facts, rule) {
         problems.push(why);
         fixes.push(format!("chmod {wanted:o} {shown}"));
     }
