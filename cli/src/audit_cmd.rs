@@ -274,8 +274,10 @@ async fn verify_chain(state_dir: &Path) -> anyhow::Result<ExitCode> {
     let key = glovebox_gate::audit::chain::AuditKey::from_bytes(&key_bytes)
         .context("the audit key is not 32 bytes")?;
     let head = std::fs::read_to_string(state.audit_head()).ok();
-    let pool = glovebox_gate::audit::open_pool(&db).await?;
-    let report = glovebox_gate::audit::verify(&pool, &key, head.as_deref()).await?;
+    // Read-only: checking the audit never changes it (no migration, no mode change).
+    let reader = glovebox_gate::audit::query::AuditReader::open(&db).await?;
+    let pool = reader.pool();
+    let report = glovebox_gate::audit::verify(pool, &key, head.as_deref()).await?;
     let mismatches: Vec<String> = std::fs::read_dir(state.root())?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -300,7 +302,7 @@ async fn verify_chain(state_dir: &Path) -> anyhow::Result<ExitCode> {
     // The signed checkpoints, with the public half of the same key (what `--public-key` and the
     // fleet check without it); legacy unkeyed rows count only under one of them.
     let public = key.signing_key().verifying_key();
-    let signed = glovebox_gate::audit::verify_signed(&pool, &public).await?;
+    let signed = glovebox_gate::audit::verify_signed(pool, &public).await?;
     let shown = signed::fingerprint(&hex::encode(public.as_bytes()));
     if let Some(problem) = signed.problem.as_ref().filter(|p| p.exit_code() != 3) {
         outln!("audit chain BROKEN in {}: {problem}", db.display());

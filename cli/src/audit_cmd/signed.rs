@@ -65,7 +65,7 @@ pub async fn verify_local(state_dir: &Path, public_key: &str) -> anyhow::Result<
     let db = state.audit_db();
     anyhow::ensure!(db.exists(), "no audit store at {}", db.display());
     let (key, shown) = read_public_key(public_key)?;
-    let pool = glovebox_gate::audit::open_pool(&db).await?;
-    let found = glovebox_gate::audit::verify_signed(&pool, &key).await?;
+    let reader = glovebox_gate::audit::query::AuditReader::open(&db).await?;
+    let found = glovebox_gate::audit::verify_signed(reader.pool(), &key).await?;
     Ok(report(&db.display().to_string(), &shown, &found))
 }

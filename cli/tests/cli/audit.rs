@@ -1,4 +1,4 @@
-//! `glovebox audit query` and `glovebox audit tail` on a real state directory whose audit the
+//! `glovebox audit query`, `tail` and `verify` on a real state directory whose audit the
 //! gate's own store wrote: reads work, anything that would write is refused and changes nothing,
 //! the bounds hold, and stored escape sequences never reach the terminal.
 
@@ -255,4 +255,22 @@ fn tail_prints_one_escaped_line_per_row() {
         !got.iter()
             .any(|l| l.contains('\x1b') || l.contains('\u{202e}'))
     );
+}
+
+#[test]
+fn verify_reads_the_audit_and_changes_nothing_not_even_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = state_with_rows();
+    std::fs::write(dir.path().join("audit.key"), [7u8; 32]).unwrap();
+    let db = dir.path().join("audit.db");
+    // In system mode the audit group reads the file: a check must not take that away.
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let before = digest(&db);
+    let state = dir.path().to_str().unwrap();
+    let (code, out, err) = glovebox(&["audit", "verify", "--state-dir", state]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("audit chain verified: 4 rows"), "{out}");
+    assert_eq!(digest(&db), before, "the audit changed");
+    let mode = std::fs::metadata(&db).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o640, "the audit's mode changed");
 }

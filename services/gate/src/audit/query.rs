@@ -38,6 +38,11 @@ impl AuditReader {
         Ok(AuditReader { pool })
     }
 
+    /// The read-only pool, for a check that reads every row (`verify`, `verify_signed`).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
     /// The account's last `limit` finished calls, newest first.
     pub async fn recent_calls(
         &self,
