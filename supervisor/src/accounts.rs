@@ -147,19 +147,8 @@ impl Added<'_> {
         running: &mut Vec<Running>,
         exits: &mut mpsc::Receiver<Exit>,
     ) {
-        let stamp = file_stamp(&self.state.added_accounts_file());
-        if stamp == self.stamp {
+        let Some(merged) = self.changed_config(children).await else {
             return;
-        }
-        self.stamp = stamp;
-        let merged = match self.state.load_merged_config() {
-            Ok(c) => c,
-            Err(e) => {
-                let why = format!("accounts not changed: {e}");
-                tracing::error!(error = %why, "could not apply accounts.yaml");
-                super::audit_service(children.audit, Outcome::Refused, &why).await;
-                return;
-            }
         };
         // Every account: one of glovebox.yaml changed at run time restarts like an added one.
         let wanted = merged.accounts.clone();
@@ -169,43 +158,13 @@ impl Added<'_> {
         }
         // 1. The broker first: a removed account's credentials stop at once (a changed account
         //    keeps its own, and its connections, while its services restart).
-        let removed: Vec<&AccountId> = p.stop.iter().filter(|id| !p.start.contains(id)).collect();
-        self.running.retain(|a| !removed.contains(&&a.id));
-        for a in &mut self.running {
-            if let Some(b) = wanted.iter().find(|b| b.id == a.id) {
-                *a = b.clone();
-            }
-        }
+        let removed = self.forget_removed(&p, &wanted);
         self.tell_broker(running).await;
         // 2. The new accounts, checked as `up` checks them; 3. the gate, told.
-        let mut accepted = Vec::new();
-        for id in &p.start {
-            let Some(a) = wanted.iter().find(|a| &a.id == id) else {
-                continue;
-            };
-            match self.check(a, &merged) {
-                Ok(identity) => accepted.push((a.clone(), identity)),
-                Err(e) => {
-                    let why = format!("account {id:?} not started: {e:#}");
-                    tracing::error!(error = %why, "refused an added account");
-                    super::audit_service(children.audit, Outcome::Refused, &why).await;
-                    self.running.retain(|r| &r.id != id);
-                }
-            }
-        }
+        let accepted = self.check_new(&p.start, &wanted, &merged, children).await;
         if !p.stop.is_empty() || !accepted.is_empty() {
-            let ids: Vec<AccountId> = merged
-                .accounts
-                .iter()
-                .filter(|a| {
-                    !wanted.iter().any(|w| w.id == a.id)
-                        || self.running.iter().any(|r| r.id == a.id)
-                        || accepted.iter().any(|(r, _)| r.id == a.id)
-                })
-                .map(|a| a.id.clone())
-                .collect();
+            let ids = self.gate_accounts(&merged, &wanted, &accepted);
             let new: Vec<AccountId> = accepted.iter().map(|(a, _)| a.id.clone()).collect();
-            let removed: Vec<AccountId> = removed.iter().map(|id| (*id).clone()).collect();
             let change = gate::GateChange {
                 ids: &ids,
                 new: &new,
@@ -216,7 +175,103 @@ impl Added<'_> {
         }
         // 4. The removed accounts' services (after the gate forgot them: once their socket is
         //    gone, the change is in effect).
-        for id in &p.stop {
+        self.stop_accounts(&p.stop, children, running, exits).await;
+        // 5. The new accounts' services.
+        self.start_accounts(accepted, &merged, children, running)
+            .await;
+        // 6.
+        self.tell_broker(running).await;
+    }
+
+    /// The accounts in effect if `accounts.yaml` changed since it was last applied (its stamp
+    /// noted either way); `None` if it did not, or if they cannot be read (logged and audited).
+    async fn changed_config(&mut self, children: &Children<'_>) -> Option<glovebox_config::Config> {
+        let stamp = file_stamp(&self.state.added_accounts_file());
+        if stamp == self.stamp {
+            return None;
+        }
+        self.stamp = stamp;
+        match self.state.load_merged_config() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let why = format!("accounts not changed: {e}");
+                tracing::error!(error = %why, "could not apply accounts.yaml");
+                super::audit_service(children.audit, Outcome::Refused, &why).await;
+                None
+            }
+        }
+    }
+
+    /// Drops the accounts `p` removes from those running and takes the entries in effect of the
+    /// others; returns the removed accounts (stopped, not restarted).
+    fn forget_removed(&mut self, p: &Plan, wanted: &[Account]) -> Vec<AccountId> {
+        let removed: Vec<&AccountId> = p.stop.iter().filter(|id| !p.start.contains(id)).collect();
+        self.running.retain(|a| !removed.contains(&&a.id));
+        for a in &mut self.running {
+            if let Some(b) = wanted.iter().find(|b| b.id == a.id) {
+                *a = b.clone();
+            }
+        }
+        removed.into_iter().cloned().collect()
+    }
+
+    /// The accounts of `start` that pass the checks `up` makes, each with its identity; one
+    /// refused is logged, audited and no longer counted as running.
+    async fn check_new(
+        &mut self,
+        start: &[AccountId],
+        wanted: &[Account],
+        merged: &glovebox_config::Config,
+        children: &Children<'_>,
+    ) -> Vec<(Account, identity::Identity)> {
+        let mut accepted = Vec::new();
+        for id in start {
+            let Some(a) = wanted.iter().find(|a| &a.id == id) else {
+                continue;
+            };
+            match self.check(a, merged) {
+                Ok(identity) => accepted.push((a.clone(), identity)),
+                Err(e) => {
+                    let why = format!("account {id:?} not started: {e:#}");
+                    tracing::error!(error = %why, "refused an added account");
+                    super::audit_service(children.audit, Outcome::Refused, &why).await;
+                    self.running.retain(|r| &r.id != id);
+                }
+            }
+        }
+        accepted
+    }
+
+    /// Every account whose executor and pack host may call the gate's audit socket: those not
+    /// wanted any more (until they are stopped), those running and those just accepted.
+    fn gate_accounts(
+        &self,
+        merged: &glovebox_config::Config,
+        wanted: &[Account],
+        accepted: &[(Account, identity::Identity)],
+    ) -> Vec<AccountId> {
+        merged
+            .accounts
+            .iter()
+            .filter(|a| {
+                !wanted.iter().any(|w| w.id == a.id)
+                    || self.running.iter().any(|r| r.id == a.id)
+                    || accepted.iter().any(|(r, _)| r.id == a.id)
+            })
+            .map(|a| a.id.clone())
+            .collect()
+    }
+
+    /// Stops the executor and pack host of each account of `stop`, removes its socket directory
+    /// and audits it.
+    async fn stop_accounts(
+        &self,
+        stop: &[AccountId],
+        children: &Children<'_>,
+        running: &mut [Running],
+        exits: &mut mpsc::Receiver<Exit>,
+    ) {
+        for id in stop {
             for name in [format!("executor[{id}]"), format!("packs[{id}]")] {
                 stop_named(running, &name, exits, children.exits_tx).await;
             }
@@ -224,18 +279,25 @@ impl Added<'_> {
             let detail = format!("account {id:?}: its executor and pack host stopped");
             super::audit_service(children.audit, Outcome::AccountStopped, &detail).await;
         }
-        // 5. The new accounts' services.
+    }
+
+    /// Starts the services of each accepted account; those that start count as running.
+    async fn start_accounts(
+        &mut self,
+        accepted: Vec<(Account, identity::Identity)>,
+        merged: &glovebox_config::Config,
+        children: &Children<'_>,
+        running: &mut Vec<Running>,
+    ) {
         for (a, identity) in accepted {
             let started = self
-                .start_account(&a, &identity, &merged, children, running)
+                .start_account(&a, &identity, merged, children, running)
                 .await;
             self.running.retain(|r| r.id != a.id);
             if started {
                 self.running.push(a);
             }
         }
-        // 6.
-        self.tell_broker(running).await;
     }
 
     /// The checks `up` makes of an account before starting it: its identity (system mode: its
