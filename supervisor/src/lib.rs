@@ -142,113 +142,34 @@ type Exit = (usize, u64, String);
 pub async fn up(o: UpOptions, announce: Announce) -> anyhow::Result<ExitCode> {
     // Take over SIGTERM and SIGINT before anything starts, so a stop during start-up still stops
     // every child that was started.
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let (state, system_mode) = match &o.system {
-        None => (StateDir::new(&o.state_dir), None),
-        Some(paths) => {
-            system::require_root()?;
-            let users = system::service_users()?;
-            system::check_root_owned(&paths.config, "config file")?;
-            let state = StateDir::system(&o.state_dir, &paths.runtime_dir, &paths.config);
-            let config = state.load_merged_config()?;
-            system::check_accounts(&config, &state.config_file(), &users)?;
-            system::prepare_runtime(&paths.runtime_dir)?;
-            let mode = SystemMode {
-                users,
-                policy_dir: paths.policy_dir.clone(),
-            };
-            (state, Some(mode))
-        }
-    };
+    let signal = stop_signal()?;
+    tokio::pin!(signal);
+    let (state, system_mode) = open_state(&o)?;
     let (exits_tx, mut exits) = mpsc::channel::<Exit>(64);
     // A first start that fails leaves nothing behind, so the next one starts afresh; a start
     // that fails after taking the lock leaves no sockets. One that finds another `up` running
     // touches nothing of it. (System mode's state is never removed.)
     let fresh = system_mode.is_none() && !state.root().exists();
-    let forget = || {
-        if fresh {
-            let _ = std::fs::remove_dir_all(state.root());
-        }
-    };
-    let created = match system_mode {
-        Some(_) => None,
-        None => init::ensure_state(&state, &o.workdir).inspect_err(|_| forget())?,
-    };
-    let _lock = lock(&state)?;
-    if let Some(mode) = &system_mode {
-        let config = state.load_merged_config()?;
-        let identities = system::check_accounts(&config, &state.config_file(), &mode.users)?;
-        system::prepare_state(&state, &config, &mode.users)?;
-        system::prepare_sockets(&state, &config, &identities, &mode.users)?;
-        let homes: Vec<(&str, &identity::Identity)> = config
-            .accounts
-            .iter()
-            .map(|a| a.id.as_str())
-            .zip(&identities)
-            .collect();
-        system::prepare_pack_homes(&state, &homes)?;
-    }
+    let (created, _lock) = set_up_state(&state, &o, system_mode.as_ref(), fresh)?;
     // Taken before the accounts are read: a change made during the start is applied after it.
     let started_stamp = glovebox_config::file_stamp(&state.added_accounts_file());
-    let Started {
-        config,
-        keys,
-        exe,
-        mut running,
-        url,
-    } = match start_up(
-        &state,
-        &o,
-        system_mode.as_ref(),
-        created.is_some(),
-        &exits_tx,
-        &mut exits,
-    )
-    .await
-    {
+    let first_start = created.is_some();
+    let mode = system_mode.as_ref();
+    let mut started = match start_up(&state, &o, mode, first_start, &exits_tx, &mut exits).await {
         Ok(started) => started,
         Err(e) => {
             remove_sockets(&state);
-            forget();
+            forget(&state, fresh);
             return Err(e);
         }
     };
-    let audit = AuditClient::new(authenticated_channel(
-        &state.gate_socket(),
-        peer::SUPERVISOR,
-        keys.key(socket::GATE, peer::SUPERVISOR),
-    ));
-    audit_service(
-        &audit,
-        Outcome::Started,
-        &format!("glovebox up: {} processes", running.len()),
-    )
-    .await;
-    announce(Report {
-        state: state.clone(),
-        config: config.clone(),
-        url: url.clone(),
-        created: created.clone(),
-        sandboxes: sandboxes(&running),
-        system: system_mode.as_ref().map(|mode| SystemReport {
-            policy_dir: mode.policy_dir.clone(),
-            gate_user: mode.users.gate.name.clone(),
-            broker_user: mode.users.broker.name.clone(),
-        }),
-    })
-    .await;
+    let audit = supervisor_audit(&state, &started.keys);
+    let processes = format!("glovebox up: {} processes", started.running.len());
+    audit_service(&audit, Outcome::Started, &processes).await;
+    announce(started.report(&state, created, mode)).await;
 
-    let signal = async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    };
-    tokio::pin!(signal);
     let children = Children {
-        exe: &exe,
+        exe: &started.exe,
         exits_tx: &exits_tx,
         audit: &audit,
     };
@@ -256,20 +177,127 @@ pub async fn up(o: UpOptions, announce: Announce) -> anyhow::Result<ExitCode> {
     let mut added = accounts::Added {
         state: &state,
         o: &o,
-        system_mode: system_mode.as_ref(),
-        keys: &keys,
+        system_mode: mode,
+        keys: &started.keys,
         master: &master,
         stamp: started_stamp,
-        running: config.accounts.clone(),
+        running: started.config.accounts.clone(),
     };
     children
-        .supervise(&mut running, &mut exits, &mut added, signal.as_mut())
+        .supervise(
+            &mut started.running,
+            &mut exits,
+            &mut added,
+            signal.as_mut(),
+        )
         .await;
+    shut_down(&state, &audit, &mut started, &mut exits).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Registers for SIGTERM and SIGINT now; the future completes at the first of them.
+fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
+}
+
+/// The state directory `up` runs on, and in system mode who each service runs as; system mode
+/// first checks that it runs as root, the config file and the accounts, and prepares the
+/// runtime directory.
+fn open_state(o: &UpOptions) -> anyhow::Result<(StateDir, Option<SystemMode>)> {
+    let Some(paths) = &o.system else {
+        return Ok((StateDir::new(&o.state_dir), None));
+    };
+    system::require_root()?;
+    let users = system::service_users()?;
+    system::check_root_owned(&paths.config, "config file")?;
+    let state = StateDir::system(&o.state_dir, &paths.runtime_dir, &paths.config);
+    let config = state.load_merged_config()?;
+    system::check_accounts(&config, &state.config_file(), &users)?;
+    system::prepare_runtime(&paths.runtime_dir)?;
+    let mode = SystemMode {
+        users,
+        policy_dir: paths.policy_dir.clone(),
+    };
+    Ok((state, Some(mode)))
+}
+
+/// Makes the state directory ready and locks it: a first start in user mode creates it (and
+/// returns the account it created), system mode gives it its owners and modes once it is locked.
+/// A first start that cannot set the directory up removes what it made (`fresh`, see [`forget`]).
+fn set_up_state(
+    state: &StateDir,
+    o: &UpOptions,
+    system_mode: Option<&SystemMode>,
+    fresh: bool,
+) -> anyhow::Result<(Option<String>, std::fs::File)> {
+    let created = match system_mode {
+        Some(_) => None,
+        None => init::ensure_state(state, &o.workdir).inspect_err(|_| forget(state, fresh))?,
+    };
+    let lock = lock(state)?;
+    if let Some(mode) = system_mode {
+        prepare_system_state(state, mode)?;
+    }
+    Ok((created, lock))
+}
+
+/// Removes the state directory if this start made it (`fresh`), so that a failed first start
+/// leaves nothing behind.
+fn forget(state: &StateDir, fresh: bool) {
+    if fresh {
+        let _ = std::fs::remove_dir_all(state.root());
+    }
+}
+
+/// System mode, once the state directory is locked: checks the accounts again and gives the
+/// state, the sockets' directories and the pack hosts' homes their owners and modes.
+fn prepare_system_state(state: &StateDir, mode: &SystemMode) -> anyhow::Result<()> {
+    let config = state.load_merged_config()?;
+    let identities = system::check_accounts(&config, &state.config_file(), &mode.users)?;
+    system::prepare_state(state, &config, &mode.users)?;
+    system::prepare_sockets(state, &config, &identities, &mode.users)?;
+    let homes: Vec<(&str, &identity::Identity)> = config
+        .accounts
+        .iter()
+        .map(|a| a.id.as_str())
+        .zip(&identities)
+        .collect();
+    system::prepare_pack_homes(state, &homes)
+}
+
+/// The supervisor's client of the gate's audit socket.
+fn supervisor_audit(
+    state: &StateDir,
+    keys: &ControlKeys,
+) -> AuditClient<glovebox_proto::transport::Link> {
+    AuditClient::new(authenticated_channel(
+        &state.gate_socket(),
+        peer::SUPERVISOR,
+        keys.key(socket::GATE, peer::SUPERVISOR),
+    ))
+}
+
+/// After a stop signal: audits the stop, stops every child, then removes what the services
+/// leave behind (their scratch in `/tmp`, the URL file, the agent socket).
+async fn shut_down(
+    state: &StateDir,
+    audit: &AuditClient<glovebox_proto::transport::Link>,
+    started: &mut Started,
+    exits: &mut mpsc::Receiver<Exit>,
+) {
     eprintln!("glovebox: stopping");
-    audit_service(&audit, Outcome::Stopped, "glovebox up is stopping").await;
-    stop_all(&mut running, &mut exits).await;
+    audit_service(audit, Outcome::Stopped, "glovebox up is stopping").await;
+    stop_all(&mut started.running, exits).await;
     // What a service killed before it could clean up left in /tmp.
-    for account in &config.accounts {
+    for account in &started.config.accounts {
         for kind in [crate::scratch::Kind::Jobs, crate::scratch::Kind::Packs] {
             crate::scratch::sweep(std::path::Path::new(crate::scratch::TMP), kind, &account.id);
         }
@@ -278,7 +306,6 @@ pub async fn up(o: UpOptions, announce: Announce) -> anyhow::Result<ExitCode> {
     if let Some(socket) = state.agent_socket() {
         let _ = std::fs::remove_file(socket);
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// A started glovebox: what `up` goes on with.
@@ -288,6 +315,29 @@ struct Started {
     exe: PathBuf,
     running: Vec<Running>,
     url: String,
+}
+
+impl Started {
+    /// What was started, for the caller of `up` to announce.
+    fn report(
+        &self,
+        state: &StateDir,
+        created: Option<String>,
+        system_mode: Option<&SystemMode>,
+    ) -> Report {
+        Report {
+            state: state.clone(),
+            config: self.config.clone(),
+            url: self.url.clone(),
+            created,
+            sandboxes: sandboxes(&self.running),
+            system: system_mode.map(|mode| SystemReport {
+                policy_dir: mode.policy_dir.clone(),
+                gate_user: mode.users.gate.name.clone(),
+                broker_user: mode.users.broker.name.clone(),
+            }),
+        }
+    }
 }
 
 /// Starts every child of a set-up, locked state dir; publishes the broker's URL.
