@@ -135,64 +135,17 @@ async fn run_on(state: &StateDir, command: AccountCommand) -> anyhow::Result<Exi
             enabled,
         } => {
             let request = pb::AddAccountRequest {
-                id: id.clone(),
+                id,
                 workdir: absolute(workdir),
                 roots: roots.into_iter().map(absolute).collect(),
                 run_as: run_as.unwrap_or_default(),
                 owner: owner.unwrap_or_default(),
                 enabled,
             };
-            let r = gate
-                .add_account(request)
-                .await
-                .map_err(crate::admin_socket::gate_error)?
-                .into_inner();
-            if wait_applied(state, &mut gate, &id, true).await {
-                outln!("added account {id:?}; its executor and pack host are running");
-            } else {
-                outln!(
-                    "added account {id:?}, but its executor has not started within {}s: \
-                     see glovebox's log and the audit (kind 'service')",
-                    APPLY_WAIT.as_secs()
-                );
-            }
-            outln!("  token:    {} (agent)", r.token_file);
-            outln!("  approver: {}", r.approver_token_file);
-            if !enabled {
-                outln!("  its tools are off: `glovebox enable --account {id}` switches them on");
-            }
+            add(state, &mut gate, request).await?;
         }
-        AccountCommand::List { json: as_json } => {
-            let r = list(&mut gate).await?;
-            for a in &r.accounts {
-                if as_json {
-                    outln!("{}", json(a));
-                } else {
-                    outln!("{}", line(a));
-                }
-            }
-        }
-        AccountCommand::Show { id, json: as_json } => {
-            let r = list(&mut gate).await?;
-            let Some(a) = r.accounts.iter().find(|a| a.id == id) else {
-                anyhow::bail!("no account {id:?}");
-            };
-            if as_json {
-                outln!("{}", json(a));
-                return Ok(ExitCode::SUCCESS);
-            }
-            outln!("id:       {}", a.id);
-            outln!("workdir:  {}", a.workdir);
-            outln!("roots:    {}", a.roots.join(", "));
-            outln!(
-                "run_as:   {}",
-                or_default(&a.run_as, "(the user glovebox runs as)")
-            );
-            outln!("owner:    {}", or_default(&a.owner, "(none)"));
-            outln!("enabled:  {}", a.enabled);
-            outln!("from:     {}", from(a));
-            outln!("token:    {}", state.token_file(&a.id).display());
-        }
+        AccountCommand::List { json: as_json } => list_all(&mut gate, as_json).await?,
+        AccountCommand::Show { id, json: as_json } => show(state, &mut gate, &id, as_json).await?,
         AccountCommand::SetWorkdir { id, workdir } => {
             let request = pb::UpdateAccountRequest {
                 id: id.clone(),
@@ -225,15 +178,87 @@ async fn run_on(state: &StateDir, command: AccountCommand) -> anyhow::Result<Exi
             };
             update(state, &mut gate, request).await?;
         }
-        AccountCommand::Remove { id } => {
-            gate.remove_account(pb::RemoveAccountRequest { id: id.clone() })
-                .await
-                .map_err(crate::admin_socket::gate_error)?;
-            wait_applied(state, &mut gate, &id, false).await;
-            outln!("removed account {id:?}: its tokens are refused and its executor stopped");
-        }
+        AccountCommand::Remove { id } => remove(state, &mut gate, id).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Adds an account and says whether its executor and pack host run, where its tokens are and
+/// whether its tools are on.
+async fn add(
+    state: &StateDir,
+    gate: &mut Gate,
+    request: pb::AddAccountRequest,
+) -> anyhow::Result<()> {
+    let id = request.id.clone();
+    let enabled = request.enabled;
+    let r = gate
+        .add_account(request)
+        .await
+        .map_err(crate::admin_socket::gate_error)?
+        .into_inner();
+    if wait_applied(state, gate, &id, true).await {
+        outln!("added account {id:?}; its executor and pack host are running");
+    } else {
+        outln!(
+            "added account {id:?}, but its executor has not started within {}s: \
+             see glovebox's log and the audit (kind 'service')",
+            APPLY_WAIT.as_secs()
+        );
+    }
+    outln!("  token:    {} (agent)", r.token_file);
+    outln!("  approver: {}", r.approver_token_file);
+    if !enabled {
+        outln!("  its tools are off: `glovebox enable --account {id}` switches them on");
+    }
+    Ok(())
+}
+
+/// Prints every account, a line (or a JSON object) each.
+async fn list_all(gate: &mut Gate, as_json: bool) -> anyhow::Result<()> {
+    let r = list(gate).await?;
+    for a in &r.accounts {
+        if as_json {
+            outln!("{}", json(a));
+        } else {
+            outln!("{}", line(a));
+        }
+    }
+    Ok(())
+}
+
+/// Prints one account, a field a line (or as one JSON object).
+async fn show(state: &StateDir, gate: &mut Gate, id: &str, as_json: bool) -> anyhow::Result<()> {
+    let r = list(gate).await?;
+    let Some(a) = r.accounts.iter().find(|a| a.id == id) else {
+        anyhow::bail!("no account {id:?}");
+    };
+    if as_json {
+        outln!("{}", json(a));
+        return Ok(());
+    }
+    outln!("id:       {}", a.id);
+    outln!("workdir:  {}", a.workdir);
+    outln!("roots:    {}", a.roots.join(", "));
+    outln!(
+        "run_as:   {}",
+        or_default(&a.run_as, "(the user glovebox runs as)")
+    );
+    outln!("owner:    {}", or_default(&a.owner, "(none)"));
+    outln!("enabled:  {}", a.enabled);
+    outln!("from:     {}", from(a));
+    outln!("token:    {}", state.token_file(&a.id).display());
+    Ok(())
+}
+
+/// Removes an account and waits until its executor has stopped.
+async fn remove(state: &StateDir, gate: &mut Gate, id: String) -> anyhow::Result<()> {
+    gate.remove_account(pb::RemoveAccountRequest { id: id.clone() })
+        .await
+        .map_err(crate::admin_socket::gate_error)?;
+    wait_applied(state, gate, &id, false).await;
+    outln!("removed account {id:?}: its tokens are refused and its executor stopped");
+    Ok(())
 }
 
 fn absolute(p: PathBuf) -> String {
