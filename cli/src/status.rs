@@ -365,37 +365,89 @@ pub async fn status(env: &Env, args: StatusArgs) -> anyhow::Result<ExitCode> {
 /// `glovebox status` in user mode. Exits 0 when glovebox runs and is healthy, 1 otherwise.
 async fn status_user(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
-    let not_running = |why: String| {
-        if json {
-            outln!("{}", serde_json::json!({"running": false, "why": why}));
-        } else {
-            outln!("{why}");
-        }
-        Ok(ExitCode::from(1))
-    };
     if !state.config_file().exists() {
-        return not_running(format!(
-            "glovebox is not set up in {}: run `glovebox up` to start it",
-            state.root().display()
+        return Ok(not_running(
+            json,
+            format!(
+                "glovebox is not set up in {}: run `glovebox up` to start it",
+                state.root().display()
+            ),
         ));
     }
     // glovebox.yaml's accounts and those of accounts.yaml, as in effect.
     let config = state.load_merged_config()?;
     let Some(up) = running_pid(&state) else {
-        return not_running(format!(
-            "glovebox is not running (state dir {}): run `glovebox up`",
-            state.root().display()
+        return Ok(not_running(
+            json,
+            format!(
+                "glovebox is not running (state dir {}): run `glovebox up`",
+                state.root().display()
+            ),
         ));
     };
-    let url = std::fs::read_to_string(state.broker_url_file())
-        .map(|u| u.trim().to_owned())
-        .unwrap_or_default();
-    let health = health(&url, &state).await;
-    let body = health.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
-    let healthy = matches!(health, Ok((200, _)));
-    let services = services(up);
+    let status = UserStatus::ask(&state, config, up).await;
     if json {
-        let accounts: Vec<serde_json::Value> = config
+        status.print_json();
+        return Ok(exit_code(status.healthy));
+    }
+    Ok(status.print_text())
+}
+
+/// Says why there is no glovebox to report on (as JSON with `json`); exits 1.
+fn not_running(json: bool, why: String) -> ExitCode {
+    if json {
+        outln!("{}", serde_json::json!({"running": false, "why": why}));
+    } else {
+        outln!("{why}");
+    }
+    ExitCode::from(1)
+}
+
+/// A running glovebox in user mode, as `status` reports it.
+struct UserStatus<'a> {
+    state: &'a StateDir,
+    /// The accounts in effect.
+    config: glovebox_config::Config,
+    /// The pid of `up`.
+    up: i32,
+    /// The broker's WebSocket URL.
+    url: String,
+    /// The broker's `/healthz` answer, or why there was none.
+    health: Result<(u16, serde_json::Value), String>,
+    /// Its body (null without an answer).
+    body: serde_json::Value,
+    healthy: bool,
+    /// `up`'s services: (name, pid).
+    services: Vec<(String, i32)>,
+}
+
+impl<'a> UserStatus<'a> {
+    /// Reads the broker's URL and asks it for its health; lists the services of `up` (its pid).
+    async fn ask(state: &'a StateDir, config: glovebox_config::Config, up: i32) -> Self {
+        let url = std::fs::read_to_string(state.broker_url_file())
+            .map(|u| u.trim().to_owned())
+            .unwrap_or_default();
+        let health = health(&url, state).await;
+        let body = health.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
+        let healthy = matches!(health, Ok((200, _)));
+        let services = services(up);
+        Self {
+            state,
+            config,
+            up,
+            url,
+            health,
+            body,
+            healthy,
+            services,
+        }
+    }
+
+    /// Prints the status as one JSON object.
+    fn print_json(&self) {
+        let body = &self.body;
+        let accounts: Vec<serde_json::Value> = self
+            .config
             .accounts
             .iter()
             .map(|a| {
@@ -407,62 +459,68 @@ async fn status_user(state_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        let services: Vec<serde_json::Value> = services
+        let services: Vec<serde_json::Value> = self
+            .services
             .iter()
             .map(|(name, pid)| serde_json::json!({"name": name, "pid": pid}))
             .collect();
-        let mut problems = problems(&body);
-        if let Err(e) = &health {
+        let mut problems = problems(body);
+        if let Err(e) = &self.health {
             problems.push(format!("the broker did not answer ({e})"));
         }
         outln!(
             "{}",
             serde_json::json!({
                 "running": true,
-                "pid": up,
-                "state_dir": state.root(),
+                "pid": self.up,
+                "state_dir": self.state.root(),
                 "services": services,
-                "url": url,
-                "mcp": mcp_url(&url),
+                "url": self.url,
+                "mcp": mcp_url(&self.url),
                 "accounts": accounts,
-                "healthy": healthy,
+                "healthy": self.healthy,
                 "problems": problems,
-                "policy_errors": policy_errors_of(&body),
+                "policy_errors": policy_errors_of(body),
                 "health": body,
             })
         );
-        return Ok(exit_code(healthy));
     }
-    outln!(
-        "glovebox is running (pid {up}, state dir {})",
-        state.root().display()
-    );
-    for (name, pid) in services {
-        outln!("  {name:<20} pid {pid}");
-    }
-    outln!("  WebSocket: {url}");
-    outln!("  MCP:       {}", mcp_url(&url));
-    if config.accounts.is_empty() {
-        outln!("  accounts:  {}", crate::which_account::NO_ACCOUNTS_YET);
-    }
-    for a in &config.accounts {
-        let on = if a.enabled { "on" } else { "off" };
+
+    /// Prints the status as text: the process and its services, the URLs, each account with
+    /// its sandbox, the health and the policy files that failed to load. Returns the exit code.
+    fn print_text(self) -> ExitCode {
         outln!(
-            "  account:   {} (workdir {}, tools {on})",
-            a.id,
-            a.workdir.display()
+            "glovebox is running (pid {}, state dir {})",
+            self.up,
+            self.state.root().display()
         );
-        let executor = &body["executors"][a.id.as_str()];
-        if let Some(sandbox) = executor["sandbox"].as_str() {
-            let jobs = executor["running_jobs"].as_u64().unwrap_or(0);
-            outln!(
-                "  sandbox:   executor[{}] {sandbox}, {jobs} jobs running",
-                a.id
-            );
+        for (name, pid) in &self.services {
+            outln!("  {name:<20} pid {pid}");
         }
+        outln!("  WebSocket: {}", self.url);
+        outln!("  MCP:       {}", mcp_url(&self.url));
+        if self.config.accounts.is_empty() {
+            outln!("  accounts:  {}", crate::which_account::NO_ACCOUNTS_YET);
+        }
+        for a in &self.config.accounts {
+            let on = if a.enabled { "on" } else { "off" };
+            outln!(
+                "  account:   {} (workdir {}, tools {on})",
+                a.id,
+                a.workdir.display()
+            );
+            let executor = &self.body["executors"][a.id.as_str()];
+            if let Some(sandbox) = executor["sandbox"].as_str() {
+                let jobs = executor["running_jobs"].as_u64().unwrap_or(0);
+                outln!(
+                    "  sandbox:   executor[{}] {sandbox}, {jobs} jobs running",
+                    a.id
+                );
+            }
+        }
+        health_line(self.health);
+        closing(self.healthy, &self.body)
     }
-    health_line(health);
-    Ok(closing(healthy, &body))
 }
 
 /// The end of both statuses: the policy files that failed to load, and the exit code.
