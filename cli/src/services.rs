@@ -179,16 +179,7 @@ pub async fn gate(env: &Env, args: GateArgs, handover: Handover) -> anyhow::Resu
     // come and go); the end of stdin is the supervisor's end.
     let (updates_tx, updates) = tokio::sync::watch::channel(None);
     config.audit_peer_updates = Some(updates);
-    let stop = async move {
-        if exit_on_stdin_eof {
-            tokio::select! {
-                _ = stdin_updates(updates_tx, AuditPeers::parse) => {}
-                _ = shutdown_signal(false) => {}
-            }
-        } else {
-            shutdown_signal(false).await;
-        }
-    };
+    let stop = stop_signal(exit_on_stdin_eof, updates_tx, AuditPeers::parse);
     ready(&socket.display().to_string());
     serve_with_grace(stop, |stopped| {
         Box::pin(glovebox_gate::run(
@@ -282,38 +273,9 @@ pub fn prepare_executor(
     // Bound before any thread starts; handed to tokio once the runtime exists.
     let listener = glovebox_proto::transport::bind_std_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
-    // The trash must exist (as this user) before the sandbox is applied, to be granted. A user
-    // without a writable home has no trash: deletes then fail, nothing else does.
-    let runtime_dir = args.socket.parent().unwrap_or(Path::new("/nonexistent"));
     let binary = std::env::current_exe().context("locate the glovebox binary")?;
-    let mut plan = glovebox_executor::sandbox::SandboxPlan::for_executor(
-        &roots,
-        &scratch,
-        runtime_dir,
-        &binary,
-    );
-    match std::fs::create_dir_all(&args.trash) {
-        Ok(()) => plan.full.push(args.trash.clone()),
-        Err(e) => tracing::warn!(
-            trash = %args.trash.display(),
-            error = %e,
-            "no trash for this account: file_delete will fail"
-        ),
-    }
-    // Shims are started from a thread outside the executor's domain (they make namespaces,
-    // which Landlock forbids inside one); started before the executor confines itself.
-    let launcher = std::sync::Arc::new(
-        glovebox_executor::jobs::launcher::Launcher::start().context("start the job launcher")?,
-    );
-    let walls = args.walls.clone().into_walls();
-    let walls_in_force = walls_probe(&launcher, &binary, &walls);
-    let applied = glovebox_executor::sandbox::apply(&plan)?;
-    let enforcement = applied.enforcement.clone();
-    let containment = if applied.scoped {
-        format!("landlock_scopes(abi_{})", applied.abi)
-    } else {
-        "subreaper".to_owned()
-    };
+    let plan = executor_plan(args, &roots, &scratch, &binary);
+    let confined = confine(args, &binary, &plan)?;
     Ok(PreparedExecutor {
         config: glovebox_executor::ExecutorConfig {
             account: args.account.clone(),
@@ -329,27 +291,98 @@ pub fn prepare_executor(
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
             jobs: glovebox_executor::jobs::JobConfig {
-                env: if args.job_env.is_empty() {
-                    env.job_env.clone()
-                } else {
-                    allowlisted(&env.environment, &args.job_env)
-                },
+                env: job_env(env, args),
                 shim: binary,
                 roots,
                 scratch,
-                walls: walls.clone(),
-                launcher,
+                walls: confined.walls,
+                launcher: confined.launcher,
                 // Set by the executor once it has a link to the gate.
                 audit: None,
             },
             trash_dir: args.trash.clone(),
-            sandbox: format!("{} {walls_in_force}", enforcement.describe()),
-            containment,
+            sandbox: confined.sandbox,
+            containment: confined.containment,
         },
         socket: args.socket.clone(),
         listener,
-        enforcement,
+        enforcement: confined.enforcement,
     })
+}
+
+/// The executor's sandbox plan: its roots, its jobs' `scratch`, its socket directory, the
+/// `binary` it starts shims from, and the account's trash, made first (as this user) so that it
+/// can be granted. A user without a writable home has no trash: deletes then fail, nothing else
+/// does.
+fn executor_plan(
+    args: &ExecutorArgs,
+    roots: &[PathBuf],
+    scratch: &Path,
+    binary: &Path,
+) -> glovebox_executor::sandbox::SandboxPlan {
+    let runtime_dir = args.socket.parent().unwrap_or(Path::new("/nonexistent"));
+    let mut plan =
+        glovebox_executor::sandbox::SandboxPlan::for_executor(roots, scratch, runtime_dir, binary);
+    match std::fs::create_dir_all(&args.trash) {
+        Ok(()) => plan.full.push(args.trash.clone()),
+        Err(e) => tracing::warn!(
+            trash = %args.trash.display(),
+            error = %e,
+            "no trash for this account: file_delete will fail"
+        ),
+    }
+    plan
+}
+
+/// An executor confined by its sandbox, with what its jobs are started with.
+struct Confined {
+    /// Starts the job shims, from outside the executor's domain.
+    launcher: std::sync::Arc<glovebox_executor::jobs::launcher::Launcher>,
+    /// The walls of its jobs.
+    walls: glovebox_sandbox::walls::Walls,
+    enforcement: glovebox_executor::sandbox::Enforcement,
+    /// Its sandbox and its jobs' walls, as `/healthz`, `status` and `up` show them.
+    sandbox: String,
+    /// How its jobs are kept from outliving their shims: Landlock's scopes or a subreaper.
+    containment: String,
+}
+
+/// Starts the job launcher, tries the jobs' walls for real, then applies `plan` to the executor.
+fn confine(
+    args: &ExecutorArgs,
+    binary: &Path,
+    plan: &glovebox_executor::sandbox::SandboxPlan,
+) -> anyhow::Result<Confined> {
+    // Shims are started from a thread outside the executor's domain (they make namespaces,
+    // which Landlock forbids inside one); started before the executor confines itself.
+    let launcher = std::sync::Arc::new(
+        glovebox_executor::jobs::launcher::Launcher::start().context("start the job launcher")?,
+    );
+    let walls = args.walls.clone().into_walls();
+    let walls_in_force = walls_probe(&launcher, binary, &walls);
+    let applied = glovebox_executor::sandbox::apply(plan)?;
+    let containment = if applied.scoped {
+        format!("landlock_scopes(abi_{})", applied.abi)
+    } else {
+        "subreaper".to_owned()
+    };
+    Ok(Confined {
+        launcher,
+        walls,
+        sandbox: format!("{} {walls_in_force}", applied.enforcement.describe()),
+        enforcement: applied.enforcement,
+        containment,
+    })
+}
+
+/// The environment the executor's jobs get: the executor's own allowlist, or the variables
+/// `--job-env` names.
+fn job_env(env: &Env, args: &ExecutorArgs) -> Vec<(String, String)> {
+    if args.job_env.is_empty() {
+        env.job_env.clone()
+    } else {
+        allowlisted(&env.environment, &args.job_env)
+    }
 }
 
 /// Which walls this executor's jobs get, tried for real by `glovebox walls-probe` started the
@@ -469,10 +502,41 @@ pub async fn broker(env: &Env, args: BrokerArgs, handover: Handover) -> anyhow::
         addr.ip().is_loopback(),
         "refusing to listen on {addr}: the broker has no TLS yet, so it serves loopback addresses only"
     );
-    // The ask timeout: glovebox.yaml's `limits.ask_timeout_secs` (or the default), unless
-    // `--ask-timeout-secs` was given.
-    let mut broker_config = glovebox_broker::BrokerConfig::from_state(&state, &config);
-    if let Some(secs) = args.ask_timeout_secs {
+    let mut broker_config =
+        configure_broker(env, &state, &config, args.ask_timeout_secs, handover)?;
+    let listener = listen_tcp(addr, &state).await?;
+    let sockets = broker_sockets(&state, &config)?;
+    // After the handover, each line on stdin is an update of the accounts added at run time;
+    // the end of stdin is the supervisor's end.
+    let (updates_tx, updates) = tokio::sync::watch::channel(None);
+    broker_config.accounts_updates = Some(updates);
+    let stop = stop_signal(exit_on_stdin_eof, updates_tx, AccountsUpdate::parse);
+    let local = listener.local_addr()?;
+    ready(&format!("ws://{local}/v1/ws"));
+    serve_with_grace(stop, |stopped| {
+        Box::pin(glovebox_broker::run_with_sockets(
+            broker_config,
+            listener,
+            sockets,
+            stopped,
+        ))
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The broker's configuration from the state, the environment and `handover`; the ask timeout is
+/// glovebox.yaml's `limits.ask_timeout_secs` (or the default), unless `--ask-timeout-secs` was
+/// given (`ask_timeout_secs`).
+fn configure_broker(
+    env: &Env,
+    state: &StateDir,
+    config: &glovebox_config::Config,
+    ask_timeout_secs: Option<u64>,
+    handover: Handover,
+) -> anyhow::Result<glovebox_broker::BrokerConfig> {
+    let mut broker_config = glovebox_broker::BrokerConfig::from_state(state, config);
+    if let Some(secs) = ask_timeout_secs {
         use glovebox_config::limits::MAX_ASK_TIMEOUT_SECS;
         anyhow::ensure!(
             (1..=MAX_ASK_TIMEOUT_SECS).contains(&secs),
@@ -483,74 +547,84 @@ pub async fn broker(env: &Env, args: BrokerArgs, handover: Handover) -> anyhow::
     broker_config.shell = env.shell.clone();
     broker_config.timezone = env.timezone.clone();
     broker_config.handover = handover;
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(listener) => listener,
+    Ok(broker_config)
+}
+
+/// The broker's TCP listener on `addr`; an address in use is told with what to do instead.
+async fn listen_tcp(addr: SocketAddr, state: &StateDir) -> anyhow::Result<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => Ok(listener),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
             "{addr} is already in use (another glovebox, or another program): start with \
              `glovebox up --listen 127.0.0.1:PORT` (port 0 picks a free one), or set `listen` in {}",
             state.config_file().display()
         ),
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("listen on {addr}"))),
-    };
+        Err(e) => Err(anyhow::Error::new(e).context(format!("listen on {addr}"))),
+    }
+}
+
+/// The broker's Unix sockets, bound: in system mode the approve socket, in user mode the agent
+/// socket.
+fn broker_sockets(
+    state: &StateDir,
+    config: &glovebox_config::Config,
+) -> anyhow::Result<glovebox_broker::Sockets> {
     // System mode: approvers connect to the approve socket as themselves, each the approver of
     // the accounts they own.
     let approve = match state.system_paths() {
         None => None,
-        Some(_) => {
-            let mut owners = Vec::new();
-            for a in &config.accounts {
-                let name = a.owner.as_deref().with_context(|| {
-                    format!("account {:?} has no owner (required in system mode)", a.id)
-                })?;
-                let user = nix::unistd::User::from_name(name)?.with_context(|| {
-                    format!("owner {name:?} of account {:?} does not exist", a.id)
-                })?;
-                owners.push((a.id.clone(), user.uid.as_raw()));
-            }
-            let path = state.approve_socket();
-            let listener = glovebox_proto::transport::bind_socket(&path, 0o666)
-                .with_context(|| format!("bind {}", path.display()))?;
-            Some((listener, glovebox_broker::approve_socket::Owners(owners)))
-        }
+        Some(_) => Some(approve_socket(state, config)?),
     };
     // User mode: local clients (`glovebox mcp`) reach the same front door over a Unix socket in
     // the private run directory, sparing them the loopback TCP stack.
-    let local_socket = match state.agent_socket() {
+    let local = match state.agent_socket() {
         Some(path) => Some(
             glovebox_proto::transport::bind_private_socket(&path)
                 .with_context(|| format!("bind {}", path.display()))?,
         ),
         None => None,
     };
-    // After the handover, each line on stdin is an update of the accounts added at run time;
-    // the end of stdin is the supervisor's end.
-    let (updates_tx, updates) = tokio::sync::watch::channel(None);
-    broker_config.accounts_updates = Some(updates);
-    let stop = async move {
-        if exit_on_stdin_eof {
-            tokio::select! {
-                _ = stdin_updates(updates_tx, AccountsUpdate::parse) => {}
-                _ = shutdown_signal(false) => {}
-            }
-        } else {
-            shutdown_signal(false).await;
+    Ok(glovebox_broker::Sockets { local, approve })
+}
+
+/// System mode's approve socket, bound, with each account's owner (who must exist) by uid.
+fn approve_socket(
+    state: &StateDir,
+    config: &glovebox_config::Config,
+) -> anyhow::Result<(
+    tokio::net::UnixListener,
+    glovebox_broker::approve_socket::Owners,
+)> {
+    let mut owners = Vec::new();
+    for a in &config.accounts {
+        let name = a.owner.as_deref().with_context(|| {
+            format!("account {:?} has no owner (required in system mode)", a.id)
+        })?;
+        let user = nix::unistd::User::from_name(name)?
+            .with_context(|| format!("owner {name:?} of account {:?} does not exist", a.id))?;
+        owners.push((a.id.clone(), user.uid.as_raw()));
+    }
+    let path = state.approve_socket();
+    let listener = glovebox_proto::transport::bind_socket(&path, 0o666)
+        .with_context(|| format!("bind {}", path.display()))?;
+    Ok((listener, glovebox_broker::approve_socket::Owners(owners)))
+}
+
+/// What stops the gate or the broker: Ctrl-C or SIGTERM, and with `exit_on_stdin_eof` the end of
+/// stdin, whose lines until then are the supervisor's updates, parsed by `parse` into `updates`.
+async fn stop_signal<T>(
+    exit_on_stdin_eof: bool,
+    updates: tokio::sync::watch::Sender<Option<T>>,
+    parse: fn(&str) -> Result<T, HandoverError>,
+) {
+    if exit_on_stdin_eof {
+        tokio::select! {
+            _ = stdin_updates(updates, parse) => {}
+            _ = shutdown_signal(false) => {}
         }
-    };
-    let local = listener.local_addr()?;
-    ready(&format!("ws://{local}/v1/ws"));
-    serve_with_grace(stop, |stopped| {
-        Box::pin(glovebox_broker::run_with_sockets(
-            broker_config,
-            listener,
-            glovebox_broker::Sockets {
-                local: local_socket,
-                approve,
-            },
-            stopped,
-        ))
-    })
-    .await?;
-    Ok(ExitCode::SUCCESS)
+    } else {
+        shutdown_signal(false).await;
+    }
 }
 
 /// Reads the supervisor's updates from stdin (the broker's [`AccountsUpdate`]s, the gate's
