@@ -77,14 +77,7 @@ pub async fn verify_postgres(
 ) -> anyhow::Result<ExitCode> {
     let state = StateDir::new(state_dir);
     let machine = machine(&state, machine_id)?;
-    // The audit key: required when given, used when this machine's is readable.
-    let key = match &key_file {
-        Some(file) => Some(
-            read_audit_key(file)
-                .with_context(|| format!("read the machine's audit key {}", file.display()))?,
-        ),
-        None => read_audit_key(&state.audit_key()).ok(),
-    };
+    let key = audit_key(&state, key_file.as_deref())?;
     let pinned = public_key.map(signed::read_public_key).transpose()?;
     let pg = ship::connect_pg(url).await?;
     let shown = redact_url(url);
@@ -93,36 +86,17 @@ pub async fn verify_postgres(
         return Ok(ExitCode::from(1));
     };
     let what = format!("machine {machine} in {shown}");
-    // The signed checkpoints, with the pinned key or the one registered there.
-    let public = match (&pinned, &fleet.public_key) {
-        (Some(pinned), _) => Some(pinned.clone()),
-        (None, Some(registered)) => glovebox_gate::audit::signed::parse_public_key(registered)
-            .map(|k| (k, signed::fingerprint(registered))),
-        (None, None) => None,
-    };
-    let mut code = ExitCode::SUCCESS;
+    let public = checkpoint_key(pinned.as_ref(), &fleet);
     let mut proven = false;
     // The audit key, when at hand, names the first changed row itself.
     if let Some(key) = &key {
-        let report = fleet.check_keyed(key);
-        if let Some(problem) = &report.problem {
-            let word = if problem.exit_code() == 3 {
-                "UNPROVEN"
-            } else {
-                "BROKEN"
-            };
-            outln!("audit chain {word} for {what}: {problem}");
-            return Ok(ExitCode::from(problem.exit_code()));
+        if let Some(code) = keyed_problem(&fleet, key, &what) {
+            return Ok(code);
         }
-        outln!(
-            "audit chain verified with the audit key: {} rows of {what}, up to its shipped signed head",
-            report.rows
-        );
         proven = true;
     }
     if let Some((public, fp)) = &public {
-        let found = fleet.check_signed(public);
-        code = signed::report(&what, fp, &found);
+        let code = signed::report(&what, fp, &fleet.check_signed(public));
         if code != ExitCode::SUCCESS {
             return Ok(code);
         }
@@ -139,17 +113,73 @@ pub async fn verify_postgres(
         "nothing to verify {what} with: it registered no public key; give --public-key (its \
          audit.pub) or --audit-key"
     );
-    if let Some(rows) = u64::try_from(fleet.last_shipped)
-        .ok()
-        .filter(|shipped| (fleet.rows.len() as u64) < *shipped)
-    {
-        outln!(
-            "audit chain BROKEN for {what}: rows {} to {rows} are missing (the machine shipped up to row {rows})",
-            fleet.rows.len() + 1
-        );
-        return Ok(ExitCode::from(1));
+    Ok(missing_rows(&fleet, &what).unwrap_or(ExitCode::SUCCESS))
+}
+
+/// The machine's audit key: the one in `key_file`, which must then be read, or else this
+/// machine's when it is readable.
+fn audit_key(
+    state: &StateDir,
+    key_file: Option<&Path>,
+) -> anyhow::Result<Option<glovebox_gate::audit::chain::AuditKey>> {
+    Ok(match key_file {
+        Some(file) => Some(
+            read_audit_key(file)
+                .with_context(|| format!("read the machine's audit key {}", file.display()))?,
+        ),
+        None => read_audit_key(&state.audit_key()).ok(),
+    })
+}
+
+/// The key the signed checkpoints are checked with, and its fingerprint: the pinned one, or the
+/// one the machine registered in the database.
+fn checkpoint_key(
+    pinned: Option<&(ed25519_dalek::VerifyingKey, String)>,
+    fleet: &ship::FleetRows,
+) -> Option<(ed25519_dalek::VerifyingKey, String)> {
+    match (pinned, &fleet.public_key) {
+        (Some(pinned), _) => Some(pinned.clone()),
+        (None, Some(registered)) => glovebox_gate::audit::signed::parse_public_key(registered)
+            .map(|k| (k, signed::fingerprint(registered))),
+        (None, None) => None,
     }
-    Ok(code)
+}
+
+/// Checks the machine's rows with its audit key and says what that proves; the exit code when
+/// a row is changed or the chain is unproven.
+fn keyed_problem(
+    fleet: &ship::FleetRows,
+    key: &glovebox_gate::audit::chain::AuditKey,
+    what: &str,
+) -> Option<ExitCode> {
+    let report = fleet.check_keyed(key);
+    if let Some(problem) = &report.problem {
+        let word = if problem.exit_code() == 3 {
+            "UNPROVEN"
+        } else {
+            "BROKEN"
+        };
+        outln!("audit chain {word} for {what}: {problem}");
+        return Some(ExitCode::from(problem.exit_code()));
+    }
+    outln!(
+        "audit chain verified with the audit key: {} rows of {what}, up to its shipped signed head",
+        report.rows
+    );
+    None
+}
+
+/// Says which rows are missing when the database holds fewer than the machine says it shipped;
+/// exit code 1 then.
+fn missing_rows(fleet: &ship::FleetRows, what: &str) -> Option<ExitCode> {
+    let rows = u64::try_from(fleet.last_shipped)
+        .ok()
+        .filter(|shipped| (fleet.rows.len() as u64) < *shipped)?;
+    outln!(
+        "audit chain BROKEN for {what}: rows {} to {rows} are missing (the machine shipped up to row {rows})",
+        fleet.rows.len() + 1
+    );
+    Some(ExitCode::from(1))
 }
 
 fn read_audit_key(file: &Path) -> anyhow::Result<glovebox_gate::audit::chain::AuditKey> {
