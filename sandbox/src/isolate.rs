@@ -245,35 +245,10 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
         UnshareFlags::NEWNET
     };
     let layout = layout(&isolation.masks, &isolation.keep);
-    let mut trees: Vec<(Kept, OwnedFd, bool)> = Vec::new();
+    let mut trees: Vec<Tree> = Vec::new();
     let idmapping = match isolation.root_as {
-        Some((outside_uid, outside_gid)) if uid == 0 => {
-            // Root's job: uid 0 inside is `outside_uid`; what it may write is idmapped first,
-            // while the shim is still root (see `rootless`).
-            let userns = io_step(
-                crate::rootless::mapped_user_namespace(outside_uid, outside_gid),
-                || "make a user namespace for root's job".into(),
-            )?;
-            for kept in outermost(isolation.keep.iter().filter(|k| k.writable)) {
-                let Some(is_dir) = existing(&kept.path)? else {
-                    continue;
-                };
-                let tree = io_step(
-                    crate::rootless::idmapped_tree(&kept.path, userns.as_fd()),
-                    || format!("idmap {}", kept.path.display()),
-                )?;
-                trees.push((kept.clone(), tree, is_dir));
-            }
-            // What it may only read is cloned now too: once it is `nobody`, root's directories
-            // on the way to it would not let it.
-            for kept in layout.binds.iter().filter(|k| !k.writable) {
-                if let Some(is_dir) = existing(&kept.path)? {
-                    trees.push((kept.clone(), clone_tree(&kept.path)?, is_dir));
-                }
-            }
-            io_step(crate::rootless::enter(userns.as_fd()), || {
-                "enter root's job's user namespace".into()
-            })?;
+        Some(outside) if uid == 0 => {
+            enter_as_unprivileged(isolation, &layout, outside, &mut trees)?;
             true
         }
         _ => false,
@@ -299,20 +274,82 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
     )?;
     // Cloned before the masks cover them (for root's job, all of them were already).
     if !idmapping {
-        for kept in &layout.binds {
-            if let Some(is_dir) = existing(&kept.path)? {
-                trees.push((kept.clone(), clone_tree(&kept.path)?, is_dir));
-            }
-        }
+        clone_existing(layout.binds.iter(), &mut trees)?;
     }
     // Outer places first, so that a place inside another is bound onto it.
     trees.sort_by(|a, b| a.0.path.cmp(&b.0.path));
-    for (i, mask) in layout.masks.iter().enumerate() {
+    cover_masks(&layout.masks, isolation.tmp_size)?;
+    for (kept, tree, is_dir) in &trees {
+        bind_back(kept, tree.as_fd(), *is_dir)?;
+    }
+    seal_masks(&layout.masks)?;
+    if isolation.network == Network::Loopback {
+        io_step(crate::netdev::loopback_up(), || "bring up lo".into())?;
+    }
+    if let Some(cwd) = cwd {
+        io_step(std::env::set_current_dir(&cwd), || {
+            format!("enter {} again", cwd.display())
+        })?;
+    }
+    Ok(())
+}
+
+/// A kept place's detached tree of mounts, to be bound back, and whether it is a directory.
+type Tree = (Kept, OwnedFd, bool);
+
+/// Root's job: makes the user namespace in which its uid 0 is `outside` (uid, gid); idmaps what
+/// it may write and clones what it may only read into `trees` while the shim is still root (see
+/// `rootless`), then enters that namespace.
+fn enter_as_unprivileged(
+    isolation: &Isolation,
+    layout: &Layout,
+    (outside_uid, outside_gid): (u32, u32),
+    trees: &mut Vec<Tree>,
+) -> Result<(), IsolateError> {
+    let userns = io_step(
+        crate::rootless::mapped_user_namespace(outside_uid, outside_gid),
+        || "make a user namespace for root's job".into(),
+    )?;
+    for kept in outermost(isolation.keep.iter().filter(|k| k.writable)) {
+        let Some(is_dir) = existing(&kept.path)? else {
+            continue;
+        };
+        let tree = io_step(
+            crate::rootless::idmapped_tree(&kept.path, userns.as_fd()),
+            || format!("idmap {}", kept.path.display()),
+        )?;
+        trees.push((kept.clone(), tree, is_dir));
+    }
+    // What it may only read is cloned now too: once it is `nobody`, root's directories on the
+    // way to it would not let it.
+    clone_existing(layout.binds.iter().filter(|k| !k.writable), trees)?;
+    io_step(crate::rootless::enter(userns.as_fd()), || {
+        "enter root's job's user namespace".into()
+    })
+}
+
+/// Clones the tree of each place of `kept` that exists into `trees`.
+fn clone_existing<'a>(
+    kept: impl Iterator<Item = &'a Kept>,
+    trees: &mut Vec<Tree>,
+) -> Result<(), IsolateError> {
+    for kept in kept {
+        if let Some(is_dir) = existing(&kept.path)? {
+            trees.push((kept.clone(), clone_tree(&kept.path)?, is_dir));
+        }
+    }
+    Ok(())
+}
+
+/// Covers each mask that is a directory with a tmpfs of its own: the first, `/tmp`, is the
+/// program's writable `TMPDIR` of `tmp_size` bytes (at least a page); the others are tiny.
+fn cover_masks(masks: &[PathBuf], tmp_size: u64) -> Result<(), IsolateError> {
+    for (i, mask) in masks.iter().enumerate() {
         if !mask.is_dir() {
             continue;
         }
         let data = if i == 0 && mask == Path::new(PRIVATE_TMP) {
-            format!("size={},mode=1777", isolation.tmp_size.max(4096))
+            format!("size={},mode=1777", tmp_size.max(4096))
         } else {
             MASK_SIZE.to_owned()
         };
@@ -331,11 +368,13 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
             || format!("cover {}", mask.display()),
         )?;
     }
-    for (kept, tree, is_dir) in &trees {
-        bind_back(kept, tree.as_fd(), *is_dir)?;
-    }
-    // The other masks hold only mount points: read-only from now on.
-    for mask in layout.masks.iter().skip(1).filter(|m| m.is_dir()) {
+    Ok(())
+}
+
+/// Makes the masks after the first read-only, once what was kept is bound back: they hold only
+/// mount points.
+fn seal_masks(masks: &[PathBuf]) -> Result<(), IsolateError> {
+    for mask in masks.iter().skip(1).filter(|m| m.is_dir()) {
         step(
             mount_remount(
                 mask,
@@ -344,14 +383,6 @@ pub fn isolate(isolation: &Isolation) -> Result<(), IsolateError> {
             ),
             || format!("make {} read-only", mask.display()),
         )?;
-    }
-    if isolation.network == Network::Loopback {
-        io_step(crate::netdev::loopback_up(), || "bring up lo".into())?;
-    }
-    if let Some(cwd) = cwd {
-        io_step(std::env::set_current_dir(&cwd), || {
-            format!("enter {} again", cwd.display())
-        })?;
     }
     Ok(())
 }
