@@ -101,26 +101,12 @@ pub const EXIT_SPAWN_FAILED: i32 = 127;
 /// Runs the shim; returns the exit code the process ends with (after mirroring a shell killed
 /// by a signal, which does not return).
 pub fn run(config: ShimConfig) -> i32 {
-    let report = config.report.as_ref().and_then(|path| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .ok()
-    });
+    let report = open_report(&config);
     // An interactive job's input is opened where its parent made it, before the job's own
     // namespaces and domain hide that place.
-    let input = match &config.input {
-        Input::Null => Stdio::null(),
-        Input::Inherit => Stdio::inherit(),
-        Input::Fifo(path) => match open_fifo(path) {
-            Ok(file) => Stdio::from(file),
-            Err(e) => {
-                eprintln!("glovebox: the job's input {}: {e}", path.display());
-                return EXIT_SPAWN_FAILED;
-            }
-        },
+    let input = match program_input(&config.input) {
+        Ok(input) => input,
+        Err(code) => return code,
     };
     let (scoped, inner, in_force) = match confine(&config) {
         Ok(confined) => confined,
@@ -138,37 +124,69 @@ pub fn run(config: ShimConfig) -> i32 {
         Err(code) => return code,
     };
     let watcher = if let Some(walls) = &config.walls {
-        let tmp = match in_force {
-            Some(InForce::Namespaces) => TmpWatch::Tmpfs(walls.tmp_size),
-            _ => config
-                .plan
-                .scratch
-                .clone()
-                .map_or(TmpWatch::None, |dir| TmpWatch::Walk(dir, walls.tmp_size)),
-        };
-        let watcher = Arc::new(Mutex::new(Watcher {
-            caps: walls.caps,
-            tmp,
-            report,
-            stopped: false,
-            tmpfs_reported: false,
-        }));
-        let watching = watcher.clone();
-        std::thread::spawn(move || {
-            loop {
-                std::thread::sleep(WATCH_EVERY);
-                if lock(&watching).look() {
-                    let _ = kill(Pid::this(), Signal::SIGUSR1);
-                    return;
-                }
-            }
-        });
-        Some(watcher)
+        let tmp = tmp_watch(&config, walls, in_force.as_ref());
+        Some(Watcher::start(walls.caps, tmp, report))
     } else {
         None
     };
     // The lifeline: when the parent is gone, so is the program.
-    match config.lifeline {
+    start_lifeline(config.lifeline, parent);
+    let ended = wait_for_shell(&watched, shell, scoped);
+    // A last look before the job's processes go: a job whose shell gave up when the kernel held
+    // a cap (a fork refused) is over it now.
+    if let Some(watcher) = &watcher {
+        lock(watcher).look();
+    }
+    kill_job(scoped);
+    exit_code(ended)
+}
+
+/// The file the shim reports a cap in, opened (truncated) before the walls hide it; `None` if
+/// there is none or it cannot be opened.
+fn open_report(config: &ShimConfig) -> Option<std::fs::File> {
+    config.report.as_ref().and_then(|path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .ok()
+    })
+}
+
+/// The program's standard input, opened; or the exit code of a shim whose job's input cannot be
+/// opened.
+fn program_input(input: &Input) -> Result<Stdio, i32> {
+    Ok(match input {
+        Input::Null => Stdio::null(),
+        Input::Inherit => Stdio::inherit(),
+        Input::Fifo(path) => match open_fifo(path) {
+            Ok(file) => Stdio::from(file),
+            Err(e) => {
+                eprintln!("glovebox: the job's input {}: {e}", path.display());
+                return Err(EXIT_SPAWN_FAILED);
+            }
+        },
+    })
+}
+
+/// How the watcher sees the job's temporary space under `walls`: the private tmpfs when the
+/// namespaces stand, else the job's scratch directory (if it has one), walked.
+fn tmp_watch(config: &ShimConfig, walls: &Walls, in_force: Option<&InForce>) -> TmpWatch {
+    match in_force {
+        Some(InForce::Namespaces) => TmpWatch::Tmpfs(walls.tmp_size),
+        _ => config
+            .plan
+            .scratch
+            .clone()
+            .map_or(TmpWatch::None, |dir| TmpWatch::Walk(dir, walls.tmp_size)),
+    }
+}
+
+/// Starts the thread that asks the shim to stop the program (SIGUSR1) once its parent is gone:
+/// the end of the shim's stdin, or the shim orphaned (no longer a child of `parent`).
+fn start_lifeline(lifeline: Lifeline, parent: Pid) {
+    match lifeline {
         Lifeline::Stdin => std::thread::spawn(|| {
             let mut sink = [0u8; 64];
             let mut stdin = std::io::stdin();
@@ -182,6 +200,11 @@ pub fn run(config: ShimConfig) -> i32 {
             let _ = kill(Pid::this(), Signal::SIGUSR1);
         }),
     };
+}
+
+/// Step 5: takes the `watched` signals until the shell has exited (its status) or the shim is
+/// asked to stop (`None`); SIGTERM, SIGINT and SIGHUP are passed on to the job as SIGTERM.
+fn wait_for_shell(watched: &SigSet, shell: Pid, scoped: bool) -> Option<WaitStatus> {
     let mut ended: Option<WaitStatus> = None;
     while ended.is_none() {
         match watched.wait() {
@@ -190,12 +213,12 @@ pub fn run(config: ShimConfig) -> i32 {
             Ok(_) => signal_job(scoped, Signal::SIGTERM),
         }
     }
-    // A last look before the job's processes go: a job whose shell gave up when the kernel held
-    // a cap (a fork refused) is over it now.
-    if let Some(watcher) = &watcher {
-        lock(watcher).look();
-    }
-    kill_job(scoped);
+    ended
+}
+
+/// The shim's exit code: the shell's own, or by the signal that killed it ([`mirror`]), or that
+/// of SIGKILL when the shell was stopped before it ended.
+fn exit_code(ended: Option<WaitStatus>) -> i32 {
     match ended {
         Some(WaitStatus::Exited(_, code)) => code,
         Some(WaitStatus::Signaled(_, signal, _)) => mirror(signal),
@@ -226,6 +249,34 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Starts the thread that samples the job every [`WATCH_EVERY`] against its `caps` and its
+    /// temporary space (`tmp`), reporting to `report`; it asks the shim to stop the job (SIGUSR1)
+    /// once the job is over a cap.
+    fn start(
+        caps: crate::caps::Caps,
+        tmp: TmpWatch,
+        report: Option<std::fs::File>,
+    ) -> Arc<Mutex<Watcher>> {
+        let watcher = Arc::new(Mutex::new(Watcher {
+            caps,
+            tmp,
+            report,
+            stopped: false,
+            tmpfs_reported: false,
+        }));
+        let watching = watcher.clone();
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(WATCH_EVERY);
+                if lock(&watching).look() {
+                    let _ = kill(Pid::this(), Signal::SIGUSR1);
+                    return;
+                }
+            }
+        });
+        watcher
+    }
+
     /// Samples the job once; reports a cap it is over (the report file and the job's stderr, once)
     /// and returns whether the job must be stopped. A full tmpfs is reported and the job goes
     /// on: its writes already fail with `ENOSPC`.
