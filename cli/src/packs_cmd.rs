@@ -63,7 +63,7 @@ pub(crate) struct SecretArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct PackHostArgs {
     #[arg(long)]
-    pub account: String,
+    pub account: glovebox_config::AccountId,
     #[arg(long, value_name = "DIR")]
     pub workdir: PathBuf,
     /// A directory pack servers may touch (repeatable; default: the workdir).
@@ -194,7 +194,7 @@ pub async fn pack_host(
     let listener = glovebox_proto::transport::bind_socket(&args.socket, handover.socket_mode())
         .with_context(|| format!("bind {}", args.socket.display()))?;
     let config = glovebox_packs::PacksConfig {
-        account: args.account.clone(),
+        account: args.account.to_string(),
         workdir,
         roots,
         places,

@@ -210,7 +210,7 @@ pub struct PreparedExecutor {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExecutorArgs {
     #[arg(long)]
-    pub account: String,
+    pub account: glovebox_config::AccountId,
     #[arg(long, value_name = "DIR")]
     pub workdir: std::path::PathBuf,
     /// A directory the executor and its jobs may touch (repeatable; default: the workdir).
@@ -278,7 +278,7 @@ pub fn prepare_executor(
     let confined = confine(args, &binary, &plan)?;
     Ok(PreparedExecutor {
         config: glovebox_executor::ExecutorConfig {
-            account: args.account.clone(),
+            account: args.account.to_string(),
             workdir,
             key,
             gate_socket: args.audit_socket.clone(),
