@@ -1,10 +1,13 @@
-"""The client of glovebox's comparison benchmark: drives the reference MCP server ("fs") and
-glovebox's `glovebox mcp` ("gb") over stdio with the official MCP Python SDK, both sessions open
-at once, each measure taken in short turns that alternate between the two (the order swapped
-every turn), so a machine whose speed drifts drifts for both. Prints one JSON object,
-{"fs": {...}, "gb": {...}}, with each side's timings (milliseconds) and CPU per call.
+"""The client of glovebox's comparison benchmark: drives the reference MCP servers and glovebox's
+`glovebox mcp` ("gb") over stdio with the official MCP Python SDK, all sessions open at once, each
+measure taken in short turns that alternate between glovebox and its reference (the order swapped
+every turn), so a machine whose speed drifts drifts for both. The file measures compare with the
+MCP filesystem server ("fs"); the pack measures compare glovebox's `everything__echo` (the
+server-everything pack it runs) with the same server called directly ("ev"). Prints one JSON
+object, {"fs": {...}, "gb": {...}, "ev": {...}}, with each side's timings (milliseconds) and CPU
+per call.
 
-Usage: compare_client.py FIXTURE FS_COMMAND_JSON GB_COMMAND_JSON
+Usage: compare_client.py FIXTURE FS_COMMAND_JSON GB_COMMAND_JSON EV_COMMAND_JSON
   FIXTURE  the directory built by glovebox-compare (read4k.txt, dir1000/, tree/)
   *_JSON   each server's command line as a JSON array
   GB_SERVICE_PIDS (environment): glovebox's services as name=pid,... (their CPU counts for gb)
@@ -22,9 +25,16 @@ from mcp.client.stdio import stdio_client
 
 WARMUP = 20
 # Calls per measure and side, taken in TURNS alternating turns.
-ROUNDS = {"read": 300, "read_spaced": 12, "list": 200, "list_sizes": 200, "ping": 300, "find": 8}
-TURNS = {"read": 10, "read_spaced": 6, "list": 10, "list_sizes": 10, "ping": 10, "find": 4}
-MEASURES = ("read", "read_spaced", "list", "list_sizes", "find")
+ROUNDS = {"read": 300, "read_spaced": 12, "list": 200, "list_sizes": 200, "ping": 300, "find": 8,
+          "echo": 200, "echo4k": 200}
+TURNS = {"read": 10, "read_spaced": 6, "list": 10, "list_sizes": 10, "ping": 10, "find": 4,
+         "echo": 10, "echo4k": 10}
+MEASURES = ("read", "read_spaced", "list", "list_sizes", "find", "echo", "echo4k")
+# The reference each measure is taken against.
+REFERENCE = {"echo": "ev", "echo4k": "ev"}
+# The pack's server as glovebox names its tools (glovebox-compare's mcp.json).
+PACK = "everything"
+ECHO_4K = "x" * 4096
 # Seconds idle before each call of a measure: an agent's calls come between a model's turns, each
 # after a pause longer than the gate's WAL checkpoint interval (1 s).
 PAUSE_S = {"read_spaced": 1.1}
@@ -32,7 +42,7 @@ IN_FLIGHT = 8
 CONCURRENT_READS = 800
 CONCURRENT_TURNS = 8
 TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
-SIDES = ("fs", "gb")
+SIDES = ("fs", "gb", "ev")
 
 
 def cpu_ms(pid):
@@ -63,6 +73,8 @@ def child_running(command):
 
 def calls(side, fixture):
     list_details = {} if os.environ.get("GB_LIST_DETAILS") == "1" else {"details": False}
+    if side == "ev":
+        return {"echo": ("echo", {"message": "hi"}), "echo4k": ("echo", {"message": ECHO_4K})}
     if side == "fs":
         return {
             "read": ("read_text_file", {"path": f"{fixture}/read4k.txt"}),
@@ -80,6 +92,8 @@ def calls(side, fixture):
         # with each entry's size (and time): a stat per entry on both sides
         "list_sizes": ("file_list", {"path": f"{fixture}/dir1000"}),
         "find": ("file_find", {"path": f"{fixture}/tree", "names": ["match-*.txt"], "max_results": 1000}),
+        "echo": (f"{PACK}__echo", {"message": "hi"}),
+        "echo4k": (f"{PACK}__echo", {"message": ECHO_4K}),
     }
 
 
@@ -115,7 +129,14 @@ async def in_turns(sides, turns, run_turn):
             await run_turn(side)
 
 
+def pair(sides, measure):
+    """glovebox and the reference `measure` is taken against."""
+    wanted = ("gb", REFERENCE.get(measure, "fs"))
+    return [side for side in sides if side.name in wanted]
+
+
 async def measure_one_at_a_time(sides, fixture, measure):
+    sides = pair(sides, measure)
     per_turn = ROUNDS[measure] // TURNS[measure]
     for side in sides:
         name, args = calls(side.name, fixture)[measure]
@@ -140,6 +161,7 @@ async def measure_one_at_a_time(sides, fixture, measure):
 
 
 async def measure_ping(sides):
+    sides = pair(sides, "ping")
     per_turn = ROUNDS["ping"] // TURNS["ping"]
     for side in sides:
         for _ in range(WARMUP):
@@ -156,6 +178,7 @@ async def measure_ping(sides):
 
 
 async def measure_in_flight(sides, fixture):
+    sides = pair(sides, "read")
     per_turn = CONCURRENT_READS // CONCURRENT_TURNS
     elapsed = {side.name: 0.0 for side in sides}
 
@@ -191,9 +214,21 @@ async def open_side(stack, name, command):
     return Side(name, session, watched)
 
 
+async def until_pack_listed(session, timeout_s=90.0):
+    """Waits for glovebox's listing to hold the pack's echo (its server starts beside glovebox)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = await session.list_tools()
+        if any(tool.name == f"{PACK}__echo" for tool in listed.tools):
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"glovebox never listed {PACK}__echo")
+
+
 async def main(fixture, commands):
     async with AsyncExitStack() as stack:
         sides = [await open_side(stack, name, commands[name]) for name in SIDES]
+        await until_pack_listed(sides[1].session)
         for measure in MEASURES:
             await measure_one_at_a_time(sides, fixture, measure)
         await measure_ping(sides)
@@ -202,7 +237,8 @@ async def main(fixture, commands):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         sys.exit(__doc__)
     fixture = sys.argv[1]
-    asyncio.run(main(fixture, {"fs": json.loads(sys.argv[2]), "gb": json.loads(sys.argv[3])}))
+    commands = dict(zip(SIDES, map(json.loads, sys.argv[2:5])))
+    asyncio.run(main(fixture, commands))

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod browser;
+pub mod client_tools;
 pub mod interactive;
 pub mod mcp_clients;
 pub mod otlp;
