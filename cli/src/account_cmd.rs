@@ -339,7 +339,7 @@ pub(crate) enum TokenCommand {
     Rotate {
         #[command(flatten)]
         state: StateArgs,
-        /// The account (default: the only one; with --system it must be named).
+        /// The account (default: the only one, or the one named after you).
         #[arg(long)]
         account: Option<String>,
         /// Which credential: `agent` (tools, MCP, client-tool providers) or `approver` (asks).
@@ -400,12 +400,10 @@ pub async fn token(env: &Env, command: TokenCommand) -> anyhow::Result<ExitCode>
             runtime_dir,
         } => {
             let state = env.state_for(state, system, runtime_dir);
-            let account = match (account, system) {
-                (Some(id), _) => id,
-                (None, true) => anyhow::bail!(
-                    "name the account whose token to rotate: glovebox token rotate --system --account ID"
-                ),
-                (None, false) => crate::admin_socket::account(&state, None)?,
+            let account = if system {
+                crate::admin_socket::running_account(&state, account).await?
+            } else {
+                crate::admin_socket::account(&state, account)?
             };
             token_rotate(&state, &account, matches!(role, RoleArg::Approver)).await
         }

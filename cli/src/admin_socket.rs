@@ -11,6 +11,27 @@ pub(crate) fn account(state: &StateDir, account: Option<String>) -> anyhow::Resu
     crate::which_account::choose_in(state, account)
 }
 
+/// [`account`] among the accounts the running gate has (glovebox.yaml's and those added at run
+/// time): for the system service, whose configuration file root's command may not see as the
+/// service does.
+pub(crate) async fn running_account(
+    state: &StateDir,
+    account: Option<String>,
+) -> anyhow::Result<String> {
+    let listed = client(state)?
+        .list_accounts(glovebox_proto::v1::ListAccountsRequest {})
+        .await
+        .map_err(gate_error)?
+        .into_inner();
+    let ids: Vec<String> = listed.accounts.into_iter().map(|a| a.id).collect();
+    crate::which_account::choose(
+        &ids,
+        account,
+        &glovebox_supervisor::init::default_account_name(),
+    )
+    .map_err(anyhow::Error::msg)
+}
+
 /// A client of the gate's admin socket, proving the administrator's key (derived from the state
 /// directory's control key, which only its owner can read).
 pub(crate) fn client(state: &StateDir) -> anyhow::Result<GateAdminClient<Channel>> {

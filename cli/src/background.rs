@@ -195,7 +195,8 @@ pub fn detach(state: &StateDir, args: &[String]) -> anyhow::Result<ExitCode> {
             for line in last_lines(&said, 20) {
                 eprintln!("  {line}");
             }
-            return Ok(ExitCode::from(1));
+            // As a foreground `up` that cannot start: an error (README, exit codes).
+            return Ok(ExitCode::from(2));
         }
         if Instant::now() > deadline {
             eprintln!(

@@ -42,37 +42,59 @@ const PREFIXES: &[&str] = &[".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"
 /// Segment name suffixes denied outright.
 const SUFFIXES: &[&str] = &[".pem", ".key", ".pfx", ".p12", ".kdbx"];
 
-/// Consecutive segment pairs denied outright (credential files, browser profiles, password
-/// stores).
+/// Consecutive segment pairs denied outright (credential files, password stores).
 const PAIRS: &[(&str, &str)] = &[
     (".docker", "config.json"),
     (".cargo", "credentials"),
     (".cargo", "credentials.toml"),
-    // Chromium-family profiles: cookies, saved passwords, tokens.
-    (".config", "google-chrome"),
-    (".config", "google-chrome-beta"),
-    (".config", "google-chrome-unstable"),
-    (".config", "chromium"),
-    (".config", "bravesoftware"),
-    (".config", "microsoft-edge"),
-    (".config", "microsoft-edge-beta"),
-    (".config", "microsoft-edge-dev"),
-    (".config", "vivaldi"),
-    (".config", "vivaldi-snapshot"),
-    (".config", "opera"),
-    (".config", "opera-beta"),
-    (".config", "opera-developer"),
-    (".config", "yandex-browser"),
-    // Password managers' local vaults.
-    (".config", "bitwarden"),
-    (".config", "1password"),
-    (".config", "keepassxc"),
-    (".config", "gcloud"),
     ("share", "keyrings"),
     ("share", "kwalletd"),
     ("share", "gopass"),
     (".gnome2", "keyrings"),
 ];
+
+/// Directories denied in a configuration home ([`in_config_home`]): Chromium-family profiles
+/// (cookies, saved passwords, tokens) and password managers' local vaults. (Firefox-family
+/// profiles are dot-directories of their own, in [`EXACT`].)
+const CONFIG_DIRS: &[&str] = &[
+    "google-chrome",
+    "google-chrome-beta",
+    "google-chrome-unstable",
+    "chromium",
+    "bravesoftware",
+    "microsoft-edge",
+    "microsoft-edge-beta",
+    "microsoft-edge-dev",
+    "vivaldi",
+    "vivaldi-snapshot",
+    "opera",
+    "opera-beta",
+    "opera-developer",
+    "yandex-browser",
+    "bitwarden",
+    "1password",
+    "keepassxc",
+    "gcloud",
+];
+
+/// Whether the (folded) segments `before` end in a configuration home: `.config`, a Flatpak
+/// app's `.var/app/<id>/config`, or a Snap's `snap/<name>/common` (where Chromium keeps its
+/// profile).
+fn in_config_home<S: AsRef<str>>(before: &[S]) -> bool {
+    let at = |back: usize| {
+        before
+            .len()
+            .checked_sub(back)
+            .and_then(|i| before.get(i))
+            .map(AsRef::as_ref)
+    };
+    match at(1) {
+        Some(".config") => true,
+        Some("config") => at(3) == Some("app") && at(4) == Some(".var"),
+        Some("common") => at(3) == Some("snap"),
+        _ => false,
+    }
+}
 
 /// Every floor entry as shown to people (`.ssh`, `.env*`, `*.pem`, `.docker/config.json`, ...).
 pub fn entries() -> Vec<String> {
@@ -82,6 +104,7 @@ pub fn entries() -> Vec<String> {
         .chain(PREFIXES.iter().map(|p| format!("{p}*")))
         .chain(SUFFIXES.iter().map(|s| format!("*{s}")))
         .chain(PAIRS.iter().map(|(a, b)| format!("{a}/{b}")))
+        .chain(CONFIG_DIRS.iter().map(|d| format!(".config/{d}")))
         .chain(std::iter::once("glovebox state".to_owned()))
         .collect()
 }
@@ -122,6 +145,9 @@ pub fn check(path: &str, protected: &[String]) -> Option<FloorHit> {
         if let Some(hit) = check_segment(seg) {
             return Some(hit);
         }
+        if let Some(hit) = config_dir(seg, &segments[..i]) {
+            return Some(hit);
+        }
         if let Some(next) = segments.get(i + 1) {
             for (a, b) in PAIRS {
                 if seg == a && next == b {
@@ -154,8 +180,17 @@ pub fn check_entry(parent: &str, name: &str, protected: &[String]) -> Option<Flo
     if let Some(hit) = check_segment(&segment) {
         return Some(hit);
     }
-    // The parent's own name matters only for a name that ends one of the pairs (and folding it
-    // for every entry of a listing was work spent on nearly none).
+    // The parent's own names matter only for a name that ends one of the pairs or is a
+    // configuration directory (and folding them for every entry of a listing was work spent on
+    // nearly none).
+    if CONFIG_DIRS.contains(&segment.as_ref()) {
+        let before: Vec<Cow<'_, str>> = parent
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(fold_segment)
+            .collect();
+        return config_dir(&segment, &before);
+    }
     if !PAIRS.iter().any(|(_, b)| segment == *b) {
         return None;
     }
@@ -169,6 +204,14 @@ pub fn check_entry(parent: &str, name: &str, protected: &[String]) -> Option<Flo
         .map(|(a, b)| FloorHit {
             entry: format!("{a}/{b}"),
         })
+}
+
+/// The hit of `seg` if it is a denied configuration directory in a configuration home (`before`:
+/// the folded segments above it).
+fn config_dir<S: AsRef<str>>(seg: &str, before: &[S]) -> Option<FloorHit> {
+    (CONFIG_DIRS.contains(&seg) && in_config_home(before)).then(|| FloorHit {
+        entry: format!(".config/{seg}"),
+    })
 }
 
 /// Folds one path segment for comparison with the floor: NFKD, combining marks and format
@@ -277,6 +320,11 @@ mod tests {
             "/w/ＳＨＡＲＥ",
             "/w/.Docker.",
             "/w/state-x",
+            "/home/u/.var/app/com.google.Chrome/config",
+            "/home/u/.var/app/com.google.Chrome/Config",
+            "/home/u/snap/chromium/common",
+            "/home/u/snap/chromium/current",
+            "/w/app/x/config",
         ];
         let names = [
             "a.txt",
@@ -290,6 +338,8 @@ mod tests {
             "x.PEM.",
             "config.json",
             "google-chrome",
+            "Chromium",
+            "BraveSoftware",
             "keyrings",
             "glovebox",
             "state",
@@ -381,6 +431,70 @@ mod tests {
                 Some(".cargo/credentials.toml"),
             ),
             ("/home/u/.pypirc", Some(".pypirc")),
+            // Every Chromium-family browser, where its package puts it: a distribution's
+            // (~/.config), Flatpak's (~/.var/app/ID/config) and Snap's (~/snap/NAME/common).
+            (
+                "/home/u/.config/BraveSoftware/Brave-Browser/Default/Cookies",
+                Some(".config/bravesoftware"),
+            ),
+            ("/home/u/.config/chromium/Default", Some(".config/chromium")),
+            (
+                "/home/u/.var/app/com.google.Chrome/config/google-chrome/Default/Login Data",
+                Some(".config/google-chrome"),
+            ),
+            (
+                "/home/u/.var/app/com.brave.Browser/config/BraveSoftware/x",
+                Some(".config/bravesoftware"),
+            ),
+            (
+                "/home/u/.var/app/com.microsoft.Edge/config/microsoft-edge",
+                Some(".config/microsoft-edge"),
+            ),
+            (
+                "/home/u/.var/app/org.chromium.Chromium/config/chromium/Default",
+                Some(".config/chromium"),
+            ),
+            (
+                "/home/u/snap/chromium/common/chromium/Default/Cookies",
+                Some(".config/chromium"),
+            ),
+            (
+                "/home/u/snap/opera/common/opera/Cookies",
+                Some(".config/opera"),
+            ),
+            // Firefox-family profiles, wherever the package keeps its home.
+            (
+                "/home/u/.mozilla/firefox/x.default/key4.db",
+                Some(".mozilla"),
+            ),
+            (
+                "/home/u/.var/app/org.mozilla.firefox/.mozilla/firefox/p/logins.json",
+                Some(".mozilla"),
+            ),
+            (
+                "/home/u/snap/firefox/common/.mozilla/firefox/p/cookies.sqlite",
+                Some(".mozilla"),
+            ),
+            // Password stores.
+            ("/home/u/.password-store/mail.gpg", Some(".password-store")),
+            ("/home/u/.local/share/gopass/stores/x", Some("share/gopass")),
+            (
+                "/home/u/.config/1Password/settings",
+                Some(".config/1password"),
+            ),
+            (
+                "/home/u/.config/keepassxc/keepassxc.ini",
+                Some(".config/keepassxc"),
+            ),
+            ("/w/passwords.kdbx", Some("*.kdbx")),
+            (
+                "/home/u/.local/share/keyrings/login.keyring",
+                Some("share/keyrings"),
+            ),
+            // A project's own directories of those names are not profiles.
+            ("/w/config/chromium/flags.txt", None),
+            ("/w/app/x/config/chromium", None),
+            ("/w/common/chromium", None),
             // near misses stay clear
             ("/home/u/.config/opera-notes/x", None),
             ("/home/u/.cargo/bin/cargo-deb", None),

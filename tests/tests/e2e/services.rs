@@ -1458,7 +1458,7 @@ async fn up_detach_returns_once_up_logs_follows_it_and_restart_starts_it_again()
 }
 
 #[tokio::test]
-async fn up_detach_that_cannot_start_says_why_and_fails() {
+async fn up_detach_that_cannot_start_says_why_and_fails_as_a_foreground_up_does() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::create_dir_all(root.join("home")).unwrap();
@@ -1474,12 +1474,24 @@ async fn up_detach_that_cannot_start_says_why_and_fails() {
             root.join("missing").to_str().unwrap(),
         ],
     );
-    assert_eq!(up.status.code(), Some(1));
     let err = String::from_utf8_lossy(&up.stderr);
     assert!(
         err.contains("did not start") && err.contains("missing"),
         "{err}"
     );
+    // The same error as a foreground `up`'s, with the same exit code (an error: 2).
+    let foreground = glovebox_in(
+        &root,
+        &[
+            "up",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--workdir",
+            root.join("missing").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(foreground.status.code(), Some(2), "{foreground:?}");
+    assert_eq!(up.status.code(), foreground.status.code(), "{err}");
 }
 
 /// The next `audit_health` frame saying `healthy` on an approver's connection (within 10 s).

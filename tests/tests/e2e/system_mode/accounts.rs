@@ -153,6 +153,24 @@ async fn a_service_with_no_accounts_starts_and_doctor_passes_it_before_and_after
         .invoke("r1", "file_read", json!({"path": "hello.txt"}))
         .await;
     assert_eq!(expect_ok(&r)["content"], "late", "{r}");
+    // The only account is the one a command acts for when --account is left out, in system
+    // mode as in user mode: root rotates its token without naming it, and the old one is refused.
+    let out = as_root(&s, &["token", "rotate", "--role", "agent"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("new agent token for account late"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_ne!(own_token(&s, &a), token);
+    assert_eq!(
+        glovebox_e2e::open(&s.url, Auth::Header(&token)).await.err(),
+        Some(401)
+    );
 }
 
 /// Whether `user` owns `account` as the running broker sees it: `secret list` over the approve
