@@ -299,6 +299,27 @@ async fn a_single_key_answers_without_enter() {
     assert!(!g.workdir.join("two.txt").exists());
 }
 
+/// `a` answers "always": the call runs, and the same call again is allowed by the rule it wrote,
+/// with nothing shown to the approver.
+#[tokio::test]
+async fn the_a_key_answers_always_and_the_same_call_is_not_asked_again() {
+    let g = Glovebox::start();
+    let mut approve = start_approve(&g);
+    let mut agent = ask_write_of_one(&g, &mut approve).await;
+    std::thread::sleep(READING_TIME);
+    approve.type_keys("a");
+    let answered = approve.expect("answered");
+    assert!(answered.ends_with("answered always"), "{answered}");
+    expect_ok(&agent.result_for("one").await);
+    let rules = std::fs::read_to_string(g.permissions_file()).unwrap();
+    assert!(rules.contains("one.txt"), "{rules}");
+    // Asked again, it would wait for a key that never comes: it is answered at once.
+    invoke_write(&mut agent, "again", "one.txt").await;
+    expect_ok(&agent.result_for("again").await);
+    invoke_write(&mut agent, "other", "other.txt").await;
+    approve.expect("── call other");
+}
+
 #[tokio::test]
 async fn question_mark_shows_the_ask_again_with_its_full_id_and_answers_nothing() {
     let g = Glovebox::start();

@@ -1080,7 +1080,8 @@ async fn managed_caps_hide_the_tools_they_forbid() {
 }
 
 /// A managed `tools` deny hides the pack tools it names from every listing, at once for the
-/// agents already connected, and their calls are still refused; the pack's other tools stay.
+/// agents already connected, and their calls are still refused; the pack's other tools stay. The
+/// `no-packs` cap hides them all, and lifting it lists them again.
 #[tokio::test]
 async fn a_managed_tools_deny_hides_the_pack_tools_it_names() {
     let bin = glovebox_e2e::sibling_bin("glovebox-fake-pack");
@@ -1134,5 +1135,15 @@ async fn a_managed_tools_deny_hides_the_pack_tools_it_names() {
             .await
             .unwrap_err();
         assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    }
+    // The no-packs cap hides every pack tool; lifted, they are listed again.
+    std::fs::write(managed.join("corp.yaml"), "cap: [no-packs]\n").unwrap();
+    let told = told_tools(&mut early, "the no-packs cap").await;
+    assert!(!told.iter().any(|t| t.starts_with("fake__")), "{told:?}");
+    assert!(told.contains(&"file_read".to_owned()), "{told:?}");
+    std::fs::remove_file(managed.join("corp.yaml")).unwrap();
+    let told = told_tools(&mut early, "the cap lifted").await;
+    for back in ["fake__echo", "fake__write_note", "fake__pid"] {
+        assert!(told.contains(&back.to_owned()), "{back}: {told:?}");
     }
 }
