@@ -76,6 +76,11 @@ pub fn is_error_result(result: &serde_json::Value) -> bool {
     result.get("isError").and_then(serde_json::Value::as_bool) == Some(true)
 }
 
+/// The error code and reason of a pack call's result row when the pack's server answered with
+/// its own error (`isError`): the call is answered as the server gave it, and audited as an error.
+pub const SERVER_ERROR_CODE: &str = "tool_error";
+pub const SERVER_ERROR_REASON: &str = "the pack's server answered with an error (isError)";
+
 /// The pack and tool of an exposed pack tool name; `None` for a built-in or client tool, or a
 /// name no pack tool could have.
 pub fn split_name(name: &str) -> Option<(&str, &str)> {

@@ -435,6 +435,21 @@ pub async fn append_durably(
     .await
 }
 
+/// [`append_durably`] of a call's execute and result rows, committed together by the gate
+/// (`Audit.AppendCall`, admitted with the ticket the call ran on).
+pub async fn append_call_durably(
+    client: &crate::v1::audit_client::AuditClient<Link>,
+    rows: crate::v1::CallRows,
+    limit: Duration,
+) -> Result<(), tonic::Status> {
+    durably(limit, || {
+        let mut client = client.clone();
+        let request = audit_request(rows.clone());
+        async move { client.append_call(request).await.map(|_| ()) }
+    })
+    .await
+}
+
 /// How long one attempt to hand the gate audit rows may wait for its answer.
 pub const AUDIT_ATTEMPT_LIMIT: Duration = Duration::from_secs(5);
 
@@ -714,6 +729,12 @@ mod tests {
             ) -> Result<tonic::Response<AppendAck>, tonic::Status> {
                 let _ = self.0.send(peer_of(&request).map(str::to_owned));
                 Ok(tonic::Response::new(AppendAck {}))
+            }
+            async fn append_call(
+                &self,
+                _: tonic::Request<crate::v1::CallRows>,
+            ) -> Result<tonic::Response<AppendAck>, tonic::Status> {
+                Err(tonic::Status::unimplemented("not in this test"))
             }
         }
         let dir = tempfile::tempdir().unwrap();

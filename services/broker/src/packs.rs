@@ -350,6 +350,9 @@ pub async fn pack_call(
     let mut invoke = tonic::Request::new(PackInvokeRequest {
         call: Some(call),
         ticket: Some(ticket),
+        call_age_ms: crate::call::CALL
+            .try_with(|c| c.started.elapsed().as_millis() as u64)
+            .unwrap_or(0),
     });
     invoke.set_timeout(Duration::from_millis(planned.timeout_ms) + INVOKE_MARGIN);
     invoke_on_ticket(&mut packs, invoke, cancelled).await
@@ -454,15 +457,25 @@ async fn invoke_on_ticket(
             )
         })?
         .into_inner();
-    if let Some(e) = invoked.error {
+    // The pack host's result row says what it answered; a result the broker cannot pass on is a
+    // failure that row does not know of, so the broker writes its own row besides.
+    let audited = || {
+        if invoked.result_audited {
+            let _ = crate::call::CALL.try_with(|c| c.result_audited.set(true));
+        }
+    };
+    if let Some(e) = invoked.error.clone() {
+        audited();
         return Err(from_tool_error(e));
     }
-    serde_json::from_str(&invoked.result_json).map_err(|_| {
+    let result = serde_json::from_str(&invoked.result_json).map_err(|_| {
         WireError::new(
             ErrorCode::Internal,
             "the pack host returned a malformed result",
         )
-    })
+    })?;
+    audited();
+    Ok(result)
 }
 
 /// A pack call made with `InvokeStream`: each progress of the server's goes to `to` as it comes

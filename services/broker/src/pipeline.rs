@@ -161,8 +161,8 @@ fn result_row(
                 && glovebox_proto::packs::is_error_result(value) =>
         {
             event.outcome = Outcome::Error.into();
-            event.error_code = "tool_error".into();
-            event.reason = "the pack's server answered with an error (isError)".into();
+            event.error_code = glovebox_proto::packs::SERVER_ERROR_CODE.into();
+            event.reason = glovebox_proto::packs::SERVER_ERROR_REASON.into();
         }
         Ok(_) => event.outcome = Outcome::Ok.into(),
         Err(error) => {

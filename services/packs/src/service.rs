@@ -273,14 +273,22 @@ impl pb::packs_server::Packs for PacksService {
         request: Request<PackInvokeRequest>,
     ) -> Result<Response<PackInvokeResponse>, Status> {
         require_peer(&request, &[BROKER])?;
-        let PackInvokeRequest { call, ticket } = request.into_inner();
+        let PackInvokeRequest {
+            call,
+            ticket,
+            call_age_ms,
+        } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         // The call runs on its own task: if the broker withdraws it (the agent cancelled), this
         // handler is dropped, `withdrawn` fires, and the task tells the server and still audits.
         let (keep, withdrawn) = tokio::sync::oneshot::channel::<()>();
         let service = self.clone();
-        let task = tokio::spawn(async move { service.run(call, ticket, withdrawn, None).await });
+        let task = tokio::spawn(async move {
+            service
+                .run(call, (ticket, call_age_ms), withdrawn, None)
+                .await
+        });
         let response = task
             .await
             .map_err(|_| Status::internal("the call failed unexpectedly"))?;
@@ -300,14 +308,21 @@ impl pb::packs_server::Packs for PacksService {
     ) -> Result<Response<Self::InvokeStreamStream>, Status> {
         use pb::pack_invoke_event::Event;
         require_peer(&request, &[BROKER])?;
-        let PackInvokeRequest { call, ticket } = request.into_inner();
+        let PackInvokeRequest {
+            call,
+            ticket,
+            call_age_ms,
+        } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
         let (progress, mut progressed) = tokio::sync::mpsc::channel(crate::progress::MAX_QUEUED);
         let (keep, withdrawn) = tokio::sync::oneshot::channel::<()>();
         let service = self.clone();
-        let task =
-            tokio::spawn(async move { service.run(call, ticket, withdrawn, Some(progress)).await });
+        let task = tokio::spawn(async move {
+            service
+                .run(call, (ticket, call_age_ms), withdrawn, Some(progress))
+                .await
+        });
         let (out, events) = tokio::sync::mpsc::channel(crate::progress::MAX_QUEUED);
         tokio::spawn(async move {
             // Progress until the call is done (its every sender dropped with it), then its end.
@@ -350,10 +365,14 @@ impl pb::packs_server::Packs for PacksService {
 }
 
 impl PacksService {
+    /// Makes a call on its ticket (`ticket`, and how long the call had run in the broker) and
+    /// audits it: a call made on a valid ticket has its execute and result rows committed
+    /// together (the broker writes no result row of its own); one refused or withdrawn, its
+    /// execute row alone (the broker writes the result).
     async fn run(
         &self,
         call: ToolCall,
-        ticket: Option<pb::Ticket>,
+        (ticket, call_age_ms): (Option<pb::Ticket>, u64),
         withdrawn: tokio::sync::oneshot::Receiver<()>,
         progress: Option<tokio::sync::mpsc::Sender<pb::PackProgress>>,
     ) -> PackInvokeResponse {
@@ -367,9 +386,13 @@ impl PacksService {
             tool: call.tool.clone(),
             ..Default::default()
         };
+        // The ticket the call ran on, kept for its rows: none once it is refused or withdrawn.
+        let mut ran_on = ticket.clone();
+        let mut server_error = false;
         let outcome = match self.verify(&call, ticket).await {
             Err(e) => {
                 event.outcome = Outcome::Refused.into();
+                ran_on = None;
                 Err(e)
             }
             Ok((body, found, params)) => {
@@ -393,26 +416,38 @@ impl PacksService {
                     outcome = call_tool => {
                         if let Ok(r) = &outcome && r.is_error == Some(true) {
                             event.detail.push_str("; the tool reported an error");
+                            server_error = true;
                         }
                         call_outcome(outcome)
                     }
                     _ = withdrawn => {
                         event.outcome = Outcome::Cancelled.into();
+                        ran_on = None;
                         Err(tool_error(ErrorCode::Cancelled, "the call was withdrawn; the pack's server was told to cancel it"))
                     }
                 }
             }
         };
-        let response = answer(outcome, &mut event);
+        let mut response = answer(outcome, &mut event);
         event.duration_ms = started.elapsed().as_millis() as u64;
         let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
-        if let Err(status) = glovebox_proto::transport::append_durably(
-            &self.host.launcher.gate.audit,
-            event,
-            durable,
-        )
-        .await
-        {
+        let audit = &self.host.launcher.gate.audit;
+        let written = match ran_on {
+            Some(ticket) => {
+                let age = call_age_ms.saturating_add(event.duration_ms);
+                let rows = pb::CallRows {
+                    result: Some(result_row(&event, &response, server_error, age)),
+                    execute: Some(event),
+                    ticket: Some(ticket),
+                };
+                let written =
+                    glovebox_proto::transport::append_call_durably(audit, rows, durable).await;
+                response.result_audited = written.is_ok();
+                written
+            }
+            None => glovebox_proto::transport::append_durably(audit, event, durable).await,
+        };
+        if let Err(status) = written {
             tracing::error!(error = %status.message(), "could not send the audit event to the gate");
             return PackInvokeResponse {
                 result_json: String::new(),
@@ -420,10 +455,46 @@ impl PacksService {
                     ErrorCode::Unavailable,
                     "the call ran, but its audit row could not be written; it is reported as failed",
                 )),
+                result_audited: false,
             };
         }
         response
     }
+}
+
+/// A pack call's result row, as the broker answers it: `ok`; an error (`tool_error`) when the
+/// pack's server answered with `isError`; or the call's error.
+fn result_row(
+    execute: &AuditEvent,
+    response: &PackInvokeResponse,
+    server_error: bool,
+    duration_ms: u64,
+) -> AuditEvent {
+    let mut row = AuditEvent {
+        call_id: execute.call_id.clone(),
+        client_call_id: execute.client_call_id.clone(),
+        account: execute.account.clone(),
+        source: Source::Packs.into(),
+        kind: RowKind::Result.into(),
+        tool: execute.tool.clone(),
+        duration_ms,
+        ..Default::default()
+    };
+    match &response.error {
+        None if server_error => {
+            row.outcome = Outcome::Error.into();
+            row.error_code = glovebox_proto::packs::SERVER_ERROR_CODE.into();
+            row.reason = glovebox_proto::packs::SERVER_ERROR_REASON.into();
+        }
+        None => row.outcome = Outcome::Ok.into(),
+        Some(e) => {
+            let code = ErrorCode::parse(&e.code).unwrap_or(ErrorCode::Internal);
+            row.outcome = code.result_outcome().into();
+            row.error_code = code.as_str().into();
+            row.reason = e.message.clone();
+        }
+    }
+    row
 }
 
 /// The reply to an invoke, and its outcome in the execute row: `ok` and the bytes returned, or
@@ -436,6 +507,7 @@ fn answer(outcome: Result<String, pb::ToolError>, event: &mut AuditEvent) -> Pac
             PackInvokeResponse {
                 result_json: json,
                 error: None,
+                result_audited: false,
             }
         }
         Err(e) => {
@@ -447,6 +519,7 @@ fn answer(outcome: Result<String, pb::ToolError>, event: &mut AuditEvent) -> Pac
             PackInvokeResponse {
                 result_json: String::new(),
                 error: Some(e),
+                result_audited: false,
             }
         }
     }

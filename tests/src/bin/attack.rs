@@ -544,6 +544,7 @@ async fn packs(state: &Path, account: &str, victim: &str, secret: &str) {
             host.invoke(pb::PackInvokeRequest {
                 call: Some(call(target, "fake__write_note", json!({"path": "pwned"}))),
                 ticket: None,
+                call_age_ms: 0,
             })
             .await,
         );

@@ -120,6 +120,25 @@ async fn server_everything_from_npm_is_a_pack_with_its_tools_gated_and_timed() {
     .unwrap();
     let ids: Vec<&str> = rows.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["e1", "e2", "l1", "s1", "t1", "v1"], "{rows:?}");
+    // A call made on its ticket has one result row, the pack host's, committed with its execute
+    // row; a call denied before it reached the pack host, the broker's.
+    let results: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT client_call_id, source, outcome FROM events \
+         WHERE kind = 'result' AND tool LIKE 'everything__%' ORDER BY client_call_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let said = |id: &str| -> Vec<(&str, &str)> {
+        results
+            .iter()
+            .filter(|(c, ..)| c == id)
+            .map(|(_, s, o)| (s.as_str(), o.as_str()))
+            .collect()
+    };
+    assert_eq!(said("e1"), [("packs", "ok")], "{results:?}");
+    assert_eq!(said("l1"), [("packs", "error")], "{results:?}");
+    assert_eq!(said("t1"), [("broker", "denied")], "{results:?}");
 }
 
 #[tokio::test]

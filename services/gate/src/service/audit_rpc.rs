@@ -1,7 +1,8 @@
 //! The `Audit` service: rows from the broker, the supervisor, the executors and the pack hosts,
 //! each admitted by who the connection proved to be (`admit_audit_event`); an account's executor
 //! or pack host only while its account is served (`accounts::live`). Also the last two rows of a
-//! built-in call from its executor (an `append_call` on `ExecutorGate.Calls`), admitted with the
+//! call from the service that made it (a built-in call's from its executor, an `append_call` on
+//! `ExecutorGate.Calls`; a pack call's from its pack host, `Audit.AppendCall`), admitted with the
 //! ticket the call ran on (`admit_call_rows`; the call's decide row is restored from the ticket
 //! if the gate died before writing it).
 
@@ -22,6 +23,17 @@ impl pb::audit_server::Audit for AuditService {
             return Err(not_written());
         }
         Ok(Response::new(AppendAck {}))
+    }
+
+    /// A pack call's execute and result rows from its pack host, on the ticket it ran on.
+    async fn append_call(
+        &self,
+        request: Request<pb::CallRows>,
+    ) -> Result<Response<AppendAck>, Status> {
+        let peer = served_peer(&self.0, &request)?;
+        self.append_call_rows(&peer, request.into_inner())
+            .await
+            .map(Response::new)
     }
 }
 
@@ -122,18 +134,21 @@ pub(crate) fn restored_decide_row(ticket: &TicketBody, execute: &AuditEvent) -> 
     }
 }
 
-/// Admits the last two rows of a built-in call from `peer`: only an account's executor, for its
-/// own account, with a ticket the gate signed (under the account's executor key) for exactly
-/// that call and tool. The execute row is admitted as [`admit_audit_event`] admits one; the
-/// result row's source is the executor too (who wrote it), and it names no subject. Returns the
-/// rows in order, or why they are refused.
+/// Admits the last two rows of a call from `peer`: only an account's executor (a built-in call)
+/// or pack host (a pack call), for its own account, with a ticket the gate signed under that
+/// peer's key (the account's executor key, or its pack key) for exactly that call and tool. The
+/// execute row is admitted as [`admit_audit_event`] admits one; the result row's source is the
+/// peer too (who wrote it), and it names no subject. Returns the rows in order, or why they are
+/// refused.
 pub(crate) fn admit_call_rows(
     peer: &str,
     rows: pb::CallRows,
     master: &MasterKey,
 ) -> Result<(TicketBody, [AuditEvent; 2]), RowRefused> {
-    let Some(account) = peer.strip_prefix("executor:") else {
-        return Err(RowRefused::NotAnExecutor(peer.to_owned()));
+    let (account, source) = match peer.split_once(':') {
+        Some(("executor", account)) => (account, Source::Executor),
+        Some(("packs", account)) => (account, Source::Packs),
+        _ => return Err(RowRefused::NotACallRunner(peer.to_owned())),
     };
     let (Some(mut execute), Some(mut result), Some(ticket)) =
         (rows.execute, rows.result, rows.ticket)
@@ -163,14 +178,17 @@ pub(crate) fn admit_call_rows(
     {
         return Err(RowRefused::Mismatched);
     }
-    let body = master
-        .account_key(account)
+    let key = match source {
+        Source::Packs => master.packs_key(account),
+        _ => master.account_key(account),
+    };
+    let body = key
         .open(&ticket)
         .map_err(|e| RowRefused::Ticket(e.to_string()))?;
     if body.account != account || body.call_id != execute.call_id || body.tool != execute.tool {
         return Err(RowRefused::OtherCall);
     }
-    result.source = Source::Executor.into();
+    result.source = source.into();
     result.subject.clear();
     result.subjects.clear();
     Ok((body, [execute, result]))
@@ -256,6 +274,28 @@ mod tests {
     }
 
     #[test]
+    fn a_pack_host_writes_its_calls_rows_with_the_pack_ticket() {
+        let m = master();
+        let t = ticket(&m.packs_key("alice"), "alice", "c1", "fake__echo");
+        let (_, [e, r]) = admit_call_rows(
+            "packs:alice",
+            rows(
+                row("execute", "alice", "c1", "fake__echo"),
+                row("result", "", "c1", "fake__echo"),
+                t,
+            ),
+            &m,
+        )
+        .unwrap();
+        assert_eq!((e.kind.as_str(), e.source.as_str()), ("execute", "packs"));
+        assert_eq!(
+            (r.kind.as_str(), r.source.as_str(), r.account.as_str()),
+            ("result", "packs", "alice")
+        );
+        assert_eq!((r.subject.as_str(), r.subjects.len()), ("", 0));
+    }
+
+    #[test]
     fn a_calls_rows_are_refused_from_anyone_else_or_without_its_ticket() {
         let m = master();
         let alice = m.account_key("alice");
@@ -271,9 +311,27 @@ mod tests {
         let mut cases: Vec<Case> = vec![
             ("the broker", "broker", rows(e, r, good())),
             (
-                "a pack host",
+                "a pack host with an executor's ticket",
                 "packs:alice",
                 rows(pair().0, pair().1, good()),
+            ),
+            (
+                "another account's pack host",
+                "packs:bob",
+                rows(
+                    pair().0,
+                    pair().1,
+                    ticket(&m.packs_key("alice"), "alice", "c1", "file_read"),
+                ),
+            ),
+            (
+                "a pack host's ticket of another account",
+                "packs:bob",
+                rows(
+                    row("execute", "bob", "c1", "file_read"),
+                    row("result", "bob", "c1", "file_read"),
+                    ticket(&m.packs_key("alice"), "bob", "c1", "file_read"),
+                ),
             ),
             (
                 "the supervisor",

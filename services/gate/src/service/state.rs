@@ -226,7 +226,7 @@ pub(crate) enum RowRefused {
     #[error("a row's outcome must be one of the audit's, not {0:?}")]
     Outcome(String),
     #[error("{0} may not write a call's rows")]
-    NotAnExecutor(String),
+    NotACallRunner(String),
     #[error("a call's rows need the execute row, the result row and the ticket")]
     Incomplete,
     #[error("the {which} of a call's rows must be its {wanted}, not {kind:?}")]
