@@ -12,7 +12,7 @@ pub mod tree;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use glovebox_proto::ErrorCode;
@@ -166,6 +166,8 @@ pub struct JobConfig {
 /// All jobs of one account.
 pub struct JobTable {
     jobs: Mutex<Vec<Arc<Job>>>,
+    /// Signalled when a job starts, waking the reaper from its idle pace.
+    started: Condvar,
     config: JobConfig,
 }
 
@@ -181,6 +183,7 @@ impl JobTable {
     pub fn new(config: JobConfig) -> JobTable {
         JobTable {
             jobs: Mutex::new(Vec::new()),
+            started: Condvar::new(),
             config,
         }
     }
@@ -275,6 +278,7 @@ impl JobTable {
         let summary = job.summary();
         jobs.push(job);
         prune(&mut jobs);
+        self.started.notify_one();
         Ok(summary)
     }
 
@@ -505,14 +509,21 @@ impl JobTable {
     }
 
     /// Collects every exited child (jobs and adopted orphans) and enforces deadlines. Runs on a
-    /// dedicated thread for the executor's lifetime.
+    /// dedicated thread for the executor's lifetime: every [`REAP_PACE`] while a job's exit is
+    /// still to be collected, else every [`IDLE_REAP_PACE`] (an idle executor stays asleep), woken
+    /// at once when a job starts.
     pub fn reap_forever(self: Arc<Self>) {
         loop {
             while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
                 self.reaped(pid.as_raw_nonzero().get(), status);
             }
             self.enforce_deadlines();
-            std::thread::sleep(Duration::from_millis(25));
+            let jobs = lock(&self.jobs);
+            let pace = match jobs.iter().any(|j| j.state().1.is_none()) {
+                true => REAP_PACE,
+                false => IDLE_REAP_PACE,
+            };
+            let _ = self.started.wait_timeout(jobs, pace);
         }
     }
 }
@@ -542,6 +553,11 @@ fn limit_row(job: &Job, hit: glovebox_sandbox::caps::Hit) -> glovebox_proto::v1:
         ..Default::default()
     }
 }
+
+/// How often the reaper looks for exits while a job runs (and so how late a deadline may be
+/// enforced), and while none does (an orphan adopted after its job ended is collected then).
+const REAP_PACE: Duration = Duration::from_millis(25);
+const IDLE_REAP_PACE: Duration = Duration::from_secs(1);
 
 /// How long a shim told to end its job has before it is killed itself.
 const SHIM_GRACE: Duration = Duration::from_secs(3);
