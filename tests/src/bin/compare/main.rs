@@ -292,23 +292,30 @@ fn print_at_rest(g: &Glovebox, fs_server: &Path, root: &Path) {
     let mut direct =
         standing::Direct::start(&[fs_server.display().to_string(), root.display().to_string()]);
     direct.call("read_text_file", json!({"path": root.join("read4k.txt")}));
-    let rss: Vec<(String, f64)> = processes
-        .iter()
-        .map(|(name, pid)| (name.clone(), standing::rss_kib(*pid) as f64 / 1024.0))
-        .collect();
-    let services: f64 = rss
-        .iter()
-        .filter(|(name, _)| name != "pack_server")
-        .map(|(_, mb)| mb)
-        .sum();
-    let fs_rss = standing::rss_kib(direct.pid()) as f64 / 1024.0;
     println!();
-    println!(
-        "RSS MiB at rest: glovebox's services {services:.1} ({}; the pack's own server apart); \
-         the filesystem server {fs_rss:.1}; ratio {:.2}x",
-        standing::describe(&rss, |v| format!("{v:.1}")),
-        services / fs_rss
-    );
+    for field in ["Rss", "Pss"] {
+        let each: Vec<(String, f64)> = processes
+            .iter()
+            .map(|(name, pid)| {
+                (
+                    name.clone(),
+                    standing::memory_kib(*pid, field) as f64 / 1024.0,
+                )
+            })
+            .collect();
+        let services: f64 = each
+            .iter()
+            .filter(|(name, _)| name != "pack_server")
+            .map(|(_, mb)| mb)
+            .sum();
+        let reference = standing::memory_kib(direct.pid(), field) as f64 / 1024.0;
+        println!(
+            "{field} MiB at rest: glovebox's services {services:.1} ({}; the pack's own server \
+             apart); the filesystem server {reference:.1}; ratio {:.2}x",
+            standing::describe(&each, |v| format!("{v:.1}")),
+            services / reference
+        );
+    }
     let idle = std::time::Duration::from_secs(env_number("COMPARE_IDLE_SECS", 30));
     eprintln!("{} s idle ...", idle.as_secs());
     let mut watched = processes.clone();

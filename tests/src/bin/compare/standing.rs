@@ -117,15 +117,17 @@ pub fn cold_starts(fs_server: &Path, runs: usize) -> (Vec<f64>, Vec<f64>) {
     (fs, gb)
 }
 
-/// A process's resident memory in KiB (0 once it is gone).
-pub fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+/// A process's resident memory in KiB (0 once it is gone): `Rss`, every page it maps in memory,
+/// or `Pss`, each page shared with other processes divided among them (glovebox's services are
+/// one binary: its code is in memory once, and `Rss` counts it in every process).
+pub fn memory_kib(pid: i32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
         .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .and_then(|rollup| {
+            rollup.lines().find_map(|l| {
+                let value = l.strip_prefix(field)?.strip_prefix(':')?;
+                value.trim().trim_end_matches("kB").trim().parse().ok()
+            })
         })
         .unwrap_or(0)
 }
