@@ -299,6 +299,12 @@ impl Glovebox {
     /// arguments satisfy `wanted`.
     pub fn pids_where(&self, wanted: impl Fn(&[String]) -> bool) -> Vec<i32> {
         let state = self.state.to_string_lossy().into_owned();
+        self.pids_near(&state, wanted)
+    }
+
+    /// Pids of processes with an argument under `prefix` (this instance's state or temporary
+    /// root) whose arguments satisfy `wanted`.
+    pub fn pids_near(&self, prefix: &str, wanted: impl Fn(&[String]) -> bool) -> Vec<i32> {
         let mut pids = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -311,7 +317,7 @@ impl Glovebox {
                 .split(|b| *b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            if wanted(&args) && args.iter().any(|a| a.starts_with(&state)) {
+            if wanted(&args) && args.iter().any(|a| a.starts_with(prefix)) {
                 pids.push(pid);
             }
         }

@@ -161,7 +161,8 @@ fn main() {
 }
 
 /// glovebox's processes for its one account: `up` itself, the broker, the gate, the executor,
-/// the pack host and the pack's own server (once it has started).
+/// the pack host, the shim of the pack's server, and the pack's own server (once it has
+/// started).
 fn glovebox_processes(g: &Glovebox) -> Vec<(String, i32)> {
     let mut processes = vec![("up".to_owned(), g.up_pid().unwrap())];
     for (name, service) in [
@@ -175,6 +176,14 @@ fn glovebox_processes(g: &Glovebox) -> Vec<(String, i32)> {
         }
     }
     until_pack_listed(g);
+    // The shim that confines the pack's server and watches its caps for as long as it runs.
+    let root = g.root().display().to_string();
+    let shims = g.pids_near(&root, |args| {
+        args.get(1).map(String::as_str) == Some("pack-shim")
+    });
+    for pid in shims {
+        processes.push(("pack_shim".to_owned(), pid));
+    }
     let pid = pack_server_pid().expect("the pack's server runs once its tools are listed");
     processes.push(("pack_server".to_owned(), pid));
     processes
@@ -360,6 +369,7 @@ fn print_cpu(round: usize, what: &str, fs: &Value, gb: &Value) {
         "gate",
         "executor",
         "packs",
+        "pack_shim",
         "pack_server",
     ];
     let describe = |v: &Value| {
