@@ -197,6 +197,15 @@ impl Source {
     }
 }
 
+/// Says in a call's `result` row that the call failed with `error` (a service's `ToolError`): its
+/// outcome, code and reason, as the executors and the pack hosts write them.
+pub fn note_failure(row: &mut crate::v1::AuditEvent, error: &crate::v1::ToolError) {
+    let code = crate::ErrorCode::parse(&error.code).unwrap_or(crate::ErrorCode::Internal);
+    row.outcome = code.result_outcome().into();
+    row.error_code = code.as_str().into();
+    row.reason = error.message.clone();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -541,12 +541,7 @@ fn result_row(call: &ToolCall, response: &ExecuteResponse, duration_ms: u64) -> 
     };
     match &response.error {
         None => row.outcome = Outcome::Ok.into(),
-        Some(e) => {
-            let code = ErrorCode::parse(&e.code).unwrap_or(ErrorCode::Internal);
-            row.outcome = code.result_outcome().into();
-            row.error_code = code.as_str().into();
-            row.reason = e.message.clone();
-        }
+        Some(e) => glovebox_proto::audit_row::note_failure(&mut row, e),
     }
     row
 }

@@ -487,12 +487,7 @@ fn result_row(
             row.reason = glovebox_proto::packs::SERVER_ERROR_REASON.into();
         }
         None => row.outcome = Outcome::Ok.into(),
-        Some(e) => {
-            let code = ErrorCode::parse(&e.code).unwrap_or(ErrorCode::Internal);
-            row.outcome = code.result_outcome().into();
-            row.error_code = code.as_str().into();
-            row.reason = e.message.clone();
-        }
+        Some(e) => glovebox_proto::audit_row::note_failure(&mut row, e),
     }
     row
 }
