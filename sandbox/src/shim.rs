@@ -235,8 +235,21 @@ enum TmpWatch {
     None,
 }
 
-/// How often the watcher samples the job.
+/// How often the watcher samples a job whose use changed since the last look, and one whose use
+/// stood still (an idle pack server, a job waiting): nothing can grow without CPU time and a
+/// change in what the job holds, which the next look sees, and the kernel's own limits
+/// (`RLIMIT_NPROC`, `RLIMIT_DATA`, the tmpfs size) bound what a job does between two looks.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
+const WATCH_IDLE: Duration = Duration::from_secs(1);
+
+/// How long the watcher sleeps before its next look, given the job's use at the last two.
+fn watch_pace(before: Option<&crate::caps::Usage>, now: &crate::caps::Usage) -> Duration {
+    if before == Some(now) {
+        WATCH_IDLE
+    } else {
+        WATCH_EVERY
+    }
+}
 
 /// The job's caps, what it samples for them, and where it reports the one reached.
 struct Watcher {
@@ -246,11 +259,14 @@ struct Watcher {
     /// A cap was reached and reported: the job is being stopped.
     stopped: bool,
     tmpfs_reported: bool,
+    /// The job's use at the last two looks (the later last).
+    looked: (Option<crate::caps::Usage>, Option<crate::caps::Usage>),
 }
 
 impl Watcher {
-    /// Starts the thread that samples the job every [`WATCH_EVERY`] against its `caps` and its
-    /// temporary space (`tmp`), reporting to `report`; it asks the shim to stop the job (SIGUSR1)
+    /// Starts the thread that samples the job every [`WATCH_EVERY`] (every [`WATCH_IDLE`] while
+    /// its use stands still) against its `caps` and its temporary space (`tmp`), reporting to
+    /// `report`; it asks the shim to stop the job (SIGUSR1)
     /// once the job is over a cap.
     fn start(
         caps: crate::caps::Caps,
@@ -263,11 +279,16 @@ impl Watcher {
             report,
             stopped: false,
             tmpfs_reported: false,
+            looked: (None, None),
         }));
         let watching = watcher.clone();
-        std::thread::spawn(move || {
+        spawn_named("watcher", move || {
             loop {
-                std::thread::sleep(WATCH_EVERY);
+                let pace = match &lock(&watching).looked {
+                    (before, Some(now)) => watch_pace(before.as_ref(), now),
+                    _ => WATCH_EVERY,
+                };
+                std::thread::sleep(pace);
                 if lock(&watching).look() {
                     let _ = kill(Pid::this(), Signal::SIGUSR1);
                     return;
@@ -290,6 +311,7 @@ impl Watcher {
             _ => (None, None),
         };
         let usage = sample(std::process::id() as i32, walk);
+        self.looked = (self.looked.1, Some(usage));
         if let Some(hit) = over(&usage, &self.caps, TICKS_PER_SECOND, walk_cap) {
             self.say(hit);
             self.stopped = true;
@@ -311,6 +333,20 @@ impl Watcher {
         if let Some(file) = self.report.as_mut() {
             let _ = writeln!(file, "{}", hit.line());
         }
+    }
+}
+
+/// Starts a thread of the shim named `name` (as `/proc/<pid>/task/<tid>/comm` shows it). A
+/// shim that cannot start one of its threads cannot hold its job to its walls: it ends, and its
+/// job with it.
+fn spawn_named(name: &str, run: impl FnOnce() + Send + 'static) {
+    if std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(run)
+        .is_err()
+    {
+        eprintln!("glovebox: the shim could not start its {name} thread");
+        std::process::exit(EXIT_SANDBOX_FAILED);
     }
 }
 
@@ -619,4 +655,42 @@ fn mirror(signal: Signal) -> i32 {
     let _ = raise(signal);
     // Still here: a signal whose disposition is to be ignored in this process (SIGPIPE).
     128 + signal as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::Usage;
+
+    #[test]
+    fn the_watcher_slows_only_while_the_jobs_use_stands_still() {
+        let idle = Usage {
+            processes: 2,
+            memory_bytes: 1 << 20,
+            cpu_ticks: 40,
+            tmp_bytes: 0,
+        };
+        assert_eq!(watch_pace(None, &idle), WATCH_EVERY, "a first look");
+        assert_eq!(watch_pace(Some(&idle), &idle), WATCH_IDLE);
+        for busier in [
+            Usage {
+                cpu_ticks: 41,
+                ..idle
+            },
+            Usage {
+                processes: 3,
+                ..idle
+            },
+            Usage {
+                memory_bytes: 2 << 20,
+                ..idle
+            },
+            Usage {
+                tmp_bytes: 1,
+                ..idle
+            },
+        ] {
+            assert_eq!(watch_pace(Some(&idle), &busier), WATCH_EVERY, "{busier:?}");
+        }
+    }
 }

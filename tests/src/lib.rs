@@ -1033,6 +1033,29 @@ pub async fn http_request(
     (status, headers, body.to_owned())
 }
 
+/// Voluntary context switches so far of the thread named `name` of process `pid`: how often it
+/// went to sleep, which an idle service should rarely do.
+pub fn thread_switches(pid: i32, name: &str) -> u64 {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap();
+        return status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+    }
+    panic!("no thread {name} in process {pid}");
+}
+
 /// Whether a process exists and is not a zombie.
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -708,37 +708,15 @@ async fn input_to_a_shell_is_asked_and_no_other_account_reaches_the_job() {
     );
 }
 
-/// Voluntary context switches of the executor's thread named `name` so far.
-fn switches_of_thread(pid: i32, name: &str) -> u64 {
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-    {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != name {
-            continue;
-        }
-        let status = std::fs::read_to_string(task.path().join("status")).unwrap();
-        return status
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-    }
-    panic!("no thread {name} in process {pid}");
-}
-
 /// An idle executor sleeps: its job reaper wakes about once a second with no job to collect
 /// (not 40 times), and a job started then is still collected as soon as it ends.
 #[tokio::test]
 async fn an_idle_executor_stays_asleep_and_still_collects_a_job_at_once() {
     let g = Glovebox::start();
     let executor = g.service_pids("executor")[0];
-    let before = switches_of_thread(executor, "job-reaper");
+    let before = glovebox_e2e::thread_switches(executor, "job-reaper");
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let woke = switches_of_thread(executor, "job-reaper") - before;
+    let woke = glovebox_e2e::thread_switches(executor, "job-reaper") - before;
     assert!(woke <= 6, "the idle reaper woke {woke} times in 2 s");
     let mut approver = g.connect("approver").await;
     let mut agent = g.connect("agent").await;

@@ -1232,3 +1232,28 @@ async fn a_project_packs_write_entries_are_shown_where_they_lead_and_never_reach
         "the refusal is logged"
     );
 }
+
+/// A pack server's shim watches its caps ten times a second while the server works, and once a
+/// second while it stands idle: a glovebox with packs and no calls stays asleep.
+#[tokio::test]
+async fn an_idle_pack_servers_shim_watches_it_once_a_second() {
+    let g = start(&[("fake", "good", json!({}))]);
+    until_listed(&g, "the fake pack", |n| {
+        n.contains(&"fake__echo".to_owned())
+    })
+    .await;
+    let root = g.root().display().to_string();
+    let shims = g.pids_near(&root, |args| {
+        args.get(1).map(String::as_str) == Some("pack-shim")
+    });
+    assert_eq!(shims.len(), 1, "{shims:?}");
+    // Let the server settle from its start, then count the watcher's wakes over 3 s.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let before = glovebox_e2e::thread_switches(shims[0], "watcher");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let woke = glovebox_e2e::thread_switches(shims[0], "watcher") - before;
+    assert!(
+        woke <= 8,
+        "the idle server's watcher woke {woke} times in 3 s"
+    );
+}
