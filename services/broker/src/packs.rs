@@ -350,9 +350,7 @@ pub async fn pack_call(
     let mut invoke = tonic::Request::new(PackInvokeRequest {
         call: Some(call),
         ticket: Some(ticket),
-        call_age_ms: crate::call::CALL
-            .try_with(|c| c.started.elapsed().as_millis() as u64)
-            .unwrap_or(0),
+        call_age_ms: crate::pipeline::call_age_ms(),
     });
     invoke.set_timeout(Duration::from_millis(planned.timeout_ms) + INVOKE_MARGIN);
     invoke_on_ticket(&mut packs, invoke, cancelled).await
@@ -457,25 +455,25 @@ async fn invoke_on_ticket(
             )
         })?
         .into_inner();
-    // The pack host's result row says what it answered; a result the broker cannot pass on is a
-    // failure that row does not know of, so the broker writes its own row besides.
-    let audited = || {
-        if invoked.result_audited {
-            let _ = crate::call::CALL.try_with(|c| c.result_audited.set(true));
-        }
+    let answered = match invoked.error {
+        Some(e) => Err(from_tool_error(e)),
+        None => match serde_json::from_str(&invoked.result_json) {
+            Ok(value) => Ok(value),
+            // A result the broker cannot pass on is a failure the pack host's row does not know
+            // of: the broker's own row says it.
+            Err(_) => {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    "the pack host returned a malformed result",
+                ));
+            }
+        },
     };
-    if let Some(e) = invoked.error.clone() {
-        audited();
-        return Err(from_tool_error(e));
+    // The pack host's result row says what it answered: the broker writes none of its own.
+    if invoked.result_audited {
+        let _ = crate::call::CALL.try_with(|c| c.result_audited.set(true));
     }
-    let result = serde_json::from_str(&invoked.result_json).map_err(|_| {
-        WireError::new(
-            ErrorCode::Internal,
-            "the pack host returned a malformed result",
-        )
-    })?;
-    audited();
-    Ok(result)
+    answered
 }
 
 /// A pack call made with `InvokeStream`: each progress of the server's goes to `to` as it comes

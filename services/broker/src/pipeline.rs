@@ -399,7 +399,7 @@ fn result_of(executed: pb::ExecuteResponse) -> Result<CallValue, WireError> {
 }
 
 /// How long the running call has run so far, in milliseconds.
-fn call_age_ms() -> u64 {
+pub(crate) fn call_age_ms() -> u64 {
     CALL.try_with(|c| c.started.elapsed().as_millis() as u64)
         .unwrap_or(0)
 }
