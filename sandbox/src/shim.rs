@@ -259,8 +259,9 @@ struct Watcher {
     /// A cap was reached and reported: the job is being stopped.
     stopped: bool,
     tmpfs_reported: bool,
-    /// The job's use at the last two looks (the later last).
-    looked: (Option<crate::caps::Usage>, Option<crate::caps::Usage>),
+    /// The job's use at the last look, and how long to wait for the next.
+    last: Option<crate::caps::Usage>,
+    pace: Duration,
 }
 
 impl Watcher {
@@ -279,15 +280,13 @@ impl Watcher {
             report,
             stopped: false,
             tmpfs_reported: false,
-            looked: (None, None),
+            last: None,
+            pace: WATCH_EVERY,
         }));
         let watching = watcher.clone();
         spawn_named("watcher", move || {
             loop {
-                let pace = match &lock(&watching).looked {
-                    (before, Some(now)) => watch_pace(before.as_ref(), now),
-                    _ => WATCH_EVERY,
-                };
+                let pace = lock(&watching).pace;
                 std::thread::sleep(pace);
                 if lock(&watching).look() {
                     let _ = kill(Pid::this(), Signal::SIGUSR1);
@@ -311,7 +310,8 @@ impl Watcher {
             _ => (None, None),
         };
         let usage = sample(std::process::id() as i32, walk);
-        self.looked = (self.looked.1, Some(usage));
+        self.pace = watch_pace(self.last.as_ref(), &usage);
+        self.last = Some(usage);
         if let Some(hit) = over(&usage, &self.caps, TICKS_PER_SECOND, walk_cap) {
             self.say(hit);
             self.stopped = true;
