@@ -116,3 +116,9 @@ pub(crate) fn from_tool_error(e: pb::ToolError) -> WireError {
     let code = ErrorCode::parse(&e.code).unwrap_or(ErrorCode::Internal);
     WireError::new(code, e.message)
 }
+
+/// How long the running call has run so far, in milliseconds.
+pub(crate) fn call_age_ms() -> u64 {
+    CALL.try_with(|c| c.started.elapsed().as_millis() as u64)
+        .unwrap_or(0)
+}

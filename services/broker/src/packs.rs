@@ -350,7 +350,7 @@ pub async fn pack_call(
     let mut invoke = tonic::Request::new(PackInvokeRequest {
         call: Some(call),
         ticket: Some(ticket),
-        call_age_ms: crate::pipeline::call_age_ms(),
+        call_age_ms: crate::call::call_age_ms(),
     });
     invoke.set_timeout(Duration::from_millis(planned.timeout_ms) + INVOKE_MARGIN);
     invoke_on_ticket(&mut packs, invoke, cancelled).await

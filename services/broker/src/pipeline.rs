@@ -310,7 +310,7 @@ async fn builtin(
                 .execute(request(ExecuteRequest {
                     call: Some(call),
                     ticket: Some(ticket),
-                    call_age_ms: call_age_ms(),
+                    call_age_ms: crate::call::call_age_ms(),
                     tables: origin.tables,
                 }))
                 .await
@@ -354,7 +354,7 @@ async fn run(
     let run = RunRequest {
         call: Some(call.clone()),
         voucher: Some(voucher),
-        call_age_ms: call_age_ms(),
+        call_age_ms: crate::call::call_age_ms(),
         tables: origin.tables,
         deliver_via_gate: expected.is_some(),
     };
@@ -396,12 +396,6 @@ fn result_of(executed: pb::ExecuteResponse) -> Result<CallValue, WireError> {
         .ok_or_else(crate::answer::malformed)?;
     audited();
     Ok(value)
-}
-
-/// How long the running call has run so far, in milliseconds.
-pub(crate) fn call_age_ms() -> u64 {
-    CALL.try_with(|c| c.started.elapsed().as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn executor_failed() -> WireError {
