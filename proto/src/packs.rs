@@ -71,6 +71,26 @@ pub fn exposed_name(pack: &str, tool: &str) -> Result<String, Unoffered> {
     Ok(name)
 }
 
+/// What the gate judges of a call of pack tool `exposed`: the tool, then each of its path
+/// arguments as the executor resolved them (`paths`), and the tool's facts.
+pub fn plan_of(
+    exposed: &str,
+    facts: crate::v1::PackFacts,
+    paths: Vec<crate::v1::Subject>,
+) -> crate::v1::Plan {
+    let mut subjects = vec![crate::v1::Subject {
+        domain: crate::v1::Domain::Tool as i32,
+        path: exposed.to_owned(),
+        state: None,
+    }];
+    subjects.extend(paths);
+    crate::v1::Plan {
+        subjects,
+        content_tag: Vec::new(),
+        pack: Some(facts),
+    }
+}
+
 /// Whether a pack tool's `result` is one its server marked an error (`isError: true`).
 pub fn is_error_result(result: &serde_json::Value) -> bool {
     result.get("isError").and_then(serde_json::Value::as_bool) == Some(true)

@@ -4,6 +4,7 @@
 //! are lazily connecting channels that run the handshake on every (re)connection.
 
 pub mod connect;
+pub mod gate_calls;
 pub mod handover;
 pub mod handshake;
 pub mod link;

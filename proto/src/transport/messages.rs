@@ -1,17 +1,18 @@
 //! Requests as messages on one long-lived gRPC stream between two services, instead of an HTTP/2
 //! stream (headers, a task on each side, trailers) per request: the executor's requests to the
-//! gate (`ExecutorGate.Calls`), the broker's calls to an executor (`Executor.Runs`) and its
-//! decisions (`Gate.Decisions`).
+//! gate (`ExecutorGate.Calls`, and a pack host's), the broker's calls to an executor
+//! (`Executor.Runs`) and to a pack host (`Packs.Runs`), and its decisions (`Gate.Decisions`).
 //!
 //! The client ([`MessageClient`]) keeps one stream open: a caller sends its request from its own
 //! task with an id and waits for the answer with that id, which the stream's one reader hands
 //! over. The stream is opened on first use and again after it ends; a request it took down with
 //! it is `Unavailable`, as a lost connection is for an RPC, so callers' retries stay as they
 //! were. A caller that gives up (a timeout, its own caller gone) is forgotten, and where the
-//! exchange can say so the server is told, as resetting an RPC's stream would. The broker's two
+//! exchange can say so the server is told, as resetting an RPC's stream would. The broker's
 //! kinds are here, each with its one-request call ([`Decisions`] and [`MessageClient::decide`],
-//! [`Runs`] and [`MessageClient::run`]): the broker's clients, the end-to-end tests and the
-//! benchmarks share them.
+//! [`Runs`] and [`PackRuns`] with their `run`): the broker's clients, the end-to-end tests and
+//! the benchmarks share them. So is the executors' and pack hosts' kind
+//! (`super::gate_calls::GateCalls`).
 //!
 //! The server ([`answer_each`]) answers each request in a task of its own, at most a bound at
 //! once (the stream is not read further until one is answered); when the service stops it takes
@@ -237,6 +238,71 @@ impl MessageClient<Runs> {
             Some(Body::Ran(ran)) => Ok(ran),
             Some(Body::Error(status)) => Err(status_of(status)),
             None => Err(Status::internal("the executor sent an empty answer")),
+        }
+    }
+}
+
+impl Request for pb::PackRunCall {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn cancels(&self) -> Option<u64> {
+        match self.body {
+            Some(pb::pack_run_call::Body::Cancel(id)) => Some(id),
+            _ => None,
+        }
+    }
+    const STOPPED_WITH_STREAM: bool = true;
+}
+
+impl Answer for pb::PackRunAnswer {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn failed(id: u64, status: Status) -> Self {
+        pb::PackRunAnswer {
+            id,
+            body: Some(pb::pack_run_answer::Body::Error(call_status(&status))),
+        }
+    }
+}
+
+/// The broker's pack calls to a pack host (`Packs.Runs`). A call given up on is withdrawn: the
+/// pack's server is told to cancel it.
+pub struct PackRuns;
+
+impl Exchange for PackRuns {
+    type Request = pb::PackRunCall;
+    type Answer = pb::PackRunAnswer;
+    const PATH: &'static str = "/glovebox.v1.Packs/Runs";
+    const SERVER: &'static str = "the pack host";
+    fn cancel(id: u64) -> Option<pb::PackRunCall> {
+        Some(pb::PackRunCall {
+            id,
+            trace: Default::default(),
+            body: Some(pb::pack_run_call::Body::Cancel(id)),
+        })
+    }
+}
+
+impl MessageClient<PackRuns> {
+    /// What the pack host's run of `request` came to, one message on the stream (traced as the
+    /// pack host's `Run`), or the status it failed with. Dropping the future withdraws the call.
+    pub async fn run(&self, request: pb::PackRunRequest) -> Result<pb::PackRunResponse, Status> {
+        use pb::pack_run_answer::Body;
+        let (span, trace) = message_client_span("glovebox.v1.Packs", "Run");
+        let answer = self
+            .call(|id| pb::PackRunCall {
+                id,
+                trace,
+                body: Some(pb::pack_run_call::Body::Run(request)),
+            })
+            .instrument(span)
+            .await?;
+        match answer.body {
+            Some(Body::Ran(ran)) => Ok(ran),
+            Some(Body::Error(status)) => Err(status_of(status)),
+            None => Err(Status::internal("the pack host sent an empty answer")),
         }
     }
 }

@@ -13,6 +13,7 @@ use glovebox_proto::transport::authenticated_channel;
 use glovebox_proto::transport::handover::{
     AccountsUpdate, AddedAccount, Handover, HandoverError, socket,
 };
+use glovebox_proto::transport::messages::{MessageClient, PackRuns};
 use glovebox_proto::v1::{
     account_admin_client::AccountAdminClient, audit_client::AuditClient,
     executor_client::ExecutorClient, gate_client::GateClient, packs_client::PacksClient,
@@ -34,10 +35,11 @@ pub struct Backends {
     pub audit: AuditClient<Channel>,
     /// An account's own policy and calls, for its approver (on the gate's main socket).
     pub account_admin: AccountAdminClient<Channel>,
-    /// The broker's word to the gate that a call handed to an executor was made (`Executor.Runs`).
+    /// The broker's word to the gate that a call handed to an executor or a pack host was made
+    /// (`Executor.Runs`, `Packs.Runs`).
     pub vouchers: glovebox_ticket::voucher::VoucherKey,
     executors: HashMap<AccountId, ExecutorLink>,
-    packs: HashMap<AccountId, PacksClient<Channel>>,
+    packs: HashMap<AccountId, PacksLink>,
     /// The accounts added at run time: their executors and pack hosts, replaced as a whole by
     /// each of the supervisor's updates ([`Backends::set_added`]).
     added: Arc<RwLock<Added>>,
@@ -46,7 +48,23 @@ pub struct Backends {
 #[derive(Default)]
 struct Added {
     executors: HashMap<AccountId, ExecutorLink>,
-    packs: HashMap<AccountId, PacksClient<Channel>>,
+    packs: HashMap<AccountId, PacksLink>,
+}
+
+/// An account's pack host: its RPCs, and the stream its pack calls are run on (`Packs.Runs`).
+#[derive(Clone)]
+pub struct PacksLink {
+    pub client: PacksClient<Channel>,
+    pub runs: MessageClient<PackRuns>,
+}
+
+impl PacksLink {
+    fn new(channel: Channel) -> PacksLink {
+        PacksLink {
+            runs: MessageClient::new(channel.clone()),
+            client: PacksClient::new(channel),
+        }
+    }
 }
 
 /// An account's executor: its RPCs, and the stream its built-in calls are run on
@@ -109,7 +127,7 @@ impl Backends {
             let (peer, key) = keys.calling(&socket::packs(account))?;
             pack_clients.insert(
                 account.clone(),
-                PacksClient::new(authenticated_channel(path, &peer, key)),
+                PacksLink::new(authenticated_channel(path, &peer, key)),
             );
         }
         Ok(Backends {
@@ -145,7 +163,7 @@ impl Backends {
                 .insert(id.clone(), ExecutorLink::new(channel));
             let (peer, key) = update.calling(&socket::packs(&a.id))?;
             let channel = authenticated_channel(Path::new(&a.packs_socket), &peer, key);
-            added.packs.insert(id.clone(), PacksClient::new(channel));
+            added.packs.insert(id.clone(), PacksLink::new(channel));
         }
         *self.added.write().unwrap_or_else(|p| p.into_inner()) = added;
         Ok(())
@@ -178,6 +196,11 @@ impl Backends {
 
     /// The pack host of `account` (the authenticated account, never one named in a request).
     pub fn packs(&self, account: &AccountId) -> Option<PacksClient<Channel>> {
+        self.packs_link(account).map(|p| p.client)
+    }
+
+    /// The pack host of `account`, with the stream its pack calls are run on.
+    pub fn packs_link(&self, account: &AccountId) -> Option<PacksLink> {
         self.packs
             .get(account)
             .cloned()

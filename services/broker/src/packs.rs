@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use glovebox_config::AccountId;
 use glovebox_proto::ErrorCode;
+use glovebox_proto::transport::messages::{MessageClient, PackRuns};
 use glovebox_proto::v1::{
-    self as pb, Answer, PackInvokeRequest, PackPlanRequest, Plan, PlanPathsRequest,
-    ResolveTrustRequest, TrustSubject,
+    self as pb, Answer, PackInvokeRequest, PackPlanRequest, PlanPathsRequest, ResolveTrustRequest,
+    TrustSubject,
 };
 use glovebox_proto::ws::{
     AskDisplay, AskSubject, Decision, PackErrorSpec, PackStateSpec, PackToolSpec, ServerFrame,
@@ -25,7 +26,7 @@ use glovebox_proto::ws::{
 
 use crate::app::App;
 use crate::asks::AskOutcome;
-use crate::authorize::{Preview, PreviewText, authorize, input_preview};
+use crate::authorize::{Preview, PreviewText, authorize, input_preview, note_verdict, settle};
 use crate::backends::request;
 use crate::call::{CallIds, Origin, from_tool_error, unavailable};
 use crate::road::CallRoad;
@@ -291,6 +292,12 @@ fn call_preview(pack: &str, tool: &str, params: &serde_json::Value) -> PreviewTe
 /// A call of a pack tool: planned by the pack host and the executor, judged by the gate, made by
 /// the pack host on the gate's ticket. Withdrawing it (`cancel`) while it runs tells the pack's
 /// server to cancel.
+///
+/// A call is handed to the pack host in one hop (`Packs.Runs`): it plans the call and, when it
+/// has no path arguments, asks the gate itself with the broker's voucher and makes it on an
+/// allow. What comes back otherwise is where the broker goes on: the approver for an ask, the
+/// executor for path arguments. A client that asked for progress is served on the two-step road
+/// (`Plan`, then `InvokeStream`).
 pub async fn pack_call(
     road: CallRoad<'_>,
     origin: &Origin,
@@ -307,46 +314,64 @@ pub async fn pack_call(
             "params must be a JSON object",
         ));
     }
-    let mut packs = road
+    let crate::backends::PacksLink {
+        client: mut packs,
+        runs,
+    } = road
         .backends
-        .packs(account)
+        .packs_link(account)
         .ok_or_else(|| unavailable("the account's pack host"))?;
     let call = ids.tool_call(account, exposed, params.to_string());
-    let mut planned = packs
-        .plan(request(PackPlanRequest {
-            call: Some(call.clone()),
-        }))
-        .await
-        .map_err(|_| unavailable("the account's pack host"))?
-        .into_inner();
-    if let Some(e) = planned.error {
-        return Err(from_tool_error(e));
-    }
+    let wants_progress = crate::call::PROGRESS.try_with(|_| ()).is_ok();
+    let (mut planned, decided) = if wants_progress {
+        (plan_on(&mut packs, &call).await?, None)
+    } else {
+        match unless_withdrawn(cancelled.clone(), run_in_one_hop(road, &runs, &call)).await? {
+            Ran::Made(invoked) => return answer_of(invoked),
+            Ran::Planned(planned) => *planned,
+        }
+    };
     let facts = planned
         .facts
         .take()
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "the pack host returned no facts"))?;
-    let mut subjects = vec![pb::Subject {
-        domain: pb::Domain::Tool as i32,
-        path: exposed.to_owned(),
-        state: None,
-    }];
-    subjects.extend(resolve_path_args(road, account, &call, &planned).await?);
-    let plan = Plan {
-        subjects,
-        content_tag: Vec::new(),
-        pack: Some(facts),
-    };
+    let paths = resolve_path_args(road, account, &call, &planned).await?;
+    let plan = glovebox_proto::packs::plan_of(exposed, facts, paths);
     let preview = pack_preview(pack, tool, &params, &planned.unjudged);
-    let ticket = authorize(
-        road.deciders(),
-        origin,
-        &call,
-        &plan,
-        cancelled.clone(),
-        preview,
-    )
-    .await?;
+    let ticket = match decided {
+        // Judged already, at the pack host's request: what is left is the approver's answer.
+        Some(decided) => {
+            let verdict = note_verdict(&decided);
+            if verdict == pb::Verdict::Allow {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    "the pack host's answer does not fit its verdict",
+                ));
+            }
+            let judged = (verdict, decided);
+            settle(
+                road.deciders(),
+                origin,
+                &call,
+                &plan,
+                judged,
+                cancelled.clone(),
+                preview,
+            )
+            .await?
+        }
+        None => {
+            authorize(
+                road.deciders(),
+                origin,
+                &call,
+                &plan,
+                cancelled.clone(),
+                preview,
+            )
+            .await?
+        }
+    };
     let mut invoke = tonic::Request::new(PackInvokeRequest {
         call: Some(call),
         ticket: Some(ticket),
@@ -354,6 +379,87 @@ pub async fn pack_call(
     });
     invoke.set_timeout(Duration::from_millis(planned.timeout_ms) + INVOKE_MARGIN);
     invoke_on_ticket(&mut packs, invoke, cancelled).await
+}
+
+/// What a pack call handed over in one hop came to.
+enum Ran {
+    /// Allowed and made: the pack host's answer.
+    Made(pb::PackInvokeResponse),
+    /// Planned, and judged unless it has path arguments: the broker goes on from here.
+    Planned(Box<(pb::PackPlanResponse, Option<pb::DecideResponse>)>),
+}
+
+/// Hands `call` to the pack host in one hop, with the broker's voucher. Given up (withdrawn at the
+/// pack host) after the longest a call may take: the plan's backend time, the longest time limit a
+/// pack may set, and the margin.
+async fn run_in_one_hop(
+    road: CallRoad<'_>,
+    runs: &MessageClient<PackRuns>,
+    call: &pb::ToolCall,
+) -> Result<Ran, WireError> {
+    let voucher = road
+        .backends
+        .vouchers
+        .vouch(call, glovebox_ticket::now_ms().unwrap_or(0));
+    let run = runs.run(pb::PackRunRequest {
+        call: Some(call.clone()),
+        voucher: Some(voucher),
+        call_age_ms: crate::call::call_age_ms(),
+    });
+    let ran = tokio::time::timeout(LONGEST_RUN, run)
+        .await
+        .map_err(|_| pack_host_failed())?
+        .map_err(|_| pack_host_failed())?;
+    if let Some(e) = ran.error {
+        return Err(from_tool_error(e));
+    }
+    match (ran.invoked, ran.planned, ran.decision) {
+        (Some(invoked), None, Some(decided)) if note_verdict(&decided) == pb::Verdict::Allow => {
+            Ok(Ran::Made(invoked))
+        }
+        (None, Some(planned), decided) => {
+            if let Some(e) = planned.error {
+                return Err(from_tool_error(e));
+            }
+            Ok(Ran::Planned(Box::new((planned, decided))))
+        }
+        _ => Err(WireError::new(
+            ErrorCode::Internal,
+            "the pack host's answer does not fit its verdict",
+        )),
+    }
+}
+
+/// The longest a pack call handed over in one hop may take at the pack host.
+const LONGEST_RUN: Duration = Duration::from_secs(
+    crate::backends::BACKEND_TIMEOUT.as_secs()
+        + glovebox_config::mcp_json::MAX_TIMEOUT_S
+        + INVOKE_MARGIN.as_secs(),
+);
+
+/// The pack host's plan of `call` (`Packs.Plan`).
+async fn plan_on(
+    packs: &mut glovebox_proto::v1::packs_client::PacksClient<glovebox_proto::transport::Link>,
+    call: &pb::ToolCall,
+) -> Result<pb::PackPlanResponse, WireError> {
+    let planned = packs
+        .plan(request(PackPlanRequest {
+            call: Some(call.clone()),
+        }))
+        .await
+        .map_err(|_| unavailable("the account's pack host"))?
+        .into_inner();
+    match planned.error {
+        Some(e) => Err(from_tool_error(e)),
+        None => Ok(planned),
+    }
+}
+
+fn pack_host_failed() -> WireError {
+    WireError::new(
+        ErrorCode::Unavailable,
+        "the account's pack host failed during the call; it was not retried",
+    )
 }
 
 /// The pack's path arguments (`planned.paths`), resolved by the account's executor into the
@@ -424,43 +530,47 @@ fn pack_preview(
 async fn invoke_on_ticket(
     packs: &mut glovebox_proto::v1::packs_client::PacksClient<glovebox_proto::transport::Link>,
     invoke: tonic::Request<PackInvokeRequest>,
-    mut cancelled: tokio::sync::watch::Receiver<bool>,
+    cancelled: tokio::sync::watch::Receiver<bool>,
 ) -> Result<serde_json::Value, WireError> {
+    let progress = crate::call::PROGRESS.try_with(Clone::clone).ok();
+    let invoking = async move {
+        let invoked = match progress {
+            None => packs.invoke(invoke).await,
+            Some(to) => invoke_with_progress(packs, invoke, &to).await,
+        };
+        invoked.map_err(|_| pack_host_failed())
+    };
+    answer_of(unless_withdrawn(cancelled, invoking).await?.into_inner())
+}
+
+/// `call`'s outcome, unless the agent withdraws the call first (`cancelled`): then `call` is
+/// dropped, which tells the pack host to withdraw it and the pack's server to cancel it.
+async fn unless_withdrawn<T>(
+    mut cancelled: tokio::sync::watch::Receiver<bool>,
+    call: impl std::future::Future<Output = Result<T, WireError>>,
+) -> Result<T, WireError> {
     let withdrawn = async move {
         if cancelled.wait_for(|c| *c).await.is_err() {
             std::future::pending::<()>().await;
         }
     };
-    let progress = crate::call::PROGRESS.try_with(Clone::clone).ok();
-    let invoking = async move {
-        match progress {
-            None => packs.invoke(invoke).await,
-            Some(to) => invoke_with_progress(packs, invoke, &to).await,
-        }
-    };
-    let invoked = tokio::select! {
-        r = invoking => r,
-        _ = withdrawn => {
-            return Err(WireError::new(
-                ErrorCode::Cancelled,
-                "the call was withdrawn; the pack's server was told to cancel it",
-            ));
-        }
-    };
-    let invoked = invoked
-        .map_err(|_| {
-            WireError::new(
-                ErrorCode::Unavailable,
-                "the account's pack host failed during the call; it was not retried",
-            )
-        })?
-        .into_inner();
+    tokio::select! {
+        r = call => r,
+        _ = withdrawn => Err(WireError::new(
+            ErrorCode::Cancelled,
+            "the call was withdrawn; the pack's server was told to cancel it",
+        )),
+    }
+}
+
+/// What a pack call the pack host made answers. Its result row says what it answered; a result
+/// the broker cannot pass on is a failure that row does not know of, so the broker writes its own
+/// row besides.
+fn answer_of(invoked: pb::PackInvokeResponse) -> Result<serde_json::Value, WireError> {
     let answered = match invoked.error {
         Some(e) => Err(from_tool_error(e)),
         None => match serde_json::from_str(&invoked.result_json) {
             Ok(value) => Ok(value),
-            // A result the broker cannot pass on is a failure the pack host's row does not know
-            // of: the broker's own row says it.
             Err(_) => {
                 return Err(WireError::new(
                     ErrorCode::Internal,
@@ -469,7 +579,6 @@ async fn invoke_on_ticket(
             }
         },
     };
-    // The pack host's result row says what it answered: the broker writes none of its own.
     if invoked.result_audited {
         let _ = crate::call::CALL.try_with(|c| c.result_audited.set(true));
     }

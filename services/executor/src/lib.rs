@@ -10,7 +10,6 @@ pub mod context;
 pub mod diff;
 pub mod error;
 pub mod fsio;
-pub mod gate_calls;
 pub mod jobs;
 pub mod movable;
 pub mod ops;

@@ -45,7 +45,7 @@ pub struct ExecutorService {
     audit: AuditClient<Channel>,
     /// The gate's verdicts on the calls the broker hands over on `Runs`, and each call's last
     /// rows.
-    gate: crate::gate_calls::GateCalls,
+    gate: glovebox_proto::transport::gate_calls::GateCalls,
     used: Arc<crate::spent::SpentTickets>,
     /// Becomes true when the executor stops: the broker's `Runs` stream then takes no more
     /// calls, answers those it took and ends.
@@ -66,7 +66,7 @@ impl ExecutorService {
         ExecutorService {
             jobs,
             audit: AuditClient::new(gate.clone()),
-            gate: crate::gate_calls::GateCalls::new(gate),
+            gate: glovebox_proto::transport::gate_calls::GateCalls::new(gate),
             used: Arc::new(crate::spent::SpentTickets::new(crate::spent::MAX_SPENT)),
             stopping,
             local: std::iter::once(&config.workdir)
@@ -109,20 +109,8 @@ impl ExecutorService {
             done_ahead,
             deliver,
         };
-        match self.gate.decide(request).await {
-            Ok(decided) => Ok(decided),
-            Err(status) if status.code() == tonic::Code::PermissionDenied => {
-                tracing::error!(error = %status.message(), "the gate refused to judge a call");
-                Err(OpError::new(
-                    ErrorCode::Denied,
-                    format!("the gate refused to judge the call: {}", status.message()),
-                ))
-            }
-            Err(_) => Err(OpError::new(
-                ErrorCode::Unavailable,
-                "the gate is unavailable; the call was not run",
-            )),
-        }
+        let verdict = self.gate.verdict(request).await;
+        verdict.map_err(|(code, why)| OpError::new(code, why))
     }
 
     /// [`Self::execute_ticketed`] carried to its end even if its caller stops waiting (the broker

@@ -63,7 +63,7 @@ mod tests {
         std::fs::create_dir_all(state.permissions_file("alice").parent().unwrap()).unwrap();
         std::fs::write(
             state.permissions_file("alice"),
-            "paths:\n  read:\n    allow: ['./**']\n",
+            "paths:\n  read:\n    allow: ['./**']\ntools:\n  allow: ['e__echo']\n",
         )
         .unwrap();
         let gate = GateService(
@@ -410,6 +410,192 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_pack_host_has_only_its_pack_calls_with_no_paths_judged_and_commits_their_rows() {
+        use pb::executor_gate_answer::Body;
+        let s = setup().await;
+        let keys = glovebox_proto::transport::handover::ControlKeys::from_bytes(&[2; 32]).unwrap();
+        s.gate
+            .0
+            .set_audit_peers(&keys.audit_peers(["alice", "bob"], Vec::new()));
+        let now = glovebox_ticket::now_ms().unwrap();
+        let echo = |call_id: &str| ToolCall {
+            account: "alice".into(),
+            call_id: call_id.into(),
+            tool: "e__echo".into(),
+            params_json: r#"{"message":"hi"}"#.into(),
+            client_call_id: format!("client-{call_id}"),
+        };
+        let facts = pb::PackFacts {
+            read_only: true,
+            origin: "user".into(),
+        };
+        let tool_alone = glovebox_proto::packs::plan_of("e__echo", facts.clone(), Vec::new());
+        // `peer` has `call` judged on a fresh voucher, with `plan` and, when `ahead`, rows made
+        // ahead of the verdict.
+        let ask = async |peer: &str, call: ToolCall, plan: Plan, ahead: bool| {
+            let voucher = broker_vouchers().vouch(&call, now);
+            let done_ahead = ahead.then(|| call_rows(&call.call_id, pb::Ticket::default()));
+            let asked = pb::executor_gate_call::Body::Decide(pb::VouchedDecideRequest {
+                call: Some(call),
+                plan: Some(plan),
+                voucher: Some(voucher),
+                done_ahead,
+                deliver: None,
+            });
+            verdict(from_executor(&s, peer, asked).await)
+        };
+        // Alice's pack host has her pack call judged: an allow, with a ticket under her pack key
+        // that binds the parameters.
+        let judged = ask("packs:alice", echo("p1"), tool_alone.clone(), false)
+            .await
+            .unwrap();
+        assert_eq!(judged.verdict, pb::Verdict::Allow as i32, "{judged:?}");
+        let ticket = judged.ticket.unwrap();
+        let body = s
+            .master
+            .packs_key("alice")
+            .verify(
+                &ticket,
+                &glovebox_ticket::Expected {
+                    account: "alice",
+                    call_id: "p1",
+                    tool: "e__echo",
+                    now_ms: now,
+                },
+            )
+            .unwrap();
+        assert_eq!(body.pack, Some(facts.clone()));
+        assert_eq!(
+            body.content_tag,
+            glovebox_proto::packs::params_digest(r#"{"message":"hi"}"#)
+        );
+        // The call's rows, from the pack host, with the ticket: the decide row (queued, not
+        // awaited, when the call was allowed) comes first, in the same commit.
+        let row = |kind: &str| AuditEvent {
+            call_id: "p1".into(),
+            account: "alice".into(),
+            kind: kind.into(),
+            tool: "e__echo".into(),
+            outcome: "ok".into(),
+            ..Default::default()
+        };
+        let rows = pb::CallRows {
+            execute: Some(row("execute")),
+            result: Some(row("result")),
+            ticket: Some(ticket),
+        };
+        let sent = from_executor(
+            &s,
+            "packs:alice",
+            pb::executor_gate_call::Body::AppendCall(rows),
+        );
+        assert!(matches!(sent.await, Body::Appended(_)));
+        let reader = crate::audit::query::AuditReader::open(&s.gate.0.state_dir.audit_db())
+            .await
+            .unwrap();
+        let written: Vec<(String, String)> = reader
+            .call_events("alice", "p1")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                let e = r.event.unwrap();
+                (e.kind, e.source)
+            })
+            .collect();
+        let expected = [
+            ("decide", "gate"),
+            ("execute", "packs"),
+            ("result", "packs"),
+        ];
+        assert_eq!(written, expected.map(|(k, s)| (k.to_owned(), s.to_owned())));
+        // A pack call allowed by an earlier run of the gate that died before committing its
+        // decide row gets it back from the ticket, as a built-in call does.
+        let earlier = s.master.packs_key("alice").sign(&TicketBody {
+            account: "alice".into(),
+            call_id: "lost".into(),
+            tool: "e__echo".into(),
+            subjects: tool_alone.subjects.clone(),
+            expires_at_ms: s.gate.0.audit.opened_ms() - 1000 + TICKET_TTL_MS,
+            approval: "auto".into(),
+            pack: Some(facts.clone()),
+            ..Default::default()
+        });
+        let lost = |kind: &str| AuditEvent {
+            call_id: "lost".into(),
+            ..row(kind)
+        };
+        let rows = pb::CallRows {
+            execute: Some(lost("execute")),
+            result: Some(lost("result")),
+            ticket: Some(earlier),
+        };
+        let sent = from_executor(
+            &s,
+            "packs:alice",
+            pb::executor_gate_call::Body::AppendCall(rows),
+        );
+        assert!(matches!(sent.await, Body::Appended(_)));
+        let restored = reader.call_events("alice", "lost").await.unwrap();
+        let first = restored[0].event.clone().unwrap();
+        assert_eq!(restored.len(), 3);
+        assert_eq!(
+            (first.kind.as_str(), first.verdict.as_str()),
+            ("decide", "allow")
+        );
+        assert!(
+            first.detail.starts_with("restored from"),
+            "{}",
+            first.detail
+        );
+
+        // Refused: a plan with a path in it (the executor resolves paths, never a pack host), a
+        // plan without the tool's facts or naming another tool, rows made ahead, and a call of
+        // another account or kind.
+        let refused = |r: Result<DecideResponse, Status>| {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+            e.message().to_owned()
+        };
+        let path = Subject {
+            domain: pb::Domain::Read as i32,
+            path: format!("{}/a.txt", s.workdir),
+            state: None,
+        };
+        let with_path = glovebox_proto::packs::plan_of("e__echo", facts.clone(), vec![path]);
+        let why = refused(ask("packs:alice", echo("p2"), with_path, false).await);
+        assert!(why.contains("naming its tool alone"), "{why}");
+        let mut no_facts = tool_alone.clone();
+        no_facts.pack = None;
+        refused(ask("packs:alice", echo("p3"), no_facts, false).await);
+        let other_tool = glovebox_proto::packs::plan_of("e__other", facts.clone(), Vec::new());
+        refused(ask("packs:alice", echo("p4"), other_tool, false).await);
+        refused(ask("packs:alice", echo("p5"), tool_alone.clone(), true).await);
+        let why = refused(ask("packs:bob", echo("p6"), tool_alone.clone(), false).await);
+        assert!(why.contains("may not"), "{why}");
+        let why = refused(ask("executor:alice", echo("p7"), tool_alone.clone(), false).await);
+        assert!(why.contains("built-in"), "{why}");
+        let mut read = echo("p8");
+        read.tool = "file_read".into();
+        let why = refused(ask("packs:alice", read, read_plan(&s.workdir), false).await);
+        assert!(
+            why.contains("naming its tool alone") || why.contains("pack tools"),
+            "{why}"
+        );
+        // Nothing refused was judged: no decide row for any of them.
+        for call in ["p2", "p3", "p4", "p5", "p6", "p7", "p8"] {
+            assert!(
+                !s.gate
+                    .0
+                    .audit
+                    .has_row("alice", call, "decide")
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn rows_the_store_cannot_write_are_not_acknowledged() {
         use glovebox_proto::v1::audit_server::Audit;
         let s = setup().await;
@@ -535,12 +721,8 @@ mod tests {
             let channel = Channel::new(path.clone(), peer.to_owned(), key(peer));
             async move { channel.open_duplex("/glovebox.v1.ExecutorGate/Calls").await }
         };
-        // Only an executor opens one.
-        let e = open("packs:alice")
-            .await
-            .err()
-            .expect("a pack host opened it");
-        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        // A pack host opens one too (who else may not: see the test of vouched calls).
+        assert!(open("packs:alice").await.is_ok());
         let (mut tx, mut rx) = open("executor:alice").await.unwrap();
         let now = glovebox_ticket::now_ms().unwrap();
         let read = ToolCall {
@@ -765,13 +947,9 @@ mod tests {
             let v = broker_vouchers().vouch(&fresh, now);
             refused(ask(peer, fresh, v).await);
         }
-        // Nor do any but an account's executor open the stream those requests come on.
-        for peer in [
-            None,
-            Some("broker"),
-            Some("packs:alice"),
-            Some("supervisor"),
-        ] {
+        // Nor do any but an account's executor or pack host open the stream those requests
+        // come on.
+        for peer in [None, Some("broker"), Some("supervisor")] {
             let e = service
                 .calls(opening(peer))
                 .await
@@ -783,6 +961,7 @@ mod tests {
             assert_eq!(e.code(), refused, "{peer:?}: {e:?}");
         }
         assert!(service.calls(opening(Some("executor:bob"))).await.is_ok());
+        assert!(service.calls(opening(Some("packs:bob"))).await.is_ok());
         // A call changed after it was vouched for, a voucher of another key, an old one, one
         // from the future.
         let mut changed = call("file_count");

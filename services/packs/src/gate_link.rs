@@ -1,12 +1,14 @@
 //! The pack host's line to the gate, on the gate's audit socket as `packs:<account>`: the
 //! account's own `mcp.json` (which the pack host cannot read: the state directory is the gate's),
 //! followed as it changes; whether a project pack is trusted; the values of the secrets a pack
-//! names, at its start; and the audit rows of the calls it makes.
+//! names, at its start; the verdicts on the calls the broker hands it in one hop and the audit
+//! rows of the calls it makes (`ExecutorGate.Calls`, one stream).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use glovebox_proto::transport::Link as Channel;
+use glovebox_proto::transport::gate_calls::GateCalls;
 use glovebox_proto::transport::{SocketKey, authenticated_channel};
 use glovebox_proto::v1::{
     PackConfig, PackConfigRequest, PackSecretsRequest, PackTrustQuery, TrustSubject,
@@ -43,6 +45,8 @@ pub enum Trust {
 pub struct GateLink {
     support: PackSupportClient<Channel>,
     pub audit: AuditClient<Channel>,
+    /// Verdicts on vouched calls and a call's last rows, as messages on one stream.
+    pub calls: GateCalls,
 }
 
 fn request<T>(message: T) -> tonic::Request<T> {
@@ -56,7 +60,8 @@ impl GateLink {
         let channel = authenticated_channel(audit_socket, peer, key);
         GateLink {
             support: PackSupportClient::new(channel.clone()),
-            audit: AuditClient::new(channel),
+            audit: AuditClient::new(channel.clone()),
+            calls: GateCalls::new(channel),
         }
     }
 

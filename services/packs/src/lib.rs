@@ -131,7 +131,10 @@ pub async fn run(
     let mut stopped = stop_rx.clone();
     let server = tonic::transport::Server::builder()
         .layer(glovebox_proto::transport::ServerLayer)
-        .add_service(PacksServer::new(service::PacksService::new(host.clone())))
+        .add_service(PacksServer::new(service::PacksService::new(
+            host.clone(),
+            stop_rx.clone(),
+        )))
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stopped.wait_for(|s| *s).await;
         });

@@ -1,5 +1,7 @@
-//! The pack host's gRPC service (`Packs`): the broker lists, plans and invokes; an administrator
-//! (`glovebox packs list|reload`, `glovebox secret set`) lists and reloads.
+//! The pack host's gRPC service (`Packs`): the broker lists, plans and invokes, or hands a call
+//! over in one hop (`Runs`: planned here, judged by the gate on the broker's voucher, invoked on
+//! its ticket); an administrator (`glovebox packs list|reload`, `glovebox secret set`) lists and
+//! reloads.
 //!
 //! Invoke acts only on a ticket that verifies under this account's pack key, names this call and
 //! tool, is fresh and unused, carries the digest of exactly these parameters, the tool's facts as
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use glovebox_proto::audit_row::{Outcome, RowKind, Source};
 use glovebox_proto::transport::handover::peer::{ADMIN, BROKER};
+use glovebox_proto::transport::messages::{Answer as _, AnswerStream, answer_each};
 use glovebox_proto::transport::{require_peer, required};
 use glovebox_proto::v1::{
     self as pb, AuditEvent, ListPacksRequest, ListPacksResponse, PackInvokeRequest,
@@ -21,6 +24,7 @@ use glovebox_proto::v1::{
 use glovebox_proto::{ErrorCode, error::tool_error};
 use glovebox_ticket::spent::SpentTickets;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::host::{Host, domain_of};
 use crate::pack::CallError;
@@ -29,18 +33,25 @@ use crate::pack::CallError;
 pub const MAX_RESULT_BYTES: usize = 2 * 1024 * 1024;
 /// Most argument names an audit row lists.
 const MAX_AUDITED_ARGUMENTS: usize = 32;
+/// Calls on the broker's `Runs` stream running at once, over every pack (each pack makes
+/// `pack::MAX_CONCURRENT_CALLS` of them at once; the stream is not read further meanwhile).
+const MAX_RUNNING_CALLS: usize = 64;
 
 #[derive(Clone)]
 pub struct PacksService {
     host: Arc<Host>,
     spent: Arc<SpentTickets>,
+    /// Becomes true when the pack host stops: the broker's `Runs` stream then takes no more
+    /// calls, answers those it took and ends.
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl PacksService {
-    pub fn new(host: Arc<Host>) -> PacksService {
+    pub fn new(host: Arc<Host>, stopping: tokio::sync::watch::Receiver<bool>) -> PacksService {
         PacksService {
             host,
             spent: Arc::new(SpentTickets::new(glovebox_ticket::spent::MAX_SPENT)),
+            stopping,
         }
     }
 }
@@ -280,20 +291,9 @@ impl pb::packs_server::Packs for PacksService {
         } = request.into_inner();
         let call = required(call, "call")?;
         tracing::Span::current().record("call_id", call.call_id.as_str());
-        // The call runs on its own task: if the broker withdraws it (the agent cancelled), this
-        // handler is dropped, `withdrawn` fires, and the task tells the server and still audits.
-        let (keep, withdrawn) = tokio::sync::oneshot::channel::<()>();
-        let service = self.clone();
-        let task = tokio::spawn(async move {
-            service
-                .run(call, (ticket, call_age_ms), withdrawn, None)
-                .await
-        });
-        let response = task
-            .await
-            .map_err(|_| Status::internal("the call failed unexpectedly"))?;
-        drop(keep);
-        Ok(Response::new(response))
+        Ok(Response::new(
+            self.invoke_to_the_end(call, ticket, call_age_ms).await,
+        ))
     }
 
     type InvokeStreamStream = std::pin::Pin<
@@ -352,6 +352,25 @@ impl pb::packs_server::Packs for PacksService {
         )))
     }
 
+    type RunsStream = AnswerStream<pb::PackRunAnswer>;
+
+    async fn runs(
+        &self,
+        request: Request<tonic::Streaming<pb::PackRunCall>>,
+    ) -> Result<Response<Self::RunsStream>, Status> {
+        require_peer(&request, &[BROKER])?;
+        let service = self.clone();
+        Ok(Response::new(answer_each(
+            request.into_inner(),
+            self.stopping.clone(),
+            MAX_RUNNING_CALLS,
+            move |asked| {
+                let service = service.clone();
+                async move { service.run_message(asked).await }
+            },
+        )))
+    }
+
     async fn reload(
         &self,
         request: Request<ReloadPacksRequest>,
@@ -365,6 +384,134 @@ impl pb::packs_server::Packs for PacksService {
 }
 
 impl PacksService {
+    /// [`Self::run`] on a task of its own: if the caller stops waiting (the broker withdrew the
+    /// call, or its stream or connection ended), `withdrawn` fires, and the task tells the pack's
+    /// server to cancel and still audits the call.
+    async fn invoke_to_the_end(
+        &self,
+        call: ToolCall,
+        ticket: Option<pb::Ticket>,
+        call_age_ms: u64,
+    ) -> PackInvokeResponse {
+        let (keep, withdrawn) = tokio::sync::oneshot::channel::<()>();
+        let service = self.clone();
+        let task = tokio::spawn(async move {
+            service
+                .run(call, (ticket, call_age_ms), withdrawn, None)
+                .await
+        });
+        let response = task.await.unwrap_or_else(|_| PackInvokeResponse {
+            error: Some(tool_error(
+                ErrorCode::Internal,
+                "the call failed unexpectedly",
+            )),
+            ..Default::default()
+        });
+        drop(keep);
+        response
+    }
+
+    /// One message of the broker's `Runs` stream, answered.
+    async fn run_message(&self, asked: pb::PackRunCall) -> pb::PackRunAnswer {
+        let span = glovebox_trace::propagation::message_server_span(
+            "glovebox.v1.Packs",
+            "Run",
+            &asked.trace,
+        );
+        let ran = match asked.body {
+            Some(pb::pack_run_call::Body::Run(request)) => {
+                self.run_in_one_hop(request).instrument(span).await
+            }
+            _ => Err(Status::invalid_argument("a message with no call in it")),
+        };
+        match ran {
+            Ok(ran) => pb::PackRunAnswer {
+                id: asked.id,
+                body: Some(pb::pack_run_answer::Body::Ran(ran)),
+            },
+            Err(status) => pb::PackRunAnswer::failed(asked.id, status),
+        }
+    }
+
+    /// A pack call the broker handed over in one hop: planned; if it has no path arguments,
+    /// judged by the gate on the broker's voucher; if allowed, made on the ticket (as `Invoke`
+    /// makes it). Otherwise its plan (and verdict) go back for the broker to go on with.
+    #[tracing::instrument(skip_all, fields(call_id))]
+    async fn run_in_one_hop(
+        &self,
+        request: pb::PackRunRequest,
+    ) -> Result<pb::PackRunResponse, Status> {
+        let pb::PackRunRequest {
+            call,
+            voucher,
+            call_age_ms,
+        } = request;
+        let (call, voucher) = (required(call, "call")?, required(voucher, "voucher")?);
+        tracing::Span::current().record("call_id", call.call_id.as_str());
+        let failed = |e: ToolError| {
+            Ok(pb::PackRunResponse {
+                error: Some(e),
+                ..Default::default()
+            })
+        };
+        let planned = match parse_call(&call, self.account()) {
+            Ok((pack, tool, params)) => self.host.plan(&pack, &tool, &params).await,
+            Err(e) => Err(e),
+        };
+        let (found, paths, unjudged) = match planned {
+            Ok(planned) => planned,
+            Err(e) => return failed(e),
+        };
+        let facts = found.facts.clone();
+        let has_paths = !paths.is_empty();
+        let planned = Host::plan_response(&found, paths, unjudged);
+        if has_paths {
+            // Its paths are the executor's to resolve: the broker goes on as after a `Plan`.
+            return Ok(pb::PackRunResponse {
+                planned: Some(planned),
+                ..Default::default()
+            });
+        }
+        let plan = glovebox_proto::packs::plan_of(&call.tool, facts, Vec::new());
+        let mut decision = match self.decide(&call, plan, voucher).await {
+            Ok(decision) => decision,
+            Err(e) => return failed(e),
+        };
+        if pb::Verdict::try_from(decision.verdict) != Ok(pb::Verdict::Allow) {
+            return Ok(pb::PackRunResponse {
+                planned: Some(planned),
+                decision: Some(decision),
+                ..Default::default()
+            });
+        }
+        let ticket = decision.ticket.take();
+        let invoked = self.invoke_to_the_end(call, ticket, call_age_ms).await;
+        Ok(pb::PackRunResponse {
+            decision: Some(decision),
+            invoked: Some(invoked),
+            ..Default::default()
+        })
+    }
+
+    /// The gate's verdict on a call the broker vouched for (a `decide` on `ExecutorGate.Calls`),
+    /// or why there is none.
+    async fn decide(
+        &self,
+        call: &ToolCall,
+        plan: pb::Plan,
+        voucher: pb::Voucher,
+    ) -> Result<pb::DecideResponse, ToolError> {
+        let request = pb::VouchedDecideRequest {
+            call: Some(call.clone()),
+            plan: Some(plan),
+            voucher: Some(voucher),
+            done_ahead: None,
+            deliver: None,
+        };
+        let verdict = self.host.launcher.gate.calls.verdict(request).await;
+        verdict.map_err(|(code, why)| tool_error(code, why))
+    }
+
     /// Makes a call on its ticket (`ticket`, and how long the call had run in the broker) and
     /// audits it: a call made on a valid ticket has its execute and result rows committed
     /// together (the broker writes no result row of its own); one refused or withdrawn, its
@@ -431,7 +578,7 @@ impl PacksService {
         let mut response = answer(outcome, &mut event);
         event.duration_ms = started.elapsed().as_millis() as u64;
         let durable = glovebox_proto::transport::AUDIT_DURABLE_LIMIT;
-        let audit = &self.host.launcher.gate.audit;
+        let gate = &self.host.launcher.gate;
         let written = match ran_on {
             Some(ticket) => {
                 let age = call_age_ms.saturating_add(event.duration_ms);
@@ -440,12 +587,15 @@ impl PacksService {
                     execute: Some(event),
                     ticket: Some(ticket),
                 };
-                let written =
-                    glovebox_proto::transport::append_call_durably(audit, rows, durable).await;
+                let each = glovebox_proto::transport::AUDIT_ATTEMPT_LIMIT;
+                let written = glovebox_proto::transport::durably(durable, || {
+                    gate.calls.append_call(rows.clone(), each)
+                })
+                .await;
                 response.result_audited = written.is_ok();
                 written
             }
-            None => glovebox_proto::transport::append_durably(audit, event, durable).await,
+            None => glovebox_proto::transport::append_durably(&gate.audit, event, durable).await,
         };
         if let Err(status) = written {
             tracing::error!(error = %status.message(), "could not send the audit event to the gate");

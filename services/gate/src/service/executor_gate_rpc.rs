@@ -1,11 +1,13 @@
-//! The `ExecutorGate` service, on the audit socket: an executor's requests of every built-in call
-//! as messages on one stream (`Calls`), opened by an account's executor only, each request
-//! admitted again while its account is served; the stream ends when the gate stops.
+//! The `ExecutorGate` service, on the audit socket: an executor's requests of every built-in call,
+//! and a pack host's of the pack calls the broker hands it in one hop, as messages on one stream
+//! (`Calls`), opened by an account's executor or pack host only, each request admitted again
+//! while its account is served; the stream ends when the gate stops.
 //!
-//! A `decide` is the verdict on a built-in call the executor was handed by the broker (on
-//! `Executor.Runs`), judged exactly as the broker's `Gate.Decisions` are — only for a call the
-//! broker vouched for, of that executor's own account, each voucher once. An executor cannot
-//! have the gate judge, sign or audit a call nobody made. The rows of a call that only reads,
+//! A `decide` is the verdict on a call the executor (or pack host) was handed by the broker (on
+//! `Executor.Runs`, `Packs.Runs`), judged exactly as the broker's `Gate.Decisions` are — only for
+//! a call the broker vouched for, of that service's own account and kind (built-in or pack
+//! tools), each voucher once; a pack host's plan names the tool alone (`pack_plan_fits`). Neither
+//! can have the gate judge, sign or audit a call nobody made. The rows of a call that only reads,
 //! made by the executor ahead of its verdict, come with the request and are committed before the
 //! answer if the call is allowed without asking (`write_done_ahead`). An `append_call` is a
 //! call's last rows, admitted with its ticket (`AuditService::append_call_rows`).
@@ -47,8 +49,15 @@ async fn decide_vouched(
     let (plan, voucher) = (required(plan, "plan")?, required(voucher, "voucher")?);
     tracing::Span::current().record("call_id", call.call_id.as_str());
     let now_ms = glovebox_ticket::now_ms().unwrap_or(u64::MAX);
-    if let Err(why) = state.vouchers.admit(peer, &call, &voucher, now_ms) {
-        tracing::warn!(%peer, "refused to judge a call for an executor");
+    let admitted = pack_plan_fits(
+        peer,
+        &call,
+        &plan,
+        done_ahead.is_some() || deliver.is_some(),
+    )
+    .and_then(|()| state.vouchers.admit(peer, &call, &voucher, now_ms));
+    if let Err(why) = admitted {
+        tracing::warn!(%peer, "refused to judge a call for an executor or pack host");
         return Err(Status::permission_denied(why));
     }
     let (mut decided, row) = state.decide_unwritten(&call, &plan).await;
@@ -77,6 +86,26 @@ async fn decide_vouched(
         }
     }
     Ok(decided)
+}
+
+/// Why a pack host's plan of a call may not be judged (nothing for an executor's): a pack host
+/// has only calls with no path arguments judged, whose plan names the tool alone, with the
+/// tool's facts (a path is resolved by the executor, as the account's user, never by a pack
+/// host), and makes nothing ahead of its verdict.
+fn pack_plan_fits(peer: &str, call: &ToolCall, plan: &Plan, ahead: bool) -> Result<(), String> {
+    if !peer.starts_with("packs:") {
+        return Ok(());
+    }
+    let names_the_tool_alone = matches!(
+        plan.subjects.as_slice(),
+        [only] if only.domain == pb::Domain::Tool as i32 && only.path == call.tool
+    );
+    if !names_the_tool_alone || plan.pack.is_none() || ahead {
+        return Err(format!(
+            "{peer} may have judged only a plan naming its tool alone, with the tool's facts"
+        ));
+    }
+    Ok(())
 }
 
 /// Commits the rows of a call the executor made ahead of its verdict (`done_ahead`) if the call
@@ -172,9 +201,9 @@ impl pb::executor_gate_server::ExecutorGate for ExecutorGateService {
         request: Request<tonic::Streaming<pb::ExecutorGateCall>>,
     ) -> Result<Response<CallsAnswers>, Status> {
         let peer = served_peer(&self.state, &request)?;
-        if !peer.starts_with("executor:") {
+        if !peer.starts_with("executor:") && !peer.starts_with("packs:") {
             return Err(Status::permission_denied(format!(
-                "{peer} is not an executor"
+                "{peer} is not an executor or a pack host"
             )));
         }
         let state = Arc::clone(&self.state);

@@ -5,6 +5,14 @@ use glovebox_proto::audit_row::{RowKind, Source};
 use glovebox_proto::transport::messages::{AnswerStream, MAX_IN_FLIGHT, answer_each, call_status};
 use tracing::Instrument;
 
+/// Whether an allowed call of `tool` ends with its own rows, sent with its ticket by the service
+/// that made it (`append_call`): a built-in tool's by the executor, a pack tool's by the pack
+/// host. A client tool's rows are the broker's, sent without a ticket.
+fn ends_with_its_own_rows(tool: &str) -> bool {
+    glovebox_proto::tools::Tool::from_name(tool).is_some()
+        || glovebox_proto::packs::split_name(tool).is_some()
+}
+
 /// Most tool names one `AccountInfo` may ask about, and the longest.
 const MAX_LISTED_TOOLS: usize = 4096;
 const MAX_TOOL_NAME_BYTES: usize = 256;
@@ -75,12 +83,12 @@ impl GateState {
         decided: &DecideResponse,
         row: AuditEvent,
     ) {
-        if decided.ticket.is_some() && glovebox_proto::tools::Tool::from_name(&call.tool).is_some()
-        {
-            // An allowed built-in call: its row takes its place in the writer's queue before the
-            // answer, and the executor's `append_call`, queued behind it, is acknowledged only
-            // once both are committed. Should the gate die first, `append_call` restores the row
-            // from the call's ticket (`restore_decide_row`). One commit wait less per call.
+        if decided.ticket.is_some() && ends_with_its_own_rows(&call.tool) {
+            // An allowed built-in or pack call: its row takes its place in the writer's queue
+            // before the answer, and the executor's or pack host's `append_call`, queued behind
+            // it, is acknowledged only once both are committed. Should the gate die first,
+            // `append_call` restores the row from the call's ticket (`restore_decide_row`). One
+            // commit wait less per call.
             self.audit.append_queued(row).await;
         } else {
             // Written before the answer: a decision the broker acts on is already in the audit,

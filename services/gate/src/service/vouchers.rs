@@ -1,5 +1,5 @@
 //! [`Vouchers`]: the broker's voucher key and the vouchers already judged — what lets an
-//! executor have the gate judge a call only the broker made, once.
+//! executor or a pack host have the gate judge a call only the broker made, once.
 
 use glovebox_proto::v1::{self as pb, ToolCall};
 use glovebox_ticket::spent::SpentTickets;
@@ -35,15 +35,7 @@ impl Vouchers {
         voucher: &pb::Voucher,
         now_ms: u64,
     ) -> Result<(), String> {
-        if peer.strip_prefix("executor:") != Some(call.account.as_str()) {
-            return Err(format!(
-                "{peer} may not have calls of account {:?} judged",
-                call.account
-            ));
-        }
-        if glovebox_proto::tools::Tool::from_name(&call.tool).is_none() {
-            return Err("only calls to built-in tools are judged for an executor".to_owned());
-        }
+        runs_calls_of(peer, call)?;
         let key = self
             .key
             .as_ref()
@@ -62,6 +54,31 @@ impl Vouchers {
     }
 }
 
+/// Why `peer` may not have `call` judged on the broker's voucher: an account's executor may have
+/// its account's built-in calls judged, its pack host its pack calls, and nobody else any.
+pub(crate) fn runs_calls_of(peer: &str, call: &ToolCall) -> Result<(), String> {
+    let (runner, account) = peer.split_once(':').unwrap_or((peer, ""));
+    let tool = call.tool.as_str();
+    let its_own = match runner {
+        "executor" => glovebox_proto::tools::Tool::from_name(tool).is_some(),
+        "packs" => glovebox_proto::packs::split_name(tool).is_some(),
+        _ => false,
+    };
+    if account.is_empty() || account != call.account || !matches!(runner, "executor" | "packs") {
+        return Err(format!(
+            "{peer} may not have calls of account {:?} judged",
+            call.account
+        ));
+    }
+    if !its_own {
+        return Err(match runner {
+            "executor" => "only calls to built-in tools are judged for an executor".to_owned(),
+            _ => "only calls to pack tools are judged for a pack host".to_owned(),
+        });
+    }
+    Ok(())
+}
+
 impl Default for Vouchers {
     fn default() -> Vouchers {
         Vouchers::new(None)
@@ -71,6 +88,42 @@ impl Default for Vouchers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_executor_has_its_built_in_calls_judged_and_a_pack_host_its_pack_calls() {
+        let call = |account: &str, tool: &str| ToolCall {
+            account: account.into(),
+            tool: tool.into(),
+            ..Default::default()
+        };
+        let table = [
+            ("executor:alice", "alice", "file_read", Ok(())),
+            ("packs:alice", "alice", "everything__echo", Ok(())),
+            (
+                "executor:alice",
+                "alice",
+                "everything__echo",
+                Err("built-in"),
+            ),
+            ("packs:alice", "alice", "file_read", Err("pack tools")),
+            ("packs:alice", "alice", "client__x", Err("pack tools")),
+            ("packs:alice", "bob", "everything__echo", Err("may not")),
+            ("executor:alice", "bob", "file_read", Err("may not")),
+            ("packs:", "", "everything__echo", Err("may not")),
+            ("broker", "alice", "file_read", Err("may not")),
+            ("supervisor:alice", "alice", "file_read", Err("may not")),
+        ];
+        for (peer, account, tool, expected) in table {
+            let got = runs_calls_of(peer, &call(account, tool));
+            match expected {
+                Ok(()) => assert_eq!(got, Ok(()), "{peer} {account} {tool}"),
+                Err(said) => {
+                    let why = got.expect_err(&format!("{peer} {account} {tool}"));
+                    assert!(why.contains(said), "{peer} {account} {tool}: {why}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_record_of_used_vouchers_holds_more_than_the_gate_can_decide() {

@@ -1,18 +1,18 @@
-//! The executor's requests of every built-in call to the gate — its verdict (`decide`) and the
-//! call's last rows (`append_call`) — as messages on one stream it keeps open to the gate
-//! (`ExecutorGate.Calls`, see `glovebox_proto::transport::messages`), instead of an HTTP/2
-//! stream per request. A request the stream took down with it is `Unavailable`, as a lost
+//! The requests an executor (of every built-in call) and a pack host (of every pack call the
+//! broker handed it in one hop) make of the gate — a call's verdict (`decide`) and its last rows
+//! (`append_call`) — as messages on one stream each keeps open to the gate
+//! (`ExecutorGate.Calls`, see [`super::messages`]), instead of an HTTP/2 stream per request. A request the stream took down with it is `Unavailable`, as a lost
 //! connection is for an RPC, so the callers' retries stay as they were.
 
 use std::time::Duration;
 
-use glovebox_proto::transport::Link;
-use glovebox_proto::transport::messages::{Exchange, MessageClient, status_of};
-use glovebox_proto::v1::{self as pb, executor_gate_answer::Body as Answer};
+use super::Link;
+use super::messages::{Exchange, MessageClient, status_of};
+use crate::v1::{self as pb, executor_gate_answer::Body as Answer};
 use tonic::Status;
 use tracing::Instrument;
 
-/// The executor's stream of requests to the gate. Cheap to clone; clones share the stream.
+/// An executor's or pack host's stream of requests to the gate. Cheap to clone; clones share the stream.
 #[derive(Clone)]
 pub struct GateCalls {
     stream: MessageClient<ToGate>,
@@ -51,6 +51,29 @@ impl GateCalls {
         }
     }
 
+    /// [`GateCalls::decide`], or what the agent is told when there is no verdict: `Denied` when
+    /// the gate refused to judge the call, `Unavailable` when it could not be asked. Either way
+    /// nothing was decided, and the call is not made.
+    pub async fn verdict(
+        &self,
+        request: pb::VouchedDecideRequest,
+    ) -> Result<pb::DecideResponse, (crate::ErrorCode, String)> {
+        match self.decide(request).await {
+            Ok(decided) => Ok(decided),
+            Err(status) if status.code() == tonic::Code::PermissionDenied => {
+                tracing::error!(error = %status.message(), "the gate refused to judge a call");
+                Err((
+                    crate::ErrorCode::Denied,
+                    format!("the gate refused to judge the call: {}", status.message()),
+                ))
+            }
+            Err(_) => Err((
+                crate::ErrorCode::Unavailable,
+                "the gate is unavailable; the call was not run".to_owned(),
+            )),
+        }
+    }
+
     /// A call's execute and result rows, with its ticket, as a message on the stream;
     /// `Cancelled` if no answer came within `limit` (as an RPC's deadline is).
     pub async fn append_call(&self, rows: pb::CallRows, limit: Duration) -> Result<(), Status> {
@@ -71,7 +94,7 @@ impl GateCalls {
         body: pb::executor_gate_call::Body,
         limit: Option<Duration>,
     ) -> Result<Answer, Status> {
-        let (span, trace) = glovebox_telemetry::propagation::message_client_span(service, method);
+        let (span, trace) = glovebox_trace::propagation::message_client_span(service, method);
         let exchange = self
             .stream
             .call(|id| pb::ExecutorGateCall {
@@ -106,11 +129,11 @@ fn unexpected(answer: &Answer) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glovebox_proto::transport::{
+    use crate::transport::{
         ServerKeys, SocketKey, authenticated_channel, authenticated_incoming, bind_private_socket,
         default_allowed_uids,
     };
-    use glovebox_proto::v1::executor_gate_server::{ExecutorGate, ExecutorGateServer};
+    use crate::v1::executor_gate_server::{ExecutorGate, ExecutorGateServer};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -244,7 +267,7 @@ mod tests {
         let (_gate, streams) = serve(&path);
         let calls = GateCalls::new(authenticated_channel(&path, "executor:a", key()));
         // More than may wait at once: the rest wait for room, none is refused.
-        let callers: Vec<_> = (0..glovebox_proto::transport::messages::MAX_WAITING + 150)
+        let callers: Vec<_> = (0..crate::transport::messages::MAX_WAITING + 150)
             .map(|i| {
                 let calls = calls.clone();
                 tokio::spawn(async move {
