@@ -257,19 +257,26 @@ async fn dispatch(command: Command, env: Env, handover: Handover) -> anyhow::Res
     }
 }
 
-/// The async runtime a command runs on. The gate, the broker, the executor and the MCP bridge run
-/// on one worker: their work is many small messages, each a few microseconds, that two workers
-/// kept handing to each other — a thread switch each time (with 8 calls in flight the broker
-/// switched 3.5 times a call on two workers, 1.2 on one; the bridge 2.8 and 1.4; the executor
-/// spent 12–20 % less CPU per call on one), which cost more than a second core gave. None of them
-/// does blocking work on it (the gate moves its own off with `block_in_place`; the audit writer
-/// has its own thread; the executor does on it only a whole-file read or one directory's names
-/// and types on a local file system, and everything else on blocking threads).
+/// The async runtime a command runs on. The gate, the broker, the executor, the pack host and the
+/// MCP bridge run on one worker: their work is many small messages, each a few microseconds, that
+/// two workers kept handing to each other — a thread switch each time (with 8 calls in flight the
+/// broker switched 3.5 times a call on two workers, 1.2 on one; the bridge 2.8 and 1.4; the
+/// executor spent 12–20 % less CPU per call on one; a pack call's round trip through the pack
+/// host, its task and its server's reader task, was about 4 % quicker on one), which cost more
+/// than a second core gave. None of them does blocking work on it (the gate moves its own off
+/// with `block_in_place`; the audit writer has its own thread; the executor does on it only a
+/// whole-file read or one directory's names and types on a local file system, and everything
+/// else on blocking threads; the pack host only small reads of its own configuration and a
+/// server's start).
 fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if matches!(
         command,
-        Command::Gate(_) | Command::Broker(_) | Command::Executor(_) | Command::Mcp { .. }
+        Command::Gate(_)
+            | Command::Broker(_)
+            | Command::Executor(_)
+            | Command::PackHost(_)
+            | Command::Mcp { .. }
     ) {
         builder.worker_threads(1);
     }
