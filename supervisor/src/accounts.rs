@@ -1,7 +1,8 @@
 //! Accounts changed at run time, on the supervisor's side. The gate writes
 //! `<state>/accounts.yaml` (`glovebox account add|remove|set-workdir|...`, on its admin socket:
 //! accounts added, and accounts of `glovebox.yaml` taken over by a change); the supervisor
-//! follows the file ([`FOLLOW_PERIOD`]), compares every account in effect with those whose
+//! follows the file (woken by a watch on the state directory's names, [`watch_state`], else
+//! every [`FOLLOW_PERIOD`]), compares every account in effect with those whose
 //! services run, and for each change, in this order:
 //!
 //! 1. tells the broker which accounts of `accounts.yaml` remain, with their credentials and
@@ -41,8 +42,27 @@ mod gate;
 pub(super) use added::Added;
 use added::stop_child;
 
-/// How often the supervisor looks at `accounts.yaml`.
+/// How often the supervisor looks at `accounts.yaml` when it cannot watch the state directory.
 pub const FOLLOW_PERIOD: Duration = Duration::from_millis(300);
+/// How often it looks all the same while it watches: the gate's every write of the file (a rename
+/// into the directory) wakes it at once, so this only bounds how long a change made another way
+/// (the file edited in place) waits.
+pub const FOLLOW_WATCHED_PERIOD: Duration = Duration::from_secs(10);
+
+/// A watch on the names in the state directory, through which the gate's writes of
+/// `accounts.yaml` wake the supervisor at once, and nothing else wakes it while glovebox is idle
+/// (the audit's log, written on every call, is written in place; its head, replaced at most 20
+/// times a second under load, costs a look at one file's stamp). None where a watch could miss a
+/// change (not a local file system) or none can be made: then the supervisor looks every
+/// [`FOLLOW_PERIOD`].
+pub fn watch_state(state: &StateDir) -> Option<glovebox_watch::DirWatcher> {
+    if !glovebox_watch::on_local_file_system(state.root()) {
+        return None;
+    }
+    let mut watcher = glovebox_watch::DirWatcher::start().ok()?;
+    watcher.watch_entries(state.root()).ok()?;
+    Some(watcher)
+}
 
 /// What one change asks of the supervisor.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -802,12 +802,17 @@ impl Children<'_> {
         added: &mut accounts::Added<'_>,
         mut signal: Pin<&mut impl Future<Output = ()>>,
     ) {
-        let mut follow = tokio::time::interval(accounts::FOLLOW_PERIOD);
-        follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let watcher = accounts::watch_state(added.state);
+        let period = match watcher {
+            Some(_) => accounts::FOLLOW_WATCHED_PERIOD,
+            None => accounts::FOLLOW_PERIOD,
+        };
         loop {
             tokio::select! {
                 _ = &mut signal => break,
-                _ = follow.tick() => added.follow(self, running, exits).await,
+                _ = glovebox_watch::changed_within(watcher.as_ref(), period) => {
+                    added.follow(self, running, exits).await
+                }
                 Some((index, generation, how)) = exits.recv() => {
                     let Some(r) = running.get_mut(index) else { continue };
                     if r.generation != generation || r.retired {

@@ -1036,24 +1036,42 @@ pub async fn http_request(
 /// Voluntary context switches so far of the thread named `name` of process `pid`: how often it
 /// went to sleep, which an idle service should rarely do.
 pub fn thread_switches(pid: i32, name: &str) -> u64 {
+    let switches = task_switches(pid, |comm| comm == name);
+    assert!(!switches.is_empty(), "no thread {name} in process {pid}");
+    switches.iter().sum()
+}
+
+/// How often every thread of process `pid` together gave up the CPU to wait (its voluntary
+/// context switches): each time it slept and was woken.
+pub fn process_switches(pid: i32) -> u64 {
+    task_switches(pid, |_| true).iter().sum()
+}
+
+/// The voluntary context switches of each thread of process `pid` whose name `wanted` takes.
+fn task_switches(pid: i32, wanted: impl Fn(&str) -> bool) -> Vec<u64> {
+    let mut switches = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .flatten()
     {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != name {
+        if !wanted(comm.trim()) {
             continue;
         }
-        let status = std::fs::read_to_string(task.path().join("status")).unwrap();
-        return status
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // the thread ended meanwhile
+        };
+        switches.push(
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap(),
+        );
     }
-    panic!("no thread {name} in process {pid}");
+    switches
 }
 
 /// Whether a process exists and is not a zombie.

@@ -64,6 +64,18 @@ pub const MOVES: WatchMask = WatchMask::DELETE_SELF
     .union(WatchMask::DONT_FOLLOW)
     .union(WatchMask::MASK_ADD);
 
+/// What a directory is watched for when only its names matter: an entry created, removed or
+/// renamed in or out (a file replaced by a rename over it), and the directory itself removed or
+/// renamed. Not writes to the files in it: a database's log written on every commit wakes no one.
+pub const ENTRIES: WatchMask = WatchMask::CREATE
+    .union(WatchMask::DELETE)
+    .union(WatchMask::MOVED_FROM)
+    .union(WatchMask::MOVED_TO)
+    .union(WatchMask::DELETE_SELF)
+    .union(WatchMask::MOVE_SELF)
+    .union(WatchMask::ONLYDIR)
+    .union(WatchMask::MASK_ADD);
+
 /// The reads counter's value once the reader has stopped: odd, so never a moment again.
 const STOPPED: u64 = u64::MAX;
 
@@ -176,6 +188,11 @@ impl DirWatcher {
             .map(|_| ())
     }
 
+    /// Watches `dir` for [`ENTRIES`]: its names coming and going, not its files' writes.
+    pub fn watch_entries(&mut self, dir: &Path) -> io::Result<()> {
+        self.watches.add(dir, ENTRIES).map(|_| ())
+    }
+
     /// Watches the file at `path` itself (not a symlink's target) for [`FILE_CHANGES`].
     pub fn watch_file(&mut self, path: &Path) -> io::Result<()> {
         self.watches.add(path, FILE_CHANGES).map(|_| ())
@@ -274,6 +291,31 @@ mod tests {
     /// Whether a change is seen within a short while; the changes seen before it count as one.
     async fn changed(w: &DirWatcher) -> bool {
         changed_within(Some(w), Duration::from_millis(300)).await
+    }
+
+    #[tokio::test]
+    async fn an_entries_watch_sees_names_come_and_go_and_not_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.db-wal");
+        std::fs::write(&log, "a").unwrap();
+        let mut w = DirWatcher::start().unwrap();
+        w.watch_entries(dir.path()).unwrap();
+        // A file written in place, again and again, as a database's log is: no change.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        for _ in 0..20 {
+            std::io::Write::write_all(&mut f, b"frame").unwrap();
+        }
+        drop(f);
+        assert!(!changed(&w).await, "writes were reported");
+        // A file replaced by a rename over it, as `accounts.yaml` is written; one made; one
+        // removed.
+        let spare = dir.path().join(".accounts.yaml.tmp");
+        std::fs::write(&spare, "accounts: []").unwrap();
+        assert!(changed(&w).await, "a file made was not reported");
+        std::fs::rename(&spare, dir.path().join("accounts.yaml")).unwrap();
+        assert!(changed(&w).await, "a rename over a name was not reported");
+        std::fs::remove_file(dir.path().join("accounts.yaml")).unwrap();
+        assert!(changed(&w).await, "a removal was not reported");
     }
 
     #[tokio::test]

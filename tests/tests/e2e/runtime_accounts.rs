@@ -104,6 +104,43 @@ async fn account_rows(g: &Glovebox, account: &str) -> Vec<(String, String)> {
 }
 
 #[tokio::test]
+async fn an_idle_supervisor_sleeps_and_still_starts_an_added_account_at_once() {
+    let g = Glovebox::start();
+    let up = g.service_pids("up")[0];
+    std::thread::sleep(Duration::from_secs(1));
+    let before = glovebox_e2e::process_switches(up);
+    std::thread::sleep(Duration::from_secs(3));
+    let woke = glovebox_e2e::process_switches(up) - before;
+    // It looked at accounts.yaml every 300 ms: at least 10 wake-ups in 3 s.
+    assert!(woke <= 6, "the idle supervisor woke {woke} times in 3 s");
+    // The gate's write of accounts.yaml wakes it: `account add` waits for the account's
+    // services, which start at once, not at the next look (10 s apart).
+    let work = workdir(&g, "work-woken");
+    let started = Instant::now();
+    let (code, out, err) = g.run_cli(&[
+        "account",
+        "add",
+        "woken",
+        "--workdir",
+        work.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    while account_pids(&g, "woken").len() < 2 && started.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        account_pids(&g, "woken").len(),
+        2,
+        "its executor and pack host"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the account's services started after {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn an_account_added_at_run_time_works_until_it_is_removed() {
     let g = Glovebox::start();
     let work = workdir(&g, "work-extra");
