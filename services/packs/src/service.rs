@@ -494,7 +494,8 @@ impl PacksService {
     }
 
     /// The gate's verdict on a call the broker vouched for (a `decide` on `ExecutorGate.Calls`),
-    /// or why there is none.
+    /// or why there is none (the gate refused to judge it, is gone, or took longer than
+    /// [`GATE_TIMEOUT`](crate::gate_link::GATE_TIMEOUT)).
     async fn decide(
         &self,
         call: &ToolCall,
@@ -508,8 +509,15 @@ impl PacksService {
             done_ahead: None,
             deliver: None,
         };
-        let verdict = self.host.launcher.gate.calls.verdict(request).await;
-        verdict.map_err(|(code, why)| tool_error(code, why))
+        let asked = self.host.launcher.gate.calls.verdict(request);
+        match tokio::time::timeout(crate::gate_link::GATE_TIMEOUT, asked).await {
+            Ok(verdict) => verdict.map_err(|(code, why)| tool_error(code, why)),
+            // Asked, and maybe judged: not made all the same, as if the gate were gone.
+            Err(_) => Err(tool_error(
+                ErrorCode::Unavailable,
+                "the gate did not answer in time; the call was not run",
+            )),
+        }
     }
 
     /// Makes a call on its ticket (`ticket`, and how long the call had run in the broker) and
