@@ -136,6 +136,8 @@ mod tests {
         let mut zombie = std::process::Command::new("/bin/true").spawn().unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let (by_lists, by_walk) = loop {
+            // Seen a zombie before the lists are taken, so they are taken of a zombie.
+            let exited = matches!(parent_and_zombie(zombie.id() as i32), Some((_, true)));
             let mut by_lists = descendants_by_lists(own);
             let mut by_walk = descendants_by_walk(own);
             by_lists.sort_unstable();
@@ -143,7 +145,6 @@ mod tests {
             let grandchild = by_walk
                 .iter()
                 .any(|p| parent_and_zombie(*p).map(|(pp, _)| pp) == Some(shell.id() as i32));
-            let exited = matches!(parent_and_zombie(zombie.id() as i32), Some((_, true)));
             if (grandchild && exited && by_lists == by_walk) || std::time::Instant::now() > deadline
             {
                 break (by_lists, by_walk);

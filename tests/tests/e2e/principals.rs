@@ -245,15 +245,70 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
             .expect("an executor opened the broker's stream of answers");
         assert_eq!(e.code(), code, "{file}: {e:?}");
     }
-    // A pack host's key opens no such stream.
+    // A pack host's key opens that stream too (it asks for its pack calls' verdicts), and has
+    // judged nothing the broker did not vouch for: not a built-in call, not another account's
+    // pack call, not its own with a forged voucher, nor rows on a forged ticket.
     let as_packs = g.channel_as("audit.sock", socket::AUDIT, &peer::packs("alice"));
-    let e = as_packs
+    let (mut to_gate, mut from_gate) = as_packs
         .untraced()
         .open_duplex("/glovebox.v1.ExecutorGate/Calls")
         .await
-        .err()
-        .expect("a pack host opened the executor's stream");
-    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        .unwrap();
+    let forged_voucher = Voucher {
+        issued_at_ms: now,
+        mac: vec![0x42; 32],
+    };
+    let pack_call = |account: &str, call_id: &str| VouchedDecideRequest {
+        call: Some(ToolCall {
+            account: account.into(),
+            call_id: call_id.into(),
+            tool: "everything__echo".into(),
+            params_json: r#"{"message":"hi"}"#.into(),
+            client_call_id: "r1".into(),
+        }),
+        plan: Some(glovebox_proto::packs::plan_of(
+            "everything__echo",
+            glovebox_proto::v1::PackFacts {
+                read_only: true,
+                origin: "user".into(),
+            },
+            Vec::new(),
+        )),
+        voucher: Some(forged_voucher.clone()),
+        done_ahead: None,
+        deliver: None,
+    };
+    let mut built_in = pack_call("alice", "forged-packs-read");
+    built_in.call.as_mut().unwrap().tool = "file_read".into();
+    let forgeries = [
+        Body::Decide(built_in),
+        Body::Decide(pack_call("bob", "forged-packs-bob")),
+        Body::Decide(pack_call("alice", "forged-packs-alice")),
+        Body::AppendCall(CallRows {
+            execute: Some(row("execute")),
+            result: Some(row("result")),
+            ticket: Some(Ticket {
+                body: b"not a ticket".to_vec(),
+                mac: vec![0x42; 32],
+            }),
+        }),
+    ];
+    let sent = forgeries.len() as u64;
+    for (id, body) in (1..).zip(forgeries) {
+        let call = ExecutorGateCall {
+            id,
+            body: Some(body),
+            ..Default::default()
+        };
+        to_gate.send(&call).unwrap();
+    }
+    for _ in 0..sent {
+        let answer: ExecutorGateAnswer = from_gate.next().await.unwrap().unwrap();
+        let Some(Answer::Error(e)) = answer.body else {
+            panic!("a pack host's forged request was answered: {answer:?}")
+        };
+        assert_eq!(tonic::Code::from(e.code), tonic::Code::PermissionDenied);
+    }
     // Nothing was judged, signed or audited for either.
     let pool = g.audit_pool().await;
     let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE call_id LIKE 'forged-%'")
