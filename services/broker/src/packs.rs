@@ -417,7 +417,9 @@ async fn run_in_one_hop(
         (Some(invoked), None, Some(decided)) if note_verdict(&decided) == pb::Verdict::Allow => {
             Ok(Ran::Made(invoked))
         }
-        (None, Some(planned), decided) => {
+        // A verdict comes only for a call with no path arguments: one on a plan without the
+        // paths would be a verdict on less than the call.
+        (None, Some(planned), decided) if decided.is_none() || planned.paths.is_empty() => {
             if let Some(e) = planned.error {
                 return Err(from_tool_error(e));
             }
