@@ -128,14 +128,47 @@ async fn an_executor_key_writes_only_its_own_execute_rows() {
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
 }
 
+/// Sends each of `forgeries` as a message on the gate's `ExecutorGate.Calls` stream, opened on
+/// `channel`, and returns how the gate refused each, by its request's id (one answered is a
+/// failure of the test).
+async fn refusals(
+    channel: &glovebox_proto::transport::Link,
+    forgeries: Vec<glovebox_proto::v1::executor_gate_call::Body>,
+) -> std::collections::BTreeMap<u64, tonic::Code> {
+    use glovebox_proto::v1::executor_gate_answer::Body as Answer;
+    use glovebox_proto::v1::{ExecutorGateAnswer, ExecutorGateCall};
+    let (mut to_gate, mut from_gate) = channel
+        .untraced()
+        .open_duplex("/glovebox.v1.ExecutorGate/Calls")
+        .await
+        .unwrap();
+    let sent = forgeries.len();
+    for (id, body) in (1..).zip(forgeries) {
+        let call = ExecutorGateCall {
+            id,
+            body: Some(body),
+            ..Default::default()
+        };
+        to_gate.send(&call).unwrap();
+    }
+    let mut refused = std::collections::BTreeMap::new();
+    for _ in 0..sent {
+        let answer: ExecutorGateAnswer = from_gate.next().await.unwrap().unwrap();
+        let Some(Answer::Error(e)) = answer.body else {
+            panic!("a forged request was answered: {answer:?}")
+        };
+        refused.insert(answer.id, tonic::Code::from(e.code));
+    }
+    refused
+}
+
 #[tokio::test]
 async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() {
     use glovebox_proto::transport::handover::{peer, socket};
-    use glovebox_proto::v1::executor_gate_answer::Body as Answer;
     use glovebox_proto::v1::executor_gate_call::Body;
     use glovebox_proto::v1::{
-        AuditEvent, CallRows, Domain, ExecutorGateAnswer, ExecutorGateCall, Plan, Subject, Ticket,
-        ToolCall, VouchedDecideRequest, Voucher,
+        AuditEvent, CallRows, Domain, Plan, Subject, Ticket, ToolCall, VouchedDecideRequest,
+        Voucher,
     };
     let g = two_accounts();
     let as_executor = g.channel_as("audit.sock", socket::AUDIT, &peer::executor("alice"));
@@ -201,28 +234,8 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
         .open_duplex("/glovebox.v1.Gate/Deliveries")
         .await
         .unwrap();
-    let (mut to_gate, mut from_gate) = as_executor
-        .untraced()
-        .open_duplex("/glovebox.v1.ExecutorGate/Calls")
-        .await
-        .unwrap();
     let sent = forgeries.len() as u64;
-    for (id, body) in (1..).zip(forgeries) {
-        let call = ExecutorGateCall {
-            id,
-            body: Some(body),
-            ..Default::default()
-        };
-        to_gate.send(&call).unwrap();
-    }
-    let mut refused = std::collections::BTreeMap::new();
-    for _ in 0..sent {
-        let answer: ExecutorGateAnswer = from_gate.next().await.unwrap().unwrap();
-        let Some(Answer::Error(e)) = answer.body else {
-            panic!("a forged request was answered: {answer:?}")
-        };
-        refused.insert(answer.id, tonic::Code::from(e.code));
-    }
+    let refused = refusals(&as_executor, forgeries).await;
     let denied = (1..=sent).map(|id| (id, tonic::Code::PermissionDenied));
     assert_eq!(refused, denied.collect());
     let nothing = tokio::time::timeout(
@@ -249,11 +262,6 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
     // judged nothing the broker did not vouch for: not a built-in call, not another account's
     // pack call, not its own with a forged voucher, nor rows on a forged ticket.
     let as_packs = g.channel_as("audit.sock", socket::AUDIT, &peer::packs("alice"));
-    let (mut to_gate, mut from_gate) = as_packs
-        .untraced()
-        .open_duplex("/glovebox.v1.ExecutorGate/Calls")
-        .await
-        .unwrap();
     let forged_voucher = Voucher {
         issued_at_ms: now,
         mac: vec![0x42; 32],
@@ -294,21 +302,9 @@ async fn an_executor_key_has_the_gate_judge_only_calls_the_broker_vouched_for() 
         }),
     ];
     let sent = forgeries.len() as u64;
-    for (id, body) in (1..).zip(forgeries) {
-        let call = ExecutorGateCall {
-            id,
-            body: Some(body),
-            ..Default::default()
-        };
-        to_gate.send(&call).unwrap();
-    }
-    for _ in 0..sent {
-        let answer: ExecutorGateAnswer = from_gate.next().await.unwrap().unwrap();
-        let Some(Answer::Error(e)) = answer.body else {
-            panic!("a pack host's forged request was answered: {answer:?}")
-        };
-        assert_eq!(tonic::Code::from(e.code), tonic::Code::PermissionDenied);
-    }
+    let refused = refusals(&as_packs, Vec::from(forgeries)).await;
+    let denied = (1..=sent).map(|id| (id, tonic::Code::PermissionDenied));
+    assert_eq!(refused, denied.collect());
     // Nothing was judged, signed or audited for either.
     let pool = g.audit_pool().await;
     let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE call_id LIKE 'forged-%'")
