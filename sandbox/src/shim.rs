@@ -236,11 +236,14 @@ enum TmpWatch {
 }
 
 /// How often the watcher samples a job whose use changed since the last look, and one whose use
-/// stood still (an idle pack server, a job waiting): nothing can grow without CPU time and a
-/// change in what the job holds, which the next look sees, and the kernel's own limits
-/// (`RLIMIT_NPROC`, `RLIMIT_DATA`, the tmpfs size) bound what a job does between two looks.
+/// stood still (an idle pack server, a job waiting). A job can start a burst at any moment, and
+/// between two looks only the kernel's own limits hold it (`RLIMIT_NPROC`, a process's
+/// `RLIMIT_DATA`, the tmpfs size), which are far above the job's caps: what it can take before
+/// the next look is what its processes fault in meanwhile, a few GB a second per core. So the
+/// idle pace stays close to the working one: it spares an idle job three looks in four, and
+/// lets a job that wakes into a burst run at most a quarter of a second unwatched.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
-const WATCH_IDLE: Duration = Duration::from_secs(1);
+const WATCH_IDLE: Duration = Duration::from_millis(250);
 
 /// How long the watcher sleeps before its next look, given the job's use at the last two.
 fn watch_pace(before: Option<&crate::caps::Usage>, now: &crate::caps::Usage) -> Duration {

@@ -1233,10 +1233,11 @@ async fn a_project_packs_write_entries_are_shown_where_they_lead_and_never_reach
     );
 }
 
-/// A pack server's shim watches its caps ten times a second while the server works, and once a
-/// second while it stands idle: a glovebox with packs and no calls stays asleep.
+/// A pack server's shim watches its caps ten times a second while the server works, and four
+/// times a second while it stands idle: a glovebox with packs and no calls sleeps more, and a
+/// server that wakes into a burst is looked at again within a quarter of a second.
 #[tokio::test]
-async fn an_idle_pack_servers_shim_watches_it_once_a_second() {
+async fn an_idle_pack_servers_shim_watches_it_four_times_a_second() {
     let g = start(&[("fake", "good", json!({}))]);
     until_listed(&g, "the fake pack", |n| {
         n.contains(&"fake__echo".to_owned())
@@ -1247,13 +1248,14 @@ async fn an_idle_pack_servers_shim_watches_it_once_a_second() {
         args.get(1).map(String::as_str) == Some("pack-shim")
     });
     assert_eq!(shims.len(), 1, "{shims:?}");
-    // Let the server settle from its start, then count the watcher's wakes over 3 s.
+    // Let the server settle from its start, then count the watcher's wakes over 3 s: 12 at the
+    // idle pace, 30 at the working one, 3 if it slept a second between looks.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let before = glovebox_e2e::thread_switches(shims[0], "watcher");
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let woke = glovebox_e2e::thread_switches(shims[0], "watcher") - before;
     assert!(
-        woke <= 8,
+        (8..=16).contains(&woke),
         "the idle server's watcher woke {woke} times in 3 s"
     );
 }
